@@ -1,0 +1,15 @@
+"""Train linear self-attention on concatenated tokens e_i = [x_i, y_i] (model `lsa1`).
+
+One LSA layer (or, with --num_layers K, one weight-shared layer applied K times)
+is compared with one (K) step(s) of gradient descent on the same eval tasks.
+
+    PYTHONPATH=. python -m runners.run_concat_inputs_targets --out runs/lsa1 --steps 5000
+"""
+import sys
+
+from runners.common import main
+
+RUNNER = "runners.run_concat_inputs_targets"
+
+if __name__ == "__main__":
+    sys.exit(main("lsa1", RUNNER, __doc__.splitlines()[0], allow_layers=True))

@@ -1,0 +1,16 @@
+"""Train the two-layer copy model on interleaved tokens x_1, ȳ_1, ..., x_q (model `twolayer`).
+
+Layer 1 uses softmax attention and learns to copy each neighbour into its partner
+token; layer 2 is linear and does the GD step. Tokens carry a concatenated
+sinusoidal positional encoding of size 10 (model width 20).
+
+    PYTHONPATH=. python -m runners.run_softmax_copy --out runs/twolayer --steps 10000
+"""
+import sys
+
+from runners.common import main
+
+RUNNER = "runners.run_softmax_copy"
+
+if __name__ == "__main__":
+    sys.exit(main("twolayer", RUNNER, __doc__.splitlines()[0]))

@@ -1,0 +1,186 @@
+"""The run directory: the one contract between training, analyses, sweeps and plots (SPEC §8).
+
+Only this module knows file names. Everything is written atomically; nothing is
+pickled (parameters are `params.npz`, float arrays keyed `module/param`).
+
+runs/<exp>/
+  config.json            every resolved setting, the command, versions, git commit
+  metrics.jsonl          one row per log step
+  metrics_summary.json   final numbers (present <=> training finished)
+  params.npz             parameters
+  ordering_idx.npy       [E, N] eval permutation      (mirrored in analysis/)
+  noise_mask.npy         [E, N] eval corruption mask  (mirrored in analysis/)
+  analysis/              analysis_metadata.json, alignment.json, ood.csv,
+                         attention_stats.json|png
+  attn/                  layer{L}_head{H}.npy [tasks, queries, keys], attention.npz
+  figs/                  quick attention heatmaps
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from src.config import Settings
+from src.transformer import flatten_params, unflatten_params
+from utils_log import (JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_write_json,
+                       read_jsonl)
+
+CONFIG = "config.json"
+METRICS = "metrics.jsonl"
+SUMMARY = "metrics_summary.json"
+PARAMS = "params.npz"
+ORDERING = "ordering_idx.npy"
+NOISE_MASK = "noise_mask.npy"
+ANALYSIS = "analysis"
+METADATA = f"{ANALYSIS}/analysis_metadata.json"
+ALIGNMENT = f"{ANALYSIS}/alignment.json"
+OOD = f"{ANALYSIS}/ood.csv"
+ATTENTION_STATS = f"{ANALYSIS}/attention_stats.json"
+ATTENTION_STATS_PNG = f"{ANALYSIS}/attention_stats.png"
+ATTN = "attn"
+ATTN_RAW = f"{ATTN}/attention.npz"
+FIGS = "figs"
+
+# Which runner makes a run of a given model.
+RUNNER_OF_MODEL = {"lsa1": "runners.run_concat_inputs_targets",
+                   "lsa_rec": "runners.run_concat_inputs_targets",
+                   "twolayer": "runners.run_softmax_copy"}
+
+
+class RunDirError(Exception):
+    """A run directory problem with a one-line, user-facing message."""
+
+
+class RunExists(RunDirError):
+    pass
+
+
+class MissingArtifact(RunDirError):
+    pass
+
+
+def attention_file(layer: int, head: int) -> str:
+    return f"{ATTN}/layer{layer}_head{head}.npy"
+
+
+class RunDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def exists(self, name: str) -> bool:
+        return self.file(name).exists()
+
+    # -- creation ---------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | Path, overwrite: bool = False) -> "RunDir":
+        """A fresh run directory; refuses an existing non-empty one unless `overwrite`."""
+        run = cls(path)
+        if run.path.exists() and (not run.path.is_dir() or any(run.path.iterdir())):
+            if not overwrite:
+                raise RunExists(f"--out {run.path} already exists; pass --overwrite to replace it, "
+                                "or choose another --out")
+            if run.path.is_dir():
+                shutil.rmtree(run.path)
+            else:
+                run.path.unlink()
+        run.path.mkdir(parents=True, exist_ok=True)
+        return run
+
+    @staticmethod
+    def check_creatable(path: str | Path, overwrite: bool) -> None:
+        """Raise RunExists now (before any work) if `create` would refuse."""
+        p = Path(path)
+        if p.exists() and (not p.is_dir() or any(p.iterdir())) and not overwrite:
+            raise RunExists(f"--out {p} already exists; pass --overwrite to replace it, "
+                            "or choose another --out")
+
+    # -- writing ----------------------------------------------------------
+    def write_json(self, name: str, obj: Any) -> None:
+        atomic_write_json(self.file(name), obj)
+
+    def write_npy(self, name: str, array: np.ndarray) -> None:
+        atomic_save_npy(self.file(name), array)
+
+    def write_npz(self, name: str, arrays: dict[str, np.ndarray]) -> None:
+        atomic_save_npz(self.file(name), arrays)
+
+    def save_params(self, params) -> None:
+        self.write_npz(PARAMS, flatten_params(params))
+
+    def metrics_logger(self) -> JsonlLogger:
+        return JsonlLogger(self.file(METRICS))
+
+    def save_eval_metadata(self, ordering_idx: np.ndarray, noise_mask: np.ndarray) -> None:
+        for name, array in ((ORDERING, ordering_idx), (NOISE_MASK, noise_mask)):
+            self.write_npy(name, array)
+            self.write_npy(f"{ANALYSIS}/{name}", array)
+
+    # -- reading ----------------------------------------------------------
+    def require(self, name: str) -> Path:
+        """The path of `name`, or MissingArtifact naming it and the command that makes it."""
+        if not self.path.is_dir():
+            raise MissingArtifact(f"{self.path} is not a run directory (no such directory); "
+                                  f"create one with: python -m runners.run_concat_inputs_targets "
+                                  f"--out {self.path}")
+        path = self.file(name)
+        if not path.exists():
+            raise MissingArtifact(f"{path} is missing; create it with: {self.producer(name)}")
+        return path
+
+    def producer(self, name: str) -> str:
+        """The command that creates `name` in this run directory."""
+        run = self.path
+        if name == ALIGNMENT:
+            return f"python -m analysis.alignment --run {run}"
+        if name == OOD:
+            return f"python -m analysis.ood_eval --run {run}"
+        if name in (ATTENTION_STATS, ATTENTION_STATS_PNG):
+            return f"python -m analysis.attention_stats --run {run}"
+        runner = "runners.run_concat_inputs_targets"
+        if self.file(CONFIG).exists():
+            try:
+                runner = RUNNER_OF_MODEL.get(self.load_config()["settings"]["model"]["name"], runner)
+            except (KeyError, ValueError):
+                pass
+        if name.startswith(ATTN):
+            return f"python -m {runner} --out {run} --overwrite --save_attention (retrains the run)"
+        return f"python -m {runner} --out {run}"
+
+    def load_json(self, name: str) -> Any:
+        with open(self.require(name)) as handle:
+            return json.load(handle)
+
+    def load_config(self) -> dict:
+        return self.load_json(CONFIG)
+
+    def load_settings(self) -> Settings:
+        return Settings.from_dict(self.load_config()["settings"])
+
+    def load_params(self):
+        with np.load(self.require(PARAMS), allow_pickle=False) as data:
+            return unflatten_params({k: data[k] for k in data.files})
+
+    def load_npy(self, name: str) -> np.ndarray:
+        return np.load(self.require(name), allow_pickle=False)
+
+    def read_metrics(self) -> list[dict]:
+        return read_jsonl(self.require(METRICS))
+
+    def is_trained(self) -> bool:
+        """Training finished and its outputs are in place."""
+        if not all(self.exists(n) for n in (CONFIG, SUMMARY, PARAMS, METRICS, ORDERING, NOISE_MASK)):
+            return False
+        try:
+            return self.load_json(SUMMARY).get("status") == "complete"
+        except (ValueError, OSError):
+            return False

@@ -1,0 +1,184 @@
+"""Training: fresh tasks every step, whole chunks of steps compiled with `lax.scan`.
+
+The hot path (sample tasks -> curriculum -> tokens -> loss -> Adam update) is one
+jitted function that runs `log_every` steps; Python only runs between chunks, to
+evaluate on the fixed eval set and log. The step key is `fold_in(train_key, step)`,
+so results do not depend on how steps are chunked. Same settings => same metrics.
+
+Shapes: B batch, N pairs, d input dim, T tokens, D width.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm import tqdm
+
+from baselines.gd_step import gd_predictions, gd_sensitivity, tune_eta
+from src.config import Settings, validate
+from src.curricula import apply_curriculum
+from src.data import Tasks, make_tokens, sample_tasks
+from src.metrics import (Reference, alignment, copy_summary, first_layer_jacobian_norms,
+                         predictions_and_sensitivities)
+from src.transformer import Model, build_model
+
+COPY_ANALYSIS_TASKS = 256  # eval tasks used for the (costly) first-layer Jacobian
+
+
+class EvalSet(NamedTuple):
+    """The fixed evaluation tasks (drawn from `eval_seed`, never from `seed`) and GD on them."""
+    clean_tasks: Tasks       # before the eval curriculum
+    tasks: Tasks             # after noise, ordering and placement
+    ordering_idx: np.ndarray  # [E, N] int32
+    noise_mask: np.ndarray    # [E, N] bool (in the new order)
+    gd_eta: float             # tuned on a second held-out set of the same distribution
+    reference: Reference      # GD's predictions and sensitivities on `tasks`
+
+
+def make_eval_set(settings: Settings, alpha: float = 1.0, gd_eta: float | None = None) -> EvalSet:
+    """Draw the eval set, apply the eval curriculum once, and tune GD's η (unless given)."""
+    tr, curriculum = settings.train, settings.eval_curriculum
+    key_tasks, key_curriculum = jax.random.split(jax.random.key(tr.eval_seed))
+    clean = sample_tasks(key_tasks, tr.eval_size, settings.task, alpha)
+    transformed = apply_curriculum(key_curriculum, clean, curriculum, settings.task, alpha)
+    if gd_eta is None:
+        gd_eta = tune_gd_eta(settings)
+    reference = Reference(gd_predictions(transformed.tasks, gd_eta),
+                          gd_sensitivity(transformed.tasks, gd_eta))
+    return EvalSet(clean, transformed.tasks, np.asarray(transformed.ordering_idx),
+                   np.asarray(transformed.noise_mask), gd_eta, reference)
+
+
+def tune_gd_eta(settings: Settings) -> float:
+    """η of one GD step, tuned on held-out tasks from the eval distribution at α = 1."""
+    tr = settings.train
+    key_tasks, key_curriculum = jax.random.split(jax.random.key(tr.eval_seed + 1))
+    held_out = sample_tasks(key_tasks, tr.eval_size, settings.task)
+    held_out = apply_curriculum(key_curriculum, held_out, settings.eval_curriculum, settings.task).tasks
+    eta, _ = tune_eta(held_out)
+    return eta
+
+
+def make_evaluator(model: Model) -> Callable[[Any, EvalSet], dict[str, float]]:
+    """params, eval_set -> {eval_loss, gd_loss, align_cos, l2_pred_diff, model_diff[, copy_*]}."""
+    @jax.jit
+    def scores(params, tasks, reference):
+        prediction, sensitivity = predictions_and_sensitivities(model, params, tasks)
+        return alignment(prediction, sensitivity, reference, tasks.query_y)
+
+    @jax.jit
+    def copy_scores(params, tasks):
+        tokens = make_tokens(tasks, model.config)
+        return copy_summary(first_layer_jacobian_norms(model, params, tokens))
+
+    def evaluate(params, eval_set: EvalSet) -> dict[str, float]:
+        out = scores(params, eval_set.tasks, eval_set.reference)
+        if model.config.tokens == "interleaved" and model.config.num_layers > 1:
+            subset = Tasks(*(f[:COPY_ANALYSIS_TASKS] for f in eval_set.tasks))
+            out = {**out, **copy_scores(params, subset)}
+        return {k: float(v) for k, v in out.items()}
+
+    return evaluate
+
+
+def make_optimizer(settings: Settings) -> optax.GradientTransformation:
+    tr = settings.train
+    return optax.chain(optax.clip_by_global_norm(tr.grad_clip_norm),
+                       optax.adam(tr.lr, b1=tr.adam_b1, b2=tr.adam_b2))
+
+
+def make_train_chunk(settings: Settings, model: Model, optimizer: optax.GradientTransformation):
+    """Returns chunk(params, opt_state, train_key, first_step, num_steps) ->
+    (params, opt_state, losses [num_steps]); `num_steps` is static."""
+    task, batch_size, curriculum = settings.task, settings.train.batch_size, settings.train_curriculum
+
+    def loss_fn(params, tokens, targets):
+        prediction = model.apply(params, tokens).prediction
+        return 0.5 * jnp.mean((prediction - targets) ** 2)
+
+    def one_step(carry, step):
+        params, opt_state, train_key = carry
+        key_data, key_curriculum = jax.random.split(jax.random.fold_in(train_key, step))
+        tasks = sample_tasks(key_data, batch_size, task)
+        tasks = apply_curriculum(key_curriculum, tasks, curriculum, task).tasks
+        tokens = make_tokens(tasks, model.config)
+        value, grads = jax.value_and_grad(loss_fn)(params, tokens, tasks.query_y)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state, train_key), value
+
+    def chunk(params, opt_state, train_key, first_step, num_steps):
+        steps = first_step + jnp.arange(num_steps)
+        (params, opt_state, _), losses = jax.lax.scan(one_step, (params, opt_state, train_key), steps)
+        return params, opt_state, losses
+
+    return jax.jit(chunk, static_argnums=4)
+
+
+@dataclass
+class TrainResult:
+    params: Any                       # last good parameters
+    history: list[dict[str, float]]   # one row per log point
+    eval_set: EvalSet
+    steps_done: int
+    train_seconds: float
+    diverged: str | None = None       # message when training stopped on a non-finite value
+    final: dict[str, float] = field(default_factory=dict)
+
+
+def params_finite(params) -> bool:
+    return all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree_util.tree_leaves(params))
+
+
+def train(settings: Settings, *, on_log: Callable[[dict], None] | None = None,
+          progress: bool = True, eval_set: EvalSet | None = None) -> TrainResult:
+    """Train `settings.model` from scratch; evaluate every `log_every` steps and at the end.
+
+    `on_log(row)` is called with every metrics row as soon as it exists. On a
+    non-finite loss or parameter the run stops and keeps the parameters of the
+    last finished chunk.
+    """
+    validate(settings)
+    tr = settings.train
+    model = build_model(settings.task, settings.model)
+    eval_set = eval_set or make_eval_set(settings)
+    evaluate = make_evaluator(model)
+    optimizer = make_optimizer(settings)
+    chunk = make_train_chunk(settings, model, optimizer)
+
+    key_init, train_key = jax.random.split(jax.random.key(tr.seed))
+    params = model.init(key_init)
+    opt_state = optimizer.init(params)
+
+    history: list[dict[str, float]] = []
+    diverged = None
+    start = time.perf_counter()
+    step = 0
+    bar = tqdm(total=tr.steps, desc=settings.model.name, unit="step", disable=not progress,
+               leave=False, dynamic_ncols=True)
+    while step < tr.steps:
+        n = min(tr.log_every, tr.steps - step)
+        new_params, new_opt_state, losses = chunk(params, opt_state, train_key, step, n)
+        losses = np.asarray(losses)
+        if not np.all(np.isfinite(losses)) or not params_finite(new_params):
+            bad = int(np.argmin(np.isfinite(losses))) if not np.all(np.isfinite(losses)) else n - 1
+            diverged = (f"non-finite training loss at step {step + bad + 1}; stopped and kept the "
+                        f"parameters from step {step}")
+            break
+        params, opt_state = new_params, new_opt_state
+        step += n
+        row = {"step": step, "train_loss": float(np.mean(losses)), **evaluate(params, eval_set),
+               "elapsed_s": round(time.perf_counter() - start, 3)}
+        history.append(row)
+        if on_log is not None:
+            on_log(row)
+        bar.update(n)
+        bar.set_postfix(eval_loss=f"{row['eval_loss']:.4f}", gd=f"{row['gd_loss']:.4f}")
+    bar.close()
+    train_seconds = time.perf_counter() - start
+    final = evaluate(params, eval_set) if history or diverged else {}
+    return TrainResult(params, history, eval_set, step, train_seconds, diverged, final)

@@ -1,0 +1,86 @@
+"""Atomic file writes and a JSONL metrics logger.
+
+Every artifact is written to a temporary file in the same directory and moved
+into place with `os.replace`, so a reader (or an interrupted run) never sees a
+half-written file.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def to_jsonable(value: Any) -> Any:
+    """numpy/jax scalars and arrays -> plain Python; non-finite floats -> None."""
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return to_jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    text = json.dumps(to_jsonable(obj), indent=2, sort_keys=True) + "\n"
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array), allow_pickle=False)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def atomic_save_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+class JsonlLogger:
+    """Keeps every row and rewrites the whole file atomically on each `log`, so the
+    file on disk is always a complete JSONL document (one object per line)."""
+
+    def __init__(self, path: str | os.PathLike, rows: Iterable[dict] = ()):
+        self.path = Path(path)
+        self.rows: list[dict] = [dict(r) for r in rows]
+
+    def log(self, row: dict) -> None:
+        self.rows.append(to_jsonable(dict(row)))
+        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.rows)
+        atomic_write_text(self.path, text)
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
