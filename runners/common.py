@@ -294,15 +294,19 @@ def save_attention(run: RunDir, settings: Settings, params, eval_set) -> None:
 
 
 def run_analyses(run: RunDir, with_attention: bool) -> None:
-    """The analyses every finished run gets (alignment, OOD, attention statistics)."""
+    """The analyses every finished run gets: alignment, OOD, and, when attention was
+    saved, attention statistics and the quick attention heatmaps (figs/)."""
     import importlib
     for module, wanted in (("analysis.alignment", True), ("analysis.ood_eval", True),
-                           ("analysis.attention_stats", with_attention)):
+                           ("analysis.attention_stats", with_attention),
+                           ("plots.attention_quick", with_attention)):
         if not wanted:
             continue
         try:
             analysis = importlib.import_module(module)
-        except ModuleNotFoundError:
+        except ModuleNotFoundError as err:
+            if err.name != module:  # a missing dependency is an error, a missing module is not
+                raise
             continue
         analysis.run(run)
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from src.config import Settings
 from src.transformer import flatten_params, unflatten_params
-from utils_log import (JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_write_json,
-                       read_jsonl)
+from utils_log import (JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_write_bytes,
+                       atomic_write_json, atomic_write_text, read_jsonl)
 
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
@@ -65,6 +65,11 @@ class MissingArtifact(RunDirError):
 
 def attention_file(layer: int, head: int) -> str:
     return f"{ATTN}/layer{layer}_head{head}.npy"
+
+
+def attention_figure(layer: int, head: int) -> str:
+    """The quick heatmap of one layer/head (plots.attention_quick)."""
+    return f"{FIGS}/attention_layer{layer}_head{head}.png"
 
 
 class RunDir:
@@ -108,6 +113,12 @@ class RunDir:
     def write_json(self, name: str, obj: Any) -> None:
         atomic_write_json(self.file(name), obj)
 
+    def write_bytes(self, name: str, data: bytes) -> None:
+        atomic_write_bytes(self.file(name), data)
+
+    def write_text(self, name: str, text: str) -> None:
+        atomic_write_text(self.file(name), text)
+
     def write_npy(self, name: str, array: np.ndarray) -> None:
         atomic_save_npy(self.file(name), array)
 
@@ -146,6 +157,8 @@ class RunDir:
             return f"python -m analysis.ood_eval --run {run}"
         if name in (ATTENTION_STATS, ATTENTION_STATS_PNG):
             return f"python -m analysis.attention_stats --run {run}"
+        if name.startswith(f"{FIGS}/attention_"):
+            return f"python -m plots.attention_quick --run {run}"
         runner = "runners.run_concat_inputs_targets"
         if self.file(CONFIG).exists():
             try:
@@ -184,3 +197,72 @@ class RunDir:
             return self.load_json(SUMMARY).get("status") == "complete"
         except (ValueError, OSError):
             return False
+
+    # -- completeness (sweeps resume from this) ----------------------------
+    def attention_saved(self) -> bool:
+        """Whether the run was trained with --save_attention (per its metadata)."""
+        try:
+            return bool(self.load_json(METADATA).get("attention_saved"))
+        except (RunDirError, ValueError, OSError):
+            return False
+
+    def expected_outputs(self, with_attention: bool | None = None) -> list[str]:
+        """Every file a finished, analysed run has. `with_attention=None` asks the run itself."""
+        if with_attention is None:
+            with_attention = self.attention_saved()
+        expected = [CONFIG, METRICS, SUMMARY, PARAMS, ORDERING, NOISE_MASK,
+                    f"{ANALYSIS}/{ORDERING}", f"{ANALYSIS}/{NOISE_MASK}", METADATA, ALIGNMENT, OOD]
+        if with_attention:
+            expected += [ATTN_RAW, attention_file(0, 0), ATTENTION_STATS, ATTENTION_STATS_PNG]
+        return expected
+
+    def missing_outputs(self, with_attention: bool | None = None) -> list[str]:
+        return [n for n in self.expected_outputs(with_attention) if not self.exists(n)]
+
+    def is_diverged(self) -> bool:
+        """Training stopped on a non-finite loss (final: retraining the same settings repeats it)."""
+        try:
+            return self.exists(SUMMARY) and self.load_json(SUMMARY).get("status") == "diverged"
+        except (ValueError, OSError):
+            return False
+
+    def is_complete(self, with_attention: bool | None = None) -> bool:
+        """Trained, and every analysis output is present (attention ones when it was saved,
+        or when `with_attention` asks for them)."""
+        return self.is_trained() and not self.missing_outputs(with_attention)
+
+
+def check_main(argv: list[str] | None = None) -> int:
+    """`python -m src.rundir [--figs] RUN [RUN ...]`: exit 1 naming every missing artifact
+    (--figs: also the quick attention heatmap of layer 0, head 0)."""
+    import sys
+    args = list(sys.argv[1:] if argv is None else argv)
+    with_figs = "--figs" in args
+    runs = [a for a in args if a != "--figs"]
+    if not runs or any(a.startswith("-") for a in runs):
+        print("usage: python -m src.rundir [--figs] RUN_DIR [RUN_DIR ...]  "
+              "(exit 1 naming every missing artifact)", file=sys.stderr)
+        return 2
+    bad = 0
+    for path in runs:
+        run = RunDir(path)
+        if not run.path.is_dir():
+            missing = [f"{run.path} (no such run directory)"]
+        else:
+            names = run.missing_outputs()
+            if with_figs and run.attention_saved():
+                names += [n for n in (attention_figure(0, 0),) if not run.exists(n)]
+            missing = [f"{run.file(n)} (create it with: {run.producer(n)})" for n in names]
+            if not missing and not run.is_trained():
+                missing = [f"{run.file(SUMMARY)} (status is not 'complete')"]
+        for line in missing:
+            print(f"MISSING {line}", file=sys.stderr)
+        if missing:
+            bad += 1
+        else:
+            print(f"ok {run.path}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(check_main())

@@ -1,0 +1,67 @@
+"""Alignment of a trained model with one step of GD on the run's own eval tasks (SPEC §5).
+
+    PYTHONPATH=. python -m analysis.alignment --run runs/<exp> [--eta 0.1]
+
+Writes runs/<exp>/analysis/alignment.json:
+  model_loss    ½ mean (ŷ_TF − y_q)²         gd_loss     ½ mean (ŷ_GD − y_q)²
+  l2_pred_diff  mean |ŷ_TF − ŷ_GD|
+  align_cos     mean cos(s_TF, s_GD), s = ∂ŷ/∂x_q ∈ R^d per task
+  model_diff    mean ‖s_TF − s_GD‖
+  eta, eta_source ("tuned": the run's gd_eta, tuned at α = 1; "flag": --eta), num_tasks
+"""
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from analysis.common import load_run, main_frame, make_scorer, positive_finite, tuned_eta
+from src import rundir as names
+from src.rundir import RunDir
+from src.train import EvalSet, make_eval_set
+from src.transformer import Model
+
+MODULE = "analysis.alignment"
+
+
+def alignment_metrics(model: Model, params, eval_set: EvalSet) -> dict:
+    """Model vs GD (step size eval_set.gd_eta) on eval_set.tasks [E tasks]: a JSON-ready dict."""
+    scores = make_scorer(model)(params, eval_set.tasks, eval_set.reference)
+    return {
+        "model_loss": scores["eval_loss"],
+        "gd_loss": scores["gd_loss"],
+        "align_cos": scores["align_cos"],
+        "l2_pred_diff": scores["l2_pred_diff"],
+        "model_diff": scores["model_diff"],
+        "eta": float(eval_set.gd_eta),
+        "num_tasks": int(eval_set.tasks.query_y.shape[0]),
+    }
+
+
+def run(run_dir: RunDir, eta: float | None = None) -> dict:
+    """Compute and write analysis/alignment.json; `eta` overrides the run's tuned step size."""
+    loaded = load_run(run_dir)
+    eta_source = "flag" if eta is not None else "tuned"
+    eta = tuned_eta(run_dir) if eta is None else float(eta)
+    eval_set = make_eval_set(loaded.settings, gd_eta=eta)
+    result = {**alignment_metrics(loaded.model, loaded.params, eval_set), "eta_source": eta_source}
+    run_dir.write_json(names.ALIGNMENT, result)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def flags(parser):
+        parser.add_argument("--eta", type=positive_finite, default=None,
+                            help="GD step size (default: the run's gd_eta, tuned at alpha = 1)")
+
+    def work(args, run_dir):
+        result = run(run_dir, args.eta)
+        print(f"align_cos {result['align_cos']:.6f} | l2_pred_diff {result['l2_pred_diff']:.6f} | "
+              f"model_loss {result['model_loss']:.6f} | gd_loss {result['gd_loss']:.6f} "
+              f"(eta {result['eta']:g}, {result['eta_source']}) -> "
+              f"{run_dir.file(names.ALIGNMENT)}")
+
+    return main_frame(MODULE, __doc__.splitlines()[0], flags, work, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""What the post-run analyses share: the command-line frame, flag types, and loading a run.
+
+Every analysis is `python -m <module> --run runs/<exp> [flags]`. Flags are checked
+first (a bad one: exit 2, one line naming flag, value and accepted range); a
+missing input file ends the program with exit 2 and one line naming the file and
+the command that creates it. Outputs are written only after all work is done,
+each one atomically, so a failed analysis leaves no partial file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Callable, NamedTuple, Sequence
+
+import jax
+
+from src import rundir as names
+from src.config import Settings
+from src.metrics import alignment, predictions_and_sensitivities
+from src.rundir import RunDir, RunDirError
+from src.transformer import Model, build_model
+
+
+class AnalysisError(Exception):
+    """A problem with the inputs of an analysis; the message is one line."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own errors: one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def positive_finite(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; accepted: a finite number > 0")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is out of range; accepted: a finite number > 0")
+    return value
+
+
+def make_parser(module: str, description: str) -> OneLineParser:
+    parser = OneLineParser(prog=f"python -m {module}", description=description,
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--run", required=True, help="a finished run directory, e.g. runs/<exp>")
+    return parser
+
+
+def run_cli(prog: str, work: Callable[[], None]) -> int:
+    """Run `work()`; a missing artifact or bad input becomes one stderr line and exit 2."""
+    try:
+        work()
+    except (RunDirError, AnalysisError) as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as err:
+        print(f"{prog}: error: a JSON file of the run is unreadable ({err}); rerun the runner",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+class LoadedRun(NamedTuple):
+    settings: Settings
+    model: Model
+    params: dict
+
+
+def load_settings(run: RunDir) -> Settings:
+    """The settings in the run's config.json (MissingArtifact / AnalysisError if unusable)."""
+    run.require(names.CONFIG)
+    try:
+        return run.load_settings()
+    except (KeyError, TypeError, ValueError) as err:
+        raise AnalysisError(f"{run.file(names.CONFIG)} has no valid settings ({err!r}); "
+                            f"recreate it with: {run.producer(names.CONFIG)}") from None
+
+
+def load_run(run: RunDir) -> LoadedRun:
+    """Settings, model and parameters of a finished run (config.json + params.npz)."""
+    settings = load_settings(run)
+    run.require(names.PARAMS)
+    return LoadedRun(settings, build_model(settings.task, settings.model), run.load_params())
+
+
+def tuned_eta(run: RunDir) -> float:
+    """GD's step size tuned for this run at α = 1 (metrics_summary.json `gd_eta`)."""
+    eta = run.load_json(names.SUMMARY).get("gd_eta")
+    if not isinstance(eta, (int, float)) or not math.isfinite(eta) or eta <= 0:
+        raise AnalysisError(f"{run.file(names.SUMMARY)} has no valid gd_eta ({eta!r}); "
+                            f"recreate it with: {run.producer(names.SUMMARY)}")
+    return float(eta)
+
+
+def make_scorer(model: Model):
+    """jitted (params, tasks, reference) -> {eval_loss, gd_loss, align_cos, l2_pred_diff,
+    model_diff}: exactly the computation the training evaluator logs (src.train)."""
+    @jax.jit
+    def scores(params, tasks, reference):
+        prediction, sensitivity = predictions_and_sensitivities(model, params, tasks)
+        return alignment(prediction, sensitivity, reference, tasks.query_y)
+
+    return lambda params, tasks, reference: {k: float(v) for k, v in
+                                             scores(params, tasks, reference).items()}
+
+
+def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser], None],
+               work: Callable[[argparse.Namespace, RunDir], None],
+               argv: Sequence[str] | None) -> int:
+    """Parse flags (exit 2 on a bad one), then run `work(args, RunDir(args.run))`."""
+    parser = make_parser(module, description)
+    add_flags(parser)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    return run_cli(parser.prog, lambda: work(args, RunDir(args.run)))
+
+
+def png_bytes(figure) -> bytes:
+    """A matplotlib Figure as PNG bytes: white background, no version metadata
+    (so the same figure gives the same bytes)."""
+    import io
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, facecolor="white",
+                   metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def new_figure(width: float, height: float):
+    """A white pyplot-free Figure on the Agg backend (no global figure state to leak)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    figure = Figure(figsize=(width, height), facecolor="white")
+    return figure

@@ -1,0 +1,122 @@
+"""Runners: complete run directories, one-line errors before any work, safe interruption."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from src import rundir as names
+from src.rundir import RunDir
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--steps", "40", "--batch_size", "128", "--eval_size", "300", "--log_every", "20", "--quiet"]
+SUMMARY_KEYS = {"model", "steps", "eval_loss", "gd_loss", "gd_eta", "align_cos", "l2_pred_diff",
+                "model_diff", "train_seconds"}
+METRIC_KEYS = {"step", "train_loss", "eval_loss", "gd_loss", "align_cos", "l2_pred_diff", "elapsed_s"}
+
+
+class Result:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def run_cli(module, *args, capsys=None):
+    """Call a runner's main() in-process (same code path as `python -m`, without the
+    interpreter start-up) and capture its exit code and output."""
+    import importlib
+    from runners.common import main
+    runner = importlib.import_module(module)
+    model = "twolayer" if module.endswith("softmax_copy") else "lsa1"
+    capsys.readouterr()
+    try:
+        code = main(model, runner.RUNNER, "test", list(args), allow_layers=(model == "lsa1"))
+    except SystemExit as exit_:  # argparse errors
+        code = exit_.code
+    captured = capsys.readouterr()
+    return Result(code, captured.out, captured.err)
+
+
+@pytest.mark.parametrize("module", ["runners.run_concat_inputs_targets", "runners.run_softmax_copy"])
+def test_run_directory_is_complete(tmp_path, module, capsys):
+    out = tmp_path / "run"
+    proc = run_cli(module, "--out", str(out), "--save_attention", "--noise_mode", "label_noise",
+                   "--noise_p", "0.2", "--eval_ordering", "easy2hard", *TINY, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    run = RunDir(out)
+    for name in (names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS, names.ORDERING,
+                 names.NOISE_MASK, f"{names.ANALYSIS}/{names.ORDERING}",
+                 f"{names.ANALYSIS}/{names.NOISE_MASK}", names.METADATA, names.ATTN_RAW,
+                 names.attention_file(0, 0)):
+        assert run.exists(name), name
+    summary = run.load_json(names.SUMMARY)
+    assert SUMMARY_KEYS <= set(summary) and summary["status"] == "complete"
+    rows = run.read_metrics()
+    assert [r["step"] for r in rows] == [20, 40] and all(METRIC_KEYS <= set(r) for r in rows)
+    assert np.load(run.file(names.NOISE_MASK)).sum(axis=1).tolist() == [2] * 300
+    with np.load(run.file(names.PARAMS), allow_pickle=False) as params:
+        assert all(k.startswith("transformer/") for k in params.files)
+    # config.json is enough to rebuild the settings and rerun the run
+    config = run.load_config()
+    assert run.load_settings().train.steps == 40 and "--out" in config["argv"]
+    assert config["versions"]["jax"] and config["command"].startswith("python -m runners.")
+    if module.endswith("softmax_copy"):
+        assert {"copy_own", "copy_next", "copy_other"} <= set(summary)
+    assert not list(out.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--noise_mode", "label_noise", "--noise_p", "1.5"], "--noise_p"),
+    (["--noise_mode", "label_noise", "--noise_p", "0.2", "--noise_sigma", "-1"], "--noise_sigma"),
+    (["--ordering", "sideways"], "--ordering"),
+    (["--eval_noise_p", "0.2"], "--eval_noise_p"),
+    (["--noise_mode", "random_pairs"], "--noise_p"),
+    (["--steps", "0"], "--steps"),
+    (["--lr", "nan"], "--lr"),
+])
+def test_bad_flags_fail_fast_with_one_line(tmp_path, flags, words, capsys):
+    out = tmp_path / "never"
+    start = time.time()
+    proc = run_cli("runners.run_concat_inputs_targets", "--out", str(out), *flags, capsys=capsys)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], proc.stderr
+    assert not out.exists()
+    assert time.time() - start < 10  # refused before any training or compilation
+
+
+def test_existing_out_is_refused_and_untouched(tmp_path, capsys):
+    out = tmp_path / "existing"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    proc = run_cli("runners.run_softmax_copy", "--out", str(out), *TINY, capsys=capsys)
+    assert proc.returncode == 2 and "--overwrite" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert [p.name for p in out.iterdir()] == ["precious.txt"]
+    assert (out / "precious.txt").read_text() == "keep me"
+
+
+def test_ctrl_c_leaves_no_half_written_file(tmp_path):
+    out = tmp_path / "interrupted"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "runners.run_concat_inputs_targets", "--out", str(out),
+                             "--steps", "100000", "--batch_size", "64", "--eval_size", "200",
+                             "--log_every", "10", "--quiet"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / names.METRICS).exists():
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob(".*.tmp"))
+    assert not (out / names.SUMMARY).exists()
+    json.loads((out / names.CONFIG).read_text())
+    assert all(json.loads(line) for line in (out / names.METRICS).read_text().splitlines())
+    assert not RunDir(out).is_trained()
