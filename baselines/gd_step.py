@@ -10,6 +10,8 @@ Shapes: B tasks, N context pairs, d input dimension.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -48,10 +50,14 @@ def loss(predictions: jax.Array, targets: jax.Array) -> jax.Array:
     return 0.5 * jnp.mean((predictions - targets) ** 2)
 
 
+@partial(jax.jit, static_argnames="steps")
+def _grid_losses(tasks: Tasks, grid: jax.Array, steps: int) -> jax.Array:
+    return jax.lax.map(lambda eta: loss(gd_predictions(tasks, eta, steps), tasks.query_y), grid)
+
+
 def eta_scan(tasks: Tasks, grid: np.ndarray = ETA_GRID, steps: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Loss of `steps`-step GD for every η in `grid` on `tasks`: (grid, losses)."""
-    eval_one = jax.jit(lambda eta: loss(gd_predictions(tasks, eta, steps), tasks.query_y))
-    losses = np.asarray(jax.lax.map(eval_one, jnp.asarray(grid, dtype=jnp.float32)))
+    losses = np.asarray(_grid_losses(tasks, jnp.asarray(grid, dtype=jnp.float32), steps))
     return np.asarray(grid), losses
 
 

@@ -90,7 +90,10 @@ def order(key: jax.Array, tasks: Tasks, noise_mask: jax.Array,
         group = (~noise_mask).astype(jnp.int32)
     else:
         group = jnp.zeros_like(noise_mask, dtype=jnp.int32)
-    perm = jnp.lexsort((sort_key, group), axis=-1).astype(jnp.int32)  # group is the primary key
+    if curriculum.noise_placement == "mixed":
+        perm = jnp.argsort(sort_key, axis=-1).astype(jnp.int32)
+    else:
+        perm = jnp.lexsort((sort_key, group), axis=-1).astype(jnp.int32)  # group is the primary key
     return CurriculumOutput(permute_pairs(tasks, perm),
                             perm, jnp.take_along_axis(noise_mask, perm, axis=-1))
 
@@ -100,6 +103,13 @@ def permute_pairs(tasks: Tasks, perm: jax.Array) -> Tasks:
     return tasks._replace(
         context_x=jnp.take_along_axis(tasks.context_x, perm[..., None], axis=1),
         context_y=jnp.take_along_axis(tasks.context_y, perm, axis=1))
+
+
+def is_exchangeable(curriculum: CurriculumConfig) -> bool:
+    """Clean pairs in uniformly random order: the transform leaves the distribution of a
+    batch of i.i.d. tasks unchanged, so training may skip it (evaluation still applies it,
+    to record the permutation)."""
+    return curriculum.noise_mode == "clean" and curriculum.ordering == "random"
 
 
 def apply_curriculum(key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -20,14 +21,14 @@ import optax
 from tqdm import tqdm
 
 from baselines.gd_step import gd_predictions, gd_sensitivity, tune_eta
-from src.config import Settings, validate
-from src.curricula import apply_curriculum
+from src.config import CurriculumConfig, Settings, TaskConfig, validate
+from src.curricula import CurriculumOutput, apply_curriculum, is_exchangeable
 from src.data import Tasks, make_tokens, sample_tasks
 from src.metrics import (Reference, alignment, copy_summary, first_layer_jacobian_norms,
                          predictions_and_sensitivities)
 from src.transformer import Model, build_model
 
-COPY_ANALYSIS_TASKS = 256  # eval tasks used for the (costly) first-layer Jacobian
+COPY_ANALYSIS_TASKS = 64  # eval tasks for the first-layer Jacobian (~0.25 s per log point)
 
 
 class EvalSet(NamedTuple):
@@ -40,27 +41,37 @@ class EvalSet(NamedTuple):
     reference: Reference      # GD's predictions and sensitivities on `tasks`
 
 
+@partial(jax.jit, static_argnames=("size", "task", "curriculum"))
+def draw_tasks(key: jax.Array, size: int, task: TaskConfig, curriculum: CurriculumConfig,
+               alpha: float = 1.0) -> tuple[Tasks, CurriculumOutput]:
+    """`size` clean tasks from `key` and the same tasks after `curriculum`."""
+    key_tasks, key_curriculum = jax.random.split(key)
+    clean = sample_tasks(key_tasks, size, task, alpha)
+    return clean, apply_curriculum(key_curriculum, clean, curriculum, task, alpha)
+
+
+@jax.jit
+def gd_reference(tasks: Tasks, eta: float) -> Reference:
+    return Reference(gd_predictions(tasks, eta), gd_sensitivity(tasks, eta))
+
+
 def make_eval_set(settings: Settings, alpha: float = 1.0, gd_eta: float | None = None) -> EvalSet:
     """Draw the eval set, apply the eval curriculum once, and tune GD's η (unless given)."""
-    tr, curriculum = settings.train, settings.eval_curriculum
-    key_tasks, key_curriculum = jax.random.split(jax.random.key(tr.eval_seed))
-    clean = sample_tasks(key_tasks, tr.eval_size, settings.task, alpha)
-    transformed = apply_curriculum(key_curriculum, clean, curriculum, settings.task, alpha)
+    tr = settings.train
+    clean, transformed = draw_tasks(jax.random.key(tr.eval_seed), tr.eval_size, settings.task,
+                                    settings.eval_curriculum, alpha)
     if gd_eta is None:
         gd_eta = tune_gd_eta(settings)
-    reference = Reference(gd_predictions(transformed.tasks, gd_eta),
-                          gd_sensitivity(transformed.tasks, gd_eta))
     return EvalSet(clean, transformed.tasks, np.asarray(transformed.ordering_idx),
-                   np.asarray(transformed.noise_mask), gd_eta, reference)
+                   np.asarray(transformed.noise_mask), gd_eta, gd_reference(transformed.tasks, gd_eta))
 
 
 def tune_gd_eta(settings: Settings) -> float:
     """η of one GD step, tuned on held-out tasks from the eval distribution at α = 1."""
     tr = settings.train
-    key_tasks, key_curriculum = jax.random.split(jax.random.key(tr.eval_seed + 1))
-    held_out = sample_tasks(key_tasks, tr.eval_size, settings.task)
-    held_out = apply_curriculum(key_curriculum, held_out, settings.eval_curriculum, settings.task).tasks
-    eta, _ = tune_eta(held_out)
+    _, held_out = draw_tasks(jax.random.key(tr.eval_seed + 1), tr.eval_size, settings.task,
+                             settings.eval_curriculum)
+    eta, _ = tune_eta(held_out.tasks)
     return eta
 
 
@@ -105,7 +116,8 @@ def make_train_chunk(settings: Settings, model: Model, optimizer: optax.Gradient
         params, opt_state, train_key = carry
         key_data, key_curriculum = jax.random.split(jax.random.fold_in(train_key, step))
         tasks = sample_tasks(key_data, batch_size, task)
-        tasks = apply_curriculum(key_curriculum, tasks, curriculum, task).tasks
+        if not is_exchangeable(curriculum):  # a random shuffle of i.i.d. pairs changes nothing
+            tasks = apply_curriculum(key_curriculum, tasks, curriculum, task).tasks
         tokens = make_tokens(tasks, model.config)
         value, grads = jax.value_and_grad(loss_fn)(params, tokens, tasks.query_y)
         updates, opt_state = optimizer.update(grads, opt_state, params)
