@@ -1,0 +1,216 @@
+"""Figures of `scripts.reproduce`: one function per experiment, result dict -> Figure.
+
+White background, labelled axes with units, mean ± std over seeds as bands (curves)
+or error bars (points), legends. Writing is the caller's job (`png_bytes` + an
+atomic write).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.common import new_figure
+
+SEED_NOTE = "mean ± std over seeds {seeds}"
+TF_COLOR, GD_COLOR, GDPP_COLOR, ZERO_COLOR, PAPER_COLOR = "C0", "C3", "C2", "0.5", "k"
+LOSS_LABEL = "loss ½(ŷ − y_q)² (squared label units)"
+STEP_LABEL = "training step (Adam updates)"
+
+
+def _axes(figure, rows: int, cols: int):
+    axes = figure.subplots(rows, cols, squeeze=False)
+    for ax in axes.flat:
+        ax.set_facecolor("white")
+        ax.grid(True, alpha=0.3)
+        ax.ticklabel_format(axis="both", style="plain", useOffset=False)
+    return axes
+
+
+def _band(ax, x, curve: dict, color: str, label: str) -> None:
+    mean, std = np.asarray(curve["mean"]), np.asarray(curve["std"])
+    ax.plot(x, mean, color=color, label=label, lw=1.6)
+    ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.25, lw=0)
+
+
+def _finish(figure, title: str) -> None:
+    figure.suptitle(title, fontsize=11)
+    figure.set_layout_engine("constrained")
+
+
+def one_step_gd(r: dict):
+    fig = new_figure(11, 7.5)
+    axes = _axes(fig, 2, 2)
+    c = r["curves"]
+    x = c["step"]
+    ax = axes[0, 0]
+    _band(ax, x, c["eval_loss"], TF_COLOR, "trained lsa1 (1 LSA layer)")
+    ax.axhline(r["gd_loss"], color=GD_COLOR, ls="--", label=f"1 step of GD, tuned η ({r['gd_loss']:.4f})")
+    ax.axhline(r["paper"]["gd_loss"], color=PAPER_COLOR, ls=":", label="paper: GD ≈ 0.206")
+    ax.set_yscale("log")
+    ax.set_xlabel(STEP_LABEL)
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title("eval loss")
+    ax.legend(fontsize=8)
+    for ax, key, title, ylabel in (
+            (axes[0, 1], "align_cos", "cosine of sensitivities ∂ŷ/∂x_q", "align_cos (cosine, unitless)"),
+            (axes[1, 0], "model_diff", "‖s_TF − s_GD‖", "model_diff (label units per input unit)"),
+            (axes[1, 1], "l2_pred_diff", "|ŷ_TF − ŷ_GD|", "l2_pred_diff (label units)")):
+        _band(ax, x, c[key], TF_COLOR, "trained lsa1 vs 1 step of GD")
+        if key == "align_cos":
+            ax.axhline(0.99, color=PAPER_COLOR, ls=":", label="paper: ≥ 0.99")
+        ax.set_xlabel(STEP_LABEL)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    _finish(fig, "One linear self-attention layer learns one step of GD "
+                 f"({SEED_NOTE.format(seeds=r['seeds'])})")
+    return fig
+
+
+def k_steps(r: dict):
+    ks = sorted(r, key=int)
+    kk = [int(k) for k in ks]
+    fig = new_figure(12, 8)
+    axes = _axes(fig, 2, 2)
+    ax = axes[0, 0]
+    mean = [r[k]["tf_loss"]["mean"] for k in ks]
+    std = [r[k]["tf_loss"]["std"] for k in ks]
+    ax.errorbar(kk, mean, yerr=std, color=TF_COLOR, marker="o", capsize=4,
+                label="trained recurrent LSA (K layers, shared weights)")
+    ax.plot(kk, [r[k]["gdk_loss"] for k in ks], color=GD_COLOR, marker="s", ls="--",
+            label="K steps of GD (η tuned for K steps)")
+    ax.plot(kk, [r[k]["gdpp_loss"] for k in ks], color=GDPP_COLOR, marker="^", ls="--",
+            label="GD++ (K layers, fitted)")
+    ax.axhline(r[ks[0]]["gd1_loss"], color=ZERO_COLOR, ls=":", label="1 step of GD")
+    ax.margins(y=0.3)   # room for the legend
+    ax.set_xticks(kk)
+    ax.set_xlabel("K (number of layers / GD steps)")
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title("final eval loss")
+    ax.legend(fontsize=8)
+
+    ax = axes[0, 1]
+    for i, k in enumerate(ks):
+        color = f"C{(i + 4) % 10}"
+        _band(ax, r[k]["curves"]["step"], r[k]["curves"]["eval_loss"], color, f"K={k} recurrent LSA")
+        ax.axhline(r[k]["gdk_loss"], color=color, ls="--", lw=1, label=f"{k} steps of GD")
+        ax.axhline(r[k]["gdpp_loss"], color=color, ls=":", lw=1, label=f"GD++ K={k}")
+    ax.set_yscale("log")
+    ax.set_xlabel(STEP_LABEL)
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title("eval loss over training")
+    ax.legend(fontsize=7, ncol=2)
+
+    for ax, metric, ylabel in ((axes[1, 0], "align_cos", "align_cos (cosine, unitless)"),
+                               (axes[1, 1], "model_diff", "model_diff ‖s_TF − s_ref‖ (label/input units)")):
+        for j, (ref, label, color, marker) in enumerate((
+                ("vs_gdk", "vs K steps of GD", GD_COLOR, "s"),
+                ("vs_gdpp", "vs GD++", GDPP_COLOR, "^"),
+                ("vs_gd1", "vs 1 step of GD", ZERO_COLOR, "o"))):
+            vals = [r[k]["align"][ref][metric] for k in ks]
+            ax.errorbar(np.asarray(kk) + (j - 1) * 0.08, [v["mean"] for v in vals],
+                        yerr=[v["std"] for v in vals], color=color, marker=marker, ls="none",
+                        capsize=4, label=label)
+        ax.set_xticks(kk)
+        ax.set_xlim(min(kk) - 0.5, max(kk) + 0.5)
+        ax.set_xlabel("K (number of layers / GD steps)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"alignment of the trained model: {metric}")
+        ax.legend(fontsize=8)
+    seeds = r[ks[0]]["seeds"]
+    _finish(fig, f"K recurrent LSA layers vs K steps of GD and GD++ ({SEED_NOTE.format(seeds=seeds)})")
+    return fig
+
+
+def copy_model(r: dict):
+    fig = new_figure(11, 4.2)
+    axes = _axes(fig, 1, 2)
+    c = r["curves"]
+    x = c["step"]
+    ax = axes[0, 0]
+    _band(ax, x, c["eval_loss"], TF_COLOR, "trained two-layer model (softmax + linear)")
+    gd = r["final"]["gd_loss"]["mean"]
+    ax.axhline(gd, color=GD_COLOR, ls="--", label=f"1 step of GD, tuned η ({gd:.4f})")
+    ax.axhline(r["paper"]["gd_loss"], color=PAPER_COLOR, ls=":", label="paper: ≈ 0.21")
+    ax.set_yscale("log")
+    ax.set_xlabel(STEP_LABEL)
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title("eval loss (interleaved tokens x, ȳ, ...)")
+    ax.legend(fontsize=8)
+    ax = axes[0, 1]
+    for key, label, color in (("copy_own", "own token j (incl. residual)", "C7"),
+                              ("copy_next", "next token j+1", "C1"),
+                              ("copy_prev", "previous token j−1", "C2"),
+                              ("copy_other", "all other tokens (mean)", "C4")):
+        if key in c:
+            _band(ax, x, c[key], color, label)
+    ax.set_yscale("log")
+    ax.set_xlabel(STEP_LABEL)
+    ax.set_ylabel("mean ‖∂ layer-1 output_j / ∂ input token‖_F (unitless)")
+    ax.set_title("first-layer copy sensitivities")
+    ax.legend(fontsize=8)
+    _finish(fig, f"Token construction: the first layer copies neighbours "
+                 f"({SEED_NOTE.format(seeds=r['seeds'])})")
+    return fig
+
+
+def ood(r: dict):
+    fig = new_figure(11, 4.2)
+    axes = _axes(fig, 1, 2)
+    for ax, key, xlabel, train_x in (
+            (axes[0, 0], "alpha", "α (input range scale: x ~ U(−α/2, α/2), ×a)", r["train_alpha"]),
+            (axes[0, 1], "weight_scale", "weight std (w ~ N(0, σ_w² I), σ_w)", r["train_weight_scale"])):
+        rows = r[key]
+        x = [row["x"] for row in rows]
+        ax.errorbar(x, [row["tf_loss"]["mean"] for row in rows],
+                    yerr=[row["tf_loss"]["std"] for row in rows], color=TF_COLOR, marker="o",
+                    ms=4, capsize=3, label="trained lsa1")
+        ax.plot(x, [row["gd_loss"] for row in rows], color=GD_COLOR, marker="s", ms=4, ls="--",
+                label="1 step of GD (η tuned at training distribution)")
+        ax.plot(x, [row["zero_loss"] for row in rows], color=ZERO_COLOR, ls=":", label="predict 0")
+        ax.axvline(train_x, color=PAPER_COLOR, lw=0.8, ls="-.", label="training distribution")
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(LOSS_LABEL)
+        ax.legend(fontsize=8)
+    axes[0, 0].set_title("input range scaled at test time")
+    axes[0, 1].set_title("task weight scale changed at test time")
+    _finish(fig, f"Out of distribution: trained lsa1 vs GD ({SEED_NOTE.format(seeds=r['seeds'])})")
+    return fig
+
+
+def distractors(r: dict):
+    fig = new_figure(6.5, 4.4)
+    ax = _axes(fig, 1, 1)[0, 0]
+    rows = r["rows"]
+    x = [row["k"] for row in rows]
+    ax.errorbar(x, [row["tf_loss"]["mean"] for row in rows],
+                yerr=[row["tf_loss"]["std"] for row in rows], color=TF_COLOR, marker="o",
+                capsize=3, label="trained lsa1 (trained on clean tasks)")
+    ax.plot(x, [row["gd_loss"] for row in rows], color=GD_COLOR, marker="s", ls="--",
+            label="1 step of GD (η tuned on clean tasks)")
+    ax.plot(x, [row["zero_loss"] for row in rows], color=ZERO_COLOR, ls=":", label="predict 0")
+    ax.set_xticks(x)
+    ax.set_xlabel(f"random pairs in the context (of N = {r['num_context']}; label σ = {r['sigma']:g})")
+    ax.set_ylabel(LOSS_LABEL)
+    ax.legend(fontsize=8)
+    _finish(fig, f"Distractor pairs at test time ({SEED_NOTE.format(seeds=r['seeds'])})")
+    return fig
+
+
+FIGURES = {
+    "one_step_gd": ("fig1_one_step_gd.png", one_step_gd,
+                    "lsa1 eval loss over training vs the tuned one-step GD loss, and align_cos, "
+                    "model_diff, l2_pred_diff vs GD over training."),
+    "k_steps": ("fig2_k_steps_gdpp.png", k_steps,
+                "Recurrent LSA with K layers vs K-step GD and GD++: final loss, loss over training, "
+                "and alignment (align_cos, model_diff) with K-step GD and with GD++."),
+    "copy": ("fig3_copy_construction.png", copy_model,
+             "Two-layer model on interleaved tokens: loss over training vs one-step GD, and the "
+             "first layer's own/next/previous/other-token sensitivities over training."),
+    "ood": ("fig4_ood.png", ood,
+            "Trained lsa1 and one-step GD (η tuned in distribution) when the input range α or the "
+            "weight scale changes at test time; 'predict 0' for scale."),
+    "distractors": ("fig5_distractors.png", distractors,
+                    "Loss of trained lsa1 and one-step GD vs the number of random (distractor) "
+                    "pairs among the 10 context pairs."),
+}
