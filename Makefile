@@ -1,12 +1,39 @@
 # Every target bootstraps .venv from requirements.txt on first use; the stamp
 # file makes it reinstall whenever requirements.txt changes.
+#
+#   make demo                      both demos (reduced steps) + a tiny order and noise sweep + figures
+#   make test                      the test suite
+#   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps)
+#   make clean                     remove runs, results_*.csv, generated figures, caches (keeps .venv)
 PY ?= python3
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-stamp
 RUN := PYTHONPATH=. $(PYTHON)
+# Runs share a persistent XLA compilation cache (same programs, same results, much less
+# compile time for short runs); sweeps keep theirs in <runs-dir>/.jax_cache.
+JAX_CACHE ?= $(CURDIR)/runs/.jax_cache
+RUNJ := JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+	JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 $(RUN)
 
-.PHONY: venv test demo
+# Training length of the demos (empty = the paper's: 5000 concat, 10000 copy).
+CONCAT_STEPS ?=
+COPY_STEPS ?=
+# `make demo` runs both at reduced steps, so it finishes in minutes on a laptop CPU.
+DEMO_CONCAT_STEPS ?= 1500
+DEMO_COPY_STEPS ?= 3000
+DEMO_SWEEP_STEPS ?= 300
+# Sweeps (eval_order / eval_noise): steps (empty = the paper's), seeds, parallel runs
+# (empty = one per CPU core).
+STEPS ?=
+ORDER_SEEDS ?= 0,1
+NOISE_SEEDS ?= 0
+JOBS ?=
+
+steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
+jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
+
+.PHONY: venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean
 
 $(STAMP): requirements.txt
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
@@ -18,5 +45,67 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(RUN) -m pytest -q tests
 
+# The README's first command: the two canonical models at reduced steps, then a tiny
+# order sweep and a tiny noise sweep (lsa1), with their report figures in report/figures/demo_*.
+# Like the two demos (--overwrite), the demo sweeps start afresh every time, so a demo never
+# mixes runs made by different versions of the code.
 demo: $(STAMP)
-	$(RUN) -c "from src.config import preset; from src.train import train; r = train(preset('lsa1')); print('lsa1 eval_loss %.4f | one-step GD %.4f (eta %.2f) | align_cos %.4f' % (r.final['eval_loss'], r.final['gd_loss'], r.eval_set.gd_eta, r.final['align_cos']))"
+	$(MAKE) --no-print-directory demo_concat CONCAT_STEPS=$(DEMO_CONCAT_STEPS)
+	$(MAKE) --no-print-directory demo_copy COPY_STEPS=$(DEMO_COPY_STEPS)
+	rm -rf runs/demo_order runs/demo_noise results_demo_order.csv results_demo_noise.csv
+	$(RUNJ) -m eval_order --models lsa1 --ordering random,smallnorm2largenorm,easy2hard,hard2easy \
+	  --seeds 0,1 --steps $(DEMO_SWEEP_STEPS) $(jobs_flag) \
+	  --out results_demo_order.csv --runs-dir runs/demo_order
+	$(RUN) -m plots.fig_templates --from results_demo_order.csv --out report/figures/demo_order
+	$(RUNJ) -m eval_noise --models lsa1 --noise_mode label_noise,random_pairs \
+	  --p 0.0,0.3 --sigma 0.5 --placement mixed --ordering random \
+	  --seeds 0 --steps $(DEMO_SWEEP_STEPS) $(jobs_flag) \
+	  --out results_demo_noise.csv --runs-dir runs/demo_noise
+	$(RUN) -m plots.fig_templates --from results_demo_noise.csv --out report/figures/demo_noise
+	@echo "demo done: runs/demo_concat, runs/demo_copy, results_demo_*.csv, report/figures/demo_order/, report/figures/demo_noise/"
+
+demo_copy: $(STAMP)
+	$(RUNJ) -m runners.run_softmax_copy --out runs/demo_copy --overwrite --save_attention \
+	  $(call steps_flag,$(COPY_STEPS))
+
+demo_concat: $(STAMP)
+	$(RUNJ) -m runners.run_concat_inputs_targets --out runs/demo_concat --overwrite --save_attention \
+	  $(call steps_flag,$(CONCAT_STEPS))
+
+smoke_train: $(STAMP)
+	PYTHON=$(PYTHON) JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) bash scripts/smoke.sh
+
+figs: $(STAMP)
+	$(RUN) -m plots.attention_quick --run runs/demo_concat
+
+eval_order: $(STAMP)
+	$(RUNJ) -m eval_order --models lsa1,twolayer --ordering random,smallnorm2largenorm \
+	  --train_ordering auto --eval_ordering auto \
+	  --seeds $(ORDER_SEEDS) $(call steps_flag,$(STEPS)) $(jobs_flag) \
+	  --out results_order.csv --runs-dir runs/eval_order
+	$(RUN) -m plots.fig_templates --from results_order.csv --out report/figures/order
+
+eval_noise: $(STAMP)
+	$(RUNJ) -m eval_noise --models lsa1,twolayer --noise_mode label_noise,random_pairs \
+	  --p 0.0,0.25 --sigma 0.5 --placement clean_first,noisy_first \
+	  --train_noise_mode auto --eval_noise_mode auto \
+	  --ordering random --seeds $(NOISE_SEEDS) $(call steps_flag,$(STEPS)) $(jobs_flag) \
+	  --out results_noise.csv --runs-dir runs/eval_noise
+	$(RUN) -m plots.fig_templates --from results_noise.csv --out report/figures/noise
+
+reproduce: $(STAMP)
+	$(RUN) -m scripts.reproduce
+
+reproduce_quick: $(STAMP)
+	$(RUN) -m scripts.reproduce --quick
+
+# Removes every run directory (runs/* but runs/.gitkeep), results_*.csv, generated figures
+# (report/figures/**.png except the tracked report/figures/paper/), and Python/pytest caches.
+# Keeps .venv.
+clean:
+	find runs -mindepth 1 -maxdepth 1 ! -name .gitkeep -exec rm -rf {} +
+	rm -f results_*.csv
+	find report/figures -name '*.png' ! -path 'report/figures/paper/*' -delete
+	find report/figures -mindepth 1 -type d -empty -delete
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
+	rm -rf .pytest_cache

@@ -1,0 +1,476 @@
+"""Report figures from a sweep's results CSV (eval_order / eval_noise).
+
+    PYTHONPATH=. python -m plots.fig_templates --from results_order.csv --out report/figures/order
+
+Renders, when the CSV has the data for them (otherwise the figure is skipped with
+the reason printed, and a stale copy of it in --out is removed):
+  order_sensitivity.png     eval loss per context ordering, bars per model, one-step GD marked
+  noise_robustness.png      eval loss vs. fraction of corrupted pairs p, per noise mode/placement
+  attention_separation.png  AUROC of clean vs. corrupted pairs' attention (last layer) per condition
+  alignment_metrics.png     align_cos and l2_pred_diff (trained model vs. one-step GD) per condition
+  ood_curve.png             trained model and GD loss vs. input scale α (each row's analysis/ood.csv)
+Every value is a mean over seeds; error bars are the standard deviation over seeds
+(0 with one seed). Loss is the paper's ½·mean squared error. A "condition" is the
+settings that vary between rows (ordering, noise mode, p, σ, placement; "a→b" when
+training and evaluation differ).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from src import rundir as names  # noqa: E402
+from src.rundir import RunDir  # noqa: E402
+from utils_log import atomic_write_bytes  # noqa: E402
+
+PROG = "python -m plots.fig_templates"
+LOSS = "loss (½·MSE)"
+ERRORBARS = "mean over seeds; error bars: std over seeds"
+FIGURES = ("order_sensitivity.png", "noise_robustness.png", "attention_separation.png",
+           "alignment_metrics.png", "ood_curve.png")
+REQUIRED = ("model", "seed", "eval_loss")
+# Condition parts: name -> (train column, eval column, shared column used when those are absent)
+PARTS = {"order": ("train_ordering", "eval_ordering", "ordering"),
+         "noise": ("train_noise_mode", "eval_noise_mode", "noise_mode"),
+         "p": ("train_noise_p", "eval_noise_p", "p"),
+         "σ": ("train_noise_sigma", "eval_noise_sigma", "sigma"),
+         "placement": ("train_noise_placement", "eval_noise_placement", "placement")}
+MAX_PANELS = 6
+
+
+class Skip(Exception):
+    """This figure's data is not in the CSV; the message says why."""
+
+
+# ---------------------------------------------------------------------------
+# Reading and describing rows
+
+def _text(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def part_value(row: pd.Series, part: str) -> str:
+    train_col, eval_col, shared_col = PARTS[part]
+    if train_col in row.index and eval_col in row.index:
+        a, b = _text(row[train_col]), _text(row[eval_col])
+        return a if a == b else f"{a or '–'}→{b or '–'}"
+    return _text(row.get(shared_col))
+
+
+def load_results(path: Path) -> pd.DataFrame:
+    frame = pd.read_csv(path)
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path} lacks column(s) {', '.join(missing)}; accepted: a CSV written by "
+                         "python -m eval_order / eval_noise")
+    for part in PARTS:
+        frame[f"_{part}"] = [part_value(row, part) for _, row in frame.iterrows()]
+    return frame
+
+
+def varying(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
+    return [p for p in PARTS if p not in exclude and frame[f"_{p}"].nunique(dropna=False) > 1]
+
+
+def label_column(frame: pd.DataFrame, parts: Sequence[str], fallback: str = "all runs") -> pd.Series:
+    def label(row):
+        bits = [(row[f"_{p}"] if p == "order" else f"{p}={row[f'_{p}']}") for p in parts
+                if row[f"_{p}"]]
+        return ", ".join(bits) or fallback
+    return frame.apply(label, axis=1) if len(frame) else pd.Series([], dtype=str)
+
+
+def mean_std(frame: pd.DataFrame, keys: list[str], column: str) -> pd.DataFrame:
+    """Mean, std (ddof 0) and count over seeds of `column` per `keys` (NaN values dropped)."""
+    data = frame[keys + [column]].copy()
+    data[column] = pd.to_numeric(data[column], errors="coerce")
+    data = data.dropna(subset=[column])
+    grouped = data.groupby(keys, sort=False)[column]
+    out = grouped.agg(mean="mean", std=lambda s: float(np.std(s.to_numpy())), n="count")
+    return out.reset_index()
+
+
+def has_values(frame: pd.DataFrame, column: str) -> bool:
+    return column in frame.columns and pd.to_numeric(frame[column], errors="coerce").notna().any()
+
+
+# ---------------------------------------------------------------------------
+# Drawing helpers
+
+def new_figure(width: float, height: float) -> Figure:
+    return Figure(figsize=(width, height), facecolor="white", layout="constrained")
+
+
+def title(figure: Figure, *lines: str) -> None:
+    """A suptitle whose lines are wrapped to the figure's width."""
+    import textwrap
+    width = max(40, int(figure.get_size_inches()[0] * 13))
+    text = "\n".join(textwrap.fill(line, width) for line in lines if line)
+    figure.suptitle(text, fontsize=9)
+
+
+def panels(figure: Figure, count: int, sharey: bool = False):
+    cols = min(count, 3)
+    rows = math.ceil(count / cols)
+    figure.set_size_inches(max(6.5, 4.8 * cols), 3.9 * rows + 0.8)
+    axes = figure.subplots(rows, cols, squeeze=False, sharey=sharey).ravel()
+    for ax in axes[count:]:
+        ax.set_visible(False)
+    for ax in axes[:count]:
+        ax.set_facecolor("white")
+    return axes[:count]
+
+
+def grouped_bars(ax, stats: pd.DataFrame, x_key: str, series_key: str, x_order: list,
+                 series_order: list, colors: dict) -> dict:
+    """Bars of stats['mean'] ± stats['std'] at x positions, one bar per series; returns
+    {x value: (left, right)} spans of each group."""
+    width = 0.8 / max(1, len(series_order))
+    spans = {}
+    for i, x in enumerate(x_order):
+        spans[x] = (i - 0.4, i + 0.4)
+    for j, series in enumerate(series_order):
+        sub = stats[stats[series_key] == series].set_index(x_key)
+        xs, means, stds = [], [], []
+        for i, x in enumerate(x_order):
+            if x in sub.index:
+                xs.append(i - 0.4 + width * (j + 0.5))
+                means.append(sub.loc[x, "mean"])
+                stds.append(sub.loc[x, "std"])
+        ax.bar(xs, means, width=width * 0.92, yerr=stds, capsize=3, color=colors[series],
+               label=str(series), edgecolor="black", linewidth=0.4)
+    ax.set_xticks(range(len(x_order)))
+    ax.set_xticklabels([_wrap(str(x)) for x in x_order], rotation=20 if len(x_order) > 3 else 0,
+                       ha="right" if len(x_order) > 3 else "center", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    return spans
+
+
+def _wrap(text: str, width: int = 22) -> str:
+    parts, line, out = text.split(", "), "", []
+    for part in parts:
+        if line and len(line) + len(part) + 2 > width:
+            out.append(line)
+            line = part
+        else:
+            line = f"{line}, {part}" if line else part
+    out.append(line)
+    return ",\n".join(out)
+
+
+def model_colors(models: Sequence[str]) -> dict:
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+    return {m: palette[i % len(palette)] for i, m in enumerate(models)}
+
+
+def line_colors(count: int) -> list:
+    cmap = matplotlib.colormaps["tab10"]
+    return [cmap(i % 10) for i in range(count)]
+
+
+def line_legend(figure: Figure, colors: dict, extra: Sequence[tuple[str, dict]] = ()) -> None:
+    """One legend below all panels: a colour per condition, then line-style keys."""
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], color=c, marker="o", markersize=4) for c in colors.values()]
+    labels = [str(k) for k in colors]
+    for label, style in extra:
+        handles.append(Line2D([], [], **style))
+        labels.append(label)
+    figure.legend(handles, labels, loc="outside lower center", fontsize=7,
+                  ncols=max(1, min(3, len(labels))), frameon=False)
+
+
+def seeds_note(frame: pd.DataFrame) -> str:
+    counts = frame.groupby(["model", "_label"], sort=False)["seed"].nunique()
+    low, high = int(counts.min()), int(counts.max())
+    n = f"n = {low}" if low == high else f"n = {low}–{high}"
+    return f"{ERRORBARS} ({n} seeds)"
+
+
+# ---------------------------------------------------------------------------
+# The figures
+
+def order_sensitivity(frame: pd.DataFrame) -> Figure:
+    groups_parts = varying(frame, exclude=("order",))
+    frame = frame.assign(_group=label_column(frame, groups_parts, ""))
+    groups = [g for g in dict.fromkeys(frame["_group"])
+              if frame.loc[frame["_group"] == g, "_order"].nunique() > 1]
+    if not groups:
+        raise Skip("fewer than two orderings in the CSV (per condition); sweep more with "
+                   "python -m eval_order --ordering random,smallnorm2largenorm")
+    if len(groups) > MAX_PANELS:
+        print(f"order_sensitivity.png: showing the first {MAX_PANELS} of {len(groups)} conditions")
+        groups = groups[:MAX_PANELS]
+    models = list(dict.fromkeys(frame["model"]))
+    colors = model_colors(models)
+    figure = new_figure(6, 4)
+    axes = panels(figure, len(groups))
+    for ax, group in zip(axes, groups):
+        sub = frame[frame["_group"] == group]
+        orders = list(dict.fromkeys(sub["_order"]))
+        stats = mean_std(sub, ["_order", "model"], "eval_loss")
+        spans = grouped_bars(ax, stats, "_order", "model", orders,
+                             [m for m in models if m in set(sub["model"])], colors)
+        if has_values(sub, "gd_loss"):
+            gd = mean_std(sub, ["_order"], "gd_loss").set_index("_order")
+            for k, order in enumerate(orders):
+                if order in gd.index:
+                    left, right = spans[order]
+                    ax.hlines(gd.loc[order, "mean"], left, right, colors="black", linestyles="--",
+                              linewidth=1.4, label="one-step GD" if k == 0 else None)
+        ax.set_xlabel("context ordering (train→eval when they differ)")
+        ax.set_ylabel(f"eval {LOSS}")
+        ax.set_title(group or "order sensitivity", fontsize=9)
+        ax.legend(fontsize=8, loc="lower right")
+    spread = []
+    for model in models:
+        for group in groups:
+            values = mean_std(frame[(frame["model"] == model) & (frame["_group"] == group)],
+                              ["_order"], "eval_loss")["mean"]
+            if len(values) > 1:
+                spread.append(f"{model} {values.max() - values.min():.2g}")
+    title(figure, "Order sensitivity: eval loss per context ordering",
+          seeds_note(frame.assign(_label=frame["_order"])),
+          "spread of the mean eval loss across orderings (max − min): " + ", ".join(spread))
+    return figure
+
+
+def _x_p(row: pd.Series) -> float:
+    """The corruption level on the x axis: the eval set's p when eval is noisy, else training's."""
+    for col in ("eval_noise_p", "train_noise_p", "p"):
+        if col in row.index:
+            value = pd.to_numeric(pd.Series([row[col]]), errors="coerce").iloc[0]
+            if pd.notna(value):
+                return float(value)
+    return math.nan
+
+
+def noise_robustness(frame: pd.DataFrame) -> Figure:
+    frame = frame.assign(_x=[_x_p(row) for _, row in frame.iterrows()])
+    noisy = frame[frame["_x"].notna() & (frame["_noise"] != "clean")]
+    clean = frame[frame["_noise"] == "clean"]
+    if noisy.empty:
+        raise Skip("no noisy runs in the CSV (every noise mode is clean); sweep them with "
+                   "python -m eval_noise --noise_mode label_noise --p 0.0,0.25")
+    parts = varying(noisy, exclude=("p",))
+    noisy = noisy.assign(_line=label_column(noisy, parts, str(noisy["_noise"].iloc[0])))
+    models = list(dict.fromkeys(frame["model"]))
+    lines = list(dict.fromkeys(noisy["_line"]))
+    colors = dict(zip(lines, line_colors(len(lines))))
+    figure = new_figure(6, 4)
+    axes = panels(figure, len(models), sharey=True)
+    for ax, model in zip(axes, models):
+        sub = noisy[noisy["model"] == model]
+        for line in lines:
+            part = sub[sub["_line"] == line]
+            if part.empty:
+                continue
+            stats = mean_std(part, ["_x"], "eval_loss").sort_values("_x")
+            ax.errorbar(stats["_x"], stats["mean"], yerr=stats["std"], marker="o", capsize=3,
+                        color=colors[line])
+            if has_values(part, "gd_loss"):
+                gd = mean_std(part, ["_x"], "gd_loss").sort_values("_x")
+                ax.plot(gd["_x"], gd["mean"], linestyle="--", color=colors[line], alpha=0.8,
+                        linewidth=1)
+        base = clean[clean["model"] == model]
+        if has_values(base, "eval_loss"):
+            ax.axhline(pd.to_numeric(base["eval_loss"]).mean(), color="grey", linestyle=":")
+        ax.set_title(model)
+        ax.set_xlabel("fraction of corrupted context pairs p")
+        ax.set_ylabel(f"eval {LOSS}")
+        ax.grid(alpha=0.3)
+    extra = [("trained model", dict(color="black")),
+             ("one-step GD", dict(color="black", linestyle="--", linewidth=1))]
+    if has_values(clean, "eval_loss"):
+        extra.append(("trained model, clean contexts", dict(color="grey", linestyle=":")))
+    line_legend(figure, colors, extra)
+    title(figure, "Noise robustness: eval loss vs. fraction of corrupted context pairs", ERRORBARS)
+    return figure
+
+
+def _condition_bars(frame: pd.DataFrame, columns: list[tuple[str, str]], heading: str,
+                    chance: float | None = None) -> Figure:
+    parts = varying(frame)
+    frame = frame.assign(_label=label_column(frame, parts))
+    labels = list(dict.fromkeys(frame["_label"]))
+    models = list(dict.fromkeys(frame["model"]))
+    colors = model_colors(models)
+    width = max(6.5, 1.0 * len(labels) * max(1, len(models)) ** 0.5 + 2.5)
+    figure = new_figure(width, 3.8 * len(columns) + 1.2)   # one panel per metric, stacked
+    axes = figure.subplots(len(columns), 1, squeeze=False).ravel()
+    for ax, (column, ylabel) in zip(axes, columns):
+        sub = frame[pd.to_numeric(frame[column], errors="coerce").notna()] \
+            if column in frame.columns else frame.iloc[0:0]
+        stats = mean_std(sub, ["_label", "model"], column)
+        grouped_bars(ax, stats, "_label", "model", labels, models, colors)
+        if chance is not None:
+            ax.axhline(chance, color="black", linestyle="--", linewidth=1, label="chance (0.5)")
+        ax.set_xlabel("condition (train→eval when they differ)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(column, fontsize=9)
+        ax.legend(fontsize=8)
+    title(figure, heading, seeds_note(frame))
+    return figure
+
+
+def attention_separation(frame: pd.DataFrame) -> Figure:
+    if not has_values(frame, "auroc"):
+        raise Skip("no AUROC values in the CSV (they need runs with --save_attention and corrupted "
+                   "context pairs, e.g. python -m eval_noise)")
+    frame = frame[pd.to_numeric(frame["auroc"], errors="coerce").notna()]
+    return _condition_bars(frame, [("auroc", "AUROC, clean vs. corrupted pairs")],
+                           "Attention separation of clean and corrupted context pairs: AUROC of "
+                           "the query token's attention (last layer, mean over heads; 1 = clean "
+                           "pairs always get more attention, 0.5 = chance)", chance=0.5)
+
+
+def alignment_metrics(frame: pd.DataFrame) -> Figure:
+    columns = [(c, y) for c, y in (("align_cos", "cosine similarity of ∂ŷ/∂x_q (TF vs. GD)"),
+                                   ("l2_pred_diff", "mean |ŷ_TF − ŷ_GD| (units of y)"))
+               if has_values(frame, c)]
+    if not columns:
+        raise Skip("no align_cos / l2_pred_diff values in the CSV")
+    return _condition_bars(frame, columns, "Alignment of the trained model with one step of GD")
+
+
+def resolve_run_dir(text: str, csv_path: Path) -> RunDir | None:
+    for candidate in (Path(text), csv_path.parent / text):
+        if candidate.is_dir():
+            return RunDir(candidate)
+    return None
+
+
+def ood_curve(frame: pd.DataFrame, csv_path: Path) -> Figure:
+    if "run_dir" not in frame.columns:
+        raise Skip("the CSV has no run_dir column to find each run's OOD results")
+    tables = []
+    for _, row in frame.iterrows():
+        run = resolve_run_dir(str(row["run_dir"]), csv_path)
+        if run is None or not run.exists(names.OOD):
+            continue
+        try:
+            table = pd.read_csv(run.file(names.OOD))
+        except (OSError, ValueError, pd.errors.ParserError):
+            continue
+        if not {"alpha", "tf_loss", "gd_loss"} <= set(table.columns):
+            continue
+        table = table.assign(model=row["model"], seed=row["seed"], _label=row["_label"])
+        tables.append(table)
+    if not tables:
+        raise Skip(f"no run directory named in the CSV has {names.OOD} (made by "
+                   "python -m analysis.ood_eval --run <run_dir>)")
+    data = pd.concat(tables, ignore_index=True)
+    models = list(dict.fromkeys(data["model"]))
+    labels = list(dict.fromkeys(data["_label"]))
+    colors = dict(zip(labels, line_colors(len(labels))))
+    figure = new_figure(6, 4)
+    axes = panels(figure, len(models), sharey=True)
+    for ax, model in zip(axes, models):
+        sub = data[data["model"] == model]
+        for label in labels:
+            part = sub[sub["_label"] == label]
+            if part.empty:
+                continue
+            for column, style in (("tf_loss", "-"), ("gd_loss", "--")):
+                stats = mean_std(part, ["alpha"], column).sort_values("alpha")
+                ax.errorbar(stats["alpha"], stats["mean"], yerr=stats["std"], linestyle=style,
+                            marker="o" if style == "-" else None, markersize=3, capsize=2,
+                            color=colors[label], linewidth=1.4 if style == "-" else 1)
+        ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
+        ax.set_yscale("log")
+        ax.set_title(model)
+        ax.set_xlabel("input scale α (x ~ U(−α/2, α/2))")
+        ax.set_ylabel(f"{LOSS}, log scale")
+        ax.grid(alpha=0.3, which="both")
+    line_legend(figure, colors, [("trained model", dict(color="black")),
+                                 ("one-step GD", dict(color="black", linestyle="--", linewidth=1)),
+                                 ("training range (α = 1)", dict(color="grey", linestyle=":"))])
+    title(figure, "Out-of-distribution input scale: trained model vs. one-step GD "
+          "(η tuned at α = 1)", ERRORBARS)
+    return figure
+
+
+# ---------------------------------------------------------------------------
+# Entry point
+
+def png_bytes(figure: Figure) -> bytes:
+    import io
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, facecolor="white", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def render_all(csv_path: Path, out_dir: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    """Render every figure the CSV has data for; returns (written, [(skipped, reason)])."""
+    frame = load_results(csv_path)
+    if frame.empty:
+        raise ValueError(f"{csv_path} has no rows (no finished runs); run the sweep first")
+    frame = frame.assign(_label=label_column(frame, varying(frame)))
+    makers: dict[str, Callable[[], Figure]] = {
+        "order_sensitivity.png": lambda: order_sensitivity(frame),
+        "noise_robustness.png": lambda: noise_robustness(frame),
+        "attention_separation.png": lambda: attention_separation(frame),
+        "alignment_metrics.png": lambda: alignment_metrics(frame),
+        "ood_curve.png": lambda: ood_curve(frame, csv_path),
+    }
+    written, skipped = [], []
+    for name in FIGURES:
+        target = out_dir / name
+        try:
+            figure = makers[name]()
+        except Skip as why:
+            skipped.append((name, str(why)))
+            if target.exists():
+                target.unlink()
+            continue
+        atomic_write_bytes(target, png_bytes(figure))
+        written.append(str(target))
+    return written, skipped
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0],
+                                     epilog="\n".join(__doc__.splitlines()[1:]),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from", dest="source", required=True,
+                        help="results CSV of python -m eval_order / eval_noise")
+    parser.add_argument("--out", required=True, help="folder for the PNGs, e.g. report/figures/order")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    csv_path, out_dir = Path(args.source), Path(args.out)
+    if not csv_path.is_file():
+        print(f"{PROG}: error: --from {csv_path} does not exist; create it with: "
+              f"python -m eval_order --out {csv_path}", file=sys.stderr)
+        return 2
+    if out_dir.exists() and not out_dir.is_dir():
+        print(f"{PROG}: error: --out {out_dir} is a file; accepted: a folder", file=sys.stderr)
+        return 2
+    try:
+        written, skipped = render_all(csv_path, out_dir)
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    for name, reason in skipped:
+        print(f"skipped {name}: {reason}")
+    return 0 if written else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
