@@ -33,7 +33,7 @@ JOBS ?=
 steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
-.PHONY: venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean
+.PHONY: venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick
 
 $(STAMP): requirements.txt
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
@@ -92,6 +92,10 @@ eval_noise: $(STAMP)
 	  --ordering random --seeds $(NOISE_SEEDS) $(call steps_flag,$(STEPS)) $(jobs_flag) \
 	  --out results_noise.csv --runs-dir runs/eval_noise
 	$(RUN) -m plots.fig_templates --from results_noise.csv --out report/figures/noise
+
+# Training speed at batch 2048 (median ms/step, compile/eval time, FLOPs, floor) -> runs/bench/bench.json
+bench: $(STAMP)
+	$(RUN) -m scripts.bench
 
 reproduce: $(STAMP)
 	$(RUN) -m scripts.reproduce

@@ -45,15 +45,9 @@ class Attention(hk.Module):
             return hk.get_parameter("w", [rows, cols], init=self.w_init)
 
     def __call__(self, query_tokens: jax.Array, kv_tokens: jax.Array,
-                 return_weights: bool = False, shared_tail: int = 0):
+                 return_weights: bool = False):
         """query_tokens [B, Tq, D], kv_tokens [B, S, D] -> update [B, Tq, D]
-        (and, if `return_weights`, the attention weights [B, H, Tq, S]).
-
-        `shared_tail` = p > 0 declares that the last p channels of every token are the
-        same for all tasks of the batch (a concatenated positional encoding). Their
-        contributions are then computed once from task 0 instead of per task, which
-        halves the per-task work of a single-head layer; the result is unchanged.
-        """
+        (and, if `return_weights`, the attention weights [B, H, Tq, S])."""
         width, heads, k = query_tokens.shape[-1], self.num_heads, self.key_size
         w_q = self._weight("query", width, heads * k).reshape(width, heads, k)
         w_k = self._weight("key", width, heads * k).reshape(width, heads, k)
@@ -61,9 +55,6 @@ class Attention(hk.Module):
         w_o = self._weight("linear", heads * k, self.model_size).reshape(heads, k, self.model_size)
         bilinear = jnp.einsum("dhk,ehk->hde", w_q, w_k)  # [H, D, D]
         readout = jnp.einsum("dhk,hkf->hdf", w_v, w_o)   # [H, D, D]
-        if heads == 1 and 0 < shared_tail < width:
-            return self._shared_tail_single_head(query_tokens, kv_tokens, bilinear[0], readout[0],
-                                                 width - shared_tail, return_weights)
         if heads == 1:  # the common case: plain batched contractions (faster on CPU)
             q = query_tokens @ bilinear[0]                          # [B, Tq, D]
             scores = jnp.einsum("btd,bsd->bts", q, kv_tokens)[:, None]  # [B, 1, Tq, S]
@@ -81,29 +72,4 @@ class Attention(hk.Module):
             update = jnp.einsum("bhtd,hdf->btf", mixed, readout)      # [B, Tq, D]
         if return_weights:
             return update, weights
-        return update
-
-    def _shared_tail_single_head(self, query_tokens, kv_tokens, bilinear, readout, c: int,
-                                 return_weights: bool):
-        """One head, tokens = [task channels (c), shared channels (p)].
-
-        With h = [x, p]: h_tᵀ A h_s = x_tᵀA_xx x_s + x_tᵀ(A_xp p_s) + (p_tᵀA_px) x_s + p_tᵀA_pp p_s,
-        so only the first term is a per-task contraction; the others are ordinary matmuls
-        against the shared [T, p] block. Likewise Σ_s w_ts h_s = [Σ_s w_ts x_s, w_t P].
-        """
-        qx, kx = query_tokens[..., :c], kv_tokens[..., :c]            # [B, Tq, c], [B, S, c]
-        pq, pk = query_tokens[0, :, c:], kv_tokens[0, :, c:]          # [Tq, p], [S, p]
-        a_xx, a_xp, a_px, a_pp = bilinear[:c, :c], bilinear[:c, c:], bilinear[c:, :c], bilinear[c:, c:]
-        scores = (jnp.einsum("btc,bsc->bts", qx @ a_xx, kx)           # task x task
-                  + qx @ (a_xp @ pk.T)                                # task x position
-                  + jnp.swapaxes(kx @ (pq @ a_px).T, 1, 2)            # position x task
-                  + pq @ a_pp @ pk.T)                                 # position x position
-        if self.softmax:
-            weights = jax.nn.softmax(scores / np.sqrt(self.key_size).astype(scores.dtype), axis=-1)
-        else:
-            weights = scores
-        update = (jnp.einsum("bts,bsc->btc", weights, kx) @ readout[:c]
-                  + (weights @ pk) @ readout[c:])                     # [B, Tq, D]
-        if return_weights:
-            return update, weights[:, None]
         return update

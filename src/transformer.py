@@ -38,18 +38,13 @@ def layer_name(model: ModelConfig, layer: int) -> str:
 
 
 class Transformer(hk.Module):
-    def __init__(self, task: TaskConfig, model: ModelConfig, name: str = "transformer",
-                 split_positions: bool = True):
+    def __init__(self, task: TaskConfig, model: ModelConfig, name: str = "transformer"):
         super().__init__(name=name)
         self.task = task
         self.model = model
         self.width = model_width(task, model)
         self.key_size = model.key_size or self.width
         self.num_context = num_context_tokens(task, model)
-        # `tokens` from make_tokens carry a positional encoding that is identical across
-        # tasks; the first layer exploits it (src/attn.py). Same function either way.
-        self.shared_positions = (model.pe_size if split_positions and model.tokens == "interleaved"
-                                 else 0)
 
     @hk.transparent
     def _layer(self, index: int) -> Attention:
@@ -72,9 +67,7 @@ class Transformer(hk.Module):
             last = index == m.num_layers - 1
             queries = h[:, -1:, :] if last else h          # [B, Tq, D]
             context = h[:, : self.num_context, :]          # [B, S, D]
-            # the input tokens' positional channels are the same for every task
-            shared_tail = self.shared_positions if index == 0 else 0
-            update, weights = layer(queries, context, return_weights=True, shared_tail=shared_tail)
+            update, weights = layer(queries, context, return_weights=True)
             h = queries + update
             if m.clip_value > 0:
                 h = jnp.clip(h, -m.clip_value, m.clip_value)
@@ -103,12 +96,10 @@ class Model(NamedTuple):
     predict: Callable
 
 
-def build_model(task: TaskConfig, model: ModelConfig, split_positions: bool = True) -> Model:
-    """`split_positions=False` evaluates every layer with the general per-task path
-    (for tokens whose positional channels differ between tasks; tests compare both)."""
+def build_model(task: TaskConfig, model: ModelConfig) -> Model:
     def forward(tokens, return_attention=False, return_layer_predictions=False,
                 return_layer_outputs=False):
-        return Transformer(task, model, split_positions=split_positions)(
+        return Transformer(task, model)(
             tokens, return_attention=return_attention,
             return_layer_predictions=return_layer_predictions,
             return_layer_outputs=return_layer_outputs)
