@@ -32,6 +32,7 @@ from typing import Sequence
 
 from src import rundir as names
 from src.config import MODEL_PRESETS, NOISE_MODES, ORDERINGS, PLACEMENTS
+from src.provenance import code_fingerprint
 from src.rundir import RUNNER_OF_MODEL, RunDir
 from utils_log import atomic_write_text, to_jsonable
 
@@ -414,6 +415,9 @@ def run_state(planned: PlannedRun, save_attention: bool) -> tuple[str, str]:
     final = run.is_trained() or run.is_diverged()
     if final and _normalise(stored) != planned.settings:
         return "stale", "its settings differ from this grid's"
+    made_by = run.load_config().get("code_fingerprint")
+    if final and made_by is not None and made_by != code_fingerprint():
+        return "stale", "it was trained by different code (src/, baselines/ or runners/ changed since)"
     if run.is_diverged():
         return "diverged", ""
     missing = run.missing_outputs(with_attention=save_attention or None)
@@ -701,7 +705,8 @@ def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
         stale = [p for p in planned if p.state == "stale"]
         if stale and not args.overwrite:
             raise GridError(f"--runs-dir={args.runs_dir!r} holds {len(stale)} finished run(s) made "
-                            f"with other settings (e.g. {stale[0].run.path}); accepted: another "
+                            f"with other settings or by other code (e.g. {stale[0].run.path}: "
+                            f"{stale[0].detail}); accepted: another "
                             "--runs-dir, or --overwrite to retrain them")
     except GridError as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)

@@ -21,6 +21,7 @@ import numpy as np
 from src import rundir as names
 from src.config import (NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Settings, preset,
                         validate)
+from src.provenance import code_fingerprint
 from src.rundir import RunDir, RunDirError
 from src.train import TrainResult, make_eval_set, train
 
@@ -226,6 +227,7 @@ def config_record(settings: Settings, runner: str, argv: Sequence[str], out: Pat
         "out": str(out),
         "versions": _versions(),
         "git": _git_commit(),
+        "code_fingerprint": code_fingerprint(),
         "platform": platform.platform(),
     }
 

@@ -269,6 +269,7 @@ def expected_settings(job: Job):
 
 
 def job_state(job: Job) -> tuple[str, str]:
+    from src.provenance import code_fingerprint
     from src.rundir import RunDir
     run = RunDir(job.path)
     if not run.path.exists():
@@ -282,6 +283,8 @@ def job_state(job: Job) -> tuple[str, str]:
     finished = run.is_trained() or run.is_diverged()
     if finished and stored != expected_settings(job):
         return "stale", "made with other settings"
+    if finished and run.load_config().get("code_fingerprint") not in (None, code_fingerprint()):
+        return "stale", "trained by different code"
     if run.is_diverged():
         return "diverged", ""
     if run.is_trained():

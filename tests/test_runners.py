@@ -64,6 +64,7 @@ def test_run_directory_is_complete(tmp_path, module, capsys):
     config = run.load_config()
     assert run.load_settings().train.steps == 40 and "--out" in config["argv"]
     assert config["versions"]["jax"] and config["command"].startswith("python -m runners.")
+    assert len(config["code_fingerprint"]) == 16
     if module.endswith("softmax_copy"):
         assert {"copy_own", "copy_next", "copy_other"} <= set(summary)
     assert not list(out.rglob("*.tmp"))

@@ -1,0 +1,17 @@
+"""The training-code fingerprint: stable, and changed by any edit of the training code."""
+import shutil
+
+from src import provenance
+
+
+def test_fingerprint_is_stable_and_tracks_edits(tmp_path, monkeypatch):
+    for folder in provenance.TRAINING_SOURCES:
+        shutil.copytree(provenance.ROOT / folder, tmp_path / folder)
+    for name in provenance.ROOT_MODULES:
+        shutil.copy(provenance.ROOT / name, tmp_path / name)
+    monkeypatch.setattr(provenance, "ROOT", tmp_path)
+    first = provenance.code_fingerprint()
+    assert first == provenance.code_fingerprint() and len(first) == 16
+    path = tmp_path / "src" / "data.py"
+    path.write_text(path.read_text() + "\n# an edit\n")
+    assert provenance.code_fingerprint() != first
