@@ -416,8 +416,9 @@ def run_state(planned: PlannedRun, save_attention: bool) -> tuple[str, str]:
     if final and _normalise(stored) != planned.settings:
         return "stale", "its settings differ from this grid's"
     made_by = run.load_config().get("code_fingerprint")
-    if final and made_by is not None and made_by != code_fingerprint():
-        return "stale", "it was trained by different code (src/, baselines/ or runners/ changed since)"
+    if final and made_by != code_fingerprint():
+        return "stale", ("it was trained by different code (src/, baselines/ or runners/ changed "
+                         "since, or it predates code fingerprints)")
     if run.is_diverged():
         return "diverged", ""
     missing = run.missing_outputs(with_attention=save_attention or None)

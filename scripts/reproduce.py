@@ -106,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default=None,
                    help="where the run directories go (default: runs/reproduce, quick: "
                         "runs/reproduce_quick)")
-    p.add_argument("--report-dir", "--report_dir", dest="report_dir", default="report",
-                   help=f"where {REPORT}, {RESULTS} and {FIG_DIR}/ go (default: report)")
+    p.add_argument("--report-dir", "--report_dir", dest="report_dir", default=None,
+                   help=f"where {REPORT}, {RESULTS} and {FIG_DIR}/ go (default: report; quick: "
+                        "report/quick, so a quick run never replaces the full report)")
     p.add_argument("--jobs", default=str(os.cpu_count() or 1),
                    help=f"training runs in parallel (default: os.cpu_count() = {os.cpu_count() or 1})")
     p.add_argument("--quiet", action="store_true", help="print only the summary lines")
@@ -181,7 +182,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         if k > n:
             raise FlagError(f"--distractors={k} is out of range; accepted: integers in [0, {n}]")
     runs_dir = Path(args.runs_dir or ("runs/reproduce_quick" if args.quick else "runs/reproduce"))
-    report_dir = Path(args.report_dir)
+    report_dir = Path(args.report_dir or ("report/quick" if args.quick else "report"))
     for flag, path in (("--runs-dir", runs_dir), ("--report-dir", report_dir)):
         if path.exists() and not path.is_dir():
             raise FlagError(f"{flag}={str(path)!r} is a file; accepted: a directory path")
@@ -283,8 +284,8 @@ def job_state(job: Job) -> tuple[str, str]:
     finished = run.is_trained() or run.is_diverged()
     if finished and stored != expected_settings(job):
         return "stale", "made with other settings"
-    if finished and run.load_config().get("code_fingerprint") not in (None, code_fingerprint()):
-        return "stale", "trained by different code"
+    if finished and run.load_config().get("code_fingerprint") != code_fingerprint():
+        return "stale", "trained by different code (or before code fingerprints were recorded)"
     if run.is_diverged():
         return "diverged", ""
     if run.is_trained():
