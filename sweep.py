@@ -595,14 +595,19 @@ class Executor:
         with self.lock:
             self.stopping.set()
             procs = list(self.live)
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(procs)
+
+
+def stop_processes(procs, grace_s: float = 30.0) -> None:
+    """SIGTERM every process still running, wait up to `grace_s` for each, then SIGKILL."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:

@@ -329,14 +329,8 @@ class Trainer:
         with self.lock:
             self.stopping.set()
             procs = list(self.live)
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        from sweep import stop_processes
+        stop_processes(procs)
 
     def run_all(self, todo: list[Job]) -> list[Job]:
         """Train `todo` (longest first); returns the jobs that failed."""
