@@ -561,20 +561,21 @@ class Outcome:
 
 
 @dataclass
-class Executor:
-    jobs: int
+class Launcher:
+    """Runs commands as child processes (several threads may call `run` at once), writes each
+    one's output to `log_dir/<name>.log`, and stops only its own children on request."""
     env: dict
     log_dir: Path
     stopping: threading.Event = field(default_factory=threading.Event)
     live: set = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def run(self, planned: PlannedRun) -> Outcome:
+    def run(self, command: list[str], name: str) -> tuple[int | None, str, float]:
+        """(exit code, output, seconds); exit code None when stopping had begun."""
         start = time.monotonic()
-        command = planned.command(overwrite=planned.run.path.exists())
-        with self.lock:   # no run starts once terminate_all has begun
+        with self.lock:   # no process starts once terminate_all has begun
             if self.stopping.is_set():
-                return Outcome(planned, None, "", 0.0, "cancelled")
+                return None, "", 0.0
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, text=True, env=self.env)
             self.live.add(proc)
@@ -584,12 +585,12 @@ class Executor:
             with self.lock:
                 self.live.discard(proc)
         seconds = time.monotonic() - start
-        log = "$ " + " ".join(shlex.quote(c) for c in command) + "\n" + (output or "")
         try:
-            atomic_write_text(self.log_dir / f"{planned.name}.log", log)
+            atomic_write_text(self.log_dir / f"{name}.log",
+                              "$ " + shlex.join(command) + "\n" + (output or ""))
         except OSError:
             pass
-        return Outcome(planned, proc.returncode, output or "", seconds)
+        return proc.returncode, output or "", seconds
 
     def terminate_all(self) -> None:
         with self.lock:
@@ -626,7 +627,12 @@ def execute(planned: list[PlannedRun], args: argparse.Namespace, save_attention:
     todo = [p for p in planned if p.state in ("absent", "incomplete", "stale")]
     done_before = len(planned) - len(todo)
     jobs = max(1, min(args.jobs, len(todo))) if todo else 1
-    runner = Executor(jobs, child_env(jobs, runs_dir), runs_dir / LOGS)
+    runner = Launcher(child_env(jobs, runs_dir), runs_dir / LOGS)
+
+    def train(item: PlannedRun) -> Outcome:
+        command = item.command(overwrite=item.run.path.exists())
+        return Outcome(item, *runner.run(command, item.name))
+
     bar = tqdm(total=len(planned), initial=done_before, unit="run", desc="runs",
                disable=args.quiet, dynamic_ncols=True, file=sys.stderr)
     say = bar.write if not args.quiet else (lambda m: print(m, file=sys.stderr))
@@ -640,7 +646,7 @@ def execute(planned: list[PlannedRun], args: argparse.Namespace, save_attention:
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        futures = [pool.submit(runner.run, item) for item in todo]
+        futures = [pool.submit(train, item) for item in todo]
         for future in as_completed(futures):
             outcome = future.result()
             item = outcome.planned

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from src.data import Tasks, make_tokens
+from src.data import Tasks, make_tokens, take_tasks
 from src.transformer import Model
 
 
@@ -21,7 +21,7 @@ def capture_attention(model: Model, params, tasks: Tasks, chunk: int = 1000) -> 
     total = tasks.query_y.shape[0]
     pieces: list[list[np.ndarray]] = []
     for start in range(0, total, chunk):
-        sub = Tasks(*(field[start:start + chunk] for field in tasks))
+        sub = take_tasks(tasks, slice(start, start + chunk))
         pieces.append([np.asarray(a) for a in apply(params, make_tokens(sub, model.config))])
     return [np.concatenate([p[layer] for p in pieces], axis=0) for layer in range(len(pieces[0]))]
 

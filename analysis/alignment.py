@@ -14,8 +14,9 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from analysis.common import load_run, main_frame, make_scorer, positive_finite, tuned_eta
+from analysis.common import load_run, main_frame, positive_finite, tuned_eta
 from src import rundir as names
+from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.train import EvalSet, make_eval_set
 from src.transformer import Model

@@ -14,11 +14,8 @@ import math
 import sys
 from typing import Callable, NamedTuple, Sequence
 
-import jax
-
 from src import rundir as names
 from src.config import Settings
-from src.metrics import alignment, predictions_and_sensitivities
 from src.rundir import RunDir, RunDirError
 from src.transformer import Model, build_model
 
@@ -94,18 +91,6 @@ def tuned_eta(run: RunDir) -> float:
         raise AnalysisError(f"{run.file(names.SUMMARY)} has no valid gd_eta ({eta!r}); "
                             f"recreate it with: {run.producer(names.SUMMARY)}")
     return float(eta)
-
-
-def make_scorer(model: Model):
-    """jitted (params, tasks, reference) -> {eval_loss, gd_loss, align_cos, l2_pred_diff,
-    model_diff}: exactly the computation the training evaluator logs (src.train)."""
-    @jax.jit
-    def scores(params, tasks, reference):
-        prediction, sensitivity = predictions_and_sensitivities(model, params, tasks)
-        return alignment(prediction, sensitivity, reference, tasks.query_y)
-
-    return lambda params, tasks, reference: {k: float(v) for k, v in
-                                             scores(params, tasks, reference).items()}
 
 
 def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser], None],

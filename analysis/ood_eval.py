@@ -17,9 +17,10 @@ import math
 import sys
 from typing import Sequence
 
-from analysis.common import load_run, main_frame, make_scorer, positive_finite, tuned_eta
+from analysis.common import load_run, main_frame, positive_finite, tuned_eta
 from src import rundir as names
 from src.config import Settings
+from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.train import make_eval_set
 from src.transformer import Model

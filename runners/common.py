@@ -10,7 +10,6 @@ import argparse
 import importlib.metadata
 import platform
 import shlex
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 from src import rundir as names
 from src.config import (NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Settings, preset,
                         validate)
-from src.provenance import code_fingerprint
+from src.provenance import code_fingerprint, git_commit
 from src.rundir import RunDir, RunDirError
 from src.train import TrainResult, make_eval_set, train
 
@@ -193,20 +192,6 @@ def settings_from_args(args: argparse.Namespace, model_name: str) -> Settings:
 # ---------------------------------------------------------------------------
 # Provenance
 
-def _git_commit() -> dict:
-    root = Path(__file__).resolve().parent.parent
-    def git(*cmd):
-        return subprocess.run(["git", *cmd], cwd=root, capture_output=True, text=True, timeout=10)
-    try:
-        head = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-        if head.returncode != 0:
-            return {"commit": None, "dirty": None}
-        return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-
-
 def _versions() -> dict:
     out = {"python": platform.python_version()}
     for pkg in ("jax", "jaxlib", "dm-haiku", "optax", "numpy"):
@@ -226,7 +211,7 @@ def config_record(settings: Settings, runner: str, argv: Sequence[str], out: Pat
         "rerun": "PYTHONPATH=. python -m " + runner + " " + " ".join(shlex.quote(a) for a in argv),
         "out": str(out),
         "versions": _versions(),
-        "git": _git_commit(),
+        "git": git_commit(),
         "code_fingerprint": code_fingerprint(),
         "platform": platform.platform(),
     }

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from src.config import model_width, num_tokens, preset
 from src.train import make_eval_set, make_evaluator, make_optimizer, make_train_chunk

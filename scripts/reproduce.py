@@ -21,22 +21,18 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import math
 import os
 import platform
 import shlex
 import signal
-import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
 PROG = "python -m scripts.reproduce"
 SEEDS = (0, 1, 2)
 KS = (2, 3, 4)
@@ -297,40 +293,17 @@ class Trainer:
     """Runs jobs as runner subprocesses, `jobs` at a time; terminates only its own children."""
 
     def __init__(self, jobs: int, env: dict, log_dir: Path, say):
-        self.jobs, self.env, self.log_dir, self.say = jobs, env, log_dir, say
-        self.live: set = set()
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
+        from sweep import Launcher
+        self.jobs, self.log_dir, self.say = jobs, log_dir, say
+        self.launcher = Launcher(env, log_dir)
 
     def run_one(self, job: Job) -> tuple[Job, int | None, str]:
-        from utils_log import atomic_write_text
-        command = job.command(overwrite=job.path.exists())
-        start = time.monotonic()
-        with self.lock:
-            if self.stopping.is_set():
-                return job, None, "cancelled"
-            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, text=True, env=self.env)
-            self.live.add(proc)
-        try:
-            output, _ = proc.communicate()
-        finally:
-            with self.lock:
-                self.live.discard(proc)
-        job.seconds = time.monotonic() - start
-        try:
-            atomic_write_text(self.log_dir / f"{job.name}.log",
-                              "$ " + shlex.join(command) + "\n" + (output or ""))
-        except OSError:
-            pass
-        return job, proc.returncode, output or ""
+        code, output, job.seconds = self.launcher.run(job.command(overwrite=job.path.exists()),
+                                                      job.name)
+        return job, code, output
 
     def terminate_all(self) -> None:
-        with self.lock:
-            self.stopping.set()
-            procs = list(self.live)
-        from sweep import stop_processes
-        stop_processes(procs)
+        self.launcher.terminate_all()
 
     def run_all(self, todo: list[Job]) -> list[Job]:
         """Train `todo` (longest first); returns the jobs that failed."""
@@ -434,16 +407,11 @@ def _pm(s: dict, digits: int = 4) -> str:
 
 
 def _git() -> str:
-    def git(*cmd):
-        return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=10)
-    try:
-        head = git("rev-parse", "--short=12", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
+    from src.provenance import git_commit
+    head = git_commit()
+    if head["commit"] is None:
         return "unknown"
-    if head.returncode != 0:
-        return "unknown"
-    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    return head["commit"][:12] + (" (with uncommitted changes)" if head["dirty"] else "")
 
 
 def _machine() -> str:

@@ -21,15 +21,14 @@ from functools import partial
 from typing import Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from analysis.common import load_run, make_scorer, tuned_eta
+from analysis.common import load_run, tuned_eta
 from baselines.gd_plus import fit_gd_plus, gd_plus_predictions, gd_plus_sensitivity
 from baselines.gd_step import gd_predictions, gd_sensitivity, tune_eta
 from src import rundir as names
-from src.config import CurriculumConfig, Settings
-from src.metrics import Reference
+from src.config import CurriculumConfig
+from src.metrics import Reference, make_scorer
 from src.rundir import RunDir
 from src.train import draw_tasks, make_eval_set
 

@@ -84,16 +84,12 @@ def order(key: jax.Array, tasks: Tasks, noise_mask: jax.Array,
     mixed: one group; clean_first: clean pairs then corrupted; noisy_first: the reverse.
     """
     sort_key = ordering_key(key, tasks, curriculum.ordering)
-    if curriculum.noise_placement == "clean_first":
-        group = noise_mask.astype(jnp.int32)
-    elif curriculum.noise_placement == "noisy_first":
-        group = (~noise_mask).astype(jnp.int32)
-    else:
-        group = jnp.zeros_like(noise_mask, dtype=jnp.int32)
     if curriculum.noise_placement == "mixed":
-        perm = jnp.argsort(sort_key, axis=-1).astype(jnp.int32)
-    else:
-        perm = jnp.lexsort((sort_key, group), axis=-1).astype(jnp.int32)  # group is the primary key
+        perm = jnp.argsort(sort_key, axis=-1)
+    else:  # the group (0 first, then 1) is the primary key
+        group = noise_mask if curriculum.noise_placement == "clean_first" else ~noise_mask
+        perm = jnp.lexsort((sort_key, group.astype(jnp.int32)), axis=-1)
+    perm = perm.astype(jnp.int32)
     return CurriculumOutput(permute_pairs(tasks, perm),
                             perm, jnp.take_along_axis(noise_mask, perm, axis=-1))
 

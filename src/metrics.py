@@ -39,6 +39,18 @@ def predictions_and_sensitivities(model: Model, params, tasks: Tasks) -> tuple[j
     return prediction, sensitivity
 
 
+def make_scorer(model: Model):
+    """jitted (params, tasks, reference) -> {eval_loss, gd_loss, align_cos, l2_pred_diff,
+    model_diff} as floats: the scores logged during training and written by the analyses."""
+    @jax.jit
+    def scores(params, tasks: Tasks, reference: Reference):
+        prediction, sensitivity = predictions_and_sensitivities(model, params, tasks)
+        return alignment(prediction, sensitivity, reference, tasks.query_y)
+
+    return lambda params, tasks, reference: {k: float(v) for k, v in
+                                             scores(params, tasks, reference).items()}
+
+
 def alignment(prediction, sensitivity, reference: Reference, target) -> dict[str, jax.Array]:
     """Loss and alignment of a model's answers with GD's on the same tasks."""
     dot = jnp.sum(sensitivity * reference.sensitivity, axis=-1)

@@ -1,4 +1,5 @@
-"""Which code made a run: a fingerprint of the source that determines training results.
+"""Which code made a run: the git commit, and a fingerprint of the source that determines
+training results.
 
 `code_fingerprint()` hashes every Python file of src/, baselines/ and runners/ plus the
 root utilities the runners use. The runners record it in config.json; sweeps treat a
@@ -9,6 +10,7 @@ uncommitted edits; this can.)
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,3 +26,17 @@ def code_fingerprint() -> str:
     for path in files:
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def git_commit() -> dict:
+    """{"commit": full hash or None, "dirty": tracked files changed since it, or None}."""
+    def git(*cmd):
+        return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    try:
+        head = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    if head.returncode != 0:
+        return {"commit": None, "dirty": None}
+    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}

@@ -23,9 +23,8 @@ from tqdm import tqdm
 from baselines.gd_step import gd_predictions, gd_sensitivity, tune_eta
 from src.config import CurriculumConfig, Settings, TaskConfig, validate
 from src.curricula import CurriculumOutput, apply_curriculum, is_exchangeable
-from src.data import Tasks, make_tokens, sample_tasks
-from src.metrics import (Reference, alignment, copy_summary, first_layer_jacobian_norms,
-                         predictions_and_sensitivities)
+from src.data import Tasks, make_tokens, sample_tasks, take_tasks
+from src.metrics import Reference, copy_summary, first_layer_jacobian_norms, make_scorer
 from src.transformer import Model, build_model
 
 COPY_ANALYSIS_TASKS = 64  # eval tasks for the first-layer Jacobian (~0.25 s per log point)
@@ -77,10 +76,7 @@ def tune_gd_eta(settings: Settings) -> float:
 
 def make_evaluator(model: Model) -> Callable[[Any, EvalSet], dict[str, float]]:
     """params, eval_set -> {eval_loss, gd_loss, align_cos, l2_pred_diff, model_diff[, copy_*]}."""
-    @jax.jit
-    def scores(params, tasks, reference):
-        prediction, sensitivity = predictions_and_sensitivities(model, params, tasks)
-        return alignment(prediction, sensitivity, reference, tasks.query_y)
+    scores = make_scorer(model)
 
     @jax.jit
     def copy_scores(params, tasks):
@@ -90,9 +86,9 @@ def make_evaluator(model: Model) -> Callable[[Any, EvalSet], dict[str, float]]:
     def evaluate(params, eval_set: EvalSet) -> dict[str, float]:
         out = scores(params, eval_set.tasks, eval_set.reference)
         if model.config.tokens == "interleaved" and model.config.num_layers > 1:
-            subset = Tasks(*(f[:COPY_ANALYSIS_TASKS] for f in eval_set.tasks))
-            out = {**out, **copy_scores(params, subset)}
-        return {k: float(v) for k, v in out.items()}
+            subset = take_tasks(eval_set.tasks, slice(0, COPY_ANALYSIS_TASKS))
+            out.update({k: float(v) for k, v in copy_scores(params, subset).items()})
+        return out
 
     return evaluate
 
@@ -167,6 +163,7 @@ def train(settings: Settings, *, on_log: Callable[[dict], None] | None = None,
     opt_state = optimizer.init(params)
 
     history: list[dict[str, float]] = []
+    scores: dict[str, float] = {}  # evaluation of the current `params`
     diverged = None
     start = time.perf_counter()
     step = 0
@@ -183,7 +180,8 @@ def train(settings: Settings, *, on_log: Callable[[dict], None] | None = None,
             break
         params, opt_state = new_params, new_opt_state
         step += n
-        row = {"step": step, "train_loss": float(np.mean(losses)), **evaluate(params, eval_set),
+        scores = evaluate(params, eval_set)
+        row = {"step": step, "train_loss": float(np.mean(losses)), **scores,
                "elapsed_s": round(time.perf_counter() - start, 3)}
         history.append(row)
         if on_log is not None:
@@ -192,5 +190,6 @@ def train(settings: Settings, *, on_log: Callable[[dict], None] | None = None,
         bar.set_postfix(eval_loss=f"{row['eval_loss']:.4f}", gd=f"{row['gd_loss']:.4f}")
     bar.close()
     train_seconds = time.perf_counter() - start
-    final = evaluate(params, eval_set) if history or diverged else {}
-    return TrainResult(params, history, eval_set, step, train_seconds, diverged, final)
+    if diverged and not history:  # stopped in the first chunk: score the initial parameters
+        scores = evaluate(params, eval_set)
+    return TrainResult(params, history, eval_set, step, train_seconds, diverged, scores)
