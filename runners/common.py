@@ -58,6 +58,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _beta(text: str) -> float:
+    value = float(text)
+    if not (0.0 <= value < 1.0):
+        raise argparse.ArgumentTypeError(f"{text} is out of range; accepted: a number in [0, 1)")
+    return value
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if not (value > 0 and np.isfinite(value)):
@@ -152,6 +159,9 @@ def build_parser(prog: str, description: str, model_name: str, allow_layers: boo
                         help="fresh tasks per step")
     parser.add_argument("--lr", type=_positive_float, default=None,
                         help="Adam learning rate (default: 1e-3, or 5e-4 when depth > 3)")
+    parser.add_argument("--adam_b2", type=_beta, default=defaults.adam_b2,
+                        help="Adam's second-moment decay β2 (the reference code's 0.98; "
+                             "SPEC §4 writes 0.999, with which twolayer does not learn to copy)")
     parser.add_argument("--log_every", type=_positive_int, default=defaults.log_every,
                         help="evaluate and log every this many steps")
     parser.add_argument("--eval_size", type=_positive_int, default=defaults.eval_size,
@@ -180,7 +190,8 @@ def settings_from_args(args: argparse.Namespace, model_name: str) -> Settings:
     check_shared_noise_flags(args, train_c, eval_c)
     train_cfg = replace(base.train, seed=args.seed, batch_size=args.batch_size,
                         log_every=args.log_every, eval_size=args.eval_size,
-                        steps=args.steps or base.train.steps, lr=args.lr or base.train.lr)
+                        steps=args.steps or base.train.steps, lr=args.lr or base.train.lr,
+                        adam_b2=args.adam_b2)
     settings = replace(base, train=train_cfg, train_curriculum=train_c, eval_curriculum=eval_c)
     try:
         validate(settings)

@@ -485,7 +485,10 @@ def report_rows(plan: Plan, results: dict, checks: list[dict], part_seconds: dic
         f"{_seed_note(cp)}. twolayer loss {_pm(cf['eval_loss'])} vs one-step GD "
         f"{cf['gd_loss']['mean']:.4f} (gap {_pm(cp['gap'])}). Copy sensitivities: own "
         f"{_pm(cf['copy_own'], 3)} (incl. residual), next {_pm(cf['copy_next'], 3)}, prev "
-        f"{_pm(cf['copy_prev'], 3)}, other {_pm(cf['copy_other'], 3)}.<br>"
+        f"{_pm(cf['copy_prev'], 3)}, other {_pm(cf['copy_other'], 3)}. First-layer attention "
+        f"(mean over {cp['attention_tasks']} eval tasks): x token → its own label token "
+        f"{_pm(cp['attention_partner'], 3)}, all tokens → one fixed pair (max over pairs) "
+        f"{_pm(cp['attention_fixed_pair'], 3)}.<br>"
         + part_checks("copy"),
         _fmt_s(part_seconds["copy"])])
 

@@ -122,8 +122,9 @@ def k_steps(r: dict):
 
 
 def copy_model(r: dict):
-    fig = new_figure(11, 4.2)
-    axes = _axes(fig, 1, 2)
+    fig = new_figure(15, 4.4)
+    fig.set_layout_engine("constrained")  # before the colorbar takes its space
+    axes = _axes(fig, 1, 3)
     c = r["curves"]
     x = c["step"]
     ax = axes[0, 0]
@@ -148,6 +149,21 @@ def copy_model(r: dict):
     ax.set_ylabel("mean ‖∂ layer-1 output_j / ∂ input token‖_F (unitless)")
     ax.set_title("first-layer copy sensitivities")
     ax.legend(fontsize=8)
+    ax = axes[0, 2]
+    if r.get("attention_map") is not None:
+        attention = np.asarray(r["attention_map"])
+        ax.grid(False)
+        image = ax.imshow(attention, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        fig.colorbar(image, ax=ax, label="attention weight (fraction, rows sum to 1)")
+        rows, cols = attention.shape
+        ax.set_xticks(range(0, cols, 2), [f"x{i + 1}" for i in range(cols // 2)], fontsize=7)
+        ax.set_yticks(range(0, rows, 2), [f"x{i + 1}" for i in range((rows - 1) // 2)] + ["x_q"],
+                      fontsize=7)
+        ax.set_xlabel("key token (x_i at even positions, ȳ_i after it)")
+        ax.set_ylabel("query token")
+        ax.set_title(f"layer-1 attention, mean over eval tasks (seed {r.get('attention_map_seed')})\n"
+                     f"x_i → ȳ_i {r['attention_partner']['mean']:.2f}, "
+                     f"all → one fixed pair {r['attention_fixed_pair']['mean']:.2f}", fontsize=9)
     _finish(fig, f"Token construction: the first layer copies neighbours "
                  f"({SEED_NOTE.format(seeds=r['seeds'])})")
     return fig

@@ -78,6 +78,7 @@ def test_run_directory_is_complete(tmp_path, module, capsys):
     (["--noise_mode", "random_pairs"], "--noise_p"),
     (["--steps", "0"], "--steps"),
     (["--lr", "nan"], "--lr"),
+    (["--adam_b2", "1.0"], "--adam_b2"),
 ])
 def test_bad_flags_fail_fast_with_one_line(tmp_path, flags, words, capsys):
     out = tmp_path / "never"
@@ -121,3 +122,11 @@ def test_ctrl_c_leaves_no_half_written_file(tmp_path):
     json.loads((out / names.CONFIG).read_text())
     assert all(json.loads(line) for line in (out / names.METRICS).read_text().splitlines())
     assert not RunDir(out).is_trained()
+
+
+def test_adam_b2_defaults_to_the_reference_code_and_can_be_set():
+    from runners.common import build_parser, settings_from_args
+    parser = build_parser("prog", "test", "twolayer", allow_layers=False)
+    assert settings_from_args(parser.parse_args([]), "twolayer").train.adam_b2 == 0.98
+    chosen = settings_from_args(parser.parse_args(["--adam_b2", "0.999"]), "twolayer")
+    assert chosen.train.adam_b2 == 0.999
