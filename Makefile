@@ -21,7 +21,8 @@ CONCAT_STEPS ?=
 COPY_STEPS ?=
 # `make demo` runs both at reduced steps, so it finishes in minutes on a laptop CPU.
 DEMO_CONCAT_STEPS ?= 1500
-DEMO_COPY_STEPS ?= 3000
+# twolayer learns its copy at ~4-5k steps (the paper trains 10k)
+DEMO_COPY_STEPS ?= 6000
 DEMO_SWEEP_STEPS ?= 300
 # Sweeps (eval_order / eval_noise): steps (empty = the paper's), seeds, parallel runs
 # (empty = one per CPU core).

@@ -221,8 +221,9 @@ FIGURES = {
                 "Recurrent LSA with K layers vs K-step GD and GD++: final loss, loss over training, "
                 "and alignment (align_cos, model_diff) with K-step GD and with GD++."),
     "copy": ("fig3_copy_construction.png", copy_model,
-             "Two-layer model on interleaved tokens: loss over training vs one-step GD, and the "
-             "first layer's own/next/previous/other-token sensitivities over training."),
+             "Two-layer model on interleaved tokens: loss over training vs one-step GD, the "
+             "first layer's own/next/previous/other-token sensitivities over training, and its "
+             "attention map (mean over eval tasks) after training."),
     "ood": ("fig4_ood.png", ood,
             "Trained lsa1 and one-step GD (η tuned in distribution) when the input range α or the "
             "weight scale changes at test time; 'predict 0' for scale."),
