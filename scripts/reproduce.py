@@ -40,8 +40,8 @@ ALPHAS = tuple(0.5 + 0.125 * i for i in range(13))            # 0.5, 0.625, ...,
 WEIGHT_SCALES = (0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
 DISTRACTORS = (0, 2, 4, 6, 8)
 # Steps per model: the paper's (SPEC §4; lsa_rec as lsa1) and the --quick ones.
-FULL = {"lsa1": 5000, "lsa_rec": 5000, "twolayer": 10_000, "eval_size": 10_000}
-QUICK = {"lsa1": 1000, "lsa_rec": 1000, "twolayer": 2000, "eval_size": 2000}
+FULL = {"lsa1": 5000, "lsa_rec": 5000, "twolayer": 10_000, "eval_size": 10_000, "gdpp_steps": 1000}
+QUICK = {"lsa1": 1000, "lsa_rec": 600, "twolayer": 1000, "eval_size": 2000, "gdpp_steps": 300}
 RUNNERS = {"lsa1": "runners.run_concat_inputs_targets",
            "lsa_rec": "runners.run_concat_inputs_targets",
            "twolayer": "runners.run_softmax_copy"}
@@ -86,8 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"fixed eval tasks (default: {FULL['eval_size']}, quick {QUICK['eval_size']})")
     p.add_argument("--log_every", "--log-every", dest="log_every", default=None,
                    help="log every this many steps (default: 100, or steps/10 for runs < 1000 steps)")
-    p.add_argument("--gdpp-steps", "--gdpp_steps", dest="gdpp_steps", default="1000",
-                   help="Adam steps fitting GD++ per K (default: 1000)")
+    p.add_argument("--gdpp-steps", "--gdpp_steps", dest="gdpp_steps", default=None,
+                   help=f"Adam steps fitting GD++ per K (default: {FULL['gdpp_steps']}, "
+                        f"quick {QUICK['gdpp_steps']})")
     p.add_argument("--gdpp-batch", "--gdpp_batch", dest="gdpp_batch", default="1024",
                    help="tasks per GD++ fitting step (default: 1024)")
     p.add_argument("--gdpp-lr", "--gdpp_lr", dest="gdpp_lr", default="0.03",
@@ -191,7 +192,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
         eval_size=(_int("--eval_size", args.eval_size, 2) if args.eval_size is not None
                    else base["eval_size"]),
         log_every=_int("--log_every", args.log_every, 1) if args.log_every is not None else None,
-        gdpp_steps=_int("--gdpp-steps", args.gdpp_steps, 1),
+        gdpp_steps=(_int("--gdpp-steps", args.gdpp_steps, 1) if args.gdpp_steps is not None
+                    else base["gdpp_steps"]),
         gdpp_batch=_int("--gdpp-batch", args.gdpp_batch, 1),
         gdpp_lr=_pos_float("--gdpp-lr", args.gdpp_lr),
         alphas=tuple(sorted(_list("--alphas", args.alphas, _pos_float, "finite numbers > 0"))),
