@@ -26,12 +26,14 @@ import numpy as np
 from analysis.common import load_run, tuned_eta
 from baselines.gd_plus import fit_gd_plus, gd_plus_predictions, gd_plus_sensitivity
 from baselines.gd_step import gd_predictions, gd_sensitivity, tune_eta
+from runners.common import ATTENTION_TASKS
 from src import rundir as names
 from src.config import CurriculumConfig
+from src.data import take_tasks
 from src.metrics import Reference, make_scorer
 from src.rundir import RunDir
-from src.data import make_tokens, take_tasks
 from src.train import draw_tasks, make_eval_set
+from utils_attention import capture_attention
 
 # The paper's / SPEC's reference numbers (SPEC §1, §3, §4).
 PAPER_GD_LOSS = 0.206          # one tuned GD step, d = N = 10, a = 1
@@ -201,17 +203,14 @@ def k_steps(runs_by_k: dict[int, Sequence[RunDir]], *, gdpp_steps: int, gdpp_bat
 # ---------------------------------------------------------------------------
 # 3. Token construction: the interleaved copy model
 
-ATTENTION_TASKS = 1000  # eval tasks averaged in the first layer's attention map
-
-
 def first_layer_attention(run: RunDir) -> np.ndarray:
     """Mean first-layer attention of a trained interleaved model over the first
-    ATTENTION_TASKS eval tasks: [T, S] (rows: every token as query, cols: context tokens)."""
+    ATTENTION_TASKS eval tasks (the ones `--save_attention` saves): [T, S] (rows: every
+    token as query, cols: context tokens)."""
     item = load_run(run)
     eval_set = make_eval_set(item.settings, gd_eta=tuned_eta(run))
     tasks = take_tasks(eval_set.tasks, slice(0, ATTENTION_TASKS))
-    out = item.model.apply(item.params, make_tokens(tasks, item.model.config), return_attention=True)
-    return np.asarray(out.attention[0]).mean(axis=(0, 1))  # over tasks and heads
+    return capture_attention(item.model, item.params, tasks)[0].mean(axis=(0, 1))  # tasks, heads
 
 
 def attention_pattern(mean_attention: np.ndarray) -> dict:

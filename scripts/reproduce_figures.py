@@ -31,6 +31,19 @@ def _band(ax, x, curve: dict, color: str, label: str) -> None:
     ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.25, lw=0)
 
 
+def _loss_vs_one_gd_step(ax, x, curve: dict, model_label: str, gd_loss: float,
+                         paper_loss: float, paper_label: str, title: str) -> None:
+    """Eval loss over training (band over seeds) against one tuned GD step and the paper's value."""
+    _band(ax, x, curve, TF_COLOR, model_label)
+    ax.axhline(gd_loss, color=GD_COLOR, ls="--", label=f"1 step of GD, tuned η ({gd_loss:.4f})")
+    ax.axhline(paper_loss, color=PAPER_COLOR, ls=":", label=paper_label)
+    ax.set_yscale("log")
+    ax.set_xlabel(STEP_LABEL)
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+
+
 def _finish(figure, title: str) -> None:
     figure.suptitle(title, fontsize=11)
     figure.set_layout_engine("constrained")
@@ -41,15 +54,8 @@ def one_step_gd(r: dict):
     axes = _axes(fig, 2, 2)
     c = r["curves"]
     x = c["step"]
-    ax = axes[0, 0]
-    _band(ax, x, c["eval_loss"], TF_COLOR, "trained lsa1 (1 LSA layer)")
-    ax.axhline(r["gd_loss"], color=GD_COLOR, ls="--", label=f"1 step of GD, tuned η ({r['gd_loss']:.4f})")
-    ax.axhline(r["paper"]["gd_loss"], color=PAPER_COLOR, ls=":", label="paper: GD ≈ 0.206")
-    ax.set_yscale("log")
-    ax.set_xlabel(STEP_LABEL)
-    ax.set_ylabel(LOSS_LABEL)
-    ax.set_title("eval loss")
-    ax.legend(fontsize=8)
+    _loss_vs_one_gd_step(axes[0, 0], x, c["eval_loss"], "trained lsa1 (1 LSA layer)", r["gd_loss"],
+                         r["paper"]["gd_loss"], "paper: GD ≈ 0.206", "eval loss")
     for ax, key, title, ylabel in (
             (axes[0, 1], "align_cos", "cosine of sensitivities ∂ŷ/∂x_q", "align_cos (cosine, unitless)"),
             (axes[1, 0], "model_diff", "‖s_TF − s_GD‖", "model_diff (label units per input unit)"),
@@ -127,16 +133,9 @@ def copy_model(r: dict):
     axes = _axes(fig, 1, 3)
     c = r["curves"]
     x = c["step"]
-    ax = axes[0, 0]
-    _band(ax, x, c["eval_loss"], TF_COLOR, "trained two-layer model (softmax + linear)")
-    gd = r["final"]["gd_loss"]["mean"]
-    ax.axhline(gd, color=GD_COLOR, ls="--", label=f"1 step of GD, tuned η ({gd:.4f})")
-    ax.axhline(r["paper"]["gd_loss"], color=PAPER_COLOR, ls=":", label="paper: ≈ 0.21")
-    ax.set_yscale("log")
-    ax.set_xlabel(STEP_LABEL)
-    ax.set_ylabel(LOSS_LABEL)
-    ax.set_title("eval loss (interleaved tokens x, ȳ, ...)")
-    ax.legend(fontsize=8)
+    _loss_vs_one_gd_step(axes[0, 0], x, c["eval_loss"], "trained two-layer model (softmax + linear)",
+                         r["final"]["gd_loss"]["mean"], r["paper"]["gd_loss"], "paper: ≈ 0.21",
+                         "eval loss (interleaved tokens x, ȳ, ...)")
     ax = axes[0, 1]
     for key, label, color in (("copy_own", "own token j (incl. residual)", "C7"),
                               ("copy_next", "next token j+1", "C1"),
