@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from src.config import Settings
+from src.provenance import ROOT
 from src.transformer import flatten_params, unflatten_params
 from utils_log import (JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_write_bytes,
                        atomic_write_json, atomic_write_text, read_jsonl)
@@ -44,6 +45,10 @@ ATTENTION_STATS_PNG = f"{ANALYSIS}/attention_stats.png"
 ATTN = "attn"
 ATTN_RAW = f"{ATTN}/attention.npz"
 FIGS = "figs"
+# Written first into every run directory this code creates; with a readable config.json it is
+# the proof `RunDir.create(..., overwrite=True)` needs before it deletes anything.
+MARKER = ".icl_run"
+MARKER_TEXT = "run directory of the in-context learning workbench (src/rundir.py)\n"
 
 # Which runner makes a run of a given model.
 RUNNER_OF_MODEL = {"lsa1": "runners.run_concat_inputs_targets",
@@ -72,6 +77,22 @@ def attention_figure(layer: int, head: int) -> str:
     return f"{FIGS}/attention_layer{layer}_head{head}.png"
 
 
+def unsafe_target(path: Path) -> str | None:
+    """Why `path` may never be a run directory (the working directory, a filesystem root,
+    the repository or a parent of it), or None."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):
+        return "not a resolvable path"
+    if resolved == Path(resolved.anchor):
+        return "a filesystem root"
+    if resolved == Path.cwd().resolve():
+        return "the working directory"
+    if resolved == ROOT or resolved in ROOT.parents:
+        return "the repository or a folder that contains it"
+    return None
+
+
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -88,26 +109,53 @@ class RunDir:
     # -- creation ---------------------------------------------------------
     @classmethod
     def create(cls, path: str | Path, overwrite: bool = False) -> "RunDir":
-        """A fresh run directory; refuses an existing non-empty one unless `overwrite`."""
+        """A fresh run directory, marked as ours (MARKER). An existing non-empty `path` is
+        refused unless `overwrite`, and even then it is replaced only when it is provably a
+        run directory this code made (`is_ours`); nothing else is ever deleted."""
         run = cls(path)
-        if run.path.exists() and (not run.path.is_dir() or any(run.path.iterdir())):
-            if not overwrite:
-                raise RunExists(f"--out {run.path} already exists; pass --overwrite to replace it, "
-                                "or choose another --out")
-            if run.path.is_dir():
-                shutil.rmtree(run.path)
-            else:
-                run.path.unlink()
+        cls.check_creatable(run.path, overwrite)
+        if run.path.exists() and any(run.path.iterdir()):
+            shutil.rmtree(run.path)   # check_creatable proved it is one of our run directories
         run.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run.file(MARKER), MARKER_TEXT)
         return run
+
+    def is_ours(self) -> bool:
+        """A directory this module created: its marker file plus a readable config.json
+        holding settings. Only such a directory may be deleted (by `create`)."""
+        if self.path.is_symlink() or not self.path.is_dir():
+            return False
+        marker = self.file(MARKER)
+        if marker.is_symlink() or not marker.is_file():
+            return False
+        try:
+            config = json.loads(self.file(CONFIG).read_text())
+        except (OSError, ValueError):
+            return False
+        return isinstance(config, dict) and isinstance(config.get("settings"), dict)
 
     @staticmethod
     def check_creatable(path: str | Path, overwrite: bool) -> None:
-        """Raise RunExists now (before any work) if `create` would refuse."""
+        """Raise RunExists now (before any work) if `create` would refuse `path`."""
         p = Path(path)
-        if p.exists() and (not p.is_dir() or any(p.iterdir())) and not overwrite:
+        refuse = unsafe_target(p)
+        if refuse:
+            raise RunExists(f"--out {p} is {refuse}; accepted: a new or empty directory, or one "
+                            "of our run directories with --overwrite")
+        if not p.exists() and not p.is_symlink():
+            return
+        if not p.is_dir() or p.is_symlink():
+            raise RunExists(f"--out {p} exists and is not a directory; accepted: a new or empty "
+                            "directory, or one of our run directories with --overwrite")
+        if not any(p.iterdir()):
+            return
+        if not overwrite:
             raise RunExists(f"--out {p} already exists; pass --overwrite to replace it, "
                             "or choose another --out")
+        if not RunDir(p).is_ours():
+            raise RunExists(f"--out {p} is not a run directory made by this code (no {MARKER} "
+                            f"marker with a readable {CONFIG}); --overwrite replaces only those, "
+                            "so nothing was deleted: choose another --out")
 
     # -- writing ----------------------------------------------------------
     def write_json(self, name: str, obj: Any) -> None:

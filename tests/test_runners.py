@@ -130,3 +130,63 @@ def test_adam_b2_defaults_to_the_reference_code_and_can_be_set():
     assert settings_from_args(parser.parse_args([]), "twolayer").train.adam_b2 == 0.98
     chosen = settings_from_args(parser.parse_args(["--adam_b2", "0.999"]), "twolayer")
     assert chosen.train.adam_b2 == 0.999
+
+
+# --overwrite deletes only what it can prove is a run directory it made (marker + config).
+
+def test_overwrite_refuses_the_working_directory(tmp_path, capsys, monkeypatch):
+    keep = tmp_path / "checkout"
+    keep.mkdir()
+    (keep / ".git").mkdir()
+    (keep / "notes.txt").write_text("keep me")
+    monkeypatch.chdir(keep)
+    proc = run_cli("runners.run_concat_inputs_targets", "--out", ".", "--overwrite", *TINY,
+                   capsys=capsys)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "working directory" in proc.stderr
+    assert sorted(p.name for p in keep.iterdir()) == [".git", "notes.txt"]
+
+
+@pytest.mark.parametrize("target", [".", "..", "/"])
+def test_overwrite_refuses_repository_and_roots(target, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    before = sorted(p.name for p in ROOT.iterdir())
+    proc = run_cli("runners.run_concat_inputs_targets", "--out", target, "--overwrite", *TINY,
+                   capsys=capsys)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert sorted(p.name for p in ROOT.iterdir()) == before
+
+
+def test_overwrite_refuses_a_users_directory_and_file(tmp_path, capsys):
+    folder = tmp_path / "thesis"
+    folder.mkdir()
+    (folder / "chapter1.tex").write_text("precious")
+    (folder / "config.json").write_text('{"settings": {}}')   # looks like a run, no marker
+    proc = run_cli("runners.run_concat_inputs_targets", "--out", str(folder), "--overwrite", *TINY,
+                   capsys=capsys)
+    assert proc.returncode == 2 and "not a run directory" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert (folder / "chapter1.tex").read_text() == "precious"
+    a_file = tmp_path / "data.csv"
+    a_file.write_text("1,2\n")
+    proc = run_cli("runners.run_concat_inputs_targets", "--out", str(a_file), "--overwrite", *TINY,
+                   capsys=capsys)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert a_file.read_text() == "1,2\n"
+
+
+def test_overwrite_replaces_our_own_run_directory(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert run_cli("runners.run_concat_inputs_targets", "--out", str(out), *TINY,
+                   capsys=capsys).returncode == 0
+    assert RunDir(out).is_ours()
+    (out / "stale_extra.txt").write_text("from the old run")
+    proc = run_cli("runners.run_concat_inputs_targets", "--out", str(out), "--overwrite", *TINY,
+                   capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "stale_extra.txt").exists() and RunDir(out).is_trained()
+    # a run directory whose config.json is unreadable is no longer provably ours
+    (out / names.CONFIG).write_text("{truncated")
+    proc = run_cli("runners.run_concat_inputs_targets", "--out", str(out), "--overwrite", *TINY,
+                   capsys=capsys)
+    assert proc.returncode == 2 and (out / names.PARAMS).exists()
