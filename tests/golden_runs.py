@@ -1,0 +1,78 @@
+"""The golden runs: three small trainings through the runner CLIs whose every number must
+not move when the code is refactored (issue 11: "the paper's numbers do not move").
+
+`record()` returns, per run, every metrics row (without wall times), the summary's metric
+values, the analysis outputs (alignment.json, ood.csv, attention_stats AUROC) and a sha256
+of every parameter array. `python tests/golden_runs.py OUT.json` writes them; the golden
+file in tests/golden/ was written by the code of commit d39df7a (before the registries).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+SMALL = ["--batch_size", "256", "--eval_size", "500", "--log_every", "100", "--quiet"]
+# name -> (runner module, flags)
+RUNS = {
+    "lsa1": ("runners.run_concat_inputs_targets",
+             ["--steps", "300", "--save_attention", *SMALL]),
+    "lsa_rec_k3": ("runners.run_concat_inputs_targets",
+                   ["--steps", "200", "--num_layers", "3", *SMALL]),
+    "twolayer": ("runners.run_softmax_copy",
+                 ["--steps", "200", "--ordering", "easy2hard", "--noise_mode", "random_pairs",
+                  "--noise_p", "0.2", "--save_attention", *SMALL]),
+}
+TIMING_KEYS = {"elapsed_s", "train_seconds"}
+
+
+def params_digest(path: Path) -> dict:
+    with np.load(path, allow_pickle=False) as data:
+        return {k: hashlib.sha256(np.ascontiguousarray(data[k]).tobytes()).hexdigest()
+                for k in sorted(data.files)}
+
+
+def read_run(out: Path) -> dict:
+    def load(name):
+        return json.loads((out / name).read_text())
+    metrics = [{k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS}
+               for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    summary = {k: v for k, v in load("metrics_summary.json").items()
+               if isinstance(v, float) and k not in TIMING_KEYS}
+    record = {"metrics": metrics, "summary": summary,
+              "alignment": {k: v for k, v in load("analysis/alignment.json").items()
+                            if isinstance(v, float)},
+              "ood_csv": (out / "analysis/ood.csv").read_text(),
+              "params_sha256": params_digest(out / "params.npz")}
+    if (out / "analysis/attention_stats.json").exists():
+        record["auroc"] = [e["auroc"] for e in load("analysis/attention_stats.json")["layers"]]
+    return record
+
+
+def train(runner: str, flags: list[str], out: Path) -> None:
+    import importlib
+    module = importlib.import_module(runner)
+    from runners.common import main
+    model = "twolayer" if runner.endswith("softmax_copy") else "lsa1"
+    code = main(model, module.RUNNER, "golden", [*flags, "--out", str(out)],
+                allow_layers=model == "lsa1")
+    assert code == 0, f"{runner} {flags} exited {code}"
+
+
+def record(base: Path) -> dict:
+    out = {}
+    for name, (runner, flags) in RUNS.items():
+        train(runner, flags, base / name)
+        out[name] = read_run(base / name)
+    return out
+
+
+if __name__ == "__main__":
+    import tempfile
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    with tempfile.TemporaryDirectory() as tmp:
+        result = record(Path(tmp))
+    Path(sys.argv[1]).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
