@@ -7,9 +7,6 @@ exit code 2 and one line naming the flag, the value and what is accepted.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import platform
-import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +17,7 @@ import numpy as np
 from src import rundir as names
 from src.config import (NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Settings, preset,
                         validate)
-from src.provenance import code_fingerprint, git_commit
+from src.provenance import run_record
 from src.rundir import RunDir, RunDirError
 from src.train import TrainResult, make_eval_set, train
 
@@ -201,34 +198,6 @@ def settings_from_args(args: argparse.Namespace, model_name: str) -> Settings:
 
 
 # ---------------------------------------------------------------------------
-# Provenance
-
-def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for pkg in ("jax", "jaxlib", "dm-haiku", "optax", "numpy"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = None
-    return out
-
-
-def config_record(settings: Settings, runner: str, argv: Sequence[str], out: Path) -> dict:
-    return {
-        "settings": settings.to_dict(),
-        "runner": runner,
-        "argv": list(argv),
-        "command": "python -m " + runner + " " + " ".join(shlex.quote(a) for a in argv),
-        "rerun": "PYTHONPATH=. python -m " + runner + " " + " ".join(shlex.quote(a) for a in argv),
-        "out": str(out),
-        "versions": _versions(),
-        "git": git_commit(),
-        "code_fingerprint": code_fingerprint(),
-        "platform": platform.platform(),
-    }
-
-
-# ---------------------------------------------------------------------------
 # The run pipeline
 
 def summary_record(settings: Settings, result: TrainResult) -> dict:
@@ -314,7 +283,7 @@ def execute(settings: Settings, out: Path, *, overwrite: bool, with_attention: b
             skip_analysis: bool = False) -> tuple[RunDir, TrainResult]:
     """Train and write a complete run directory. `out` must have been checked."""
     run = RunDir.create(out, overwrite=overwrite)
-    run.write_json(names.CONFIG, config_record(settings, runner, argv, out))
+    run.write_json(names.CONFIG, run_record(settings.to_dict(), runner, argv, out))
     eval_set = make_eval_set(settings)
     run.save_eval_metadata(eval_set.ordering_idx, eval_set.noise_mask)
     run.write_json(names.METADATA, analysis_metadata(settings, eval_set, with_attention))

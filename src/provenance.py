@@ -10,8 +10,12 @@ uncommitted edits; this can.)
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import platform
+import shlex
 import subprocess
 from pathlib import Path
+from typing import Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING_SOURCES = ("src", "baselines", "runners")
@@ -20,7 +24,7 @@ ROOT_MODULES = ("utils_log.py", "utils_attention.py")
 
 def code_fingerprint() -> str:
     """sha256 (first 16 hex digits) over the training code's file names and contents."""
-    files = sorted(p for folder in TRAINING_SOURCES for p in (ROOT / folder).glob("*.py"))
+    files = sorted(p for folder in TRAINING_SOURCES for p in (ROOT / folder).rglob("*.py"))
     files += [ROOT / name for name in ROOT_MODULES if (ROOT / name).exists()]
     digest = hashlib.sha256()
     for path in files:
@@ -40,3 +44,31 @@ def git_commit() -> dict:
     if head.returncode != 0:
         return {"commit": None, "dirty": None}
     return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+
+
+def library_versions() -> dict:
+    out = {"python": platform.python_version()}
+    for pkg in ("jax", "jaxlib", "dm-haiku", "optax", "numpy"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def run_record(settings: dict, runner: str, argv: Sequence[str], out: Path) -> dict:
+    """The config.json of a run: its settings (a JSON mapping), the command that made it and
+    reruns it, library versions, git commit and the training-code fingerprint."""
+    command = "python -m " + runner + " " + " ".join(shlex.quote(a) for a in argv)
+    return {
+        "settings": settings,
+        "runner": runner,
+        "argv": list(argv),
+        "command": command,
+        "rerun": "PYTHONPATH=. " + command,
+        "out": str(out),
+        "versions": library_versions(),
+        "git": git_commit(),
+        "code_fingerprint": code_fingerprint(),
+        "platform": platform.platform(),
+    }

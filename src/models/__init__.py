@@ -1,0 +1,1 @@
+"""Registered models (see src/registry.py); every module here registers its entries on import."""

@@ -1,0 +1,1 @@
+"""Registered probes (see src/registry.py); every module here registers its entries on import."""
