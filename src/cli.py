@@ -1,0 +1,90 @@
+"""What every command line shares: a parser whose errors are one line (exit 2), and typed
+flag converters whose messages name the value and what is accepted.
+
+    parser = OneLineParser(prog="python -m runners.x")
+    parser.add_argument("--steps", type=int_at_least(1))
+    parser.add_argument("--noise_p", type=number_in(0, 1))
+
+argparse prefixes the converter's message with the flag, so a bad value reads
+"python -m runners.x: error: argument --steps: '0' is out of range; accepted: an integer >= 1".
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Callable
+
+SEED_LIMIT = 2 ** 32   # seeds are 32-bit: jax.random.key takes any int, numpy's do not
+
+
+class UsageError(Exception):
+    """A bad flag, value or combination; the message is one line."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own errors: one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def fail(prog: str, message: str, code: int = 2) -> int:
+    """Print `prog: error: message` (one line) to stderr; returns `code` for `return fail(...)`."""
+    print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
+    return code
+
+
+def _named(parse: Callable, name: str) -> Callable:
+    parse.__name__ = name
+    return parse
+
+
+def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An integer in [low, high] (high None: no upper bound)."""
+    what = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer; accepted: {what}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range; accepted: {what}")
+        return value
+    return _named(parse, what)
+
+
+def seed() -> Callable[[str], int]:
+    return int_at_least(0, SEED_LIMIT - 1)
+
+
+def number_in(low: float, high: float, *, low_open: bool = False, high_open: bool = False,
+              what: str | None = None) -> Callable[[str], float]:
+    """A finite number in the interval (brackets as given)."""
+    left, right = "(" if low_open else "[", ")" if high_open else "]"
+    what = what or f"a number in {left}{low:g}, {high:g}{right}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            value = math.nan
+        ok = (math.isfinite(value) and (value > low if low_open else value >= low)
+              and (value < high if high_open else value <= high))
+        if not ok:
+            raise argparse.ArgumentTypeError(f"{text!r} is not accepted; accepted: {what}")
+        return value
+    return _named(parse, what)
+
+
+def positive_number() -> Callable[[str], float]:
+    return number_in(0.0, math.inf, low_open=True, what="a finite number > 0")
+
+
+def non_negative_number() -> Callable[[str], float]:
+    return number_in(0.0, math.inf, what="a finite number >= 0")
+
+
+def or_auto(convert: Callable[[str], object]) -> Callable[[str], object]:
+    """`auto`, or a value of `convert`."""
+    return _named(lambda text: "auto" if text == "auto" else convert(text),
+                  f"auto or {convert.__name__}")
