@@ -11,8 +11,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from src.data import Tasks, make_tokens, take_tasks
-from src.transformer import Model
+from src.models.attention_only import Model
+from src.models.layouts import make_tokens
+from src.tasks.regression import Tasks, take_tasks
 
 
 def capture_attention(model: Model, params, tasks: Tasks, chunk: int = 1000) -> list[np.ndarray]:

@@ -19,7 +19,8 @@ from src import rundir as names
 from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.train import EvalSet, make_eval_set
-from src.transformer import Model
+from src.models.attention_only import Model
+from src.registry import registry
 
 MODULE = "analysis.alignment"
 
@@ -47,6 +48,18 @@ def run(run_dir: RunDir, eta: float | None = None) -> dict:
     result = {**alignment_metrics(loaded.model, loaded.params, eval_set), "eta_source": eta_source}
     run_dir.write_json(names.ALIGNMENT, result)
     return result
+
+
+def applies_to_attention_only(context) -> bool:
+    """Runs of the attention-only family (their settings are src.config.Settings)."""
+    from src.config import Settings
+    return isinstance(getattr(context, "settings", None), Settings)
+
+
+@registry("analysis").register("alignment", applies=applies_to_attention_only,
+                               doc="model vs one GD step: align_cos, l2_pred_diff, model_diff")
+def build_alignment(options):
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

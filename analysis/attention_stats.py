@@ -25,6 +25,9 @@ from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from analysis.alignment import applies_to_attention_only
+from src.models.layouts import layout_of
+from src.registry import registry
 from analysis.common import AnalysisError, load_settings, main_frame, new_figure, png_bytes
 from src import rundir as names
 from src.rundir import RunDir
@@ -72,18 +75,16 @@ def auroc(scores, labels) -> Auroc:
     return Auroc((rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg), None)
 
 
-def pair_scores(query_row: np.ndarray, num_pairs: int, tokens: str) -> np.ndarray:
+def pair_scores(query_row: np.ndarray, num_pairs: int, tokens_per_pair: int) -> np.ndarray:
     """Per-pair attention magnitude from the query's weights over the keys.
 
-    query_row [tasks, S] -> [tasks, N]; concat: S = N, |w|; interleaved: S = 2N,
-    mean |w| of keys 2i (x_i) and 2i+1 (ȳ_i)."""
+    query_row [tasks, S] -> [tasks, N] with S = tokens_per_pair · N: the mean |w| over the
+    pair's tokens (concat: one token, |w|; interleaved: keys 2i (x_i) and 2i+1 (ȳ_i))."""
     magnitude = np.abs(np.asarray(query_row, dtype=np.float64))
     keys = magnitude.shape[-1]
-    if tokens == "concat" and keys == num_pairs:
-        return magnitude
-    if tokens == "interleaved" and keys == 2 * num_pairs:
-        return magnitude.reshape(magnitude.shape[0], num_pairs, 2).mean(axis=-1)
-    raise ValueError(f"{keys} keys do not fit {num_pairs} pairs of {tokens} tokens")
+    if keys != tokens_per_pair * num_pairs:
+        raise ValueError(f"{keys} keys do not fit {num_pairs} pairs of {tokens_per_pair} token(s)")
+    return magnitude.reshape(magnitude.shape[0], num_pairs, tokens_per_pair).mean(axis=-1)
 
 
 def _class_stats(values: np.ndarray) -> dict:
@@ -93,11 +94,11 @@ def _class_stats(values: np.ndarray) -> dict:
 
 
 def attention_statistics(weights: Mapping[tuple[int, int], np.ndarray], noise_mask: np.ndarray,
-                         tokens: str) -> dict:
+                         tokens_per_pair: int) -> dict:
     """The attention_stats.json record.
 
     weights: {(layer, head): [tasks, queries, keys]}; noise_mask: [tasks, N] bool (True =
-    corrupted) for the same tasks in the same order; tokens: "concat" | "interleaved"."""
+    corrupted) for the same tasks in the same order; tokens_per_pair: 1 (concat) or 2 (interleaved)."""
     noise_mask = np.asarray(noise_mask, dtype=bool)
     num_tasks, num_pairs = noise_mask.shape
     layers = []
@@ -106,7 +107,7 @@ def attention_statistics(weights: Mapping[tuple[int, int], np.ndarray], noise_ma
         if array.ndim != 3 or array.shape[0] != num_tasks:
             raise ValueError(f"attention of layer {layer} head {head} has shape {array.shape}; "
                              f"expected [{num_tasks}, queries, keys]")
-        score = pair_scores(array[:, -1, :], num_pairs, tokens)        # [tasks, N]
+        score = pair_scores(array[:, -1, :], num_pairs, tokens_per_pair)        # [tasks, N]
         clean, corrupted = score[~noise_mask], score[noise_mask]
         result = auroc(score.ravel(), ~noise_mask.ravel())
         reason = result.reason
@@ -121,7 +122,7 @@ def attention_statistics(weights: Mapping[tuple[int, int], np.ndarray], noise_ma
 
 
 def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask: np.ndarray,
-                      tokens: str, stats: dict, title: str = ""):
+                      tokens_per_pair: int, stats: dict, title: str = ""):
     """Histograms of the pair score, clean vs corrupted, one panel per layer/head."""
     keys = sorted(weights)
     rows = max(layer for layer, _ in keys) + 1
@@ -131,7 +132,8 @@ def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask:
     by_key = {(e["layer"], e["head"]): e for e in stats["layers"]}
     for layer, head in keys:
         ax = figure.add_subplot(rows, cols, layer * cols + head + 1)
-        score = pair_scores(np.asarray(weights[(layer, head)])[:, -1, :], noise_mask.shape[1], tokens)
+        score = pair_scores(np.asarray(weights[(layer, head)])[:, -1, :], noise_mask.shape[1],
+                             tokens_per_pair)
         low, high = (float(score.min()), float(score.max())) if score.size else (0.0, 1.0)
         bins = np.linspace(low, high if high > low else low + 1.0, 41)
         for values, label, color in ((score[~noise_mask], "clean", "tab:blue"),
@@ -155,7 +157,8 @@ def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask:
 
 
 def load_attention(run_dir: RunDir) -> tuple[dict, np.ndarray, str, str]:
-    """({(layer, head): [tasks, queries, keys]}, noise_mask [tasks, N], tokens, model name)."""
+    """({(layer, head): [tasks, queries, keys]}, noise_mask [tasks, N], tokens per pair,
+    model name)."""
     settings = load_settings(run_dir)
     m = settings.model
     paths = {(layer, head): run_dir.require(names.attention_file(layer, head))
@@ -167,22 +170,39 @@ def load_attention(run_dir: RunDir) -> tuple[dict, np.ndarray, str, str]:
         raise AnalysisError(f"{run_dir.file(names.NOISE_MASK)} has shape {mask.shape}, which does "
                             f"not fit {num_tasks} saved tasks of {settings.task.num_context} pairs; "
                             f"recreate the run with: {run_dir.producer(names.attention_file(0, 0))}")
-    return weights, mask[:num_tasks], m.tokens, m.name
+    return weights, mask[:num_tasks], layout_of(m).tokens_per_pair, m.name
 
 
 def run(run_dir: RunDir) -> dict:
     """Compute and write analysis/attention_stats.json and .png."""
-    weights, mask, tokens, model_name = load_attention(run_dir)
+    weights, mask, tokens_per_pair, model_name = load_attention(run_dir)
     try:
-        stats = attention_statistics(weights, mask, tokens)
+        stats = attention_statistics(weights, mask, tokens_per_pair)
     except ValueError as err:
         raise AnalysisError(f"{run_dir.file(names.ATTN)}: {err}") from None
-    figure = statistics_figure(weights, mask, tokens, stats,
+    figure = statistics_figure(weights, mask, tokens_per_pair, stats,
                                title=f"{run_dir.path.name} ({model_name}, {stats['num_tasks']} tasks)")
     png = png_bytes(figure)
     run_dir.write_json(names.ATTENTION_STATS, stats)
     run_dir.write_bytes(names.ATTENTION_STATS_PNG, png)
     return stats
+
+
+def _applies(context) -> bool:
+    return applies_to_attention_only(context) and context.with_attention
+
+
+@registry("analysis").register("attention_stats", applies=_applies,
+                               doc="attention to clean vs corrupted pairs, AUROC (needs attn/)")
+def build_attention_stats(options):
+    return run
+
+
+@registry("analysis").register("attention_heatmaps", applies=_applies,
+                               doc="quick heatmaps of the saved attention (figs/)")
+def build_attention_heatmaps(options):
+    from plots.attention_quick import run as render
+    return render
 
 
 def main(argv: Sequence[str] | None = None) -> int:

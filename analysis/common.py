@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple, Sequence
 from src import rundir as names
 from src.config import Settings
 from src.rundir import RunDir, RunDirError
-from src.transformer import Model, build_model
+from src.models.attention_only import Model, build_model
 
 
 class AnalysisError(Exception):

@@ -17,13 +17,15 @@ import math
 import sys
 from typing import Sequence
 
+from analysis.alignment import applies_to_attention_only
 from analysis.common import load_run, main_frame, positive_finite, tuned_eta
 from src import rundir as names
 from src.config import Settings
 from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.train import make_eval_set
-from src.transformer import Model
+from src.models.attention_only import Model
+from src.registry import registry
 
 MODULE = "analysis.ood_eval"
 DEFAULT_ALPHAS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
@@ -72,6 +74,12 @@ def run(run_dir: RunDir, alphas: Sequence[float] = DEFAULT_ALPHAS) -> list[dict]
     rows = ood_losses(loaded.settings, loaded.model, loaded.params, alphas, eta)
     run_dir.write_text(names.OOD, to_csv(rows))
     return rows
+
+
+@registry("analysis").register("ood", applies=applies_to_attention_only,
+                               doc="loss of the model and of GD vs the input range alpha")
+def build_ood(options):
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

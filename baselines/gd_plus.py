@@ -23,7 +23,7 @@ import numpy as np
 import optax
 
 from src.config import TaskConfig
-from src.data import Tasks, sample_tasks
+from src.tasks.regression import Tasks, sample_tasks
 
 
 class GDPlusParams(NamedTuple):

@@ -17,8 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from src.config import ModelConfig, TaskConfig
-from src.data import Tasks
-from src.transformer import layer_name
+from src.metrics import Reference, loss
+from src.models.attention_only import layer_name
+from src.models.layouts import layout_of
+from src.models.lsa import is_raw_dot_product
+from src.registry import registry
+from src.tasks.regression import Tasks
 
 # Reference grid: 0.001 ... 25 in steps of 0.1.
 ETA_GRID = np.arange(0.001, 25.0, 0.1)
@@ -43,11 +47,6 @@ def gd_predictions(tasks: Tasks, eta: float, steps: int = 1) -> jax.Array:
 def gd_sensitivity(tasks: Tasks, eta: float, steps: int = 1) -> jax.Array:
     """∂ŷ_GD/∂x_q = W_K (W_K does not depend on x_q): [B, d]."""
     return gd_weights(tasks, eta, steps)
-
-
-def loss(predictions: jax.Array, targets: jax.Array) -> jax.Array:
-    """The paper's loss, ½ mean (ŷ − y)²."""
-    return 0.5 * jnp.mean((predictions - targets) ** 2)
 
 
 @partial(jax.jit, static_argnames="steps")
@@ -76,7 +75,8 @@ def gd_params(task: TaskConfig, model: ModelConfig, eta: float) -> dict:
     applied K times is K steps of GD; for a stacked model every layer gets it.
     Returns a Haiku params tree for `build_model(task, model)`.
     """
-    if model.tokens != "concat" or model.num_heads != 1 or model.softmax_layers:
+    if (layout_of(model).tokens_per_pair != 1 or model.num_heads != 1
+            or not all(is_raw_dot_product(m) for m in model.mixers)):
         raise ValueError("the GD construction needs a single-head linear model on "
                          "concatenated tokens (model 'lsa1' or 'lsa_rec')")
     d, n = task.d, task.num_context
@@ -91,10 +91,28 @@ def gd_params(task: TaskConfig, model: ModelConfig, eta: float) -> dict:
     out = np.zeros((width, width), np.float32)
     out[d, d] = eta / n
     layer = {"query": keep_x, "key": keep_x, "value": value, "linear": out}
-    layers = 1 if model.recurrent else model.num_layers
+    layers = 1 if model.shared_weights else model.num_layers
     params = {}
     for index in range(layers):
         prefix = f"transformer/{layer_name(model, index)}"
         for proj, matrix in layer.items():
             params[f"{prefix}/{proj}"] = {"w": jnp.asarray(matrix)}
     return params
+
+
+@jax.jit
+def gd_reference(tasks: Tasks, eta: float) -> Reference:
+    """One GD step with step size `eta`: predictions [B] and sensitivities [B, d]."""
+    return Reference(gd_predictions(tasks, eta), gd_sensitivity(tasks, eta))
+
+
+class OneStepGD:
+    """The reference every attention-only run is scored against: one GD step, η tuned."""
+    tune_eta = staticmethod(tune_eta)
+    reference = staticmethod(gd_reference)
+
+
+@registry("baseline").register("gd_one_step", doc="one step of GD from W0 = 0 with a tuned η "
+                               "(the attention-only runs' reference, SPEC §2)")
+def build_one_step_gd(options) -> OneStepGD:
+    return OneStepGD()

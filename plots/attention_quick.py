@@ -23,33 +23,27 @@ import numpy as np  # noqa: E402
 
 from analysis.common import load_settings, main_frame, new_figure, png_bytes  # noqa: E402
 from src import rundir as names  # noqa: E402
+from src.models.layouts import Layout, layout_of  # noqa: E402
 from src.rundir import RunDir  # noqa: E402
 
 MODULE = "plots.attention_quick"
 MAX_TICKS = 42  # label every token up to this many keys/queries
 
 
-def token_labels(tokens: str, num_pairs: int) -> list[str]:
-    """Names of the context tokens (keys): concat e1..eN; interleaved x1, y1, ..., xN, yN."""
-    if tokens == "concat":
-        return [f"e{i + 1}" for i in range(num_pairs)]
-    return [f"{kind}{i + 1}" for i in range(num_pairs) for kind in ("x", "y")]
-
-
-def attention_figure(weights: np.ndarray, layer: int, head: int, tokens: str, num_pairs: int,
+def attention_figure(weights: np.ndarray, layer: int, head: int, layout: Layout, num_pairs: int,
                      corrupted: np.ndarray | None = None, title: str = ""):
     """Heatmaps of weights [tasks, queries, keys]: task 0 and the task mean, side by side.
 
     corrupted: [N] bool for task 0 (True = corrupted pair) or None."""
     weights = np.asarray(weights, dtype=np.float64)
     _, num_queries, num_keys = weights.shape
-    keys = token_labels(tokens, num_pairs)
+    keys = layout.token_labels(num_pairs)
     if len(keys) != num_keys:
         keys = [str(k) for k in range(num_keys)]
     queries = ["query"] if num_queries == 1 else (keys + ["query"])[:num_queries]
     if len(queries) != num_queries:
         queries = [str(q) for q in range(num_queries)]
-    per_key = 2 if tokens == "interleaved" and num_keys == 2 * num_pairs else 1
+    per_key = layout.tokens_per_pair if num_keys == layout.tokens_per_pair * num_pairs else 1
 
     width = min(6.5, 1.6 + 0.3 * num_keys)
     height = min(5.5, 1.7 + 0.3 * num_queries)
@@ -92,7 +86,7 @@ def run(run_dir: RunDir) -> list[str]:
     for (layer, head), path in paths.items():
         weights = np.load(path, allow_pickle=False)
         corrupted = mask[0] if mask is not None and mask.ndim == 2 and len(mask) else None
-        figure = attention_figure(weights, layer, head, m.tokens, settings.task.num_context,
+        figure = attention_figure(weights, layer, head, layout_of(m), settings.task.num_context,
                                   corrupted, title=f"{run_dir.path.name} ({m.name})")
         pngs[names.attention_figure(layer, head)] = png_bytes(figure)
     for name, data in pngs.items():

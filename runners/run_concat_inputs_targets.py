@@ -7,9 +7,7 @@ is compared with one (K) step(s) of gradient descent on the same eval tasks.
 """
 import sys
 
-from runners.common import main
-
-RUNNER = "runners.run_concat_inputs_targets"
+from src.lsa_cli import main
 
 if __name__ == "__main__":
-    sys.exit(main("lsa1", RUNNER, __doc__.splitlines()[0], allow_layers=True))
+    sys.exit(main("lsa1", __doc__.splitlines()[0]))

@@ -8,9 +8,7 @@ sinusoidal positional encoding of size 10 (model width 20).
 """
 import sys
 
-from runners.common import main
-
-RUNNER = "runners.run_softmax_copy"
+from src.lsa_cli import main
 
 if __name__ == "__main__":
-    sys.exit(main("twolayer", RUNNER, __doc__.splitlines()[0]))
+    sys.exit(main("twolayer", __doc__.splitlines()[0]))

@@ -24,9 +24,11 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from src.config import model_width, num_tokens, preset
+from src.models.layouts import model_width, num_tokens
+
+from src.presets import preset
 from src.train import make_eval_set, make_evaluator, make_optimizer, make_train_chunk
-from src.transformer import build_model
+from src.models.attention_only import build_model
 from utils_log import atomic_write_json
 
 REFERENCE_MS = {"lsa1": 15.9, "twolayer": 70.0}  # reference implementation, batch 2048, 2 cores

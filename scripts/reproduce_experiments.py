@@ -26,10 +26,10 @@ import numpy as np
 from analysis.common import load_run, tuned_eta
 from baselines.gd_plus import fit_gd_plus, gd_plus_predictions, gd_plus_sensitivity
 from baselines.gd_step import gd_predictions, gd_sensitivity, tune_eta
-from runners.common import ATTENTION_TASKS
+from src.rundir import ATTENTION_TASKS
 from src import rundir as names
 from src.config import CurriculumConfig
-from src.data import take_tasks
+from src.tasks.regression import take_tasks
 from src.metrics import Reference, make_scorer
 from src.rundir import RunDir
 from src.train import draw_tasks, make_eval_set

@@ -1,10 +1,13 @@
-"""Immutable settings for a run, the named model presets, and their validation.
+"""Immutable settings of a von Oswald-style run (task, attention-only model, training,
+curricula) and their validation.
 
-Every setting lives in one frozen dataclass tree (`Settings`) that is passed
-explicitly; nothing in the project reads a global config. `preset(name)` gives
-the reference setup of SPEC §4 for a named model; `validate(settings)` raises a
-`ValueError` naming the offending setting and the accepted values before any
-work starts.
+Every setting lives in one frozen dataclass tree (`Settings`) that is passed explicitly;
+nothing in the project reads a global config. Every choice is a registry name
+(src/registry.py): the task, the model family, the token layout (with its options) and
+the attention scoring of each layer. `validate(settings)` raises a `ValueError` naming the
+offending setting and the accepted values before any work starts. `Settings.from_dict`
+reads schema 2 (this one) and schema 1 (run directories made before the registries).
+The named presets (lsa1, lsa_rec, twolayer) are in src/presets.py.
 
 Glossary: d = input dimension, N = context pairs per task, B = batch (tasks),
 K = number of attention layers.
@@ -13,13 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+from src.registry import Choice, UnknownChoice, registry
+
+SCHEMA_VERSION = 2
 ORDERINGS = ("random", "smallnorm2largenorm", "easy2hard", "hard2easy")
 NOISE_MODES = ("clean", "label_noise", "random_pairs")
 PLACEMENTS = ("mixed", "clean_first", "noisy_first")
-TOKEN_CONSTRUCTIONS = ("concat", "interleaved")
 
 # Eval tasks come from this seed whatever `--seed` is, so runs of different
 # seeds are scored on the same tasks (SPEC §4). GD's step size is tuned on a
@@ -30,6 +35,7 @@ EVAL_SEED = 20230
 @dataclass(frozen=True)
 class TaskConfig:
     """The in-context linear regression task (SPEC §1)."""
+    name: str = "uniform_regression"  # registry "task"
     d: int = 10                 # input dimension
     num_context: int = 10       # N, context pairs per task
     input_range: float = 1.0    # a: x ~ U(-a/2, a/2)^d
@@ -38,17 +44,21 @@ class TaskConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """An attention-only transformer (SPEC §3)."""
-    name: str = "lsa1"
-    tokens: str = "concat"              # "concat" [x, y] or "interleaved" x, ȳ, x, ȳ, ...
+    """An attention-only transformer (SPEC §3), in registry terms."""
+    name: str = "lsa1"                  # the preset it was made from (a label for tables)
+    family: str = "attention_only"      # registry "family": how the pieces are assembled
+    layout: Choice = field(default_factory=lambda: Choice("concat"))  # registry "layout"
+    mixers: tuple[str, ...] = ("linear",)  # registry "scoring", one per layer (one if shared)
+    shared_weights: bool = True         # one weight-shared layer applied num_layers times
     num_layers: int = 1                 # K
-    recurrent: bool = True              # one weight-shared layer applied K times
     num_heads: int = 1
     key_size: int = 0                   # 0 means "the model width"
-    softmax_layers: tuple[int, ...] = ()  # indices of layers that use softmax scoring
     init_scale: float = 0.002           # VarianceScaling scale (already divided by K)
     clip_value: float = 0.0             # clip activations to [-c, c] after each layer; 0 = off
-    pe_size: int = 10                   # sinusoidal positional encoding (interleaved only)
+
+    def layer_mixer(self, layer: int) -> str:
+        """The scoring of layer `layer` (the shared layer's, for every layer, when shared)."""
+        return self.mixers[0 if self.shared_weights else layer]
 
 
 @dataclass(frozen=True)
@@ -87,14 +97,23 @@ class Settings:
     train: TrainConfig = field(default_factory=TrainConfig)
     train_curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     eval_curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @staticmethod
     def from_dict(raw: dict[str, Any]) -> "Settings":
+        """Settings from config.json's "settings" (schema 2, or schema 1 without a version)."""
+        raw = dict(raw)
+        version = raw.pop("schema_version", 1)
+        if version == 1:
+            raw = upgrade_v1(raw)
+        elif version != SCHEMA_VERSION:
+            raise ValueError(f"schema_version={version!r} is unknown; accepted: 1, {SCHEMA_VERSION}")
         model = dict(raw["model"])
-        model["softmax_layers"] = tuple(model.get("softmax_layers", ()))
+        model["layout"] = Choice.from_dict("layout", model["layout"])
+        model["mixers"] = tuple(model["mixers"])
         return Settings(
             task=TaskConfig(**raw["task"]),
             model=ModelConfig(**model),
@@ -104,53 +123,23 @@ class Settings:
         )
 
 
-# ---------------------------------------------------------------------------
-# Presets: name -> function(num_layers) -> (ModelConfig, steps, lr)
-
-def _lsa_model(name: str, num_layers: int) -> ModelConfig:
-    return ModelConfig(name=name, tokens="concat", num_layers=num_layers, recurrent=True,
-                       num_heads=1, key_size=0, softmax_layers=(),
-                       init_scale=0.002 / num_layers,
-                       clip_value=10.0 if num_layers > 2 else 0.0)
-
-
-def _twolayer_model(name: str, num_layers: int) -> ModelConfig:
-    return ModelConfig(name=name, tokens="interleaved", num_layers=num_layers, recurrent=False,
-                       num_heads=1, key_size=20, softmax_layers=(0,),
-                       init_scale=0.02 / num_layers,
-                       clip_value=10.0 if num_layers > 2 else 0.0, pe_size=10)
-
-
-# name -> (model factory, default layers, default steps)
-MODEL_PRESETS = {
-    "lsa1": (_lsa_model, 1, 5000),          # one LSA layer, concatenated tokens
-    "lsa_rec": (_lsa_model, 3, 5000),       # weight-shared LSA applied K times
-    "twolayer": (_twolayer_model, 2, 10_000),  # softmax copy layer + linear layer
-}
-
-
-def reference_lr(num_layers: int) -> float:
-    """SPEC §4: lr 1e-3, or 5e-4 when depth > 3."""
-    return 5e-4 if num_layers > 3 else 1e-3
-
-
-def preset(name: str, num_layers: int | None = None, **train_overrides: Any) -> Settings:
-    """The reference settings for a named model; `num_layers` only for `lsa_rec`."""
-    if name not in MODEL_PRESETS:
-        raise ValueError(f"model={name!r} is unknown; accepted: {', '.join(MODEL_PRESETS)}")
-    factory, default_layers, default_steps = MODEL_PRESETS[name]
-    layers = default_layers if num_layers is None else num_layers
-    if name != "lsa_rec" and layers != default_layers:
-        raise ValueError(f"num_layers={layers} is fixed at {default_layers} for model {name!r}; "
-                         "use model 'lsa_rec' for other depths")
-    if layers < 1:
-        raise ValueError(f"num_layers={layers} must be >= 1")
-    model = factory(name, layers)
-    train = TrainConfig(steps=default_steps, lr=reference_lr(layers))
-    train = replace(train, **train_overrides)
-    settings = Settings(model=model, train=train)
-    validate(settings)
-    return settings
+def upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 settings mapping (before the registries) as schema 2, meaning the same model:
+    tokens -> layout (pe_size is the interleaved layout's option), softmax_layers -> one
+    scoring per layer, recurrent -> shared_weights."""
+    old = dict(raw["model"])
+    softmax = set(old.pop("softmax_layers", ()))
+    shared = old.pop("recurrent")
+    layout, pe_size = old.pop("tokens"), old.pop("pe_size", 10)
+    layers = 1 if shared else old["num_layers"]
+    old["mixers"] = ["softmax" if i in softmax else "linear" for i in range(layers)]
+    old["shared_weights"] = shared
+    old["family"] = "attention_only"
+    options = registry("layout").get(layout).options_from_dict({})
+    if "pe_size" in {f.name for f in dataclasses.fields(options)}:
+        options = dataclasses.replace(options, pe_size=pe_size)
+    old["layout"] = {"name": layout, "options": dataclasses.asdict(options)}
+    return {**raw, "model": old, "task": {"name": "uniform_regression", **raw["task"]}}
 
 
 # ---------------------------------------------------------------------------
@@ -161,8 +150,20 @@ def _require(ok: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def _require_choice(kind: str, name: str, setting: str) -> None:
+    try:
+        registry(kind).get(name)
+    except UnknownChoice:
+        _require(False, f"{setting}={name!r} is unknown; accepted: "
+                        f"{', '.join(registry(kind).names())}")
+
+
 def _finite(x: float) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _int_at_least(x, low: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= low
 
 
 def validate_curriculum(c: CurriculumConfig, prefix: str = "") -> None:
@@ -182,55 +183,39 @@ def validate_curriculum(c: CurriculumConfig, prefix: str = "") -> None:
 def validate(s: Settings) -> None:
     """Raise ValueError naming the first bad setting and what is accepted."""
     t, m, tr = s.task, s.model, s.train
-    _require(isinstance(t.d, int) and t.d > 0, f"d={t.d} must be an integer >= 1")
-    _require(isinstance(t.num_context, int) and t.num_context > 0,
+    _require_choice("task", t.name, "task")
+    _require(_int_at_least(t.d, 1), f"d={t.d} must be an integer >= 1")
+    _require(_int_at_least(t.num_context, 1),
              f"num_context (N)={t.num_context} must be an integer >= 1")
     _require(_finite(t.input_range) and t.input_range > 0,
              f"input_range={t.input_range} must be a finite number > 0")
     _require(_finite(t.weight_scale) and t.weight_scale > 0,
              f"weight_scale={t.weight_scale} must be a finite number > 0")
-    _require(m.name in MODEL_PRESETS,
-             f"model={m.name!r} is unknown; accepted: {', '.join(MODEL_PRESETS)}")
-    _require(m.tokens in TOKEN_CONSTRUCTIONS,
-             f"tokens={m.tokens!r} is unknown; accepted: {', '.join(TOKEN_CONSTRUCTIONS)}")
-    _require(isinstance(m.num_layers, int) and m.num_layers >= 1,
-             f"num_layers={m.num_layers} must be an integer >= 1")
-    _require(isinstance(m.num_heads, int) and m.num_heads >= 1,
-             f"num_heads={m.num_heads} must be an integer >= 1")
-    _require(isinstance(m.key_size, int) and m.key_size >= 0,
+    _require_choice("family", m.family, "family")
+    _require_choice("layout", m.layout.name, "layout")
+    for mixer in m.mixers:
+        _require_choice("scoring", mixer, "mixers")
+    _require(_int_at_least(m.num_layers, 1), f"num_layers={m.num_layers} must be an integer >= 1")
+    _require(len(m.mixers) == (1 if m.shared_weights else m.num_layers),
+             f"mixers={list(m.mixers)} must name one scoring per layer ({m.num_layers}), or "
+             "exactly one when the weights are shared")
+    _require(_int_at_least(m.num_heads, 1), f"num_heads={m.num_heads} must be an integer >= 1")
+    _require(_int_at_least(m.key_size, 0),
              f"key_size={m.key_size} must be an integer >= 0 (0 = model width)")
-    _require(all(0 <= i < m.num_layers for i in m.softmax_layers),
-             f"softmax_layers={m.softmax_layers} must index layers 0..{m.num_layers - 1}")
     _require(_finite(m.init_scale) and m.init_scale > 0,
              f"init_scale={m.init_scale} must be a finite number > 0")
     _require(_finite(m.clip_value) and m.clip_value >= 0,
              f"clip_value={m.clip_value} must be a finite number >= 0 (0 = off)")
-    _require(isinstance(m.pe_size, int) and m.pe_size >= 0 and m.pe_size % 2 == 0,
-             f"pe_size={m.pe_size} must be an even integer >= 0")
-    _require(isinstance(tr.steps, int) and tr.steps >= 1, f"steps={tr.steps} must be an integer >= 1")
-    _require(isinstance(tr.batch_size, int) and tr.batch_size >= 1,
-             f"batch_size={tr.batch_size} must be an integer >= 1")
+    _require(_int_at_least(tr.steps, 1), f"steps={tr.steps} must be an integer >= 1")
+    _require(_int_at_least(tr.batch_size, 1), f"batch_size={tr.batch_size} must be an integer >= 1")
     _require(_finite(tr.lr) and tr.lr > 0, f"lr={tr.lr} must be a finite number > 0")
     _require(_finite(tr.grad_clip_norm) and tr.grad_clip_norm > 0,
              f"grad_clip_norm={tr.grad_clip_norm} must be a finite number > 0")
-    _require(0 <= tr.adam_b1 < 1 and 0 <= tr.adam_b2 < 1, "adam betas must lie in [0, 1)")
-    _require(isinstance(tr.log_every, int) and tr.log_every >= 1,
-             f"log_every={tr.log_every} must be an integer >= 1")
-    _require(isinstance(tr.eval_size, int) and tr.eval_size >= 1,
-             f"eval_size={tr.eval_size} must be an integer >= 1")
-    _require(isinstance(tr.seed, int) and tr.seed >= 0, f"seed={tr.seed} must be an integer >= 0")
+    _require(_finite(tr.adam_b1) and _finite(tr.adam_b2) and 0 <= tr.adam_b1 < 1
+             and 0 <= tr.adam_b2 < 1, "adam betas must lie in [0, 1)")
+    _require(_int_at_least(tr.log_every, 1), f"log_every={tr.log_every} must be an integer >= 1")
+    _require(_int_at_least(tr.eval_size, 1), f"eval_size={tr.eval_size} must be an integer >= 1")
+    _require(_int_at_least(tr.seed, 0) and tr.seed < 2 ** 32,
+             f"seed={tr.seed} must be an integer in [0, 2^32 - 1]")
     validate_curriculum(s.train_curriculum, "train_")
     validate_curriculum(s.eval_curriculum, "eval_")
-
-
-def model_width(task: TaskConfig, model: ModelConfig) -> int:
-    """D, the token width the model sees."""
-    if model.tokens == "concat":
-        return task.d + 1
-    return task.d + model.pe_size
-
-
-def num_tokens(task: TaskConfig, model: ModelConfig) -> int:
-    """T, tokens per sequence (context tokens + one query token)."""
-    n = task.num_context
-    return n + 1 if model.tokens == "concat" else 2 * n + 1

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from src.config import CurriculumConfig, TaskConfig
-from src.data import Tasks
+from src.tasks.regression import Tasks, random_pair_inputs
 
 
 class CurriculumOutput(NamedTuple):
@@ -49,8 +49,7 @@ def corrupt(key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig, task: Ta
     if curriculum.noise_mode == "label_noise":
         noisy_y = tasks.context_y + sigma * jax.random.normal(key_y, (b, n))
         return tasks._replace(context_y=jnp.where(mask, noisy_y, tasks.context_y)), mask
-    half = alpha * task.input_range / 2.0
-    fresh_x = jax.random.uniform(key_x, (b, n, d), minval=-half, maxval=half)
+    fresh_x = random_pair_inputs(key_x, (b, n), task, alpha)
     fresh_y = sigma * jax.random.normal(key_y, (b, n))
     return tasks._replace(context_x=jnp.where(mask[..., None], fresh_x, tasks.context_x),
                           context_y=jnp.where(mask, fresh_y, tasks.context_y)), mask

@@ -1,12 +1,11 @@
 """Metrics that compare a model with GD, shared by training and the analyses (SPEC §5).
 
-  loss          ½ mean (ŷ − y_q)²
+  loss          ½ mean (ŷ − y_q)²   (the paper's loss; the one definition in the project)
   l2_pred_diff  mean |ŷ_TF − ŷ_GD|
   align_cos     mean cos(s_TF, s_GD), s = ∂ŷ/∂x_q ∈ R^d per task
   model_diff    mean ‖s_TF − s_GD‖
 
-Plus the copy analysis of the interleaved model's first layer (SPEC §3).
-Shapes: B tasks, N pairs, d input dim, T tokens, D width.
+Shapes: B tasks, N pairs, d input dim.
 """
 from __future__ import annotations
 
@@ -15,21 +14,21 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from src.data import Tasks
-from src.transformer import Model
+from src.tasks.regression import Tasks
 
 
 class Reference(NamedTuple):
-    """GD's answers on a fixed set of tasks."""
+    """A reference predictor's answers (e.g. GD's) on a fixed set of tasks."""
     prediction: jax.Array   # [B]
     sensitivity: jax.Array  # [B, d]
 
 
 def loss(prediction: jax.Array, target: jax.Array) -> jax.Array:
+    """The paper's loss, ½ mean (ŷ − y)²."""
     return 0.5 * jnp.mean((prediction - target) ** 2)
 
 
-def predictions_and_sensitivities(model: Model, params, tasks: Tasks) -> tuple[jax.Array, jax.Array]:
+def predictions_and_sensitivities(model, params, tasks: Tasks) -> tuple[jax.Array, jax.Array]:
     """ŷ [B] and s = ∂ŷ/∂x_q [B, d]. Tasks are independent, so the gradient of Σ_b ŷ_b
     with respect to query_x holds every task's own sensitivity."""
     def total(query_x):
@@ -39,7 +38,7 @@ def predictions_and_sensitivities(model: Model, params, tasks: Tasks) -> tuple[j
     return prediction, sensitivity
 
 
-def make_scorer(model: Model):
+def make_scorer(model):
     """jitted (params, tasks, reference) -> {eval_loss, gd_loss, align_cos, l2_pred_diff,
     model_diff} as floats: the scores logged during training and written by the analyses."""
     @jax.jit
@@ -62,29 +61,3 @@ def alignment(prediction, sensitivity, reference: Reference, target) -> dict[str
         "l2_pred_diff": jnp.mean(jnp.abs(prediction - reference.prediction)),
         "model_diff": jnp.mean(jnp.linalg.norm(sensitivity - reference.sensitivity, axis=-1)),
     }
-
-
-def first_layer_jacobian_norms(model: Model, params, tokens: jax.Array) -> jax.Array:
-    """M[j, k] = mean over tasks of ‖∂(layer-1 output at token j)/∂(input token k)‖_F
-    for the S context tokens: [S, S]. tokens: [B, T, D]."""
-    num_context = tokens.shape[1] - 1
-
-    def layer_one(single):  # [T, D] -> [S, D]
-        out = model.apply(params, single[None], return_layer_outputs=True).layer_outputs[0]
-        return out[0, :num_context]
-
-    jac = jax.vmap(jax.jacfwd(layer_one))(tokens)            # [B, S, D, T, D]
-    norms = jnp.sqrt(jnp.sum(jac ** 2, axis=(2, 4)))[..., :num_context]  # [B, S, S]
-    return jnp.mean(norms, axis=0)
-
-
-def copy_summary(jacobian_norms: jax.Array) -> dict[str, jax.Array]:
-    """Own / next / previous / other-token sensitivities from M [S, S]."""
-    s = jacobian_norms.shape[0]
-    eye = jnp.eye(s, dtype=bool)
-    nxt = jnp.eye(s, k=1, dtype=bool)   # (j, j+1)
-    prv = jnp.eye(s, k=-1, dtype=bool)  # (j, j-1)
-    other = ~(eye | nxt | prv)
-    mean_where = lambda m: jnp.sum(jnp.where(m, jacobian_norms, 0.0)) / jnp.sum(m)
-    return {"copy_own": mean_where(eye), "copy_next": mean_where(nxt),
-            "copy_prev": mean_where(prv), "copy_other": mean_where(other)}

@@ -38,6 +38,7 @@ KINDS = {
     "task": "in-context tasks (data generators)",
     "layout": "token layouts: how a task becomes a token sequence",
     "family": "model families: how layout, mixers, positions and blocks are assembled",
+    "scoring": "attention scoring of the attention-only family's layers (linear = LSA, softmax)",
     "seq_mixer": "sequence mixers (attention and its relatives)",
     "state_mixer": "state mixers (per-token MLPs)",
     "position": "position encodings",

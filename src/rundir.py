@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from src.config import Settings
 from src.provenance import ROOT
-from src.transformer import flatten_params, unflatten_params
+from src.params import flatten_params, unflatten_params
 from utils_log import (JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_write_bytes,
                        atomic_write_json, atomic_write_text, read_jsonl)
 
@@ -50,10 +50,13 @@ FIGS = "figs"
 MARKER = ".icl_run"
 MARKER_TEXT = "run directory of the in-context learning workbench (src/rundir.py)\n"
 
-# Which runner makes a run of a given model.
-RUNNER_OF_MODEL = {"lsa1": "runners.run_concat_inputs_targets",
-                   "lsa_rec": "runners.run_concat_inputs_targets",
-                   "twolayer": "runners.run_softmax_copy"}
+ATTENTION_TASKS = 1000  # eval tasks whose attention is saved with --save_attention
+
+
+class RunContext(NamedTuple):
+    """What an analysis' `applies` predicate is asked about a finished run."""
+    settings: Any          # the run's settings tree
+    with_attention: bool   # attention weights were saved (attn/)
 
 
 class RunDirError(Exception):
@@ -207,15 +210,15 @@ class RunDir:
             return f"python -m analysis.attention_stats --run {run}"
         if name.startswith(f"{FIGS}/attention_"):
             return f"python -m plots.attention_quick --run {run}"
-        runner = "runners.run_concat_inputs_targets"
-        if self.file(CONFIG).exists():
+        command = f"python -m runners.run_concat_inputs_targets --out {run}"
+        if self.file(CONFIG).is_file():
             try:
-                runner = RUNNER_OF_MODEL.get(self.load_config()["settings"]["model"]["name"], runner)
-            except (KeyError, ValueError):
+                command = self.load_config().get("command") or command   # the command that made it
+            except (RunDirError, OSError, ValueError, AttributeError):
                 pass
         if name.startswith(ATTN):
-            return f"python -m {runner} --out {run} --overwrite --save_attention (retrains the run)"
-        return f"python -m {runner} --out {run}"
+            return f"{command} --overwrite --save_attention (retrains the run)"
+        return command
 
     def load_json(self, name: str) -> Any:
         with open(self.require(name)) as handle:

@@ -20,14 +20,25 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from baselines.gd_step import gd_predictions, gd_sensitivity, tune_eta
 from src.config import CurriculumConfig, Settings, TaskConfig, validate
 from src.curricula import CurriculumOutput, apply_curriculum, is_exchangeable
-from src.data import Tasks, make_tokens, sample_tasks, take_tasks
-from src.metrics import Reference, copy_summary, first_layer_jacobian_norms, make_scorer
-from src.transformer import Model, build_model
+from src.metrics import Reference, loss, make_scorer
+from src.models.attention_only import Model, build_model
+from src.models.layouts import make_tokens
+from src.registry import registry
+from src.tasks.regression import Tasks
 
-COPY_ANALYSIS_TASKS = 64  # eval tasks for the first-layer Jacobian (~0.25 s per log point)
+# The reference predictor every attention-only run is scored against (registry "baseline").
+REFERENCE = "gd_one_step"
+
+
+def reference_baseline():
+    return registry("baseline").get(REFERENCE).build(None)
+
+
+def task_sampler(task: TaskConfig):
+    """(key, batch_size, alpha=1) -> Tasks, from the task's registry entry."""
+    return registry("task").get(task.name).build(task)
 
 
 class EvalSet(NamedTuple):
@@ -45,13 +56,8 @@ def draw_tasks(key: jax.Array, size: int, task: TaskConfig, curriculum: Curricul
                alpha: float = 1.0) -> tuple[Tasks, CurriculumOutput]:
     """`size` clean tasks from `key` and the same tasks after `curriculum`."""
     key_tasks, key_curriculum = jax.random.split(key)
-    clean = sample_tasks(key_tasks, size, task, alpha)
+    clean = task_sampler(task)(key_tasks, size, alpha)
     return clean, apply_curriculum(key_curriculum, clean, curriculum, task, alpha)
-
-
-@jax.jit
-def gd_reference(tasks: Tasks, eta: float) -> Reference:
-    return Reference(gd_predictions(tasks, eta), gd_sensitivity(tasks, eta))
 
 
 def make_eval_set(settings: Settings, alpha: float = 1.0, gd_eta: float | None = None) -> EvalSet:
@@ -62,7 +68,8 @@ def make_eval_set(settings: Settings, alpha: float = 1.0, gd_eta: float | None =
     if gd_eta is None:
         gd_eta = tune_gd_eta(settings)
     return EvalSet(clean, transformed.tasks, np.asarray(transformed.ordering_idx),
-                   np.asarray(transformed.noise_mask), gd_eta, gd_reference(transformed.tasks, gd_eta))
+                   np.asarray(transformed.noise_mask), gd_eta,
+                   reference_baseline().reference(transformed.tasks, gd_eta))
 
 
 def tune_gd_eta(settings: Settings) -> float:
@@ -70,24 +77,20 @@ def tune_gd_eta(settings: Settings) -> float:
     tr = settings.train
     _, held_out = draw_tasks(jax.random.key(tr.eval_seed + 1), tr.eval_size, settings.task,
                              settings.eval_curriculum)
-    eta, _ = tune_eta(held_out.tasks)
+    eta, _ = reference_baseline().tune_eta(held_out.tasks)
     return eta
 
 
-def make_evaluator(model: Model) -> Callable[[Any, EvalSet], dict[str, float]]:
-    """params, eval_set -> {eval_loss, gd_loss, align_cos, l2_pred_diff, model_diff[, copy_*]}."""
+def make_evaluator(model: Model, settings: Settings) -> Callable[[Any, EvalSet], dict[str, float]]:
+    """params, eval_set -> {eval_loss, gd_loss, align_cos, l2_pred_diff, model_diff} plus the
+    scores of every registered probe that applies to `settings` (e.g. copy_*)."""
     scores = make_scorer(model)
-
-    @jax.jit
-    def copy_scores(params, tasks):
-        tokens = make_tokens(tasks, model.config)
-        return copy_summary(first_layer_jacobian_norms(model, params, tokens))
+    probes = [entry.build(None, model) for entry in registry("probe").applicable(settings)]
 
     def evaluate(params, eval_set: EvalSet) -> dict[str, float]:
         out = scores(params, eval_set.tasks, eval_set.reference)
-        if model.config.tokens == "interleaved" and model.config.num_layers > 1:
-            subset = take_tasks(eval_set.tasks, slice(0, COPY_ANALYSIS_TASKS))
-            out.update({k: float(v) for k, v in copy_scores(params, subset).items()})
+        for probe in probes:
+            out.update(probe(params, eval_set.tasks))
         return out
 
     return evaluate
@@ -104,14 +107,15 @@ def make_train_chunk(settings: Settings, model: Model, optimizer: optax.Gradient
     (params, opt_state, losses [num_steps]); `num_steps` is static."""
     task, batch_size, curriculum = settings.task, settings.train.batch_size, settings.train_curriculum
 
+    sample = task_sampler(task)
+
     def loss_fn(params, tokens, targets):
-        prediction = model.apply(params, tokens).prediction
-        return 0.5 * jnp.mean((prediction - targets) ** 2)
+        return loss(model.apply(params, tokens).prediction, targets)
 
     def one_step(carry, step):
         params, opt_state, train_key = carry
         key_data, key_curriculum = jax.random.split(jax.random.fold_in(train_key, step))
-        tasks = sample_tasks(key_data, batch_size, task)
+        tasks = sample(key_data, batch_size)
         if not is_exchangeable(curriculum):  # a random shuffle of i.i.d. pairs changes nothing
             tasks = apply_curriculum(key_curriculum, tasks, curriculum, task).tasks
         tokens = make_tokens(tasks, model.config)
@@ -154,7 +158,7 @@ def train(settings: Settings, *, on_log: Callable[[dict], None] | None = None,
     tr = settings.train
     model = build_model(settings.task, settings.model)
     eval_set = eval_set or make_eval_set(settings)
-    evaluate = make_evaluator(model)
+    evaluate = make_evaluator(model, settings)
     optimizer = make_optimizer(settings)
     chunk = make_train_chunk(settings, model, optimizer)
 

@@ -52,13 +52,16 @@ def read_run(out: Path) -> dict:
     return record
 
 
+def preset_of_runner(runner: str) -> str:
+    """The preset a runner module is the CLI of (the first one, for a shared runner)."""
+    from src.presets import MODEL_PRESETS
+    return next(name for name, spec in MODEL_PRESETS.items() if spec.runner == runner)
+
+
 def train(runner: str, flags: list[str], out: Path) -> None:
-    import importlib
-    module = importlib.import_module(runner)
-    from runners.common import main
-    model = "twolayer" if runner.endswith("softmax_copy") else "lsa1"
-    code = main(model, module.RUNNER, "golden", [*flags, "--out", str(out)],
-                allow_layers=model == "lsa1")
+    """`python -m <runner> FLAGS --out OUT`, in-process."""
+    from src.lsa_cli import main
+    code = main(preset_of_runner(runner), "golden", [*flags, "--out", str(out)])
     assert code == 0, f"{runner} {flags} exited {code}"
 
 

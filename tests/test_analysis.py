@@ -1,7 +1,7 @@
 """Post-run analyses: attention statistics (AUROC), GD alignment, OOD scaling, quick figures.
 
 One tiny noisy lsa1 run with --save_attention is trained once per session (its
-analyses run at the end of training, via runners.common.run_analyses); tests that
+analyses run at the end of training, via src.pipeline.run_analyses); tests that
 damage a run work on a copy.
 """
 import json
@@ -18,6 +18,9 @@ from analysis import alignment, attention_stats, ood_eval
 from analysis.attention_stats import attention_statistics, auroc, average_ranks, pair_scores
 from plots import attention_quick
 from src import rundir as names
+from src.models.layouts import InterleavedOptions, build_interleaved
+
+INTERLEAVED = build_interleaved(InterleavedOptions(pe_size=10))
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--steps", "60", "--log_every", "30", "--batch_size", "256", "--eval_size", "500",
@@ -27,10 +30,9 @@ TINY = ["--steps", "60", "--log_every", "30", "--batch_size", "256", "--eval_siz
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A finished tiny run directory (training + every analysis), shared read-only."""
-    from runners.common import main
+    from src.lsa_cli import main
     out = tmp_path_factory.mktemp("analysis") / "tiny"
-    code = main("lsa1", "runners.run_concat_inputs_targets", "tiny", [*TINY, "--out", str(out)],
-                allow_layers=True)
+    code = main("lsa1", "tiny", [*TINY, "--out", str(out)])
     assert code == 0
     return out
 
@@ -81,10 +83,10 @@ def test_average_ranks_share_ties():
 
 def test_pair_scores_interleaved_average_the_two_tokens():
     row = np.array([[1.0, -3.0, 0.5, 0.5]])   # pairs (x1, y1), (x2, y2)
-    np.testing.assert_allclose(pair_scores(row, 2, "interleaved"), [[2.0, 0.5]])
-    np.testing.assert_allclose(pair_scores(row, 4, "concat"), [[1.0, 3.0, 0.5, 0.5]])
+    np.testing.assert_allclose(pair_scores(row, 2, 2), [[2.0, 0.5]])
+    np.testing.assert_allclose(pair_scores(row, 4, 1), [[1.0, 3.0, 0.5, 0.5]])
     with pytest.raises(ValueError):
-        pair_scores(row, 3, "concat")
+        pair_scores(row, 3, 1)
 
 
 def test_attention_statistics_synthetic_interleaved():
@@ -95,12 +97,12 @@ def test_attention_statistics_synthetic_interleaved():
     first = rng.random((tasks, 2 * n + 1, 2 * n))           # earlier layer: every token queries
     last = rng.random((tasks, 1, 2 * n))
     last[:, 0, :4] *= 0.01                                  # corrupted pairs barely attended
-    stats = attention_statistics({(0, 0): first, (1, 0): last}, mask, "interleaved")
+    stats = attention_statistics({(0, 0): first, (1, 0): last}, mask, 2)
     assert stats["num_tasks"] == tasks and [e["layer"] for e in stats["layers"]] == [0, 1]
     top = stats["layers"][1]
     assert top["clean"]["count"] == 3 * tasks and top["corrupted"]["count"] == 2 * tasks
     assert top["auroc"] == 1.0 and top["auroc_reason"] is None
-    clean = attention_statistics({(0, 0): last}, np.zeros((tasks, n), bool), "interleaved")
+    clean = attention_statistics({(0, 0): last}, np.zeros((tasks, n), bool), 2)
     entry = clean["layers"][0]
     assert entry["auroc"] is None and "corrupted" in entry["auroc_reason"]
     assert entry["corrupted"] == {"mean": None, "std": None, "count": 0}
@@ -108,7 +110,7 @@ def test_attention_statistics_synthetic_interleaved():
 
 def test_attention_quick_figure_renders_interleaved():
     rng = np.random.default_rng(1)
-    figure = attention_quick.attention_figure(rng.normal(size=(3, 21, 20)), 0, 0, "interleaved", 10,
+    figure = attention_quick.attention_figure(rng.normal(size=(3, 21, 20)), 0, 0, INTERLEAVED, 10,
                                               corrupted=np.arange(10) < 3)
     from analysis.common import png_bytes
     assert png_bytes(figure)[:8] == b"\x89PNG\r\n\x1a\n"
@@ -121,7 +123,7 @@ def test_gd_construction_is_aligned_with_gd(tiny_run):
     from baselines.gd_step import gd_params
     from src.rundir import RunDir
     from src.train import make_eval_set
-    from src.transformer import build_model
+    from src.models.attention_only import build_model
     settings = RunDir(tiny_run).load_settings()  # reuses the session's compiled eval-set code
     model = build_model(settings.task, settings.model)
     eval_set = make_eval_set(settings, gd_eta=6.06)

@@ -4,10 +4,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from src.config import ORDERINGS, PLACEMENTS, CurriculumConfig, TaskConfig, preset
+from src.config import ORDERINGS, PLACEMENTS, CurriculumConfig, TaskConfig
+
+from src.presets import preset
 from src.curricula import apply_curriculum, num_corrupted, ordering_key, permute_pairs
-from src.data import sample_tasks
-from src.transformer import build_model
+from src.tasks.regression import sample_tasks
+from src.models.attention_only import build_model
 
 TASK = TaskConfig()
 

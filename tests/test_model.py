@@ -3,9 +3,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.config import preset
-from src.data import concat_tokens, interleaved_tokens, make_tokens, sample_tasks, sinusoidal_encoding
-from src.transformer import build_model, flatten_params, unflatten_params
+from src.presets import preset
+from src.models.layouts import concat_tokens, interleaved_tokens, make_tokens, sinusoidal_encoding
+from src.tasks.regression import sample_tasks
+from src.models.attention_only import build_model
+from src.params import flatten_params, unflatten_params
 
 
 def test_token_constructions():

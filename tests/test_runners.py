@@ -28,13 +28,11 @@ class Result:
 def run_cli(module, *args, capsys=None):
     """Call a runner's main() in-process (same code path as `python -m`, without the
     interpreter start-up) and capture its exit code and output."""
-    import importlib
-    from runners.common import main
-    runner = importlib.import_module(module)
-    model = "twolayer" if module.endswith("softmax_copy") else "lsa1"
+    from golden_runs import preset_of_runner
+    from src.lsa_cli import main
     capsys.readouterr()
     try:
-        code = main(model, runner.RUNNER, "test", list(args), allow_layers=(model == "lsa1"))
+        code = main(preset_of_runner(module), "test", list(args))
     except SystemExit as exit_:  # argparse errors
         code = exit_.code
     captured = capsys.readouterr()
@@ -125,8 +123,8 @@ def test_ctrl_c_leaves_no_half_written_file(tmp_path):
 
 
 def test_adam_b2_defaults_to_the_reference_code_and_can_be_set():
-    from runners.common import build_parser, settings_from_args
-    parser = build_parser("prog", "test", "twolayer", allow_layers=False)
+    from src.lsa_cli import build_parser, settings_from_args
+    parser = build_parser("prog", "test", "twolayer")
     assert settings_from_args(parser.parse_args([]), "twolayer").train.adam_b2 == 0.98
     chosen = settings_from_args(parser.parse_args(["--adam_b2", "0.999"]), "twolayer")
     assert chosen.train.adam_b2 == 0.999

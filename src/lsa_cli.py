@@ -1,72 +1,37 @@
-"""What both runners share: the flag surface, its validation, and the run pipeline.
+"""The command line of the attention-only runners: flags -> Settings -> the pipeline.
 
-flags -> Settings -> (check --out) -> train -> run directory -> analyses.
-Every flag is checked before any work starts; a bad one ends the program with
-exit code 2 and one line naming the flag, the value and what is accepted.
+`runners.run_concat_inputs_targets` (lsa1 / lsa_rec) and `runners.run_softmax_copy`
+(twolayer) are one call to `main`. The job engine resolves a run's flags with the same
+`settings_from_argv`, so a sweep plans exactly the Settings its runs will have. Every flag
+is checked before any work starts; a bad one ends the program with exit code 2 and one
+line naming the flag, the value and what is accepted. `--set dotted.key=value` overrides
+any setting (e.g. `--set model.init_scale=0.01`), after the flags.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 from src import rundir as names
-from src.config import (NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Settings, preset,
-                        validate)
-from src.provenance import run_record
-from src.rundir import RunDir, RunDirError
-from src.train import TrainResult, make_eval_set, train
+from src.cli import (OneLineParser, UsageError, fail, int_at_least, non_negative_number,
+                     number_in, or_auto, positive_number, seed)
+from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Settings, validate
+from src.overrides import apply_overrides
+from src.pipeline import execute
+from src.presets import MODEL_PRESETS, preset
+from src.rundir import ATTENTION_TASKS, RunDir, RunDirError
 
-ATTENTION_TASKS = 1000  # eval tasks whose attention is saved with --save_attention
 CURRICULUM_FIELDS = ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement")
-
-
-class UsageError(Exception):
-    """A bad flag or combination; the message is one line."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's own errors: one line, exit 2
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _probability(text: str) -> float:
-    value = float(text)
-    if not (0.0 <= value <= 1.0):
-        raise argparse.ArgumentTypeError(f"{text} is out of range; accepted: a number in [0, 1]")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not (value >= 0.0 and np.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text} is out of range; accepted: a finite number >= 0")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is out of range; accepted: an integer >= 1")
-    return value
-
-
-def _beta(text: str) -> float:
-    value = float(text)
-    if not (0.0 <= value < 1.0):
-        raise argparse.ArgumentTypeError(f"{text} is out of range; accepted: a number in [0, 1)")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not (value > 0 and np.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text} is out of range; accepted: a finite number > 0")
-    return value
+_probability = number_in(0.0, 1.0)
+_non_negative = non_negative_number()
+_positive_int = int_at_least(1)
+_positive_float = positive_number()
+_beta = number_in(0.0, 1.0, high_open=True)
 
 
 def add_curriculum_flags(parser: argparse.ArgumentParser) -> None:
@@ -89,19 +54,12 @@ def add_curriculum_flags(parser: argparse.ArgumentParser) -> None:
                        help=f"{phase} ordering; auto = --ordering")
         g.add_argument(f"--{phase}_noise_mode", choices=NOISE_MODES + (auto,), default=auto,
                        help=f"{phase} noise mode; auto = --noise_mode")
-        g.add_argument(f"--{phase}_noise_p", type=_auto_or(_probability), default=auto,
+        g.add_argument(f"--{phase}_noise_p", type=or_auto(_probability), default=auto,
                        help=f"{phase} noise fraction; auto = --noise_p")
-        g.add_argument(f"--{phase}_noise_sigma", type=_auto_or(_non_negative), default=auto,
+        g.add_argument(f"--{phase}_noise_sigma", type=or_auto(_non_negative), default=auto,
                        help=f"{phase} noise sigma; auto = --noise_sigma")
         g.add_argument(f"--{phase}_noise_placement", choices=PLACEMENTS + (auto,), default=auto,
                        help=f"{phase} placement; auto = --noise_placement")
-
-
-def _auto_or(convert):
-    def parse(text: str):
-        return "auto" if text == "auto" else convert(text)
-    parse.__name__ = convert.__name__
-    return parse
 
 
 def resolve_curriculum(args: argparse.Namespace, phase: str) -> tuple[CurriculumConfig, dict]:
@@ -140,7 +98,9 @@ def check_shared_noise_flags(args: argparse.Namespace, train_c: CurriculumConfig
                              "label_noise, random_pairs")
 
 
-def build_parser(prog: str, description: str, model_name: str, allow_layers: bool) -> argparse.ArgumentParser:
+def build_parser(prog: str, description: str, model_name: str) -> argparse.ArgumentParser:
+    """The runner flags of preset `model_name` (--num_layers where its runner takes it)."""
+    allow_layers = MODEL_PRESETS[model_name].layers_flag
     defaults = preset(model_name).train
     parser = OneLineParser(prog=prog, description=description,
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -148,7 +108,8 @@ def build_parser(prog: str, description: str, model_name: str, allow_layers: boo
                         help=f"run directory to create (default: runs/{model_name}_seed<seed>)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace --out if it exists (otherwise an existing --out is refused)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of initialisation and training data")
+    parser.add_argument("--seed", type=seed(), default=0,
+                        help="seed of initialisation and training data (0 <= seed < 2^32)")
     parser.add_argument("--steps", type=_positive_int, default=None,
                         help="training steps (default: the paper's, %d for %s)"
                              % (defaults.steps, model_name))
@@ -173,15 +134,19 @@ def build_parser(prog: str, description: str, model_name: str, allow_layers: boo
     parser.add_argument("--skip_analysis", action="store_true",
                         help="do not run the analyses at the end (alignment, OOD, attention)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any setting by its dotted path after the flags, e.g. "
+                             "--set model.init_scale=0.01 (repeatable; see config.json for paths)")
     add_curriculum_flags(parser)
     return parser
 
 
 def settings_from_args(args: argparse.Namespace, model_name: str) -> Settings:
     layers = getattr(args, "num_layers", None)
-    if model_name == "lsa1" and layers and layers > 1:
-        model_name = "lsa_rec"
-    base = preset(model_name, layers if model_name == "lsa_rec" else None)
+    spec = MODEL_PRESETS[model_name]
+    if layers and layers != spec.layers and spec.deeper:   # lsa1 with K > 1 layers is lsa_rec
+        model_name = spec.deeper
+    base = preset(model_name, None if MODEL_PRESETS[model_name].fixed_depth else layers)
     train_c, _ = resolve_curriculum(args, "train")
     eval_c, _ = resolve_curriculum(args, "eval")
     check_shared_noise_flags(args, train_c, eval_c)
@@ -191,125 +156,38 @@ def settings_from_args(args: argparse.Namespace, model_name: str) -> Settings:
                         adam_b2=args.adam_b2)
     settings = replace(base, train=train_cfg, train_curriculum=train_c, eval_curriculum=eval_c)
     try:
+        settings = apply_overrides(settings, args.overrides)
         validate(settings)
     except ValueError as err:
         raise UsageError(str(err)) from None
     return settings
 
 
-# ---------------------------------------------------------------------------
-# The run pipeline
-
-def summary_record(settings: Settings, result: TrainResult) -> dict:
-    final = result.final
-    record = {
-        "status": "diverged" if result.diverged else "complete",
-        "message": result.diverged,
-        "model": settings.model.name,
-        "num_layers": settings.model.num_layers,
-        "seed": settings.train.seed,
-        "steps": result.steps_done,
-        "steps_requested": settings.train.steps,
-        "train_loss": result.history[-1]["train_loss"] if result.history else None,
-        "gd_eta": result.eval_set.gd_eta,
-        "train_seconds": round(result.train_seconds, 3),
-        "eval_size": settings.train.eval_size,
-    }
-    record.update({k: final.get(k) for k in ("eval_loss", "gd_loss", "align_cos", "l2_pred_diff",
-                                             "model_diff")})
-    record.update({k: v for k, v in final.items() if k.startswith("copy_")})
-    return record
+def settings_from_argv(model_name: str, argv: Sequence[str]) -> Settings:
+    """The Settings the runner of `model_name` resolves from `argv` (UsageError, one line)."""
+    parser = build_parser(f"python -m {MODEL_PRESETS[model_name].runner}", "", model_name)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = parser.parse_args(list(argv))
+    except SystemExit:
+        lines = err.getvalue().strip().splitlines()
+        raise UsageError(lines[-1].split("error: ", 1)[-1] if lines else "rejected") from None
+    return settings_from_args(args, model_name)
 
 
-def analysis_metadata(settings: Settings, eval_set, save_attention: bool) -> dict:
-    from src.curricula import num_corrupted
-    n = settings.task.num_context
-    def describe(c: CurriculumConfig) -> dict:
-        return {**c.__dict__, "num_corrupted": num_corrupted(c.noise_p, n) if c.noise_mode != "clean" else 0}
-    return {
-        "train_curriculum": describe(settings.train_curriculum),
-        "eval_curriculum": describe(settings.eval_curriculum),
-        "eval_size": settings.train.eval_size,
-        "eval_seed": settings.train.eval_seed,
-        "num_context": n,
-        "tokens": settings.model.tokens,
-        "gd_eta": eval_set.gd_eta,
-        "ordering_idx": {"file": names.ORDERING, "shape": list(eval_set.ordering_idx.shape),
-                         "meaning": "position p of an eval task holds its original pair ordering_idx[p]"},
-        "noise_mask": {"file": names.NOISE_MASK, "shape": list(eval_set.noise_mask.shape),
-                       "meaning": "True where the pair at that (new) position is corrupted",
-                       "corrupted_total": int(eval_set.noise_mask.sum())},
-        "attention_saved": save_attention,
-        "attention_tasks": min(ATTENTION_TASKS, settings.train.eval_size) if save_attention else 0,
-    }
-
-
-def save_attention(run: RunDir, settings: Settings, params, eval_set) -> None:
-    from src.data import take_tasks
-    from src.transformer import build_model
-    from utils_attention import capture_attention, per_head_arrays
-    model = build_model(settings.task, settings.model)
-    count = min(ATTENTION_TASKS, settings.train.eval_size)
-    attention = capture_attention(model, params, take_tasks(eval_set.tasks, slice(0, count)))
-    raw = {}
-    for (layer, head), weights in per_head_arrays(attention).items():
-        run.write_npy(names.attention_file(layer, head), weights)
-        raw[f"layer{layer}_head{head}"] = weights
-    raw["noise_mask"] = eval_set.noise_mask[:count]
-    raw["ordering_idx"] = eval_set.ordering_idx[:count]
-    run.write_npz(names.ATTN_RAW, raw)
-
-
-def run_analyses(run: RunDir, with_attention: bool) -> None:
-    """The analyses every finished run gets: alignment, OOD, and, when attention was
-    saved, attention statistics and the quick attention heatmaps (figs/)."""
-    import importlib
-    for module, wanted in (("analysis.alignment", True), ("analysis.ood_eval", True),
-                           ("analysis.attention_stats", with_attention),
-                           ("plots.attention_quick", with_attention)):
-        if not wanted:
-            continue
-        try:
-            analysis = importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if err.name != module:  # a missing dependency is an error, a missing module is not
-                raise
-            continue
-        analysis.run(run)
-
-
-def execute(settings: Settings, out: Path, *, overwrite: bool, with_attention: bool,
-            runner: str, argv: Sequence[str], progress: bool = True,
-            skip_analysis: bool = False) -> tuple[RunDir, TrainResult]:
-    """Train and write a complete run directory. `out` must have been checked."""
-    run = RunDir.create(out, overwrite=overwrite)
-    run.write_json(names.CONFIG, run_record(settings.to_dict(), runner, argv, out))
-    eval_set = make_eval_set(settings)
-    run.save_eval_metadata(eval_set.ordering_idx, eval_set.noise_mask)
-    run.write_json(names.METADATA, analysis_metadata(settings, eval_set, with_attention))
-    logger = run.metrics_logger()
-    result = train(settings, on_log=logger.log, progress=progress, eval_set=eval_set)
-    run.save_params(result.params)
-    if with_attention:
-        save_attention(run, settings, result.params, eval_set)
-    run.write_json(names.SUMMARY, summary_record(settings, result))
-    if not result.diverged and not skip_analysis:
-        run_analyses(run, with_attention)
-    return run, result
-
-
-def main(model_name: str, runner: str, description: str, argv: Sequence[str] | None = None,
-         allow_layers: bool = False) -> int:
+def main(model_name: str, description: str, argv: Sequence[str] | None = None) -> int:
+    """The runner of preset `model_name`: parse, check, train, write the run directory."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(f"python -m {runner}", description, model_name, allow_layers)
+    runner = MODEL_PRESETS[model_name].runner
+    parser = build_parser(f"python -m {runner}", description, model_name)
     args = parser.parse_args(argv)
     try:
         settings = settings_from_args(args, model_name)
         out = Path(args.out or f"runs/{settings.model.name}_seed{args.seed}")
         RunDir.check_creatable(out, args.overwrite)
     except (UsageError, RunDirError) as err:
-        print(f"{parser.prog}: error: {err}", file=sys.stderr)
-        return 2
+        return fail(parser.prog, err)
     try:
         run, result = execute(settings, out, overwrite=args.overwrite,
                               with_attention=args.save_attention, runner=runner, argv=argv,
@@ -319,8 +197,7 @@ def main(model_name: str, runner: str, description: str, argv: Sequence[str] | N
               f"{names.SUMMARY}); rerun with --overwrite", file=sys.stderr)
         return 130
     except RunDirError as err:
-        print(f"{parser.prog}: error: {err}", file=sys.stderr)
-        return 2
+        return fail(parser.prog, err)
     final = result.final
     if result.diverged:
         print(f"{parser.prog}: training stopped: {result.diverged}; parameters saved to "

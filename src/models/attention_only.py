@@ -1,4 +1,5 @@
-"""The attention-only transformer and its Haiku wrapper (SPEC §3).
+"""The attention-only transformer of von Oswald et al. and its Haiku wrapper (SPEC §3);
+registry "family" entry `attention_only`.
 
 One residual attention layer per step, no MLP, no layer norm:
     h_t <- clip(h_t + Attention(h_t, context tokens))
@@ -19,11 +20,12 @@ from typing import Callable, NamedTuple
 import haiku as hk
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from src.attn import Attention
-from src.config import ModelConfig, TaskConfig, model_width
-from src.data import make_tokens, num_context_tokens, Tasks
+from src.config import ModelConfig, TaskConfig
+from src.models.layouts import make_tokens, model_width, num_context_tokens
+from src.models.lsa import Attention
+from src.registry import registry
+from src.tasks.regression import Tasks, empty_tasks
 
 
 class ModelOutput(NamedTuple):
@@ -34,7 +36,7 @@ class ModelOutput(NamedTuple):
 
 
 def layer_name(model: ModelConfig, layer: int) -> str:
-    return "layer_shared" if model.recurrent else f"layer_{layer}"
+    return "layer_shared" if model.shared_weights else f"layer_{layer}"
 
 
 class Transformer(hk.Module):
@@ -49,9 +51,9 @@ class Transformer(hk.Module):
     @hk.transparent
     def _layer(self, index: int) -> Attention:
         m = self.model
-        softmax = (index in m.softmax_layers) if not m.recurrent else (0 in m.softmax_layers)
         return Attention(num_heads=m.num_heads, key_size=self.key_size, model_size=self.width,
-                         softmax=softmax, w_init=hk.initializers.VarianceScaling(m.init_scale),
+                         scoring=m.layer_mixer(index),
+                         w_init=hk.initializers.VarianceScaling(m.init_scale),
                          name=layer_name(m, index))
 
     def __call__(self, tokens: jax.Array, *, return_attention: bool = False,
@@ -59,11 +61,11 @@ class Transformer(hk.Module):
                  return_layer_outputs: bool = False) -> ModelOutput:
         """tokens [B, T, D] -> ModelOutput."""
         m = self.model
-        shared_layer = self._layer(0) if m.recurrent else None
+        shared_layer = self._layer(0) if m.shared_weights else None
         h = tokens
         attention, layer_preds, layer_outputs = [], [], []
         for index in range(m.num_layers):
-            layer = shared_layer if m.recurrent else self._layer(index)
+            layer = shared_layer if m.shared_weights else self._layer(index)
             last = index == m.num_layers - 1
             queries = h[:, -1:, :] if last else h          # [B, Tq, D]
             context = h[:, : self.num_context, :]          # [B, S, D]
@@ -96,7 +98,18 @@ class Model(NamedTuple):
     predict: Callable
 
 
+@registry("family").register("attention_only", doc="von Oswald et al.: attention layers only "
+                             "(no MLP, no norm), residual, read-out -h_query[last channel]")
+def build_attention_only(options, task: TaskConfig, model: ModelConfig) -> Model:
+    return _build(task, model)
+
+
 def build_model(task: TaskConfig, model: ModelConfig) -> Model:
+    """The model of `model.family` for `task` (a registry lookup)."""
+    return registry("family").get(model.family).build(None, task, model)
+
+
+def _build(task: TaskConfig, model: ModelConfig) -> Model:
     def forward(tokens, return_attention=False, return_layer_predictions=False,
                 return_layer_outputs=False):
         return Transformer(task, model)(
@@ -105,7 +118,7 @@ def build_model(task: TaskConfig, model: ModelConfig) -> Model:
             return_layer_outputs=return_layer_outputs)
 
     transformed = hk.without_apply_rng(hk.transform(forward))
-    example = make_tokens(_dummy_tasks(task), model)
+    example = make_tokens(empty_tasks(task), model)
 
     def init(key):
         return transformed.init(key, example)
@@ -117,25 +130,3 @@ def build_model(task: TaskConfig, model: ModelConfig) -> Model:
         return transformed.apply(params, make_tokens(tasks, model)).prediction
 
     return Model(task, model, init, apply, predict)
-
-
-def _dummy_tasks(task: TaskConfig) -> Tasks:
-    n, d = task.num_context, task.d
-    z = jnp.zeros
-    return Tasks(z((1, n, d)), z((1, n)), z((1, d)), z((1,)), z((1, d)))
-
-
-# ---------------------------------------------------------------------------
-# Flat parameter trees: "module/param" -> array (the params.npz format).
-
-def flatten_params(params) -> dict[str, np.ndarray]:
-    return {f"{module}/{name}": np.asarray(value)
-            for module, group in params.items() for name, value in group.items()}
-
-
-def unflatten_params(flat: dict[str, np.ndarray]):
-    params: dict[str, dict[str, jax.Array]] = {}
-    for key, value in flat.items():
-        module, name = key.rsplit("/", 1)
-        params.setdefault(module, {})[name] = jnp.asarray(value)
-    return params

@@ -1,4 +1,5 @@
-"""Multi-head self-attention with linear or softmax scoring (SPEC §3).
+"""Multi-head self-attention of the attention-only family, with a registered scoring
+(registry "scoring", SPEC §3): `linear` (the raw dot product, LSA) or `softmax`.
 
 Queries come from one set of tokens, keys and values from another (in this
 project: every token queries, only the context tokens are keys/values). No
@@ -11,10 +12,33 @@ Glossary of shapes:
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from src.registry import registry
+
+SCORINGS = registry("scoring")
+
+
+def is_raw_dot_product(scoring: str) -> bool:
+    """Whether the scoring leaves q.k unchanged (what the GD construction needs)."""
+    return SCORINGS.get(scoring).build is build_linear
+
+
+@SCORINGS.register("linear", doc="raw dot products q.k: linear self-attention (LSA)")
+def build_linear(options) -> Callable[[jax.Array, int], jax.Array]:
+    """(scores [B, H, Tq, S], key_size) -> weights: the scores themselves."""
+    return lambda scores, key_size: scores
+
+
+@SCORINGS.register("softmax", doc="softmax over the keys of q.k / sqrt(key size)")
+def build_softmax(options) -> Callable[[jax.Array, int], jax.Array]:
+    return lambda scores, key_size: jax.nn.softmax(
+        scores / np.sqrt(key_size).astype(scores.dtype), axis=-1)
 
 
 class Attention(hk.Module):
@@ -30,13 +54,13 @@ class Attention(hk.Module):
     the query token is updated (the last layer), and fewer for full layers too.
     """
 
-    def __init__(self, num_heads: int, key_size: int, model_size: int, softmax: bool,
+    def __init__(self, num_heads: int, key_size: int, model_size: int, scoring: str,
                  w_init: hk.initializers.Initializer, name: str | None = None):
         super().__init__(name=name)
         self.num_heads = num_heads
         self.key_size = key_size
         self.model_size = model_size
-        self.softmax = softmax
+        self.score_to_weights = SCORINGS.get(scoring).build(None)
         self.w_init = w_init
 
     @hk.transparent
@@ -61,10 +85,7 @@ class Attention(hk.Module):
         else:
             q = jnp.einsum("btd,hde->bhte", query_tokens, bilinear)  # [B, H, Tq, D]
             scores = jnp.einsum("bhte,bse->bhts", q, kv_tokens)      # [B, H, Tq, S]
-        if self.softmax:
-            weights = jax.nn.softmax(scores / np.sqrt(k).astype(scores.dtype), axis=-1)
-        else:
-            weights = scores
+        weights = self.score_to_weights(scores, k)
         if heads == 1:
             update = jnp.einsum("bts,bsd->btd", weights[:, 0], kv_tokens) @ readout[0]  # [B, Tq, D]
         else:

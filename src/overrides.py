@@ -1,0 +1,65 @@
+"""Dotted-path overrides of a frozen settings tree: `train.lr=3e-3`, `model.mixers=softmax,linear`,
+`model.layout.options.pe_size=20`. Each value is parsed by the type of the field it replaces
+(int, float, bool, str, tuple of str, a registry Choice by name); an unknown path or a value
+of the wrong form is a ValueError with one line naming the path and what is accepted.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Sequence
+
+from src.registry import Choice
+
+
+def _parse(path: str, text: str, current: Any) -> Any:
+    where = f"--set {path}={text}"
+    if isinstance(current, bool):
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise ValueError(f"{where}: accepted: true or false")
+    if isinstance(current, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{where}: accepted: an integer") from None
+    if isinstance(current, float):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise ValueError(f"{where}: accepted: a finite number")
+        return value
+    if isinstance(current, tuple):
+        return tuple(item.strip() for item in text.split(",") if item.strip())
+    if isinstance(current, Choice):
+        return Choice(text, current.options) if text == current.name else Choice(text)
+    if isinstance(current, str):
+        return text
+    raise ValueError(f"{where}: the setting {path!r} cannot be set from the command line")
+
+
+def set_path(tree: Any, path: str, text: str) -> Any:
+    """A copy of the frozen dataclass `tree` with the field at dotted `path` parsed from `text`."""
+    head, _, rest = path.partition(".")
+    if not dataclasses.is_dataclass(tree) or head not in {f.name for f in dataclasses.fields(tree)}:
+        names = [f.name for f in dataclasses.fields(tree)] if dataclasses.is_dataclass(tree) else []
+        raise ValueError(f"--set {path}={text}: {head!r} is not a setting here; accepted: "
+                         f"{', '.join(names) or 'nothing (not a settings group)'}")
+    current = getattr(tree, head)
+    value = set_path(current, rest, text) if rest else _parse(path, text, current)
+    return dataclasses.replace(tree, **{head: value})
+
+
+def apply_overrides(settings: Any, assignments: Sequence[str]) -> Any:
+    """Apply every `dotted.path=value` in order."""
+    for item in assignments:
+        path, eq, text = item.partition("=")
+        if not eq or not path.strip():
+            raise ValueError(f"--set {item!r} is not accepted; accepted: KEY=VALUE with a dotted "
+                             "settings path, e.g. train.lr=0.003")
+        settings = set_path(settings, path.strip(), text.strip())
+    return settings

@@ -1,0 +1,77 @@
+"""The named models of the von Oswald reproduction, in registry terms (SPEC §3, §4).
+
+  lsa1      concat layout, one linear-scoring LSA layer
+  lsa_rec   concat layout, one weight-shared linear-scoring layer applied K times
+  twolayer  interleaved layout with a concatenated sinusoidal position code of size 10
+            (width 20), [softmax, linear] scoring, separate weights, key size 20
+
+No block (no MLP, no norm): the attention-only family. `preset(name, num_layers)` gives
+the reference settings of SPEC §4 (steps, lr, init, clipping).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from src.config import ModelConfig, Settings, TrainConfig, validate
+from src.registry import choice
+
+
+@dataclass(frozen=True)
+class Preset:
+    model: Callable[[str, int], ModelConfig]   # (name, layers) -> model
+    layers: int                                 # default depth
+    steps: int                                  # the paper's training steps
+    fixed_depth: bool                           # only the default depth is accepted
+    runner: str                                 # the runner CLI (python -m <runner>)
+    layers_flag: bool                           # that runner takes --num_layers
+    deeper: str | None = None                   # the preset its runner makes for other depths
+
+
+def _lsa_model(name: str, num_layers: int) -> ModelConfig:
+    return ModelConfig(name=name, layout=choice("layout", "concat"), mixers=("linear",),
+                       shared_weights=True, num_layers=num_layers, num_heads=1, key_size=0,
+                       init_scale=0.002 / num_layers,
+                       clip_value=10.0 if num_layers > 2 else 0.0)
+
+
+def _twolayer_model(name: str, num_layers: int) -> ModelConfig:
+    return ModelConfig(name=name, layout=choice("layout", "interleaved", pe_size=10),
+                       mixers=("softmax",) + ("linear",) * (num_layers - 1),
+                       shared_weights=False, num_layers=num_layers, num_heads=1, key_size=20,
+                       init_scale=0.02 / num_layers,
+                       clip_value=10.0 if num_layers > 2 else 0.0)
+
+
+CONCAT_RUNNER = "runners.run_concat_inputs_targets"
+MODEL_PRESETS = {
+    "lsa1": Preset(_lsa_model, 1, 5000, fixed_depth=True, runner=CONCAT_RUNNER, layers_flag=True,
+                   deeper="lsa_rec"),
+    "lsa_rec": Preset(_lsa_model, 3, 5000, fixed_depth=False, runner=CONCAT_RUNNER,
+                      layers_flag=True),
+    "twolayer": Preset(_twolayer_model, 2, 10_000, fixed_depth=True,
+                       runner="runners.run_softmax_copy", layers_flag=False),
+}
+
+
+def reference_lr(num_layers: int) -> float:
+    """SPEC §4: lr 1e-3, or 5e-4 when depth > 3."""
+    return 5e-4 if num_layers > 3 else 1e-3
+
+
+def preset(name: str, num_layers: int | None = None, **train_overrides: Any) -> Settings:
+    """The reference settings of a named model; `num_layers` only where the depth is free."""
+    if name not in MODEL_PRESETS:
+        raise ValueError(f"model={name!r} is unknown; accepted: {', '.join(MODEL_PRESETS)}")
+    spec = MODEL_PRESETS[name]
+    layers = spec.layers if num_layers is None else num_layers
+    if spec.fixed_depth and layers != spec.layers:
+        free = [n for n, p in MODEL_PRESETS.items() if not p.fixed_depth]
+        raise ValueError(f"num_layers={layers} is fixed at {spec.layers} for model {name!r}; "
+                         f"use model {', '.join(map(repr, free))} for other depths")
+    if layers < 1:
+        raise ValueError(f"num_layers={layers} must be >= 1")
+    train = replace(TrainConfig(steps=spec.steps, lr=reference_lr(layers)), **train_overrides)
+    settings = Settings(model=spec.model(name, layers), train=train)
+    validate(settings)
+    return settings

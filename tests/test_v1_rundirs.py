@@ -1,0 +1,51 @@
+"""Run directories made before the registries (schema 1, tests/fixtures/v1, written by the code
+of commit d39df7a) are read by every analysis and plot, and mean the same model."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analysis import alignment, attention_stats, ood_eval
+from plots import attention_quick, fig_templates
+from src import rundir as names
+from src.rundir import RunDir, check_main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "v1"
+
+
+@pytest.fixture
+def v1(tmp_path):
+    shutil.copytree(FIXTURES, tmp_path / "v1")
+    return tmp_path / "v1"
+
+
+def test_v1_settings_have_no_schema_version(v1):
+    config = json.loads((v1 / "twolayer_v1" / names.CONFIG).read_text())
+    assert "schema_version" not in config["settings"]
+    settings = RunDir(v1 / "twolayer_v1").load_settings()
+    assert settings.model.mixers == ("softmax", "linear") and settings.schema_version == 2
+
+
+@pytest.mark.parametrize("run", ["twolayer_v1", "order_runs/lsa1__ord-easy2hard__noise-clean__seed0"])
+def test_every_analysis_reads_a_v1_run(v1, run):
+    path = v1 / run
+    summary = json.loads((path / names.SUMMARY).read_text())
+    before = json.loads((path / names.ALIGNMENT).read_text())
+    for output in (names.ALIGNMENT, names.OOD, names.ATTENTION_STATS):
+        (path / output).unlink()
+    assert alignment.main(["--run", str(path)]) == 0
+    assert ood_eval.main(["--run", str(path)]) == 0
+    assert attention_stats.main(["--run", str(path)]) == 0
+    assert attention_quick.main(["--run", str(path)]) == 0
+    after = json.loads((path / names.ALIGNMENT).read_text())
+    # the same model on the same eval tasks: the old numbers, bit for bit
+    assert after == before
+    assert after["model_loss"] == summary["eval_loss"]
+    assert check_main(["--figs", str(path)]) == 0
+
+
+def test_sweep_figures_from_a_v1_csv(v1, tmp_path):
+    out = tmp_path / "figs"
+    assert fig_templates.main(["--from", str(v1 / "order_v1.csv"), "--out", str(out)]) == 0
+    assert (out / "order_sensitivity.png").exists() and (out / "ood_curve.png").exists()
