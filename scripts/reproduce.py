@@ -25,13 +25,17 @@ import math
 import os
 import platform
 import shlex
-import signal
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
+
+from src.cli import OneLineParser, UsageError, fail
+from src.launch import LOGS, TODO_STATES, Job, normalise, run_jobs, use_compilation_cache
+from src.launch import plan as launch_plan
+from src.lsa_cli import settings_from_argv
+from src.presets import MODEL_PRESETS
 
 PROG = "python -m scripts.reproduce"
 SEEDS = (0, 1, 2)
@@ -42,22 +46,12 @@ DISTRACTORS = (0, 2, 4, 6, 8)
 # Steps per model: the paper's (SPEC §4; lsa_rec as lsa1) and the --quick ones.
 FULL = {"lsa1": 5000, "lsa_rec": 5000, "twolayer": 10_000, "eval_size": 10_000, "gdpp_steps": 1000}
 QUICK = {"lsa1": 1000, "lsa_rec": 600, "twolayer": 1000, "eval_size": 2000, "gdpp_steps": 300}
-RUNNERS = {"lsa1": "runners.run_concat_inputs_targets",
-           "lsa_rec": "runners.run_concat_inputs_targets",
-           "twolayer": "runners.run_softmax_copy"}
 RESULTS = "reproduce_results.json"
 REPORT = "REPRODUCTION.md"
 FIG_DIR = "figures/paper"
-LOGS = "logs"
 
 
-class FlagError(Exception):
-    """A bad flag value: one line naming the flag, the value and what is accepted."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+FlagError = UsageError   # a bad flag value: one line naming the flag, the value and what is accepted
 
 
 # ---------------------------------------------------------------------------
@@ -208,30 +202,11 @@ def make_plan(args: argparse.Namespace) -> Plan:
 # Training jobs
 
 @dataclass
-class Job:
-    name: str               # run directory name under runs_dir
-    part: str               # which experiment needs it: one_step_gd | k_steps | copy
-    model: str              # lsa1 | lsa_rec | twolayer
-    seed: int
-    k: int                  # layers
-    argv: list[str]         # runner flags (without --out/--overwrite)
-    path: Path
-    state: str = ""         # absent | complete | diverged | incomplete | stale
-    detail: str = ""
-    seconds: float = 0.0    # wall time of the subprocess when trained now
-
-    @property
-    def runner(self) -> str:
-        return RUNNERS[self.model]
-
-    def cost(self) -> float:
-        """Rough relative cost, to start the longest jobs first."""
-        per_step = {"lsa1": 1.0, "lsa_rec": 2.0 * self.k, "twolayer": 15.0}[self.model]
-        return per_step * float(self.argv[self.argv.index("--steps") + 1])
-
-    def command(self, overwrite: bool) -> list[str]:
-        return ([sys.executable, "-m", self.runner] + self.argv + ["--out", str(self.path), "--quiet"]
-                + (["--overwrite"] if overwrite else []))
+class ReproJob(Job):
+    part: str = ""          # which experiment needs it: one_step_gd | k_steps | copy
+    model: str = ""         # a preset: lsa1 | lsa_rec | twolayer
+    seed: int = 0
+    k: int = 1              # layers
 
 
 def _log_every(plan: Plan, steps: int) -> int:
@@ -240,16 +215,25 @@ def _log_every(plan: Plan, steps: int) -> int:
     return 100 if steps >= 1000 else max(1, steps // 10)
 
 
-def make_jobs(plan: Plan) -> list[Job]:
+# Rough cost per step, relative to lsa1, to start the longest runs first.
+COST_PER_STEP = {"lsa1": lambda k: 1.0, "lsa_rec": lambda k: 2.0 * k, "twolayer": lambda k: 15.0}
+
+
+def make_jobs(plan: Plan) -> list[ReproJob]:
     jobs = []
 
     def add(part: str, model: str, seed: int, k: int, name: str) -> None:
         steps = plan.steps[model]
         argv = ["--seed", str(seed), "--steps", str(steps), "--batch_size", str(plan.batch_size),
                 "--eval_size", str(plan.eval_size), "--log_every", str(_log_every(plan, steps))]
-        if model == "lsa_rec":
+        spec = MODEL_PRESETS[model]
+        if not spec.fixed_depth:
             argv += ["--num_layers", str(k)]
-        jobs.append(Job(name, part, model, seed, k, argv, plan.runs_dir / name))
+        runner_preset = next(n for n, p in MODEL_PRESETS.items() if p.runner == spec.runner)
+        settings = settings_from_argv(runner_preset, argv + ["--out", "x"])
+        jobs.append(ReproJob(name, spec.runner, argv, plan.runs_dir / name,
+                             normalise(settings.to_dict()), cost=COST_PER_STEP[model](k) * steps,
+                             part=part, model=model, seed=seed, k=k))
 
     for seed in plan.seeds:
         add("one_step_gd", "lsa1", seed, 1, f"lsa1_seed{seed}")
@@ -259,104 +243,21 @@ def make_jobs(plan: Plan) -> list[Job]:
     return jobs
 
 
-def expected_settings(job: Job):
-    """The Settings the runner will resolve from the job's flags (the runner's own parser)."""
-    from runners.common import build_parser as runner_parser, settings_from_args
-    name = "twolayer" if job.model == "twolayer" else "lsa1"
-    parser = runner_parser(f"python -m {job.runner}", "", name, allow_layers=name == "lsa1")
-    return settings_from_args(parser.parse_args(job.argv + ["--out", str(job.path)]), name)
-
-
-def job_state(job: Job) -> tuple[str, str]:
-    from src.provenance import code_fingerprint
-    from src.rundir import RunDir
-    run = RunDir(job.path)
-    if not run.path.exists():
-        return "absent", ""
-    if not run.path.is_dir():
-        return "incomplete", "not a directory"
-    try:
-        stored = run.load_settings()
-    except Exception:   # noqa: BLE001 - any unreadable config means "redo"
-        return "incomplete", "no readable config"
-    finished = run.is_trained() or run.is_diverged()
-    if finished and stored != expected_settings(job):
-        return "stale", "made with other settings"
-    if finished and run.load_config().get("code_fingerprint") != code_fingerprint():
-        return "stale", "trained by different code (or before code fingerprints were recorded)"
-    if run.is_diverged():
-        return "diverged", ""
-    if run.is_trained():
-        return "complete", ""
-    return "incomplete", "training did not finish"
-
-
-class Trainer:
-    """Runs jobs as runner subprocesses, `jobs` at a time; terminates only its own children."""
-
-    def __init__(self, jobs: int, env: dict, log_dir: Path, say):
-        from sweep import Launcher
-        self.jobs, self.log_dir, self.say = jobs, log_dir, say
-        self.launcher = Launcher(env, log_dir)
-
-    def run_one(self, job: Job) -> tuple[Job, int | None, str]:
-        code, output, job.seconds = self.launcher.run(job.command(overwrite=job.path.exists()),
-                                                      job.name)
-        return job, code, output
-
-    def terminate_all(self) -> None:
-        self.launcher.terminate_all()
-
-    def run_all(self, todo: list[Job]) -> list[Job]:
-        """Train `todo` (longest first); returns the jobs that failed."""
-        failed = []
-        pool = ThreadPoolExecutor(max_workers=self.jobs)
-        try:
-            futures = [pool.submit(self.run_one, j) for j in sorted(todo, key=Job.cost, reverse=True)]
-            for future in as_completed(futures):
-                job, code, output = future.result()
-                job.state, job.detail = job_state(job)
-                if code == 0 and job.state == "complete":
-                    self.say(f"  done {job.name} ({job.seconds:.0f}s)")
-                elif job.state == "diverged":
-                    self.say(f"  diverged {job.name} (kept; the report marks it)")
-                else:
-                    failed.append(job)
-                    tail = "\n".join("    " + l for l in output.strip().splitlines()[-8:])
-                    self.say(f"  FAILED {job.name}: exit code {code}; log "
-                             f"{self.log_dir / (job.name + '.log')}\n{tail}")
-        except KeyboardInterrupt:
-            self.terminate_all()
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        pool.shutdown(wait=True)
-        return failed
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def train_jobs(plan: Plan, jobs: list[Job], say) -> list[Job]:
-    from sweep import child_env
-    for job in jobs:
-        job.state, job.detail = job_state(job)
-    todo = [j for j in jobs if j.state in ("absent", "incomplete", "stale")]
+def train_jobs(plan: Plan, jobs: list[ReproJob], say) -> list[ReproJob]:
+    """Train what is missing, incomplete or stale; returns the jobs that failed."""
+    launch_plan(jobs)
+    todo = [j for j in jobs if j.state in TODO_STATES]
     workers = max(1, min(plan.jobs, len(todo)))
     say(f"{PROG}: {len(jobs)} training runs: {len(jobs) - len(todo)} already finished, "
         f"{len(todo)} to train ({workers} at a time) -> {plan.runs_dir}")
     for job in todo:
         if job.state != "absent":
             say(f"  redo {job.name} ({job.state}: {job.detail}) with --overwrite")
-    if not todo:
-        return []
-    plan.runs_dir.mkdir(parents=True, exist_ok=True)
-    trainer = Trainer(workers, child_env(workers, plan.runs_dir), plan.runs_dir / LOGS, say)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        return trainer.run_all(todo)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+    def done(job: ReproJob) -> None:
+        if job.returncode == 0 and job.state == "complete":
+            say(f"  done {job.name} ({job.seconds:.0f}s)")
+    return run_jobs(todo, workers=workers, runs_dir=plan.runs_dir, say=say, on_done=done).failed
 
 
 # ---------------------------------------------------------------------------
@@ -589,23 +490,6 @@ def part_times(jobs: list[Job], eval_seconds: dict) -> dict:
     return {part: train.get(part, 0.0) + eval_seconds.get(part, 0.0) for part in eval_seconds}
 
 
-def use_compilation_cache(runs_dir: Path) -> None:
-    """The evaluations (in this process) use the persistent XLA compilation cache the runs
-    share (child_env's), so a rerun does not recompile; settings from the environment win."""
-    import jax
-    from sweep import child_env
-    env = child_env(1, runs_dir)
-    for var, option, cast in (("JAX_COMPILATION_CACHE_DIR", "jax_compilation_cache_dir", str),
-                              ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-                               "jax_persistent_cache_min_compile_time_secs", float),
-                              ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
-                               "jax_persistent_cache_min_entry_size_bytes", int)):
-        if var not in os.environ:
-            if var == "JAX_COMPILATION_CACHE_DIR":
-                Path(env[var]).mkdir(parents=True, exist_ok=True)
-            jax.config.update(option, cast(env[var]))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -613,8 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         plan = make_plan(args)
     except FlagError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
+        return fail(PROG, err)
     say = (lambda m: None) if plan.quiet else (lambda m: print(m, flush=True))
     use_compilation_cache(plan.runs_dir)
     command = "PYTHONPATH=. python -m scripts.reproduce" + ("" if not argv else " " + shlex.join(argv))

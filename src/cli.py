@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Callable
+from typing import Callable, Sequence
 
 SEED_LIMIT = 2 ** 32   # seeds are 32-bit: jax.random.key takes any int, numpy's do not
 
@@ -88,3 +88,58 @@ def or_auto(convert: Callable[[str], object]) -> Callable[[str], object]:
     """`auto`, or a value of `convert`."""
     return _named(lambda text: "auto" if text == "auto" else convert(text),
                   f"auto or {convert.__name__}")
+
+
+# ---------------------------------------------------------------------------
+# Comma-separated lists (sweep grids): UsageError naming the flag, the item and what is accepted
+
+def comma_items(flag: str, text: str | None, what: str) -> list[str]:
+    """The distinct non-empty items of a comma list, in order."""
+    if text is None or not str(text).strip():
+        raise UsageError(f"{flag}={text or ''!r} is empty; accepted: a comma-separated list of {what}")
+    items = [t.strip() for t in str(text).split(",")]
+    if any(not t for t in items):
+        raise UsageError(f"{flag}={text!r} has an empty item; accepted: a comma-separated list of "
+                         f"{what}")
+    return list(dict.fromkeys(items))  # drop repeats, keep order
+
+
+def choices_list(flag: str, text: str | None, accepted: Sequence[str]) -> list[str]:
+    items = comma_items(flag, text, "values from: " + ", ".join(accepted))
+    for item in items:
+        if item not in accepted:
+            raise UsageError(f"{flag}={item!r} is unknown; accepted: {', '.join(accepted)}")
+    return items
+
+
+def number_list(flag: str, text: str | None, low: float, high: float, what: str,
+                allow_auto: bool = False) -> list:
+    """Numbers in [low, high] (and `auto` where allowed)."""
+    suffix = " (or auto)" if allow_auto else ""
+    out = []
+    for item in comma_items(flag, text, what + suffix):
+        if allow_auto and item == "auto":
+            out.append(item)
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and low <= value <= high):
+            raise UsageError(f"{flag}={item!r} is out of range; accepted: {what}{suffix}")
+        out.append(value)
+    return out
+
+
+def int_list(flag: str, text: str | None, low: int, high: int = SEED_LIMIT - 1) -> list[int]:
+    what = f"integers in [{low}, {high}]"
+    out = []
+    for item in comma_items(flag, text, what):
+        if not item.isdigit() or not low <= int(item) <= high:
+            raise UsageError(f"{flag}={item!r} is not accepted; accepted: {what}")
+        out.append(int(item))
+    return out
+
+
+def seed_list(text: str | None, flag: str = "--seeds") -> list[int]:
+    return int_list(flag, text, 0, SEED_LIMIT - 1)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from scripts import reproduce
+from src import launch
 from scripts.reproduce_experiments import checks as compute_checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,10 +140,10 @@ def test_finished_runs_are_reused_and_changed_settings_redone(toy):
     plan = reproduce.make_plan(args)
     jobs = reproduce.make_jobs(plan)
     assert [j.name for j in jobs] == ["lsa1_seed0", "lsa_rec_k2_seed0", "twolayer_seed0"]
-    assert all(reproduce.job_state(j)[0] == "complete" for j in jobs)
+    assert all(launch.job_state(j)[0] == "complete" for j in jobs)
     longer = reproduce.make_plan(reproduce.build_parser().parse_args(
         toy["args"] + ["--lsa1-steps", "30"]))
-    states = {j.name: reproduce.job_state(j)[0] for j in reproduce.make_jobs(longer)}
+    states = {j.name: launch.job_state(j)[0] for j in reproduce.make_jobs(longer)}
     assert states == {"lsa1_seed0": "stale", "lsa_rec_k2_seed0": "complete",
                       "twolayer_seed0": "complete"}
 

@@ -79,10 +79,10 @@ def test_incomplete_run_is_planned_for_redo(sweep, tmp_path):
     # A copy of the sweep where one run lost an analysis output (as if killed mid-run).
     import shutil
 
-    import sweep as sweep_module
+    from src import launch
     runs = tmp_path / "runs"
     shutil.copytree(sweep["runs"], runs,
-                    ignore=shutil.ignore_patterns(sweep_module.JAX_CACHE, sweep_module.LOGS))
+                    ignore=shutil.ignore_patterns(launch.JAX_CACHE, launch.LOGS))
     victim = sorted(p for p in runs.iterdir() if p.is_dir())[0]
     (victim / names.ALIGNMENT).unlink()
     args = [*GRID, *TINY, "--out", str(tmp_path / "r.csv"), "--runs-dir", str(runs), "--dry_run"]

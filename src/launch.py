@@ -1,0 +1,280 @@
+"""The one job engine: plan -> launch -> (the caller collects results from the run directories).
+
+A `Job` is one run directory to produce by one runner command. `plan` compares each job with
+what is on disk (settings as config.json stores them, and the training-code fingerprint):
+
+  absent      nothing there yet                      -> train
+  incomplete  started, or lost an output              -> retrain (--overwrite)
+  stale       finished, but other settings or code    -> retrain only when the caller allows
+  complete    finished with every expected output     -> skip
+  diverged    finished with a non-finite loss (final) -> skip
+
+`run_jobs` trains the jobs that need it as child processes (`python -m <runner> ...`),
+`workers` at a time (one thread each when several run, a persistent XLA compilation cache
+shared by the runs), longest first, each one's output in `<runs_dir>/logs/<name>.log`;
+SIGINT/SIGTERM stop only its own children. eval_order, eval_noise and the reproduction use it.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from src import rundir as names
+from src.provenance import ROOT, code_fingerprint
+from src.rundir import RunDir
+from utils_log import atomic_write_text, to_jsonable
+
+LOGS = "logs"              # <runs-dir>/logs/<run>.log: each run's full output
+JAX_CACHE = ".jax_cache"   # <runs-dir>/.jax_cache unless JAX_COMPILATION_CACHE_DIR is set
+TODO_STATES = ("absent", "incomplete", "stale")
+SINGLE_THREAD_ENV = {
+    "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+    "TF_NUM_INTEROP_THREADS": "1",
+}
+SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+TAIL_LINES = 15
+
+
+def normalise(obj) -> dict:
+    """A settings mapping as config.json stores it (JSON round trip), for comparisons."""
+    return json.loads(json.dumps(to_jsonable(obj), sort_keys=True))
+
+
+@dataclass
+class Job:
+    name: str                       # the run directory's name (under the runs directory)
+    runner: str                     # python -m <runner>
+    argv: list[str]                 # runner flags, without --out/--overwrite/--quiet
+    path: Path
+    settings: dict                  # the settings the runner will resolve (normalised)
+    with_attention: bool | None = None   # attention outputs expected (None: as the run says)
+    cost: float = 1.0               # relative cost, to start the longest jobs first
+    state: str = "absent"
+    detail: str = ""
+    seconds: float = 0.0            # wall time of its process when trained now
+    returncode: int | None = None
+    output: str = ""
+
+    @property
+    def run(self) -> RunDir:
+        return RunDir(self.path)
+
+    def command(self, overwrite: bool) -> list[str]:
+        return ([sys.executable, "-m", self.runner] + list(self.argv)
+                + ["--out", str(self.path), "--quiet"] + (["--overwrite"] if overwrite else []))
+
+
+def job_state(job: Job) -> tuple[str, str]:
+    """(state, detail): what is on disk for `job`, compared with what it asks for."""
+    run = job.run
+    if not run.path.exists():
+        return "absent", ""
+    if not run.path.is_dir():
+        return "incomplete", "not a directory"
+    try:
+        config = run.load_config()
+        stored = config.get("settings")
+    except (names.RunDirError, ValueError, OSError, AttributeError):
+        return "incomplete", f"no readable {names.CONFIG}"
+    finished = run.is_trained() or run.is_diverged()
+    if finished and normalise(stored) != job.settings:
+        return "stale", "its settings differ from this plan's"
+    if finished and config.get("code_fingerprint") != code_fingerprint():
+        return "stale", ("it was trained by different code (src/, baselines/ or runners/ changed "
+                         "since, or it predates code fingerprints)")
+    if run.is_diverged():
+        return "diverged", ""
+    missing = run.missing_outputs(with_attention=job.with_attention or None)
+    if run.is_trained() and not missing:
+        return "complete", ""
+    return "incomplete", ("missing " + ", ".join(missing[:3]) + ("..." if len(missing) > 3 else "")
+                          if missing else f"{names.SUMMARY} says not complete")
+
+
+def plan(jobs: Sequence[Job]) -> list[Job]:
+    for job in jobs:
+        job.state, job.detail = job_state(job)
+    return list(jobs)
+
+
+def child_env(workers: int, runs_dir: Path) -> dict:
+    """The runners' environment: the repo on PYTHONPATH, a persistent XLA compilation cache
+    shared by the runs (same programs, same results, much less compile time), one thread
+    each when several run at once."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if not env.get("JAX_COMPILATION_CACHE_DIR"):
+        env["JAX_COMPILATION_CACHE_DIR"] = str((runs_dir / JAX_CACHE).resolve())
+    env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    if workers > 1:
+        env.update(SINGLE_THREAD_ENV)
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_XLA).strip()
+    return env
+
+
+def use_compilation_cache(runs_dir: Path) -> None:
+    """This process uses the persistent XLA compilation cache its runs share (child_env's);
+    settings from the environment win."""
+    import jax
+    env = child_env(1, runs_dir)
+    for var, option, cast in (("JAX_COMPILATION_CACHE_DIR", "jax_compilation_cache_dir", str),
+                              ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                               "jax_persistent_cache_min_compile_time_secs", float),
+                              ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+                               "jax_persistent_cache_min_entry_size_bytes", int)):
+        if var not in os.environ:
+            if var == "JAX_COMPILATION_CACHE_DIR":
+                Path(env[var]).mkdir(parents=True, exist_ok=True)
+            jax.config.update(option, cast(env[var]))
+
+
+@dataclass
+class Launcher:
+    """Runs commands as child processes (several threads may call `run` at once), writes each
+    one's output to `log_dir/<name>.log`, and stops only its own children on request."""
+    env: dict
+    log_dir: Path
+    stopping: threading.Event = field(default_factory=threading.Event)
+    live: set = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, command: list[str], name: str) -> tuple[int | None, str, float]:
+        """(exit code, output, seconds); exit code None when stopping had begun."""
+        start = time.monotonic()
+        with self.lock:   # no process starts once terminate_all has begun
+            if self.stopping.is_set():
+                return None, "", 0.0
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, text=True, env=self.env)
+            self.live.add(proc)
+        try:
+            output, _ = proc.communicate()
+        finally:
+            with self.lock:
+                self.live.discard(proc)
+        seconds = time.monotonic() - start
+        try:
+            atomic_write_text(self.log_dir / f"{name}.log",
+                              "$ " + shlex.join(command) + "\n" + (output or ""))
+        except OSError:
+            pass
+        return proc.returncode, output or "", seconds
+
+    def terminate_all(self) -> None:
+        with self.lock:
+            self.stopping.set()
+            procs = list(self.live)
+        stop_processes(procs)
+
+
+def stop_processes(procs, grace_s: float = 30.0) -> None:
+    """SIGTERM every process still running, wait up to `grace_s` for each, then SIGKILL."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def tail(text: str, lines: int = TAIL_LINES) -> str:
+    kept = [line for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    return "\n".join("    " + line for line in kept[-lines:])
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@dataclass
+class Report:
+    trained: list[Job] = field(default_factory=list)
+    diverged: list[Job] = field(default_factory=list)
+    failed: list[Job] = field(default_factory=list)
+
+
+def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path,
+             say: Callable[[str], None],
+             on_done: Callable[[Job], None] | None = None) -> Report:
+    """Train `todo` (longest first), `workers` at a time. After each job its state is
+    re-planned and `on_done(job)` is called. KeyboardInterrupt (SIGINT, or SIGTERM turned
+    into it) stops the children and propagates."""
+    report = Report()
+    if not todo:
+        return report
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    launcher = Launcher(child_env(workers, runs_dir), runs_dir / LOGS)
+
+    def train(job: Job) -> Job:
+        job.returncode, job.output, job.seconds = launcher.run(
+            job.command(overwrite=job.path.exists()), job.name)
+        return job
+
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        futures = [pool.submit(train, j) for j in sorted(todo, key=lambda j: j.cost, reverse=True)]
+        for future in as_completed(futures):
+            job = future.result()
+            job.state, job.detail = job_state(job)
+            if job.returncode == 0 and job.state == "complete":
+                report.trained.append(job)
+            elif job.state == "diverged":
+                report.trained.append(job)
+                report.diverged.append(job)
+                say(f"  diverged {job.name} (kept; its summary says status 'diverged')")
+            else:
+                why = (f"exit code {job.returncode}" if job.returncode
+                       else f"finished but incomplete ({job.detail})")
+                report.failed.append(job)
+                say(f"  FAILED {job.name}: {why}; log {launcher.log_dir / (job.name + '.log')}\n"
+                    + tail(job.output))
+            if on_done is not None:
+                on_done(job)
+    except KeyboardInterrupt:
+        launcher.terminate_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    pool.shutdown(wait=True)
+    return report
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return "" if not math.isfinite(value) else repr(value)
+    return str(value)
+
+
+def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> int:
+    """Write `rows` (missing keys empty, floats exact, non-finite empty) atomically; returns
+    the number of rows."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n",
+                            extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row.get(k)) for k in columns})
+    atomic_write_text(path, buffer.getvalue())
+    return len(rows)
