@@ -1,18 +1,14 @@
-"""What the sweep drivers (`eval_order`, `eval_noise`) share: grid flags, validation,
-run planning, parallel resumable execution, and the results CSV.
+"""The sweep drivers' command line (`eval_order`, `eval_noise`): flags -> grid (sweep_grid.py)
+-> the job engine (src/launch.py) -> the results CSV, rebuilt from the run directories.
 
-A grid is the product of comma lists (models x orderings x noise modes x p x sigma x
-placements x train/eval overrides x seeds). Every grid point is one run directory,
-named deterministically from its settings, made by the user-facing runner CLI in a
-subprocess (`python -m runners.<runner> ... --out <dir> --quiet`). The whole grid is
-checked before anything runs (exit 2 and one line naming the flag, the value and what
-is accepted). Rerunning a sweep skips finished runs, redoes incomplete ones, and
-rewrites the CSV from the run directories after every finished run.
+The whole grid is checked before anything runs (exit 2 and one line naming the flag, the
+value and what is accepted). Rerunning a sweep skips finished runs, redoes incomplete ones,
+refuses (or with --overwrite retrains) runs made with other settings or code, and rewrites
+the CSV after every finished run. `--grid PATH=V1,V2` sweeps any setting by its dotted path.
 """
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import os
 import shlex
@@ -23,16 +19,11 @@ from pathlib import Path
 from typing import Sequence
 
 from src import rundir as names
-from src.cli import (OneLineParser, UsageError, choices_list, comma_items, fail, int_at_least,
-                     number_list, positive_number, seed_list)
+from src.cli import OneLineParser, fail, int_at_least, positive_number
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
-from src.launch import TODO_STATES, Job, normalise, plan, run_jobs, write_csv
-from src.lsa_cli import settings_from_argv
+from src.launch import TODO_STATES, run_jobs, write_csv
 from src.presets import MODEL_PRESETS
-from src.rundir import RunDir
-
-AUTO = "auto"
-CLEAN = "clean"
+from sweep_grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
 
 # CSV columns, in order: where the run is, its settings, its results.
 SETTING_COLUMNS = ["model", "seed", "steps", "ordering", "noise_mode", "p", "sigma", "placement"]
@@ -44,7 +35,6 @@ RESULT_COLUMNS = ["eval_loss", "gd_loss", "gd_eta", "align_cos", "l2_pred_diff",
 CSV_COLUMNS = ["run_dir", "status"] + SETTING_COLUMNS + PHASE_COLUMNS + RESULT_COLUMNS
 
 
-GridError = UsageError   # a bad flag value: one line naming the flag, value and what is accepted
 
 
 # ---------------------------------------------------------------------------
@@ -120,190 +110,6 @@ def build_parser(d: DriverDefaults) -> argparse.ArgumentParser:
                    help="print the plan (one line per run: status and command) and exit")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
-
-
-# ---------------------------------------------------------------------------
-# Grid points
-
-def fmt_number(x: float) -> str:
-    """0.25 -> '0.25', 1.0 -> '1' (exact: repr, not %g)."""
-    text = repr(float(x))
-    return text[:-2] if text.endswith(".0") else text
-
-
-@dataclass(frozen=True)
-class GridPoint:
-    """One run: a model, a seed, the shared curriculum and the explicit train/eval overrides."""
-    model: str
-    seed: int
-    ordering: str
-    noise_mode: str
-    p: float | None            # None when no phase uses noise
-    sigma: float | None        # None = the runner's default
-    placement: str | None
-    overrides: tuple = ()      # ((flag name without --, value), ...) for non-auto values
-    sets: tuple = ()           # ((dotted settings path, value text), ...) from --grid
-
-    @property
-    def runner(self) -> str:
-        return MODEL_PRESETS[self.model].runner
-
-    def name(self) -> str:
-        parts = [self.model, f"ord-{self.ordering}"]
-        noise = f"noise-{self.noise_mode}"
-        if self.p is not None:
-            sigma = 1.0 if self.sigma is None else self.sigma
-            noise += f"-p{fmt_number(self.p)}-s{fmt_number(sigma)}-{self.placement}"
-        parts.append(noise)
-        for flag, value in self.overrides:
-            parts.append(f"{flag}-{fmt_number(value) if isinstance(value, float) else value}")
-        for path, value in self.sets:
-            parts.append(f"{path}-{value}")
-        parts.append(f"seed{self.seed}")
-        return "__".join(parts)
-
-    def argv(self, training: Sequence[str]) -> list[str]:
-        """The runner flags of this point (without --out/--overwrite/--quiet)."""
-        argv = ["--seed", str(self.seed), "--ordering", self.ordering]
-        spec = MODEL_PRESETS[self.model]
-        if spec.layers_flag and not spec.fixed_depth:   # e.g. lsa_rec: lsa1's runner, K layers
-            argv += ["--num_layers", str(spec.layers)]
-        if self.noise_mode != CLEAN:
-            argv += ["--noise_mode", self.noise_mode]
-        if self.p is not None:
-            argv += ["--noise_p", fmt_number(self.p)]
-            if self.sigma is not None:
-                argv += ["--noise_sigma", fmt_number(self.sigma)]
-            if self.placement != "mixed":
-                argv += ["--noise_placement", self.placement]
-        for flag, value in self.overrides:
-            argv += [f"--{flag}", fmt_number(value) if isinstance(value, float) else str(value)]
-        for path, value in self.sets:
-            argv += ["--set", f"{path}={value}"]
-        return argv + list(training)
-
-    def runner_preset(self) -> str:
-        """The preset the runner CLI is started for (lsa_rec runs through lsa1's runner)."""
-        return next(name for name, spec in MODEL_PRESETS.items() if spec.runner == self.runner)
-
-
-@dataclass
-class Grid:
-    points: list[GridPoint]
-    training: list[str]            # flags every run gets
-    save_attention: bool
-
-
-def grid_flags(items: Sequence[str]) -> dict[str, list[str]]:
-    """--grid PATH=V1,V2 ... -> {path: [values]} (checked when the runs' settings resolve)."""
-    axes: dict[str, list[str]] = {}
-    for item in items:
-        path, eq, values = item.partition("=")
-        if not eq or not path.strip() or path.strip() in axes:
-            raise GridError(f"--grid={item!r} is not accepted; accepted: PATH=V1,V2 with a dotted "
-                            "settings path given once, e.g. train.adam_b2=0.98,0.999")
-        axes[path.strip()] = comma_items(f"--grid {path.strip()}", values, "values")
-    return axes
-
-
-def build_grid(args: argparse.Namespace) -> Grid:
-    """Parse and check every list, then form the (deduplicated) grid points."""
-    models = choices_list("--models", args.models, list(MODEL_PRESETS))
-    grid_axes = grid_flags(args.grid)
-    orderings = choices_list("--ordering", args.ordering, ORDERINGS)
-    modes = choices_list("--noise_mode", args.noise_mode, NOISE_MODES)
-    seeds = seed_list(args.seeds)
-    overrides = {}
-    for phase in ("train", "eval"):
-        flag = f"--{phase}_"
-        overrides[f"{phase}_ordering"] = choices_list(flag + "ordering",
-                                                      getattr(args, f"{phase}_ordering"),
-                                                      ORDERINGS + (AUTO,))
-        overrides[f"{phase}_noise_mode"] = choices_list(flag + "noise_mode",
-                                                        getattr(args, f"{phase}_noise_mode"),
-                                                        NOISE_MODES + (AUTO,))
-        overrides[f"{phase}_noise_p"] = number_list(flag + "noise_p", getattr(args, f"{phase}_noise_p"),
-                                                    0.0, 1.0, "numbers in [0, 1]", allow_auto=True)
-        overrides[f"{phase}_noise_sigma"] = number_list(flag + "noise_sigma",
-                                                        getattr(args, f"{phase}_noise_sigma"),
-                                                        0.0, math.inf, "finite numbers >= 0",
-                                                        allow_auto=True)
-        overrides[f"{phase}_noise_placement"] = choices_list(flag + "noise_placement",
-                                                             getattr(args, f"{phase}_noise_placement"),
-                                                             PLACEMENTS + (AUTO,))
-    placements = choices_list("--placement", args.placement, PLACEMENTS)
-    sigmas = ([None] if args.sigma is None else
-              number_list("--sigma", args.sigma, 0.0, math.inf, "finite numbers >= 0"))
-    any_noise = any(m not in (CLEAN, AUTO) for m in modes + overrides["train_noise_mode"]
-                    + overrides["eval_noise_mode"])
-    if args.p is None:
-        if any_noise:
-            raise GridError("--p is missing but a noise mode other than clean is in the grid; "
-                            "accepted: fractions of corrupted pairs in [0, 1], e.g. --p 0.0,0.25")
-        ps = [None]
-    else:
-        ps = number_list("--p", args.p, 0.0, 1.0, "numbers in [0, 1]")
-
-    training = []
-    for flag in ("steps", "batch_size", "eval_size", "log_every", "lr"):
-        value = getattr(args, flag)
-        if value is not None:
-            training += [f"--{flag}", repr(value) if isinstance(value, float) else str(value)]
-    if args.save_attention:
-        training.append("--save_attention")
-
-    override_names = list(overrides)
-    points: dict[str, GridPoint] = {}
-    axis_paths = list(grid_axes)
-    for model, ordering, mode, p, sigma, placement, *over, seed in itertools.product(
-            models, orderings, modes, ps, sigmas, placements,
-            *(overrides[k] for k in override_names), *grid_axes.values(), seeds):
-        chosen = dict(zip(override_names, over[:len(override_names)]))
-        sets = tuple(zip(axis_paths, over[len(override_names):]))
-        effective = {ph: mode if chosen[f"{ph}_noise_mode"] == AUTO else chosen[f"{ph}_noise_mode"]
-                     for ph in ("train", "eval")}
-        noisy = any(m != CLEAN for m in effective.values())
-        explicit = []
-        for key in override_names:
-            value = chosen[key]
-            if value == AUTO:
-                continue
-            phase, f = key.split("_", 1)
-            shared = {"ordering": ordering, "noise_mode": mode}.get(f)
-            if shared is not None and value == shared:
-                continue                     # same as auto
-            if f in ("noise_p", "noise_sigma", "noise_placement") and effective[phase] == CLEAN:
-                continue                     # no meaning for a clean phase
-            explicit.append((key, value))
-        point = GridPoint(model=model, seed=seed, ordering=ordering, noise_mode=mode,
-                          p=p if noisy else None, sigma=sigma if noisy else None,
-                          placement=placement if noisy else None, overrides=tuple(explicit),
-                          sets=sets)
-        points.setdefault(point.name(), point)
-    return Grid(list(points.values()), training, args.save_attention)
-
-
-# ---------------------------------------------------------------------------
-# Jobs: each point's runner command and the settings it resolves to
-
-@dataclass
-class SweepJob(Job):
-    point: GridPoint | None = None
-
-
-def make_jobs(grid: Grid, runs_dir: Path) -> list[SweepJob]:
-    """One job per grid point, its settings resolved exactly as its runner will resolve them."""
-    jobs = []
-    for point in grid.points:
-        argv = point.argv(grid.training)
-        try:
-            settings = settings_from_argv(point.runner_preset(), argv + ["--out", "x"])
-        except UsageError as err:
-            raise GridError(f"run {point.name()}: {err}") from None
-        jobs.append(SweepJob(point.name(), point.runner, argv, runs_dir / point.name(),
-                             normalise(settings.to_dict()), grid.save_attention or None,
-                             point=point))
-    return plan(jobs)
 
 
 # ---------------------------------------------------------------------------

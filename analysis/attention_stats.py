@@ -201,7 +201,7 @@ def build_attention_stats(options):
 @registry("analysis").register("attention_heatmaps", applies=_applies,
                                doc="quick heatmaps of the saved attention (figs/)")
 def build_attention_heatmaps(options):
-    from plots.attention_quick import run as render
+    from analysis.attention_heatmap import run as render
     return render
 
 

@@ -93,7 +93,7 @@ def bench_model(name: str, batch: int, chunk_steps: int, repeats: int, eval_size
     compile_s -= statistics.median(times)
 
     eval_set = make_eval_set(settings)
-    evaluate = make_evaluator(model)
+    evaluate = make_evaluator(model, settings)
     evaluate(params, eval_set)  # compile
     t0 = time.perf_counter()
     evaluate(params, eval_set)

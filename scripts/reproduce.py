@@ -215,10 +215,6 @@ def _log_every(plan: Plan, steps: int) -> int:
     return 100 if steps >= 1000 else max(1, steps // 10)
 
 
-# Rough cost per step, relative to lsa1, to start the longest runs first.
-COST_PER_STEP = {"lsa1": lambda k: 1.0, "lsa_rec": lambda k: 2.0 * k, "twolayer": lambda k: 15.0}
-
-
 def make_jobs(plan: Plan) -> list[ReproJob]:
     jobs = []
 
@@ -232,7 +228,7 @@ def make_jobs(plan: Plan) -> list[ReproJob]:
         runner_preset = next(n for n, p in MODEL_PRESETS.items() if p.runner == spec.runner)
         settings = settings_from_argv(runner_preset, argv + ["--out", "x"])
         jobs.append(ReproJob(name, spec.runner, argv, plan.runs_dir / name,
-                             normalise(settings.to_dict()), cost=COST_PER_STEP[model](k) * steps,
+                             normalise(settings.to_dict()), cost=spec.relative_cost(k, steps),
                              part=part, model=model, seed=seed, k=k))
 
     for seed in plan.seeds:

@@ -188,6 +188,12 @@ def main(model_name: str, description: str, argv: Sequence[str] | None = None) -
         RunDir.check_creatable(out, args.overwrite)
     except (UsageError, RunDirError) as err:
         return fail(parser.prog, err)
+    return _train_and_report(parser.prog, settings, out, args, runner, argv)
+
+
+def _train_and_report(prog: str, settings: Settings, out: Path, args: argparse.Namespace,
+                      runner: str, argv: Sequence[str]) -> int:
+    """Run the pipeline; one summary line (exit 0), or why it stopped (130 / 2 / 1)."""
     try:
         run, result = execute(settings, out, overwrite=args.overwrite,
                               with_attention=args.save_attention, runner=runner, argv=argv,
@@ -197,10 +203,10 @@ def main(model_name: str, description: str, argv: Sequence[str] | None = None) -
               f"{names.SUMMARY}); rerun with --overwrite", file=sys.stderr)
         return 130
     except RunDirError as err:
-        return fail(parser.prog, err)
+        return fail(prog, err)
     final = result.final
     if result.diverged:
-        print(f"{parser.prog}: training stopped: {result.diverged}; parameters saved to "
+        print(f"{prog}: training stopped: {result.diverged}; parameters saved to "
               f"{run.file(names.PARAMS)}", file=sys.stderr)
         return 1
     line = (f"{settings.model.name}: {result.steps_done} steps in {result.train_seconds:.1f}s | "
@@ -211,3 +217,44 @@ def main(model_name: str, description: str, argv: Sequence[str] | None = None) -
                  f"prev {final['copy_prev']:.3f} other {final['copy_other']:.3f}")
     print(line + f" -> {run.path}")
     return 0
+
+
+def rerun_main(description: str, argv: Sequence[str] | None = None) -> int:
+    """`python -m runners.run --config FILE [--set K=V ...] --out DIR`: train the Settings of a
+    config.json (or of a bare settings mapping) through the same pipeline."""
+    import json
+    argv = list(sys.argv[1:] if argv is None else argv)
+    prog = "python -m runners.run"
+    parser = OneLineParser(prog=prog, description=description)
+    parser.add_argument("--config", required=True,
+                        help="a run's config.json, or a JSON settings mapping")
+    parser.add_argument("--out", required=True, help="run directory to create")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace --out if it is one of our run directories")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any setting by its dotted path (repeatable)")
+    parser.add_argument("--save_attention", action="store_true",
+                        help=f"save attention of the first {ATTENTION_TASKS} eval tasks")
+    parser.add_argument("--skip_analysis", action="store_true", help="no analyses at the end")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.config) as handle:
+            raw = json.load(handle)
+        raw = raw.get("settings", raw) if isinstance(raw, dict) else raw
+        if not isinstance(raw, dict):
+            raise UsageError(f"--config {args.config}: holds no settings mapping")
+        settings = apply_overrides(Settings.from_dict(raw), args.overrides)
+        validate(settings)
+        out = Path(args.out)
+        RunDir.check_creatable(out, args.overwrite)
+    except OSError as err:
+        return fail(prog, f"--config {args.config}: cannot be read ({err.strerror or err})")
+    except json.JSONDecodeError as err:
+        return fail(prog, f"--config {args.config}: is not JSON ({err.msg} at line {err.lineno})")
+    except (KeyError, TypeError) as err:
+        return fail(prog, f"--config {args.config}: is not a settings mapping (bad or missing "
+                          f"key {err})")
+    except (UsageError, ValueError, RunDirError) as err:
+        return fail(prog, err)
+    return _train_and_report(parser.prog, settings, out, args, "runners.run", argv)

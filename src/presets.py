@@ -26,6 +26,11 @@ class Preset:
     runner: str                                 # the runner CLI (python -m <runner>)
     layers_flag: bool                           # that runner takes --num_layers
     deeper: str | None = None                   # the preset its runner makes for other depths
+    step_cost: float = 1.0                      # rough cost of a step per layer (lsa1 = 1),
+                                                # to start the longest runs of a sweep first
+
+    def relative_cost(self, layers: int, steps: int) -> float:
+        return self.step_cost * layers * steps
 
 
 def _lsa_model(name: str, num_layers: int) -> ModelConfig:
@@ -48,9 +53,9 @@ MODEL_PRESETS = {
     "lsa1": Preset(_lsa_model, 1, 5000, fixed_depth=True, runner=CONCAT_RUNNER, layers_flag=True,
                    deeper="lsa_rec"),
     "lsa_rec": Preset(_lsa_model, 3, 5000, fixed_depth=False, runner=CONCAT_RUNNER,
-                      layers_flag=True),
+                      layers_flag=True, step_cost=2.0),
     "twolayer": Preset(_twolayer_model, 2, 10_000, fixed_depth=True,
-                       runner="runners.run_softmax_copy", layers_flag=False),
+                       runner="runners.run_softmax_copy", layers_flag=False, step_cost=7.5),
 }
 
 

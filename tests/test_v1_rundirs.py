@@ -49,3 +49,28 @@ def test_sweep_figures_from_a_v1_csv(v1, tmp_path):
     out = tmp_path / "figs"
     assert fig_templates.main(["--from", str(v1 / "order_v1.csv"), "--out", str(out)]) == 0
     assert (out / "order_sensitivity.png").exists() and (out / "ood_curve.png").exists()
+
+
+def test_config_json_alone_reruns_a_v1_run_bit_for_bit(v1, tmp_path):
+    from src.lsa_cli import rerun_main
+    out = tmp_path / "again"
+    assert rerun_main("rerun", ["--config", str(v1 / "twolayer_v1" / names.CONFIG),
+                                "--out", str(out), "--quiet"]) == 0
+    old = json.loads((v1 / "twolayer_v1" / names.SUMMARY).read_text())
+    new = json.loads((out / names.SUMMARY).read_text())
+    for key in ("eval_loss", "gd_loss", "align_cos", "copy_own", "copy_next", "copy_other"):
+        assert new[key] == old[key], key
+    assert json.loads((out / names.CONFIG).read_text())["settings"]["schema_version"] == 2
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{not json", "is not JSON"), ('["a list"]', "holds no settings"),
+    ('{"settings": {"task": {}}}', "is not a settings mapping"),
+])
+def test_rerun_refuses_a_bad_config_in_one_line(tmp_path, capsys, content, words):
+    from src.lsa_cli import rerun_main
+    config = tmp_path / "config.json"
+    config.write_text(content)
+    assert rerun_main("rerun", ["--config", str(config), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0] and not (tmp_path / "x").exists()
