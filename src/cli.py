@@ -143,3 +143,16 @@ def int_list(flag: str, text: str | None, low: int, high: int = SEED_LIMIT - 1) 
 
 def seed_list(text: str | None, flag: str = "--seeds") -> list[int]:
     return int_list(flag, text, 0, SEED_LIMIT - 1)
+
+
+class PrintChoices(argparse.Action):
+    """`--choices`: print every registry (names, one-line docs, default options) and exit 0."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="list every registry (tasks, layouts, mixers, ...) and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from src.registry import describe_all
+        print(describe_all())
+        parser.exit(0)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from src import rundir as names
-from src.cli import (OneLineParser, UsageError, fail, int_at_least, non_negative_number,
+from src.cli import (OneLineParser, PrintChoices, UsageError, fail, int_at_least, non_negative_number,
                      number_in, or_auto, positive_number, seed)
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Settings, validate
 from src.overrides import apply_overrides
@@ -134,6 +134,7 @@ def build_parser(prog: str, description: str, model_name: str) -> argparse.Argum
     parser.add_argument("--skip_analysis", action="store_true",
                         help="do not run the analyses at the end (alignment, OOD, attention)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--choices", action=PrintChoices)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any setting by its dotted path after the flags, e.g. "
                              "--set model.init_scale=0.01 (repeatable; see config.json for paths)")

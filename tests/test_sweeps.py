@@ -198,3 +198,30 @@ def test_fig_templates_skips_absent_data_with_a_reason(tmp_path, capsys):
     for name in ("order_sensitivity", "noise_robustness", "attention_separation", "ood_curve"):
         assert f"skipped {name}.png: " in printed
     assert main(["--from", str(tmp_path / "missing.csv"), "--out", str(out)]) == 2
+
+
+def test_grid_over_any_setting_by_dotted_path(tmp_path):
+    out = tmp_path / "g.csv"
+    done = driver("eval_order", "--models", "lsa1", "--ordering", "random", "--seeds", "0",
+                  "--grid", "train.adam_b2=0.98,0.999", *TINY, "--out", str(out),
+                  "--runs-dir", str(tmp_path / "runs"), "--jobs", "2", "--quiet",
+                  "--no_save_attention")
+    assert done.returncode == 0, done.stderr
+    rows = read_csv(out)
+    assert [r["train.adam_b2"] for r in rows] == ["0.98", "0.999"]
+    for row in rows:
+        stored = RunDir(row["run_dir"]).load_settings().train.adam_b2
+        assert stored == float(row["train.adam_b2"])
+        assert row["run_dir"].endswith(f"__train.adam_b2-{row['train.adam_b2']}__seed0")
+
+
+@pytest.mark.parametrize("grid, words", [
+    ("train.nope=1,2", "'nope' is not a setting"), ("train.steps=10,x", "accepted: an integer"),
+    ("train.steps", "PATH=V1,V2"),
+])
+def test_bad_grid_setting_is_refused_in_one_line(tmp_path, grid, words):
+    done = driver("eval_order", "--models", "lsa1", "--ordering", "random", "--grid", grid,
+                  *TINY, "--out", str(tmp_path / "g.csv"), "--runs-dir", str(tmp_path / "runs"))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and words in lines[0], done.stderr
+    assert not (tmp_path / "runs").exists()
