@@ -21,7 +21,7 @@ from typing import Sequence
 from src import rundir as names
 from src.cli import OneLineParser, fail, int_at_least, positive_number
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
-from src.launch import TODO_STATES, run_jobs, write_csv
+from src.launch import TODO_STATES, announce, run_jobs, write_csv
 from src.presets import MODEL_PRESETS
 from sweep_grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
 
@@ -197,11 +197,7 @@ def execute(jobs: list[SweepJob], args: argparse.Namespace, out: Path, runs_dir:
     bar = tqdm(total=len(jobs), initial=done_before, unit="run", desc="runs",
                disable=args.quiet, dynamic_ncols=True, file=sys.stderr)
     say = bar.write if not args.quiet else (lambda m: print(m, file=sys.stderr))
-    say(f"{args.prog}: {len(jobs)} runs in the grid: {done_before} already finished, "
-        f"{len(todo)} to train ({workers} at a time) -> {runs_dir}")
-    for job in todo:
-        if job.state != "absent":
-            say(f"  redo {job.name} ({job.state}: {job.detail}) with --overwrite")
+    announce(say, args.prog, "runs in the grid", jobs, todo, workers, runs_dir)
 
     def done(job: SweepJob) -> None:
         if job.returncode == 0 and job.state == "complete":

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Sequence
 
 from src.cli import OneLineParser, UsageError, fail
-from src.launch import LOGS, TODO_STATES, Job, normalise, run_jobs, use_compilation_cache
+from src.launch import (LOGS, TODO_STATES, Job, announce, normalise, run_jobs,
+                        use_compilation_cache)
 from src.launch import plan as launch_plan
 from src.lsa_cli import settings_from_argv
 from src.presets import MODEL_PRESETS
@@ -244,11 +245,7 @@ def train_jobs(plan: Plan, jobs: list[ReproJob], say) -> list[ReproJob]:
     launch_plan(jobs)
     todo = [j for j in jobs if j.state in TODO_STATES]
     workers = max(1, min(plan.jobs, len(todo)))
-    say(f"{PROG}: {len(jobs)} training runs: {len(jobs) - len(todo)} already finished, "
-        f"{len(todo)} to train ({workers} at a time) -> {plan.runs_dir}")
-    for job in todo:
-        if job.state != "absent":
-            say(f"  redo {job.name} ({job.state}: {job.detail}) with --overwrite")
+    announce(say, PROG, "training runs", jobs, todo, workers, plan.runs_dir)
 
     def done(job: ReproJob) -> None:
         if job.returncode == 0 and job.state == "complete":

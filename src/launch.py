@@ -202,6 +202,16 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def announce(say: Callable[[str], None], prog: str, what: str, jobs: Sequence[Job],
+             todo: Sequence[Job], workers: int, runs_dir: Path) -> None:
+    """The plan in words: how many runs are done and to train, and why each redo."""
+    say(f"{prog}: {len(jobs)} {what}: {len(jobs) - len(todo)} already finished, "
+        f"{len(todo)} to train ({workers} at a time) -> {runs_dir}")
+    for job in todo:
+        if job.state != "absent":
+            say(f"  redo {job.name} ({job.state}: {job.detail}) with --overwrite")
+
+
 @dataclass
 class Report:
     trained: list[Job] = field(default_factory=list)
