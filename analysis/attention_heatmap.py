@@ -22,7 +22,8 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 
-from analysis.common import load_settings, main_frame, new_figure, png_bytes  # noqa: E402
+from analysis.common import load_settings, main_frame  # noqa: E402
+from plots.style import new_figure, png_bytes  # noqa: E402
 from src import rundir as names  # noqa: E402
 from src.models.layouts import Layout, layout_of  # noqa: E402
 from src.rundir import RunDir  # noqa: E402

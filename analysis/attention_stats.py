@@ -28,7 +28,8 @@ import numpy as np
 from analysis.alignment import applies_to_attention_only
 from src.models.layouts import layout_of
 from src.registry import registry
-from analysis.common import AnalysisError, load_settings, main_frame, new_figure, png_bytes
+from analysis.common import AnalysisError, load_settings, main_frame
+from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.rundir import RunDir
 

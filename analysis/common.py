@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from src import rundir as names
 from src.config import Settings
+from src.cli import OneLineParser, positive_number
 from src.rundir import RunDir, RunDirError
 from src.models.attention_only import Model, build_model
 
@@ -24,20 +25,9 @@ class AnalysisError(Exception):
     """A problem with the inputs of an analysis; the message is one line."""
 
 
-class OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's own errors: one line, exit 2
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def positive_finite(text: str) -> float:
     """argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; accepted: a finite number > 0")
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text} is out of range; accepted: a finite number > 0")
-    return value
+    return positive_number()(text)
 
 
 def make_parser(module: str, description: str) -> OneLineParser:
@@ -101,22 +91,3 @@ def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser
     add_flags(parser)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     return run_cli(parser.prog, lambda: work(args, RunDir(args.run)))
-
-
-def png_bytes(figure) -> bytes:
-    """A matplotlib Figure as PNG bytes: white background, no version metadata
-    (so the same figure gives the same bytes)."""
-    import io
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, facecolor="white",
-                   metadata={"Software": None})
-    return buffer.getvalue()
-
-
-def new_figure(width: float, height: float):
-    """A white pyplot-free Figure on the Agg backend (no global figure state to leak)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-    figure = Figure(figsize=(width, height), facecolor="white")
-    return figure

@@ -23,6 +23,7 @@ import numpy as np
 import optax
 
 from src.config import TaskConfig
+from src.metrics import loss
 from src.tasks.regression import Tasks, sample_tasks
 
 
@@ -53,7 +54,7 @@ def gd_plus_sensitivity(tasks: Tasks, params: GDPlusParams) -> jax.Array:
 
 
 def _loss(params: GDPlusParams, tasks: Tasks) -> jax.Array:
-    return 0.5 * jnp.mean((gd_plus_predictions(tasks, params) - tasks.query_y) ** 2)
+    return loss(gd_plus_predictions(tasks, params), tasks.query_y)
 
 
 @partial(jax.jit, static_argnames=("task", "steps", "batch_size", "lr"))

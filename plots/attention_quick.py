@@ -5,7 +5,9 @@ analysis/attention_heatmap.py, where the pipeline runs it at the end of a run).
 """
 import sys
 
-from analysis.attention_heatmap import attention_figure, main, run  # noqa: F401  (the public API)
+from analysis.attention_heatmap import attention_figure, main, run
+
+__all__ = ["attention_figure", "main", "run"]
 
 if __name__ == "__main__":
     sys.exit(main())

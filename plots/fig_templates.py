@@ -9,8 +9,8 @@ the reason printed, and a stale copy of it in --out is removed):
   attention_separation.png  AUROC of clean vs. corrupted pairs' attention (last layer) per condition
   alignment_metrics.png     align_cos and l2_pred_diff (trained model vs. one-step GD) per condition
   ood_curve.png             trained model and GD loss vs. input scale α (each row's analysis/ood.csv)
-Every value is a mean over seeds; error bars are the standard deviation over seeds
-(0 with one seed). Loss is the paper's ½·mean squared error. A "condition" is the
+Every value is a mean over seeds; error bars are the sample standard deviation over seeds
+(ddof 1, src/stats.py; 0 with one seed). Loss is the paper's ½·mean squared error. A "condition" is the
 settings that vary between rows (ordering, noise mode, p, σ, placement; "a→b" when
 training and evaluation differ).
 """
@@ -26,26 +26,23 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from plots.results_table import (has_values, label_column, load_results, mean_std,  # noqa: E402
+                                 varying)
+from plots.style import new_figure as style_figure, png_bytes, wrapped_title  # noqa: E402
 from src import rundir as names  # noqa: E402
+from src.cli import OneLineParser  # noqa: E402
 from src.rundir import RunDir  # noqa: E402
+from src.stats import STD_LABEL  # noqa: E402
 from utils_log import atomic_write_bytes  # noqa: E402
 
 PROG = "python -m plots.fig_templates"
 LOSS = "loss (½·MSE)"
-ERRORBARS = "mean over seeds; error bars: std over seeds"
+ERRORBARS = f"mean over seeds; error bars: {STD_LABEL}"
 FIGURES = ("order_sensitivity.png", "noise_robustness.png", "attention_separation.png",
            "alignment_metrics.png", "ood_curve.png")
-REQUIRED = ("model", "seed", "eval_loss")
-# Condition parts: name -> (train column, eval column, shared column used when those are absent)
-PARTS = {"order": ("train_ordering", "eval_ordering", "ordering"),
-         "noise": ("train_noise_mode", "eval_noise_mode", "noise_mode"),
-         "p": ("train_noise_p", "eval_noise_p", "p"),
-         "σ": ("train_noise_sigma", "eval_noise_sigma", "sigma"),
-         "placement": ("train_noise_placement", "eval_noise_placement", "placement")}
 MAX_PANELS = 6
 
 
@@ -54,74 +51,10 @@ class Skip(Exception):
 
 
 # ---------------------------------------------------------------------------
-# Reading and describing rows
-
-def _text(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def part_value(row: pd.Series, part: str) -> str:
-    train_col, eval_col, shared_col = PARTS[part]
-    if train_col in row.index and eval_col in row.index:
-        a, b = _text(row[train_col]), _text(row[eval_col])
-        return a if a == b else f"{a or '–'}→{b or '–'}"
-    return _text(row.get(shared_col))
-
-
-def load_results(path: Path) -> pd.DataFrame:
-    frame = pd.read_csv(path)
-    missing = [c for c in REQUIRED if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path} lacks column(s) {', '.join(missing)}; accepted: a CSV written by "
-                         "python -m eval_order / eval_noise")
-    for part in PARTS:
-        frame[f"_{part}"] = [part_value(row, part) for _, row in frame.iterrows()]
-    return frame
-
-
-def varying(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
-    return [p for p in PARTS if p not in exclude and frame[f"_{p}"].nunique(dropna=False) > 1]
-
-
-def label_column(frame: pd.DataFrame, parts: Sequence[str], fallback: str = "all runs") -> pd.Series:
-    def label(row):
-        bits = [(row[f"_{p}"] if p == "order" else f"{p}={row[f'_{p}']}") for p in parts
-                if row[f"_{p}"]]
-        return ", ".join(bits) or fallback
-    return frame.apply(label, axis=1) if len(frame) else pd.Series([], dtype=str)
-
-
-def mean_std(frame: pd.DataFrame, keys: list[str], column: str) -> pd.DataFrame:
-    """Mean, std (ddof 0) and count over seeds of `column` per `keys` (NaN values dropped)."""
-    data = frame[keys + [column]].copy()
-    data[column] = pd.to_numeric(data[column], errors="coerce")
-    data = data.dropna(subset=[column])
-    grouped = data.groupby(keys, sort=False)[column]
-    out = grouped.agg(mean="mean", std=lambda s: float(np.std(s.to_numpy())), n="count")
-    return out.reset_index()
-
-
-def has_values(frame: pd.DataFrame, column: str) -> bool:
-    return column in frame.columns and pd.to_numeric(frame[column], errors="coerce").notna().any()
-
-
-# ---------------------------------------------------------------------------
 # Drawing helpers
 
 def new_figure(width: float, height: float) -> Figure:
-    return Figure(figsize=(width, height), facecolor="white", layout="constrained")
-
-
-def title(figure: Figure, *lines: str) -> None:
-    """A suptitle whose lines are wrapped to the figure's width."""
-    import textwrap
-    width = max(40, int(figure.get_size_inches()[0] * 13))
-    text = "\n".join(textwrap.fill(line, width) for line in lines if line)
-    figure.suptitle(text, fontsize=9)
+    return style_figure(width, height, constrained=True)
 
 
 def panels(figure: Figure, count: int, sharey: bool = False):
@@ -245,7 +178,7 @@ def order_sensitivity(frame: pd.DataFrame) -> Figure:
                               ["_order"], "eval_loss")["mean"]
             if len(values) > 1:
                 spread.append(f"{model} {values.max() - values.min():.2g}")
-    title(figure, "Order sensitivity: eval loss per context ordering",
+    wrapped_title(figure, "Order sensitivity: eval loss per context ordering",
           seeds_note(frame.assign(_label=frame["_order"])),
           "spread of the mean eval loss across orderings (max − min): " + ", ".join(spread))
     return figure
@@ -300,7 +233,7 @@ def noise_robustness(frame: pd.DataFrame) -> Figure:
     if has_values(clean, "eval_loss"):
         extra.append(("trained model, clean contexts", dict(color="grey", linestyle=":")))
     line_legend(figure, colors, extra)
-    title(figure, "Noise robustness: eval loss vs. fraction of corrupted context pairs", ERRORBARS)
+    wrapped_title(figure, "Noise robustness: eval loss vs. fraction of corrupted context pairs", ERRORBARS)
     return figure
 
 
@@ -325,7 +258,7 @@ def _condition_bars(frame: pd.DataFrame, columns: list[tuple[str, str]], heading
         ax.set_ylabel(ylabel)
         ax.set_title(column, fontsize=9)
         ax.legend(fontsize=8)
-    title(figure, heading, seeds_note(frame))
+    wrapped_title(figure, heading, seeds_note(frame))
     return figure
 
 
@@ -401,20 +334,13 @@ def ood_curve(frame: pd.DataFrame, csv_path: Path) -> Figure:
     line_legend(figure, colors, [("trained model", dict(color="black")),
                                  ("one-step GD", dict(color="black", linestyle="--", linewidth=1)),
                                  ("training range (α = 1)", dict(color="grey", linestyle=":"))])
-    title(figure, "Out-of-distribution input scale: trained model vs. one-step GD "
+    wrapped_title(figure, "Out-of-distribution input scale: trained model vs. one-step GD "
           "(η tuned at α = 1)", ERRORBARS)
     return figure
 
 
 # ---------------------------------------------------------------------------
 # Entry point
-
-def png_bytes(figure: Figure) -> bytes:
-    import io
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, facecolor="white", metadata={"Software": None})
-    return buffer.getvalue()
-
 
 def render_all(csv_path: Path, out_dir: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """Render every figure the CSV has data for; returns (written, [(skipped, reason)])."""
@@ -445,7 +371,7 @@ def render_all(csv_path: Path, out_dir: Path) -> tuple[list[str], list[tuple[str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0],
+    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0],
                                      epilog="\n".join(__doc__.splitlines()[1:]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--from", dest="source", required=True,

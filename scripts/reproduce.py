@@ -20,10 +20,8 @@ and report/figures/paper/*.png, each atomically.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import math
 import os
-import platform
 import shlex
 import sys
 import time
@@ -31,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
 from src.cli import OneLineParser, UsageError, fail
 from src.launch import (LOGS, TODO_STATES, Job, announce, normalise, run_jobs,
                         use_compilation_cache)
@@ -47,9 +46,6 @@ DISTRACTORS = (0, 2, 4, 6, 8)
 # Steps per model: the paper's (SPEC §4; lsa_rec as lsa1) and the --quick ones.
 FULL = {"lsa1": 5000, "lsa_rec": 5000, "twolayer": 10_000, "eval_size": 10_000, "gdpp_steps": 1000}
 QUICK = {"lsa1": 1000, "lsa_rec": 600, "twolayer": 1000, "eval_size": 2000, "gdpp_steps": 300}
-RESULTS = "reproduce_results.json"
-REPORT = "REPRODUCTION.md"
-FIG_DIR = "figures/paper"
 
 
 FlagError = UsageError   # a bad flag value: one line naming the flag, the value and what is accepted
@@ -258,20 +254,20 @@ def train_jobs(plan: Plan, jobs: list[ReproJob], say) -> list[ReproJob]:
 
 def evaluate(plan: Plan, jobs: list[Job], say) -> tuple[dict, dict]:
     """Run every experiment in-process: (results, seconds per experiment)."""
-    from scripts import reproduce_experiments as ex
+    from analysis import copy_model, distractors, k_steps, ood_scales, one_step_gd
     from src.rundir import RunDir
 
     def runs(part: str, k: int | None = None) -> list:
         return [RunDir(j.path) for j in jobs if j.part == part and (k is None or j.k == k)]
 
     experiments = {
-        "one_step_gd": lambda: ex.one_step_gd(runs("one_step_gd")),
-        "k_steps": lambda: ex.k_steps({k: runs("k_steps", k) for k in plan.ks},
-                                      gdpp_steps=plan.gdpp_steps, gdpp_batch=plan.gdpp_batch,
-                                      gdpp_lr=plan.gdpp_lr),
-        "copy": lambda: ex.copy_model(runs("copy")),
-        "ood": lambda: ex.ood(runs("one_step_gd"), plan.alphas, plan.weight_scales),
-        "distractors": lambda: ex.distractors(runs("one_step_gd"), plan.distractors),
+        "one_step_gd": lambda: one_step_gd.one_step_gd(runs("one_step_gd")),
+        "k_steps": lambda: k_steps.k_steps({k: runs("k_steps", k) for k in plan.ks},
+                                           gdpp_steps=plan.gdpp_steps, gdpp_batch=plan.gdpp_batch,
+                                           gdpp_lr=plan.gdpp_lr),
+        "copy": lambda: copy_model.copy_model(runs("copy")),
+        "ood": lambda: ood_scales.ood(runs("one_step_gd"), plan.alphas, plan.weight_scales),
+        "distractors": lambda: distractors.distractors(runs("one_step_gd"), plan.distractors),
     }
     results, seconds = {}, {}
     for name, work in experiments.items():
@@ -280,191 +276,6 @@ def evaluate(plan: Plan, jobs: list[Job], say) -> tuple[dict, dict]:
         seconds[name] = time.monotonic() - start
         say(f"  evaluated {name} ({seconds[name]:.1f}s)")
     return results, seconds
-
-
-def write_figures(plan: Plan, results: dict) -> list[tuple[str, str]]:
-    from analysis.common import png_bytes
-    from scripts.reproduce_figures import FIGURES
-    from utils_log import atomic_write_bytes
-    written = []
-    for key, (filename, draw, caption) in FIGURES.items():
-        if key not in results:
-            continue
-        path = plan.report_dir / FIG_DIR / filename
-        atomic_write_bytes(path, png_bytes(draw(results[key])))
-        written.append((f"{FIG_DIR}/{filename}", caption))
-    return written
-
-
-def _pm(s: dict, digits: int = 4) -> str:
-    if not s or s.get("n", 0) == 0:
-        return "n/a"
-    return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
-
-
-def _git() -> str:
-    from src.provenance import git_commit
-    head = git_commit()
-    if head["commit"] is None:
-        return "unknown"
-    return head["commit"][:12] + (" (with uncommitted changes)" if head["dirty"] else "")
-
-
-def _machine() -> str:
-    import jax
-    cpu = platform.processor() or platform.machine()
-    devices = ", ".join(sorted({d.platform for d in jax.devices()}))
-    return (f"{platform.system()} {platform.machine()} ({cpu}), {os.cpu_count()} CPU cores, "
-            f"jax {jax.__version__} on {devices}")
-
-
-def _fmt_s(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
-
-
-def _seed_note(r: dict) -> str:
-    bad = [p for p, s in r.get("status", {}).items() if s != "complete"]
-    note = f"seeds {r['seeds']}, {r['steps']} steps"
-    return note + (f"; **not complete: {', '.join(bad)}**" if bad else "")
-
-
-def report_rows(plan: Plan, results: dict, checks: list[dict], part_seconds: dict) -> list[list[str]]:
-    """The table: experiment | paper | measured | wall time."""
-    def part_checks(*names: str) -> str:
-        lines = [f"**{c['status']}** {c['name']}: {c['detail']}" for c in checks
-                 if any(c["name"].startswith(n) for n in names)]
-        return "<br>".join(lines)
-
-    rows = []
-    one = results["one_step_gd"]
-    f = one["final"]
-    rows.append([
-        "1. One LSA layer = one GD step (`lsa1`)",
-        "One tuned GD step: loss ≈ 0.206 (η ≈ 6.06, η/N ≈ 0.61); trained lsa1 converges to "
-        "within ~1–2 % of it; align_cos ≥ 0.99 (SPEC §1, §4–5; paper Fig. 2).",
-        f"{_seed_note(one)}. GD: loss {one['gd_loss']:.4f} ± {one['gd_loss_se']:.4f} (SE over "
-        f"{one['eval_size']} eval tasks), η = {one['gd_eta']['mean']:.3f}; predict-0 loss "
-        f"{one['zero_loss']:.4f}. lsa1: loss {_pm(f['eval_loss'])} "
-        f"({100 * one['rel_gap']['mean']:+.2f} ± {100 * one['rel_gap']['std']:.2f} % vs GD), "
-        f"align_cos {_pm(f['align_cos'])}, model_diff {_pm(f['model_diff'])}, "
-        f"l2_pred_diff {_pm(f['l2_pred_diff'])}.<br>"
-        + part_checks("lsa1", "one-step GD"),
-        _fmt_s(part_seconds["one_step_gd"])])
-
-    ks = results["k_steps"]
-    lines = []
-    for k, r in sorted(ks.items(), key=lambda kv: int(kv[0])):
-        a = r["align"]
-        lines.append(
-            f"K={k} ({_seed_note(r)}, lr {r['lr']:g}, clip {r['clip_value']:g}): TF {_pm(r['tf_loss'])}; "
-            f"{k}-step GD {r['gdk_loss']:.4f} (η {r['gdk_eta']:.2f}); GD++ {r['gdpp_loss']:.4f}; "
-            f"1-step GD {r['gd1_loss']:.4f}. align_cos vs GD {_pm(a['vs_gdk']['align_cos'])}, "
-            f"vs GD++ {_pm(a['vs_gdpp']['align_cos'])}; model_diff vs GD "
-            f"{_pm(a['vs_gdk']['model_diff'])}, vs GD++ {_pm(a['vs_gdpp']['model_diff'])}; "
-            f"l2_pred_diff vs GD {_pm(a['vs_gdk']['l2_pred_diff'])}, vs GD++ "
-            f"{_pm(a['vs_gdpp']['l2_pred_diff'])}.")
-    rows.append([
-        "2. K recurrent LSA layers ≈ K GD steps; GD++ (`lsa_rec`, K = " + ", ".join(sorted(ks, key=int)) + ")",
-        "A K-layer (weight-shared) linear transformer reaches a loss at or below K steps of GD and "
-        "close to GD++ (GD with input preconditioning), and aligns more closely with GD++ than "
-        "with plain GD (paper §3, Fig. 4).",
-        "<br>".join(lines) + "<br>" + part_checks("K="),
-        _fmt_s(part_seconds["k_steps"])])
-
-    cp = results["copy"]
-    cf = cp["final"]
-    rows.append([
-        "3. Token construction: copy layer + GD layer (`twolayer`)",
-        "On interleaved tokens x, ȳ the first (softmax) layer learns to copy each neighbour into "
-        "its partner token, then the second layer does the GD step; loss ≈ one-step GD ≈ 0.21, "
-        "neighbour sensitivity dominating (SPEC §3; paper Fig. 5).",
-        f"{_seed_note(cp)}. twolayer loss {_pm(cf['eval_loss'])} vs one-step GD "
-        f"{cf['gd_loss']['mean']:.4f} (gap {_pm(cp['gap'])}). Copy sensitivities: own "
-        f"{_pm(cf['copy_own'], 3)} (incl. residual), next {_pm(cf['copy_next'], 3)}, prev "
-        f"{_pm(cf['copy_prev'], 3)}, other {_pm(cf['copy_other'], 3)}. First-layer attention "
-        f"(mean over {cp['attention_tasks']} eval tasks): x token → its own label token "
-        f"{_pm(cp['attention_partner'], 3)}, all tokens → one fixed pair (max over pairs) "
-        f"{_pm(cp['attention_fixed_pair'], 3)}.<br>"
-        + part_checks("copy"),
-        _fmt_s(part_seconds["copy"])])
-
-    o = results["ood"]
-
-    def at(rows_, x):
-        return min(rows_, key=lambda row: abs(row["x"] - x))
-
-    def ood_line(rows_, label):
-        bits = []
-        for x in (rows_[0]["x"], 1.0 if label == "α" else o["train_weight_scale"], rows_[-1]["x"]):
-            row = at(rows_, x)
-            bits.append(f"{label}={row['x']:g}: TF {_pm(row['tf_loss'])}, GD {row['gd_loss']:.4f}, "
-                        f"TF/GD {_pm(row['tf_over_gd'], 2)}")
-        return "; ".join(bits)
-
-    rows.append([
-        "4. Out of distribution (`lsa1`, α and weight scale)",
-        "The trained model tracks GD (η tuned in distribution) when the input range α changes at "
-        "test time, and both degrade outside the training range (SPEC §6; paper Fig. 3).",
-        f"Seeds {o['seeds']}, GD η = {o['gd_eta']:.3f}. Input range: {ood_line(o['alpha'], 'α')}.<br>"
-        f"Weight scale: {ood_line(o['weight_scale'], 'σ_w')}.<br>(No PASS/MISMATCH: the paper "
-        "states this qualitatively; see fig4.)",
-        _fmt_s(part_seconds["ood"])])
-
-    d = results["distractors"]
-    bits = [f"k={row['k']}: TF {_pm(row['tf_loss'])}, GD {row['gd_loss']:.4f}" for row in d["rows"]]
-    rows.append([
-        "5. Distractors (`lsa1`, random pairs in the context)",
-        "SPEC gives no number for this test (it is an extension: random pairs are fresh x' with "
-        "labels y' ~ N(0, σ²) unrelated to x').",
-        f"Seeds {d['seeds']}, σ = {d['sigma']:g}, GD η tuned on clean tasks = {d['gd_eta']:.3f}. "
-        + "; ".join(bits) + ". (Measured only; no check.)",
-        _fmt_s(part_seconds["distractors"])])
-    return rows
-
-
-def write_report(plan: Plan, jobs: list[Job], results: dict, checks: list[dict],
-                 part_seconds: dict, figures: list[tuple[str, str]], total_seconds: float,
-                 command: str) -> str:
-    from utils_log import atomic_write_text
-    trained_now = sum(1 for j in jobs if j.seconds > 0)
-    rows = report_rows(plan, results, checks, part_seconds)
-    mismatches = [c for c in checks if c["status"] != "PASS"]
-    mode = "QUICK (reduced steps)" if plan.quick else "full (the paper's steps)"
-    base = QUICK if plan.quick else FULL
-    if any(plan.steps[m] != base[m] for m in plan.steps) or plan.eval_size != base["eval_size"]:
-        mode += ", sizes overridden by flags"
-    lines = [
-        "# Reproduction of von Oswald et al. (ICML 2023), *Transformers learn in-context by gradient descent*",
-        "",
-        f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- Git commit: {_git()}",
-        f"- Machine: {_machine()}",
-        f"- Mode: {mode}; steps lsa1 {plan.steps['lsa1']}, lsa_rec {plan.steps['lsa_rec']}, "
-        f"twolayer {plan.steps['twolayer']}; batch {plan.batch_size}; eval tasks {plan.eval_size} "
-        f"(fixed eval seed, same for every seed); seeds {list(plan.seeds)}",
-        f"- Total wall time: {_fmt_s(total_seconds)} (training runs {plan.jobs} at a time; the "
-        "wall-time column is the sum of that part's training-run times plus its evaluation time)",
-        f"- Command: `{command}`",
-        f"- Training runs: {trained_now} trained by this command, {len(jobs) - trained_now} "
-        f"reused from `{plan.runs_dir}` (their wall time is their recorded training time)",
-        f"- Checks: {len(checks) - len(mismatches)} PASS, {len(mismatches)} MISMATCH"
-        + (" (" + "; ".join(c["name"] for c in mismatches) + ")" if mismatches else ""),
-        "",
-        "Loss is the paper's ½·mean (ŷ − y_q)². Numbers are mean ± std over seeds (sample std). "
-        "PASS/MISMATCH lines are computed from these numbers with fixed thresholds (the paper's "
-        "where it gives one).",
-        "",
-        "| Experiment | What the paper reports | What we measured | Wall time |",
-        "|---|---|---|---|",
-    ]
-    for row in rows:
-        lines.append("| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |")
-    lines += ["", "## Figures", ""]
-    lines += [f"- `{path}`: {caption}" for path, caption in figures]
-    lines += ["", f"All numbers: `{RESULTS}`. Run directories: `{plan.runs_dir}`.", ""]
-    text = "\n".join(lines)
-    atomic_write_text(plan.report_dir / REPORT, text)
-    return text
 
 
 def part_times(jobs: list[Job], eval_seconds: dict) -> dict:
@@ -508,9 +319,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     train_seconds = time.monotonic() - start
-    say(f"{PROG}: training done ({_fmt_s(train_seconds)}); evaluating")
+    say(f"{PROG}: training done ({fmt_seconds(train_seconds)}); evaluating")
 
-    from scripts.reproduce_experiments import checks as compute_checks
+    from analysis.paper_checks import checks as compute_checks
+    from plots.paper_report import write_figures, write_report
     from utils_log import atomic_write_json
     results, eval_seconds = evaluate(plan, jobs, say)
     checks = compute_checks(results)
@@ -526,11 +338,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seconds": {"total": total, "training_wall": train_seconds, "parts": seconds,
                     "evaluation": eval_seconds},
         "figures": [p for p, _ in figures]})
-    write_report(plan, jobs, results, checks, seconds, figures, total, command)
+    write_report(plan, jobs, results, checks, seconds, figures, total, command,
+                 QUICK if plan.quick else FULL)
     for c in checks:
         print(f"{c['status']:8s} {c['name']}: {c['detail']}")
     print(f"{PROG}: wrote {plan.report_dir / REPORT}, {plan.report_dir / RESULTS} and "
-          f"{len(figures)} figures in {plan.report_dir / FIG_DIR} ({_fmt_s(total)})")
+          f"{len(figures)} figures in {plan.report_dir / FIG_DIR} ({fmt_seconds(total)})")
     return 0
 
 

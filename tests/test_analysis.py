@@ -112,7 +112,7 @@ def test_attention_quick_figure_renders_interleaved():
     rng = np.random.default_rng(1)
     figure = attention_quick.attention_figure(rng.normal(size=(3, 21, 20)), 0, 0, INTERLEAVED, 10,
                                               corrupted=np.arange(10) < 3)
-    from analysis.common import png_bytes
+    from plots.style import png_bytes
     assert png_bytes(figure)[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from scripts import reproduce
 from src import launch
-from scripts.reproduce_experiments import checks as compute_checks
+from analysis.paper_checks import checks as compute_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY = ["--seeds", "0", "--lsa1-steps", "20", "--rec-steps", "20", "--twolayer-steps", "20",

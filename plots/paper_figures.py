@@ -1,4 +1,5 @@
-"""Figures of `scripts.reproduce`: one function per experiment, result dict -> Figure.
+"""Figures of the reproduction (`scripts.reproduce`): one function per experiment, result
+dict -> Figure.
 
 White background, labelled axes with units, mean ± std over seeds as bands (curves)
 or error bars (points), legends. Writing is the caller's job (`png_bytes` + an
@@ -8,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.common import new_figure
+from plots.style import new_figure
+from src.stats import STD_LABEL
 
-SEED_NOTE = "mean ± std over seeds {seeds}"
+SEED_NOTE = "mean ± " + STD_LABEL.replace("over seeds", "over seeds {seeds}")
 TF_COLOR, GD_COLOR, GDPP_COLOR, ZERO_COLOR, PAPER_COLOR = "C0", "C3", "C2", "0.5", "k"
 LOSS_LABEL = "loss ½(ŷ − y_q)² (squared label units)"
 STEP_LABEL = "training step (Adam updates)"

@@ -1,0 +1,52 @@
+"""The reproduction's PASS/MISMATCH checks, computed from the experiments' numbers with fixed
+thresholds (the paper's where it gives one; SPEC §1, §3, §4).
+"""
+from __future__ import annotations
+
+from analysis.copy_model import NEIGHBOUR_DOMINANCE
+from analysis.one_step_gd import PAPER_GD_LOSS
+from src.stats import format_pm
+
+def checks(results: dict) -> list[dict]:
+    """[{name, status: PASS|MISMATCH, detail}] for every check whose inputs exist."""
+    out = []
+
+    def add(name: str, ok: bool, detail: str) -> None:
+        out.append({"name": name, "status": "PASS" if ok else "MISMATCH", "detail": detail})
+
+    one = results.get("one_step_gd")
+    if one:
+        f = one["final"]
+        gap = one["rel_gap"]
+        add("lsa1 loss within 2 % of one-step GD",
+            abs(gap["mean"]) <= 0.02,
+            f"lsa1 {format_pm(f['eval_loss'])} vs GD {one['gd_loss']:.4f}: "
+            f"{100 * gap['mean']:+.2f} ± {100 * gap['std']:.2f} % (threshold |gap| ≤ 2 %)")
+        add("lsa1 align_cos ≥ 0.99", f["align_cos"]["mean"] >= 0.99,
+            f"align_cos {format_pm(f['align_cos'])} (threshold ≥ 0.99)")
+        add("one-step GD loss ≈ 0.206 (within 5 %)",
+            abs(one["gd_loss"] / PAPER_GD_LOSS - 1) <= 0.05,
+            f"GD {one['gd_loss']:.4f} ± {one['gd_loss_se']:.4f} (standard error over "
+            f"{one['eval_size']} eval tasks) vs paper 0.206")
+    for key, r in (results.get("k_steps") or {}).items():
+        tf = r["tf_loss"]["mean"]
+        add(f"K={key}: recurrent LSA loss ≤ {key}-step GD loss", tf <= r["gdk_loss"],
+            f"TF {format_pm(r['tf_loss'])} vs {key}-step GD {r['gdk_loss']:.4f} (GD++ {r['gdpp_loss']:.4f})")
+        add(f"K={key}: recurrent LSA loss closer to GD++ than to {key}-step GD",
+            abs(tf - r["gdpp_loss"]) < abs(tf - r["gdk_loss"]),
+            f"|TF − GD++| = {abs(tf - r['gdpp_loss']):.4f}, |TF − GD| = {abs(tf - r['gdk_loss']):.4f}")
+        a = r["align"]
+        add(f"K={key}: recurrent LSA sensitivities closer to GD++ than to {key}-step GD",
+            a["vs_gdpp"]["model_diff"]["mean"] < a["vs_gdk"]["model_diff"]["mean"],
+            f"model_diff vs GD++ {format_pm(a['vs_gdpp']['model_diff'])}, vs GD "
+            f"{format_pm(a['vs_gdk']['model_diff'])}")
+    cp = results.get("copy")
+    if cp:
+        add("copy model loss within 0.05 of one-step GD", abs(cp["gap"]["mean"]) <= 0.05,
+            f"twolayer {format_pm(cp['final']['eval_loss'])} vs GD {cp['final']['gd_loss']['mean']:.4f} "
+            f"(gap {cp['gap']['mean']:+.4f}, threshold 0.05)")
+        add(f"copy model: neighbour (j+1) sensitivity ≥ {NEIGHBOUR_DOMINANCE:g}× other-token "
+            "sensitivity", cp["neighbour_over_other"]["mean"] >= NEIGHBOUR_DOMINANCE,
+            f"next {format_pm(cp['neighbour'])} vs other {format_pm(cp['final']['copy_other'])} "
+            f"(ratio {format_pm(cp['neighbour_over_other'], 2)}, threshold ≥ {NEIGHBOUR_DOMINANCE:g})")
+    return out
