@@ -15,19 +15,9 @@ import sys
 
 from sweep import DriverDefaults, main
 
-DEFAULTS = DriverDefaults(
-    prog="python -m eval_noise",
-    description=__doc__.splitlines()[0],
-    ordering="random",
-    noise_mode="label_noise,random_pairs",
-    p="0.0,0.25",
-    sigma="0.5",
-    placement="clean_first,noisy_first",
-    out="results_noise.csv",
-    runs_dir="runs/eval_noise",
-    figures="noise",
-    epilog="\n".join(__doc__.splitlines()[1:]),
-)
+DEFAULTS = DriverDefaults.of("eval_noise", __doc__, figures="noise",
+                            noise_mode="label_noise,random_pairs", p="0.0,0.25", sigma="0.5",
+                            placement="clean_first,noisy_first")
 
 if __name__ == "__main__":
     sys.exit(main(DEFAULTS))

@@ -16,19 +16,7 @@ import sys
 from src.config import ORDERINGS
 from sweep import DriverDefaults, main
 
-DEFAULTS = DriverDefaults(
-    prog="python -m eval_order",
-    description=__doc__.splitlines()[0],
-    ordering=",".join(ORDERINGS),
-    noise_mode="clean",
-    p=None,
-    sigma=None,
-    placement="mixed",
-    out="results_order.csv",
-    runs_dir="runs/eval_order",
-    figures="order",
-    epilog="\n".join(__doc__.splitlines()[1:]),
-)
+DEFAULTS = DriverDefaults.of("eval_order", __doc__, figures="order", ordering=",".join(ORDERINGS))
 
 if __name__ == "__main__":
     sys.exit(main(DEFAULTS))

@@ -45,15 +45,23 @@ class DriverDefaults:
     """What differs between eval_order and eval_noise: defaults and text, not logic."""
     prog: str
     description: str
-    ordering: str
-    noise_mode: str
-    p: str | None
-    sigma: str | None
-    placement: str
     out: str
     runs_dir: str
     figures: str                   # figure folder name under report/figures/ (for the hint)
     epilog: str = ""
+    ordering: str = "random"
+    noise_mode: str = "clean"
+    p: str | None = None
+    sigma: str | None = None
+    placement: str = "mixed"
+
+    @staticmethod
+    def of(module: str, doc: str, figures: str, **grid) -> "DriverDefaults":
+        """The defaults of driver `module` (its docstring: description, then epilog)."""
+        lines = doc.splitlines()
+        return DriverDefaults(prog=f"python -m {module}", description=lines[0],
+                              out=f"results_{figures}.csv", runs_dir=f"runs/{module}",
+                              figures=figures, epilog="\n".join(lines[1:]), **grid)
 
 
 def build_parser(d: DriverDefaults) -> argparse.ArgumentParser:

@@ -56,10 +56,9 @@ def applies_to_attention_only(context) -> bool:
     return isinstance(getattr(context, "settings", None), Settings)
 
 
-@registry("analysis").register("alignment", applies=applies_to_attention_only,
-                               doc="model vs one GD step: align_cos, l2_pred_diff, model_diff")
-def build_alignment(options):
-    return run
+registry("analysis").register("alignment", applies=applies_to_attention_only,
+                              doc="model vs one GD step: align_cos, l2_pred_diff, model_diff")(
+    lambda options: run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

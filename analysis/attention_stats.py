@@ -193,10 +193,9 @@ def _applies(context) -> bool:
     return applies_to_attention_only(context) and context.with_attention
 
 
-@registry("analysis").register("attention_stats", applies=_applies,
-                               doc="attention to clean vs corrupted pairs, AUROC (needs attn/)")
-def build_attention_stats(options):
-    return run
+registry("analysis").register("attention_stats", applies=_applies,
+                              doc="attention to clean vs corrupted pairs, AUROC (needs attn/)")(
+    lambda options: run)
 
 
 @registry("analysis").register("attention_heatmaps", applies=_applies,

@@ -76,10 +76,9 @@ def run(run_dir: RunDir, alphas: Sequence[float] = DEFAULT_ALPHAS) -> list[dict]
     return rows
 
 
-@registry("analysis").register("ood", applies=applies_to_attention_only,
-                               doc="loss of the model and of GD vs the input range alpha")
-def build_ood(options):
-    return run
+registry("analysis").register("ood", applies=applies_to_attention_only,
+                              doc="loss of the model and of GD vs the input range alpha")(
+    lambda options: run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

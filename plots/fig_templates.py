@@ -117,6 +117,20 @@ def line_colors(count: int) -> list:
     return [cmap(i % 10) for i in range(count)]
 
 
+def line_palette(values: pd.Series) -> dict:
+    """A colour per distinct value, in order of appearance."""
+    lines = list(dict.fromkeys(values))
+    return dict(zip(lines, line_colors(len(lines))))
+
+
+def model_panels(figure: Figure, data: pd.DataFrame, line_key: str, models: list, colors: dict):
+    """One panel per model (shared y axis): yields (ax, model, [(rows of one line, colour)])."""
+    for ax, model in zip(panels(figure, len(models), sharey=True), models):
+        sub = data[data["model"] == model]
+        parts = [(sub[sub[line_key] == line], color) for line, color in colors.items()]
+        yield ax, model, [(part, color) for part, color in parts if not part.empty]
+
+
 def line_legend(figure: Figure, colors: dict, extra: Sequence[tuple[str, dict]] = ()) -> None:
     """One legend below all panels: a colour per condition, then line-style keys."""
     from matplotlib.lines import Line2D
@@ -204,22 +218,16 @@ def noise_robustness(frame: pd.DataFrame) -> Figure:
     parts = varying(noisy, exclude=("p",))
     noisy = noisy.assign(_line=label_column(noisy, parts, str(noisy["_noise"].iloc[0])))
     models = list(dict.fromkeys(frame["model"]))
-    lines = list(dict.fromkeys(noisy["_line"]))
-    colors = dict(zip(lines, line_colors(len(lines))))
+    colors = line_palette(noisy["_line"])
     figure = new_figure(6, 4)
-    axes = panels(figure, len(models), sharey=True)
-    for ax, model in zip(axes, models):
-        sub = noisy[noisy["model"] == model]
-        for line in lines:
-            part = sub[sub["_line"] == line]
-            if part.empty:
-                continue
+    for ax, model, parts in model_panels(figure, noisy, "_line", models, colors):
+        for part, color in parts:
             stats = mean_std(part, ["_x"], "eval_loss").sort_values("_x")
             ax.errorbar(stats["_x"], stats["mean"], yerr=stats["std"], marker="o", capsize=3,
-                        color=colors[line])
+                        color=color)
             if has_values(part, "gd_loss"):
                 gd = mean_std(part, ["_x"], "gd_loss").sort_values("_x")
-                ax.plot(gd["_x"], gd["mean"], linestyle="--", color=colors[line], alpha=0.8,
+                ax.plot(gd["_x"], gd["mean"], linestyle="--", color=color, alpha=0.8,
                         linewidth=1)
         base = clean[clean["model"] == model]
         if has_values(base, "eval_loss"):
@@ -310,21 +318,15 @@ def ood_curve(frame: pd.DataFrame, csv_path: Path) -> Figure:
                    "python -m analysis.ood_eval --run <run_dir>)")
     data = pd.concat(tables, ignore_index=True)
     models = list(dict.fromkeys(data["model"]))
-    labels = list(dict.fromkeys(data["_label"]))
-    colors = dict(zip(labels, line_colors(len(labels))))
+    colors = line_palette(data["_label"])
     figure = new_figure(6, 4)
-    axes = panels(figure, len(models), sharey=True)
-    for ax, model in zip(axes, models):
-        sub = data[data["model"] == model]
-        for label in labels:
-            part = sub[sub["_label"] == label]
-            if part.empty:
-                continue
+    for ax, model, parts in model_panels(figure, data, "_label", models, colors):
+        for part, color in parts:
             for column, style in (("tf_loss", "-"), ("gd_loss", "--")):
                 stats = mean_std(part, ["alpha"], column).sort_values("alpha")
                 ax.errorbar(stats["alpha"], stats["mean"], yerr=stats["std"], linestyle=style,
                             marker="o" if style == "-" else None, markersize=3, capsize=2,
-                            color=colors[label], linewidth=1.4 if style == "-" else 1)
+                            color=color, linewidth=1.4 if style == "-" else 1)
         ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
         ax.set_yscale("log")
         ax.set_title(model)
