@@ -34,7 +34,7 @@ JOBS ?=
 steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
-.PHONY: venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick
+.PHONY: venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick
 
 $(STAMP): requirements.txt
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
@@ -97,12 +97,20 @@ eval_noise: $(STAMP)
 # Training speed at batch 2048 (median ms/step, compile/eval time, FLOPs, floor) -> runs/bench/bench.json
 bench: $(STAMP)
 	$(RUN) -m scripts.bench
+	$(RUN) -m scripts.bench_dynamics
 
 reproduce: $(STAMP)
 	$(RUN) -m scripts.reproduce
 
 reproduce_quick: $(STAMP)
 	$(RUN) -m scripts.reproduce --quick
+
+# Training dynamics of linear attention (seed 003): report/DYNAMICS.md, report/dynamics_results.json
+dynamics: $(STAMP)
+	$(RUN) -m scripts.dynamics
+
+dynamics_quick: $(STAMP)
+	$(RUN) -m scripts.dynamics --quick
 
 # Removes every run directory (runs/* but runs/.gitkeep), results_*.csv, generated figures
 # (report/figures/**.png except the tracked report/figures/paper/), and Python/pytest caches.

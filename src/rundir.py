@@ -45,6 +45,10 @@ ATTENTION_STATS_PNG = f"{ANALYSIS}/attention_stats.png"
 ATTN = "attn"
 ATTN_RAW = f"{ATTN}/attention.npz"
 FIGS = "figs"
+DYNAMICS = "dynamics.npz"                       # training-dynamics runs (runners.linattn)
+DYNAMICS_JSON = f"{ANALYSIS}/dynamics.json"
+DYNAMICS_PNG = f"{ANALYSIS}/dynamics.png"
+LOSS_PNG = f"{FIGS}/loss.png"
 # Written first into every run directory this code creates; with a readable config.json it is
 # the proof `RunDir.create(..., overwrite=True)` needs before it deletes anything.
 MARKER = ".icl_run"
@@ -240,9 +244,20 @@ class RunDir:
     def read_metrics(self) -> list[dict]:
         return read_jsonl(self.require(METRICS))
 
+    def listed_outputs(self) -> list[str] | None:
+        """The outputs a finished run of a newer system lists in its summary ("outputs"), or
+        None (attention-only runs, whose outputs are fixed below)."""
+        try:
+            listed = self.load_json(SUMMARY).get("outputs") if self.exists(SUMMARY) else None
+        except (RunDirError, ValueError, OSError, AttributeError):
+            return None
+        return [str(n) for n in listed] if isinstance(listed, list) else None
+
     def is_trained(self) -> bool:
         """Training finished and its outputs are in place."""
-        if not all(self.exists(n) for n in (CONFIG, SUMMARY, PARAMS, METRICS, ORDERING, NOISE_MASK)):
+        required = [CONFIG, SUMMARY, PARAMS, METRICS] + (
+            [] if self.listed_outputs() is not None else [ORDERING, NOISE_MASK])
+        if not all(self.exists(n) for n in required):
             return False
         try:
             return self.load_json(SUMMARY).get("status") == "complete"
@@ -259,6 +274,9 @@ class RunDir:
 
     def expected_outputs(self, with_attention: bool | None = None) -> list[str]:
         """Every file a finished, analysed run has. `with_attention=None` asks the run itself."""
+        listed = self.listed_outputs()
+        if listed is not None:
+            return listed
         if with_attention is None:
             with_attention = self.attention_saved()
         expected = [CONFIG, METRICS, SUMMARY, PARAMS, ORDERING, NOISE_MASK,

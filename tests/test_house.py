@@ -29,10 +29,10 @@ LEVELS = [
          "src")),
     (1, ("src.tasks", "src.curricula", "src.metrics")),
     (2, ("src.models", "baselines")),
-    (3, ("src.train", "src.probes", "utils_attention")),
+    (3, ("src.train", "src.probes", "utils_attention", "src.dynamics_train")),
     (4, ("src.rundir",)),
     (5, ("analysis",)),
-    (6, ("src.pipeline", "src.lsa_cli")),
+    (6, ("src.pipeline", "src.lsa_cli", "src.linattn_cli")),
     (7, ("src.launch", "sweep_grid", "sweep", "eval_order", "eval_noise")),
     (8, ("plots",)),
     (9, ("scripts", "runners")),
@@ -152,6 +152,12 @@ def test_the_name_check_can_fail(tmp_path):
 def _check_task(entry):
     from src.config import TaskConfig
     options = entry.default_options()
+    if not isinstance(options, TaskConfig):       # a fixed-set task (the dynamics study)
+        small = dataclasses.replace(options, trainset_size=20, testset_size=10)
+        sets = entry.build(small)
+        assert sets["train"].tokens.shape == (20, small.seq_len, small.in_dim + 1)
+        assert sets["test_icl"].targets.shape == sets["test_iwl"].targets.shape == (10,)
+        return
     sample = jax.jit(entry.build(options), static_argnums=1)
     tasks = sample(jax.random.key(0), 3)
     n, d = options.num_context, options.d
@@ -220,7 +226,19 @@ def _check_analysis(entry):
     assert callable(entry.build(None)) and entry.applies is not None
 
 
-CHECKS = {"task": _check_task, "layout": _check_layout, "scoring": _check_scoring,
+def _check_dynamics_model(entry):
+    model = entry.build(entry.default_options())
+    params = model.init(jax.random.key(0), 3, 0.3)
+    tokens = jax.random.normal(jax.random.key(1), (4, 6, 4))
+    features = jax.jit(model.features, static_argnums=1)(tokens, False)
+    t = jax.jit(model.coefficients)(params)
+    prediction = jax.jit(model.predict, static_argnums=2)(params, tokens, False)
+    assert features.shape == (4, t.shape[0]) and prediction.shape == (4,)
+    np.testing.assert_allclose(features @ t, prediction, rtol=1e-4, atol=1e-5)
+    assert model.gamma(params).shape[1:] == (3, 3)
+
+
+CHECKS = {"task": _check_task, "dynamics_model": _check_dynamics_model, "layout": _check_layout, "scoring": _check_scoring,
           "family": _check_family, "probe": _check_probe, "baseline": _check_baseline,
           "analysis": _check_analysis}
 

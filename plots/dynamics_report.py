@@ -1,0 +1,187 @@
+"""The training-dynamics study's report (scripts/dynamics.py): report/DYNAMICS.md,
+report/dynamics_results.json and report/figures/dynamics/*.png, from the run directories
+(each run's dynamics.npz, metrics_summary.json and analysis/dynamics.json). Loss is the
+seed's mean squared error of the query prediction (no ½).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from plots.style import new_figure, png_bytes
+from src import rundir as names
+from src.provenance import git_commit
+from utils_log import atomic_write_bytes, atomic_write_json, atomic_write_text
+
+RESULTS = "dynamics_results.json"
+REPORT = "DYNAMICS.md"
+FIG_DIR = "figures/dynamics"
+
+
+def _run_record(job) -> dict:
+    run = job.run
+    summary = run.load_json(names.SUMMARY)
+    dynamics = run.load_json(names.DYNAMICS_JSON)
+    with np.load(run.file(names.DYNAMICS), allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    return {"name": job.name, "path": str(run.path), "summary": summary, "dynamics": dynamics,
+            "arrays": arrays, "settings": run.load_config()["settings"]}
+
+
+def _epochs(values) -> np.ndarray:
+    return np.arange(1, len(values) + 1)
+
+
+def _loss_axes(ax, title: str) -> None:
+    ax.set_xscale("log")
+    ax.set_xlabel("epoch (full-batch GD updates), log scale")
+    ax.set_ylabel("loss: mean (ŷ − y_q)²")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def figure_merged_vs_mlp(records: list[dict]):
+    fig = new_figure(6.5, 4.2, constrained=True)
+    ax = fig.add_subplot(1, 1, 1)
+    for i, r in enumerate(records):
+        ax.plot(_epochs(r["arrays"]["loss"]), r["arrays"]["loss"], color=f"C{i}", lw=1.6,
+                label=f"{r['name']} ({r['summary']['model']}): {len(r['dynamics']['drops'])} drop(s)")
+    ax.axhline(records[0]["dynamics"]["theory_levels"][-1], color="0.4", ls=":",
+               label="least squares on the cubic feature z")
+    _loss_axes(ax, "ATTN_M and the 2-layer linear network on cubic features: one abrupt drop each")
+    return fig
+
+
+def figure_staircase(record: dict):
+    fig = new_figure(11, 4.2, constrained=True)
+    ax = fig.add_subplot(1, 2, 1)
+    loss = record["arrays"]["loss"]
+    ax.plot(_epochs(loss), loss, color="C0", lw=1.6, label="ATTN_S, rank-one heads")
+    for m, level in enumerate(record["dynamics"]["theory_levels"]):
+        ax.axhline(level, color="0.5", ls=":", lw=1, label="least squares on top-m directions"
+                   if m == 0 else None)
+    for d in record["dynamics"]["drops"]:
+        ax.axvline(d["epoch"] + 1, color="C3", lw=0.8, alpha=0.6)
+    _loss_axes(ax, "loss: one drop per principal component (red: detected drops)")
+    ax = fig.add_subplot(1, 2, 2)
+    strength = np.abs(record["arrays"]["gamma_diag"]).sum(axis=1)      # [K, D]
+    eig = record["dynamics"]["eigenvalues"]
+    epochs = np.maximum(record["arrays"]["log_epochs"], 1)
+    for i in np.argsort(eig)[::-1]:
+        ax.plot(epochs, strength[:, i], lw=1.4, label=f"component λ = {eig[i]:.2f}")
+    ax.set_xscale("log")
+    ax.set_xlabel("epoch, log scale")
+    ax.set_ylabel("Σ_h |v_h,y W_KQ,h,ii + v_h,x,i W_KQ,h,y,i|")
+    ax.set_title("each principal component of the learned map over training", fontsize=9)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def figure_rank_sweep(records: list[dict]):
+    fig = new_figure(6.5, 4.2, constrained=True)
+    ax = fig.add_subplot(1, 1, 1)
+    for i, r in enumerate(records):
+        rank = r["settings"]["model"]["options"]["rank"]
+        ax.plot(_epochs(r["arrays"]["loss"]), r["arrays"]["loss"], color=f"C{i}", lw=1.4,
+                label=f"R = {rank}: {len(r['dynamics']['drops'])} drop(s)")
+    ax.axhline(records[0]["dynamics"]["theory_levels"][-1], color="0.4", ls=":",
+               label="least squares on z")
+    _loss_axes(ax, "ATTN_S at D = 8, 9 heads: loss by key-query rank R")
+    return fig
+
+
+def figure_icl_sweep(records: list[dict]):
+    fig = new_figure(11, 4.2, constrained=True)
+    ax = fig.add_subplot(1, 2, 1)
+    c = [r["settings"]["task"]["icl"] for r in records]
+    for key, label, color in (("test_icl_loss", "in-context test (fresh w)", "C0"),
+                              ("test_iwl_loss", "in-weight test (w*, noise context)", "C3")):
+        ax.plot(c, [r["arrays"][key][-1] for r in records], marker="o", color=color, label=label)
+    ax.set_xlabel("c: fraction of training sequences with their own task vector")
+    ax.set_ylabel("final test loss: mean (ŷ − y_q)²")
+    ax.set_title("in-context vs in-weight learning at the end of training", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax = fig.add_subplot(1, 2, 2)
+    for i, r in enumerate(records):
+        ax.plot(_epochs(r["arrays"]["test_icl_loss"]), r["arrays"]["test_icl_loss"], color=f"C{i}",
+                lw=1.2, label=f"c = {r['settings']['task']['icl']:g} (in-context)")
+        ax.plot(_epochs(r["arrays"]["test_iwl_loss"]), r["arrays"]["test_iwl_loss"], color=f"C{i}",
+                lw=1.0, ls="--")
+    _loss_axes(ax, "test losses over training (solid: in-context, dashed: in-weight)")
+    return fig
+
+
+FIGURES = {"merged_vs_mlp": ("merged_vs_mlp.png", figure_merged_vs_mlp, False),
+           "staircase": ("staircase.png", figure_staircase, True),
+           "rank_sweep": ("rank_sweep.png", figure_rank_sweep, False),
+           "icl_sweep": ("icl_sweep.png", figure_icl_sweep, False)}
+
+
+def _staircase_table(record: dict) -> list[str]:
+    d = record["dynamics"]
+    lines = ["| plateau | epochs | measured level | theory (top-m LS) | m | difference | drop into it at epoch |",
+             "|---|---|---|---|---|---|---|"]
+    drop_at = [None] + [x["epoch"] for x in d["drops"]]
+    for i, p in enumerate(d["plateaus"]):
+        lines.append(f"| {i} | {p['start']}–{p['end']} | {p['level']:.4f} | {p['theory_level']:.4f} | "
+                     f"{p['theory_m']} | {p['difference']:+.4f} | {drop_at[i] if drop_at[i] is not None else '—'} |")
+    rise = ", ".join(f"λ={lam:.2f}: {e}" for lam, e in zip(sorted(d["eigenvalues"], reverse=True),
+                                                          d["component_rise_epochs"]))
+    return lines + ["", f"Component rise epochs (half of its converged strength), by decreasing "
+                        f"eigenvalue: {rise}."]
+
+
+def _summary_line(r: dict) -> str:
+    s, d = r["summary"], r["dynamics"]
+    return (f"| {r['name']} | {s['model']} | {s['epochs']} | {s['initial_loss']:.4f} → {s['final_loss']:.4f} | "
+            f"{d['theory_levels'][-1]:.4f} | {len(d['drops'])}: {[x['epoch'] for x in d['drops']]} | "
+            f"{s['train_seconds']:.1f} s ({s['ms_per_epoch']:.3f} ms/epoch) |")
+
+
+def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float,
+                 command: str) -> list[Path]:
+    parts: dict[str, list[dict]] = {}
+    for job in jobs:
+        parts.setdefault(job.part, []).append(_run_record(job))
+    written = []
+    figures = []
+    for part, (filename, draw, single) in FIGURES.items():
+        if part in parts:
+            path = report_dir / FIG_DIR / filename
+            atomic_write_bytes(path, png_bytes(draw(parts[part][0] if single else parts[part])))
+            figures.append(f"{FIG_DIR}/{filename}")
+            written.append(path)
+    results = {part: [{k: v for k, v in r.items() if k != "arrays"} for r in records]
+               for part, records in parts.items()}
+    for r in parts.get("icl_sweep", []):
+        entry = next(e for e in results["icl_sweep"] if e["name"] == r["name"])
+        entry["final_test"] = {k: float(r["arrays"][k][-1]) for k in ("test_icl_loss", "test_iwl_loss")}
+    atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
+                                             "results": results, "figures": figures})
+    head = git_commit()
+    lines = [f"# Training dynamics of in-context learning in linear attention (seed 003){' — QUICK' if quick else ''}",
+             "", f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
+             f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
+             f"- Command: `{command}`; total wall time {seconds:.0f} s (runs 2 at a time)",
+             "- Loss: the seed's mean squared error of the query prediction (no ½). Theory: least squares "
+             "restricted to the top-m principal directions of Λ (m = D: on the full cubic feature).", "",
+             "| run | model | epochs | loss first → last | least squares on z | drops: epochs | training |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [_summary_line(r) for part in ("merged_vs_mlp", "staircase", "rank_sweep")
+              for r in parts.get(part, [])]
+    if "staircase" in parts:
+        lines += ["", "## Staircase: ATTN_S with rank-one heads, D = 4", ""] + _staircase_table(parts["staircase"][0])
+    if "icl_sweep" in parts:
+        lines += ["", "## In-context vs in-weight learning", "",
+                  "| c | final training loss | in-context test | in-weight test |", "|---|---|---|---|"]
+        for r in parts["icl_sweep"]:
+            lines.append(f"| {r['settings']['task']['icl']:g} | {r['summary']['final_loss']:.4f} | "
+                         f"{r['arrays']['test_icl_loss'][-1]:.4f} | {r['arrays']['test_iwl_loss'][-1]:.4f} |")
+    lines += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
+    atomic_write_text(report_dir / REPORT, "\n".join(lines))
+    return [report_dir / REPORT, report_dir / RESULTS] + written

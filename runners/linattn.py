@@ -1,0 +1,11 @@
+"""Training dynamics of in-context learning in linear attention (Zhang, Singh, Latham & Saxe,
+ICML 2025; seed 003): the seed's `python train.py` command lines, as `python -m runners.linattn`.
+
+    PYTHONPATH=. python -m runners.linattn --model attnM --head 8 --init 1e-6 --show
+"""
+import sys
+
+from src.linattn_cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Training speed of the training-dynamics study (seed 003): ms per full-batch epoch of the
+seed's default ATTN_M run (D = 4, P = 5,000 sequences of 32 tokens, 8 heads, 6,001 epochs),
+and of the D = 8 rank-sweep run (P = 80,000, 9 heads, rank 1). Part of `make bench`.
+
+    PYTHONPATH=. python -m scripts.bench_dynamics [--quick]
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from src.dynamics_train import DynamicsSettings, DynamicsTrainConfig, train
+from src.registry import choice
+from src.tasks.linattn import DynamicsTaskConfig, make_sets
+
+# name -> (task, model, train), the seed's default runs
+CASES = {
+    "attnM_seed_default": (DynamicsTaskConfig(), ("attn_merged", {"heads": 8}),
+                           DynamicsTrainConfig(epochs=6001, lr=1e-3, init=1e-6)),
+    "attnS_D8_rank_sweep": (DynamicsTaskConfig(in_dim=8, trainset_size=80_000),
+                            ("attn_separate", {"heads": 9, "rank": 1}),
+                            DynamicsTrainConfig(epochs=20_001, lr=0.02, init=5e-3, log_every=50)),
+}
+ANCHOR_MINUTES = {"attnM_seed_default": 40.0}   # the public PyTorch code on this kind of machine
+
+
+def bench(quick: bool = False) -> list[dict]:
+    rows = []
+    for name, (task, (model, options), tr) in CASES.items():
+        if quick:
+            task = DynamicsTaskConfig(in_dim=task.in_dim, trainset_size=500)
+            tr = DynamicsTrainConfig(epochs=201, lr=tr.lr, init=tr.init)
+        settings = DynamicsSettings(task, choice("dynamics_model", model, **options), tr)
+        t0 = time.perf_counter()
+        sets = make_sets(task)
+        data_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result = train(settings, sets)
+        total = time.perf_counter() - t0
+        rows.append({"case": name, "epochs": len(result.loss), "data_s": round(data_s, 2),
+                     "train_s": round(result.seconds, 2), "total_s": round(total, 2),
+                     "ms_per_epoch": round(1000 * result.seconds / len(result.loss), 4),
+                     "anchor_minutes": ANCHOR_MINUTES.get(name)})
+    return rows
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    rows = bench(quick="--quick" in args)
+    print(f"{'dynamics case':22} {'epochs':>7} {'ms/epoch':>9} {'train s':>8} {'total s':>8} anchor")
+    for r in rows:
+        anchor = f"{r['anchor_minutes']:.0f} min (public PyTorch code)" if r["anchor_minutes"] else ""
+        print(f"{r['case']:22} {r['epochs']:7d} {r['ms_per_epoch']:9.3f} {r['train_s']:8.2f} "
+              f"{r['total_s']:8.2f} {anchor}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The linear-attention models of the training-dynamics study (seed 003), registry
+"dynamics_model". No residual, no 1/N (unless `normalize`), the prediction is the query's
+y entry, as in the seed's code.
+
+  attn_merged   ATTN_M: ŷ = Σ_h v_hᵀ (X Xᵀ) W_KQ,h x̃_q      v_h ∈ R^{D+1}, W_KQ,h ∈ R^{(D+1)×(D+1)}
+                (restricted: v_h = [0, a_h] reads y only, W_KQ,h = [[B_h, 0], [0, 0]] reads x only)
+  attn_separate ATTN_S: as ATTN_M with W_KQ,h = W_K,hᵀ W_Q,h,  W_K,h, W_Q,h ∈ R^{R×(D+1)}
+  cubic_mlp     a two-layer linear network on the cubic feature z = (Σ_n y_n x_n) x_qᵀ ∈ R^{D×D}:
+                ŷ = Σ_h a_h ⟨B_h, z⟩
+
+X Xᵀ = Σ_tokens x̃ x̃ᵀ over all T tokens (the query's y is 0), x̃_q = [x_q; 0]. The restricted
+ATTN_M is the same function as cubic_mlp with the same (a, B): v_hᵀ X Xᵀ W_KQ,h x̃_q =
+a_h Σ_n y_n x_nᵀ B_h x_q (`mlp_params_from_restricted` is the parameter map).
+
+Every model is linear in a coefficient tensor t(θ) of fixed features F of a sequence,
+ŷ = F · t(θ): attention F = X Xᵀ ⊗ x̃_q, t = Σ_h v_h ⊗ W_KQ,h ((D+1)³ entries); cubic_mlp
+F = vec(z), t = Σ_h a_h B_h (D² entries). Full-batch training uses this (src/dynamics_train.py).
+
+Shapes: P sequences, T tokens, D input dimension, H heads (hidden units), R rank, F features.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from src.registry import registry
+
+MODELS = registry("dynamics_model")
+
+
+@dataclass(frozen=True)
+class AttnMergedOptions:
+    heads: int = 1
+    restricted: bool = False   # value reads y only, W_KQ reads x only (= cubic_mlp)
+
+
+@dataclass(frozen=True)
+class AttnSeparateOptions:
+    heads: int = 1
+    rank: int = 1              # R: W_KQ,h = W_K,hᵀ W_Q,h has rank <= R
+
+
+@dataclass(frozen=True)
+class CubicMLPOptions:
+    heads: int = 1             # hidden units
+
+
+@dataclass(frozen=True)
+class DynamicsModel:
+    """Pure functions of one model. params: dict name -> array."""
+    shapes: Callable[[int], dict[str, tuple[int, ...]]]        # D -> parameter shapes
+    coefficients: Callable[[dict], jax.Array]                   # params -> t [F]
+    features: Callable[[jax.Array, bool], jax.Array]            # tokens [P,T,D+1], normalize -> [P, F]
+    predict: Callable[[dict, jax.Array, bool], jax.Array]      # direct forward -> ŷ [P]
+    kq: Callable[[dict], jax.Array]                             # [H, n, n] key-query maps
+    gamma: Callable[[dict], jax.Array]                          # [H, D, D] per head: h -> ŷ/x_q
+
+    def init(self, key: jax.Array, in_dim: int, scale: float) -> dict:
+        """Every parameter ~ scale · N(0, 1) (small initialisation)."""
+        shapes = self.shapes(in_dim)
+        keys = jax.random.split(key, len(shapes))
+        return {name: scale * jax.random.normal(k, shape)
+                for k, (name, shape) in zip(keys, sorted(shapes.items()))}
+
+
+def gram(tokens: jax.Array, normalize: bool) -> jax.Array:
+    """X Xᵀ per sequence [P, D+1, D+1] (divided by N = T-1 context pairs when normalize)."""
+    m = jnp.einsum("ptd,pte->pde", tokens, tokens)
+    return m / (tokens.shape[1] - 1) if normalize else m
+
+
+def cubic_feature(tokens: jax.Array, normalize: bool) -> jax.Array:
+    """z = (Σ_n y_n x_n) x_qᵀ per sequence [P, D, D] (/N when normalize)."""
+    h = jnp.einsum("pt,ptd->pd", tokens[:, :-1, -1], tokens[:, :-1, :-1])
+    z = jnp.einsum("pd,pe->pde", h, tokens[:, -1, :-1])
+    return z / (tokens.shape[1] - 1) if normalize else z
+
+
+def _attention(values: Callable, maps: Callable, shapes: Callable) -> DynamicsModel:
+    """An attention model from v(params) [H, D+1] and W_KQ(params) [H, D+1, D+1]."""
+    def coefficients(params):
+        return jnp.einsum("hi,hjk->ijk", values(params), maps(params)).reshape(-1)
+
+    def features(tokens, normalize):
+        return jnp.einsum("pij,pk->pijk", gram(tokens, normalize), tokens[:, -1]).reshape(
+            tokens.shape[0], -1)
+
+    def predict(params, tokens, normalize):
+        return jnp.einsum("hi,pij,hjk,pk->p", values(params), gram(tokens, normalize),
+                          maps(params), tokens[:, -1])
+
+    def gamma(params):
+        """Per head, the bilinear map between h = Σ_n y_n x_n and x_q in ŷ (the terms of
+        v_hᵀ X Xᵀ W_h x̃_q linear in h): v_h,y W_h,xx + v_h,x ⊗ W_h,yx  [H, D, D]."""
+        v, w = values(params), maps(params)
+        return (v[:, -1, None, None] * w[:, :-1, :-1]
+                + jnp.einsum("hi,hj->hij", v[:, :-1], w[:, -1, :-1]))
+
+    return DynamicsModel(shapes, coefficients, features, predict, maps, gamma)
+
+
+def _restricted_values(params):
+    heads, d = params["value_y"].shape[0], params["kq_x"].shape[-1]
+    return jnp.zeros((heads, d + 1)).at[:, -1].set(params["value_y"])
+
+
+def _restricted_maps(params):
+    heads, d = params["kq_x"].shape[0], params["kq_x"].shape[-1]
+    return jnp.zeros((heads, d + 1, d + 1)).at[:, :d, :d].set(params["kq_x"])
+
+
+@MODELS.register("attn_merged", AttnMergedOptions,
+                 doc="ATTN_M: per head a merged W_KQ and a value vector (restricted: = cubic_mlp)")
+def build_attn_merged(options: AttnMergedOptions) -> DynamicsModel:
+    h = options.heads
+    if options.restricted:
+        return _attention(_restricted_values, _restricted_maps,
+                          lambda d: {"value_y": (h,), "kq_x": (h, d, d)})
+    return _attention(lambda p: p["value"], lambda p: p["kq"],
+                      lambda d: {"value": (h, d + 1), "kq": (h, d + 1, d + 1)})
+
+
+@MODELS.register("attn_separate", AttnSeparateOptions,
+                 doc="ATTN_S: per head W_K, W_Q of rank R and a value vector")
+def build_attn_separate(options: AttnSeparateOptions) -> DynamicsModel:
+    h, r = options.heads, options.rank
+    return _attention(lambda p: p["value"],
+                      lambda p: jnp.einsum("hri,hrj->hij", p["key"], p["query"]),
+                      lambda d: {"value": (h, d + 1), "key": (h, r, d + 1),
+                                 "query": (h, r, d + 1)})
+
+
+@MODELS.register("cubic_mlp", CubicMLPOptions,
+                 doc="two-layer linear network on the cubic feature z = (Σ y_n x_n) x_qᵀ")
+def build_cubic_mlp(options: CubicMLPOptions) -> DynamicsModel:
+    h = options.heads
+
+    def coefficients(params):
+        return jnp.einsum("h,hde->de", params["readout"], params["hidden"]).reshape(-1)
+
+    def features(tokens, normalize):
+        return cubic_feature(tokens, normalize).reshape(tokens.shape[0], -1)
+
+    def predict(params, tokens, normalize):
+        return jnp.einsum("h,hde,pde->p", params["readout"], params["hidden"],
+                          cubic_feature(tokens, normalize))
+
+    return DynamicsModel(lambda d: {"readout": (h,), "hidden": (h, d, d)}, coefficients,
+                         features, predict, lambda p: p["hidden"],
+                         lambda p: p["readout"][:, None, None] * p["hidden"])
+
+
+def mlp_params_from_restricted(params: dict) -> dict:
+    """The cubic_mlp parameters computing the same function as restricted ATTN_M `params`."""
+    return {"readout": params["value_y"], "hidden": params["kq_x"]}
