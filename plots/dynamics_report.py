@@ -13,7 +13,6 @@ import numpy as np
 
 from plots.style import new_figure, png_bytes
 from src import rundir as names
-from src.provenance import git_commit
 from utils_log import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 RESULTS = "dynamics_results.json"
@@ -144,7 +143,8 @@ def _summary_line(r: dict) -> str:
 
 
 def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float,
-                 command: str) -> list[Path]:
+                 command: str, head: dict) -> list[Path]:
+    """`head`: src.provenance.git_commit() taken before anything was written."""
     parts: dict[str, list[dict]] = {}
     for job in jobs:
         parts.setdefault(job.part, []).append(_run_record(job))
@@ -163,11 +163,13 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         entry["final_test"] = {k: float(r["arrays"][k][-1]) for k in ("test_icl_loss", "test_iwl_loss")}
     atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
                                              "results": results, "figures": figures})
-    head = git_commit()
+    train_seconds = sum(r["summary"]["train_seconds"] for records in parts.values() for r in records)
     lines = [f"# Training dynamics of in-context learning in linear attention (seed 003){' — QUICK' if quick else ''}",
              "", f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
              f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
-             f"- Command: `{command}`; total wall time {seconds:.0f} s (runs 2 at a time)",
+             f"- Command: `{command}`; this command's wall time {seconds:.0f} s (runs trained 2 at a "
+             f"time; runs finished before are reused); the runs' training time adds up to "
+             f"{train_seconds:.0f} s",
              "- Loss: the seed's mean squared error of the query prediction (no ½). Theory: least squares "
              "restricted to the top-m principal directions of Λ (m = D: on the full cubic feature).", "",
              "| run | model | epochs | loss first → last | least squares on z | drops: epochs | training |",

@@ -22,6 +22,7 @@ from plots.dynamics_report import write_report
 from src.cli import OneLineParser, UsageError, fail, int_at_least
 from src.launch import TODO_STATES, Job, announce, normalise, plan, run_jobs, use_compilation_cache
 from src.linattn_cli import RUNNER, settings_from_argv
+from src.provenance import git_commit
 
 PROG = "python -m scripts.dynamics"
 # part -> [(run name, the seed's flags)]; --quick divides epochs and set sizes (QUICK_FLAGS).
@@ -90,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         return fail(PROG, err)
     use_compilation_cache(runs_dir)
+    head = git_commit()          # before this command writes anything tracked
     start = time.monotonic()
     todo = [j for j in jobs if j.state in TODO_STATES]
     workers = max(1, min(args.jobs, len(todo)))
@@ -106,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               + ", ".join(j.name for j in report.failed), file=sys.stderr)
         return 1
     written = write_report(jobs, report_dir, quick=args.quick, seconds=time.monotonic() - start,
-                           command=" ".join([PROG] + list(argv or sys.argv[1:])))
+                           command=" ".join([PROG] + list(argv or sys.argv[1:])), head=head)
     print(f"{PROG}: wrote {', '.join(str(p) for p in written)} ({time.monotonic() - start:.0f}s)")
     return 0
 
