@@ -85,6 +85,13 @@ class Entry:
         return True if self.applies is None else bool(self.applies(settings))
 
 
+def _origin(builder) -> tuple:
+    """Where a builder is defined: the same entry imported twice (as __main__ by `python -m`
+    and as its module by load_entries) is one entry, not a clash."""
+    code = getattr(builder, "__code__", None)
+    return (code.co_filename, code.co_firstlineno) if code else (id(builder),)
+
+
 class Registry:
     def __init__(self, kind: str):
         self.kind = kind
@@ -97,7 +104,8 @@ class Registry:
             raise TypeError(f"{self.kind} {name!r}: options must be a frozen dataclass")
 
         def decorate(builder):
-            if name in self._entries and self._entries[name].build is not builder:
+            old = self._entries.get(name)
+            if old is not None and _origin(old.build) != _origin(builder):
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             text = doc or (builder.__doc__ or "").strip().splitlines()[0:1]
             self._entries[name] = Entry(self.kind, name, options, builder, applies,

@@ -29,10 +29,10 @@ LEVELS = [
          "src")),
     (1, ("src.tasks", "src.curricula", "src.metrics")),
     (2, ("src.models", "baselines")),
-    (3, ("src.train", "src.probes", "utils_attention", "src.dynamics_train")),
+    (3, ("src.train", "src.probes", "utils_attention", "src.dynamics_train", "src.seq_train")),
     (4, ("src.rundir",)),
     (5, ("analysis",)),
-    (6, ("src.pipeline", "src.lsa_cli", "src.linattn_cli")),
+    (6, ("src.pipeline", "src.lsa_cli", "src.linattn_cli", "src.gpt2_cli")),
     (7, ("src.launch", "sweep_grid", "sweep", "eval_order", "eval_noise")),
     (8, ("plots",)),
     (9, ("scripts", "runners")),
@@ -101,7 +101,7 @@ def test_imports_point_down_the_flow_and_nothing_imports_runners():
 # 2. No branching on names outside registry entries
 
 NAME_KINDS = ("task", "layout", "family", "scoring", "seq_mixer", "state_mixer", "position", "norm")
-ENTRY_MODULES = ("src.tasks", "src.models", "src.probes", "src.presets", "src.registry")
+ENTRY_MODULES = ("src.tasks", "src.models", "src.probes", "src.presets", "src.registry", "baselines")
 
 
 def registered_names() -> set[str]:
@@ -152,6 +152,11 @@ def test_the_name_check_can_fail(tmp_path):
 def _check_task(entry):
     from src.config import TaskConfig
     options = entry.default_options()
+    if hasattr(options, "sparsity"):              # a Garg et al. regression task (gpt2 family)
+        batch = jax.jit(entry.build(options, n_points=6, n_dims=3), static_argnums=1)(
+            jax.random.key(0), 2, 3, 6)
+        assert batch.xs.shape == (2, 6, 3) and batch.ys.shape == batch.weights.shape == (2, 6)
+        return
     if not isinstance(options, TaskConfig):       # a fixed-set task (the dynamics study)
         small = dataclasses.replace(options, trainset_size=20, testset_size=10)
         sets = entry.build(small)
@@ -191,6 +196,13 @@ def _small_attention_only(layout: str, mixers: tuple[str, ...]):
 
 
 def _check_family(entry):
+    if dataclasses.is_dataclass(entry.options) and hasattr(entry.options, "n_embd"):   # gpt2
+        config = entry.options(n_dims=3, n_embd=16, n_head=2, n_layer=1, n_positions=6)
+        model = entry.build(config)
+        xs, ys = jnp.ones((2, 6, 3)), jnp.ones((2, 6))
+        params, state = model.init(jax.random.key(0), xs, ys)
+        assert jax.jit(model.apply)(params, state, xs, ys).shape == (2, 6)
+        return
     from src.models.layouts import make_tokens
     from src.tasks.regression import sample_tasks
     for layout in registry("layout").names():
@@ -213,6 +225,11 @@ def _check_probe(entry):
 
 
 def _check_baseline(entry):
+    if hasattr(entry.options, "k"):                # a per-point regression baseline (icl_curve)
+        xs = jax.random.normal(jax.random.key(0), (2, 6, 3))
+        ys = jnp.einsum("bnd,d->bn", xs, jnp.ones(3))
+        assert entry.build(entry.default_options())(xs, ys).shape == (2, 6)
+        return
     from src.config import TaskConfig
     from src.tasks.regression import sample_tasks
     baseline = entry.build(None)
@@ -238,7 +255,17 @@ def _check_dynamics_model(entry):
     assert model.gamma(params).shape[1:] == (3, 3)
 
 
-CHECKS = {"task": _check_task, "dynamics_model": _check_dynamics_model, "layout": _check_layout, "scoring": _check_scoring,
+def _check_seq_mixer(entry):
+    import haiku as hk
+    options = entry.default_options()
+    f = hk.without_apply_rng(hk.transform_with_state(
+        lambda x: entry.build(options, width=16, num_heads=4, name="mixer")(x)))
+    x = jax.random.normal(jax.random.key(0), (2, 5, 16))
+    params, state = f.init(jax.random.key(1), x)
+    assert jax.jit(f.apply)(params, state, x)[0].shape == (2, 5, 16)
+
+
+CHECKS = {"task": _check_task, "dynamics_model": _check_dynamics_model, "seq_mixer": _check_seq_mixer, "layout": _check_layout, "scoring": _check_scoring,
           "family": _check_family, "probe": _check_probe, "baseline": _check_baseline,
           "analysis": _check_analysis}
 

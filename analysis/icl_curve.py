@@ -1,0 +1,131 @@
+"""Error vs number of in-context examples for a regression run of the `gpt2` family, with
+every applicable baseline (least squares, averaging, 3-NN, one GD step; Lasso on the sparse
+task): Garg et al.'s normalisation, squared error / d (the zero predictor scores 1 on
+N(0, I) tasks), mean and 95 % interval (1.96 standard errors) over the fixed eval tasks.
+
+    PYTHONPATH=. python -m analysis.icl_curve --run runs/<exp> [--points N]
+
+`--points` evaluates beyond the trained number of points (a length test) as far as the
+model's position table (n_positions) allows; asking for more exits 2 with one line.
+Writes analysis/icl_curve.csv (predictor, n_examples, mean, ci95) and analysis/icl_curve.png.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+import numpy as np
+
+from analysis.common import AnalysisError, main_frame
+from plots.style import new_figure, png_bytes
+from src import rundir as names
+from src.cli import int_at_least
+from src.registry import registry
+from src.rundir import RunDir
+
+MODULE = "analysis.icl_curve"
+CSV = f"{names.ANALYSIS}/icl_curve.csv"
+PNG = f"{names.ANALYSIS}/icl_curve.png"
+
+
+def curves(settings, model, params, state, n_points: int | None = None) -> dict[str, np.ndarray]:
+    """predictor -> [E, n] squared error / d of the model and of every applicable baseline."""
+    import jax
+    from src.seq_train import eval_batch
+    batch = eval_batch(settings, n_points)
+    prediction = jax.jit(model.apply)(params, state, batch.xs, batch.ys)
+    out = {"model": np.asarray((prediction - batch.ys) ** 2 / batch.dims)}
+    for entry in registry("baseline"):
+        if entry.is_applicable(settings.task.name) and hasattr(entry.options, "k"):
+            guess = entry.build(entry.default_options())(batch.xs, batch.ys)
+            out[entry.name] = np.asarray((guess - batch.ys) ** 2 / batch.dims)
+    return out
+
+
+def summarise(errors: dict[str, np.ndarray]) -> list[dict]:
+    rows = []
+    for name, table in errors.items():
+        mean = table.mean(axis=0)
+        ci = 1.96 * table.std(axis=0, ddof=1) / np.sqrt(table.shape[0])
+        rows += [{"predictor": name, "n_examples": i, "mean": float(m), "ci95": float(c)}
+                 for i, (m, c) in enumerate(zip(mean, ci))]
+    return rows
+
+
+def figure(rows: list[dict], title: str, trained_points: int):
+    fig = new_figure(6.5, 4.2, constrained=True)
+    ax = fig.add_subplot(1, 1, 1)
+    for i, name in enumerate(dict.fromkeys(r["predictor"] for r in rows)):
+        part = [r for r in rows if r["predictor"] == name]
+        x = [r["n_examples"] for r in part]
+        mean, ci = np.array([r["mean"] for r in part]), np.array([r["ci95"] for r in part])
+        ax.plot(x, mean, marker="o" if name == "model" else None, lw=2 if name == "model" else 1,
+                color=f"C{i}", label=name)
+        ax.fill_between(x, mean - ci, mean + ci, color=f"C{i}", alpha=0.2, lw=0)
+    ax.axvline(trained_points - 1, color="0.5", ls=":", lw=1, label="trained length")
+    ax.set_xlabel("in-context examples before the prediction")
+    ax.set_ylabel("squared error / d (zero predictor: 1)")
+    ax.set_ylim(0, 1.6)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def load_run(run: RunDir):
+    """(settings, model, params, state) of a finished runners.train run."""
+    from src.seq_train import SeqSettings, init_state, make_model, make_optimizer
+    settings = SeqSettings.from_dict(run.load_config()["settings"])
+    model = make_model(settings)
+    params, state, _ = init_state(settings, model, make_optimizer(settings))
+    with np.load(run.require(names.PARAMS), allow_pickle=False) as data:
+        flat = {key.split("/", 1)[1]: data[key] for key in data.files}
+    loaded = {}
+    for key, value in flat.items():
+        module, name = key.rsplit("/", 1)
+        loaded.setdefault(module, {})[name] = value
+    return settings, model, loaded, state
+
+
+def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
+    settings, model, params, state = load_run(run_dir)
+    if n_points is not None and n_points > settings.model.n_positions:
+        raise AnalysisError(f"--points={n_points} is beyond the learned position table; accepted: at "
+                            f"most n_positions={settings.model.n_positions}")
+    rows = summarise(curves(settings, model, params, state, n_points))
+    lines = ["predictor,n_examples,mean,ci95"] + [
+        f"{r['predictor']},{r['n_examples']},{r['mean']:.9g},{r['ci95']:.9g}" for r in rows]
+    png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.mixer.name} on "
+                                 f"{settings.task.name}", settings.curriculum.points.end))
+    run_dir.write_text(CSV, "\n".join(lines) + "\n")
+    run_dir.write_bytes(PNG, png)
+    return rows
+
+
+def _applies(context) -> bool:
+    from src.seq_train import SeqSettings
+    return isinstance(getattr(context, "settings", None), SeqSettings)
+
+
+registry("analysis").register("icl_curve", applies=_applies,
+                              doc="error vs in-context examples with the baselines (gpt2 family)")(
+    lambda options: run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def flags(parser):
+        parser.add_argument("--points", type=int_at_least(1), default=None,
+                            help="evaluate at this many points (default: the trained number)")
+
+    def work(args, run_dir):
+        rows = run(run_dir, args.points)
+        model = [r for r in rows if r["predictor"] == "model"]
+        print("n  model  " + "  ".join(sorted({r["predictor"] for r in rows} - {"model"})))
+        for r in model:
+            print(f"{r['n_examples']:<2} {r['mean']:.3f}")
+        print(f"-> {run_dir.file(CSV)}")
+
+    return main_frame(MODULE, __doc__.splitlines()[0], flags, work, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

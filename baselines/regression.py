@@ -1,0 +1,115 @@
+"""Baselines of Garg et al. for in-context regression, as predictions at every point
+(registry "baseline"): ŷ_i predicts y_i from the pairs before i, like the model.
+
+  least_squares  minimum-norm least squares on the previous pairs (pseudo-inverse)
+  averaging      ŵ = mean_{j<i} y_j x_j
+  knn            mean label of the k = 3 nearest previous inputs (fewer when i < k)
+  gd_step        one GD step from 0 on the previous pairs, ŵ = η mean_{j<i} y_j x_j, η tuned
+                 on a held-out batch (the paper's one-step-GD baseline, per point)
+  lasso          ℓ1-regularised least squares (ISTA, alpha) — applies to the sparse task
+
+Every function maps xs [B, n, d], ys [B, n] -> ŷ [B, n] (ŷ_0 = 0: no examples yet).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from src.registry import registry
+
+BASELINES = registry("baseline")
+
+
+def _prefix_masks(n: int) -> jax.Array:
+    """[n, n] float: row i keeps pairs j < i."""
+    return jnp.asarray(np.tril(np.ones((n, n)), k=-1), jnp.float32)
+
+
+def least_squares(xs, ys):
+    """Minimum-norm least squares per prefix (rows j >= i zeroed do not change the solution)."""
+    masks = _prefix_masks(xs.shape[1])
+
+    def one_task(x, y):
+        def at(mask, x_i):
+            w = jnp.linalg.pinv(x * mask[:, None], rtol=1e-6) @ (y * mask)
+            return x_i @ w
+        return jax.vmap(at)(masks, x)
+    return jax.vmap(one_task)(xs, ys)
+
+
+def averaging(xs, ys):
+    masks = _prefix_masks(xs.shape[1])
+    counts = jnp.maximum(masks.sum(-1), 1.0)
+    w = jnp.einsum("ij,bj,bjd->bid", masks, ys, xs) / counts[None, :, None]
+    return jnp.einsum("bid,bid->bi", w, xs)
+
+
+def knn(xs, ys, k: int = 3):
+    n = xs.shape[1]
+    dist = jnp.sum((xs[:, :, None] - xs[:, None, :]) ** 2, axis=-1)      # [B, i, j]
+    visible = _prefix_masks(n)[None] > 0
+    dist = jnp.where(visible, dist, jnp.inf)
+    order = jnp.argsort(dist, axis=-1)[..., :k]                          # [B, i, k]
+    chosen = jnp.take_along_axis(jnp.broadcast_to(ys[:, None, :], dist.shape), order, axis=-1)
+    valid = jnp.take_along_axis(visible.repeat(xs.shape[0], 0), order, axis=-1)
+    return jnp.sum(jnp.where(valid, chosen, 0.0), -1) / jnp.maximum(valid.sum(-1), 1)
+
+
+def lasso(xs, ys, alpha: float = 0.01, iterations: int = 300):
+    """ISTA on (1/2i)‖X_{<i} w − y_{<i}‖² + alpha ‖w‖₁ per prefix, from w = 0."""
+    masks = _prefix_masks(xs.shape[1])
+
+    def at(x, y, mask, x_i):
+        count = jnp.maximum(mask.sum(), 1.0)
+        xm, ym = x * mask[:, None], y * mask
+        step = count / jnp.maximum(jnp.linalg.norm(xm, ord=2) ** 2, 1e-6)
+        def update(w, _):
+            w = w - step * xm.T @ (xm @ w - ym) / count
+            return jnp.sign(w) * jnp.maximum(jnp.abs(w) - step * alpha, 0.0), None
+        w, _ = jax.lax.scan(update, jnp.zeros(x.shape[1]), None, length=iterations)
+        return x_i @ w
+    per_task = lambda x, y: jax.vmap(lambda m, xi: at(x, y, m, xi))(masks, x)
+    return jax.vmap(per_task)(xs, ys)
+
+
+def gd_step(xs, ys, eta: float):
+    return eta * averaging(xs, ys)
+
+
+def tune_gd_eta(xs, ys, grid=np.linspace(0.05, 3.0, 60)) -> float:
+    """The η of one GD step with the lowest mean squared error over all points of a batch."""
+    base = averaging(xs, ys)
+    errors = [float(jnp.mean((eta * base - ys) ** 2)) for eta in grid]
+    return float(grid[int(np.argmin(errors))])
+
+
+@dataclass(frozen=True)
+class CurveBaseline:
+    """Options of a per-point regression baseline (the icl_curve protocol)."""
+    k: int = 3              # knn
+    alpha: float = 0.01     # lasso
+    eta: float = 0.0        # gd_step (0: tune on the batch's first half)
+
+
+def _all_regression(task_name: str) -> bool:
+    return task_name in registry("task") and hasattr(registry("task").get(task_name).options,
+                                                       "sparsity")
+
+
+def _register(name, doc, predict, applies=_all_regression):
+    BASELINES.register(name, CurveBaseline, applies=applies, doc=doc)(lambda options: predict(options))
+
+
+_register("least_squares", "minimum-norm least squares on the previous pairs",
+          lambda o: least_squares)
+_register("averaging", "w = mean of y_j x_j over the previous pairs", lambda o: averaging)
+_register("knn", "mean label of the k nearest previous inputs (k = 3)",
+          lambda o: (lambda xs, ys: knn(xs, ys, o.k)))
+_register("gd_step", "one GD step from 0, eta tuned", lambda o: (
+    lambda xs, ys: gd_step(xs, ys, o.eta or tune_gd_eta(xs[: len(xs) // 2], ys[: len(ys) // 2]))))
+_register("lasso", "l1-regularised least squares (ISTA); the sparse task",
+          lambda o: (lambda xs, ys: lasso(xs, ys, o.alpha)),
+          applies=lambda task_name: task_name == "sparse_linear_regression")

@@ -1,0 +1,12 @@
+"""GPT-2-style in-context regression with a pluggable attention mechanism (seed 000, "Not All
+Attention Is Created Equal"): the seed's `python train.py --config FILE.yaml`.
+
+    PYTHONPATH=. python -m runners.train --config configs/dummy.yaml
+    PYTHONPATH=. python -m runners.train --config configs/dummy.yaml --set model.attention_type=mqa
+"""
+import sys
+
+from src.gpt2_cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""The command line of seed 000's system: `python -m runners.train --config FILE.yaml
+[--set key=value ...] [--resume] [--choices]`, reading the seed's YAML schema with a safe
+loader (yaml.safe_load: no object construction from the file).
+
+    model:    family (gpt2 | nanogpt), n_dims, n_embd, n_head, n_layer, n_positions,
+              attention_type (a seq_mixer), attention_kwargs (its options)
+    training: batch_size, learning_rate, train_steps, save_every_steps, keep_every_steps,
+              task, task_kwargs, data, num_tasks, num_training_examples,
+              curriculum: {dims, points: {start, end, inc, interval}}
+    out_dir, test_run (true: 100 steps, small eval — a smoke run in seconds)
+
+Every key is checked before any work (one line: the key, the value, what is accepted; exit 2).
+The run directory (out_dir) holds the contract files plus the seed's training_log.csv (step,
+loss, n_points, n_dims) and <attention_type>_loss.png, and checkpoint.npz (parameters,
+optimiser state, step) every save_every_steps (kept copies at keep_every_steps);
+`--resume` continues a killed run from its checkpoint, bit-identically.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from src import rundir as names
+from src.cli import OneLineParser, PrintChoices, UsageError, fail
+from src.models.backbone import GPT2Config
+from src.provenance import run_record
+from src.registry import Choice, UnknownChoice, registry
+from src.rundir import RunDir, RunDirError
+from src.seq_train import SeqSettings, SeqTrainConfig, train, tree_from_npz, tree_to_npz
+from src.tasks.garg import Curriculum, Schedule
+
+PROG = "python -m runners.train"
+FAMILIES = ("gpt2", "nanogpt")        # seed 000 names both; they are one family here
+MODEL_KEYS = {"family", "n_dims", "n_embd", "n_head", "n_layer", "n_positions", "attention_type",
+              "attention_kwargs"}
+TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps", "keep_every_steps",
+                 "task", "task_kwargs", "data", "num_tasks", "num_training_examples", "curriculum",
+                 "log_every", "eval_size", "seed"}
+TOP_KEYS = {"model", "training", "out_dir", "test_run", "wandb", "inherit"}
+CHECKPOINT = "checkpoint.npz"
+TRAINING_LOG = "training_log.csv"
+
+
+def _int(key: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise UsageError(f"{key}={value!r} is not accepted; accepted: an integer >= {low}")
+    return value
+
+
+def _number(key: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        raise UsageError(f"{key}={value!r} is not accepted; accepted: a finite number > 0")
+    return float(value)
+
+
+def _mapping(key: str, value) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageError(f"{key}={value!r} is not accepted; accepted: a mapping")
+    return value
+
+
+def _unknown(where: str, raw: dict, known: set) -> None:
+    extra = sorted(set(raw) - known)
+    if extra:
+        raise UsageError(f"{where}{extra[0]}: unknown key; accepted: {', '.join(sorted(known))}")
+
+
+def _schedule(key: str, raw) -> Schedule:
+    raw = _mapping(key, raw)
+    _unknown(f"{key}.", raw, {"start", "end", "inc", "interval"})
+    s = Schedule(**{k: _int(f"{key}.{k}", raw[k], 1) for k in ("start", "end") if k in raw},
+                 **{k: _int(f"{key}.{k}", raw[k], 0 if k == "inc" else 1)
+                    for k in ("inc", "interval") if k in raw}) if raw else None
+    if s is None or "start" not in raw or "end" not in raw:
+        raise UsageError(f"{key}={raw!r} is not accepted; accepted: a mapping with start, end, inc, interval")
+    if s.end < s.start:
+        raise UsageError(f"{key}.end={s.end} is below {key}.start={s.start}; accepted: end >= start")
+    return s
+
+
+def _options(kind: str, name: str, kwargs: dict, key: str) -> Choice:
+    try:
+        entry = registry(kind).get(name)
+    except UnknownChoice as err:
+        raise UsageError(f"{key}={name!r} is unknown; accepted: {', '.join(registry(kind).names())}") from err
+    try:
+        return Choice(name, entry.options_from_dict(kwargs))
+    except (UnknownChoice, TypeError) as err:
+        raise UsageError(f"{key.rsplit('.', 1)[0]}: {err}") from None
+
+
+def settings_from_config(raw: Any) -> tuple[SeqSettings, Path, bool]:
+    """(settings, out_dir, test_run) from the seed's YAML mapping; UsageError on a bad key."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"the config is a {type(raw).__name__}, not a mapping; accepted: a YAML "
+                         "mapping with model, training, out_dir")
+    _unknown("", raw, TOP_KEYS)
+    model, training = _mapping("model", raw.get("model")), _mapping("training", raw.get("training"))
+    _unknown("model.", model, MODEL_KEYS)
+    _unknown("training.", training, TRAINING_KEYS)
+    family = model.get("family", "gpt2")
+    if family not in FAMILIES:
+        raise UsageError(f"model.family={family!r} is unknown; accepted: {', '.join(FAMILIES)}")
+    curriculum = _mapping("training.curriculum", training.get("curriculum"))
+    _unknown("training.curriculum.", curriculum, {"dims", "points"})
+    dims = _schedule("training.curriculum.dims", curriculum.get("dims", {"start": 5, "end": 5}))
+    points = _schedule("training.curriculum.points", curriculum.get("points", {"start": 11, "end": 11}))
+    n_dims = _int("model.n_dims", model.get("n_dims", dims.end), 1)
+    if n_dims != dims.end:
+        raise UsageError(f"model.n_dims={n_dims} differs from training.curriculum.dims.end="
+                         f"{dims.end}; accepted: the same dimension")
+    n_positions = _int("model.n_positions", model.get("n_positions", points.end), 1)
+    if n_positions < points.end:
+        raise UsageError(f"model.n_positions={n_positions} is too small for "
+                         f"training.curriculum.points.end={points.end}; accepted: >= {points.end}")
+    n_embd, n_head = _int("model.n_embd", model.get("n_embd", 64), 1), _int("model.n_head", model.get("n_head", 4), 1)
+    if n_embd % n_head:
+        raise UsageError(f"model.n_embd={n_embd} is not divisible by model.n_head={n_head}; accepted: a multiple")
+    mixer = _options("seq_mixer", model.get("attention_type", "softmax_causal"),
+                     _mapping("model.attention_kwargs", model.get("attention_kwargs")),
+                     "model.attention_type")
+    task_kwargs = dict(_mapping("training.task_kwargs", training.get("task_kwargs")))
+    if training.get("data") is not None:
+        if training["data"] not in ("gaussian", "uniform"):
+            raise UsageError(f"training.data={training['data']!r} is unknown; accepted: gaussian, uniform")
+        task_kwargs["data"] = training["data"]
+    task = _options("task", training.get("task", "linear_regression"), task_kwargs, "training.task")
+    if not hasattr(task.options, "sparsity"):
+        raise UsageError(f"training.task={task.name!r} is not a regression task of this family; "
+                         "accepted: linear_regression, sparse_linear_regression, "
+                         "noisy_linear_regression, quadratic_regression")
+    for key in ("num_tasks", "num_training_examples"):
+        if training.get(key) is not None:
+            raise UsageError(f"training.{key}={training[key]!r} is not supported (fresh tasks every "
+                             "step); accepted: null")
+    test_run = bool(raw.get("test_run", False))
+    defaults = SeqTrainConfig()
+    tr = SeqTrainConfig(
+        batch_size=_int("training.batch_size", training.get("batch_size", defaults.batch_size), 1),
+        learning_rate=_number("training.learning_rate", training.get("learning_rate", defaults.learning_rate)),
+        train_steps=_int("training.train_steps", training.get("train_steps", defaults.train_steps), 1),
+        log_every=_int("training.log_every", training.get("log_every", defaults.log_every), 1),
+        save_every_steps=_int("training.save_every_steps",
+                              training.get("save_every_steps", defaults.save_every_steps), 1),
+        keep_every_steps=_int("training.keep_every_steps", training.get("keep_every_steps") or 0, 0),
+        eval_size=_int("training.eval_size", training.get("eval_size", defaults.eval_size), 1),
+        seed=_int("training.seed", training.get("seed", 0), 0))
+    if test_run:
+        tr = dataclasses.replace(tr, train_steps=min(tr.train_steps, 100), log_every=min(tr.log_every, 50),
+                                 eval_size=min(tr.eval_size, 200), save_every_steps=min(tr.save_every_steps, 50))
+    config = GPT2Config(n_dims=n_dims, n_embd=n_embd, n_head=n_head,
+                        n_layer=_int("model.n_layer", model.get("n_layer", 3), 1),
+                        n_positions=n_positions, mixer=mixer)
+    out = Path(str(raw.get("out_dir") or f"runs/gpt2_{mixer.name}"))
+    return SeqSettings(model=config, task=task, curriculum=Curriculum(dims, points), train=tr), out, test_run
+
+
+def apply_sets(raw: dict, assignments: Sequence[str]) -> dict:
+    """--set training.learning_rate=3e-4 on the YAML mapping (values parsed as YAML scalars)."""
+    import yaml
+    for item in assignments:
+        path, eq, text = item.partition("=")
+        if not eq or not path:
+            raise UsageError(f"--set {item!r} is not accepted; accepted: KEY=VALUE, e.g. training.train_steps=500")
+        node = raw
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise UsageError(f"--set {item!r}: {key} is not a mapping")
+        node[keys[-1]] = yaml.safe_load(text)
+    return raw
+
+
+def write_training_log(run: RunDir, rows: list[dict]) -> None:
+    lines = ["step,loss,n_points,n_dims"] + [f"{r['step']},{r['loss']!r},{r['n_points']},{r['n_dims']}"
+                                             for r in rows]
+    run.write_text(TRAINING_LOG, "\n".join(lines) + "\n")
+
+
+def loss_figure(rows: list[dict], title: str):
+    from plots.style import new_figure
+    fig = new_figure(6.5, 4, constrained=True)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("training loss: MSE over the scored points")
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import yaml
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="the seed's YAML config, e.g. configs/dummy.yaml")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key by its dotted path (repeatable)")
+    parser.add_argument("--resume", action="store_true", help="continue out_dir from its checkpoint")
+    parser.add_argument("--overwrite", action="store_true", help="replace out_dir if it is one of our runs")
+    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--choices", action=PrintChoices)
+    args = parser.parse_args(argv)
+    try:
+        try:
+            with open(args.config) as handle:
+                raw = yaml.safe_load(handle)
+        except OSError as err:
+            raise UsageError(f"--config {args.config}: cannot be read ({err.strerror})") from None
+        except yaml.YAMLError as err:
+            raise UsageError(f"--config {args.config}: not valid YAML ({str(err).splitlines()[0]})") from None
+        if isinstance(raw, dict):
+            raw = apply_sets(raw, args.sets)
+        settings, out, test_run = settings_from_config(raw)
+        run = None
+        if args.resume:
+            run = RunDir(out)
+            if not (run.is_ours() and run.exists(CHECKPOINT)):
+                raise UsageError(f"--resume: {out} has no checkpoint of ours; accepted: the out_dir of "
+                                 "a run started by python -m runners.train")
+        else:
+            RunDir.check_creatable(out, args.overwrite)
+    except (UsageError, RunDirError) as err:
+        return fail(PROG, err)
+    return execute(settings, out, run, args, argv)
+
+
+def execute(settings: SeqSettings, out: Path, run: RunDir | None, args, argv) -> int:
+    from plots.style import png_bytes
+    from src.pipeline import run_analyses
+    from src.seq_train import init_state, make_model, make_optimizer
+    import jax
+    start, log_rows, history = None, [], []
+    if run is None:
+        run = RunDir.create(out, overwrite=args.overwrite)
+        run.write_json(names.CONFIG, run_record(settings.to_dict(), "runners.train", argv, out))
+    else:
+        stored = SeqSettings.from_dict(run.load_config()["settings"])
+        model, optimizer = make_model(stored), make_optimizer(stored)
+        params, _, opt_state = init_state(stored, model, optimizer)
+        with np.load(run.file(CHECKPOINT), allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        start = (int(arrays["step"]), tree_from_npz("params", params, arrays),
+                 tree_from_npz("opt_state", opt_state, arrays))
+        settings = stored
+        history = run.read_metrics() if run.exists(names.METRICS) else []
+        history = [r for r in history if r["step"] <= start[0]]
+        log_rows = [r for r in _read_log(run) if r["step"] <= start[0]]
+    logger = run.metrics_logger()
+    logger.rows = list(history)
+    keep = settings.train.keep_every_steps
+
+    def checkpoint(step, params, opt_state, rows):
+        arrays = {"step": np.asarray(step), **tree_to_npz("params", params),
+                  **tree_to_npz("opt_state", opt_state)}
+        write_training_log(run, log_rows + rows)     # the log up to the checkpoint's step
+        run.write_npz(CHECKPOINT, arrays)
+        if keep and step % keep == 0:
+            run.write_npz(f"checkpoint_{step}.npz", arrays)
+
+    result = train(settings, start=start, on_log=lambda row: (logger.log(row), None if args.quiet else
+                                                              print(f"  step {row['step']}: eval error "
+                                                                    f"(last point) {row['eval_error_last']:.4f}",
+                                                                    file=sys.stderr)),
+                   on_checkpoint=checkpoint)
+    log_rows += result["training_log"]
+    run.save_params({"model": {"/".join(map(str, k)): v for k, v in _flat(result["params"]).items()}})
+    write_training_log(run, log_rows)
+    name = settings.model.mixer.name
+    run.write_bytes(f"{name}_loss.png", png_bytes(loss_figure(log_rows, f"{out.name}: {name}")))
+    final = result["history"][-1] if result["history"] else {}
+    run.write_json(names.SUMMARY, {
+        "status": "diverged" if result["diverged"] else "complete", "message": result["diverged"],
+        "system": "gpt2", "model": name, "task": settings.task.name, "steps": result["step"],
+        "train_seconds": round(result["seconds"], 3), **{k: v for k, v in final.items() if k != "step"},
+        "outputs": [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS, CHECKPOINT, TRAINING_LOG,
+                    f"{name}_loss.png"]})
+    if not result["diverged"]:
+        run_analyses(run, settings, with_attention=False)
+    jax.block_until_ready(result["params"])
+    print(f"{name}: {result['step']} steps in {result['seconds']:.1f}s | eval error at the last point "
+          f"{final.get('eval_error_last', float('nan')):.4f} -> {run.path}")
+    return 1 if result["diverged"] else 0
+
+
+def _flat(tree) -> dict:
+    import jax
+    return {tuple(getattr(k, "key", getattr(k, "name", k)) for k in path): np.asarray(leaf)
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+def _read_log(run: RunDir) -> list[dict]:
+    if not run.exists(TRAINING_LOG):
+        return []
+    rows = run.file(TRAINING_LOG).read_text().strip().splitlines()[1:]
+    out = []
+    for line in rows:
+        step, loss, points, dims = line.split(",")
+        out.append({"step": int(step), "loss": float(loss), "n_points": int(points), "n_dims": int(dims)})
+    return out
+

@@ -1,0 +1,97 @@
+"""The GPT-2-style in-context learner of Garg et al. (2022), with a pluggable sequence mixer:
+registry "family" entry `gpt2`.
+
+    read-in   Linear(d -> D) of every token (x_i, and (y_i, 0, ..., 0))
+    + learned absolute positions [n_positions·2, D]
+    n_layer pre-LayerNorm blocks:  h += mixer(LN(h));  h += MLP(LN(h))   (GELU, hidden 4D)
+    final LN, read-out Linear(D -> 1) at every x token: ŷ_i predicts y_i from pairs < i
+
+The block asks its config for its sequence mixer (registry "seq_mixer", by name with
+options); it never branches on the name.
+
+Glossary: B batch, n pairs, d input dim, T = 2n tokens, D width (n_embd), H heads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+
+from src.registry import Choice, choice, registry
+
+
+@dataclass(frozen=True)
+class GPT2Config:
+    n_dims: int = 5                 # d
+    n_embd: int = 64                # D
+    n_head: int = 4                 # H
+    n_layer: int = 3
+    n_positions: int = 11           # pairs the position table covers (tokens: 2 n_positions)
+    mixer: Choice = field(default_factory=lambda: choice("seq_mixer", "softmax_causal"))
+
+
+def interleave(xs: jax.Array, ys: jax.Array) -> jax.Array:
+    """x_1, (y_1, 0, ...), x_2, ...: xs [B, n, d], ys [B, n] -> tokens [B, 2n, d]."""
+    b, n, d = xs.shape
+    y_tokens = jnp.zeros_like(xs).at[..., 0].set(ys)
+    return jnp.stack([xs, y_tokens], axis=2).reshape(b, 2 * n, d)
+
+
+class Block(hk.Module):
+    def __init__(self, config: GPT2Config, name: str | None = None):
+        super().__init__(name=name)
+        self.config = config
+
+    def __call__(self, h):
+        c = self.config
+        entry = registry("seq_mixer").get(c.mixer.name)
+        mixer = entry.build(c.mixer.options, width=c.n_embd, num_heads=c.n_head, name="mixer")
+        h = h + mixer(hk.LayerNorm(-1, True, True, name="ln_mixer")(h))
+        hidden = jax.nn.gelu(hk.Linear(4 * c.n_embd, name="mlp_in")(
+            hk.LayerNorm(-1, True, True, name="ln_mlp")(h)))
+        return h + hk.Linear(c.n_embd, name="mlp_out")(hidden)
+
+
+class GPT2(hk.Module):
+    def __init__(self, config: GPT2Config, name: str = "gpt2"):
+        super().__init__(name=name)
+        self.config = config
+
+    def __call__(self, xs, ys):
+        """xs [B, n, d], ys [B, n] -> predictions [B, n] (ŷ_i from the pairs before i)."""
+        c = self.config
+        tokens = interleave(xs, ys)                                   # [B, 2n, d]
+        t = tokens.shape[1]
+        if t > 2 * c.n_positions:
+            raise ValueError(f"{t // 2} points need n_positions >= {t // 2}; the model has "
+                             f"{c.n_positions}")
+        h = hk.Linear(c.n_embd, name="read_in")(tokens)
+        table = hk.get_parameter("positions", (2 * c.n_positions, c.n_embd),
+                                 init=hk.initializers.RandomNormal(0.02))
+        h = h + table[:t]
+        for layer in range(c.n_layer):
+            h = Block(c, name=f"block_{layer}")(h)
+        h = hk.LayerNorm(-1, True, True, name="ln_final")(h)
+        return hk.Linear(1, name="read_out")(h)[:, 0::2, 0]        # at the x tokens
+
+
+class SequenceModel(NamedTuple):
+    """Pure functions: init(key, xs, ys) -> (params, state); apply(params, state, xs, ys) -> ŷ."""
+    config: Any
+    init: Callable
+    apply: Callable
+
+
+@registry("family").register("gpt2", GPT2Config,
+                             doc="Garg et al.: interleaved x/y tokens, learned positions, pre-LN "
+                                 "blocks (mixer + GELU MLP), read-out at every x token")
+def build_gpt2(config: GPT2Config) -> SequenceModel:
+    transformed = hk.without_apply_rng(hk.transform_with_state(
+        lambda xs, ys: GPT2(config)(xs, ys)))
+
+    def apply(params, state, xs, ys):
+        return transformed.apply(params, state, xs, ys)[0]
+    return SequenceModel(config, transformed.init, apply)

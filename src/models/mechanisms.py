@@ -1,0 +1,214 @@
+"""Causal attention mechanisms as registered sequence mixers (registry "seq_mixer"), the six
+of seed 000 ("Not All Attention Is Created Equal") plus plain causal linear attention.
+
+Every mixer maps x [B, T, D] -> [B, T, D]: per-head projections q, k, v [B, T, H, K]
+(K = D / H), a causal mixing (output at t reads tokens <= t only), and an output projection.
+
+  softmax_causal  softmax(q kᵀ / √K) with a causal mask
+  local           the same, keys restricted to [t − window + 1, t]
+  mqa             multi-query: H query heads share one key and one value head
+  rela            ReLU(q kᵀ / √K) (no row normalisation), then an RMSNorm over the heads'
+                  concatenated outputs gated by sigmoid(x W_g) (Zhang, Titov & Sennrich 2021)
+  favor           FAVOR+ (Choromanski et al. 2021): positive orthogonal random features
+                  φ(u) = exp(ωᵀu − ‖u‖²/2)/√m of u = q/K^¼ (and k), causal prefix sums
+                  y_t = φ(q_t)ᵀ S_t / (φ(q_t)ᵀ z_t + ε); the features are drawn once, from a
+                  fixed key per layer, and never redrawn (the redraw policy)
+  rebased         ReBased (Aksenov et al. 2024): φ(u) = (γ ⊙ LN(u) + β)² per head, normalised
+                  causal prefix sums
+  linear          y_t = Σ_{s<=t} (q_t · k_s) v_s, no normalisation
+
+Glossary: B batch, T tokens, D width, H heads, K head size, m random features.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from src.registry import NoOptions, registry
+
+MIXERS = registry("seq_mixer")
+EPS = 1e-6
+
+
+def causal_mask(t: int, window: int | None = None) -> jax.Array:
+    """[T, T] bool: key s visible from query t (s <= t, and s > t − window if given)."""
+    rows, cols = np.arange(t)[:, None], np.arange(t)[None, :]
+    mask = cols <= rows
+    if window is not None:
+        mask &= cols > rows - window
+    return jnp.asarray(mask)
+
+
+def project_qkv(x: jax.Array, num_heads: int, kv_heads: int | None = None):
+    """One fused projection [D, (H + 2 H_kv) K] (called inside a mixer module), split into
+    q [B, T, H, K] and k, v [B, T, H_kv, K]."""
+    b, t, d = x.shape
+    kv_heads = kv_heads or num_heads
+    k_size = d // num_heads
+    sizes = (num_heads, kv_heads, kv_heads)
+    fused = hk.Linear(sum(sizes) * k_size, with_bias=False, name="qkv")(x)
+    q, k, v = jnp.split(fused, np.cumsum(sizes)[:2] * k_size, axis=-1)
+    return tuple(a.reshape(b, t, h, k_size) for a, h in zip((q, k, v), sizes))
+
+
+def project_out(y: jax.Array, width: int) -> jax.Array:
+    """Heads [B, T, H, K] concatenated and projected back to [B, T, D]."""
+    b, t = y.shape[:2]
+    return hk.Linear(width, with_bias=False, name="out")(y.reshape(b, t, -1))
+
+
+def _softmax_attention(q, k, v, mask):
+    """softmax(q kᵀ/√K) v over visible keys: q [B,T,H,K], k, v [B,T,H|1,K] -> [B,T,H,K]."""
+    scores = jnp.einsum("bthk,bshk->bhts", q, jnp.broadcast_to(k, q.shape)) / math.sqrt(q.shape[-1])
+    scores = jnp.where(mask, scores, -1e30)
+    return jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1), jnp.broadcast_to(v, q.shape))
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    window: int = 8       # keys in [t − window + 1, t]
+
+
+@dataclass(frozen=True)
+class FavorOptions:
+    num_features: int = 64   # m positive random features per head
+
+
+class _Mixer(hk.Module):
+    def __init__(self, num_heads: int, name: str | None = None):
+        super().__init__(name=name)
+        self.num_heads = num_heads
+
+
+class SoftmaxCausal(_Mixer):
+    def __init__(self, num_heads, window: int | None = None, kv_heads: int | None = None, name=None):
+        super().__init__(num_heads, name)
+        self.window, self.kv_heads = window, kv_heads
+
+    def __call__(self, x):
+        q, k, v = project_qkv(x, self.num_heads, self.kv_heads)
+        return project_out(_softmax_attention(q, k, v, causal_mask(x.shape[1], self.window)), x.shape[-1])
+
+
+class ReLA(_Mixer):
+    def __call__(self, x):
+        q, k, v = project_qkv(x, self.num_heads)
+        scores = jnp.einsum("bthk,bshk->bhts", q, k) / math.sqrt(q.shape[-1])
+        weights = jnp.where(causal_mask(x.shape[1]), jax.nn.relu(scores), 0.0)
+        y = jnp.einsum("bhts,bshk->bthk", weights, v).reshape(x.shape)
+        y = hk.RMSNorm(axis=-1, eps=EPS, name="norm")(y)
+        gate = jax.nn.sigmoid(hk.Linear(x.shape[-1], with_bias=False, name="gate")(x))
+        return hk.Linear(x.shape[-1], with_bias=False, name="out")(y * gate)
+
+
+def positive_random_features(u: jax.Array, omega: jax.Array) -> jax.Array:
+    """φ(u) = exp(ωᵀu − ‖u‖²/2)/√m: u [..., K], ω [K, m] -> [..., m]."""
+    m = omega.shape[-1]
+    return jnp.exp(u @ omega - 0.5 * jnp.sum(u ** 2, axis=-1, keepdims=True)) / math.sqrt(m)
+
+
+def orthogonal_gaussian(key: jax.Array, size: int, count: int) -> jax.Array:
+    """[size, count] columns: blocks of orthogonal directions with chi-distributed norms."""
+    blocks = []
+    for i in range(math.ceil(count / size)):
+        g = jax.random.normal(jax.random.fold_in(key, i), (size, size))
+        q, r = jnp.linalg.qr(g)
+        blocks.append(q * jnp.sign(jnp.diagonal(r)))   # sign fix: Haar-distributed directions
+    directions = jnp.concatenate(blocks, axis=1)[:, :count]
+    norms = jnp.linalg.norm(jax.random.normal(jax.random.fold_in(key, 10_000), (size, count)), axis=0)
+    return directions * norms
+
+
+def kernel_prefix_attention(phi_q, phi_k, v, normalise: bool = True):
+    """Causal Σ_{s<=t} (φ_q,t · φ_k,s) v_s (/ Σ_{s<=t} φ_q,t · φ_k,s) with prefix sums of the
+    state S_t = Σ_{s<=t} φ_k,s v_sᵀ: phi_q, phi_k [B, T, H, m], v [B, T, H, K] -> [B, T, H, K].
+    The recurrent definition (memory O(T m K)); `kernel_attention` is the same sum."""
+    state = jnp.cumsum(jnp.einsum("bthm,bthk->bthmk", phi_k, v), axis=1)   # S_t
+    y = jnp.einsum("bthm,bthmk->bthk", phi_q, state)
+    if not normalise:
+        return y
+    z = jnp.cumsum(phi_k, axis=1)                                           # z_t
+    return y / (jnp.einsum("bthm,bthm->bth", phi_q, z)[..., None] + EPS)
+
+
+def kernel_attention(phi_q, phi_k, v, normalise: bool = True):
+    """The same causal sum as kernel_prefix_attention, as a masked [T, T] product: identical
+    mathematics, much faster for the short sequences of in-context regression (T <= ~100)."""
+    weights = jnp.einsum("bthm,bshm->bhts", phi_q, phi_k)
+    weights = jnp.where(causal_mask(phi_q.shape[1]), weights, 0.0)
+    y = jnp.einsum("bhts,bshk->bthk", weights, v)
+    if not normalise:
+        return y
+    return y / (jnp.sum(weights, axis=-1).transpose(0, 2, 1)[..., None] + EPS)
+
+
+class Favor(_Mixer):
+    def __init__(self, num_heads, num_features: int, name=None):
+        super().__init__(num_heads, name)
+        self.num_features = num_features
+
+    def __call__(self, x):
+        q, k, v = project_qkv(x, self.num_heads)
+        size = q.shape[-1]
+        omega = hk.get_state("omega", (size, self.num_features), init=lambda shape, dtype:
+                             orthogonal_gaussian(jax.random.key(17), size, self.num_features))
+        scale = size ** -0.25
+        y = kernel_attention(positive_random_features(q * scale, omega),
+                             positive_random_features(k * scale, omega), v)
+        return project_out(y, x.shape[-1])
+
+
+class ReBased(_Mixer):
+    def __call__(self, x):
+        q, k, v = project_qkv(x, self.num_heads)
+        size = q.shape[-1]
+        gamma = hk.get_parameter("gamma", (size,), init=jnp.ones)
+        beta = hk.get_parameter("beta", (size,), init=jnp.zeros)
+
+        def phi(u):
+            centred = u - u.mean(-1, keepdims=True)
+            normed = centred / jnp.sqrt((centred ** 2).mean(-1, keepdims=True) + 1e-5)
+            return (gamma * normed + beta) ** 2
+        return project_out(kernel_attention(phi(q), phi(k), v), x.shape[-1])
+
+
+class LinearAttention(_Mixer):
+    def __call__(self, x):
+        q, k, v = project_qkv(x, self.num_heads)
+        return project_out(kernel_attention(q, k, v, normalise=False), x.shape[-1])
+
+
+def _check(width: int, num_heads: int) -> None:
+    if width % num_heads:
+        raise ValueError(f"n_embd={width} must be divisible by n_head={num_heads}")
+
+
+def _register(name: str, options, doc: str, make):
+    def build(opts, *, width: int, num_heads: int, position=None, name: str | None = None):
+        _check(width, num_heads)
+        if position is not None:
+            position.require_plain(build.mixer_name)
+        return make(opts, num_heads, name)
+    build.mixer_name = name
+    MIXERS.register(name, options, doc=doc)(build)
+
+
+_register("softmax_causal", NoOptions, "causal scaled dot-product softmax attention",
+          lambda o, h, n: SoftmaxCausal(h, name=n))
+_register("local", LocalOptions, "causal softmax attention over the last `window` keys",
+          lambda o, h, n: SoftmaxCausal(h, window=o.window, name=n))
+_register("mqa", NoOptions, "multi-query: H query heads share one key/value head",
+          lambda o, h, n: SoftmaxCausal(h, kv_heads=1, name=n))
+_register("rela", NoOptions, "ReLU(q k / sqrt K) attention, gated RMSNorm output (ReLA)",
+          lambda o, h, n: ReLA(h, name=n))
+_register("favor", FavorOptions, "FAVOR+ positive orthogonal random features, causal prefix sums",
+          lambda o, h, n: Favor(h, o.num_features, name=n))
+_register("rebased", NoOptions, "ReBased: (gamma LN(u) + beta)^2 features, normalised prefix sums",
+          lambda o, h, n: ReBased(h, name=n))
+_register("linear", NoOptions, "plain causal linear attention, no normalisation",
+          lambda o, h, n: LinearAttention(h, name=n))

@@ -1,0 +1,105 @@
+"""Garg et al. (2022) in-context regression tasks with their curriculum over dimensions and
+points (seed 000's YAML `curriculum.dims/points`: start, end, inc, interval).
+
+A batch is drawn at the curriculum's END shape (n points, d dims): coordinates at or above
+the current dimension are zero and points at or above the current count are masked out of
+the loss (weights 0); a causal model never sees them from an earlier point. Everything is a
+pure, jittable function of a key and the step.
+
+  linear_regression         y = x·w, w ~ N(0, I_d)
+  sparse_linear_regression  w with `sparsity` non-zero coordinates (among the current dims)
+  noisy_linear_regression   y = x·w + noise_std · ε
+  quadratic_regression      y = (x ⊙ x)·w / √3
+Samplers: gaussian x ~ N(0, I_d); uniform x ~ U(−√3, √3)^d (unit variance).
+
+Glossary: B tasks, n points, d dims.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from src.registry import registry
+
+TASKS = registry("task")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """start, end, inc, interval: value(step) = min(end, start + inc · (step // interval))."""
+    start: int
+    end: int
+    inc: int = 1
+    interval: int = 1000
+
+    def at(self, step):
+        return jnp.minimum(self.end, self.start + self.inc * (step // self.interval))
+
+
+@dataclass(frozen=True)
+class Curriculum:
+    dims: Schedule = field(default_factory=lambda: Schedule(5, 5))
+    points: Schedule = field(default_factory=lambda: Schedule(11, 11))
+
+
+class RegressionBatch(NamedTuple):
+    xs: jax.Array        # [B, n, d] (zero beyond the current dims)
+    ys: jax.Array        # [B, n]
+    weights: jax.Array   # [B, n] 1 for the current points
+    w: jax.Array         # [B, d] task vectors
+    dims: jax.Array      # [] current dimension (for the d-normalised error)
+
+
+@dataclass(frozen=True)
+class GargTaskOptions:
+    data: str = "gaussian"        # gaussian | uniform
+    sparsity: int = 3             # sparse_linear_regression: non-zero coordinates
+    noise_std: float = 0.5        # noisy_linear_regression
+    scale: float = 1.0            # y multiplied by this (Garg's `scale`)
+
+
+def sample_inputs(key, shape, data: str) -> jax.Array:
+    if data == "uniform":
+        return jax.random.uniform(key, shape, minval=-math.sqrt(3), maxval=math.sqrt(3))
+    return jax.random.normal(key, shape)
+
+
+def _weights(key, b, d, dims, kind: str, sparsity: int) -> jax.Array:
+    w = jax.random.normal(key, (b, d))
+    active = jnp.arange(d) < dims
+    if kind == "sparse":
+        scores = jnp.where(active, jax.random.uniform(jax.random.fold_in(key, 1), (b, d)), -1.0)
+        kth = -jnp.sort(-scores, axis=-1)[:, sparsity - 1:sparsity]
+        w = jnp.where(scores >= kth, w, 0.0)
+    return jnp.where(active, w, 0.0)
+
+
+def make_sampler(kind: str, options: GargTaskOptions, n_points: int, n_dims: int):
+    """(key, batch_size, dims, points) -> RegressionBatch at shape [B, n_points, n_dims]."""
+    def sample(key, batch_size: int, dims, points, alpha: float = 1.0) -> RegressionBatch:
+        k_x, k_w, k_e = jax.random.split(key, 3)
+        xs = alpha * sample_inputs(k_x, (batch_size, n_points, n_dims), options.data)
+        xs = jnp.where(jnp.arange(n_dims) < dims, xs, 0.0)
+        w = _weights(k_w, batch_size, n_dims, dims, kind, options.sparsity)
+        features = xs ** 2 / math.sqrt(3) if kind == "quadratic" else xs
+        ys = options.scale * jnp.einsum("bnd,bd->bn", features, w)
+        if kind == "noisy":
+            ys = ys + options.noise_std * jax.random.normal(k_e, ys.shape)
+        weights = (jnp.arange(n_points) < points).astype(jnp.float32)[None].repeat(batch_size, 0)
+        return RegressionBatch(xs, ys, weights, w, jnp.asarray(dims, jnp.float32))
+    return sample
+
+
+def _register(name: str, kind: str, doc: str) -> None:
+    TASKS.register(name, GargTaskOptions, doc=doc)(
+        lambda options, n_points=11, n_dims=5: make_sampler(kind, options, n_points, n_dims))
+
+
+_register("linear_regression", "linear", "Garg et al.: y = x·w, x, w ~ N(0, I)")
+_register("sparse_linear_regression", "sparse", "Garg et al.: w with `sparsity` non-zero coordinates")
+_register("noisy_linear_regression", "noisy", "Garg et al.: y = x·w + noise_std · N(0, 1)")
+_register("quadratic_regression", "quadratic", "Garg et al.: y = (x ⊙ x)·w / sqrt(3)")

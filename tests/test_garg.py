@@ -1,0 +1,147 @@
+"""Seed 000's system: Garg et al.'s tasks and curriculum, the baselines against closed forms
+and brute force, the YAML runner (bad keys, test_run, SIGKILL + --resume) and icl_curve."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from baselines.regression import averaging, knn, least_squares
+from src.gpt2_cli import main as train_main
+from src.registry import choice, registry
+from src.tasks.garg import Schedule
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def sample(name, b=4, n=11, d=5, dims=5, points=11, **options):
+    c = choice("task", name, **options)
+    return registry("task").get(name).build(c.options, n_points=n, n_dims=d)(
+        jax.random.key(0), b, dims, points)
+
+
+def test_tasks_and_curriculum_masks():
+    batch = sample("linear_regression", dims=3, points=7)
+    assert batch.xs.shape == (4, 11, 5) and float(np.abs(batch.xs[..., 3:]).max()) == 0.0
+    assert np.array_equal(np.asarray(batch.weights[0]), [1] * 7 + [0] * 4)
+    np.testing.assert_allclose(batch.ys, np.einsum("bnd,bd->bn", batch.xs, batch.w), rtol=1e-5, atol=1e-6)
+    sparse = sample("sparse_linear_regression", b=200, sparsity=3)
+    assert np.all(np.count_nonzero(np.asarray(sparse.w), axis=1) == 3)
+    quad = sample("quadratic_regression")
+    np.testing.assert_allclose(quad.ys, np.einsum("bnd,bd->bn", quad.xs ** 2, quad.w) / np.sqrt(3),
+                               rtol=1e-5, atol=1e-5)
+    schedule = Schedule(5, 20, 1, 2000)
+    assert [int(schedule.at(s)) for s in (0, 1999, 2000, 40000)] == [5, 5, 6, 20]
+
+
+def test_least_squares_error_is_max_d_minus_n_over_d():
+    batch = sample("linear_regression", b=10_000, n=11, d=5)
+    err = np.mean((np.asarray(least_squares(batch.xs, batch.ys)) - np.asarray(batch.ys)) ** 2, 0) / 5
+    for n in range(11):
+        if n >= 5:
+            assert err[n] <= 1e-4, (n, err[n])
+        else:
+            assert abs(err[n] - (1 - n / 5)) <= 0.03, (n, err[n])
+
+
+def test_averaging_and_knn_match_brute_force():
+    batch = sample("linear_regression", b=3, n=8, d=4, dims=4, points=8)
+    xs, ys = np.asarray(batch.xs, np.float64), np.asarray(batch.ys, np.float64)
+    avg, near = np.asarray(averaging(batch.xs, batch.ys)), np.asarray(knn(batch.xs, batch.ys, 3))
+    for b in range(3):
+        for i in range(8):
+            want = 0.0 if i == 0 else xs[b, i] @ np.mean(ys[b, :i, None] * xs[b, :i], axis=0)
+            assert abs(avg[b, i] - want) <= 1e-4
+            order = np.argsort(np.sum((xs[b, :i] - xs[b, i]) ** 2, axis=1))[:3]
+            want = np.mean(ys[b, order]) if i else 0.0
+            assert abs(near[b, i] - want) <= 1e-5
+
+
+def write_config(tmp_path, **changes):
+    import yaml
+    raw = yaml.safe_load((ROOT / "configs" / "dummy.yaml").read_text())
+    raw["out_dir"] = str(tmp_path / "run")
+    for key, value in changes.items():
+        node = raw
+        *parents, last = key.split(".")
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"model.attention_type": "flash"}, "model.attention_type='flash' is unknown"),
+    ({"training.task": "parity"}, "training.task"),
+    ({"model.family": "llama"}, "model.family='llama' is unknown"),
+    ({"model.n_layer": 0}, "model.n_layer=0"),
+    ({"training.batch_size": -1}, "training.batch_size=-1"),
+    ({"training.curriculum.points.end": 9, "training.curriculum.points.start": 11}, "end"),
+    ({"model.n_positions": 5}, "model.n_positions=5 is too small"),
+    ({"model.colour": "red"}, "model.colour: unknown key"),
+    ({"training.learning_rate": "fast"}, "learning_rate"),
+])
+def test_bad_config_exits_2_with_one_line(tmp_path, capsys, change, words):
+    config = write_config(tmp_path, **change)
+    try:
+        code = train_main(["--config", str(config)])
+    except SystemExit as exit_:
+        code = exit_.code
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and words in lines[0], lines
+    assert not (tmp_path / "run").exists()
+
+
+def test_yaml_that_is_not_a_mapping(tmp_path, capsys):
+    path = tmp_path / "list.yaml"
+    path.write_text("- just\n- a list\n")
+    assert train_main(["--config", str(path)]) == 2
+    assert "not a mapping" in capsys.readouterr().err
+
+
+def _run(args, **kw):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "runners.train", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_test_run_and_sigkill_resume_are_bit_identical(tmp_path):
+    sets = ["--set", "test_run=false", "--set", "training.train_steps=160",
+            "--set", "training.save_every_steps=40", "--set", "training.eval_size=100",
+            "--set", "training.log_every=40", "--quiet"]
+    whole = _run(["--config", str(ROOT / "configs" / "dummy.yaml"), "--set", f"out_dir={tmp_path / 'a'}", *sets])
+    assert whole.wait(timeout=300) == 0, whole.stderr.read()
+    killed = _run(["--config", str(ROOT / "configs" / "dummy.yaml"), "--set", f"out_dir={tmp_path / 'b'}", *sets])
+    checkpoint = tmp_path / "b" / "checkpoint.npz"
+    deadline = time.time() + 240
+    while time.time() < deadline and killed.poll() is None:
+        if checkpoint.exists():
+            with np.load(checkpoint) as data:
+                if int(data["step"]) >= 40:
+                    break
+        time.sleep(0.2)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=60)
+    assert not (tmp_path / "b" / "metrics_summary.json").exists()
+    resumed = _run(["--config", str(ROOT / "configs" / "dummy.yaml"), "--set", f"out_dir={tmp_path / 'b'}",
+                    *sets, "--resume"])
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+    a = json.loads((tmp_path / "a" / "metrics_summary.json").read_text())
+    b = json.loads((tmp_path / "b" / "metrics_summary.json").read_text())
+    for key in ("eval_loss", "eval_error_last", "eval_error_mean", "train_loss", "steps"):
+        assert a[key] == b[key], key
+    with np.load(tmp_path / "a" / "params.npz") as pa, np.load(tmp_path / "b" / "params.npz") as pb:
+        assert all(np.array_equal(pa[k], pb[k]) for k in pa.files)
+    log = (tmp_path / "b" / "training_log.csv").read_text().splitlines()
+    assert log[0] == "step,loss,n_points,n_dims" and len(log) == 161
+    assert (tmp_path / "a" / "softmax_causal_loss.png").exists()
+    curve = (tmp_path / "a" / "analysis" / "icl_curve.csv").read_text().splitlines()
+    assert curve[0] == "predictor,n_examples,mean,ci95" and any(r.startswith("least_squares,") for r in curve)
