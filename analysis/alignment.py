@@ -14,8 +14,9 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from analysis.common import load_run, main_frame, positive_finite, tuned_eta
+from analysis.common import load_run, main_frame, tuned_eta
 from src import rundir as names
+from src.cli import positive_number
 from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.train import EvalSet, make_eval_set
@@ -63,7 +64,7 @@ registry("analysis").register("alignment", applies=applies_to_attention_only,
 
 def main(argv: Sequence[str] | None = None) -> int:
     def flags(parser):
-        parser.add_argument("--eta", type=positive_finite, default=None,
+        parser.add_argument("--eta", type=positive_number(), default=None,
                             help="GD step size (default: the run's gd_eta, tuned at alpha = 1)")
 
     def work(args, run_dir):

@@ -1,4 +1,5 @@
-"""What the post-run analyses share: the command-line frame, flag types, and loading a run.
+"""What the post-run analyses share: the command-line frame and loading a run (flag types
+are src.cli's).
 
 Every analysis is `python -m <module> --run runs/<exp> [flags]`. Flags are checked
 first (a bad one: exit 2, one line naming flag, value and accepted range); a
@@ -16,18 +17,13 @@ from typing import Callable, NamedTuple, Sequence
 
 from src import rundir as names
 from src.config import Settings
-from src.cli import OneLineParser, positive_number
+from src.cli import OneLineParser
 from src.rundir import RunDir, RunDirError
 from src.models.attention_only import Model, build_model
 
 
 class AnalysisError(Exception):
     """A problem with the inputs of an analysis; the message is one line."""
-
-
-def positive_finite(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    return positive_number()(text)
 
 
 def make_parser(module: str, description: str) -> OneLineParser:

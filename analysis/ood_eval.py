@@ -18,8 +18,9 @@ import sys
 from typing import Sequence
 
 from analysis.alignment import applies_to_attention_only
-from analysis.common import load_run, main_frame, positive_finite, tuned_eta
+from analysis.common import load_run, main_frame, tuned_eta
 from src import rundir as names
+from src.cli import positive_number
 from src.config import Settings
 from src.metrics import make_scorer
 from src.rundir import RunDir
@@ -83,7 +84,8 @@ registry("analysis").register("ood", applies=applies_to_attention_only,
 
 def main(argv: Sequence[str] | None = None) -> int:
     def flags(parser):
-        parser.add_argument("--alphas", type=positive_finite, nargs="+", default=list(DEFAULT_ALPHAS),
+        parser.add_argument("--alphas", type=positive_number(), nargs="+",
+                            default=list(DEFAULT_ALPHAS),
                             help="input-range scale factors (finite, > 0)")
 
     def work(args, run_dir):

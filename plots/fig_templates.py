@@ -22,21 +22,18 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from plots.results_table import (has_values, label_column, load_results, mean_std,  # noqa: E402
+from plots.results_table import (has_values, label_column, load_results, mean_std,
                                  varying)
-from plots.style import new_figure as style_figure, png_bytes, wrapped_title  # noqa: E402
-from src import rundir as names  # noqa: E402
-from src.cli import OneLineParser  # noqa: E402
-from src.rundir import RunDir  # noqa: E402
-from src.stats import STD_LABEL  # noqa: E402
-from utils_log import atomic_write_bytes  # noqa: E402
+from plots.style import (line_colors, line_legend, model_colors, new_figure, panels,
+                         png_bytes, wrapped_title)
+from src import rundir as names
+from src.cli import OneLineParser
+from src.rundir import RunDir
+from src.stats import STD_LABEL
+from utils_log import atomic_write_bytes
 
 PROG = "python -m plots.fig_templates"
 LOSS = "loss (½·MSE)"
@@ -52,22 +49,6 @@ class Skip(Exception):
 
 # ---------------------------------------------------------------------------
 # Drawing helpers
-
-def new_figure(width: float, height: float) -> Figure:
-    return style_figure(width, height, constrained=True)
-
-
-def panels(figure: Figure, count: int, sharey: bool = False):
-    cols = min(count, 3)
-    rows = math.ceil(count / cols)
-    figure.set_size_inches(max(6.5, 4.8 * cols), 3.9 * rows + 0.8)
-    axes = figure.subplots(rows, cols, squeeze=False, sharey=sharey).ravel()
-    for ax in axes[count:]:
-        ax.set_visible(False)
-    for ax in axes[:count]:
-        ax.set_facecolor("white")
-    return axes[:count]
-
 
 def grouped_bars(ax, stats: pd.DataFrame, x_key: str, series_key: str, x_order: list,
                  series_order: list, colors: dict) -> dict:
@@ -107,16 +88,6 @@ def _wrap(text: str, width: int = 22) -> str:
     return ",\n".join(out)
 
 
-def model_colors(models: Sequence[str]) -> dict:
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
-    return {m: palette[i % len(palette)] for i, m in enumerate(models)}
-
-
-def line_colors(count: int) -> list:
-    cmap = matplotlib.colormaps["tab10"]
-    return [cmap(i % 10) for i in range(count)]
-
-
 def line_palette(values: pd.Series) -> dict:
     """A colour per distinct value, in order of appearance."""
     lines = list(dict.fromkeys(values))
@@ -129,18 +100,6 @@ def model_panels(figure: Figure, data: pd.DataFrame, line_key: str, models: list
         sub = data[data["model"] == model]
         parts = [(sub[sub[line_key] == line], color) for line, color in colors.items()]
         yield ax, model, [(part, color) for part, color in parts if not part.empty]
-
-
-def line_legend(figure: Figure, colors: dict, extra: Sequence[tuple[str, dict]] = ()) -> None:
-    """One legend below all panels: a colour per condition, then line-style keys."""
-    from matplotlib.lines import Line2D
-    handles = [Line2D([], [], color=c, marker="o", markersize=4) for c in colors.values()]
-    labels = [str(k) for k in colors]
-    for label, style in extra:
-        handles.append(Line2D([], [], **style))
-        labels.append(label)
-    figure.legend(handles, labels, loc="outside lower center", fontsize=7,
-                  ncols=max(1, min(3, len(labels))), frameon=False)
 
 
 def seeds_note(frame: pd.DataFrame) -> str:
@@ -166,7 +125,7 @@ def order_sensitivity(frame: pd.DataFrame) -> Figure:
         groups = groups[:MAX_PANELS]
     models = list(dict.fromkeys(frame["model"]))
     colors = model_colors(models)
-    figure = new_figure(6, 4)
+    figure = new_figure(6, 4, constrained=True)
     axes = panels(figure, len(groups))
     for ax, group in zip(axes, groups):
         sub = frame[frame["_group"] == group]
@@ -219,7 +178,7 @@ def noise_robustness(frame: pd.DataFrame) -> Figure:
     noisy = noisy.assign(_line=label_column(noisy, parts, str(noisy["_noise"].iloc[0])))
     models = list(dict.fromkeys(frame["model"]))
     colors = line_palette(noisy["_line"])
-    figure = new_figure(6, 4)
+    figure = new_figure(6, 4, constrained=True)
     for ax, model, parts in model_panels(figure, noisy, "_line", models, colors):
         for part, color in parts:
             stats = mean_std(part, ["_x"], "eval_loss").sort_values("_x")
@@ -253,7 +212,8 @@ def _condition_bars(frame: pd.DataFrame, columns: list[tuple[str, str]], heading
     models = list(dict.fromkeys(frame["model"]))
     colors = model_colors(models)
     width = max(6.5, 1.0 * len(labels) * max(1, len(models)) ** 0.5 + 2.5)
-    figure = new_figure(width, 3.8 * len(columns) + 1.2)   # one panel per metric, stacked
+    # one panel per metric, stacked
+    figure = new_figure(width, 3.8 * len(columns) + 1.2, constrained=True)
     axes = figure.subplots(len(columns), 1, squeeze=False).ravel()
     for ax, (column, ylabel) in zip(axes, columns):
         sub = frame[pd.to_numeric(frame[column], errors="coerce").notna()] \
@@ -319,7 +279,7 @@ def ood_curve(frame: pd.DataFrame, csv_path: Path) -> Figure:
     data = pd.concat(tables, ignore_index=True)
     models = list(dict.fromkeys(data["model"]))
     colors = line_palette(data["_label"])
-    figure = new_figure(6, 4)
+    figure = new_figure(6, 4, constrained=True)
     for ax, model, parts in model_panels(figure, data, "_label", models, colors):
         for part, color in parts:
             for column, style in (("tf_loss", "-"), ("gd_loss", "--")):

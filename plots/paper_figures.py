@@ -9,22 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from plots.style import new_figure
+from plots.style import (GD_COLOR, GDPP_COLOR, PAPER_COLOR, TF_COLOR, ZERO_COLOR, axes_grid,
+                         new_figure)
 from src.stats import STD_LABEL
 
 SEED_NOTE = "mean ± " + STD_LABEL.replace("over seeds", "over seeds {seeds}")
-TF_COLOR, GD_COLOR, GDPP_COLOR, ZERO_COLOR, PAPER_COLOR = "C0", "C3", "C2", "0.5", "k"
 LOSS_LABEL = "loss ½(ŷ − y_q)² (squared label units)"
 STEP_LABEL = "training step (Adam updates)"
-
-
-def _axes(figure, rows: int, cols: int):
-    axes = figure.subplots(rows, cols, squeeze=False)
-    for ax in axes.flat:
-        ax.set_facecolor("white")
-        ax.grid(True, alpha=0.3)
-        ax.ticklabel_format(axis="both", style="plain", useOffset=False)
-    return axes
 
 
 def _band(ax, x, curve: dict, color: str, label: str) -> None:
@@ -53,7 +44,7 @@ def _finish(figure, title: str) -> None:
 
 def one_step_gd(r: dict):
     fig = new_figure(11, 7.5)
-    axes = _axes(fig, 2, 2)
+    axes = axes_grid(fig, 2, 2)
     c = r["curves"]
     x = c["step"]
     _loss_vs_one_gd_step(axes[0, 0], x, c["eval_loss"], "trained lsa1 (1 LSA layer)", r["gd_loss"],
@@ -78,7 +69,7 @@ def k_steps(r: dict):
     ks = sorted(r, key=int)
     kk = [int(k) for k in ks]
     fig = new_figure(12, 8)
-    axes = _axes(fig, 2, 2)
+    axes = axes_grid(fig, 2, 2)
     ax = axes[0, 0]
     mean = [r[k]["tf_loss"]["mean"] for k in ks]
     std = [r[k]["tf_loss"]["std"] for k in ks]
@@ -132,7 +123,7 @@ def k_steps(r: dict):
 def copy_model(r: dict):
     fig = new_figure(15, 4.4)
     fig.set_layout_engine("constrained")  # before the colorbar takes its space
-    axes = _axes(fig, 1, 3)
+    axes = axes_grid(fig, 1, 3)
     c = r["curves"]
     x = c["step"]
     _loss_vs_one_gd_step(axes[0, 0], x, c["eval_loss"], "trained two-layer model (softmax + linear)",
@@ -172,7 +163,7 @@ def copy_model(r: dict):
 
 def ood(r: dict):
     fig = new_figure(11, 4.2)
-    axes = _axes(fig, 1, 2)
+    axes = axes_grid(fig, 1, 2)
     for ax, key, xlabel, train_x in (
             (axes[0, 0], "alpha", "α (input range scale: x ~ U(−α/2, α/2), ×a)", r["train_alpha"]),
             (axes[0, 1], "weight_scale", "weight std (w ~ N(0, σ_w² I), σ_w)", r["train_weight_scale"])):
@@ -197,7 +188,7 @@ def ood(r: dict):
 
 def distractors(r: dict):
     fig = new_figure(6.5, 4.4)
-    ax = _axes(fig, 1, 1)[0, 0]
+    ax = axes_grid(fig, 1, 1)[0, 0]
     rows = r["rows"]
     x = [row["k"] for row in rows]
     ax.errorbar(x, [row["tf_loss"]["mean"] for row in rows],

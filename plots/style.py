@@ -1,11 +1,14 @@
 """The one figure style: white background, no pyplot (no global figure state), PNG bytes
-without version metadata (the same figure gives the same bytes). A leaf module (matplotlib
-only), so analyses, figure templates and the reproduction's figures all draw with it.
+without version metadata (the same figure gives the same bytes), the shared colours, axes
+grids and legends. A leaf module (matplotlib only), so analyses, figure templates and the
+reproduction's figures all draw with it.
 """
 from __future__ import annotations
 
 import io
+import math
 import textwrap
+from typing import Sequence
 
 import matplotlib
 
@@ -14,6 +17,12 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
 DPI = 110
+# The colour of each role, the same in every figure that shows it: the trained model, GD,
+# GD++, "predict 0" / a 1-step GD reference, and the paper's or a threshold's value.
+TF_COLOR, GD_COLOR, GDPP_COLOR, ZERO_COLOR, PAPER_COLOR = "C0", "C3", "C2", "0.5", "k"
+# A colour per model (bar charts) and per condition (line charts).
+MODEL_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+LINE_COLORMAP = "tab10"
 
 
 def new_figure(width: float, height: float, constrained: bool = False) -> Figure:
@@ -34,3 +43,49 @@ def wrapped_title(figure: Figure, *lines: str, fontsize: int = 9) -> None:
     width = max(40, int(figure.get_size_inches()[0] * 13))
     figure.suptitle("\n".join(textwrap.fill(line, width) for line in lines if line),
                     fontsize=fontsize)
+
+
+def axes_grid(figure: Figure, rows: int, cols: int):
+    """rows x cols white axes with a light grid and plain tick labels: [rows, cols] array."""
+    axes = figure.subplots(rows, cols, squeeze=False)
+    for ax in axes.flat:
+        ax.set_facecolor("white")
+        ax.grid(True, alpha=0.3)
+        ax.ticklabel_format(axis="both", style="plain", useOffset=False)
+    return axes
+
+
+def panels(figure: Figure, count: int, sharey: bool = False):
+    """`count` white panels, at most 3 a row; the figure is resized to fit: [count] axes."""
+    cols = min(count, 3)
+    rows = math.ceil(count / cols)
+    figure.set_size_inches(max(6.5, 4.8 * cols), 3.9 * rows + 0.8)
+    axes = figure.subplots(rows, cols, squeeze=False, sharey=sharey).ravel()
+    for ax in axes[count:]:
+        ax.set_visible(False)
+    for ax in axes[:count]:
+        ax.set_facecolor("white")
+    return axes[:count]
+
+
+def model_colors(models: Sequence[str]) -> dict:
+    """{model: colour}, in the order given."""
+    return {m: MODEL_PALETTE[i % len(MODEL_PALETTE)] for i, m in enumerate(models)}
+
+
+def line_colors(count: int) -> list:
+    """`count` colours of the line colormap (repeating after 10)."""
+    cmap = matplotlib.colormaps[LINE_COLORMAP]
+    return [cmap(i % 10) for i in range(count)]
+
+
+def line_legend(figure: Figure, colors: dict, extra: Sequence[tuple[str, dict]] = ()) -> None:
+    """One legend below all panels: a colour per condition, then line-style keys."""
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], color=c, marker="o", markersize=4) for c in colors.values()]
+    labels = [str(k) for k in colors]
+    for label, style in extra:
+        handles.append(Line2D([], [], **style))
+        labels.append(label)
+    figure.legend(handles, labels, loc="outside lower center", fontsize=7,
+                  ncols=max(1, min(3, len(labels))), frameon=False)

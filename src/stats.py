@@ -5,6 +5,7 @@ so "± std" means the same thing everywhere.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -30,10 +31,15 @@ def std_over_seeds(values) -> float:
 
 
 def mean_std_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Column-wise NaN-safe mean and sample std of [seeds, points]; std 0 for one seed."""
-    mean = np.nanmean(matrix, axis=0)
-    std = np.nanstd(matrix, axis=0, ddof=DDOF) if matrix.shape[0] > 1 else np.zeros_like(mean)
-    return mean, std
+    """over_seeds column by column of [seeds, points]: the mean and sample std (ddof 1) of each
+    column's finite values, std 0 where a column has one, NaN (no warning) where it has none."""
+    matrix = np.where(np.isfinite(matrix), matrix, np.nan).astype(np.float64)
+    count = np.sum(~np.isnan(matrix), axis=0)
+    with warnings.catch_warnings():   # empty columns: NaN is the answer, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(matrix, axis=0)
+        std = np.nanstd(matrix, axis=0, ddof=DDOF)
+    return mean, np.where(count == 1, 0.0, std)
 
 
 def format_pm(s: dict, digits: int = 4) -> str:

@@ -1,5 +1,6 @@
 """The one aggregate over seeds (sample std, ddof 1) and the one figure style."""
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,21 @@ def test_curves_and_sweep_figures_use_the_same_std():
     frame = pd.DataFrame({"model": ["a"] * 3, "eval_loss": [1.0, 3.0, 5.0]})
     row = mean_std(frame, ["model"], "eval_loss").iloc[0]
     assert row["std"] == over_seeds([1.0, 3.0, 5.0])["std"] == 2.0 and row["n"] == 3
+
+
+def test_curves_follow_over_seeds_column_by_column():
+    matrix = np.array([[1.0, np.nan, np.inf, 2.0, np.nan],
+                       [np.nan, np.nan, 4.0, 3.0, 7.0],
+                       [3.0, np.nan, 5.0, 5.0, np.nan]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                       # no "mean of empty slice"
+        mean, std = mean_std_rows(matrix)
+    for column in range(matrix.shape[1]):
+        want = over_seeds(matrix[:, column])
+        assert np.allclose([mean[column], std[column]], [want["mean"], want["std"]], equal_nan=True)
+    assert std[4] == 0.0 and np.isnan(mean[1]) and np.isnan(std[1])
+    single = mean_std_rows(np.array([[1.0, 2.0]]))
+    assert np.array_equal(single[0], [1.0, 2.0]) and np.array_equal(single[1], [0.0, 0.0])
 
 
 def test_png_bytes_are_deterministic():
