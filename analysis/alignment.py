@@ -14,14 +14,13 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from analysis.common import load_run, main_frame, tuned_eta
+from analysis.common import for_runs_of, load_run, main_frame, register_analysis, tuned_eta
 from src import rundir as names
 from src.cli import positive_number
 from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.train import EvalSet, make_eval_set
 from src.models.attention_only import Model
-from src.registry import registry
 
 MODULE = "analysis.alignment"
 
@@ -51,30 +50,25 @@ def run(run_dir: RunDir, eta: float | None = None) -> dict:
     return result
 
 
-def applies_to_attention_only(context) -> bool:
-    """Runs of the attention-only family (their settings are src.config.Settings)."""
-    from src.config import Settings
-    return isinstance(getattr(context, "settings", None), Settings)
+applies_to_attention_only = for_runs_of("src.config.Settings")
+register_analysis("alignment", run, "model vs one GD step: align_cos, l2_pred_diff, model_diff",
+                  applies_to_attention_only)
 
 
-registry("analysis").register("alignment", applies=applies_to_attention_only,
-                              doc="model vs one GD step: align_cos, l2_pred_diff, model_diff")(
-    lambda options: run)
+def _eta_flag(parser) -> None:
+    parser.add_argument("--eta", type=positive_number(), default=None,
+                        help="GD step size (default: the run's gd_eta, tuned at alpha = 1)")
+
+
+def _report(args, run_dir) -> None:
+    r = run(run_dir, args.eta)
+    print(f"align_cos {r['align_cos']:.6f} | l2_pred_diff {r['l2_pred_diff']:.6f} | model_loss "
+          f"{r['model_loss']:.6f} | gd_loss {r['gd_loss']:.6f} (eta {r['eta']:g}, {r['eta_source']})"
+          f" -> {run_dir.file(names.ALIGNMENT)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def flags(parser):
-        parser.add_argument("--eta", type=positive_number(), default=None,
-                            help="GD step size (default: the run's gd_eta, tuned at alpha = 1)")
-
-    def work(args, run_dir):
-        result = run(run_dir, args.eta)
-        print(f"align_cos {result['align_cos']:.6f} | l2_pred_diff {result['l2_pred_diff']:.6f} | "
-              f"model_loss {result['model_loss']:.6f} | gd_loss {result['gd_loss']:.6f} "
-              f"(eta {result['eta']:g}, {result['eta_source']}) -> "
-              f"{run_dir.file(names.ALIGNMENT)}")
-
-    return main_frame(MODULE, __doc__.splitlines()[0], flags, work, argv)
+    return main_frame(MODULE, __doc__.splitlines()[0], _eta_flag, _report, argv)
 
 
 if __name__ == "__main__":

@@ -25,10 +25,8 @@ from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from analysis.alignment import applies_to_attention_only
 from src.models.layouts import layout_of
-from src.registry import registry
-from analysis.common import AnalysisError, load_settings, main_frame
+from analysis.common import AnalysisError, for_runs_of, load_settings, main_frame, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.rundir import RunDir
@@ -189,32 +187,28 @@ def run(run_dir: RunDir) -> dict:
     return stats
 
 
-def _applies(context) -> bool:
-    return applies_to_attention_only(context) and context.with_attention
+needs_attention = for_runs_of("src.config.Settings", needs_attention=True)
+register_analysis("attention_stats", run, "attention to clean vs corrupted pairs, AUROC (needs attn/)",
+                  needs_attention)
+register_analysis("attention_heatmaps", lambda run_dir: render_heatmaps(run_dir),
+                  "quick heatmaps of the saved attention (figs/)", needs_attention)
 
 
-registry("analysis").register("attention_stats", applies=_applies,
-                              doc="attention to clean vs corrupted pairs, AUROC (needs attn/)")(
-    lambda options: run)
-
-
-@registry("analysis").register("attention_heatmaps", applies=_applies,
-                               doc="quick heatmaps of the saved attention (figs/)")
-def build_attention_heatmaps(options):
+def render_heatmaps(run_dir: RunDir) -> list[str]:
     from analysis.attention_heatmap import run as render
-    return render
+    return render(run_dir)
+
+
+def _print_auroc(args, run_dir) -> None:
+    for e in run(run_dir)["layers"]:
+        auc = "null" if e["auroc"] is None else f"{e['auroc']:.4f}"
+        print(f"layer {e['layer']} head {e['head']}: AUROC {auc} | clean n={e['clean']['count']} "
+              f"corrupted n={e['corrupted']['count']}")
+    print(f"-> {run_dir.file(names.ATTENTION_STATS)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def work(args, run_dir):
-        stats = run(run_dir)
-        for e in stats["layers"]:
-            auc = "null" if e["auroc"] is None else f"{e['auroc']:.4f}"
-            print(f"layer {e['layer']} head {e['head']}: AUROC {auc} | clean n={e['clean']['count']} "
-                  f"corrupted n={e['corrupted']['count']}")
-        print(f"-> {run_dir.file(names.ATTENTION_STATS)}")
-
-    return main_frame(MODULE, __doc__.splitlines()[0], lambda parser: None, work, argv)
+    return main_frame(MODULE, __doc__.splitlines()[0], lambda parser: None, _print_auroc, argv)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ each one atomically, so a failed analysis leaves no partial file.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import sys
@@ -18,6 +19,7 @@ from typing import Callable, NamedTuple, Sequence
 from src import rundir as names
 from src.config import Settings
 from src.cli import OneLineParser
+from src.registry import registry
 from src.rundir import RunDir, RunDirError
 from src.models.attention_only import Model, build_model
 
@@ -77,6 +79,23 @@ def tuned_eta(run: RunDir) -> float:
         raise AnalysisError(f"{run.file(names.SUMMARY)} has no valid gd_eta ({eta!r}); "
                             f"recreate it with: {run.producer(names.SUMMARY)}")
     return float(eta)
+
+
+def for_runs_of(settings_class: str, needs_attention: bool = False) -> Callable[[object], bool]:
+    """An `applies` predicate: the run's settings are an instance of `settings_class` (a dotted
+    path, imported when asked) and, with `needs_attention`, its attention was saved."""
+    module, _, name = settings_class.rpartition(".")
+
+    def applies(context) -> bool:
+        cls = getattr(importlib.import_module(module), name)
+        ok = isinstance(getattr(context, "settings", None), cls)
+        return ok and (context.with_attention if needs_attention else True)
+    return applies
+
+
+def register_analysis(name: str, run: Callable, doc: str, applies: Callable[[object], bool]) -> None:
+    """Register `run(run_dir)` as the per-run analysis `name` (registry "analysis")."""
+    registry("analysis").register(name, applies=applies, doc=doc)(lambda options: run)
 
 
 def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser], None],

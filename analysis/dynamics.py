@@ -30,10 +30,9 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common import AnalysisError, main_frame
+from analysis.common import AnalysisError, for_runs_of, main_frame, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
-from src.registry import registry
 from src.rundir import RunDir
 from src.tasks.linattn import DynamicsTaskConfig, SequenceSet, input_eigenvalues, make_sets
 
@@ -198,27 +197,22 @@ def run(run_dir: RunDir) -> dict:
     return record
 
 
-def _applies(context) -> bool:
-    from src.dynamics_train import DynamicsSettings
-    return isinstance(getattr(context, "settings", None), DynamicsSettings)
+register_analysis("dynamics", run, "plateaus and drops of the loss vs the principal-component theory",
+                  for_runs_of("src.dynamics_train.DynamicsSettings"))
 
 
-registry("analysis").register("dynamics", applies=_applies,
-                              doc="plateaus and drops of the loss vs the principal-component theory")(
-    lambda options: run)
+def _print_staircase(args, run_dir) -> None:
+    record = run(run_dir)
+    for p in record["plateaus"]:
+        print(f"plateau epochs {p['start']}-{p['end']}: level {p['level']:.4f} "
+              f"(theory m={p['theory_m']}: {p['theory_level']:.4f})")
+    print("\n".join(f"drop at epoch {d['epoch']}: {d['from_level']:.4f} -> {d['to_level']:.4f}"
+                    for d in record["drops"]))
+    print(f"-> {run_dir.file(names.DYNAMICS_JSON)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def work(args, run_dir):
-        record = run(run_dir)
-        for p in record["plateaus"]:
-            print(f"plateau epochs {p['start']}-{p['end']}: level {p['level']:.4f} "
-                  f"(theory m={p['theory_m']}: {p['theory_level']:.4f})")
-        for d in record["drops"]:
-            print(f"drop at epoch {d['epoch']}: {d['from_level']:.4f} -> {d['to_level']:.4f}")
-        print(f"-> {run_dir.file(names.DYNAMICS_JSON)}")
-
-    return main_frame(MODULE, __doc__.splitlines()[0], lambda parser: None, work, argv)
+    return main_frame(MODULE, __doc__.splitlines()[0], lambda parser: None, _print_staircase, argv)
 
 
 if __name__ == "__main__":

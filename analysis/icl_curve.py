@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common import AnalysisError, main_frame
+from analysis.common import AnalysisError, for_runs_of, main_frame, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.cli import int_at_least
@@ -83,6 +83,13 @@ def load_run(run: RunDir):
     for key, value in flat.items():
         module, name = key.rsplit("/", 1)
         loaded.setdefault(module, {})[name] = value
+    want = {(m, n, tuple(np.shape(v))) for m, group in params.items() for n, v in group.items()}
+    have = {(m, n, tuple(np.shape(v))) for m, group in loaded.items() for n, v in group.items()}
+    if want != have:
+        missing = sorted(want - have)[:1] or sorted(have - want)[:1]
+        raise AnalysisError(f"{run.file(names.PARAMS)} does not fit the model of {names.CONFIG} "
+                            f"(e.g. {missing[0][0]}/{missing[0][1]}); rerun the run with: "
+                            f"{run.producer(names.PARAMS)}")
     return settings, model, loaded, state
 
 
@@ -101,30 +108,27 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     return rows
 
 
-def _applies(context) -> bool:
-    from src.seq_train import SeqSettings
-    return isinstance(getattr(context, "settings", None), SeqSettings)
+register_analysis("icl_curve", run, "error vs in-context examples with the baselines (gpt2 family)",
+                  for_runs_of("src.seq_train.SeqSettings"))
 
 
-registry("analysis").register("icl_curve", applies=_applies,
-                              doc="error vs in-context examples with the baselines (gpt2 family)")(
-    lambda options: run)
+def _points_flag(parser) -> None:
+    parser.add_argument("--points", type=int_at_least(1), default=None,
+                        help="evaluate at this many points (default: the trained number)")
+
+
+def _print_curve(args, run_dir) -> None:
+    rows = run(run_dir, args.points)
+    names_seen = list(dict.fromkeys(r["predictor"] for r in rows))
+    table = {(r["predictor"], r["n_examples"]): r["mean"] for r in rows}
+    print("n  " + "  ".join(f"{n:>13}" for n in names_seen))
+    for i in sorted({r["n_examples"] for r in rows}):
+        print(f"{i:<2} " + "  ".join(f"{table[(n, i)]:13.3f}" for n in names_seen))
+    print(f"-> {run_dir.file(CSV)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def flags(parser):
-        parser.add_argument("--points", type=int_at_least(1), default=None,
-                            help="evaluate at this many points (default: the trained number)")
-
-    def work(args, run_dir):
-        rows = run(run_dir, args.points)
-        model = [r for r in rows if r["predictor"] == "model"]
-        print("n  model  " + "  ".join(sorted({r["predictor"] for r in rows} - {"model"})))
-        for r in model:
-            print(f"{r['n_examples']:<2} {r['mean']:.3f}")
-        print(f"-> {run_dir.file(CSV)}")
-
-    return main_frame(MODULE, __doc__.splitlines()[0], flags, work, argv)
+    return main_frame(MODULE, __doc__.splitlines()[0], _points_flag, _print_curve, argv)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import sys
 from typing import Sequence
 
 from analysis.alignment import applies_to_attention_only
-from analysis.common import load_run, main_frame, tuned_eta
+from analysis.common import load_run, main_frame, register_analysis, tuned_eta
 from src import rundir as names
 from src.cli import positive_number
 from src.config import Settings
@@ -26,7 +26,6 @@ from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.train import make_eval_set
 from src.models.attention_only import Model
-from src.registry import registry
 
 MODULE = "analysis.ood_eval"
 DEFAULT_ALPHAS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
@@ -77,25 +76,24 @@ def run(run_dir: RunDir, alphas: Sequence[float] = DEFAULT_ALPHAS) -> list[dict]
     return rows
 
 
-registry("analysis").register("ood", applies=applies_to_attention_only,
-                              doc="loss of the model and of GD vs the input range alpha")(
-    lambda options: run)
+register_analysis("ood", run, "loss of the model and of GD vs the input range alpha",
+                  applies_to_attention_only)
+
+
+def _alphas_flag(parser) -> None:
+    parser.add_argument("--alphas", type=positive_number(), nargs="+", default=list(DEFAULT_ALPHAS),
+                        help="input-range scale factors (finite, > 0)")
+
+
+def _print_table(args, run_dir) -> None:
+    rows = run(run_dir, args.alphas)
+    print("alpha  tf_loss   gd_loss")
+    print("\n".join(f"{r['alpha']:<6g} {r['tf_loss']:.5f}  {r['gd_loss']:.5f}" for r in rows))
+    print(f"-> {run_dir.file(names.OOD)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def flags(parser):
-        parser.add_argument("--alphas", type=positive_number(), nargs="+",
-                            default=list(DEFAULT_ALPHAS),
-                            help="input-range scale factors (finite, > 0)")
-
-    def work(args, run_dir):
-        rows = run(run_dir, args.alphas)
-        print("alpha  tf_loss   gd_loss")
-        for row in rows:
-            print(f"{row['alpha']:<6g} {row['tf_loss']:.5f}  {row['gd_loss']:.5f}")
-        print(f"-> {run_dir.file(names.OOD)}")
-
-    return main_frame(MODULE, __doc__.splitlines()[0], flags, work, argv)
+    return main_frame(MODULE, __doc__.splitlines()[0], _alphas_flag, _print_table, argv)
 
 
 if __name__ == "__main__":

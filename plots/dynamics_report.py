@@ -43,16 +43,23 @@ def _loss_axes(ax, title: str) -> None:
     ax.legend(fontsize=7)
 
 
-def figure_merged_vs_mlp(records: list[dict]):
+def _loss_curves(records: list[dict], label, ls_label: str, title: str):
+    """One panel: each record's training loss (labelled by `label(record)`) and the
+    least-squares level on the cubic feature."""
     fig = new_figure(6.5, 4.2, constrained=True)
     ax = fig.add_subplot(1, 1, 1)
     for i, r in enumerate(records):
-        ax.plot(_epochs(r["arrays"]["loss"]), r["arrays"]["loss"], color=f"C{i}", lw=1.6,
-                label=f"{r['name']} ({r['summary']['model']}): {len(r['dynamics']['drops'])} drop(s)")
-    ax.axhline(records[0]["dynamics"]["theory_levels"][-1], color="0.4", ls=":",
-               label="least squares on the cubic feature z")
-    _loss_axes(ax, "ATTN_M and the 2-layer linear network on cubic features: one abrupt drop each")
+        ax.plot(_epochs(r["arrays"]["loss"]), r["arrays"]["loss"], color=f"C{i}", lw=1.5,
+                label=f"{label(r)}: {len(r['dynamics']['drops'])} drop(s)")
+    ax.axhline(records[0]["dynamics"]["theory_levels"][-1], color="0.4", ls=":", label=ls_label)
+    _loss_axes(ax, title)
     return fig
+
+
+def figure_merged_vs_mlp(records: list[dict]):
+    return _loss_curves(records, lambda r: f"{r['name']} ({r['summary']['model']})",
+                        "least squares on the cubic feature z",
+                        "ATTN_M and the 2-layer linear network on cubic features: one abrupt drop each")
 
 
 def figure_staircase(record: dict):
@@ -81,16 +88,8 @@ def figure_staircase(record: dict):
 
 
 def figure_rank_sweep(records: list[dict]):
-    fig = new_figure(6.5, 4.2, constrained=True)
-    ax = fig.add_subplot(1, 1, 1)
-    for i, r in enumerate(records):
-        rank = r["settings"]["model"]["options"]["rank"]
-        ax.plot(_epochs(r["arrays"]["loss"]), r["arrays"]["loss"], color=f"C{i}", lw=1.4,
-                label=f"R = {rank}: {len(r['dynamics']['drops'])} drop(s)")
-    ax.axhline(records[0]["dynamics"]["theory_levels"][-1], color="0.4", ls=":",
-               label="least squares on z")
-    _loss_axes(ax, "ATTN_S at D = 8, 9 heads: loss by key-query rank R")
-    return fig
+    return _loss_curves(records, lambda r: f"R = {r['settings']['model']['options']['rank']}",
+                        "least squares on z", "ATTN_S at D = 8, 9 heads: loss by key-query rank R")
 
 
 def figure_icl_sweep(records: list[dict]):
