@@ -34,7 +34,7 @@ JOBS ?=
 steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
-.PHONY: venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick
+.PHONY: venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick
 
 $(STAMP): requirements.txt
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
@@ -98,6 +98,7 @@ eval_noise: $(STAMP)
 bench: $(STAMP)
 	$(RUN) -m scripts.bench
 	$(RUN) -m scripts.bench_dynamics
+	$(RUN) -m scripts.bench_mechanisms
 
 reproduce: $(STAMP)
 	$(RUN) -m scripts.reproduce
@@ -111,6 +112,13 @@ dynamics: $(STAMP)
 
 dynamics_quick: $(STAMP)
 	$(RUN) -m scripts.dynamics --quick
+
+# Attention mechanisms on in-context regression (seed 000): report/MECHANISMS.md
+mechanisms: $(STAMP)
+	$(RUN) -m scripts.mechanisms
+
+mechanisms_quick: $(STAMP)
+	$(RUN) -m scripts.mechanisms --quick
 
 # Removes every run directory (runs/* but runs/.gitkeep), results_*.csv, generated figures
 # (report/figures/**.png except the tracked report/figures/paper/), and Python/pytest caches.

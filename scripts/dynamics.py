@@ -13,16 +13,14 @@ report/dynamics_results.json and report/figures/dynamics/*.png.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from plots.dynamics_report import write_report
-from src.cli import OneLineParser, UsageError, fail, int_at_least
-from src.launch import TODO_STATES, Job, announce, normalise, plan, run_jobs, use_compilation_cache
+from src.cli import UsageError, fail
+from src.launch import Job, finish_study, normalise, plan, study_dirs, study_parser
 from src.linattn_cli import RUNNER, settings_from_argv
-from src.provenance import git_commit
 
 PROG = "python -m scripts.dynamics"
 # part -> [(run name, the seed's flags)]; --quick divides epochs and set sizes (QUICK_FLAGS).
@@ -66,51 +64,14 @@ def make_jobs(runs_dir: Path, quick: bool) -> list[StudyJob]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test, ~1 min)")
-    parser.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default=None,
-                        help="run directories (default: runs/dynamics, quick: runs/dynamics_quick)")
-    parser.add_argument("--report-dir", "--report_dir", dest="report_dir", default=None,
-                        help="report (default: report; quick: report/quick)")
-    parser.add_argument("--jobs", type=int_at_least(1), default=2, help="runs in parallel")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="retrain runs made with other settings or code (otherwise refused)")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    runs_dir = Path(args.runs_dir or ("runs/dynamics_quick" if args.quick else "runs/dynamics"))
-    report_dir = Path(args.report_dir or ("report/quick" if args.quick else "report"))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = study_parser(PROG, __doc__, "small sizes (a smoke test, ~1 min)").parse_args(argv)
     try:
-        for flag, path in (("--runs-dir", runs_dir), ("--report-dir", report_dir)):
-            if path.exists() and not path.is_dir():
-                raise UsageError(f"{flag}={str(path)!r} is a file; accepted: a directory path")
-        jobs = make_jobs(runs_dir, args.quick)
-        stale = [j for j in jobs if j.state == "stale"]
-        if stale and not args.overwrite:
-            raise UsageError(f"--runs-dir={str(runs_dir)!r} holds {len(stale)} run(s) made with other "
-                             f"settings or code (e.g. {stale[0].path}); accepted: another --runs-dir, "
-                             "or --overwrite to retrain them")
+        runs_dir, report_dir = study_dirs(args, "dynamics")
     except UsageError as err:
         return fail(PROG, err)
-    use_compilation_cache(runs_dir)
-    head = git_commit()          # before this command writes anything tracked
-    start = time.monotonic()
-    todo = [j for j in jobs if j.state in TODO_STATES]
-    workers = max(1, min(args.jobs, len(todo)))
-    say = lambda message: print(message, flush=True)
-    announce(say, PROG, "runs", jobs, todo, workers, runs_dir)
-    try:
-        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say)
-    except KeyboardInterrupt:
-        print(f"\n{PROG}: interrupted; finished runs are kept in {runs_dir}; rerun to continue",
-              file=sys.stderr)
-        return 130
-    if report.failed:
-        print(f"{PROG}: {len(report.failed)} runs failed: "
-              + ", ".join(j.name for j in report.failed), file=sys.stderr)
-        return 1
-    written = write_report(jobs, report_dir, quick=args.quick, seconds=time.monotonic() - start,
-                           command=" ".join([PROG] + list(argv or sys.argv[1:])), head=head)
-    print(f"{PROG}: wrote {', '.join(str(p) for p in written)} ({time.monotonic() - start:.0f}s)")
-    return 0
+    return finish_study(PROG, argv, args, runs_dir, report_dir,
+                        lambda: make_jobs(runs_dir, args.quick), write_report)
 
 
 if __name__ == "__main__":

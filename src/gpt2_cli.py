@@ -198,29 +198,45 @@ def loss_figure(rows: list[dict], title: str):
     return fig
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def resolve(args) -> tuple[SeqSettings, Path]:
+    """(settings, run directory) from --config, --set and --out (UsageError, one line)."""
     import yaml
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        with open(args.config) as handle:
+            raw = yaml.safe_load(handle)
+    except OSError as err:
+        raise UsageError(f"--config {args.config}: cannot be read ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise UsageError(f"--config {args.config}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if isinstance(raw, dict):
+        raw = apply_sets(raw, args.sets)
+    settings, out, _ = settings_from_config(raw)
+    return settings, Path(args.out) if args.out else out
+
+
+def settings_from_argv(argv: Sequence[str]) -> SeqSettings:
+    """The settings `python -m runners.train ARGV` resolves (for the job engine)."""
+    return resolve(build_parser().parse_args(list(argv)))[0]
+
+
+def build_parser() -> OneLineParser:
     parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="the seed's YAML config, e.g. configs/dummy.yaml")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key by its dotted path (repeatable)")
+    parser.add_argument("--out", default=None, help="run directory (overrides the config's out_dir)")
     parser.add_argument("--resume", action="store_true", help="continue out_dir from its checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="replace out_dir if it is one of our runs")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--choices", action=PrintChoices)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
     try:
-        try:
-            with open(args.config) as handle:
-                raw = yaml.safe_load(handle)
-        except OSError as err:
-            raise UsageError(f"--config {args.config}: cannot be read ({err.strerror})") from None
-        except yaml.YAMLError as err:
-            raise UsageError(f"--config {args.config}: not valid YAML ({str(err).splitlines()[0]})") from None
-        if isinstance(raw, dict):
-            raw = apply_sets(raw, args.sets)
-        settings, out, test_run = settings_from_config(raw)
+        settings, out = resolve(args)
         run = None
         if args.resume:
             run = RunDir(out)

@@ -288,3 +288,82 @@ def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> int:
         writer.writerow({k: _cell(row.get(k)) for k in columns})
     atomic_write_text(path, buffer.getvalue())
     return len(rows)
+
+
+def refuse_stale(jobs: Sequence[Job], runs_dir: Path, overwrite: bool) -> None:
+    """UsageError (one line) when finished runs were made with other settings or code and
+    `overwrite` does not allow retraining them."""
+    from src.cli import UsageError
+    stale = [j for j in jobs if j.state == "stale"]
+    if stale and not overwrite:
+        raise UsageError(f"--runs-dir={str(runs_dir)!r} holds {len(stale)} run(s) made with other "
+                         f"settings or code (e.g. {stale[0].path}); accepted: another --runs-dir, "
+                         "or --overwrite to retrain them")
+
+
+def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
+              write_report: Callable[[float, dict], list[Path]]) -> int:
+    """Train what a study's plan needs, then `write_report(seconds, git state at the start)`;
+    the exit code (0, 1 when runs failed, 130 when interrupted)."""
+    from src.provenance import git_commit
+    use_compilation_cache(runs_dir)
+    head, start = git_commit(), time.monotonic()     # git state before anything is written
+    todo = [j for j in jobs if j.state in TODO_STATES]
+    workers = max(1, min(workers, len(todo)))
+    say = lambda message: print(message, flush=True)
+    announce(say, prog, "runs", jobs, todo, workers, runs_dir)
+    try:
+        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say)
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted; finished runs are kept in {runs_dir}; rerun to continue",
+              file=sys.stderr)
+        return 130
+    if report.failed:
+        print(f"{prog}: {len(report.failed)} runs failed: "
+              + ", ".join(j.name for j in report.failed), file=sys.stderr)
+        return 1
+    written = write_report(time.monotonic() - start, head)
+    print(f"{prog}: wrote {', '.join(str(p) for p in written)} ({time.monotonic() - start:.0f}s)")
+    return 0
+
+
+def study_parser(prog: str, doc: str, quick_help: str):
+    """The flags every study takes: --quick, --runs-dir, --report-dir, --jobs, --overwrite."""
+    from src.cli import OneLineParser, int_at_least
+    parser = OneLineParser(prog=prog, description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default=None,
+                        help="run directories (default: runs/<study>, quick: runs/<study>_quick)")
+    parser.add_argument("--report-dir", "--report_dir", dest="report_dir", default=None,
+                        help="report (default: report; quick: report/quick)")
+    parser.add_argument("--jobs", type=int_at_least(1), default=2, help="runs in parallel")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="retrain runs made with other settings or code (otherwise refused)")
+    return parser
+
+
+def study_dirs(args, study: str) -> tuple[Path, Path]:
+    """(runs_dir, report_dir) of a study's flags; UsageError when one is a file."""
+    from src.cli import UsageError
+    runs_dir = Path(args.runs_dir or (f"runs/{study}_quick" if args.quick else f"runs/{study}"))
+    report_dir = Path(args.report_dir or ("report/quick" if args.quick else "report"))
+    for flag, path in (("--runs-dir", runs_dir), ("--report-dir", report_dir)):
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"{flag}={str(path)!r} is a file; accepted: a directory path")
+    return runs_dir, report_dir
+
+
+def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_dir: Path,
+                 make_jobs: Callable[[], list[Job]], write_report: Callable[..., list[Path]]) -> int:
+    """Plan (one-line refusal of stale runs), train what is missing, write the report."""
+    import shlex
+
+    from src.cli import UsageError, fail
+    try:
+        jobs = make_jobs()
+        refuse_stale(jobs, runs_dir, args.overwrite)
+    except UsageError as err:
+        return fail(prog, err)
+    command = shlex.join([prog, *argv])
+    return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
+        jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head))

@@ -1,0 +1,118 @@
+"""The mechanisms study's report (scripts/mechanisms.py): report/MECHANISMS.md (one table:
+mechanism × stress test, mean ± sample std over seeds), report/mechanisms_results.json and
+report/figures/mechanisms/{icl_curves,robustness}.png, from each run's
+analysis/robustness.json and analysis/icl_curve.csv. Errors are squared error / d.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from plots.style import new_figure, png_bytes
+from src.stats import STD_LABEL, format_pm, over_seeds
+from utils_log import atomic_write_bytes, atomic_write_json, atomic_write_text
+
+RESULTS, REPORT, FIG_DIR = "mechanisms_results.json", "MECHANISMS.md", "figures/mechanisms"
+COLUMNS = [("clean_n2", "clean n = d/2"), ("clean_n5", "clean n = d"), ("clean_n10", "clean n = 2d"),
+           ("label_noise", "label noise p 0.25 σ 0.5"), ("random_pairs", "random pairs p 0.2"),
+           ("order_random", "random order"), ("order_easy2hard", "easy2hard order"),
+           ("ood_alpha2", "OOD α = 2"), ("length_1.5x", "length 1.5×")]
+
+
+def _curve(run) -> dict[str, list[float]]:
+    lines = run.file("analysis/icl_curve.csv").read_text().strip().splitlines()[1:]
+    out: dict[str, list[float]] = {}
+    for line in lines:
+        name, _, mean, _ = line.split(",")
+        out.setdefault(name, []).append(float(mean))
+    return out
+
+
+def collect(jobs: Sequence) -> dict:
+    by_mechanism: dict[str, dict] = {}
+    for job in jobs:
+        run = job.run
+        record = by_mechanism.setdefault(job.mechanism, {"seeds": [], "robustness": [], "curves": []})
+        record["seeds"].append(job.seed)
+        record["robustness"].append(run.load_json("analysis/robustness.json"))
+        record["curves"].append(_curve(run))
+        record.setdefault("train_seconds", []).append(run.load_json("metrics_summary.json")["train_seconds"])
+    for record in by_mechanism.values():
+        record["summary"] = {key: over_seeds([r.get(key) for r in record["robustness"]])
+                             for key, _ in COLUMNS}
+        names = record["curves"][0].keys()
+        record["curve_mean"] = {n: np.mean([c[n] for c in record["curves"]], axis=0).tolist() for n in names}
+    return by_mechanism
+
+
+def figure_curves(results: dict):
+    mechanisms = list(results)
+    cols = min(4, len(mechanisms))
+    rows = math.ceil(len(mechanisms) / cols)
+    fig = new_figure(3.6 * cols, 3.0 * rows + 0.6, constrained=True)
+    for i, mechanism in enumerate(mechanisms):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        for j, (name, values) in enumerate(results[mechanism]["curve_mean"].items()):
+            ax.plot(range(len(values)), values, lw=2 if name == "model" else 1, color=f"C{j}",
+                    marker="o" if name == "model" else None, ms=3, label=name)
+        ax.set_ylim(0, 1.4)
+        ax.set_title(mechanism, fontsize=9)
+        ax.set_xlabel("in-context examples")
+        ax.set_ylabel("squared error / d")
+        if i == 0:
+            ax.legend(fontsize=6)
+    fig.suptitle("ICL curves per mechanism with the baselines (mean over seeds)", fontsize=10)
+    return fig
+
+
+def figure_robustness(results: dict):
+    fig = new_figure(12, 4.5, constrained=True)
+    ax = fig.add_subplot(1, 1, 1)
+    keys = [k for k, _ in COLUMNS if k.startswith(("label", "random_p", "order", "ood", "length", "clean_n10"))]
+    width = 0.8 / max(1, len(results))
+    for i, (mechanism, record) in enumerate(results.items()):
+        s = record["summary"]
+        means = [s[k]["mean"] if s[k]["n"] else np.nan for k in keys]
+        stds = [s[k]["std"] if s[k]["n"] else 0 for k in keys]
+        ax.bar(np.arange(len(keys)) + i * width, means, width, yerr=stds, capsize=2, label=mechanism)
+    ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2, [dict(COLUMNS)[k] for k in keys], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("error at the last point (squared error / d), log scale")
+    ax.set_title(f"stress tests per mechanism (mean ± {STD_LABEL})", fontsize=9)
+    ax.legend(fontsize=7, ncols=4)
+    return fig
+
+
+def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
+                 head: dict) -> list[Path]:
+    results = collect(jobs)
+    eval_size = jobs[0].settings["train"]["eval_size"]
+    figures = []
+    for name, draw in (("icl_curves.png", figure_curves), ("robustness.png", figure_robustness)):
+        atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(draw(results)))
+        figures.append(f"{FIG_DIR}/{name}")
+    atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
+                                             "results": results, "figures": figures})
+    lines = [f"# Attention mechanisms on in-context regression (seed 000){' — QUICK' if quick else ''}", "",
+             f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
+             f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
+             f"- Command: `{command}`; wall time {seconds:.0f} s",
+             f"- Error: squared error / d (the zero predictor scores 1), on {eval_size} fixed eval tasks; "
+             f"mean ± {STD_LABEL}. Stress tests act at evaluation time on the last point's context.",
+             "", "| mechanism | " + " | ".join(label for _, label in COLUMNS) + " | training |",
+             "|---" * (len(COLUMNS) + 2) + "|"]
+    for mechanism, record in results.items():
+        cells = [format_pm(record["summary"][k], 3) for k, _ in COLUMNS]
+        seconds_per_run = np.mean(record["train_seconds"])
+        lines.append(f"| {mechanism} | " + " | ".join(cells) + f" | {seconds_per_run:.0f} s/run |")
+    least = next(iter(results.values()))["curve_mean"].get("least_squares")
+    if least:
+        lines += ["", "Least squares (same eval tasks): " + ", ".join(
+            f"n={i}: {v:.3f}" for i, v in enumerate(least))]
+    lines += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
+    atomic_write_text(report_dir / REPORT, "\n".join(lines))
+    return [report_dir / REPORT, report_dir / RESULTS] + [report_dir / f for f in figures]

@@ -1,0 +1,72 @@
+"""The mechanisms study (seed 000): every attention mechanism at one size, 3 seeds, under
+every stress test of the workbench. make mechanisms, or
+
+    PYTHONPATH=. python -m scripts.mechanisms            # configs/mechanisms.yaml, 3 seeds
+    PYTHONPATH=. python -m scripts.mechanisms --quick    # 150 steps, 1 seed (a smoke test)
+
+Each run is `python -m runners.train --config configs/mechanisms.yaml --set ...` made by the
+job engine (src/launch.py: finished runs are reused); the report is report/MECHANISMS.md,
+report/mechanisms_results.json and report/figures/mechanisms/*.png (quick: under report/quick).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from plots.mechanisms_report import write_report
+from src.cli import UsageError, fail
+from src.gpt2_cli import settings_from_argv
+from src.launch import Job, finish_study, normalise, plan, study_dirs, study_parser
+from src.registry import registry
+
+PROG = "python -m scripts.mechanisms"
+CONFIG = "configs/mechanisms.yaml"
+SEEDS = (0, 1, 2)
+QUICK = ["--set", "training.train_steps=150", "--set", "training.log_every=50",
+         "--set", "training.save_every_steps=150", "--set", "training.eval_size=300"]
+
+
+@dataclass
+class MechanismJob(Job):
+    mechanism: str = ""
+    seed: int = 0
+
+
+def make_jobs(runs_dir: Path, mechanisms: Sequence[str], seeds: Sequence[int], quick: bool) -> list[Job]:
+    jobs = []
+    for mechanism in mechanisms:
+        for seed in seeds:
+            argv = ["--config", CONFIG, "--set", f"model.attention_type={mechanism}",
+                    "--set", f"training.seed={seed}"] + (QUICK if quick else [])
+            settings = settings_from_argv(argv)
+            jobs.append(MechanismJob(f"{mechanism}_seed{seed}", "runners.train", argv,
+                                     runs_dir / f"{mechanism}_seed{seed}", normalise(settings.to_dict()),
+                                     cost=settings.train.train_steps, mechanism=mechanism, seed=seed))
+    return plan(jobs)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = study_parser(PROG, __doc__, "150 steps, seed 0 (a smoke test)")
+    parser.add_argument("--mechanisms", default=None,
+                        help="comma list of seq_mixer names (default: all registered)")
+    args = parser.parse_args(argv)
+    try:
+        runs_dir, report_dir = study_dirs(args, "mechanisms")
+        known = registry("seq_mixer").names()
+        mechanisms = [m.strip() for m in (args.mechanisms or ",".join(known)).split(",") if m.strip()]
+        unknown = [m for m in mechanisms if m not in known]
+        if unknown or not mechanisms:
+            raise UsageError(f"--mechanisms={args.mechanisms!r} is not accepted; accepted: a comma "
+                             f"list of {', '.join(known)}")
+    except UsageError as err:
+        return fail(PROG, err)
+    seeds = SEEDS[:1] if args.quick else SEEDS
+    return finish_study(PROG, argv, args, runs_dir, report_dir,
+                        lambda: make_jobs(runs_dir, mechanisms, seeds, args.quick), write_report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
