@@ -17,11 +17,25 @@ from typing import Any, Iterable
 import numpy as np
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# Read once, at import (os.umask can only be read by setting it, which is not thread-safe).
+FILE_MODE = 0o666 & ~_read_umask()
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to a temporary file beside `path` and move it into place. The file gets the
+    mode an ordinary `open` would give it (0666 minus the umask: 0644 under umask 022, 0664
+    under 002), not mkstemp's private 0600, so collaborators can read a run."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

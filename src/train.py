@@ -28,6 +28,8 @@ from src.models.layouts import make_tokens
 from src.registry import registry
 from src.tasks.regression import Tasks
 
+# A training loss above this many times the first one is an explosion: the run stops as diverged.
+EXPLODED = 1e6
 # The reference predictor every attention-only run is scored against (registry "baseline").
 REFERENCE = "gd_one_step"
 
@@ -170,16 +172,20 @@ def train(settings: Settings, *, on_log: Callable[[dict], None] | None = None,
     scores: dict[str, float] = {}  # evaluation of the current `params`
     diverged = None
     start = time.perf_counter()
-    step = 0
+    step, first_loss = 0, None
     bar = tqdm(total=tr.steps, desc=settings.model.name, unit="step", disable=not progress,
                leave=False, dynamic_ncols=True)
     while step < tr.steps:
         n = min(tr.log_every, tr.steps - step)
         new_params, new_opt_state, losses = chunk(params, opt_state, train_key, step, n)
         losses = np.asarray(losses)
-        if not np.all(np.isfinite(losses)) or not params_finite(new_params):
-            bad = int(np.argmin(np.isfinite(losses))) if not np.all(np.isfinite(losses)) else n - 1
-            diverged = (f"non-finite training loss at step {step + bad + 1}; stopped and kept the "
+        first_loss = float(losses[0]) if first_loss is None else first_loss
+        exploded = np.isfinite(losses) & (losses > EXPLODED * max(abs(first_loss), 1e-12))
+        if not np.all(np.isfinite(losses)) or exploded.any() or not params_finite(new_params):
+            bad_steps = ~np.isfinite(losses) | exploded
+            bad = int(np.argmax(bad_steps)) if bad_steps.any() else n - 1
+            what = "exploded (above %g x the first loss)" % EXPLODED if exploded.any() else "non-finite"
+            diverged = (f"training loss {what} at step {step + bad + 1}; stopped and kept the "
                         f"parameters from step {step}")
             break
         params, opt_state = new_params, new_opt_state

@@ -39,3 +39,10 @@ def test_eval_set_does_not_depend_on_seed():
 def jax_leaves(params):
     import jax
     return [np.asarray(x) for x in jax.tree_util.tree_leaves(params)]
+
+
+def test_an_exploding_loss_stops_the_run_as_diverged():
+    """lr 1e4 blows the loss up by many orders of magnitude without a NaN at first."""
+    result = train(small("lsa1", steps=200, lr=1e4, log_every=10), progress=False)
+    assert result.diverged is not None and result.steps_done < 200
+    assert "exploded" in result.diverged or "non-finite" in result.diverged
