@@ -106,7 +106,10 @@ def test_ctrl_c_leaves_no_half_written_file(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "runners.run_concat_inputs_targets", "--out", str(out),
                              "--steps", "100000", "--batch_size", "64", "--eval_size", "200",
                              "--log_every", "10", "--quiet"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a shell that started pytest in the background ignores SIGINT, and
+                            # children inherit that: give the runner the default handler back
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while time.time() < deadline and not (out / names.METRICS).exists():
         time.sleep(0.2)
