@@ -18,5 +18,7 @@ from sweep import DriverDefaults, main
 
 DEFAULTS = DriverDefaults.of("eval_order", __doc__, figures="order", ordering=",".join(ORDERINGS))
 
+from src.cli import guarded  # noqa: E402
+
 if __name__ == "__main__":
-    sys.exit(main(DEFAULTS))
+    sys.exit(guarded(lambda: main(DEFAULTS)))

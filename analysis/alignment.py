@@ -16,7 +16,7 @@ from typing import Sequence
 
 from analysis.common import for_runs_of, load_run, main_frame, register_analysis, tuned_eta
 from src import rundir as names
-from src.cli import positive_number
+from src.cli import positive_number, guarded
 from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.train import EvalSet, make_eval_set
@@ -72,4 +72,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

@@ -212,4 +212,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from src.cli import guarded
+
+    sys.exit(guarded(main))

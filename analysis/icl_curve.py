@@ -19,7 +19,7 @@ import numpy as np
 from analysis.common import AnalysisError, for_runs_of, main_frame, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
-from src.cli import int_at_least
+from src.cli import int_at_least, guarded
 from src.registry import registry
 from src.rundir import RunDir
 
@@ -132,4 +132,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

@@ -20,7 +20,7 @@ from typing import Sequence
 from analysis.alignment import applies_to_attention_only
 from analysis.common import load_run, main_frame, register_analysis, tuned_eta
 from src import rundir as names
-from src.cli import positive_number
+from src.cli import positive_number, guarded
 from src.config import Settings
 from src.metrics import make_scorer
 from src.rundir import RunDir
@@ -97,4 +97,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

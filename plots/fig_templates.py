@@ -30,7 +30,7 @@ from plots.results_table import (has_values, label_column, load_results, mean_st
 from plots.style import (line_colors, line_legend, model_colors, new_figure, panels,
                          png_bytes, wrapped_title)
 from src import rundir as names
-from src.cli import OneLineParser
+from src.cli import OneLineParser, guarded
 from src.rundir import RunDir
 from src.stats import STD_LABEL
 from utils_log import atomic_write_bytes
@@ -361,4 +361,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

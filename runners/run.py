@@ -10,5 +10,7 @@ import sys
 
 from src.lsa_cli import rerun_main
 
+from src.cli import guarded  # noqa: E402
+
 if __name__ == "__main__":
-    sys.exit(rerun_main(__doc__.splitlines()[0]))
+    sys.exit(guarded(lambda: rerun_main(__doc__.splitlines()[0])))

@@ -9,5 +9,7 @@ import sys
 
 from src.lsa_cli import main
 
+from src.cli import guarded  # noqa: E402
+
 if __name__ == "__main__":
-    sys.exit(main("lsa1", __doc__.splitlines()[0]))
+    sys.exit(guarded(lambda: main("lsa1", __doc__.splitlines()[0])))

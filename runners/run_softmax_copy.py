@@ -10,5 +10,7 @@ import sys
 
 from src.lsa_cli import main
 
+from src.cli import guarded  # noqa: E402
+
 if __name__ == "__main__":
-    sys.exit(main("twolayer", __doc__.splitlines()[0]))
+    sys.exit(guarded(lambda: main("twolayer", __doc__.splitlines()[0])))

@@ -9,4 +9,6 @@ import sys
 from src.gpt2_cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from src.cli import guarded
+
+    sys.exit(guarded(main))

@@ -26,4 +26,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from src.cli import guarded
+
+    sys.exit(guarded(main))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.dynamics_report import write_report
-from src.cli import UsageError, fail
+from src.cli import UsageError, fail, guarded
 from src.launch import Job, finish_study, normalise, plan, study_dirs, study_parser
 from src.linattn_cli import RUNNER, settings_from_argv
 
@@ -75,4 +75,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.mechanisms_report import write_report
-from src.cli import UsageError, fail
+from src.cli import UsageError, fail, guarded
 from src.gpt2_cli import settings_from_argv
 from src.launch import Job, finish_study, normalise, plan, study_dirs, study_parser
 from src.registry import registry
@@ -69,4 +69,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
-from src.cli import OneLineParser, UsageError, fail
+from src.cli import OneLineParser, UsageError, fail, guarded
 from src.launch import (LOGS, TODO_STATES, Job, announce, normalise, run_jobs,
                         use_compilation_cache)
 from src.launch import plan as launch_plan
@@ -348,4 +348,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

@@ -156,3 +156,25 @@ class PrintChoices(argparse.Action):
         from src.registry import describe_all
         print(describe_all())
         parser.exit(0)
+
+
+def guarded(main: Callable[[], int]) -> int:
+    """Run a command line's `main()`: an unexpected exception becomes ONE line naming the error
+    and a file with the full traceback (exit 1), never a 30-line trace on the terminal."""
+    import os
+    import tempfile
+    import traceback
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    prog = f"python -m {spec.name}" if spec is not None else os.path.basename(sys.argv[0])
+    try:
+        return main()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as err:  # noqa: BLE001 - the whole point: nothing escapes as a trace
+        fd, log = tempfile.mkstemp(prefix="icl-workbench-traceback-", suffix=".log")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"$ {prog} {' '.join(sys.argv[1:])}\n{traceback.format_exc()}")
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        print(f"{prog}: error: unexpected {type(err).__name__}: {first[:300]} (full traceback: "
+              f"{log}; please report it)", file=sys.stderr)
+        return 1

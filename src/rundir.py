@@ -334,4 +334,5 @@ def check_main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(check_main())
+    from src.cli import guarded
+    raise SystemExit(guarded(check_main))

@@ -1,5 +1,4 @@
 """Artifacts follow the user's umask: 0644 under 022, 0664 under 002 (issue 16, point 6)."""
-import os
 import stat
 import subprocess
 import sys
