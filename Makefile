@@ -4,6 +4,8 @@
 #   make demo                      both demos (reduced steps) + a tiny order and noise sweep + figures
 #   make test                      the test suite
 #   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps)
+#   make dynamics                  seed 003's study (training dynamics of linear attention)
+#   make mechanisms                seed 000's study (attention mechanisms; long: see README)
 #   make clean                     remove runs, results_*.csv, generated figures, caches (keeps .venv)
 PY ?= python3
 VENV := .venv
@@ -121,12 +123,12 @@ mechanisms_quick: $(STAMP)
 	$(RUN) -m scripts.mechanisms --quick
 
 # Removes every run directory (runs/* but runs/.gitkeep), results_*.csv, generated figures
-# (report/figures/**.png except the tracked report/figures/paper/), and Python/pytest caches.
+# (report/figures/**.png except the tracked report/figures/paper/ and dynamics/), and caches.
 # Keeps .venv.
 clean:
 	find runs -mindepth 1 -maxdepth 1 ! -name .gitkeep -exec rm -rf {} +
 	rm -f results_*.csv
-	find report/figures -name '*.png' ! -path 'report/figures/paper/*' -delete
+	find report/figures -name '*.png' ! -path 'report/figures/paper/*' ! -path 'report/figures/dynamics/*' -delete
 	find report/figures -mindepth 1 -type d -empty -delete
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 	rm -rf .pytest_cache
