@@ -24,8 +24,7 @@ from src.registry import registry
 from src.rundir import RunDir
 
 MODULE = "analysis.icl_curve"
-CSV = f"{names.ANALYSIS}/icl_curve.csv"
-PNG = f"{names.ANALYSIS}/icl_curve.png"
+CSV, PNG = names.ICL_CURVE_CSV, names.ICL_CURVE_PNG
 
 
 def curves(settings, model, params, state, n_points: int | None = None) -> dict[str, np.ndarray]:

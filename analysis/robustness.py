@@ -32,7 +32,7 @@ from src.curricula import num_corrupted, ordering_key
 from src.rundir import RunDir
 from src.tasks.regression import Tasks
 
-JSON = f"{names.ANALYSIS}/robustness.json"
+JSON = names.ROBUSTNESS
 STRESS_SEED = 7
 
 

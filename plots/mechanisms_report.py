@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from plots.style import new_figure, png_bytes
+from src import rundir as names
 from src.stats import STD_LABEL, format_pm, over_seeds
 from utils_log import atomic_write_bytes, atomic_write_json, atomic_write_text
 
@@ -24,7 +25,7 @@ COLUMNS = [("clean_n2", "clean n = d/2"), ("clean_n5", "clean n = d"), ("clean_n
 
 
 def _curve(run) -> dict[str, list[float]]:
-    lines = run.file("analysis/icl_curve.csv").read_text().strip().splitlines()[1:]
+    lines = run.file(names.ICL_CURVE_CSV).read_text().strip().splitlines()[1:]
     out: dict[str, list[float]] = {}
     for line in lines:
         name, _, mean, _ = line.split(",")
@@ -38,14 +39,15 @@ def collect(jobs: Sequence) -> dict:
         run = job.run
         record = by_mechanism.setdefault(job.mechanism, {"seeds": [], "robustness": [], "curves": []})
         record["seeds"].append(job.seed)
-        record["robustness"].append(run.load_json("analysis/robustness.json"))
+        record["robustness"].append(run.load_json(names.ROBUSTNESS))
         record["curves"].append(_curve(run))
-        record.setdefault("train_seconds", []).append(run.load_json("metrics_summary.json")["train_seconds"])
+        record.setdefault("train_seconds", []).append(run.load_json(names.SUMMARY)["train_seconds"])
     for record in by_mechanism.values():
         record["summary"] = {key: over_seeds([r.get(key) for r in record["robustness"]])
                              for key, _ in COLUMNS}
-        names = record["curves"][0].keys()
-        record["curve_mean"] = {n: np.mean([c[n] for c in record["curves"]], axis=0).tolist() for n in names}
+        predictors = record["curves"][0].keys()
+        record["curve_mean"] = {n: np.mean([c[n] for c in record["curves"]], axis=0).tolist()
+                                for n in predictors}
     return by_mechanism
 
 

@@ -42,8 +42,7 @@ TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps
                  "task", "task_kwargs", "data", "num_tasks", "num_training_examples", "curriculum",
                  "log_every", "eval_size", "seed"}
 TOP_KEYS = {"model", "training", "out_dir", "test_run", "wandb", "inherit"}
-CHECKPOINT = "checkpoint.npz"
-TRAINING_LOG = "training_log.csv"
+CHECKPOINT, TRAINING_LOG = names.CHECKPOINT, names.TRAINING_LOG
 
 
 def _int(key: str, value, low: int) -> int:
@@ -299,7 +298,7 @@ def execute(settings: SeqSettings, out: Path, run: RunDir | None, args, argv) ->
         "system": "gpt2", "model": name, "task": settings.task.name, "steps": result["step"],
         "train_seconds": round(result["seconds"], 3), **{k: v for k, v in final.items() if k != "step"},
         "outputs": [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS, CHECKPOINT, TRAINING_LOG,
-                    f"{name}_loss.png"]})
+                    f"{name}_loss.png", names.ICL_CURVE_CSV, names.ICL_CURVE_PNG, names.ROBUSTNESS]})
     if not result["diverged"]:
         run_analyses(run, settings, with_attention=False)
     jax.block_until_ready(result["params"])

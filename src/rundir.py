@@ -49,6 +49,11 @@ DYNAMICS = "dynamics.npz"                       # training-dynamics runs (runner
 DYNAMICS_JSON = f"{ANALYSIS}/dynamics.json"
 DYNAMICS_PNG = f"{ANALYSIS}/dynamics.png"
 LOSS_PNG = f"{FIGS}/loss.png"
+ICL_CURVE_CSV = f"{ANALYSIS}/icl_curve.csv"     # gpt2-family runs (runners.train)
+ICL_CURVE_PNG = f"{ANALYSIS}/icl_curve.png"
+ROBUSTNESS = f"{ANALYSIS}/robustness.json"
+CHECKPOINT = "checkpoint.npz"
+TRAINING_LOG = "training_log.csv"
 # Written first into every run directory this code creates; with a readable config.json it is
 # the proof `RunDir.create(..., overwrite=True)` needs before it deletes anything.
 MARKER = ".icl_run"
