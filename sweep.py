@@ -9,6 +9,7 @@ the CSV after every finished run. `--grid PATH=V1,V2` sweeps any setting by its 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import shlex
@@ -21,7 +22,9 @@ from typing import Sequence
 from src import rundir as names
 from src.cli import OneLineParser, fail, int_at_least, positive_number
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
-from src.launch import TODO_STATES, announce, run_jobs, write_csv
+from src.launch import plan as replan
+from src.launch import (TODO_STATES, RunsDirBusy, RunsDirLock, announce, job_state,
+                        keep_foreign_csv, run_jobs, write_csv)
 from src.presets import MODEL_PRESETS
 from sweep_grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
 
@@ -187,7 +190,7 @@ def write_results(path: Path, jobs: Sequence[SweepJob]) -> int:
     extra = list(dict.fromkeys(p for job in jobs for p, _ in job.point.sets))
     rows = []
     for job in jobs:
-        if not (job.run.is_trained() or job.run.is_diverged()):
+        if job_state(job)[0] not in ("complete", "diverged"):   # other settings or code: not a row
             continue
         try:
             rows.append(csv_row(job))
@@ -254,30 +257,38 @@ def check_paths(args: argparse.Namespace) -> tuple[Path, Path]:
 
 def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
     parser = build_parser(defaults)
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     args.prog = parser.prog
-    try:
-        out, runs_dir = check_paths(args)
-        grid = build_grid(args)
-        planned = make_jobs(grid, runs_dir)
-        stale = [p for p in planned if p.state == "stale"]
-        if stale and not args.overwrite:
-            raise GridError(f"--runs-dir={args.runs_dir!r} holds {len(stale)} finished run(s) made "
-                            f"with other settings or by other code (e.g. {stale[0].run.path}: "
-                            f"{stale[0].detail}); accepted: another "
-                            "--runs-dir, or --overwrite to retrain them")
-    except GridError as err:
-        return fail(parser.prog, err)
-    if args.dry_run:
-        for item in planned:
-            action = "skip" if item.state in ("complete", "diverged") else "train"
-            print(f"{action:5s} {item.state:10s} "
-                  + " ".join(shlex.quote(c) for c in item.command(item.path.exists())[1:]))
-        return 0
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    if out.parent != Path(""):
-        out.parent.mkdir(parents=True, exist_ok=True)
-    code = execute(planned, args, out, runs_dir)
+    with contextlib.ExitStack() as hold:
+        try:
+            out, runs_dir = check_paths(args)
+            grid = build_grid(args)
+            planned = make_jobs(grid, runs_dir)
+            if not args.dry_run:   # one sweep per runs directory; planned again under the lock
+                hold.enter_context(RunsDirLock(runs_dir, shlex.join([parser.prog, *argv])))
+                planned = replan(planned)
+            stale = [p for p in planned if p.state == "stale"]
+            if stale and not args.overwrite:
+                raise GridError(f"--runs-dir={args.runs_dir!r} holds {len(stale)} finished run(s) made "
+                                f"with other settings or by other code (e.g. {stale[0].run.path}: "
+                                f"{stale[0].detail}); accepted: another "
+                                "--runs-dir, or --overwrite to retrain them")
+        except (GridError, RunsDirBusy) as err:
+            return fail(parser.prog, err)
+        if args.dry_run:
+            for item in planned:
+                action = "skip" if item.state in ("complete", "diverged") else "train"
+                print(f"{action:5s} {item.state:10s} "
+                      + " ".join(shlex.quote(c) for c in item.command(item.path.exists())[1:]))
+            return 0
+        if out.parent != Path(""):
+            out.parent.mkdir(parents=True, exist_ok=True)
+        backup = keep_foreign_csv(out, planned)
+        if backup is not None:
+            print(f"{parser.prog}: {out} held rows this sweep does not make; kept it as {backup}",
+                  file=sys.stderr)
+        code = execute(planned, args, out, runs_dir)
     if code == 0:
         stem = out.stem[len("results_"):] if out.stem.startswith("results_") else out.stem
         print(f"figures: PYTHONPATH=. python -m plots.fig_templates --from {out} "

@@ -23,6 +23,10 @@ def _read_umask() -> int:
     return mask
 
 
+# Temporary files are `.<name>.<pid>.<random>.tmp` beside their target: the pid lets the next
+# run tell a dead writer's leftover (src/rundir.py removes it) from a live writer's file.
+TMP_SUFFIX = ".tmp"
+
 # Read once, at import (os.umask can only be read by setting it, which is not thread-safe).
 FILE_MODE = 0o666 & ~_read_umask()
 
@@ -33,7 +37,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     under 002), not mkstemp's private 0600, so collaborators can read a run."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX,
+                               dir=path.parent)
     try:
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as handle:

@@ -67,9 +67,12 @@ def load_settings(run: RunDir) -> Settings:
 
 def load_run(run: RunDir) -> LoadedRun:
     """Settings, model and parameters of a finished run (config.json + params.npz)."""
+    import jax
     settings = load_settings(run)
     run.require(names.PARAMS)
-    return LoadedRun(settings, build_model(settings.task, settings.model), run.load_params())
+    model = build_model(settings.task, settings.model)
+    like = jax.eval_shape(model.init, jax.random.PRNGKey(0))   # shapes only: nothing computed
+    return LoadedRun(settings, model, run.load_params(like=like))
 
 
 def tuned_eta(run: RunDir) -> float:

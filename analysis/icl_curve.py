@@ -73,13 +73,19 @@ def figure(rows: list[dict], title: str, trained_points: int):
 def load_run(run: RunDir):
     """(settings, model, params, state) of a finished runners.train run."""
     from src.seq_train import SeqSettings, init_state, make_model, make_optimizer
-    settings = SeqSettings.from_dict(run.load_config()["settings"])
+    try:
+        settings = SeqSettings.from_dict(run.load_config()["settings"])
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        if isinstance(err, names.RunDirError):
+            raise
+        raise run.corrupt(names.CONFIG, f"its settings do not load: {str(err)[:160]}") from None
     model = make_model(settings)
     params, state, _ = init_state(settings, model, make_optimizer(settings))
-    with np.load(run.require(names.PARAMS), allow_pickle=False) as data:
-        flat = {key.split("/", 1)[1]: data[key] for key in data.files}
+    flat = {key.split("/", 1)[-1]: value for key, value in run.load_arrays(names.PARAMS).items()}
     loaded = {}
     for key, value in flat.items():
+        if "/" not in key:
+            raise run.corrupt(names.PARAMS, "accepted: arrays keyed model/module/parameter")
         module, name = key.rsplit("/", 1)
         loaded.setdefault(module, {})[name] = value
     want = {(m, n, tuple(np.shape(v))) for m, group in params.items() for n, v in group.items()}

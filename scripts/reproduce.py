@@ -31,7 +31,7 @@ from typing import Sequence
 
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
 from src.cli import OneLineParser, UsageError, fail, guarded
-from src.launch import (LOGS, TODO_STATES, Job, announce, normalise, run_jobs,
+from src.launch import (LOGS, TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, normalise, run_jobs,
                         use_compilation_cache)
 from src.launch import plan as launch_plan
 from src.lsa_cli import settings_from_argv
@@ -300,7 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         plan = make_plan(args)
-    except FlagError as err:
+        _lock = RunsDirLock(plan.runs_dir, shlex.join([PROG, *argv])).__enter__()   # held to exit
+    except (FlagError, RunsDirBusy) as err:
         return fail(PROG, err)
     say = (lambda m: None) if plan.quiet else (lambda m: print(m, flush=True))
     use_compilation_cache(plan.runs_dir)

@@ -15,7 +15,7 @@ import math
 import sys
 from typing import Callable, Sequence
 
-SEED_LIMIT = 2 ** 32   # seeds are 32-bit: jax.random.key takes any int, numpy's do not
+from src.bounds import RANGES, SEED_LIMIT  # noqa: F401 - the one table of integer ranges
 
 
 class UsageError(Exception):
@@ -55,6 +55,11 @@ def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
 
 def seed() -> Callable[[str], int]:
     return int_at_least(0, SEED_LIMIT - 1)
+
+
+def bounded(kind: str) -> Callable[[str], int]:
+    """An integer flag in the range src.bounds.RANGES gives `kind` (layers, heads, sizes, ...)."""
+    return int_at_least(*RANGES[kind])
 
 
 def number_in(low: float, high: float, *, low_open: bool = False, high_open: bool = False,
@@ -158,6 +163,27 @@ class PrintChoices(argparse.Action):
         parser.exit(0)
 
 
+PARENT_ENV = "ICL_WORKBENCH_PARENT_PID"   # set by the job engine for the runners it starts
+
+
+def die_with_parent() -> None:
+    """A runner started by the job engine (PARENT_ENV set) asks Linux for SIGTERM when its
+    driver dies, even by SIGKILL, so no orphan keeps writing into a run directory that a rerun
+    replaces; if the driver is already gone it exits at once. Elsewhere: nothing."""
+    import os
+    expected = os.environ.get(PARENT_ENV)
+    if not expected or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != expected:
+        raise SystemExit(143)
+
+
 def guarded(main: Callable[[], int]) -> int:
     """Run a command line's `main()`: an unexpected exception becomes ONE line naming the error
     and a file with the full traceback (exit 1), never a 30-line trace on the terminal."""
@@ -166,10 +192,20 @@ def guarded(main: Callable[[], int]) -> int:
     import traceback
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     prog = f"python -m {spec.name}" if spec is not None else os.path.basename(sys.argv[0])
+    die_with_parent()
     try:
         return main()
     except (KeyboardInterrupt, SystemExit):
         raise
+    except OSError as err:   # the filesystem said no (read-only, full, not a directory, ...)
+        where = f": {err.filename}" if getattr(err, "filename", None) else ""
+        print(f"{prog}: error: cannot write or read{where}: {err.strerror or err}; nothing else "
+              "was changed (a run being replaced keeps its old version)", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"{prog}: error: out of memory; accepted: smaller --batch_size / --eval_size / "
+              "model sizes", file=sys.stderr)
+        return 1
     except Exception as err:  # noqa: BLE001 - the whole point: nothing escapes as a trace
         fd, log = tempfile.mkstemp(prefix="icl-workbench-traceback-", suffix=".log")
         with os.fdopen(fd, "w") as handle:

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from src.bounds import check_sizes
 from src.registry import Choice, UnknownChoice, registry
 
 SCHEMA_VERSION = 2
@@ -211,6 +212,14 @@ def validate(s: Settings) -> None:
     _require(_finite(tr.lr) and tr.lr > 0, f"lr={tr.lr} must be a finite number > 0")
     _require(_finite(tr.grad_clip_norm) and tr.grad_clip_norm > 0,
              f"grad_clip_norm={tr.grad_clip_norm} must be a finite number > 0")
+    try:   # the shared integer ranges (src/bounds.py): refuse absurd sizes before any work
+        check_sizes(d=t.d, points__num_context=t.num_context, layers__num_layers=m.num_layers,
+                    heads__num_heads=m.num_heads, steps=tr.steps, batch_size=tr.batch_size,
+                    eval_size=tr.eval_size, seed=tr.seed)
+        if m.key_size:
+            check_sizes(width__key_size=m.key_size)
+    except ValueError as err:
+        _require(False, str(err))
     _require(_finite(tr.adam_b1) and _finite(tr.adam_b2) and 0 <= tr.adam_b1 < 1
              and 0 <= tr.adam_b2 < 1, "adam betas must lie in [0, 1)")
     _require(_int_at_least(tr.log_every, 1), f"log_every={tr.log_every} must be an integer >= 1")

@@ -26,11 +26,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from src import rundir as names
+from src.bounds import check_memory, check_sizes, training_bytes
 from src.cli import OneLineParser, PrintChoices, UsageError, fail
 from src.models.backbone import GPT2Config
 from src.provenance import run_record
 from src.registry import Choice, UnknownChoice, registry
-from src.rundir import RunDir, RunDirError
+from src.rundir import RunDir, RunDirError, interrupted_note, will_replace
 from src.seq_train import SeqSettings, SeqTrainConfig, train, tree_from_npz, tree_to_npz
 from src.tasks.garg import Curriculum, Schedule
 
@@ -158,6 +159,18 @@ def settings_from_config(raw: Any) -> tuple[SeqSettings, Path, bool]:
     config = GPT2Config(n_dims=n_dims, n_embd=n_embd, n_head=n_head,
                         n_layer=_int("model.n_layer", model.get("n_layer", 3), 1),
                         n_positions=n_positions, mixer=mixer)
+    try:   # the shared integer ranges and the memory estimate (src/bounds.py), before any work
+        check_sizes(("d", "model.n_dims", config.n_dims), ("width", "model.n_embd", config.n_embd),
+                    ("heads", "model.n_head", config.n_head), ("layers", "model.n_layer", config.n_layer),
+                    ("points", "model.n_positions", config.n_positions),
+                    ("batch_size", "training.batch_size", tr.batch_size),
+                    ("eval_size", "training.eval_size", tr.eval_size),
+                    ("steps", "training.train_steps", tr.train_steps), ("seed", "training.seed", tr.seed))
+        check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size,
+                                    tokens=2 * config.n_positions, width=config.n_embd,
+                                    layers=config.n_layer, heads=config.n_head), "this run")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     out = Path(str(raw.get("out_dir") or f"runs/gpt2_{mixer.name}"))
     return SeqSettings(model=config, task=task, curriculum=Curriculum(dims, points), train=tr), out, test_run
 
@@ -246,14 +259,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             RunDir.check_creatable(out, args.overwrite)
     except (UsageError, RunDirError) as err:
         return fail(PROG, err)
-    return execute(settings, out, run, args, argv)
+    replacing = run is None and will_replace(out)
+    try:
+        return execute(settings, out, run, args, argv)
+    except KeyboardInterrupt:
+        note = interrupted_note(out, replacing) if replacing else (
+            f"interrupted: {out} keeps its last checkpoint; continue with --resume")
+        print("\n" + note, file=sys.stderr)
+        return 130
 
 
 def execute(settings: SeqSettings, out: Path, run: RunDir | None, args, argv) -> int:
-    from plots.style import png_bytes
-    from src.pipeline import run_analyses
     from src.seq_train import init_state, make_model, make_optimizer
-    import jax
     start, log_rows, history = None, [], []
     if run is None:
         run = RunDir.create(out, overwrite=args.overwrite)
@@ -270,6 +287,24 @@ def execute(settings: SeqSettings, out: Path, run: RunDir | None, args, argv) ->
         history = run.read_metrics() if run.exists(names.METRICS) else []
         history = [r for r in history if r["step"] <= start[0]]
         log_rows = [r for r in _read_log(run) if r["step"] <= start[0]]
+    try:     # a replacement (--overwrite) is written beside the old run, swapped in on success
+        result, final = _train_into(run, settings, start, log_rows, history, out, args)
+    except BaseException:
+        run.discard()
+        raise
+    run.commit()
+    name = settings.model.mixer.name
+    print(f"{name}: {result['step']} steps in {result['seconds']:.1f}s | eval error at the last point "
+          f"{final.get('eval_error_last', float('nan')):.4f} -> {run.path}")
+    return 1 if result["diverged"] else 0
+
+
+def _train_into(run: RunDir, settings: SeqSettings, start, log_rows: list, history: list, out: Path,
+                args) -> tuple[dict, dict]:
+    """Train (from `start` when resuming) and write every output into `run`."""
+    from plots.style import png_bytes
+    from src.pipeline import run_analyses
+    import jax
     logger = run.metrics_logger()
     logger.rows = list(history)
     keep = settings.train.keep_every_steps
@@ -302,9 +337,7 @@ def execute(settings: SeqSettings, out: Path, run: RunDir | None, args, argv) ->
     if not result["diverged"]:
         run_analyses(run, settings, with_attention=False)
     jax.block_until_ready(result["params"])
-    print(f"{name}: {result['step']} steps in {result['seconds']:.1f}s | eval error at the last point "
-          f"{final.get('eval_error_last', float('nan')):.4f} -> {run.path}")
-    return 1 if result["diverged"] else 0
+    return result, final
 
 
 def _flat(tree) -> dict:

@@ -16,6 +16,7 @@ SIGINT/SIGTERM stop only its own children. eval_order, eval_noise and the reprod
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from src import rundir as names
+from src.cli import PARENT_ENV
 from src.provenance import ROOT, code_fingerprint
 from src.rundir import RunDir
 from utils_log import atomic_write_text, to_jsonable
@@ -115,6 +117,7 @@ def child_env(workers: int, runs_dir: Path) -> dict:
     shared by the runs (same programs, same results, much less compile time), one thread
     each when several run at once."""
     env = dict(os.environ)
+    env[PARENT_ENV] = str(os.getpid())     # the runner dies with this driver (src.cli.guarded)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if not env.get("JAX_COMPILATION_CACHE_DIR"):
         env["JAX_COMPILATION_CACHE_DIR"] = str((runs_dir / JAX_CACHE).resolve())
@@ -142,6 +145,49 @@ def use_compilation_cache(runs_dir: Path) -> None:
             jax.config.update(option, cast(env[var]))
 
 
+LOCK = ".lock"      # <runs-dir>/.lock: held (flock) by the one sweep or study using the folder
+
+
+class RunsDirBusy(Exception):
+    """Another live sweep or study holds the runs directory (one-line message)."""
+
+
+class RunsDirLock:
+    """An exclusive lock on a runs directory for as long as a sweep or study trains into it.
+    The kernel releases it when the holder dies (flock), so a killed driver never leaves a
+    stale lock; the file names the holder (pid, command, start) for the refusal message."""
+
+    def __init__(self, runs_dir: Path, command: str):
+        self.path = runs_dir / LOCK
+        self.command = command
+        self.handle = None
+
+    def __enter__(self) -> "RunsDirLock":
+        import fcntl
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip().replace("\n", " ") or "another process"
+            handle.close()
+            raise RunsDirBusy(f"--runs-dir={str(self.path.parent)!r} is in use by {holder}; "
+                              "accepted: wait for it to finish, or another --runs-dir") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} ({self.command[:200]}) since "
+                     f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        handle.flush()
+        self.handle = handle
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()     # releases the flock
+            self.handle = None
+
+
 @dataclass
 class Launcher:
     """Runs commands as child processes (several threads may call `run` at once), writes each
@@ -159,7 +205,7 @@ class Launcher:
             if self.stopping.is_set():
                 return None, "", 0.0
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, text=True, env=self.env)
+                                    stdin=subprocess.DEVNULL, text=True, env=self.env)  # runners die with it: src.cli.die_with_parent
             self.live.add(proc)
         try:
             output, _ = proc.communicate()
@@ -290,6 +336,31 @@ def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> int:
     return len(rows)
 
 
+def keep_foreign_csv(path: Path, jobs: Sequence[Job]) -> Path | None:
+    """Before a sweep rewrites its CSV: when `path` holds anything but rows of this sweep's own
+    run directories (another sweep's results, a hand-edited file), copy it to
+    `<stem>.backup-<time>.csv` first and return that path; None when nothing needed keeping."""
+    if not path.is_file():
+        return None
+    ours = {str(job.path) for job in jobs}
+    try:
+        text = path.read_text()
+        rows = list(csv.DictReader(io.StringIO(text)))
+        foreign = any(row.get("run_dir") not in ours for row in rows)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        foreign, text = True, None
+    if not foreign:
+        return None
+    backup = path.with_name(f"{path.stem}.backup-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
+    n = 1
+    while backup.exists():
+        backup = path.with_name(f"{path.stem}.backup-{time.strftime('%Y%m%d-%H%M%S')}-{n}{path.suffix}")
+        n += 1
+    from utils_log import atomic_write_bytes
+    atomic_write_bytes(backup, path.read_bytes())
+    return backup
+
+
 def refuse_stale(jobs: Sequence[Job], runs_dir: Path, overwrite: bool) -> None:
     """UsageError (one line) when finished runs were made with other settings or code and
     `overwrite` does not allow retraining them."""
@@ -359,11 +430,14 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
     import shlex
 
     from src.cli import UsageError, fail
-    try:
-        jobs = make_jobs()
-        refuse_stale(jobs, runs_dir, args.overwrite)
-    except UsageError as err:
-        return fail(prog, err)
     command = shlex.join([prog, *argv])
-    return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
-        jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head))
+    with contextlib.ExitStack() as hold:
+        try:   # one study or sweep per runs directory; planned again under the lock
+            make_jobs()
+            hold.enter_context(RunsDirLock(runs_dir, command))
+            jobs = make_jobs()
+            refuse_stale(jobs, runs_dir, args.overwrite)
+        except (UsageError, RunsDirBusy) as err:
+            return fail(prog, err)
+        return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
+            jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head))

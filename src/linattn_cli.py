@@ -31,7 +31,7 @@ from src.dynamics_train import (OPTIMIZERS, DynamicsSettings, DynamicsTrainConfi
 from src.pipeline import run_analyses
 from src.provenance import run_record
 from src.registry import choice
-from src.rundir import RunDir, RunDirError
+from src.rundir import RunDir, RunDirError, interrupted_note, will_replace
 from src.tasks.linattn import DynamicsTaskConfig
 
 PROG = "python -m runners.linattn"
@@ -152,28 +152,28 @@ def execute(settings: DynamicsSettings, out: Path, *, overwrite: bool, show: boo
             argv: Sequence[str], progress: bool = True) -> tuple[RunDir, Trajectory]:
     """Train and write a complete run directory (out checked beforehand)."""
     from plots.style import png_bytes
-    run = RunDir.create(out, overwrite=overwrite)
-    run.write_json(names.CONFIG, run_record(settings.to_dict(), RUNNER, argv, out))
-    logger = run.metrics_logger()
-    step = max(settings.train.log_every, settings.train.epochs // 20)
+    with RunDir.create(out, overwrite=overwrite) as run:   # replaces an old run only on success
+        run.write_json(names.CONFIG, run_record(settings.to_dict(), RUNNER, argv, out))
+        logger = run.metrics_logger()
+        step = max(settings.train.log_every, settings.train.epochs // 20)
 
-    def on_chunk(epoch: int, loss: float) -> None:
-        if epoch % step < settings.train.log_every or epoch == settings.train.epochs:
-            logger.log({"epoch": epoch, "train_loss": loss})
-            if progress:
-                print(f"  epoch {epoch}: loss {loss:.5f}", file=sys.stderr)
+        def on_chunk(epoch: int, loss: float) -> None:
+            if epoch % step < settings.train.log_every or epoch == settings.train.epochs:
+                logger.log({"epoch": epoch, "train_loss": loss})
+                if progress:
+                    print(f"  epoch {epoch}: loss {loss:.5f}", file=sys.stderr)
 
-    result = train(settings, on_chunk=on_chunk)
-    run.save_params({"model": result.params})   # params.npz keys model/<name>
-    run.write_npz(names.DYNAMICS, {"loss": result.loss, "log_epochs": result.log_epochs,
-                                   "singular_values": result.singular_values,
-                                   "gamma_diag": result.gamma_diag,
-                                   **{f"{name}_loss": v for name, v in result.test.items()}})
-    if show:
-        run.write_bytes(names.LOSS_PNG, png_bytes(loss_figure(result, f"{out.name} ({settings.model.name})")))
-    run.write_json(names.SUMMARY, summary_record(settings, result, show))
-    if not result.diverged:
-        run_analyses(run, settings, with_attention=False)
+        result = train(settings, on_chunk=on_chunk)
+        run.save_params({"model": result.params})   # params.npz keys model/<name>
+        run.write_npz(names.DYNAMICS, {"loss": result.loss, "log_epochs": result.log_epochs,
+                                       "singular_values": result.singular_values,
+                                       "gamma_diag": result.gamma_diag,
+                                       **{f"{name}_loss": v for name, v in result.test.items()}})
+        if show:
+            run.write_bytes(names.LOSS_PNG, png_bytes(loss_figure(result, f"{out.name} ({settings.model.name})")))
+        run.write_json(names.SUMMARY, summary_record(settings, result, show))
+        if not result.diverged:
+            run_analyses(run, settings, with_attention=False)
     return run, result
 
 
@@ -186,12 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         RunDir.check_creatable(out, args.overwrite)
     except (UsageError, RunDirError) as err:
         return fail(PROG, err)
+    replacing = will_replace(out)
     try:
         run, result = execute(settings, out, overwrite=args.overwrite, show=args.show, argv=argv,
                               progress=not args.quiet)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: {out} is incomplete (no {names.SUMMARY}); rerun with --overwrite",
-              file=sys.stderr)
+        print("\n" + interrupted_note(out, replacing), file=sys.stderr)
         return 130
     if result.diverged:
         print(f"{PROG}: training stopped: {result.diverged}", file=sys.stderr)

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Sequence
 
 from src import rundir as names
+from src.bounds import check_memory, training_bytes
 from src.cli import (OneLineParser, PrintChoices, UsageError, fail, int_at_least, non_negative_number,
                      number_in, or_auto, positive_number, seed)
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Settings, validate
 from src.overrides import apply_overrides
 from src.pipeline import execute
 from src.presets import MODEL_PRESETS, preset
-from src.rundir import ATTENTION_TASKS, RunDir, RunDirError
+from src.rundir import ATTENTION_TASKS, RunDir, RunDirError, interrupted_note, will_replace
 
 CURRICULUM_FIELDS = ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement")
 _probability = number_in(0.0, 1.0)
@@ -147,7 +148,10 @@ def settings_from_args(args: argparse.Namespace, model_name: str) -> Settings:
     spec = MODEL_PRESETS[model_name]
     if layers and layers != spec.layers and spec.deeper:   # lsa1 with K > 1 layers is lsa_rec
         model_name = spec.deeper
-    base = preset(model_name, None if MODEL_PRESETS[model_name].fixed_depth else layers)
+    try:
+        base = preset(model_name, None if MODEL_PRESETS[model_name].fixed_depth else layers)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     train_c, _ = resolve_curriculum(args, "train")
     eval_c, _ = resolve_curriculum(args, "eval")
     check_shared_noise_flags(args, train_c, eval_c)
@@ -159,9 +163,20 @@ def settings_from_args(args: argparse.Namespace, model_name: str) -> Settings:
     try:
         settings = apply_overrides(settings, args.overrides)
         validate(settings)
+        check_memory(run_bytes(settings, getattr(args, "save_attention", False)))
     except ValueError as err:
         raise UsageError(str(err)) from None
     return settings
+
+
+def run_bytes(settings: Settings, keep_attention: bool) -> int:
+    """src.bounds' memory estimate for one run of `settings` (tokens N + 1, width at most
+    2 (d + 1) plus the layout's positional part)."""
+    t, m, tr = settings.task, settings.model, settings.train
+    width = 2 * (t.d + 1) + int(getattr(m.layout.options, "pe_size", 0) or 0) + m.key_size
+    return training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, tokens=t.num_context + 1,
+                          width=width, layers=m.num_layers, heads=m.num_heads,
+                          keep_attention=keep_attention)
 
 
 def settings_from_argv(model_name: str, argv: Sequence[str]) -> Settings:
@@ -195,13 +210,13 @@ def main(model_name: str, description: str, argv: Sequence[str] | None = None) -
 def _train_and_report(prog: str, settings: Settings, out: Path, args: argparse.Namespace,
                       runner: str, argv: Sequence[str]) -> int:
     """Run the pipeline; one summary line (exit 0), or why it stopped (130 / 2 / 1)."""
+    replacing = will_replace(out)
     try:
         run, result = execute(settings, out, overwrite=args.overwrite,
                               with_attention=args.save_attention, runner=runner, argv=argv,
                               progress=not args.quiet, skip_analysis=args.skip_analysis)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: {out} is incomplete (every file in it is whole; no "
-              f"{names.SUMMARY}); rerun with --overwrite", file=sys.stderr)
+        print("\n" + interrupted_note(out, replacing), file=sys.stderr)
         return 130
     except RunDirError as err:
         return fail(prog, err)
@@ -247,6 +262,7 @@ def rerun_main(description: str, argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"--config {args.config}: holds no settings mapping")
         settings = apply_overrides(Settings.from_dict(raw), args.overrides)
         validate(settings)
+        check_memory(run_bytes(settings, args.save_attention))
         out = Path(args.out)
         RunDir.check_creatable(out, args.overwrite)
     except OSError as err:
@@ -256,6 +272,8 @@ def rerun_main(description: str, argv: Sequence[str] | None = None) -> int:
     except (KeyError, TypeError) as err:
         return fail(prog, f"--config {args.config}: is not a settings mapping (bad or missing "
                           f"key {err})")
-    except (UsageError, ValueError, RunDirError) as err:
+    except (UsageError, RunDirError) as err:
         return fail(prog, err)
+    except ValueError as err:
+        return fail(prog, f"--config {args.config}: {err}")
     return _train_and_report(parser.prog, settings, out, args, "runners.run", argv)

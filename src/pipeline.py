@@ -103,17 +103,17 @@ def execute(settings: Settings, out: Path, *, overwrite: bool, with_attention: b
             skip_analysis: bool = False) -> tuple[RunDir, TrainResult]:
     """Train and write a complete run directory. `out` must have been checked
     (RunDir.check_creatable) before any work."""
-    run = RunDir.create(out, overwrite=overwrite)
-    run.write_json(names.CONFIG, run_record(settings.to_dict(), runner, argv, out))
-    eval_set = make_eval_set(settings)
-    run.save_eval_metadata(eval_set.ordering_idx, eval_set.noise_mask)
-    run.write_json(names.METADATA, analysis_metadata(settings, eval_set, with_attention))
-    logger = run.metrics_logger()
-    result = train(settings, on_log=logger.log, progress=progress, eval_set=eval_set)
-    run.save_params(result.params)
-    if with_attention:
-        save_attention(run, settings, result.params, eval_set)
-    run.write_json(names.SUMMARY, summary_record(settings, result))
-    if not result.diverged and not skip_analysis:
-        run_analyses(run, settings, with_attention)
+    with RunDir.create(out, overwrite=overwrite) as run:   # replaces an old run only on success
+        run.write_json(names.CONFIG, run_record(settings.to_dict(), runner, argv, out))
+        eval_set = make_eval_set(settings)
+        run.save_eval_metadata(eval_set.ordering_idx, eval_set.noise_mask)
+        run.write_json(names.METADATA, analysis_metadata(settings, eval_set, with_attention))
+        logger = run.metrics_logger()
+        result = train(settings, on_log=logger.log, progress=progress, eval_set=eval_set)
+        run.save_params(result.params)
+        if with_attention:
+            save_attention(run, settings, result.params, eval_set)
+        run.write_json(names.SUMMARY, summary_record(settings, result))
+        if not result.diverged and not skip_analysis:
+            run_analyses(run, settings, with_attention)
     return run, result

@@ -18,6 +18,7 @@ runs/<exp>/
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,7 +28,7 @@ import numpy as np
 from src.config import Settings
 from src.provenance import ROOT
 from src.params import flatten_params, unflatten_params
-from utils_log import (JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_write_bytes,
+from utils_log import (TMP_SUFFIX, JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_write_bytes,
                        atomic_write_json, atomic_write_text, read_jsonl)
 
 CONFIG = "config.json"
@@ -58,6 +59,8 @@ TRAINING_LOG = "training_log.csv"
 # the proof `RunDir.create(..., overwrite=True)` needs before it deletes anything.
 MARKER = ".icl_run"
 MARKER_TEXT = "run directory of the in-context learning workbench (src/rundir.py)\n"
+STAGING = ".staging-"     # .<name>.staging-<pid>: a replacement being trained
+REPLACED = ".replaced-"   # .<name>.replaced-<pid>: the old run during the swap
 
 ATTENTION_TASKS = 1000  # eval tasks whose attention is saved with --save_attention
 
@@ -80,6 +83,11 @@ class MissingArtifact(RunDirError):
     pass
 
 
+class CorruptArtifact(RunDirError):
+    """A file of a run directory exists but is not what this code wrote (truncated, foreign,
+    wrong types or shapes, object arrays)."""
+
+
 def attention_file(layer: int, head: int) -> str:
     return f"{ATTN}/layer{layer}_head{head}.npy"
 
@@ -87,6 +95,59 @@ def attention_file(layer: int, head: int) -> str:
 def attention_figure(layer: int, head: int) -> str:
     """The quick heatmap of one layer/head (plots.attention_quick)."""
     return f"{FIGS}/attention_layer{layer}_head{head}.png"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _pid_of(name: str, tag: str) -> int | None:
+    try:
+        return int(name.rsplit(tag, 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def remove_stale_siblings(path: Path) -> list[Path]:
+    """Remove what a killed process left beside or in the run directory `path`: staging and
+    swap directories of dead processes (only those with our marker) and atomic-write
+    temporaries (`.<file>.<pid>.<random>.tmp`) of dead processes. Returns what was removed."""
+    removed = []
+    parent = path.parent
+    if parent.is_dir():
+        for tag in (STAGING, REPLACED):
+            for candidate in parent.glob(f".{glob_escape(path.name)}{tag}*"):
+                pid = _pid_of(candidate.name, tag)
+                if (pid is not None and not _alive(pid) and not candidate.is_symlink()
+                        and (candidate / MARKER).is_file()):
+                    shutil.rmtree(candidate)
+                    removed.append(candidate)
+    for folder in (path, parent):
+        if folder.is_dir() and not folder.is_symlink():
+            removed += remove_dead_temporaries(folder)
+    return removed
+
+
+def remove_dead_temporaries(folder: Path) -> list[Path]:
+    """Atomic-write temporaries in `folder` whose writer process is gone."""
+    removed = []
+    for tmp in folder.glob(f".*{TMP_SUFFIX}"):
+        parts = tmp.name.split(".")
+        pid = next((int(p) for p in reversed(parts[:-2]) if p.isdigit()), None)
+        if pid is not None and tmp.is_file() and not tmp.is_symlink() and not _alive(pid):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def unsafe_target(path: Path) -> str | None:
@@ -103,6 +164,19 @@ def unsafe_target(path: Path) -> str | None:
     if resolved == ROOT or resolved in ROOT.parents:
         return "the repository or a folder that contains it"
     return None
+
+
+def will_replace(path: Path) -> bool:
+    """A run into `path` now would replace an existing run (staged; see RunDir.create)."""
+    return path.is_dir() and any(path.iterdir())
+
+
+def interrupted_note(path: Path, replacing: bool) -> str:
+    """What an interrupted run leaves behind, in one line."""
+    if replacing:
+        return f"interrupted: the previous run in {path} is kept unchanged (the new one was discarded)"
+    return (f"interrupted: {path} is incomplete (every file in it is whole; no {SUMMARY}); "
+            "rerun with --overwrite")
 
 
 class RunDir:
@@ -123,14 +197,53 @@ class RunDir:
     def create(cls, path: str | Path, overwrite: bool = False) -> "RunDir":
         """A fresh run directory, marked as ours (MARKER). An existing non-empty `path` is
         refused unless `overwrite`, and even then it is replaced only when it is provably a
-        run directory this code made (`is_ours`); nothing else is ever deleted."""
+        run directory this code made (`is_ours`); nothing else is ever deleted.
+
+        A replacement trains into a hidden sibling (`.<name>.staging-<pid>`): the old run stays
+        whole until `commit()` swaps the new one in, so a rerun that crashes or is killed keeps
+        it. Use `with RunDir.create(...) as run:` to commit on success and discard on failure."""
         run = cls(path)
         cls.check_creatable(run.path, overwrite)
+        remove_stale_siblings(run.path)
         if run.path.exists() and any(run.path.iterdir()):
-            shutil.rmtree(run.path)   # check_creatable proved it is one of our run directories
-        run.path.mkdir(parents=True, exist_ok=True)
+            staging = run.path.parent / f".{run.path.name}{STAGING}{os.getpid()}"
+            if staging.exists():
+                shutil.rmtree(staging)   # our own pid's leftover from an earlier call
+            staging.mkdir()
+            run = cls(staging)
+            run.target = Path(path)
+        else:
+            run.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(run.file(MARKER), MARKER_TEXT)
         return run
+
+    target: Path | None = None     # set while a replacement is being written in a staging dir
+
+    def commit(self) -> "RunDir":
+        """Swap a staged replacement into place (the old run was proved ours by `create`):
+        old -> .<name>.replaced-<pid>, staging -> <name>, then the old one is removed."""
+        if self.target is None:
+            return self
+        old = self.target.parent / f".{self.target.name}{REPLACED}{os.getpid()}"
+        os.replace(self.target, old)
+        os.replace(self.path, self.target)
+        shutil.rmtree(old)
+        self.path, self.target = self.target, None
+        return self
+
+    def discard(self) -> None:
+        """Drop an unfinished staged replacement (the old run is untouched)."""
+        if self.target is not None and self.path.is_dir():
+            shutil.rmtree(self.path)
+
+    def __enter__(self) -> "RunDir":
+        return self
+
+    def __exit__(self, kind, value, trace) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.discard()
 
     def is_ours(self) -> bool:
         """A directory this module created: its marker file plus a readable config.json
@@ -221,30 +334,79 @@ class RunDir:
             return f"python -m plots.attention_quick --run {run}"
         command = f"python -m runners.run_concat_inputs_targets --out {run}"
         if self.file(CONFIG).is_file():
-            try:
-                command = self.load_config().get("command") or command   # the command that made it
-            except (RunDirError, OSError, ValueError, AttributeError):
+            try:   # the command that made it (read directly: a corrupt config.json must not recurse)
+                recorded = json.loads(self.file(CONFIG).read_text()).get("command")
+                command = recorded if isinstance(recorded, str) and recorded else command
+            except (OSError, ValueError, AttributeError):
                 pass
         if name.startswith(ATTN):
             return f"{command} --overwrite --save_attention (retrains the run)"
         return command
 
+    def corrupt(self, name: str, why: str) -> CorruptArtifact:
+        return CorruptArtifact(f"{self.file(name)} is unusable ({why}); nothing was changed; "
+                               f"recreate it with: {self.producer(name)}")
+
     def load_json(self, name: str) -> Any:
-        with open(self.require(name)) as handle:
-            return json.load(handle)
+        try:
+            with open(self.require(name)) as handle:
+                return json.load(handle)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise self.corrupt(name, f"not valid JSON: {str(err).splitlines()[0][:120]}") from None
 
     def load_config(self) -> dict:
-        return self.load_json(CONFIG)
+        """config.json: a mapping whose "settings" is a mapping (CorruptArtifact otherwise)."""
+        config = self.load_json(CONFIG)
+        if not isinstance(config, dict) or not isinstance(config.get("settings"), dict):
+            raise self.corrupt(CONFIG, 'accepted: a JSON object with a "settings" object')
+        return config
 
     def load_settings(self) -> Settings:
-        return Settings.from_dict(self.load_config()["settings"])
+        try:
+            return Settings.from_dict(self.load_config()["settings"])
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            if isinstance(err, RunDirError):
+                raise
+            raise self.corrupt(CONFIG, f"its settings do not load: {str(err)[:160]}") from None
 
-    def load_params(self):
-        with np.load(self.require(PARAMS), allow_pickle=False) as data:
-            return unflatten_params({k: data[k] for k in data.files})
+    def load_arrays(self, name: str) -> dict[str, np.ndarray]:
+        """The arrays of an .npz (or the one array of an .npy, key ""): numeric or boolean only,
+        never objects (nothing is unpickled); CorruptArtifact naming the file otherwise."""
+        path = self.require(name)
+        try:
+            if name.endswith(".npy"):
+                arrays = {"": np.load(path, allow_pickle=False)}
+            else:
+                with np.load(path, allow_pickle=False) as data:
+                    arrays = {k: data[k] for k in data.files}
+        except Exception as err:  # noqa: BLE001 - ValueError, OSError, EOFError, BadZipFile, ...
+            first = (str(err).splitlines() or [type(err).__name__])[0][:100]
+            raise self.corrupt(name, f"not a NumPy file of plain arrays: {first}") from None
+        for key, array in arrays.items():
+            if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
+                raise self.corrupt(name, f"array {key!r} has dtype {getattr(array, 'dtype', '?')}; "
+                                   "accepted: numeric arrays")
+        return arrays
 
     def load_npy(self, name: str) -> np.ndarray:
-        return np.load(self.require(name), allow_pickle=False)
+        return self.load_arrays(name)[""]
+
+    def load_params(self, like=None):
+        """params.npz as a {module: {name: array}} tree. With `like` (a tree of arrays or shape
+        structs, e.g. jax.eval_shape of the model's init), the keys and shapes must match it."""
+        flat = self.load_arrays(PARAMS)
+        if not flat or any("/" not in key for key in flat):
+            raise self.corrupt(PARAMS, "accepted: arrays keyed module/parameter")
+        if like is not None:
+            expected = {f"{m}/{n}": tuple(v.shape) for m, group in like.items() for n, v in group.items()}
+            if set(expected) != set(flat):
+                missing = sorted(set(expected) - set(flat)) or sorted(set(flat) - set(expected))
+                raise self.corrupt(PARAMS, f"its parameters are not this model's (e.g. {missing[0]})")
+            for key, shape in expected.items():
+                if tuple(flat[key].shape) != shape:
+                    raise self.corrupt(PARAMS, f"{key} has shape {tuple(flat[key].shape)}; this "
+                                       f"model's is {shape}")
+        return unflatten_params(flat)
 
     def read_metrics(self) -> list[dict]:
         return read_jsonl(self.require(METRICS))
@@ -300,6 +462,27 @@ class RunDir:
         except (ValueError, OSError):
             return False
 
+    def corrupt_files(self) -> list[CorruptArtifact]:
+        """Every present JSON / NumPy output of the run that does not load as this code wrote it."""
+        problems = []
+        for name in [CONFIG] + [n for n in self.expected_outputs() if n != CONFIG]:
+            if not self.exists(name):
+                continue
+            try:
+                if name == CONFIG:
+                    self.load_config()
+                elif name.endswith(".json"):
+                    self.load_json(name)
+                elif name.endswith((".npz", ".npy")):
+                    self.load_arrays(name)
+                elif name == METRICS:
+                    self.read_metrics()
+            except CorruptArtifact as err:
+                problems.append(err)
+            except (ValueError, OSError) as err:
+                problems.append(self.corrupt(name, str(err).splitlines()[0][:100] if str(err) else "unreadable"))
+        return problems
+
     def is_complete(self, with_attention: bool | None = None) -> bool:
         """Trained, and every analysis output is present (attention ones when it was saved,
         or when `with_attention` asks for them)."""
@@ -321,16 +504,17 @@ def check_main(argv: list[str] | None = None) -> int:
     for path in runs:
         run = RunDir(path)
         if not run.path.is_dir():
-            missing = [f"{run.path} (no such run directory)"]
+            missing = [f"MISSING {run.path} (no such run directory)"]
         else:
             names = run.missing_outputs()
             if with_figs and run.attention_saved():
                 names += [n for n in (attention_figure(0, 0),) if not run.exists(n)]
-            missing = [f"{run.file(n)} (create it with: {run.producer(n)})" for n in names]
+            missing = [f"MISSING {run.file(n)} (create it with: {run.producer(n)})" for n in names]
+            missing += [f"CORRUPT {err}" for err in run.corrupt_files()]
             if not missing and not run.is_trained():
-                missing = [f"{run.file(SUMMARY)} (status is not 'complete')"]
+                missing = [f"MISSING {run.file(SUMMARY)} (status is not 'complete')"]
         for line in missing:
-            print(f"MISSING {line}", file=sys.stderr)
+            print(line, file=sys.stderr)
         if missing:
             bad += 1
         else:

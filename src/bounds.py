@@ -1,0 +1,87 @@
+"""Bounds checked before any work: integer ranges of every size a user can set (one table, used
+by every command line, by config files and by sweep dry runs) and a memory estimate compared with
+the memory this machine has free.
+
+    check_sizes(layers=3, heads=4, batch_size=64)          # ValueError naming the first bad one
+    check_memory(training_bytes(...), "this run")           # ValueError when it cannot fit
+
+The ranges are generous (far beyond anything that trains on a laptop) but finite, so a typo such
+as `--num_layers 100000` is refused in one line instead of compiling for an hour.
+"""
+from __future__ import annotations
+
+import os
+
+SEED_LIMIT = 2 ** 32          # seeds are 32-bit (numpy's generators take no more)
+
+# setting -> (lowest, highest) accepted integer
+RANGES: dict[str, tuple[int, int]] = {
+    "seed": (0, SEED_LIMIT - 1),
+    "layers": (1, 256),
+    "heads": (1, 256),
+    "width": (1, 16_384),          # model width / n_embd / key size
+    "d": (1, 4_096),               # input dimension
+    "points": (1, 100_000),        # in-context examples / sequence positions
+    "batch_size": (1, 1 << 20),
+    "eval_size": (1, 1 << 22),
+    "steps": (1, 10 ** 9),
+}
+FLOAT_BYTES = 4
+HEADROOM = 0.8                 # use at most this fraction of the free memory
+
+
+def range_text(setting: str) -> str:
+    low, high = RANGES[setting]
+    return f"an integer in [{low}, {high}]"
+
+
+def check_sizes(*named: tuple[str, str, int], **values: int) -> None:
+    """ValueError for the first value outside its RANGES entry. Keyword form: the keyword is the
+    kind (`layers=3`), or kind__label to name the setting (`width__key_size=20`); positional
+    form for dotted names: ("layers", "model.n_layer", 3)."""
+    items = list(named) + [(k.partition("__")[0], k.partition("__")[2] or k.partition("__")[0], v)
+                           for k, v in values.items()]
+    for kind, label, value in items:
+        low, high = RANGES[kind]
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ValueError(f"{label}={value!r} is out of range; accepted: {range_text(kind)}")
+
+
+def training_bytes(*, batch_size: int, eval_size: int, tokens: int, width: int, layers: int,
+                   heads: int, keep_attention: bool = False) -> int:
+    """An estimate (an over-estimate on purpose) of the memory one run needs, in bytes.
+
+    Training keeps every layer's activations for the backward pass: per sequence and layer the
+    attention scores [H, T, T] and about eight [T, D] tensors, twice (forward and gradients).
+    Evaluation runs the eval set in one batch with the same per-layer tensors once (plus every
+    attention map when they are saved). Parameters: about 4 D^2 per layer, times 4 (values,
+    gradients and Adam's two moments)."""
+    per_sequence = layers * (heads * tokens * tokens + 8 * tokens * width)
+    train = 2 * batch_size * per_sequence
+    evaluate = eval_size * per_sequence * (2 if keep_attention else 1)
+    params = 4 * layers * 4 * width * width
+    return FLOAT_BYTES * (train + evaluate + params)
+
+
+def available_bytes() -> int | None:
+    """Memory this machine can give now (MemAvailable on Linux), or None when unknown."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(needed: int, what: str = "this run") -> None:
+    """ValueError (one line) when `needed` bytes exceed HEADROOM of the free memory."""
+    free = available_bytes()
+    if free is not None and needed > HEADROOM * free:
+        raise ValueError(f"{what} needs about {needed / 2**30:.1f} GiB (batch, eval set and model) "
+                         f"but this machine has {free / 2**30:.1f} GiB free; accepted: a smaller "
+                         "batch_size, eval_size, number of points or model")
