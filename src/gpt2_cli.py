@@ -153,24 +153,25 @@ def settings_from_config(raw: Any) -> tuple[SeqSettings, Path, bool]:
         keep_every_steps=_int("training.keep_every_steps", training.get("keep_every_steps") or 0, 0),
         eval_size=_int("training.eval_size", training.get("eval_size", defaults.eval_size), 1),
         seed=_int("training.seed", training.get("seed", 0), 0))
-    if test_run:
-        tr = dataclasses.replace(tr, train_steps=min(tr.train_steps, 100), log_every=min(tr.log_every, 50),
-                                 eval_size=min(tr.eval_size, 200), save_every_steps=min(tr.save_every_steps, 50))
-    config = GPT2Config(n_dims=n_dims, n_embd=n_embd, n_head=n_head,
-                        n_layer=_int("model.n_layer", model.get("n_layer", 3), 1),
-                        n_positions=n_positions, mixer=mixer)
+    n_layer = _int("model.n_layer", model.get("n_layer", 3), 1)
     try:   # the shared integer ranges and the memory estimate (src/bounds.py), before any work
-        check_sizes(("d", "model.n_dims", config.n_dims), ("width", "model.n_embd", config.n_embd),
-                    ("heads", "model.n_head", config.n_head), ("layers", "model.n_layer", config.n_layer),
-                    ("points", "model.n_positions", config.n_positions),
+        check_sizes(("d", "model.n_dims", n_dims), ("width", "model.n_embd", n_embd),
+                    ("heads", "model.n_head", n_head), ("layers", "model.n_layer", n_layer),
+                    ("points", "model.n_positions", n_positions),
                     ("batch_size", "training.batch_size", tr.batch_size),
                     ("eval_size", "training.eval_size", tr.eval_size),
                     ("steps", "training.train_steps", tr.train_steps), ("seed", "training.seed", tr.seed))
         check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size,
-                                    tokens=2 * config.n_positions, width=config.n_embd,
-                                    layers=config.n_layer, heads=config.n_head), "this run")
+                                    tokens=2 * n_positions, width=n_embd,
+                                    layers=n_layer, heads=n_head), "this run")
     except ValueError as err:
         raise UsageError(str(err)) from None
+    if test_run:
+        tr = dataclasses.replace(tr, train_steps=min(tr.train_steps, 100), log_every=min(tr.log_every, 50),
+                                 eval_size=min(tr.eval_size, 200), save_every_steps=min(tr.save_every_steps, 50))
+    config = GPT2Config(n_dims=n_dims, n_embd=n_embd, n_head=n_head,
+                        n_layer=n_layer,
+                        n_positions=n_positions, mixer=mixer)
     out = Path(str(raw.get("out_dir") or f"runs/gpt2_{mixer.name}"))
     return SeqSettings(model=config, task=task, curriculum=Curriculum(dims, points), train=tr), out, test_run
 

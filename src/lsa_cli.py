@@ -19,7 +19,7 @@ from typing import Sequence
 
 from src import rundir as names
 from src.bounds import check_memory, training_bytes
-from src.cli import (OneLineParser, PrintChoices, UsageError, fail, int_at_least, non_negative_number,
+from src.cli import (OneLineParser, PrintChoices, UsageError, bounded, fail, int_at_least, non_negative_number,
                      number_in, or_auto, positive_number, seed)
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Settings, validate
 from src.overrides import apply_overrides
@@ -30,7 +30,6 @@ from src.rundir import ATTENTION_TASKS, RunDir, RunDirError, interrupted_note, w
 CURRICULUM_FIELDS = ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement")
 _probability = number_in(0.0, 1.0)
 _non_negative = non_negative_number()
-_positive_int = int_at_least(1)
 _positive_float = positive_number()
 _beta = number_in(0.0, 1.0, high_open=True)
 
@@ -111,22 +110,22 @@ def build_parser(prog: str, description: str, model_name: str) -> argparse.Argum
                         help="replace --out if it exists (otherwise an existing --out is refused)")
     parser.add_argument("--seed", type=seed(), default=0,
                         help="seed of initialisation and training data (0 <= seed < 2^32)")
-    parser.add_argument("--steps", type=_positive_int, default=None,
+    parser.add_argument("--steps", type=bounded("steps"), default=None,
                         help="training steps (default: the paper's, %d for %s)"
                              % (defaults.steps, model_name))
-    parser.add_argument("--batch_size", type=_positive_int, default=defaults.batch_size,
+    parser.add_argument("--batch_size", type=bounded("batch_size"), default=defaults.batch_size,
                         help="fresh tasks per step")
     parser.add_argument("--lr", type=_positive_float, default=None,
                         help="Adam learning rate (default: 1e-3, or 5e-4 when depth > 3)")
     parser.add_argument("--adam_b2", type=_beta, default=defaults.adam_b2,
                         help="Adam's second-moment decay β2 (the reference code's 0.98; "
                              "SPEC §4 writes 0.999, with which twolayer does not learn to copy)")
-    parser.add_argument("--log_every", type=_positive_int, default=defaults.log_every,
+    parser.add_argument("--log_every", type=bounded("steps"), default=defaults.log_every,
                         help="evaluate and log every this many steps")
-    parser.add_argument("--eval_size", type=_positive_int, default=defaults.eval_size,
+    parser.add_argument("--eval_size", type=bounded("eval_size"), default=defaults.eval_size,
                         help="fixed eval tasks (drawn from a seed that --seed does not change)")
     if allow_layers:
-        parser.add_argument("--num_layers", type=_positive_int, default=1,
+        parser.add_argument("--num_layers", type=bounded("layers"), default=1,
                             help="K: one weight-shared LSA layer applied K times "
                                  "(1 = lsa1; K > 1 = recurrent lsa_rec)")
     parser.add_argument("--save_attention", action="store_true",

@@ -268,6 +268,10 @@ class RunDir:
             raise RunExists(f"--out {p} is {refuse}; accepted: a new or empty directory, or one "
                             "of our run directories with --overwrite")
         if not p.exists() and not p.is_symlink():
+            blocker = next((a for a in p.parents if a.exists() and not a.is_dir()), None)
+            if blocker is not None:
+                raise RunExists(f"--out {p}: {blocker} is a file, not a directory; accepted: a path "
+                                "whose parents are directories")
             return
         if not p.is_dir() or p.is_symlink():
             raise RunExists(f"--out {p} exists and is not a directory; accepted: a new or empty "

@@ -1,0 +1,186 @@
+"""The bad-input probe as a table: every command line, fed values a demanding user might type.
+Each row must end before any work with exit code != 0 and ONE line on stderr that names the flag,
+key or file (no traceback, no "unexpected" error), and must create nothing.
+
+The commands run in-process (their `main(argv)` through `src.cli.guarded`), so 150+ rows cost
+seconds: every refusal happens while flags and settings are checked, before JAX compiles.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import eval_noise
+import eval_order
+import sweep
+from analysis import alignment, attention_heatmap, attention_stats, icl_curve, ood_eval, robustness
+from analysis import dynamics as dynamics_analysis
+from plots import fig_templates
+from scripts import dynamics as dynamics_study
+from scripts import mechanisms, reproduce
+from src import gpt2_cli, linattn_cli, lsa_cli, rundir
+from src.cli import guarded
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CLIS = {
+    "concat": lambda argv: lsa_cli.main("lsa1", "runner", argv),
+    "copy": lambda argv: lsa_cli.main("twolayer", "runner", argv),
+    "rerun": lambda argv: lsa_cli.rerun_main("rerun", argv),
+    "train": gpt2_cli.main,
+    "linattn": linattn_cli.main,
+    "eval_order": lambda argv: sweep.main(eval_order.DEFAULTS, argv),
+    "eval_noise": lambda argv: sweep.main(eval_noise.DEFAULTS, argv),
+    "mechanisms": mechanisms.main,
+    "dynamics": dynamics_study.main,
+    "reproduce": reproduce.main,
+    "alignment": alignment.main,
+    "ood_eval": ood_eval.main,
+    "attention_stats": attention_stats.main,
+    "attention_heatmap": attention_heatmap.main,
+    "icl_curve": icl_curve.main,
+    "robustness": robustness.main,
+    "analysis.dynamics": dynamics_analysis.main,
+    "fig_templates": fig_templates.main,
+    "rundir": rundir.check_main,
+}
+
+BAD_INTS = ["0", "-1", "x", "1.5", "", "1e3", str(2 ** 63)]
+HUGE = str(10 ** 9)
+
+ROWS: list[tuple[str, list[str], str]] = []   # (cli, argv, a word the one line must contain)
+
+
+def rows(cli: str, flag: str, values, word: str | None = None) -> None:
+    for value in values:
+        ROWS.append((cli, [flag, value], word or flag.lstrip("-")))
+
+
+# the von Oswald runners
+for cli in ("concat", "copy"):
+    for flag in ("--steps", "--batch_size", "--eval_size", "--log_every"):
+        rows(cli, flag, BAD_INTS)
+    rows(cli, "--seed", ["-1", str(2 ** 32), str(2 ** 63), "x"])
+    rows(cli, "--lr", ["0", "-1", "nan", "inf", "x"])
+    rows(cli, "--noise_p", ["-0.1", "1.5", "nan"])
+    rows(cli, "--ordering", ["sorted", ""])
+    rows(cli, "--noise_mode", ["gaussian"])
+    for item, word in (("model.nope=1", "nope"), ("train.steps=0", "steps"), ("train.lr=-1", "lr"),
+                       ("model.num_heads=1000", "num_heads"), ("task.d=100000", "d="),
+                       ("=1", "set"), ("train.steps", "set")):
+        ROWS.append((cli, ["--set", item], word))
+    rows(cli, "--batch_size", [str(10 ** 7)], "batch_size")
+    rows(cli, "--eval_size", [HUGE], "eval_size")
+rows("concat", "--num_layers", ["0", "100000", "x"])
+ROWS += [("concat", ["--out", "."], "--out"), ("concat", ["--out", "/"], "--out"),
+         ("concat", ["--out", str(ROOT)], "--out"), ("concat", ["--out", str(ROOT.parent)], "--out"),
+         ("concat", ["--noise_mode", "label_noise"], "noise_p"), ("concat", ["--bogus"], "--bogus"),
+         ("concat", ["--train_noise_p", "2"], "train_noise_p")]
+rows("rerun", "--config", ["/nonexistent/config.json"], "config")
+
+# seed 000: runners.train
+for key, values in {"model.attention_type": ["nope", "softmax"], "model.family": ["gpt3"],
+                    "training.task": ["cubic_regression"], "model.n_embd": ["0", "-64", "x", "65"],
+                    "model.n_head": ["0", "1000"], "model.n_layer": ["0", "100000"],
+                    "model.n_positions": ["1", "0"], "model.n_dims": ["0", "100000"],
+                    "training.batch_size": ["0", str(10 ** 8)], "training.train_steps": ["0", "-5"],
+                    "training.learning_rate": ["0", "-1"], "training.seed": ["-1", str(2 ** 40)],
+                    "training.curriculum.points.end": ["1"], "training.curriculum.dims.end": ["1"],
+                    "training.eval_size": ["0"], "model.attention_kwargs": ["[1, 2]"],
+                    "training.data": ["cauchy"]}.items():
+    for value in values:
+        ROWS.append(("train", ["--config", "configs/dummy.yaml", "--set", f"{key}={value}"],
+                     key.rsplit(".", 1)[-1]))
+ROWS += [("train", ["--config", "configs/mechanisms.yaml", "--set", f"training.eval_size={HUGE}"],
+          "eval_size"),
+         ("train", ["--config", "/nonexistent.yaml"], "config"),
+         ("train", ["--config", "configs/dummy.yaml", "--set", "nokey"], "set"),
+         ("train", ["--config", "configs/dummy.yaml", "--set", "model.unknown_key=1"], "unknown_key"),
+         ("train", ["--config", "configs/dummy.yaml", "--out", "/"], "--out"),
+         ("train", ["--config", "configs/dummy.yaml", "--resume", "--out", "/nonexistent/run"], "resume")]
+
+# seed 003: runners.linattn
+for flag in ("--head", "--rank", "--in_dim", "--trainset_size", "--epoch", "--log_every"):
+    rows("linattn", flag, ["0", "x", "-3"])
+rows("linattn", "--seq_len", ["1", "x"])
+rows("linattn", "--icl", ["1.5", "-0.1", "nan"])
+rows("linattn", "--lr", ["0", "inf"])
+rows("linattn", "--init", ["0", "-1"])
+rows("linattn", "--model", ["attnX"])
+rows("linattn", "--trainset_size", [str(10 ** 8)], "trainset_size")
+rows("linattn", "--seed", [str(2 ** 32)])
+ROWS += [("linattn", ["--optimizer", "sgd", "--batch_size", "0"], "batch_size"),
+         ("linattn", ["--rank", "50", "--in_dim", "4"], "rank")]
+
+# sweeps
+for cli in ("eval_order", "eval_noise"):
+    rows(cli, "--models", ["lsa9", ""], "models")
+    rows(cli, "--seeds", ["-1", "x", str(2 ** 32), "1,,2"], "seeds")
+    rows(cli, "--steps", ["0", "x"])
+    rows(cli, "--jobs", ["0", "x"])
+    rows(cli, "--out", ["results.txt"], "out")
+    rows(cli, "--grid", ["nothing"], "grid")
+    ROWS.append((cli, ["--grid", "train.nope=1,2"], "nope"))
+    ROWS.append((cli, ["--grid", "train.steps=0"], "steps=0"))
+rows("eval_order", "--ordering", ["sideways"], "ordering")
+rows("eval_noise", "--p", ["1.5", "x"], "p")
+rows("eval_noise", "--noise_mode", ["gaussian"], "noise_mode")
+
+# studies
+for cli in ("mechanisms", "dynamics"):
+    rows(cli, "--jobs", ["0", "x"])
+rows("mechanisms", "--mechanisms", ["softmax", ","], "mechanisms")
+for flag in ("--seeds", "--ks", "--batch_size", "--jobs", "--steps-scale"):
+    rows("reproduce", flag, ["x", "-1"], flag.lstrip("-").split("-")[0])
+
+# analyses and figures on runs that do not exist / flags out of range
+for cli in ("alignment", "ood_eval", "attention_stats", "attention_heatmap", "icl_curve",
+            "robustness", "analysis.dynamics"):
+    ROWS.append((cli, ["--run", "/nonexistent/run"], "/nonexistent/run"))
+    ROWS.append((cli, [], "--run"))
+rows("alignment", "--eta", ["0", "-1", "nan"])
+rows("ood_eval", "--alphas", ["0", "-2", "x"])
+rows("icl_curve", "--points", ["0", "x"])
+ROWS += [("fig_templates", ["--from", "/nonexistent.csv", "--out", "figs"], "nonexistent"),
+         ("fig_templates", ["--out", "figs"], "--from"),
+         ("rundir", ["--nope"], "usage"), ("rundir", [], "usage")]
+
+
+def test_the_table_is_big_enough():
+    assert len(ROWS) >= 150, len(ROWS)
+    assert {cli for cli, _, _ in ROWS} == set(CLIS)
+
+
+def _ids():
+    return [f"{i:03d}-{cli}-{'_'.join(argv)[:40]}" for i, (cli, argv, _) in enumerate(ROWS)]
+
+
+@pytest.mark.parametrize("cli,argv,word", ROWS, ids=_ids())
+def test_bad_input_is_one_line_before_any_work(cli, argv, word, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    argv = [a.replace("figs", str(tmp_path / "figs")) if a == "figs" else a for a in argv]
+    needs_out = cli in ("concat", "copy", "linattn", "train") and "--out" not in argv
+    if needs_out:
+        argv = argv + ["--out", str(tmp_path / "run")]
+    if cli in ("eval_order", "eval_noise") and "--out" not in argv:
+        argv = argv + ["--out", str(tmp_path / "r.csv")]
+    if cli in ("eval_order", "eval_noise", "mechanisms", "dynamics", "reproduce"):
+        argv = argv + ["--runs-dir", str(tmp_path / "runs")]
+    if cli in ("mechanisms", "dynamics", "reproduce"):
+        argv = argv + ["--report-dir", str(tmp_path / "report")]
+    if cli == "rerun":
+        argv = argv + ["--out", str(tmp_path / "run")]
+    before = sorted(os.listdir(tmp_path))
+    try:
+        code = guarded(lambda: CLIS[cli](argv))
+    except SystemExit as exit_:
+        code = exit_.code
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert code not in (0, None), (cli, argv, err)
+    assert len(lines) == 1, (cli, argv, err)
+    assert "Traceback" not in err and "unexpected" not in lines[0], lines[0]
+    assert word in lines[0], (word, lines[0])
+    assert sorted(os.listdir(tmp_path)) == before, "a refused command created files"
