@@ -36,12 +36,20 @@ JOBS ?=
 steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
-.PHONY: venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick
+# `make gpu`: add the CUDA wheels to an existing .venv
+.PHONY: gpu venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick
 
+# GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
+GPU ?=
 $(STAMP): requirements.txt
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(if $(strip $(GPU)),$(PYTHON) -m pip install --disable-pip-version-check -q -r requirements-gpu.txt)
 	touch $(STAMP)
+
+# make venv GPU=1 after a CPU install: the stamp is fresh, so install the CUDA wheels directly.
+gpu: $(STAMP)
+	$(PYTHON) -m pip install --disable-pip-version-check -q -r requirements-gpu.txt
 
 venv: $(STAMP)
 

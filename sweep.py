@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Sequence
 
 from src import rundir as names
-from src.cli import OneLineParser, fail, int_at_least, positive_number
+from src.cli import OneLineParser, UsageError, fail, int_at_least, positive_number
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.launch import plan as replan
-from src.launch import (TODO_STATES, RunsDirBusy, RunsDirLock, announce, job_state,
+from src.launch import (TODO_STATES, Executor, RunsDirBusy, RunsDirLock, add_executor_flags,
+                        announce, executor_of, job_state,
                         keep_foreign_csv, run_jobs, write_csv)
 from src.presets import MODEL_PRESETS
 from sweep_grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
@@ -117,6 +118,7 @@ def build_parser(d: DriverDefaults) -> argparse.ArgumentParser:
     s.add_argument("--overwrite", action="store_true",
                    help="retrain runs in --runs-dir whose stored settings differ from this grid "
                         "(default: refuse)")
+    add_executor_flags(parser)
     s.add_argument("--dry_run", action="store_true",
                    help="print the plan (one line per run: status and command) and exit")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -199,7 +201,8 @@ def write_results(path: Path, jobs: Sequence[SweepJob]) -> int:
     return write_csv(path, rows, CSV_COLUMNS + extra)
 
 
-def execute(jobs: list[SweepJob], args: argparse.Namespace, out: Path, runs_dir: Path) -> int:
+def execute(jobs: list[SweepJob], args: argparse.Namespace, out: Path, runs_dir: Path,
+            executor: Executor = Executor()) -> int:
     from tqdm import tqdm
 
     todo = [j for j in jobs if j.state in TODO_STATES]
@@ -220,7 +223,8 @@ def execute(jobs: list[SweepJob], args: argparse.Namespace, out: Path, runs_dir:
 
     start = time.monotonic()
     try:
-        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, on_done=done)
+        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, on_done=done,
+                          executor=executor)
     except KeyboardInterrupt:
         bar.close()
         rows = write_results(out, jobs)
@@ -264,6 +268,7 @@ def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
         try:
             out, runs_dir = check_paths(args)
             grid = build_grid(args)
+            executor = executor_of(args)
             planned = make_jobs(grid, runs_dir)
             if not args.dry_run:   # one sweep per runs directory; planned again under the lock
                 hold.enter_context(RunsDirLock(runs_dir, shlex.join([parser.prog, *argv])))
@@ -274,7 +279,7 @@ def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
                                 f"with other settings or by other code (e.g. {stale[0].run.path}: "
                                 f"{stale[0].detail}); accepted: another "
                                 "--runs-dir, or --overwrite to retrain them")
-        except (GridError, RunsDirBusy) as err:
+        except (GridError, RunsDirBusy, UsageError) as err:
             return fail(parser.prog, err)
         if args.dry_run:
             for item in planned:
@@ -288,7 +293,7 @@ def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
         if backup is not None:
             print(f"{parser.prog}: {out} held rows this sweep does not make; kept it as {backup}",
                   file=sys.stderr)
-        code = execute(planned, args, out, runs_dir)
+        code = execute(planned, args, out, runs_dir, executor)
     if code == 0:
         stem = out.stem[len("results_"):] if out.stem.startswith("results_") else out.stem
         print(f"figures: PYTHONPATH=. python -m plots.fig_templates --from {out} "

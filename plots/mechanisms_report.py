@@ -89,6 +89,30 @@ def figure_robustness(results: dict):
     return fig
 
 
+TARGET_BELOW_D, TARGET_AT_2D = 0.1, 0.05   # the issue's science target (seed 000, d = 5, 11 points)
+
+
+def curve_table(results: dict, least: list[float], d: int) -> list[str]:
+    """Each mechanism's ICL curve (mean over seeds) beside least squares, with its largest gap
+    to least squares below d and its error at n = 2d, against the target (0.1, 0.05)."""
+    points = len(least)
+    lines = ["", "## ICL curves (error vs number of in-context examples n; mean over seeds)", "",
+             "| mechanism | " + " | ".join(f"n={n}" for n in range(points))
+             + f" | max gap to LS, n < d | n = 2d | target (≤ {TARGET_BELOW_D} below d, ≤ {TARGET_AT_2D} at 2d) |",
+             "|---" * (points + 4) + "|",
+             "| least squares | " + " | ".join(f"{v:.3f}" for v in least) + " | — | — | — |"]
+    for mechanism, record in results.items():
+        curve = record["curve_mean"].get("model")
+        if not curve:
+            continue
+        gap = max(curve[n] - least[n] for n in range(min(d, points)))
+        at_2d = curve[2 * d] if 2 * d < points else float("nan")
+        met = gap <= TARGET_BELOW_D and at_2d <= TARGET_AT_2D
+        lines.append(f"| {mechanism} | " + " | ".join(f"{v:.3f}" for v in curve)
+                     + f" | {gap:.3f} | {at_2d:.3f} | {'met' if met else 'not met'} |")
+    return lines
+
+
 def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
                  head: dict) -> list[Path]:
     results = collect(jobs)
@@ -102,7 +126,9 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     lines = [f"# Attention mechanisms on in-context regression (seed 000){' — QUICK' if quick else ''}", "",
              f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
              f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
-             f"- Command: `{command}`; wall time {seconds:.0f} s",
+             f"- Command: `{command}`; wall time {seconds:.0f} s, in which "
+             f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained (the others were "
+             "finished already; each run's own training time is in the last column)",
              f"- Error: squared error / d (the zero predictor scores 1), on {eval_size} fixed eval tasks; "
              f"mean ± {STD_LABEL}. Stress tests act at evaluation time on the last point's context.",
              "", "| mechanism | " + " | ".join(label for _, label in COLUMNS) + " | training |",
@@ -115,6 +141,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     if least:
         lines += ["", "Least squares (same eval tasks): " + ", ".join(
             f"n={i}: {v:.3f}" for i, v in enumerate(least))]
+        lines += curve_table(results, least, jobs[0].settings["model"]["n_dims"])
     lines += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS] + [report_dir / f for f in figures]

@@ -220,11 +220,53 @@ class Launcher:
             pass
         return proc.returncode, output or "", seconds
 
+    def run_job(self, job: Job, overwrite: bool) -> tuple[int | None, str, float]:
+        return self.run(job.command(overwrite), job.name)
+
     def terminate_all(self) -> None:
         with self.lock:
             self.stopping.set()
             procs = list(self.live)
         stop_processes(procs)
+
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where runs execute: `local` child processes (default) or Ray tasks (src/ray_executor.py)."""
+    name: str = "local"
+    address: str | None = None     # Ray: a running cluster's address; None starts a local instance
+    cpus_per_run: float = 1.0
+
+
+def add_executor_flags(parser) -> None:
+    """--executor, --address, --cpus-per-run: the same on every sweep and study."""
+    from src.cli import number_in
+    group = parser.add_argument_group("executor")
+    group.add_argument("--executor", choices=EXECUTORS, default="local",
+                       help="local child processes (default) or one Ray task per run")
+    group.add_argument("--address", default=None,
+                       help="Ray cluster address (default: start a local Ray instance)")
+    group.add_argument("--cpus-per-run", "--cpus_per_run", dest="cpus_per_run", default=1.0,
+                       type=number_in(0, 1024, low_open=True), help="Ray CPUs per run (default 1)")
+
+
+def executor_of(args) -> Executor:
+    """The Executor of parsed flags (UsageError, one line, when Ray is asked for but missing)."""
+    from src.cli import UsageError
+    executor = Executor(getattr(args, "executor", "local"), getattr(args, "address", None),
+                        getattr(args, "cpus_per_run", 1.0))
+    if executor.address and executor.name != "ray":
+        raise UsageError(f"--address={executor.address!r} needs --executor ray")
+    if executor.name == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError("--executor ray: Ray is not installed; accepted: pip install -r "
+                             "requirements.txt, or --executor local") from None
+    return executor
 
 
 def stop_processes(procs, grace_s: float = 30.0) -> None:
@@ -267,7 +309,8 @@ class Report:
 
 def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path,
              say: Callable[[str], None],
-             on_done: Callable[[Job], None] | None = None) -> Report:
+             on_done: Callable[[Job], None] | None = None,
+             executor: Executor = Executor()) -> Report:
     """Train `todo` (longest first), `workers` at a time. After each job its state is
     re-planned and `on_done(job)` is called. KeyboardInterrupt (SIGINT, or SIGTERM turned
     into it) stops the children and propagates."""
@@ -275,11 +318,15 @@ def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path,
     if not todo:
         return report
     runs_dir.mkdir(parents=True, exist_ok=True)
-    launcher = Launcher(child_env(workers, runs_dir), runs_dir / LOGS)
+    if executor.name == "ray":
+        from src.ray_executor import RayLauncher
+        launcher = RayLauncher(child_env(2, runs_dir), runs_dir / LOGS, executor.address,
+                               executor.cpus_per_run)
+    else:
+        launcher = Launcher(child_env(workers, runs_dir), runs_dir / LOGS)
 
     def train(job: Job) -> Job:
-        job.returncode, job.output, job.seconds = launcher.run(
-            job.command(overwrite=job.path.exists()), job.name)
+        job.returncode, job.output, job.seconds = launcher.run_job(job, overwrite=job.path.exists())
         return job
 
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -373,7 +420,8 @@ def refuse_stale(jobs: Sequence[Job], runs_dir: Path, overwrite: bool) -> None:
 
 
 def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
-              write_report: Callable[[float, dict], list[Path]]) -> int:
+              write_report: Callable[[float, dict], list[Path]],
+              executor: Executor = Executor()) -> int:
     """Train what a study's plan needs, then `write_report(seconds, git state at the start)`;
     the exit code (0, 1 when runs failed, 130 when interrupted)."""
     from src.provenance import git_commit
@@ -384,7 +432,7 @@ def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
     say = lambda message: print(message, flush=True)
     announce(say, prog, "runs", jobs, todo, workers, runs_dir)
     try:
-        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say)
+        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor)
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted; finished runs are kept in {runs_dir}; rerun to continue",
               file=sys.stderr)
@@ -410,6 +458,7 @@ def study_parser(prog: str, doc: str, quick_help: str):
     parser.add_argument("--jobs", type=int_at_least(1), default=2, help="runs in parallel")
     parser.add_argument("--overwrite", action="store_true",
                         help="retrain runs made with other settings or code (otherwise refused)")
+    add_executor_flags(parser)
     return parser
 
 
@@ -430,9 +479,10 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
     import shlex
 
     from src.cli import UsageError, fail
-    command = shlex.join([prog, *argv])
+    command = " ".join([prog, shlex.join(argv)]).strip()
     with contextlib.ExitStack() as hold:
         try:   # one study or sweep per runs directory; planned again under the lock
+            executor = executor_of(args)
             make_jobs()
             hold.enter_context(RunsDirLock(runs_dir, command))
             jobs = make_jobs()
@@ -440,4 +490,5 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
         except (UsageError, RunsDirBusy) as err:
             return fail(prog, err)
         return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
-            jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head))
+            jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head),
+            executor=executor)

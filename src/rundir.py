@@ -150,6 +150,48 @@ def glob_escape(name: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
+def install_archive(path: Path, archive: bytes) -> bool:
+    """Put a run directory made elsewhere (a .tar.gz of it, e.g. from a Ray worker) at `path`:
+    unpacked into a staging sibling (tarfile's "data" filter: no absolute paths, no links out,
+    no devices), then swapped in like `RunDir.commit`. It must carry our marker. An unfinished
+    run (no summary) never replaces an existing one. Returns whether it was installed."""
+    import io
+    import tarfile
+    path = Path(path)
+    remove_stale_siblings(path)
+    staging = path.parent / f".{path.name}{STAGING}{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            tar.extractall(staging, filter="data")
+        if not (staging / MARKER).is_file():
+            raise RunDirError(f"the run sent back for {path} has no {MARKER} marker; not installed")
+        finished = (staging / SUMMARY).is_file()
+        if path.exists() and any(path.iterdir()):
+            if not finished:
+                shutil.rmtree(staging)
+                return False
+            if not RunDir(path).is_ours():
+                raise RunExists(f"--out {path} is not a run directory made by this code; nothing "
+                                "was replaced")
+        run = RunDir(staging)
+        run.target = path
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+            os.replace(staging, path)
+        elif not path.exists():
+            os.replace(staging, path)
+        else:
+            run.commit()
+        return True
+    except BaseException:
+        if staging.exists():
+            shutil.rmtree(staging)
+        raise
+
+
 def unsafe_target(path: Path) -> str | None:
     """Why `path` may never be a run directory (the working directory, a filesystem root,
     the repository or a parent of it), or None."""

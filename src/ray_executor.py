@@ -1,0 +1,108 @@
+"""The Ray executor of the job engine: each run is one Ray task, so a sweep or study spreads over
+a cluster (`--executor ray --address ADDR`) or a local Ray instance (`--executor ray`).
+
+No shared filesystem is needed. The task runs the same runner command as the local executor on
+the worker, into a temporary directory there, and returns the run directory as a tar archive;
+the driver unpacks it beside the target and swaps it in atomically (src.rundir.install_archive).
+The code travels as Ray's `working_dir` (the repository without .venv, runs, .git). A worker that
+dies is retried (`max_retries`), and the runner dies with its worker (src.cli.die_with_parent).
+Results are those of the local executor: the same command, one thread per run.
+"""
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from src.cli import PARENT_ENV
+from src.provenance import ROOT
+from src.rundir import install_archive
+from utils_log import atomic_write_text
+
+RETRIES = 3
+EXCLUDES = [".venv", "runs", ".git", "report/figures", "report/quick", "*.csv", "__pycache__",
+            ".pytest_cache"]
+
+
+def run_on_worker(runner: str, argv: list[str], name: str, env: dict) -> tuple[int, str, float, bytes | None]:
+    """(exit code, output, seconds, the run directory as .tar.gz or None): the task body."""
+    with tempfile.TemporaryDirectory(prefix="icl-ray-") as tmp:
+        out = Path(tmp) / name
+        here = os.getcwd()   # Ray's working_dir: the repository
+        child = {**os.environ, **env, PARENT_ENV: str(os.getpid()),
+                 "PYTHONPATH": here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
+                 "JAX_COMPILATION_CACHE_DIR": os.path.join(tempfile.gettempdir(), "icl-workbench-jax-cache")}
+        command = [sys.executable, "-m", runner, *argv, "--out", str(out), "--quiet"]
+        start = time.monotonic()
+        done = subprocess.run(command, cwd=here, env=child, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+        seconds = time.monotonic() - start
+        archive = None
+        if out.is_dir():
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+                tar.add(out, arcname=".")
+            archive = buffer.getvalue()
+        return done.returncode, "$ " + shlex.join(command) + "\n" + (done.stdout or ""), seconds, archive
+
+
+@dataclass
+class RayLauncher:
+    """The local Launcher's interface (`run_job`, `terminate_all`) over Ray tasks."""
+    env: dict
+    log_dir: Path
+    address: str | None = None
+    cpus_per_run: float = 1.0
+    stopping: threading.Event = field(default_factory=threading.Event)
+    pending: set = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        import ray
+        if not ray.is_initialized():
+            ray.init(address=self.address or None, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False,
+                     runtime_env={"working_dir": str(ROOT), "excludes": EXCLUDES})
+        self.task = ray.remote(num_cpus=self.cpus_per_run, max_retries=RETRIES)(run_on_worker)
+        keep = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS",
+                "TF_NUM_INTEROP_THREADS", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "JAX_ENABLE_X64")
+        self.worker_env = {k: v for k, v in self.env.items() if k in keep}
+
+    def run_job(self, job, overwrite: bool) -> tuple[int | None, str, float]:
+        import ray
+        with self.lock:
+            if self.stopping.is_set():
+                return None, "", 0.0
+            ref = self.task.remote(job.runner, list(job.argv), job.path.name, self.worker_env)
+            self.pending.add(ref)
+        try:
+            code, output, seconds, archive = ray.get(ref)
+        except ray.exceptions.RayError as err:     # retries exhausted, or cancelled
+            code, output, seconds, archive = 1, f"Ray task failed: {type(err).__name__}: {err}", 0.0, None
+        finally:
+            with self.lock:
+                self.pending.discard(ref)
+        if archive is not None:   # atomic swap beside the target; never a partial over a finished run
+            install_archive(job.path, archive)
+        try:
+            atomic_write_text(self.log_dir / f"{job.name}.log", output)
+        except OSError:
+            pass
+        return code, output, seconds
+
+    def terminate_all(self) -> None:
+        import ray
+        with self.lock:
+            self.stopping.set()
+            refs = list(self.pending)
+        for ref in refs:
+            ray.cancel(ref, force=True)
