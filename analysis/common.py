@@ -108,4 +108,22 @@ def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser
     parser = make_parser(module, description)
     add_flags(parser)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    return run_cli(parser.prog, lambda: work(args, RunDir(args.run)))
+    code = run_cli(parser.prog, lambda: work(args, RunDir(args.run)))
+    return diverged_note(parser.prog, RunDir(args.run)) if code == 0 else code
+
+
+DIVERGED_EXIT = 3
+
+
+def diverged_note(prog: str, run: RunDir) -> int:
+    """0 for a run that trained normally; for a diverged one a one-line note that the numbers
+    are those of its last good parameters, and exit code DIVERGED_EXIT (outputs are written)."""
+    if not run.is_diverged():
+        return 0
+    try:
+        message = run.load_json(names.SUMMARY).get("message") or "diverged"
+    except (RunDirError, AttributeError):
+        message = "diverged"
+    print(f"{prog}: note: {run.path} diverged ({message}); the outputs describe its last good "
+          f"parameters, not a trained model (exit {DIVERGED_EXIT})", file=sys.stderr)
+    return DIVERGED_EXIT

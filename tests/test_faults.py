@@ -257,3 +257,14 @@ def test_a_corrupted_run_file_is_named_in_one_line_and_nothing_changes(good_run,
     line = one_line(err)
     assert code != 0 and name in line and "unexpected" not in line, line
     assert digest(run_dir) == before
+
+
+# -- divergence is visible ----------------------------------------------------------------------
+
+def test_an_analysis_of_a_diverged_run_says_so_and_exits_non_zero(tmp_path):
+    run_dir = tmp_path / "run"
+    code, _, err = run("--out", str(run_dir), *TINY, "--lr", "1e30")
+    assert code == 1 and "training stopped" in one_line(err)
+    assert json.loads((run_dir / "metrics_summary.json").read_text())["status"] == "diverged"
+    code, _, err = run("--run", str(run_dir), module="analysis.alignment")
+    assert code == 3 and "diverged" in one_line(err)

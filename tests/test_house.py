@@ -33,7 +33,7 @@ LEVELS = [
     (4, ("src.rundir",)),
     (5, ("analysis",)),
     (6, ("src.pipeline", "src.lsa_cli", "src.linattn_cli", "src.gpt2_cli")),
-    (7, ("src.launch", "sweep_grid", "sweep", "eval_order", "eval_noise")),
+    (7, ("src.launch", "src.ray_executor", "sweep_grid", "sweep", "eval_order", "eval_noise")),
     (8, ("plots",)),
     (9, ("scripts", "runners")),
 ]
