@@ -38,7 +38,7 @@ from src.tasks.garg import Curriculum, Schedule
 PROG = "python -m runners.train"
 FAMILIES = ("gpt2", "nanogpt")        # seed 000 names both; they are one family here
 MODEL_KEYS = {"family", "n_dims", "n_embd", "n_head", "n_layer", "n_positions", "attention_type",
-              "attention_kwargs"}
+              "attention_kwargs", "position", "position_kwargs"}
 TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps", "keep_every_steps",
                  "task", "task_kwargs", "data", "num_tasks", "num_training_examples", "curriculum",
                  "log_every", "eval_size", "seed"}
@@ -127,6 +127,15 @@ def settings_from_config(raw: Any) -> tuple[SeqSettings, Path, bool]:
     mixer = _options("seq_mixer", model.get("attention_type", "softmax_causal"),
                      _mapping("model.attention_kwargs", model.get("attention_kwargs")),
                      "model.attention_type")
+    position = _options("position", model.get("position", "learned"),
+                        _mapping("model.position_kwargs", model.get("position_kwargs")), "model.position")
+    try:   # the encoding's own checks (a YaRN scale) and whether the mixer can take it
+        encoding = registry("position").get(position.name).build(position.options,
+                                                                  trained_tokens=2 * n_positions)
+        if not getattr(registry("seq_mixer").get(mixer.name).build, "takes_any_position", False):
+            encoding.require_plain(mixer.name)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     task_kwargs = dict(_mapping("training.task_kwargs", training.get("task_kwargs")))
     if training.get("data") is not None:
         if training["data"] not in ("gaussian", "uniform"):
@@ -171,7 +180,7 @@ def settings_from_config(raw: Any) -> tuple[SeqSettings, Path, bool]:
                                  eval_size=min(tr.eval_size, 200), save_every_steps=min(tr.save_every_steps, 50))
     config = GPT2Config(n_dims=n_dims, n_embd=n_embd, n_head=n_head,
                         n_layer=n_layer,
-                        n_positions=n_positions, mixer=mixer)
+                        n_positions=n_positions, mixer=mixer, position=position)
     out = Path(str(raw.get("out_dir") or f"runs/gpt2_{mixer.name}"))
     return SeqSettings(model=config, task=task, curriculum=Curriculum(dims, points), train=tr), out, test_run
 

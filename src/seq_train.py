@@ -61,6 +61,8 @@ class SeqSettings:
     def from_dict(raw: dict) -> "SeqSettings":
         model = dict(raw["model"])
         model["mixer"] = Choice.from_dict("seq_mixer", model["mixer"])
+        if "position" in model:   # runs made before position encodings were a choice: learned
+            model["position"] = Choice.from_dict("position", model["position"])
         cur = raw["curriculum"]
         return SeqSettings(model=GPT2Config(**model), task=Choice.from_dict("task", raw["task"]),
                            curriculum=Curriculum(Schedule(**cur["dims"]), Schedule(**cur["points"])),

@@ -265,7 +265,24 @@ def _check_seq_mixer(entry):
     assert jax.jit(f.apply)(params, state, x)[0].shape == (2, 5, 16)
 
 
-CHECKS = {"task": _check_task, "dynamics_model": _check_dynamics_model, "seq_mixer": _check_seq_mixer, "layout": _check_layout, "scoring": _check_scoring,
+def _check_position(entry):
+    """A softmax_causal mixer with the encoding: [B, T, D] -> [B, T, D] under jit."""
+    import haiku as hk
+    encoding = entry.build(entry.default_options(), trained_tokens=8)
+    mixer = registry("seq_mixer").get("softmax_causal")
+
+    def forward(x):
+        absolute = encoding.absolute(x.shape[1], x.shape[-1])
+        x = x if absolute is None else x + absolute
+        return mixer.build(mixer.default_options(), width=16, num_heads=4, position=encoding,
+                           name="mixer")(x)
+    f = hk.without_apply_rng(hk.transform(forward))
+    x = jax.random.normal(jax.random.key(0), (2, 5, 16))
+    params = f.init(jax.random.key(1), x)
+    assert jax.jit(f.apply)(params, x).shape == (2, 5, 16)
+
+
+CHECKS = {"position": _check_position, "task": _check_task, "dynamics_model": _check_dynamics_model, "seq_mixer": _check_seq_mixer, "layout": _check_layout, "scoring": _check_scoring,
           "family": _check_family, "probe": _check_probe, "baseline": _check_baseline,
           "analysis": _check_analysis}
 

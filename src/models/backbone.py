@@ -2,7 +2,8 @@
 registry "family" entry `gpt2`.
 
     read-in   Linear(d -> D) of every token (x_i, and (y_i, 0, ..., 0))
-    + learned absolute positions [n_positions·2, D]
+    + a position encoding (registry "position"; default: learned absolute [n_positions·2, D],
+      others act inside softmax attention: rope, alibi, fire, yarn, ...)
     n_layer pre-LayerNorm blocks:  h += mixer(LN(h));  h += MLP(LN(h))   (GELU, hidden 4D)
     final LN, read-out Linear(D -> 1) at every x token: ŷ_i predicts y_i from pairs < i
 
@@ -31,6 +32,12 @@ class GPT2Config:
     n_layer: int = 3
     n_positions: int = 11           # pairs the position table covers (tokens: 2 n_positions)
     mixer: Choice = field(default_factory=lambda: choice("seq_mixer", "softmax_causal"))
+    position: Choice = field(default_factory=lambda: choice("position", "learned"))
+
+    def encoding(self):
+        """The position encoding (src/models/positions.py); trained length 2 n_positions tokens."""
+        entry = registry("position").get(self.position.name)
+        return entry.build(self.position.options, trained_tokens=2 * self.n_positions)
 
 
 def interleave(xs: jax.Array, ys: jax.Array) -> jax.Array:
@@ -45,10 +52,11 @@ class Block(hk.Module):
         super().__init__(name=name)
         self.config = config
 
-    def __call__(self, h):
+    def __call__(self, h, position=None):
         c = self.config
         entry = registry("seq_mixer").get(c.mixer.name)
-        mixer = entry.build(c.mixer.options, width=c.n_embd, num_heads=c.n_head, name="mixer")
+        mixer = entry.build(c.mixer.options, width=c.n_embd, num_heads=c.n_head, position=position,
+                            name="mixer")
         h = h + mixer(hk.LayerNorm(-1, True, True, name="ln_mixer")(h))
         hidden = jax.nn.gelu(hk.Linear(4 * c.n_embd, name="mlp_in")(
             hk.LayerNorm(-1, True, True, name="ln_mlp")(h)))
@@ -65,15 +73,17 @@ class GPT2(hk.Module):
         c = self.config
         tokens = interleave(xs, ys)                                   # [B, 2n, d]
         t = tokens.shape[1]
-        if t > 2 * c.n_positions:
+        position = c.encoding()
+        limit = position.max_tokens()
+        if limit is not None and t > limit:
             raise ValueError(f"{t // 2} points need n_positions >= {t // 2}; the model has "
-                             f"{c.n_positions}")
+                             f"{c.n_positions} (its learned position table cannot index past them)")
         h = hk.Linear(c.n_embd, name="read_in")(tokens)
-        table = hk.get_parameter("positions", (2 * c.n_positions, c.n_embd),
-                                 init=hk.initializers.RandomNormal(0.02))
-        h = h + table[:t]
+        absolute = position.absolute(t, c.n_embd)                      # [T, D] or None
+        if absolute is not None:
+            h = h + absolute
         for layer in range(c.n_layer):
-            h = Block(c, name=f"block_{layer}")(h)
+            h = Block(c, name=f"block_{layer}")(h, position)
         h = hk.LayerNorm(-1, True, True, name="ln_final")(h)
         return hk.Linear(1, name="read_out")(h)[:, 0::2, 0]        # at the x tokens
 

@@ -86,13 +86,29 @@ class _Mixer(hk.Module):
 
 
 class SoftmaxCausal(_Mixer):
-    def __init__(self, num_heads, window: int | None = None, kv_heads: int | None = None, name=None):
+    """Softmax attention; a position encoding (src/models/positions.py) may rotate q and k and
+    adjust the scores (bias, temperature)."""
+    def __init__(self, num_heads, window: int | None = None, kv_heads: int | None = None,
+                 position=None, name=None):
         super().__init__(num_heads, name)
-        self.window, self.kv_heads = window, kv_heads
+        self.window, self.kv_heads, self.position = window, kv_heads, position
 
     def __call__(self, x):
         q, k, v = project_qkv(x, self.num_heads, self.kv_heads)
-        return project_out(_softmax_attention(q, k, v, causal_mask(x.shape[1], self.window)), x.shape[-1])
+        if self.position is None:
+            y = _softmax_attention(q, k, v, causal_mask(x.shape[1], self.window))
+        else:
+            y = _positioned_attention(q, k, v, causal_mask(x.shape[1], self.window), self.position)
+        return project_out(y, x.shape[-1])
+
+
+def _positioned_attention(q, k, v, mask, position):
+    """_softmax_attention with the encoding's rotation of q, k and its score adjustment."""
+    k, v = jnp.broadcast_to(k, q.shape), jnp.broadcast_to(v, q.shape)
+    q, k = position.rotate(q, k)
+    scores = position.logits(jnp.einsum("bthk,bshk->bhts", q, k) / math.sqrt(q.shape[-1]))
+    scores = jnp.where(mask, scores, -1e30)
+    return jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1), v)
 
 
 class ReLA(_Mixer):
@@ -188,27 +204,32 @@ def _check(width: int, num_heads: int) -> None:
         raise ValueError(f"n_embd={width} must be divisible by n_head={num_heads}")
 
 
-def _register(name: str, options, doc: str, make):
+def _register(name: str, options, doc: str, make, *, softmax: bool = False):
+    """Register mixer `name`. A softmax-family mixer takes any position encoding (it rotates q, k
+    and adjusts scores); the others only those acting on the embeddings (require_plain)."""
     def build(opts, *, width: int, num_heads: int, position=None, name: str | None = None):
         _check(width, num_heads)
-        if position is not None:
+        if position is not None and not softmax:
             position.require_plain(build.mixer_name)
-        return make(opts, num_heads, name)
+        if softmax and position is not None and not position.kernel_friendly:
+            return make(opts, num_heads, name, position)
+        return make(opts, num_heads, name, None)
     build.mixer_name = name
+    build.takes_any_position = softmax
     MIXERS.register(name, options, doc=doc)(build)
 
 
 _register("softmax_causal", NoOptions, "causal scaled dot-product softmax attention",
-          lambda o, h, n: SoftmaxCausal(h, name=n))
+          lambda o, h, n, p: SoftmaxCausal(h, position=p, name=n), softmax=True)
 _register("local", LocalOptions, "causal softmax attention over the last `window` keys",
-          lambda o, h, n: SoftmaxCausal(h, window=o.window, name=n))
+          lambda o, h, n, p: SoftmaxCausal(h, window=o.window, position=p, name=n), softmax=True)
 _register("mqa", NoOptions, "multi-query: H query heads share one key/value head",
-          lambda o, h, n: SoftmaxCausal(h, kv_heads=1, name=n))
+          lambda o, h, n, p: SoftmaxCausal(h, kv_heads=1, position=p, name=n), softmax=True)
 _register("rela", NoOptions, "ReLU(q k / sqrt K) attention, gated RMSNorm output (ReLA)",
-          lambda o, h, n: ReLA(h, name=n))
+          lambda o, h, n, p: ReLA(h, name=n))
 _register("favor", FavorOptions, "FAVOR+ positive orthogonal random features, causal prefix sums",
-          lambda o, h, n: Favor(h, o.num_features, name=n))
+          lambda o, h, n, p: Favor(h, o.num_features, name=n))
 _register("rebased", NoOptions, "ReBased: (gamma LN(u) + beta)^2 features, normalised prefix sums",
-          lambda o, h, n: ReBased(h, name=n))
+          lambda o, h, n, p: ReBased(h, name=n))
 _register("linear", NoOptions, "plain causal linear attention, no normalisation",
-          lambda o, h, n: LinearAttention(h, name=n))
+          lambda o, h, n, p: LinearAttention(h, name=n))
