@@ -41,6 +41,12 @@ def curves(settings, model, params, state, n_points: int | None = None) -> dict[
     return out
 
 
+def points_limit(settings) -> int | None:
+    """The most points the run's position encoding can index (a learned table), or None."""
+    tokens = settings.model.encoding().max_tokens()
+    return None if tokens is None else tokens // 2
+
+
 def summarise(errors: dict[str, np.ndarray]) -> list[dict]:
     rows = []
     for name, table in errors.items():
@@ -100,9 +106,10 @@ def load_run(run: RunDir):
 
 def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     settings, model, params, state = load_run(run_dir)
-    if n_points is not None and n_points > settings.model.n_positions:
+    limit = points_limit(settings)
+    if n_points is not None and limit is not None and n_points > limit:
         raise AnalysisError(f"--points={n_points} is beyond the learned position table; accepted: at "
-                            f"most n_positions={settings.model.n_positions}")
+                            f"most n_positions={limit}")
     rows = summarise(curves(settings, model, params, state, n_points))
     lines = ["predictor,n_examples,mean,ci95"] + [
         f"{r['predictor']},{r['n_examples']},{r['mean']:.9g},{r['ci95']:.9g}" for r in rows]

@@ -53,6 +53,9 @@ LOSS_PNG = f"{FIGS}/loss.png"
 ICL_CURVE_CSV = f"{ANALYSIS}/icl_curve.csv"     # gpt2-family runs (runners.train)
 ICL_CURVE_PNG = f"{ANALYSIS}/icl_curve.png"
 ROBUSTNESS = f"{ANALYSIS}/robustness.json"
+LENGTH_GEN_CSV = f"{ANALYSIS}/length_gen.csv"   # python -m analysis.length_gen (seed 002)
+LENGTH_GEN_JSON = f"{ANALYSIS}/length_gen.json"
+LENGTH_GEN_PNG = f"{ANALYSIS}/ood_length.png"
 CHECKPOINT = "checkpoint.npz"
 TRAINING_LOG = "training_log.csv"
 # Written first into every run directory this code creates; with a readable config.json it is

@@ -1,0 +1,97 @@
+"""Length generalisation of a `gpt2`-family regression run (seed 002, Lin et al. AAAI 2025):
+error vs number of in-context examples out to `factor` × the trained number of points, with
+the least-squares / averaging / 3-NN (and one GD step) baselines, and which multiples of the
+trained length keep the error within 2× of its in-distribution value.
+
+    PYTHONPATH=. python -m analysis.length_gen --run runs/<exp> [--factor 8]
+
+A learned absolute encoding cannot index past its table: the curve stops there and the summary
+says so (`stopped_at`, `reason`), rather than failing or reusing positions. Writes
+analysis/length_gen.csv (predictor, n_examples, mean, ci95), analysis/length_gen.json and
+analysis/ood_length.png (the seed's figure name).
+"""
+from __future__ import annotations
+
+import math
+import sys
+from typing import Sequence
+
+from analysis.common import main_frame
+from analysis.icl_curve import curves, figure, load_run, points_limit, summarise
+from plots.style import png_bytes
+from src import rundir as names
+from src.cli import guarded, int_at_least
+from src.rundir import RunDir
+
+MODULE = "analysis.length_gen"
+MULTIPLES = (2, 4, 8)
+WITHIN = 2.0        # "usable": error within 2x of the in-distribution error
+
+
+def usable_lengths(model_curve: list[float], trained_points: int, multiples=MULTIPLES) -> dict:
+    """{multiple: error at n = multiple × L − 1, and whether it is within WITHIN × the error at
+    n = L − 1 (the last trained prediction)}; a multiple past the curve is None."""
+    reference = model_curve[trained_points - 1]
+    out = {}
+    for m in multiples:
+        n = m * trained_points - 1
+        if n >= len(model_curve):
+            out[str(m)] = None
+            continue
+        error = model_curve[n]
+        out[str(m)] = {"n_examples": n, "error": error,
+                       "within_2x": bool(math.isfinite(error) and error <= WITHIN * reference)}
+    return out
+
+
+def run(run_dir: RunDir, factor: int = 8) -> dict:
+    settings, model, params, state = load_run(run_dir)
+    trained = settings.curriculum.points.end
+    wanted = factor * trained
+    limit = points_limit(settings)
+    points = wanted if limit is None else min(wanted, limit)
+    rows = summarise(curves(settings, model, params, state, points))
+    model_curve = [r["mean"] for r in rows if r["predictor"] == "model"]
+    summary = {
+        "position": settings.model.position.name, "mixer": settings.model.mixer.name,
+        "task": settings.task.name, "trained_points": trained, "requested_points": wanted,
+        "evaluated_points": points,
+        "stopped_at": points if points < wanted else None,
+        "reason": (f"the learned position table covers {limit} points; a learned absolute encoding "
+                   "cannot index past it" if points < wanted else None),
+        "in_distribution_error": model_curve[trained - 1],
+        "multiples": usable_lengths(model_curve, trained)}
+    run_dir.write_text(names.LENGTH_GEN_CSV, "predictor,n_examples,mean,ci95\n" + "".join(
+        f"{r['predictor']},{r['n_examples']},{r['mean']:.9g},{r['ci95']:.9g}\n" for r in rows))
+    run_dir.write_json(names.LENGTH_GEN_JSON, summary)
+    title = (f"{run_dir.path.name}: {settings.model.mixer.name} + {settings.model.position.name}, "
+             f"trained on {trained} points" + (f" (stopped at {points}: learned table)"
+                                               if summary["stopped_at"] else ""))
+    run_dir.write_bytes(names.LENGTH_GEN_PNG, png_bytes(figure(rows, title, trained)))
+    return summary
+
+
+def _flags(parser) -> None:
+    parser.add_argument("--factor", type=int_at_least(1, 64), default=8,
+                        help="evaluate out to this multiple of the trained number of points")
+
+
+def _print(args, run_dir: RunDir) -> None:
+    summary = run(run_dir, args.factor)
+    print(f"{summary['mixer']} + {summary['position']}: in-distribution error "
+          f"{summary['in_distribution_error']:.3f} at n = {summary['trained_points'] - 1}")
+    for m, cell in summary["multiples"].items():
+        print(f"  {m}x: " + ("not evaluated" if cell is None else
+                             f"{cell['error']:.3f} at n = {cell['n_examples']} "
+                             f"({'within' if cell['within_2x'] else 'beyond'} 2x)"))
+    if summary["reason"]:
+        print(f"  curve stopped at {summary['stopped_at']} points: {summary['reason']}")
+    print(f"-> {run_dir.file(names.LENGTH_GEN_PNG)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return main_frame(MODULE, __doc__.splitlines()[0], _flags, _print, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main))
