@@ -268,7 +268,7 @@ def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
         try:
             out, runs_dir = check_paths(args)
             grid = build_grid(args)
-            executor = executor_of(args)
+            executor = executor_of(args, connect=not args.dry_run)
             planned = make_jobs(grid, runs_dir)
             if not args.dry_run:   # one sweep per runs directory; planned again under the lock
                 hold.enter_context(RunsDirLock(runs_dir, shlex.join([parser.prog, *argv])))

@@ -253,7 +253,7 @@ def add_executor_flags(parser) -> None:
                        type=number_in(0, 1024, low_open=True), help="Ray CPUs per run (default 1)")
 
 
-def executor_of(args) -> Executor:
+def executor_of(args, connect: bool = True) -> Executor:
     """The Executor of parsed flags (UsageError, one line, when Ray is asked for but missing)."""
     from src.cli import UsageError
     executor = Executor(getattr(args, "executor", "local"), getattr(args, "address", None),
@@ -266,6 +266,12 @@ def executor_of(args) -> Executor:
         except ImportError:
             raise UsageError("--executor ray: Ray is not installed; accepted: pip install -r "
                              "requirements.txt, or --executor local") from None
+        if connect and executor.address:     # a cluster must answer before any work starts
+            from src.ray_executor import connect as join
+            try:
+                join(executor.address)
+            except ConnectionError as err:
+                raise UsageError(str(err)) from None
     return executor
 
 

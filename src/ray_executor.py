@@ -54,6 +54,36 @@ def run_on_worker(runner: str, argv: list[str], name: str, env: dict) -> tuple[i
         return done.returncode, "$ " + shlex.join(command) + "\n" + (done.stdout or ""), seconds, archive
 
 
+def _reachable(address: str, timeout_s: float = 3.0) -> None:
+    """ConnectionError (one line) unless a TCP connection to host:port opens within timeout_s."""
+    import socket
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+            return
+    except (OSError, ValueError) as err:
+        raise ConnectionError(f"--address={address!r}: nothing answers there ({err}); accepted: "
+                              "host:port of a running `ray start --head`") from None
+
+
+def connect(address: str | None) -> None:
+    """Start a local Ray instance (address None) or join a cluster, shipping this repository as
+    the working directory; ConnectionError with one line when no cluster answers there."""
+    import ray
+    if ray.is_initialized():
+        return
+    if address and address != "auto" and not address.startswith("ray://"):
+        _reachable(address)   # Ray itself retries a dead address for minutes
+    try:
+        ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False, runtime_env={"working_dir": str(ROOT), "excludes": EXCLUDES})
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise ConnectionError(f"--address={address!r}: no Ray cluster answered ({first}); accepted: "
+                              "the address `ray start --head` printed, with RAY_AUTH_MODE=token and "
+                              "its token (ray get-auth-token) when the cluster uses tokens") from None
+
+
 @dataclass
 class RayLauncher:
     """The local Launcher's interface (`run_job`, `terminate_all`) over Ray tasks."""
@@ -66,11 +96,7 @@ class RayLauncher:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        import ray
-        if not ray.is_initialized():
-            ray.init(address=self.address or None, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False,
-                     runtime_env={"working_dir": str(ROOT), "excludes": EXCLUDES})
+        connect(self.address)
         self.task = ray.remote(num_cpus=self.cpus_per_run, max_retries=RETRIES)(run_on_worker)
         keep = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS",
                 "TF_NUM_INTEROP_THREADS", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
