@@ -125,6 +125,11 @@ for cli in ("eval_order", "eval_noise"):
     ROWS.append((cli, ["--grid", "train.nope=1,2"], "nope"))
     ROWS.append((cli, ["--grid", "train.steps=0"], "steps=0"))
 rows("eval_order", "--ordering", ["sideways"], "ordering")
+rows("eval_order", "--executor", ["dask"], "executor")
+rows("eval_order", "--cpus-per-run", ["0", "x"], "cpus-per-run")
+ROWS += [("eval_order", ["--executor", "ray", "--address", "127.0.0.1:1"], "--address"),
+         ("eval_order", ["--address", "127.0.0.1:6379"], "--address"),
+         ("mechanisms", ["--executor", "ray", "--address", "127.0.0.1:1"], "--address")]
 rows("eval_noise", "--p", ["1.5", "x"], "p")
 rows("eval_noise", "--noise_mode", ["gaussian"], "noise_mode")
 
