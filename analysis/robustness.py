@@ -3,6 +3,7 @@ which attention mechanism stays robust), all at evaluation time on the run's fix
 
   clean_n{k}      error (squared error / d) at the prediction with k examples, k = d/2, d, 2d
   label_noise     error at the last point when round(0.25·(n−1)) context labels get + N(0, 0.5²)
+  label_noise_clean_first / _noisy_first   the same with the noisy pairs placed last / first
   random_pairs    the same when round(0.2·(n−1)) context pairs are replaced by a fresh input and
                   an unrelated label ~ N(0, 1) (SPEC §7's noise modes, on the last point's context)
   order_random / order_easy2hard   the last point's context in uniform random order / sorted by
@@ -26,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from analysis.common import for_runs_of, main_frame, register_analysis
-from analysis.icl_curve import load_run
+from analysis.icl_curve import load_run, points_limit
 from src import rundir as names
 from src.curricula import num_corrupted, ordering_key
 from src.rundir import RunDir
@@ -41,11 +42,14 @@ def _last_point_error(model, params, state, xs, ys, dims) -> float:
     return float(jnp.mean((prediction[:, -1] - ys[:, -1]) ** 2) / dims)
 
 
-def _corrupt(key, xs, ys, count: int, mode: str, sigma: float):
-    """Corrupt `count` uniformly chosen context pairs (all but the last point) of every task."""
+def _corrupt(key, xs, ys, count: int, mode: str, sigma: float, placement: str = "mixed"):
+    """Corrupt `count` context pairs (all but the last point) of every task: uniformly chosen
+    (placement mixed), the first ones (noisy_first) or the last ones (clean_first)."""
     b, n, d = xs.shape
     k_pick, k_x, k_y = jax.random.split(key, 3)
-    rank = jnp.argsort(jnp.argsort(jax.random.uniform(k_pick, (b, n - 1)), -1), -1)
+    position = jnp.broadcast_to(jnp.arange(n - 1), (b, n - 1))
+    rank = {"mixed": jnp.argsort(jnp.argsort(jax.random.uniform(k_pick, (b, n - 1)), -1), -1),
+            "noisy_first": position, "clean_first": n - 2 - position}[placement]
     mask = jnp.concatenate([rank < count, jnp.zeros((b, 1), bool)], axis=1)
     if mode == "label_noise":
         return xs, jnp.where(mask, ys + sigma * jax.random.normal(k_y, ys.shape), ys)
@@ -78,13 +82,18 @@ def robustness(settings, model, params, state) -> dict:
                                  ("random_pairs", "random_pairs", 0.2, 1.0)):
         cx, cy = _corrupt(jax.random.fold_in(key, len(name)), xs, ys, num_corrupted(p, n - 1), mode, sigma)
         out[name] = _last_point_error(model, params, state, cx, cy, dims)
+    for placement in ("clean_first", "noisy_first"):   # SPEC §7's placements, label noise p 0.25
+        cx, cy = _corrupt(jax.random.fold_in(key, 11), xs, ys, num_corrupted(0.25, n - 1),
+                          "label_noise", 0.5, placement)
+        out[f"label_noise_{placement}"] = _last_point_error(model, params, state, cx, cy, dims)
     for ordering in ("random", "easy2hard"):
         ox, oy = _reorder(jax.random.fold_in(key, 3), xs, ys, ordering)
         out[f"order_{ordering}"] = _last_point_error(model, params, state, ox, oy, dims)
     far = eval_batch(settings, alpha=2.0)
     out["ood_alpha2"] = _last_point_error(model, params, state, far.xs, far.ys, float(far.dims))
     longer = math.ceil(1.5 * n)
-    if longer <= settings.model.n_positions:
+    limit = points_limit(settings)
+    if limit is None or longer <= limit:
         long = eval_batch(settings, n_points=longer)
         out["length_1.5x"] = _last_point_error(model, params, state, long.xs, long.ys, float(long.dims))
         out["length_points"] = longer

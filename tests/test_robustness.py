@@ -1,0 +1,24 @@
+"""analysis.robustness: where the corrupted context pairs go (SPEC §7's placements) and that the
+query point is never corrupted."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from analysis.robustness import _corrupt
+
+
+@pytest.mark.parametrize("placement, expected", [
+    ("noisy_first", [1, 1, 0, 0, 0, 0]), ("clean_first", [0, 0, 0, 1, 1, 0])])
+def test_placements_put_the_noisy_pairs_first_or_last(placement, expected):
+    xs, ys = jnp.ones((3, 6, 2)), jnp.zeros((3, 6))
+    _, noisy_y = _corrupt(jax.random.key(0), xs, ys, 2, "label_noise", 1.0, placement)
+    assert ((np.asarray(noisy_y) != 0).astype(int) == expected).all()
+
+
+def test_mixed_placement_corrupts_exactly_count_context_pairs_and_never_the_query():
+    xs, ys = jnp.ones((200, 9, 2)), jnp.zeros((200, 9))
+    noisy_x, noisy_y = _corrupt(jax.random.key(1), xs, ys, 3, "random_pairs", 1.0)
+    changed = np.asarray(noisy_y != 0) | np.asarray((noisy_x != xs).any(-1))
+    assert (changed.sum(1) == 3).all() and not changed[:, -1].any()
+    assert changed[:, :-1].mean(0).min() > 0.2          # every context slot gets corrupted sometimes
