@@ -24,6 +24,7 @@ Glossary: B batch, T tokens, H heads, K head size (even for the rotary ones), D 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -170,12 +171,16 @@ class Rope(Encoding):
 
 
 @dataclass(frozen=True)
-class YarnOptions:
-    scale: float = 2.0           # s: the context extension factor
+class DynamicYarnOptions:
     original_tokens: int = 0     # L_train in tokens; 0 = the model's trained length
     theta: float = 10_000.0
-    alpha: float = 1.0
-    beta: float = 32.0
+    alpha: float = 1.0           # YaRN's ramp: rotations over L_train below alpha: interpolated,
+    beta: float = 32.0           # above beta: kept
+
+
+@dataclass(frozen=True)
+class YarnOptions(DynamicYarnOptions):
+    scale: float = 2.0           # s: the context extension factor
 
 
 class Yarn(Rope):
@@ -198,20 +203,11 @@ class Yarn(Rope):
         return scores * yarn_logit_scale(self.scale_for(scores.shape[-1]))
 
 
-@dataclass(frozen=True)
-class DynamicYarnOptions:
-    original_tokens: int = 0     # L_train in tokens; 0 = the model's trained length
-    theta: float = 10_000.0
-    alpha: float = 1.0
-    beta: float = 32.0
-
-
 class DynamicYarn(Yarn):
     name = "dynamic_yarn"
 
     def __init__(self, options: DynamicYarnOptions, trained_tokens: int):
-        super().__init__(YarnOptions(1.0, options.original_tokens, options.theta, options.alpha,
-                                     options.beta), trained_tokens)
+        super().__init__(YarnOptions(scale=1.0, **dataclasses.asdict(options)), trained_tokens)
 
     def scale_for(self, t: int) -> float:
         return max(1.0, t / self.trained_tokens)
