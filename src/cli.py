@@ -184,6 +184,29 @@ def die_with_parent() -> None:
         raise SystemExit(143)
 
 
+def _interrupt(signum, frame) -> None:
+    """SIGINT -> KeyboardInterrupt, but never inside a garbage-collector callback: an exception
+    raised there is printed and dropped by Python ("Exception ignored in: _xla_gc_callback"), so
+    a Ctrl-C that lands in JAX's gc hook would be lost. Then the signal is sent again 50 ms later."""
+    import gc
+    import os
+    import threading
+    hooks = {getattr(hook, "__code__", None) for hook in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in hooks:
+            threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
+            return
+        frame = frame.f_back
+    raise KeyboardInterrupt
+
+
+def catch_interrupts() -> None:
+    """Install `_interrupt` for SIGINT unless SIGINT is ignored or handled by someone else."""
+    import signal
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
+
+
 def guarded(main: Callable[[], int]) -> int:
     """Run a command line's `main()`: an unexpected exception becomes ONE line naming the error
     and a file with the full traceback (exit 1), never a 30-line trace on the terminal."""
@@ -193,6 +216,7 @@ def guarded(main: Callable[[], int]) -> int:
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     prog = f"python -m {spec.name}" if spec is not None else os.path.basename(sys.argv[0])
     die_with_parent()
+    catch_interrupts()
     try:
         return main()
     except (KeyboardInterrupt, SystemExit):

@@ -96,6 +96,7 @@ class RayLauncher:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        import ray
         connect(self.address)
         self.task = ray.remote(num_cpus=self.cpus_per_run, max_retries=RETRIES)(run_on_worker)
         keep = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS",

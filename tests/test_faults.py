@@ -21,6 +21,12 @@ TINY = ["--steps", "20", "--eval_size", "50", "--batch_size", "64", "--quiet"]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
 
+def default_sigint() -> None:
+    """A shell that started pytest in the background ignores SIGINT, and children inherit that;
+    the Ctrl-C test needs Python's own handler in the runner."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def runner(*args: str, module: str = "runners.run_concat_inputs_targets", **kw):
     return subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
@@ -86,7 +92,8 @@ def test_ctrl_c_during_a_rerun_keeps_the_old_run(good_run, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(good_run, out)
     before = digest(out)
-    proc = runner("--out", str(out), "--overwrite", "--steps", "200000", "--eval_size", "50", "--quiet")
+    proc = runner("--out", str(out), "--overwrite", "--steps", "200000", "--eval_size", "50", "--quiet",
+                  preexec_fn=default_sigint)
     wait_for(lambda: any((s / "config.json").exists() for s in tmp_path.glob(".run.staging-*")))
     proc.send_signal(signal.SIGINT)
     code, _, err = finish(proc)
@@ -148,7 +155,7 @@ def test_sigkill_of_a_sweep_driver_takes_its_runners_with_it(tmp_path):
 def test_a_second_sweep_on_the_same_runs_dir_is_refused_in_one_line(tmp_path):
     runs = tmp_path / "runs"
     first = runner(*SWEEP, "--seeds", "0", "--steps", "200000", "--out", str(tmp_path / "a.csv"),
-                   "--runs-dir", str(runs), module="eval_order")
+                   "--runs-dir", str(runs), module="eval_order", preexec_fn=default_sigint)
     try:
         wait_for(lambda: (runs / ".lock").exists() and (runs / ".lock").read_text().strip())
         code, _, err = run(*SWEEP, "--seeds", "0", "--steps", "20", "--out", str(tmp_path / "b.csv"),
@@ -158,7 +165,11 @@ def test_a_second_sweep_on_the_same_runs_dir_is_refused_in_one_line(tmp_path):
         assert not (tmp_path / "b.csv").exists()
     finally:
         first.send_signal(signal.SIGINT)
-        finish(first)
+        try:
+            finish(first, timeout=60)
+        except subprocess.TimeoutExpired:
+            first.kill()
+            finish(first)
 
 
 def test_a_sweep_backs_up_a_csv_it_did_not_write(tmp_path):
