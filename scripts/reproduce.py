@@ -31,7 +31,8 @@ from typing import Sequence
 
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
 from src.cli import OneLineParser, UsageError, fail, guarded
-from src.launch import (LOGS, TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, normalise, run_jobs,
+from src.launch import (LOGS, TODO_STATES, Executor, Job, RunsDirBusy, RunsDirLock, add_executor_flags,
+                        announce, executor_of, normalise, run_jobs,
                         use_compilation_cache)
 from src.launch import plan as launch_plan
 from src.lsa_cli import settings_from_argv
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", default=str(os.cpu_count() or 1),
                    help=f"training runs in parallel (default: os.cpu_count() = {os.cpu_count() or 1})")
     p.add_argument("--quiet", action="store_true", help="print only the summary lines")
+    add_executor_flags(p)
     return p
 
 
@@ -152,6 +154,7 @@ class Plan:
     report_dir: Path
     jobs: int
     quiet: bool
+    executor: Executor = Executor()
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -192,7 +195,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
                                          "finite numbers > 0"))),
         distractors=tuple(sorted(distractors)),
         runs_dir=runs_dir, report_dir=report_dir,
-        jobs=_int("--jobs", args.jobs, 1), quiet=args.quiet)
+        jobs=_int("--jobs", args.jobs, 1), quiet=args.quiet, executor=executor_of(args))
 
 
 # ---------------------------------------------------------------------------
@@ -246,7 +249,8 @@ def train_jobs(plan: Plan, jobs: list[ReproJob], say) -> list[ReproJob]:
     def done(job: ReproJob) -> None:
         if job.returncode == 0 and job.state == "complete":
             say(f"  done {job.name} ({job.seconds:.0f}s)")
-    return run_jobs(todo, workers=workers, runs_dir=plan.runs_dir, say=say, on_done=done).failed
+    return run_jobs(todo, workers=workers, runs_dir=plan.runs_dir, say=say, on_done=done,
+                    executor=plan.executor).failed
 
 
 # ---------------------------------------------------------------------------

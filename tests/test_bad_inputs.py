@@ -129,7 +129,8 @@ rows("eval_order", "--executor", ["dask"], "executor")
 rows("eval_order", "--cpus-per-run", ["0", "x"], "cpus-per-run")
 ROWS += [("eval_order", ["--executor", "ray", "--address", "127.0.0.1:1"], "--address"),
          ("eval_order", ["--address", "127.0.0.1:6379"], "--address"),
-         ("mechanisms", ["--executor", "ray", "--address", "127.0.0.1:1"], "--address")]
+         ("mechanisms", ["--executor", "ray", "--address", "127.0.0.1:1"], "--address"),
+         ("reproduce", ["--executor", "ray", "--address", "127.0.0.1:1"], "--address")]
 rows("eval_noise", "--p", ["1.5", "x"], "p")
 rows("eval_noise", "--noise_mode", ["gaussian"], "noise_mode")
 
