@@ -22,10 +22,9 @@ from typing import Sequence
 from src import rundir as names
 from src.cli import OneLineParser, UsageError, fail, int_at_least, positive_number
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
-from src.launch import plan as replan
 from src.launch import (TODO_STATES, Executor, RunsDirBusy, RunsDirLock, add_executor_flags,
-                        announce, executor_of, job_state,
-                        keep_foreign_csv, run_jobs, write_csv)
+                        announce, executor_of, keep_foreign_csv, run_jobs, write_csv)
+from src.launch import plan as replan
 from src.presets import MODEL_PRESETS
 from sweep_grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
 
@@ -192,7 +191,7 @@ def write_results(path: Path, jobs: Sequence[SweepJob]) -> int:
     extra = list(dict.fromkeys(p for job in jobs for p, _ in job.point.sets))
     rows = []
     for job in jobs:
-        if job_state(job)[0] not in ("complete", "diverged"):   # other settings or code: not a row
+        if job.state not in ("complete", "diverged"):   # stale (other settings or code): no row
             continue
         try:
             rows.append(csv_row(job))

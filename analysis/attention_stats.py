@@ -26,7 +26,7 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 
 from src.models.layouts import layout_of
-from analysis.common import AnalysisError, for_runs_of, load_settings, main_frame, register_analysis
+from analysis.common import AnalysisError, for_runs_of, main_frame, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.rundir import RunDir
@@ -158,7 +158,7 @@ def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask:
 def load_attention(run_dir: RunDir) -> tuple[dict, np.ndarray, str, str]:
     """({(layer, head): [tasks, queries, keys]}, noise_mask [tasks, N], tokens per pair,
     model name)."""
-    settings = load_settings(run_dir)
+    settings = run_dir.load_settings()
     m = settings.model
     paths = {(layer, head): run_dir.require(names.attention_file(layer, head))
              for layer in range(m.num_layers) for head in range(m.num_heads)}

@@ -55,20 +55,10 @@ class LoadedRun(NamedTuple):
     params: dict
 
 
-def load_settings(run: RunDir) -> Settings:
-    """The settings in the run's config.json (MissingArtifact / AnalysisError if unusable)."""
-    run.require(names.CONFIG)
-    try:
-        return run.load_settings()
-    except (KeyError, TypeError, ValueError) as err:
-        raise AnalysisError(f"{run.file(names.CONFIG)} has no valid settings ({err!r}); "
-                            f"recreate it with: {run.producer(names.CONFIG)}") from None
-
-
 def load_run(run: RunDir) -> LoadedRun:
     """Settings, model and parameters of a finished run (config.json + params.npz)."""
     import jax
-    settings = load_settings(run)
+    settings = run.load_settings()     # MissingArtifact / CorruptArtifact when unusable
     run.require(names.PARAMS)
     model = build_model(settings.task, settings.model)
     like = jax.eval_shape(model.init, jax.random.PRNGKey(0))   # shapes only: nothing computed
@@ -118,12 +108,13 @@ DIVERGED_EXIT = 3
 def diverged_note(prog: str, run: RunDir) -> int:
     """0 for a run that trained normally; for a diverged one a one-line note that the numbers
     are those of its last good parameters, and exit code DIVERGED_EXIT (outputs are written)."""
-    if not run.is_diverged():
-        return 0
     try:
-        message = run.load_json(names.SUMMARY).get("message") or "diverged"
-    except (RunDirError, AttributeError):
-        message = "diverged"
+        summary = run.load_json(names.SUMMARY) if run.exists(names.SUMMARY) else {}
+    except RunDirError:
+        return 0      # nothing to say about an unreadable summary here (src.rundir flags it)
+    if not isinstance(summary, dict) or summary.get("status") != "diverged":
+        return 0
+    message = summary.get("message") or "diverged"
     print(f"{prog}: note: {run.path} diverged ({message}); the outputs describe its last good "
           f"parameters, not a trained model (exit {DIVERGED_EXIT})", file=sys.stderr)
     return DIVERGED_EXIT

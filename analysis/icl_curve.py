@@ -79,11 +79,10 @@ def figure(rows: list[dict], title: str, trained_points: int):
 def load_run(run: RunDir):
     """(settings, model, params, state) of a finished runners.train run."""
     from src.seq_train import SeqSettings, init_state, make_model, make_optimizer
+    stored = run.load_config()["settings"]     # CorruptArtifact when unreadable
     try:
-        settings = SeqSettings.from_dict(run.load_config()["settings"])
+        settings = SeqSettings.from_dict(stored)
     except (KeyError, TypeError, ValueError, AttributeError) as err:
-        if isinstance(err, names.RunDirError):
-            raise
         raise run.corrupt(names.CONFIG, f"its settings do not load: {str(err)[:160]}") from None
     model = make_model(settings)
     params, state, _ = init_state(settings, model, make_optimizer(settings))

@@ -212,19 +212,14 @@ def validate(s: Settings) -> None:
     _require(_finite(tr.lr) and tr.lr > 0, f"lr={tr.lr} must be a finite number > 0")
     _require(_finite(tr.grad_clip_norm) and tr.grad_clip_norm > 0,
              f"grad_clip_norm={tr.grad_clip_norm} must be a finite number > 0")
-    try:   # the shared integer ranges (src/bounds.py): refuse absurd sizes before any work
-        check_sizes(d=t.d, points__num_context=t.num_context, layers__num_layers=m.num_layers,
-                    heads__num_heads=m.num_heads, steps=tr.steps, batch_size=tr.batch_size,
-                    eval_size=tr.eval_size, seed=tr.seed)
-        if m.key_size:
-            check_sizes(width__key_size=m.key_size)
-    except ValueError as err:
-        _require(False, str(err))
+    # the shared integer ranges (src/bounds.py; ValueError): refuse absurd sizes before any work
+    check_sizes(d=t.d, points__num_context=t.num_context, layers__num_layers=m.num_layers,
+                heads__num_heads=m.num_heads, steps=tr.steps, batch_size=tr.batch_size,
+                eval_size=tr.eval_size, seed=tr.seed)
+    if m.key_size:
+        check_sizes(width__key_size=m.key_size)
     _require(_finite(tr.adam_b1) and _finite(tr.adam_b2) and 0 <= tr.adam_b1 < 1
              and 0 <= tr.adam_b2 < 1, "adam betas must lie in [0, 1)")
     _require(_int_at_least(tr.log_every, 1), f"log_every={tr.log_every} must be an integer >= 1")
-    _require(_int_at_least(tr.eval_size, 1), f"eval_size={tr.eval_size} must be an integer >= 1")
-    _require(_int_at_least(tr.seed, 0) and tr.seed < 2 ** 32,
-             f"seed={tr.seed} must be an integer in [0, 2^32 - 1]")
     validate_curriculum(s.train_curriculum, "train_")
     validate_curriculum(s.eval_curriculum, "eval_")

@@ -83,16 +83,14 @@ def validate(s: DynamicsSettings) -> None:
                              ("log_every", tr.log_every, 1), ("batch_size", tr.batch_size, 0)):
         need(isinstance(value, int) and not isinstance(value, bool) and value >= low,
              f"{name}={value!r} is out of range; accepted: an integer >= {low}")
-    try:   # the shared integer ranges and a memory estimate (src/bounds.py)
-        check_sizes(d__in_dim=t.in_dim, points__seq_len=t.seq_len, eval_size__trainset_size=t.trainset_size,
-                    heads=getattr(opts, "heads", 1), steps__epochs=tr.epochs, seed=tr.seed)
-        if t.testset_size:
-            check_sizes(eval_size__testset_size=t.testset_size)
-        # the sequences are held as [n, in_dim + 1, seq_len] floats (train and test) plus moments
-        check_memory(8 * (t.trainset_size + t.testset_size) * (t.in_dim + 1) * t.seq_len
-                     + 8 * (t.in_dim + 1) ** 4, "this run")
-    except ValueError as err:
-        raise ValueError(str(err)) from None
+    # the shared integer ranges and a memory estimate (src/bounds.py; ValueError)
+    check_sizes(d__in_dim=t.in_dim, points__seq_len=t.seq_len, eval_size__trainset_size=t.trainset_size,
+                heads=getattr(opts, "heads", 1), steps__epochs=tr.epochs, seed=tr.seed)
+    if t.testset_size:
+        check_sizes(eval_size__testset_size=t.testset_size)
+    # the sequences are held as [n, in_dim + 1, seq_len] floats (train and test) plus moments
+    check_memory(8 * (t.trainset_size + t.testset_size) * (t.in_dim + 1) * t.seq_len
+                 + 8 * (t.in_dim + 1) ** 4, "this run")
     rank = getattr(opts, "rank", 1)
     need(isinstance(rank, int) and 1 <= rank <= t.in_dim,
          f"rank={rank!r} is out of range; accepted: an integer in [1, in_dim={t.in_dim}]")

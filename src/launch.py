@@ -112,10 +112,10 @@ def plan(jobs: Sequence[Job]) -> list[Job]:
     return list(jobs)
 
 
-def child_env(workers: int, runs_dir: Path) -> dict:
+def child_env(runs_dir: Path, single_thread: bool) -> dict:
     """The runners' environment: the repo on PYTHONPATH, a persistent XLA compilation cache
     shared by the runs (same programs, same results, much less compile time), one thread
-    each when several run at once."""
+    each when several run at once (`single_thread`)."""
     env = dict(os.environ)
     env[PARENT_ENV] = str(os.getpid())     # the runner dies with this driver (src.cli.guarded)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -123,7 +123,7 @@ def child_env(workers: int, runs_dir: Path) -> dict:
         env["JAX_COMPILATION_CACHE_DIR"] = str((runs_dir / JAX_CACHE).resolve())
     env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-    if workers > 1:
+    if single_thread:
         env.update(SINGLE_THREAD_ENV)
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_XLA).strip()
     return env
@@ -133,7 +133,7 @@ def use_compilation_cache(runs_dir: Path) -> None:
     """This process uses the persistent XLA compilation cache its runs share (child_env's);
     settings from the environment win."""
     import jax
-    env = child_env(1, runs_dir)
+    env = child_env(runs_dir, single_thread=False)
     for var, option, cast in (("JAX_COMPILATION_CACHE_DIR", "jax_compilation_cache_dir", str),
                               ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
                                "jax_persistent_cache_min_compile_time_secs", float),
@@ -204,8 +204,9 @@ class Launcher:
         with self.lock:   # no process starts once terminate_all has begun
             if self.stopping.is_set():
                 return None, "", 0.0
+            # the runner dies with this process: child_env's PARENT_ENV, src.cli.die_with_parent
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, text=True, env=self.env)  # runners die with it: src.cli.die_with_parent
+                                    stdin=subprocess.DEVNULL, text=True, env=self.env)
             self.live.add(proc)
         try:
             output, _ = proc.communicate()
@@ -326,10 +327,10 @@ def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path,
     runs_dir.mkdir(parents=True, exist_ok=True)
     if executor.name == "ray":
         from src.ray_executor import RayLauncher
-        launcher = RayLauncher(child_env(2, runs_dir), runs_dir / LOGS, executor.address,
-                               executor.cpus_per_run)
+        launcher = RayLauncher(child_env(runs_dir, single_thread=True), runs_dir / LOGS,
+                               executor.address, executor.cpus_per_run)   # one thread per task
     else:
-        launcher = Launcher(child_env(workers, runs_dir), runs_dir / LOGS)
+        launcher = Launcher(child_env(runs_dir, single_thread=workers > 1), runs_dir / LOGS)
 
     def train(job: Job) -> Job:
         job.returncode, job.output, job.seconds = launcher.run_job(job, overwrite=job.path.exists())
@@ -397,18 +398,16 @@ def keep_foreign_csv(path: Path, jobs: Sequence[Job]) -> Path | None:
         return None
     ours = {str(job.path) for job in jobs}
     try:
-        text = path.read_text()
-        rows = list(csv.DictReader(io.StringIO(text)))
+        rows = csv.DictReader(io.StringIO(path.read_text()))
         foreign = any(row.get("run_dir") not in ours for row in rows)
     except (OSError, UnicodeDecodeError, csv.Error):
-        foreign, text = True, None
+        foreign = True
     if not foreign:
         return None
-    backup = path.with_name(f"{path.stem}.backup-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
-    n = 1
+    stamp = f"{path.stem}.backup-{time.strftime('%Y%m%d-%H%M%S')}"
+    backup, n = path.with_name(stamp + path.suffix), 1
     while backup.exists():
-        backup = path.with_name(f"{path.stem}.backup-{time.strftime('%Y%m%d-%H%M%S')}-{n}{path.suffix}")
-        n += 1
+        backup, n = path.with_name(f"{stamp}-{n}{path.suffix}"), n + 1
     from utils_log import atomic_write_bytes
     atomic_write_bytes(backup, path.read_bytes())
     return backup
@@ -489,9 +488,9 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
     with contextlib.ExitStack() as hold:
         try:   # one study or sweep per runs directory; planned again under the lock
             executor = executor_of(args)
-            make_jobs()
+            jobs = make_jobs()            # validates every run's settings before the lock
             hold.enter_context(RunsDirLock(runs_dir, command))
-            jobs = make_jobs()
+            jobs = plan(jobs)             # what is on disk now that no one else writes there
             refuse_stale(jobs, runs_dir, args.overwrite)
         except (UsageError, RunsDirBusy) as err:
             return fail(prog, err)

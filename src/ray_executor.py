@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from src.cli import PARENT_ENV
+from src.launch import SINGLE_THREAD_ENV
 from src.provenance import ROOT
 from src.rundir import install_archive
 from utils_log import atomic_write_text
@@ -99,9 +100,9 @@ class RayLauncher:
         import ray
         connect(self.address)
         self.task = ray.remote(num_cpus=self.cpus_per_run, max_retries=RETRIES)(run_on_worker)
-        keep = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS",
-                "TF_NUM_INTEROP_THREADS", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-                "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "JAX_ENABLE_X64")
+        # what travels to the worker: the thread and cache settings of child_env, not paths
+        keep = set(SINGLE_THREAD_ENV) | {"XLA_FLAGS", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                                         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "JAX_ENABLE_X64"}
         self.worker_env = {k: v for k, v in self.env.items() if k in keep}
 
     def run_job(self, job, overwrite: bool) -> tuple[int | None, str, float]:

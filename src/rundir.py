@@ -162,37 +162,34 @@ def install_archive(path: Path, archive: bytes) -> bool:
     import tarfile
     path = Path(path)
     remove_stale_siblings(path)
-    staging = path.parent / f".{path.name}{STAGING}{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
+    run = RunDir(fresh_staging(path))
+    run.target = path
     try:
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            tar.extractall(staging, filter="data")
-        if not (staging / MARKER).is_file():
+            tar.extractall(run.path, filter="data")
+        if not run.exists(MARKER):
             raise RunDirError(f"the run sent back for {path} has no {MARKER} marker; not installed")
-        finished = (staging / SUMMARY).is_file()
-        if path.exists() and any(path.iterdir()):
-            if not finished:
-                shutil.rmtree(staging)
+        if will_replace(path):
+            if not run.exists(SUMMARY):
+                run.discard()
                 return False
             if not RunDir(path).is_ours():
                 raise RunExists(f"--out {path} is not a run directory made by this code; nothing "
                                 "was replaced")
-        run = RunDir(staging)
-        run.target = path
-        if path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
-            os.replace(staging, path)
-        elif not path.exists():
-            os.replace(staging, path)
-        else:
-            run.commit()
+        run.commit()
         return True
     except BaseException:
-        if staging.exists():
-            shutil.rmtree(staging)
+        run.discard()
         raise
+
+
+def fresh_staging(path: Path) -> Path:
+    """An empty `.<name>.staging-<pid>` beside `path` (this process's own leftover removed)."""
+    staging = path.parent / f".{path.name}{STAGING}{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    return staging
 
 
 def unsafe_target(path: Path) -> str | None:
@@ -250,12 +247,8 @@ class RunDir:
         run = cls(path)
         cls.check_creatable(run.path, overwrite)
         remove_stale_siblings(run.path)
-        if run.path.exists() and any(run.path.iterdir()):
-            staging = run.path.parent / f".{run.path.name}{STAGING}{os.getpid()}"
-            if staging.exists():
-                shutil.rmtree(staging)   # our own pid's leftover from an earlier call
-            staging.mkdir()
-            run = cls(staging)
+        if will_replace(run.path):
+            run = cls(fresh_staging(run.path))
             run.target = Path(path)
         else:
             run.path.mkdir(parents=True, exist_ok=True)
@@ -265,14 +258,18 @@ class RunDir:
     target: Path | None = None     # set while a replacement is being written in a staging dir
 
     def commit(self) -> "RunDir":
-        """Swap a staged replacement into place (the old run was proved ours by `create`):
-        old -> .<name>.replaced-<pid>, staging -> <name>, then the old one is removed."""
+        """Move a staged run into place. Over an old run (proved ours by `create` or
+        `install_archive`): old -> .<name>.replaced-<pid>, staging -> <name>, then the old one
+        is removed; over nothing or an empty directory: a rename."""
         if self.target is None:
             return self
-        old = self.target.parent / f".{self.target.name}{REPLACED}{os.getpid()}"
-        os.replace(self.target, old)
-        os.replace(self.path, self.target)
-        shutil.rmtree(old)
+        if will_replace(self.target):
+            old = self.target.parent / f".{self.target.name}{REPLACED}{os.getpid()}"
+            os.replace(self.target, old)
+            os.replace(self.path, self.target)
+            shutil.rmtree(old)
+        else:
+            os.replace(self.path, self.target)   # os.replace takes an empty directory's place
         self.path, self.target = self.target, None
         return self
 
@@ -411,11 +408,10 @@ class RunDir:
         return config
 
     def load_settings(self) -> Settings:
+        settings = self.load_config()["settings"]     # CorruptArtifact when unreadable
         try:
-            return Settings.from_dict(self.load_config()["settings"])
+            return Settings.from_dict(settings)
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            if isinstance(err, RunDirError):
-                raise
             raise self.corrupt(CONFIG, f"its settings do not load: {str(err)[:160]}") from None
 
     def load_arrays(self, name: str) -> dict[str, np.ndarray]:
