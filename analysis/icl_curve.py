@@ -41,6 +41,12 @@ def curves(settings, model, params, state, n_points: int | None = None) -> dict[
     return out
 
 
+def curve_csv(rows: list[dict]) -> str:
+    """The CSV text of `summarise` rows: predictor, n_examples, mean, ci95."""
+    return "predictor,n_examples,mean,ci95\n" + "".join(
+        f"{r['predictor']},{r['n_examples']},{r['mean']:.9g},{r['ci95']:.9g}\n" for r in rows)
+
+
 def points_limit(settings) -> int | None:
     """The most points the run's position encoding can index (a learned table), or None."""
     tokens = settings.model.encoding().max_tokens()
@@ -110,11 +116,9 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
         raise AnalysisError(f"--points={n_points} is beyond the learned position table; accepted: at "
                             f"most n_positions={limit}")
     rows = summarise(curves(settings, model, params, state, n_points))
-    lines = ["predictor,n_examples,mean,ci95"] + [
-        f"{r['predictor']},{r['n_examples']},{r['mean']:.9g},{r['ci95']:.9g}" for r in rows]
     png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.mixer.name} on "
                                  f"{settings.task.name}", settings.curriculum.points.end))
-    run_dir.write_text(CSV, "\n".join(lines) + "\n")
+    run_dir.write_text(CSV, curve_csv(rows))
     run_dir.write_bytes(PNG, png)
     return rows
 

@@ -17,7 +17,7 @@ import sys
 from typing import Sequence
 
 from analysis.common import main_frame
-from analysis.icl_curve import curves, figure, load_run, points_limit, summarise
+from analysis.icl_curve import curve_csv, curves, figure, load_run, points_limit, summarise
 from plots.style import png_bytes
 from src import rundir as names
 from src.cli import guarded, int_at_least
@@ -61,8 +61,7 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
                    "cannot index past it" if points < wanted else None),
         "in_distribution_error": model_curve[trained - 1],
         "multiples": usable_lengths(model_curve, trained)}
-    run_dir.write_text(names.LENGTH_GEN_CSV, "predictor,n_examples,mean,ci95\n" + "".join(
-        f"{r['predictor']},{r['n_examples']},{r['mean']:.9g},{r['ci95']:.9g}\n" for r in rows))
+    run_dir.write_text(names.LENGTH_GEN_CSV, curve_csv(rows))
     run_dir.write_json(names.LENGTH_GEN_JSON, summary)
     title = (f"{run_dir.path.name}: {settings.model.mixer.name} + {settings.model.position.name}, "
              f"trained on {trained} points" + (f" (stopped at {points}: learned table)"

@@ -62,11 +62,17 @@ def project_out(y: jax.Array, width: int) -> jax.Array:
     return hk.Linear(width, with_bias=False, name="out")(y.reshape(b, t, -1))
 
 
-def _softmax_attention(q, k, v, mask):
-    """softmax(q kᵀ/√K) v over visible keys: q [B,T,H,K], k, v [B,T,H|1,K] -> [B,T,H,K]."""
-    scores = jnp.einsum("bthk,bshk->bhts", q, jnp.broadcast_to(k, q.shape)) / math.sqrt(q.shape[-1])
+def _softmax_attention(q, k, v, mask, position=None):
+    """softmax(q kᵀ/√K) v over visible keys: q [B,T,H,K], k, v [B,T,H|1,K] -> [B,T,H,K]. A
+    position encoding (src/models/positions.py) may rotate q, k and adjust the scores."""
+    k, v = jnp.broadcast_to(k, q.shape), jnp.broadcast_to(v, q.shape)
+    if position is not None:
+        q, k = position.rotate(q, k)
+    scores = jnp.einsum("bthk,bshk->bhts", q, k) / math.sqrt(q.shape[-1])
+    if position is not None:
+        scores = position.logits(scores)
     scores = jnp.where(mask, scores, -1e30)
-    return jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1), jnp.broadcast_to(v, q.shape))
+    return jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1), v)
 
 
 @dataclass(frozen=True)
@@ -95,20 +101,8 @@ class SoftmaxCausal(_Mixer):
 
     def __call__(self, x):
         q, k, v = project_qkv(x, self.num_heads, self.kv_heads)
-        if self.position is None:
-            y = _softmax_attention(q, k, v, causal_mask(x.shape[1], self.window))
-        else:
-            y = _positioned_attention(q, k, v, causal_mask(x.shape[1], self.window), self.position)
+        y = _softmax_attention(q, k, v, causal_mask(x.shape[1], self.window), self.position)
         return project_out(y, x.shape[-1])
-
-
-def _positioned_attention(q, k, v, mask, position):
-    """_softmax_attention with the encoding's rotation of q, k and its score adjustment."""
-    k, v = jnp.broadcast_to(k, q.shape), jnp.broadcast_to(v, q.shape)
-    q, k = position.rotate(q, k)
-    scores = position.logits(jnp.einsum("bthk,bshk->bhts", q, k) / math.sqrt(q.shape[-1]))
-    scores = jnp.where(mask, scores, -1e30)
-    return jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1), v)
 
 
 class ReLA(_Mixer):
@@ -211,9 +205,7 @@ def _register(name: str, options, doc: str, make, *, softmax: bool = False):
         _check(width, num_heads)
         if position is not None and not softmax:
             position.require_plain(build.mixer_name)
-        if softmax and position is not None and not position.kernel_friendly:
-            return make(opts, num_heads, name, position)
-        return make(opts, num_heads, name, None)
+        return make(opts, num_heads, name, position if softmax else None)
     build.mixer_name = name
     build.takes_any_position = softmax
     MIXERS.register(name, options, doc=doc)(build)
