@@ -31,7 +31,7 @@ Glossary: B sequences, n points, d input dimension, k literals per term.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -103,69 +103,113 @@ class BooleanFunction(NamedTuple):
     b: jax.Array
 
 
-def sample_function(key: jax.Array, name: str, batch: int, d: int,
-                    options: BooleanOptions = BooleanOptions()) -> BooleanFunction:
+# -- the classes: how a function is drawn, how it labels a point ---------------------------------
+# Samplers: (key, batch, d, options) -> BooleanFunction. Evaluators: (f, xs [B, n, d]) -> ys [B, n].
+
+def _random_literals(key, batch, d, options):
+    k_sel, k_sign = jax.random.split(key)
+    w = jnp.where(jax.random.bernoulli(k_sel, options.p_literal, (batch, d)), _signs(k_sign, (batch, d)), 0.0)
+    return BooleanFunction(w[:, None], jnp.zeros((batch,)))
+
+
+def _k_literal_terms(terms: int):
+    return lambda key, batch, d, options: BooleanFunction(_terms(key, batch, d, options.k, terms),
+                                                          jnp.zeros((batch,)))
+
+
+def _integer_halfspace(key, batch, d, options):
+    w = jax.random.randint(key, (batch, d), -3, 4).astype(jnp.float32)
+    return BooleanFunction(w[:, None], jnp.zeros((batch,)) + 0.5)
+
+
+def _odd_subset(key, batch, d, options):
+    k_size, k_sel = jax.random.split(key)
+    size = 2 * jax.random.randint(k_size, (batch, 1), 0, (d + 1) // 2) + 1      # odd, <= d
+    ranks = jnp.argsort(jnp.argsort(jax.random.uniform(k_sel, (batch, d)), -1), -1)
+    return BooleanFunction((ranks < size).astype(jnp.float32)[:, None], jnp.zeros((batch,)))
+
+
+def _sparse_threshold(key, batch, d, options):
     k = options.k
-    zero = jnp.zeros((batch,))
-    if name in ("conjunction", "disjunction"):
-        k_sel, k_sign = jax.random.split(key)
-        w = jnp.where(jax.random.bernoulli(k_sel, options.p_literal, (batch, d)), _signs(k_sign, (batch, d)), 0.0)
-        return BooleanFunction(w[:, None], zero)
-    if name == "sparse_disjunction":
-        return BooleanFunction(_terms(key, batch, d, k, 1), zero)
-    if name in ("dnf3", "cnf3"):
-        return BooleanFunction(_terms(key, batch, d, k, 3), zero)
-    if name == "int_halfspace":
-        w = jax.random.randint(key, (batch, d), -3, 4).astype(jnp.float32)
-        return BooleanFunction(w[:, None], zero + 0.5)
-    if name == "majority":
-        k_size, k_sel = jax.random.split(key)
-        size = 2 * jax.random.randint(k_size, (batch, 1), 0, (d + 1) // 2) + 1      # odd, <= d
-        ranks = jnp.argsort(jnp.argsort(jax.random.uniform(k_sel, (batch, d)), -1), -1)
-        return BooleanFunction((ranks < size).astype(jnp.float32)[:, None], zero)
-    if name == "sparse_threshold":
-        k_sel, k_sign, k_b = jax.random.split(key, 3)
-        w = jnp.where(_k_subset(k_sel, batch, d, k), _signs(k_sign, (batch, d)), 0.0)
-        b = 2.0 * jax.random.randint(k_b, (batch,), 0, k) - (k - 1)          # −k+1, −k+3, …, k−1
-        return BooleanFunction(w[:, None], b)
-    if name == "sparse_parity":
-        return BooleanFunction(_k_subset(key, batch, d, k).astype(jnp.float32)[:, None], zero)
-    # parity: a uniformly random non-empty subset (an empty draw becomes one coordinate)
+    k_sel, k_sign, k_b = jax.random.split(key, 3)
+    w = jnp.where(_k_subset(k_sel, batch, d, k), _signs(k_sign, (batch, d)), 0.0)
+    b = 2.0 * jax.random.randint(k_b, (batch,), 0, k) - (k - 1)          # −k+1, −k+3, …, k−1
+    return BooleanFunction(w[:, None], b)
+
+
+def _k_subset_function(key, batch, d, options):
+    return BooleanFunction(_k_subset(key, batch, d, options.k).astype(jnp.float32)[:, None],
+                           jnp.zeros((batch,)))
+
+
+def _nonempty_subset(key, batch, d, options):
+    """A uniformly random non-empty subset (an empty draw becomes one coordinate)."""
     k_sel, k_one = jax.random.split(key)
     subset = jax.random.bernoulli(k_sel, 0.5, (batch, d))
     single = jax.nn.one_hot(jax.random.randint(k_one, (batch,), 0, d), d, dtype=bool)
     subset = jnp.where(jnp.any(subset, -1, keepdims=True), subset, single)
-    return BooleanFunction(subset.astype(jnp.float32)[:, None], zero)
+    return BooleanFunction(subset.astype(jnp.float32)[:, None], jnp.zeros((batch,)))
+
+
+def _some_term_holds(f, xs):
+    return jnp.where(jnp.any(_holds(f.w, xs), 1), 1.0, -1.0)
+
+
+def _every_clause_holds(f, xs):
+    return jnp.where(jnp.all(_any_literal(f.w, xs), 1), 1.0, -1.0)
+
+
+def _threshold(f, xs):
+    return jnp.sign(jnp.einsum("bd,bnd->bn", f.w[:, 0], xs) - f.b[:, None])
+
+
+def _product(f, xs):
+    return jnp.prod(jnp.where(f.w[:, 0, None, :] > 0, xs, 1.0), -1)
+
+
+class FunctionClass(NamedTuple):
+    sample: Callable                # (key, batch, d, options) -> BooleanFunction
+    evaluate: Callable              # (f, xs) -> ys
+    rewrite: bool | None = None     # rewritten inputs satisfy (True) or falsify (False) a term
+    uses_k: bool = False            # the class has exactly `k` literals per term
+
+
+FUNCTION_CLASSES = {
+    "conjunction": FunctionClass(_random_literals, _some_term_holds, rewrite=True),
+    "disjunction": FunctionClass(_random_literals, _every_clause_holds, rewrite=False),
+    "sparse_disjunction": FunctionClass(_k_literal_terms(1), _every_clause_holds, False, True),
+    "dnf3": FunctionClass(_k_literal_terms(3), _some_term_holds, True, True),
+    "cnf3": FunctionClass(_k_literal_terms(3), _every_clause_holds, False, True),
+    "int_halfspace": FunctionClass(_integer_halfspace, _threshold),
+    "majority": FunctionClass(_odd_subset, _threshold),
+    "sparse_threshold": FunctionClass(_sparse_threshold, _threshold, uses_k=True),
+    "parity": FunctionClass(_nonempty_subset, _product),
+    "sparse_parity": FunctionClass(_k_subset_function, _product, uses_k=True),
+}
+assert tuple(FUNCTION_CLASSES) == CLASSES
+
+
+def sample_function(key: jax.Array, name: str, batch: int, d: int,
+                    options: BooleanOptions = BooleanOptions()) -> BooleanFunction:
+    return FUNCTION_CLASSES[name].sample(key, batch, d, options)
 
 
 def evaluate(name: str, f: BooleanFunction, xs: jax.Array) -> jax.Array:
     """ys [B, n] in {±1} of the functions `f` at xs [B, n, d]."""
-    if name in ("conjunction", "dnf3"):
-        label = jnp.any(_holds(f.w, xs), 1)
-    elif name in ("disjunction", "sparse_disjunction", "cnf3"):
-        label = jnp.all(_any_literal(f.w, xs), 1)
-    elif name in ("int_halfspace", "majority", "sparse_threshold"):
-        return jnp.sign(jnp.einsum("bd,bnd->bn", f.w[:, 0], xs) - f.b[:, None])
-    else:   # parities
-        return jnp.prod(jnp.where(f.w[:, 0, None, :] > 0, xs, 1.0), -1)
-    return jnp.where(label, 1.0, -1.0)
-
-
-REWRITE = {"conjunction": True, "dnf3": True, "disjunction": False, "sparse_disjunction": False,
-           "cnf3": False}   # class -> rewritten inputs satisfy (True) or falsify (False) a term
+    return FUNCTION_CLASSES[name].evaluate(f, xs)
 
 
 def sample(key: jax.Array, name: str, batch: int, n_points: int, d: int,
            options: BooleanOptions = BooleanOptions()) -> BooleanBatch:
     """A batch of sequences of the class `name` (see the module docstring)."""
-    if name not in CLASSES:
+    if name not in FUNCTION_CLASSES:
         raise ValueError(f"task={name!r} is unknown; accepted: {', '.join(CLASSES)}")
-    k = options.k
-    if name in ("sparse_disjunction", "dnf3", "cnf3", "sparse_threshold", "sparse_parity") and not 1 <= k <= d:
+    cls, k = FUNCTION_CLASSES[name], options.k
+    if cls.uses_k and not 1 <= k <= d:
         raise ValueError(f"k={k} is out of range for d={d}; accepted: an integer in [1, {d}]")
     k_f, k_x, k_bal, k_pick = jax.random.split(key, 4)
-    f = sample_function(k_f, name, batch, d, options)
+    f = cls.sample(k_f, batch, d, options)
     xs = _signs(k_x, (batch, n_points, d))
-    if name in REWRITE:
-        xs = _rewrite(k_bal, xs, _pick_term(k_pick, f.w, n_points), options.balance, REWRITE[name])
-    return BooleanBatch(xs, evaluate(name, f, xs), jnp.any(f.w != 0, 1))
+    if cls.rewrite is not None:
+        xs = _rewrite(k_bal, xs, _pick_term(k_pick, f.w, n_points), options.balance, cls.rewrite)
+    return BooleanBatch(xs, cls.evaluate(f, xs), jnp.any(f.w != 0, 1))
