@@ -197,7 +197,26 @@ def _interrupt(signum, frame) -> None:
             threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
             return
         frame = frame.f_back
+    global _INTERRUPTED
+    _INTERRUPTED = True
     raise KeyboardInterrupt
+
+
+_INTERRUPTED = False   # set once our SIGINT handler has raised KeyboardInterrupt
+
+
+def _leave_now(code: int) -> None:
+    """Exit at once after an interrupt: JAX's threads may still be running the computation the
+    interrupt cut short, and a normal interpreter teardown under them can segfault (observed:
+    exit -11 after the "kept unchanged" note was printed). Everything the command writes is
+    already closed and renamed into place, so only the standard streams need flushing."""
+    import os
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def catch_interrupts() -> None:
@@ -218,8 +237,13 @@ def guarded(main: Callable[[], int]) -> int:
     die_with_parent()
     catch_interrupts()
     try:
-        return main()
-    except (KeyboardInterrupt, SystemExit):
+        code = main()
+    except KeyboardInterrupt:
+        if not _INTERRUPTED:
+            raise
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        _leave_now(130)
+    except SystemExit:
         raise
     except OSError as err:   # the filesystem said no (read-only, full, not a directory, ...)
         where = f": {err.filename}" if getattr(err, "filename", None) else ""
@@ -238,3 +262,6 @@ def guarded(main: Callable[[], int]) -> int:
         print(f"{prog}: error: unexpected {type(err).__name__}: {first[:300]} (full traceback: "
               f"{log}; please report it)", file=sys.stderr)
         return 1
+    if code == 130 and _INTERRUPTED:
+        _leave_now(code)
+    return code
