@@ -4,7 +4,8 @@ not move when the code is refactored (issue 11: "the paper's numbers do not move
 `record()` returns, per run, every metrics row (without wall times), the summary's metric
 values, the analysis outputs (alignment.json, ood.csv, attention_stats AUROC) and a sha256
 of every parameter array. `python tests/golden_runs.py OUT.json` writes them; the golden
-file in tests/golden/ was written by the code of commit d39df7a (before the registries).
+files in tests/golden/ were written by the code of commit d39df7a (before the registries), one
+per kind of CPU (tests/test_golden.py picks the one of the machine).
 """
 from __future__ import annotations
 
