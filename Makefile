@@ -6,6 +6,7 @@
 #   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps)
 #   make dynamics                  seed 003's study (training dynamics of linear attention)
 #   make mechanisms                seed 000's study (attention mechanisms; long: see README)
+#   make lengthgen                 seed 002's study (position encodings, length generalisation)
 #   make clean                     remove runs, results_*.csv, generated figures, caches (keeps .venv)
 PY ?= python3
 VENV := .venv
@@ -37,7 +38,7 @@ steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick
+.PHONY: gpu venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -129,6 +130,13 @@ mechanisms: $(STAMP)
 
 mechanisms_quick: $(STAMP)
 	$(RUN) -m scripts.mechanisms --quick
+
+# Position encodings and length generalisation (seed 002): report/LENGTHGEN.md
+lengthgen: $(STAMP)
+	$(RUN) -m scripts.lengthgen
+
+lengthgen_quick: $(STAMP)
+	$(RUN) -m scripts.lengthgen --quick
 
 # Removes every run directory (runs/* but runs/.gitkeep), results_*.csv, generated figures
 # (report/figures/**.png except the tracked report/figures/paper/ and dynamics/), and caches.

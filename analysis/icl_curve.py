@@ -28,16 +28,18 @@ CSV, PNG = names.ICL_CURVE_CSV, names.ICL_CURVE_PNG
 
 
 def curves(settings, model, params, state, n_points: int | None = None) -> dict[str, np.ndarray]:
-    """predictor -> [E, n] squared error / d of the model and of every applicable baseline."""
+    """predictor -> [E, n] error of the model and of every applicable baseline (the task's
+    error: squared error / d for regression, 0/1 error of sign ŷ for boolean tasks)."""
     import jax
-    from src.seq_train import eval_batch
+    from src.seq_train import eval_batch, point_errors, task_labels
     batch = eval_batch(settings, n_points)
+    labels = task_labels(settings)
     prediction = jax.jit(model.apply)(params, state, batch.xs, batch.ys)
-    out = {"model": np.asarray((prediction - batch.ys) ** 2 / batch.dims)}
+    out = {"model": np.asarray(point_errors(prediction, batch, labels))}
     for entry in registry("baseline"):
         if entry.is_applicable(settings.task.name) and hasattr(entry.options, "k"):
             guess = entry.build(entry.default_options())(batch.xs, batch.ys)
-            out[entry.name] = np.asarray((guess - batch.ys) ** 2 / batch.dims)
+            out[entry.name] = np.asarray(point_errors(guess, batch, labels))
     return out
 
 
@@ -63,7 +65,7 @@ def summarise(errors: dict[str, np.ndarray]) -> list[dict]:
     return rows
 
 
-def figure(rows: list[dict], title: str, trained_points: int):
+def figure(rows: list[dict], title: str, trained_points: int, labels: str = "real"):
     fig = new_figure(6.5, 4.2, constrained=True)
     ax = fig.add_subplot(1, 1, 1)
     for i, name in enumerate(dict.fromkeys(r["predictor"] for r in rows)):
@@ -75,8 +77,12 @@ def figure(rows: list[dict], title: str, trained_points: int):
         ax.fill_between(x, mean - ci, mean + ci, color=f"C{i}", alpha=0.2, lw=0)
     ax.axvline(trained_points - 1, color="0.5", ls=":", lw=1, label="trained length")
     ax.set_xlabel("in-context examples before the prediction")
-    ax.set_ylabel("squared error / d (zero predictor: 1)")
-    ax.set_ylim(0, 1.6)
+    if labels == "real":
+        ax.set_ylabel("squared error / d (zero predictor: 1)")
+        ax.set_ylim(0, 1.6)
+    else:
+        ax.set_ylabel("error rate, 1 − accuracy of sign ŷ (chance: 0.5)")
+        ax.set_ylim(0, 0.8)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     return fig
@@ -116,8 +122,10 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
         raise AnalysisError(f"--points={n_points} is beyond the learned position table; accepted: at "
                             f"most n_positions={limit}")
     rows = summarise(curves(settings, model, params, state, n_points))
+    from src.seq_train import task_labels
     png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.mixer.name} on "
-                                 f"{settings.task.name}", settings.curriculum.points.end))
+                                 f"{settings.task.name}", settings.curriculum.points.end,
+                           task_labels(settings)))
     run_dir.write_text(CSV, curve_csv(rows))
     run_dir.write_bytes(PNG, png)
     return rows

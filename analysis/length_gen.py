@@ -45,7 +45,9 @@ def usable_lengths(model_curve: list[float], trained_points: int, multiples=MULT
 
 
 def run(run_dir: RunDir, factor: int = 8) -> dict:
+    from src.seq_train import POINT_ERRORS, task_labels
     settings, model, params, state = load_run(run_dir)
+    labels = task_labels(settings)
     trained = settings.curriculum.points.end
     wanted = factor * trained
     limit = points_limit(settings)
@@ -54,7 +56,7 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
     model_curve = [r["mean"] for r in rows if r["predictor"] == "model"]
     summary = {
         "position": settings.model.position.name, "mixer": settings.model.mixer.name,
-        "task": settings.task.name, "trained_points": trained, "requested_points": wanted,
+        "task": settings.task.name, "error": POINT_ERRORS[labels][1], "trained_points": trained, "requested_points": wanted,
         "evaluated_points": points,
         "stopped_at": points if points < wanted else None,
         "reason": (f"the learned position table covers {limit} points; a learned absolute encoding "
@@ -66,7 +68,7 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
     title = (f"{run_dir.path.name}: {settings.model.mixer.name} + {settings.model.position.name}, "
              f"trained on {trained} points" + (f" (stopped at {points}: learned table)"
                                                if summary["stopped_at"] else ""))
-    run_dir.write_bytes(names.LENGTH_GEN_PNG, png_bytes(figure(rows, title, trained)))
+    run_dir.write_bytes(names.LENGTH_GEN_PNG, png_bytes(figure(rows, title, trained, labels)))
     return summary
 
 

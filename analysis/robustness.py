@@ -111,8 +111,14 @@ def run(run_dir: RunDir) -> dict:
     return record
 
 
-register_analysis("robustness", run, "noise, order, OOD and length stress tests (gpt2 family)",
-                  for_runs_of("src.seq_train.SeqSettings"))
+def _regression_run(context) -> bool:
+    """gpt2-family runs on a regression task (the stresses add Gaussian label noise)."""
+    from src.seq_train import task_labels
+    return for_runs_of("src.seq_train.SeqSettings")(context) and task_labels(context.settings) == "real"
+
+
+register_analysis("robustness", run, "noise, order, OOD and length stress tests (gpt2 family, "
+                  "regression tasks)", _regression_run)
 
 
 def _print_record(args, run_dir) -> None:

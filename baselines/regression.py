@@ -99,7 +99,13 @@ def _all_regression(task_name: str) -> bool:
                                                        "sparsity")
 
 
-def _register(name, doc, predict, applies=_all_regression):
+def _regression_or_boolean(task_name: str) -> bool:
+    """Regression tasks, and the boolean ones (scored by the sign of the prediction)."""
+    return _all_regression(task_name) or (
+        task_name in registry("task") and registry("task").get(task_name).options.labels == "sign")
+
+
+def _register(name, doc, predict, applies=_regression_or_boolean):
     BASELINES.register(name, CurveBaseline, applies=applies, doc=doc)(lambda options: predict(options))
 
 
@@ -108,8 +114,9 @@ _register("least_squares", "minimum-norm least squares on the previous pairs",
 _register("averaging", "w = mean of y_j x_j over the previous pairs", lambda o: averaging)
 _register("knn", "mean label of the k nearest previous inputs (k = 3)",
           lambda o: (lambda xs, ys: knn(xs, ys, o.k)))
-_register("gd_step", "one GD step from 0, eta tuned", lambda o: (
-    lambda xs, ys: gd_step(xs, ys, o.eta or tune_gd_eta(xs[: len(xs) // 2], ys[: len(ys) // 2]))))
+_register("gd_step", "one GD step from 0, eta tuned (regression only)", lambda o: (
+    lambda xs, ys: gd_step(xs, ys, o.eta or tune_gd_eta(xs[: len(xs) // 2], ys[: len(ys) // 2]))),
+          applies=_all_regression)
 _register("lasso", "l1-regularised least squares (ISTA); the sparse task",
           lambda o: (lambda xs, ys: lasso(xs, ys, o.alpha)),
           applies=lambda task_name: task_name == "sparse_linear_regression")

@@ -32,7 +32,8 @@ from src.models.backbone import GPT2Config
 from src.provenance import run_record
 from src.registry import Choice, UnknownChoice, registry
 from src.rundir import RunDir, RunDirError, interrupted_note, will_replace
-from src.seq_train import SeqSettings, SeqTrainConfig, train, tree_from_npz, tree_to_npz
+from src.seq_train import (POINT_ERRORS, SeqSettings, SeqTrainConfig, sampler, task_labels, train,
+                           tree_from_npz, tree_to_npz)
 from src.tasks.garg import Curriculum, Schedule
 
 PROG = "python -m runners.train"
@@ -97,6 +98,11 @@ def _options(kind: str, name: str, kwargs: dict, key: str) -> Choice:
         raise UsageError(f"{key.rsplit('.', 1)[0]}: {err}") from None
 
 
+def _family_tasks() -> list[str]:
+    """The tasks this family trains on: those whose options say how they are scored."""
+    return [e.name for e in registry("task") if getattr(e.options, "labels", None) in ("real", "sign")]
+
+
 def settings_from_config(raw: Any) -> tuple[SeqSettings, Path, bool]:
     """(settings, out_dir, test_run) from the seed's YAML mapping; UsageError on a bad key."""
     if not isinstance(raw, dict):
@@ -137,15 +143,22 @@ def settings_from_config(raw: Any) -> tuple[SeqSettings, Path, bool]:
     except ValueError as err:
         raise UsageError(str(err)) from None
     task_kwargs = dict(_mapping("training.task_kwargs", training.get("task_kwargs")))
-    if training.get("data") is not None:
+    task_name = training.get("task", "linear_regression")
+    task = _options("task", task_name, {}, "training.task")
+    labels = getattr(task.options, "labels", None)
+    if labels not in ("real", "sign"):
+        raise UsageError(f"training.task={task_name!r} is not a task of this family; accepted: "
+                         f"{', '.join(_family_tasks())}")
+    if training.get("data") is not None:   # boolean tasks draw ±1 inputs whatever it says
         if training["data"] not in ("gaussian", "uniform"):
             raise UsageError(f"training.data={training['data']!r} is unknown; accepted: gaussian, uniform")
-        task_kwargs["data"] = training["data"]
-    task = _options("task", training.get("task", "linear_regression"), task_kwargs, "training.task")
-    if not hasattr(task.options, "sparsity"):
-        raise UsageError(f"training.task={task.name!r} is not a regression task of this family; "
-                         "accepted: linear_regression, sparse_linear_regression, "
-                         "noisy_linear_regression, quadratic_regression")
+        if labels == "real":
+            task_kwargs["data"] = training["data"]
+    task = _options("task", task_name, task_kwargs, "training.task")
+    if labels == "sign" and dims.start != dims.end:
+        raise UsageError(f"training.curriculum.dims={dims.start}->{dims.end} is a dimension curriculum; "
+                         f"the boolean task {task_name!r} takes a fixed dimension; accepted: "
+                         f"dims.start = dims.end")
     for key in ("num_tasks", "num_training_examples"):
         if training.get(key) is not None:
             raise UsageError(f"training.{key}={training[key]!r} is not supported (fresh tasks every "
@@ -182,7 +195,13 @@ def settings_from_config(raw: Any) -> tuple[SeqSettings, Path, bool]:
                         n_layer=n_layer,
                         n_positions=n_positions, mixer=mixer, position=position)
     out = Path(str(raw.get("out_dir") or f"runs/gpt2_{mixer.name}"))
-    return SeqSettings(model=config, task=task, curriculum=Curriculum(dims, points), train=tr), out, test_run
+    settings = SeqSettings(model=config, task=task, curriculum=Curriculum(dims, points), train=tr)
+    try:   # the task's own checks at this shape (k <= d, ...), traced without drawing anything
+        import jax
+        jax.eval_shape(lambda key: sampler(settings)(key, 1, dims.end, points.end), jax.random.key(0))
+    except ValueError as err:
+        raise UsageError(f"training.task_kwargs: {err}") from None
+    return settings, out, test_run
 
 
 def apply_sets(raw: dict, assignments: Sequence[str]) -> dict:
@@ -338,12 +357,15 @@ def _train_into(run: RunDir, settings: SeqSettings, start, log_rows: list, histo
     name = settings.model.mixer.name
     run.write_bytes(f"{name}_loss.png", png_bytes(loss_figure(log_rows, f"{out.name}: {name}")))
     final = result["history"][-1] if result["history"] else {}
+    labels = task_labels(settings)     # regression tasks also get the robustness stresses
     run.write_json(names.SUMMARY, {
         "status": "diverged" if result["diverged"] else "complete", "message": result["diverged"],
         "system": "gpt2", "model": name, "task": settings.task.name, "steps": result["step"],
         "train_seconds": round(result["seconds"], 3), **{k: v for k, v in final.items() if k != "step"},
+        "error_metric": POINT_ERRORS[labels][1],
         "outputs": [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS, CHECKPOINT, TRAINING_LOG,
-                    f"{name}_loss.png", names.ICL_CURVE_CSV, names.ICL_CURVE_PNG, names.ROBUSTNESS]})
+                    f"{name}_loss.png", names.ICL_CURVE_CSV, names.ICL_CURVE_PNG]
+                   + ([names.ROBUSTNESS] if labels == "real" else [])})
     if not result["diverged"]:
         run_analyses(run, settings, with_attention=False)
     jax.block_until_ready(result["params"])

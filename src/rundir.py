@@ -56,6 +56,12 @@ ROBUSTNESS = f"{ANALYSIS}/robustness.json"
 LENGTH_GEN_CSV = f"{ANALYSIS}/length_gen.csv"   # python -m analysis.length_gen (seed 002)
 LENGTH_GEN_JSON = f"{ANALYSIS}/length_gen.json"
 LENGTH_GEN_PNG = f"{ANALYSIS}/ood_length.png"
+RECENCY_CSV = f"{ANALYSIS}/recency.csv"         # python -m analysis.recency (seed 002)
+RECENCY_JSON = f"{ANALYSIS}/recency.json"
+RECENCY_PNG = f"{ANALYSIS}/avg_attention_score.png"
+PROMPT_TESTS_JSON = f"{ANALYSIS}/prompt_tests.json"   # python -m analysis.prompt_tests (seed 002)
+DUPLICATION_PNG = f"{ANALYSIS}/duplication.png"
+SERIAL_POSITION_PNG = f"{ANALYSIS}/lost_in_mid.png"
 CHECKPOINT = "checkpoint.npz"
 TRAINING_LOG = "training_log.csv"
 # Written first into every run directory this code creates; with a readable config.json it is

@@ -84,9 +84,29 @@ def eval_batch(settings: SeqSettings, n_points: int | None = None, alpha: float 
         jax.random.key(settings.train.eval_seed))
 
 
-def normalised_errors(prediction, batch: RegressionBatch) -> jax.Array:
-    """Squared error / d per point, mean over tasks: [n]."""
-    return jnp.mean((prediction - batch.ys) ** 2, axis=0) / batch.dims
+POINT_ERRORS = {   # a task's `labels` -> (its per-point error [B, n], what it measures)
+    "real": (lambda prediction, batch: (prediction - batch.ys) ** 2 / batch.dims,
+             "squared error / d"),
+    "sign": (lambda prediction, batch: (jnp.sign(prediction) != batch.ys).astype(jnp.float32),
+             "error rate (1 − accuracy of sign ŷ)"),
+}
+
+
+def task_labels(settings: "SeqSettings") -> str:
+    """'real' (regression: squared error / d) or 'sign' (boolean: accuracy of sign ŷ)."""
+    return registry("task").get(settings.task.name).options.labels
+
+
+def point_errors(prediction, batch: RegressionBatch, labels: str = "real") -> jax.Array:
+    """The task's error at every point of every task: [B, n] (see POINT_ERRORS)."""
+    return POINT_ERRORS[labels][0](prediction, batch)
+
+
+def normalised_errors(prediction, batch: RegressionBatch, labels: str = "real") -> jax.Array:
+    """The task's error per point, mean over tasks: [n] (regression: squared error / d)."""
+    if labels == "real":   # kept in this operation order: the gpt2 runs' numbers do not move
+        return jnp.mean((prediction - batch.ys) ** 2, axis=0) / batch.dims
+    return jnp.mean(point_errors(prediction, batch, labels), axis=0)
 
 
 def weighted_mse(prediction, batch: RegressionBatch) -> jax.Array:
@@ -157,6 +177,7 @@ def train(settings: SeqSettings, *, start=None, on_log: Callable[[dict], None] |
     chunk = make_chunk(settings, model, optimizer)
     evaluation = eval_batch(settings)
     predict = jax.jit(model.apply)
+    labels = task_labels(settings)
     history, log_rows, diverged = [], [], None
     begin = time.perf_counter()
     while step < tr.train_steps:
@@ -171,7 +192,8 @@ def train(settings: SeqSettings, *, start=None, on_log: Callable[[dict], None] |
                       "n_dims": int(dims[i])} for i in range(n)]
         params, opt_state, step = new_params, new_opt, step + n
         if step % tr.log_every == 0 or step == tr.train_steps:
-            errors = normalised_errors(predict(params, state, evaluation.xs, evaluation.ys), evaluation)
+            errors = normalised_errors(predict(params, state, evaluation.xs, evaluation.ys), evaluation,
+                                       labels)
             row = {"step": step, "train_loss": float(np.mean(losses)),
                    "eval_loss": float(weighted_mse(predict(params, state, evaluation.xs, evaluation.ys),
                                                    evaluation)),
@@ -188,9 +210,9 @@ def train(settings: SeqSettings, *, start=None, on_log: Callable[[dict], None] |
 
 
 def per_point_errors(settings: SeqSettings, model, params, state, batch: RegressionBatch) -> np.ndarray:
-    """Squared error / d at every point of `batch`, per task: [E, n]."""
+    """The task's error at every point of `batch`, per task: [E, n] (see POINT_ERRORS)."""
     prediction = jax.jit(model.apply)(params, state, batch.xs, batch.ys)
-    return np.asarray((prediction - batch.ys) ** 2 / batch.dims)
+    return np.asarray(point_errors(prediction, batch, task_labels(settings)))
 
 
 def ms_per_step(settings: SeqSettings, repeats: int = 3, chunk_steps: int = 50) -> float:

@@ -80,7 +80,9 @@ def write_config(tmp_path, **changes):
 
 @pytest.mark.parametrize("change, words", [
     ({"model.attention_type": "flash"}, "model.attention_type='flash' is unknown"),
-    ({"training.task": "parity"}, "training.task"),
+    ({"training.task": "xor_of_everything"}, "training.task='xor_of_everything' is unknown"),
+    ({"training.task": "parity", "training.curriculum.dims.start": 3}, "takes a fixed dimension"),
+    ({"training.task": "sparse_parity", "training.task_kwargs.k": 9}, "k=9 is out of range for d=5"),
     ({"model.family": "llama"}, "model.family='llama' is unknown"),
     ({"model.n_layer": 0}, "model.n_layer=0"),
     ({"training.batch_size": -1}, "training.batch_size=-1"),

@@ -21,6 +21,8 @@ Glossary: B batch, T tokens, D width, H heads, K head size, m random features.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 from dataclasses import dataclass
 
@@ -62,6 +64,21 @@ def project_out(y: jax.Array, width: int) -> jax.Array:
     return hk.Linear(width, with_bias=False, name="out")(y.reshape(b, t, -1))
 
 
+_RECORDING = contextvars.ContextVar("recording_attention", default=False)
+
+
+@contextlib.contextmanager
+def recording_attention():
+    """While a model is traced inside this context, every softmax attention stores its weights
+    [B, H, T, T] (query t, key s) as Haiku state `attention_weights` of its mixer module, read
+    back from `apply`'s returned state (analysis.recency). Outside it nothing is stored."""
+    token = _RECORDING.set(True)
+    try:
+        yield
+    finally:
+        _RECORDING.reset(token)
+
+
 def _softmax_attention(q, k, v, mask, position=None):
     """softmax(q kᵀ/√K) v over visible keys: q [B,T,H,K], k, v [B,T,H|1,K] -> [B,T,H,K]. A
     position encoding (src/models/positions.py) may rotate q, k and adjust the scores."""
@@ -72,7 +89,10 @@ def _softmax_attention(q, k, v, mask, position=None):
     if position is not None:
         scores = position.logits(scores)
     scores = jnp.where(mask, scores, -1e30)
-    return jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1), v)
+    weights = jax.nn.softmax(scores, axis=-1)
+    if _RECORDING.get():
+        hk.set_state("attention_weights", weights)
+    return jnp.einsum("bhts,bshk->bthk", weights, v)
 
 
 @dataclass(frozen=True)

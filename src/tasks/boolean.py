@@ -26,12 +26,16 @@ sparse_disjunction) or a randomly chosen clause (cnf3), as Bhattamishra et al. d
 The public implementation's bugs are tested against here: its parity label was constant within a
 sequence, its DNF/CNF sampler raised in most draws.
 
+Every class is also a registered task (registry "task") of the `gpt2` family: x_i as a token,
+(y_i, 0, …) as the next, trained with squared error on the ±1 labels (Garg et al.'s recipe) and
+scored by the accuracy of sign(ŷ_i). The dimension is fixed (no dimension curriculum).
+
 Glossary: B sequences, n points, d input dimension, k literals per term.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Callable, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -42,6 +46,7 @@ CLASSES = ("conjunction", "disjunction", "sparse_disjunction", "dnf3", "cnf3", "
 
 @dataclass(frozen=True)
 class BooleanOptions:
+    labels: ClassVar[str] = "sign"     # scored by accuracy of sign(ŷ) (seq_train.POINT_ERRORS)
     k: int = 3                 # literals per term (sparse classes, dnf3/cnf3)
     p_literal: float = 0.3     # conjunction/disjunction: probability a variable is selected
     balance: float = 0.5       # conjunctive/disjunctive classes: fraction of rewritten inputs
@@ -213,3 +218,32 @@ def sample(key: jax.Array, name: str, batch: int, n_points: int, d: int,
     if cls.rewrite is not None:
         xs = _rewrite(k_bal, xs, _pick_term(k_pick, f.w, n_points), options.balance, cls.rewrite)
     return BooleanBatch(xs, cls.evaluate(f, xs), jnp.any(f.w != 0, 1))
+
+
+def make_sampler(name: str, options: BooleanOptions, n_points: int, n_dims: int):
+    """The `gpt2` family's task protocol: (key, batch_size, dims, points, alpha=1) ->
+    RegressionBatch at [B, n_points, n_dims]; `dims` must be n_dims (no dimension curriculum),
+    points at or beyond `points` are masked out of the loss, `w` holds the support (0/1)."""
+    from src.tasks.garg import RegressionBatch
+
+    def draw(key, batch_size: int, dims, points, alpha: float = 1.0):
+        batch = sample(key, name, batch_size, n_points, n_dims, options)
+        weights = (jnp.arange(n_points) < points).astype(jnp.float32)[None].repeat(batch_size, 0)
+        return RegressionBatch(alpha * batch.xs, batch.ys, weights,
+                               batch.support.astype(jnp.float32), jnp.asarray(n_dims, jnp.float32))
+    return draw
+
+
+def _register(name: str) -> None:
+    from src.registry import registry
+    doc = {"conjunction": "AND of random literals", "disjunction": "OR of random literals",
+           "sparse_disjunction": "OR of exactly k literals", "dnf3": "OR of 3 k-literal terms",
+           "cnf3": "AND of 3 k-literal clauses", "int_halfspace": "sign(w·x − ½), w in {−3..3}^d",
+           "majority": "majority of a random odd subset", "sparse_threshold": "sign(w·x − b), k ±1 weights",
+           "parity": "product of a random non-empty subset", "sparse_parity": "product of k coordinates"}[name]
+    registry("task").register(name, BooleanOptions, doc=f"boolean (Bhattamishra et al.): {doc}")(
+        lambda options, n_points=11, n_dims=5: make_sampler(name, options, n_points, n_dims))
+
+
+for _name in CLASSES:
+    _register(_name)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -56,6 +56,7 @@ class RegressionBatch(NamedTuple):
 
 @dataclass(frozen=True)
 class GargTaskOptions:
+    labels: ClassVar[str] = "real"     # scored by squared error / d (seq_train.POINT_ERRORS)
     data: str = "gaussian"        # gaussian | uniform
     sparsity: int = 3             # sparse_linear_regression: non-zero coordinates
     noise_std: float = 0.5        # noisy_linear_regression

@@ -1,0 +1,242 @@
+"""The report of scripts.lengthgen (seed 002): runs the per-run analyses that are missing
+(analysis.length_gen to 8x, analysis.recency and analysis.prompt_tests at 4x), then writes
+report/LENGTHGEN.md, report/lengthgen_results.json and report/figures/lengthgen/{ood_length,
+avg_attention_score,lost_in_mid}.png from them.
+
+Errors are each task's own: squared error / d for regression (the zero predictor scores 1),
+1 − accuracy of sign ŷ for the boolean task (chance 0.5). "n" is the number of in-context
+examples before the prediction; the trained length L covers n = 0 … L − 1.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from plots.style import new_figure, png_bytes
+from src import rundir as names
+from src.stats import STD_LABEL, format_pm, over_seeds
+from utils_log import atomic_write_bytes, atomic_write_json, atomic_write_text
+
+REPORT, RESULTS, FIG_DIR = "LENGTHGEN.md", "lengthgen_results.json", "figures/lengthgen"
+FACTOR, PROBE_FACTOR = 8, 4
+
+
+def analyse(run_dir) -> str | None:
+    """Write the analyses a finished run lacks; None, or why one could not run."""
+    from analysis import length_gen, prompt_tests, recency
+    from analysis.common import AnalysisError
+    steps = ((names.LENGTH_GEN_JSON, lambda: length_gen.run(run_dir, FACTOR)),
+             (names.RECENCY_JSON, lambda: recency.run(run_dir, PROBE_FACTOR)),
+             (names.PROMPT_TESTS_JSON, lambda: prompt_tests.run(run_dir, PROBE_FACTOR)))
+    for output, work in steps:
+        if not run_dir.exists(output):
+            try:
+                work()
+            except AnalysisError as err:
+                return str(err)
+    return None
+
+
+def _model_curve(run_dir) -> list[float]:
+    rows = run_dir.file(names.LENGTH_GEN_CSV).read_text().strip().splitlines()[1:]
+    return [float(r.split(",")[2]) for r in rows if r.startswith("model,")]
+
+
+def _baseline_curves(run_dir) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for row in run_dir.file(names.LENGTH_GEN_CSV).read_text().strip().splitlines()[1:]:
+        predictor, _, mean, _ = row.split(",")
+        if predictor != "model":
+            out.setdefault(predictor, []).append(float(mean))
+    return out
+
+
+def collect(jobs: Sequence) -> tuple[dict, list[dict], dict]:
+    """({task: {position: record}}, result rows, {task: baseline curves}) of the finished runs."""
+    cells: dict = {}
+    rows, baselines = [], {}
+    for job in jobs:
+        run = job.run
+        if not (run.path.is_dir() and run.is_trained()):
+            continue
+        problem = analyse(run)
+        record = cells.setdefault(job.task, {}).setdefault(job.position, {
+            "seeds": [], "curves": [], "length_gen": [], "recency": [], "prompt_tests": [], "problems": []})
+        if problem:
+            record["problems"].append(f"seed {job.seed}: {problem}")
+            continue
+        curve = _model_curve(run)
+        record["seeds"].append(job.seed)
+        record["curves"].append(curve)
+        record["length_gen"].append(json.loads(run.file(names.LENGTH_GEN_JSON).read_text()))
+        record["recency"].append(json.loads(run.file(names.RECENCY_JSON).read_text()))
+        record["prompt_tests"].append(json.loads(run.file(names.PROMPT_TESTS_JSON).read_text()))
+        rows += [{"encoding": job.position, "task": job.task, "n_examples": n, "seed": job.seed,
+                  "error": e} for n, e in enumerate(curve)]
+        curves = _baseline_curves(run)     # the longest (a learned table stops early)
+        if len(next(iter(curves.values()), [])) > len(next(iter(baselines.get(job.task, {}).values()), [])):
+            baselines[job.task] = curves
+    return cells, rows, baselines
+
+
+def summarise(record: dict) -> dict:
+    """Over seeds: the in-distribution error, the error and the within-2x count at 2x/4x/8x, the
+    last layer's attention mass on the last 20% (at 4x, else at L), duplication and serial
+    position at the trained length."""
+    gens = record["length_gen"]
+    out = {"in_distribution": over_seeds([g["in_distribution_error"] for g in gens]),
+           "stopped_at": gens[0]["stopped_at"] if gens else None}
+    for m in ("2", "4", "8"):
+        cells = [g["multiples"][m] for g in gens]
+        out[f"error_{m}x"] = over_seeds([c["error"] for c in cells if c is not None])
+        evaluated = [c for c in cells if c is not None]
+        out[f"within_{m}x"] = (sum(c["within_2x"] for c in evaluated), len(evaluated))
+    tails = []
+    for rec in record["recency"]:
+        lengths = [c for c in rec["lengths"].values() if "last_20pct" in c]
+        tails.append(lengths[-1]["last_20pct"][-1] if lengths else None)
+    out["last_20pct"] = over_seeds(tails)
+    tests = record["prompt_tests"]
+    out["duplication"] = {r: over_seeds([t["duplication"][r] for t in tests])
+                          for r in (tests[0]["duplication"] if tests else {})}
+    trained = str(tests[0]["trained_points"]) if tests else None
+    out["serial"] = {p: over_seeds([t["serial_position"][trained][p] for t in tests])
+                     for p in ("start", "middle", "end")} if tests else {}
+    return out
+
+
+def figure_curves(cells: dict, baselines: dict, trained: int):
+    tasks = list(cells)
+    fig = new_figure(6.0 * len(tasks), 4.2, constrained=True)
+    for i, task in enumerate(tasks):
+        ax = fig.add_subplot(1, len(tasks), i + 1)
+        for j, (position, record) in enumerate(cells[task].items()):
+            if not record["curves"]:
+                continue
+            length = min(len(c) for c in record["curves"])
+            mean = np.mean([c[:length] for c in record["curves"]], axis=0)
+            ax.plot(np.arange(length), mean, color=f"C{j % 10}", lw=1.5, label=position)
+        for style, name in (("--", "least_squares"), (":", "knn")):
+            if name in baselines.get(task, {}):
+                ax.plot(baselines[task][name], color="k", ls=style, lw=1, label=name)
+        for m in (1, 2, 4, 8):
+            ax.axvline(m * trained - 1, color="0.7", lw=0.8)
+        ax.set_yscale("log")
+        ax.set_xlabel("in-context examples n (grey: 1x, 2x, 4x, 8x the trained length)")
+        ax.set_ylabel("squared error / d" if "regression" in task else "1 − accuracy")
+        ax.set_title(task, fontsize=9)
+        ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def figure_recency(cells: dict):
+    tasks = list(cells)
+    fig = new_figure(5.0 * len(tasks), 3.6, constrained=True)
+    for i, task in enumerate(tasks):
+        ax = fig.add_subplot(1, len(tasks), i + 1)
+        for j, (position, record) in enumerate(cells[task].items()):
+            profiles = []
+            for rec in record["recency"]:
+                lengths = [c for c in rec["lengths"].values() if "profile" in c]
+                if lengths:
+                    profiles.append(lengths[-1]["profile"][-1])
+            if profiles:
+                bins = len(profiles[0])
+                ax.plot((np.arange(bins) + 0.5) / bins, np.mean(profiles, axis=0), marker="o", ms=3,
+                        color=f"C{j % 10}", label=position)
+        ax.axhline(1.0, color="0.5", ls=":", lw=1)
+        ax.set_xlabel("normalised key position")
+        ax.set_ylabel("attention per key / uniform (last layer)")
+        ax.set_title(f"{task}: prediction token, {PROBE_FACTOR}x length (learned: 1x)", fontsize=9)
+        ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def figure_serial(summaries: dict):
+    tasks = list(summaries)
+    fig = new_figure(6.0 * len(tasks), 3.6, constrained=True)
+    for i, task in enumerate(tasks):
+        ax = fig.add_subplot(1, len(tasks), i + 1)
+        positions = [p for p, s in summaries[task].items() if s.get("serial")]
+        for k, place in enumerate(("start", "middle", "end")):
+            means = [summaries[task][p]["serial"][place]["mean"] for p in positions]
+            ax.bar(np.arange(len(positions)) + 0.27 * (k - 1), means, 0.27, label=place)
+        ax.set_xticks(np.arange(len(positions)), positions, rotation=30, fontsize=7)
+        ax.set_ylabel("error at the query")
+        ax.set_title(f"{task}: informative block at start / middle / end (trained length)", fontsize=9)
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _table(task: str, summaries: dict) -> list[str]:
+    lines = [f"### {task}", "",
+             "| encoding | in-distribution (n = L−1) | 2x | 4x | 8x | within 2x at 2x / 4x / 8x "
+             "(seeds) | last-20% attention | duplication r=0 → r=20 | serial start / middle / end |",
+             "|---" * 9 + "|"]
+    for position, s in summaries.items():
+        if not s:
+            continue
+        within = " / ".join(f"{s[f'within_{m}x'][0]}/{s[f'within_{m}x'][1]}" if s[f"within_{m}x"][1]
+                            else "n/a" for m in ("2", "4", "8"))
+        dup = s["duplication"]
+        dup_text = (f"{format_pm(dup['0'], 3)} → {format_pm(dup['20'], 3)}" if dup.get("20", {}).get("n")
+                    else f"{format_pm(dup.get('0', {}), 3)} → n/a (table)")
+        serial = " / ".join(f"{s['serial'][p]['mean']:.3f}" for p in ("start", "middle", "end"))
+        lines.append(f"| {position} | {format_pm(s['in_distribution'], 3)} | {format_pm(s['error_2x'], 3)} | "
+                     f"{format_pm(s['error_4x'], 3)} | {format_pm(s['error_8x'], 3)} | {within} | "
+                     f"{format_pm(s['last_20pct'], 2)} | {dup_text} | {serial} |")
+    return lines
+
+
+def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
+                 head: dict) -> list[Path]:
+    cells, rows, baselines = collect(jobs)
+    summaries = {task: {p: summarise(r) if r["curves"] else {} for p, r in by_position.items()}
+                 for task, by_position in cells.items()}
+    settings = jobs[0].settings
+    trained = settings["curriculum"]["points"]["end"]
+    figures = []
+    for name, fig in (("ood_length.png", figure_curves(cells, baselines, trained)),
+                      ("avg_attention_score.png", figure_recency(cells)),
+                      ("lost_in_mid.png", figure_serial(summaries))):
+        atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(fig))
+        figures.append(f"{FIG_DIR}/{name}")
+    problems = [f"{task}/{p}: {x}" for task, by_p in cells.items() for p, r in by_p.items()
+                for x in r["problems"]]
+    atomic_write_json(report_dir / RESULTS, {
+        "command": command, "quick": quick, "seconds": seconds, "trained_points": trained,
+        "results": rows, "baselines": baselines, "summary": summaries, "figures": figures,
+        "problems": problems})
+    model = settings["model"]
+    lines = [f"# Position encodings and length generalisation (seed 002){' — QUICK' if quick else ''}", "",
+             f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
+             f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
+             f"- Command: `{command}`; wall time {seconds:.0f} s, in which "
+             f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained",
+             f"- Model: {model['n_layer']} layers, width {model['n_embd']}, {model['n_head']} heads, "
+             f"softmax attention; d = {model['n_dims']}; trained to L = {trained} points "
+             f"(curriculum 11 → {trained}); evaluated to {FACTOR}x L on "
+             f"{settings['train']['eval_size']} fixed eval tasks; mean ± {STD_LABEL}",
+             "- Errors: squared error / d for linear regression (zero predictor 1), 1 − accuracy "
+             "for conjunction (chance 0.5). \"within 2x\": the error at n = mL − 1 is at most twice "
+             "the error at n = L − 1, counted over seeds. last-20%: attention mass of the prediction "
+             "token on the last 20% of the prompt, last layer, at 4x L (uniform: 0.2). Duplication: "
+             "the last of 2d examples repeated r times; serial: 2d informative examples among "
+             "copies of one example, L points.", ""]
+    for task in summaries:
+        lines += _table(task, summaries[task]) + [""]
+        least = baselines.get(task, {}).get("least_squares")
+        if least:
+            lines.append("least squares on the same tasks: " + ", ".join(
+                f"n={m * trained - 1}: {least[m * trained - 1]:.3f}" for m in (1, 2, 4, 8)
+                if m * trained - 1 < len(least)))
+            lines.append("")
+    if problems:
+        lines += ["## Runs whose analyses could not run", ""] + [f"- {p}" for p in problems] + [""]
+    lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
+    atomic_write_text(report_dir / REPORT, "\n".join(lines))
+    return [report_dir / REPORT, report_dir / RESULTS] + [report_dir / f for f in figures]
