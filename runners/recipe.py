@@ -1,0 +1,15 @@
+"""Seed 001's ICL benchmark recipe (task x sequence mixer x state mixer, accuracy): the seed's
+`uv run recipe.py ...` as `python -m runners.recipe ...` (see src/recipe_cli.py).
+
+    PYTHONPATH=. python -m runners.recipe --choices
+    PYTHONPATH=. python -m runners.recipe task:mqar model.seq_mixer:attention model.state_mixer:mlp --help
+    PYTHONPATH=. python -m runners.recipe wandb:None task:mqar model.seq_mixer:attention model.state_mixer:mlp
+"""
+import sys
+
+from src.recipe_cli import main
+
+if __name__ == "__main__":
+    from src.cli import guarded
+
+    sys.exit(guarded(main))

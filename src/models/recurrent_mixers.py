@@ -1,0 +1,172 @@
+"""Seed 001's sequence mixers (registry "seq_mixer"): `attention`, `linear_attention` and
+`gated_linear_attn`. Both linear ones are one recurrence over a matrix state per head:
+
+    S_t = diag(α_t) S_{t−1} + φ(k_t)ᵀ v_t        y_t = φ(q_t) S_t        (S: [K', K])
+
+  attention          causal softmax multi-head attention (the softmax_causal of
+                     src/models/mechanisms.py under seed 001's name)
+  linear_attention   α_t = 1, a feature map φ (`feature_map`: identity, elu1 = elu + 1, relu,
+                     hadamard = (W₁u) ⊙ (W₂u), hedgehog = softmax([Wu, −Wu])), no normaliser;
+                     the output gets an RMSNorm per head
+  gated_linear_attn  GLA (Yang et al. 2023): φ = identity, q scaled by K^−½, a data-dependent
+                     decay log α_t = logsigmoid(x W_a W_b) / `gate_temperature` (rank
+                     `gate_rank`), output RMSNorm per head times swish(x W_g)
+
+Two forms of the same recurrence, both jittable: `chunked_decay_attention` (chunks of C
+positions: inside a chunk a masked product with pairwise decays exp(b_t − b_s) ≤ 1, across
+chunks the state carried by lax.scan) is what the mixers use; `recurrent_decay_attention` (one
+step per position) is the reference the tests compare it with (≤ 1e-5).
+
+Glossary: B batch, T tokens, D width, H heads, K head size, K' feature size, C chunk.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+
+from src.models.mechanisms import MIXERS, SoftmaxCausal, _check, project_out, project_qkv
+from src.registry import NoOptions
+
+EPS = 1e-6
+CHUNK = 16
+
+
+def recurrent_decay_attention(q, k, v, log_alpha):
+    """q, k [B, T, H, K'], v [B, T, H, K], log_alpha [B, T, H, K'] (≤ 0) -> y [B, T, H, K],
+    one position at a time."""
+    def step(state, inputs):
+        q_t, k_t, v_t, a_t = inputs                                          # [B, H, .]
+        state = jnp.exp(a_t)[..., None] * state + k_t[..., :, None] * v_t[..., None, :]
+        return state, jnp.einsum("bhf,bhfk->bhk", q_t, state)
+    b, _, h, f = q.shape
+    state = jnp.zeros((b, h, f, v.shape[-1]), q.dtype)
+    _, ys = jax.lax.scan(step, state, tuple(jnp.moveaxis(a, 1, 0) for a in (q, k, v, log_alpha)))
+    return jnp.moveaxis(ys, 0, 1)
+
+
+def chunked_decay_attention(q, k, v, log_alpha, chunk: int = CHUNK):
+    """The same map as `recurrent_decay_attention`, a chunk of C positions at a time (T is
+    padded to a multiple of C; the padding comes after every real position, so it changes
+    nothing before it)."""
+    b, t, h, f = q.shape
+    pad = (-t) % chunk
+    if pad:
+        q, k, v, log_alpha = (jnp.pad(a, ((0, 0), (0, pad), (0, 0), (0, 0))) for a in (q, k, v, log_alpha))
+    n = (t + pad) // chunk
+    split = lambda a: jnp.moveaxis(a.reshape(b, n, chunk, h, a.shape[-1]), 1, 0)   # [N, B, C, H, .]
+    causal = jnp.tril(jnp.ones((chunk, chunk), bool))
+
+    def one_chunk(state, inputs):
+        q_c, k_c, v_c, a_c = inputs                                          # [B, C, H, .]
+        cum = jnp.cumsum(a_c, axis=1)                                        # b_t within the chunk
+        gap = cum[:, :, None] - cum[:, None, :]                              # [B, C(t), C(s), H, K']
+        decay = jnp.exp(jnp.where(causal[None, :, :, None, None], gap, -jnp.inf))
+        scores = jnp.einsum("bthf,bshf,btshf->bhts", q_c, k_c, decay)
+        intra = jnp.einsum("bhts,bshk->bthk", scores, v_c)
+        inter = jnp.einsum("bthf,bhfk->bthk", q_c * jnp.exp(cum), state)
+        last = cum[:, -1]                                                    # [B, H, K']
+        carried = jnp.einsum("bshf,bshk->bhfk", k_c * jnp.exp(last[:, None] - cum), v_c)
+        return jnp.exp(last)[..., None] * state + carried, intra + inter
+
+    state = jnp.zeros((b, h, f, v.shape[-1]), q.dtype)
+    _, ys = jax.lax.scan(one_chunk, state, tuple(split(a) for a in (q, k, v, log_alpha)))
+    return jnp.moveaxis(ys, 0, 1).reshape(b, t + pad, h, -1)[:, :t]
+
+
+def _head_rms_norm(y, name: str):
+    """RMSNorm over each head's K features, one learned scale [K] shared by the heads."""
+    return hk.RMSNorm(axis=-1, eps=EPS, name=name)(y)
+
+
+FEATURE_MAPS = ("identity", "elu1", "relu", "hadamard", "hedgehog")
+
+
+def feature_map(u, kind: str, name: str):
+    """φ(u) for u [B, T, H, K] -> [B, T, H, K'] (K' = 2K for hedgehog, else K)."""
+    if kind == "identity":
+        return u
+    if kind == "elu1":
+        return jax.nn.elu(u) + 1.0
+    if kind == "relu":
+        return jax.nn.relu(u)
+    size = u.shape[-1]
+    if kind == "hadamard":
+        first = hk.Linear(size, name=f"{name}_hadamard_a")(u)
+        return first * hk.Linear(size, name=f"{name}_hadamard_b")(u)
+    projected = hk.Linear(size, name=f"{name}_hedgehog")(u)
+    return jax.nn.softmax(jnp.concatenate([projected, -projected], -1), axis=-1)
+
+
+@dataclass(frozen=True)
+class LinearAttentionOptions:
+    feature_map: str = "hadamard"     # identity | elu1 | relu | hadamard | hedgehog
+
+    def check(self) -> None:
+        if self.feature_map not in FEATURE_MAPS:
+            raise ValueError(f"feature_map={self.feature_map!r} is unknown; accepted: {', '.join(FEATURE_MAPS)}")
+
+
+@dataclass(frozen=True)
+class GLAOptions:
+    gate_rank: int = 16               # rank of the decay's projection D -> r -> K per head
+    gate_temperature: float = 16.0    # log α = logsigmoid(·) / temperature
+
+    def check(self) -> None:
+        if self.gate_rank < 1 or not self.gate_temperature > 0:
+            raise ValueError(f"gate_rank={self.gate_rank}, gate_temperature={self.gate_temperature}; "
+                             "accepted: gate_rank >= 1 and gate_temperature > 0")
+
+
+class LinearAttentionMixer(hk.Module):
+    def __init__(self, num_heads: int, kind: str, name=None):
+        super().__init__(name=name)
+        self.num_heads, self.kind = num_heads, kind
+
+    def __call__(self, x):
+        q, k, v = project_qkv(x, self.num_heads)
+        phi_q, phi_k = feature_map(q, self.kind, "q"), feature_map(k, self.kind, "k")
+        y = chunked_decay_attention(phi_q, phi_k, v, jnp.zeros_like(phi_q))
+        return project_out(_head_rms_norm(y, "norm"), x.shape[-1])
+
+
+class GatedLinearAttention(hk.Module):
+    def __init__(self, num_heads: int, rank: int, temperature: float, name=None):
+        super().__init__(name=name)
+        self.num_heads, self.rank, self.temperature = num_heads, rank, temperature
+
+    def __call__(self, x):
+        b, t, d = x.shape
+        q, k, v = project_qkv(x, self.num_heads)
+        size = d // self.num_heads
+        low = hk.Linear(self.rank, with_bias=False, name="gate_a")(x)
+        log_alpha = jax.nn.log_sigmoid(hk.Linear(d, name="gate_b")(low)) / self.temperature
+        y = chunked_decay_attention(q / math.sqrt(size), k, v, log_alpha.reshape(b, t, self.num_heads, size))
+        gate = jax.nn.swish(hk.Linear(d, with_bias=False, name="out_gate")(x)).reshape(y.shape)
+        return project_out(_head_rms_norm(y, "norm") * gate, d)
+
+
+def _register(name: str, options, doc: str, make, softmax: bool = False) -> None:
+    def build(opts, *, width: int, num_heads: int, position=None, name: str | None = None):
+        _check(width, num_heads)
+        if getattr(opts, "check", None):
+            opts.check()
+        if position is not None and not softmax:
+            position.require_plain(build.mixer_name)
+        return make(opts, num_heads, name, position if softmax else None)
+    build.mixer_name = name
+    build.takes_any_position = softmax
+    MIXERS.register(name, options, doc=doc)(build)
+
+
+_register("attention", NoOptions, "seed 001: causal softmax multi-head attention",
+          lambda o, h, n, p: SoftmaxCausal(h, position=p, name=n), softmax=True)
+_register("linear_attention", LinearAttentionOptions,
+          "seed 001: causal linear attention with a feature map, per-head RMSNorm output",
+          lambda o, h, n, p: LinearAttentionMixer(h, o.feature_map, name=n))
+_register("gated_linear_attn", GLAOptions,
+          "seed 001: GLA, data-dependent low-rank decay, RMSNorm x swish-gate output",
+          lambda o, h, n, p: GatedLinearAttention(h, o.gate_rank, o.gate_temperature, name=n))

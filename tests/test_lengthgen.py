@@ -1,0 +1,107 @@
+"""Seed 002's pieces beyond the encodings: boolean tasks in the gpt2 family (batches, the
+accuracy metric), the attention read-out (causal, normalised, leaves predictions alone), the
+recency profile, the duplication and serial-position prompts, and the quick study end to end."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from analysis.prompt_tests import duplication_indices, serial_indices
+from analysis.recency import attention_weights, recency_profile
+from src.models.backbone import GPT2Config
+from src.registry import registry
+from src.seq_train import (SeqSettings, eval_batch, init_state, make_model, make_optimizer,
+                           point_errors)
+from src.tasks.garg import Curriculum, RegressionBatch, Schedule
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_boolean_tasks_give_gpt2_batches_with_pm1_labels_and_their_support():
+    from src.tasks.boolean import BooleanOptions
+    draw = registry("task").get("sparse_parity").build(BooleanOptions(k=2), n_points=9, n_dims=6)
+    batch = jax.jit(lambda key: draw(key, 32, 6, 7))(jax.random.key(3))
+    assert batch.xs.shape == (32, 9, 6) and set(np.unique(batch.xs)) == {-1.0, 1.0}
+    assert set(np.unique(batch.ys)) <= {-1.0, 1.0}
+    assert np.all(np.asarray(batch.w).sum(-1) == 2)                  # exactly k coordinates
+    support = np.asarray(batch.w) > 0
+    want = np.prod(np.where(support[:, None, :], np.asarray(batch.xs), 1.0), -1)
+    assert np.array_equal(want, np.asarray(batch.ys))                # y = product over the support
+    assert np.array_equal(np.asarray(batch.weights[0]), [1.0] * 7 + [0.0] * 2)
+    assert float(batch.dims) == 6.0
+
+
+def test_sign_error_is_the_misclassification_rate_and_real_error_is_squared_over_d():
+    ys = jnp.array([[1.0, -1.0, 1.0, -1.0]])
+    batch = RegressionBatch(jnp.zeros((1, 4, 2)), ys, jnp.ones((1, 4)), jnp.zeros((1, 2)), jnp.asarray(2.0))
+    prediction = jnp.array([[0.3, 0.2, -0.1, -5.0]])
+    assert np.array_equal(np.asarray(point_errors(prediction, batch, "sign")), [[0, 1, 1, 0]])
+    assert np.allclose(np.asarray(point_errors(prediction, batch, "real")),
+                       (np.asarray(prediction) - np.asarray(ys)) ** 2 / 2)
+
+
+def test_recency_profile_of_uniform_and_of_last_key_attention():
+    t = 10
+    uniform = np.full((2, 3, 4, t, t), 1.0 / t)
+    profile, tail = recency_profile(uniform, bins=5)
+    assert np.allclose(profile, 1.0) and np.allclose(tail, 0.2)
+    last = np.zeros((1, 2, 1, t, t))
+    last[..., -1] = 1.0
+    profile, tail = recency_profile(last, bins=5)
+    assert np.allclose(tail, 1.0)
+    assert np.allclose(profile[0], [0, 0, 0, 0, 5.0])   # one key of two in the bin, T = 10
+
+
+def test_recorded_attention_is_causal_normalised_and_leaves_predictions_unchanged():
+    settings = SeqSettings(model=GPT2Config(n_dims=3, n_embd=16, n_head=2, n_layer=2, n_positions=6),
+                           curriculum=Curriculum(Schedule(3, 3), Schedule(6, 6)))
+    model = make_model(settings)
+    params, state, _ = init_state(settings, model, make_optimizer(settings))
+    batch = eval_batch(settings)
+    weights = attention_weights(settings, params, state, batch.xs[:8], batch.ys[:8])
+    assert weights.shape == (2, 8, 2, 12, 12)
+    assert np.allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.triu(np.ones((12, 12)), k=1)[None, None, None] * weights == 0)
+    again = model.apply(params, state, batch.xs[:8], batch.ys[:8])    # nothing recorded outside
+    assert np.allclose(np.asarray(again), np.asarray(jax.jit(model.apply)(params, state, batch.xs[:8],
+                                                                          batch.ys[:8])), atol=1e-5)
+
+
+def test_duplication_and_serial_position_prompts():
+    assert duplication_indices(3, 2).tolist() == [0, 1, 2, 2, 2, 3]
+    assert serial_indices(2, 8, "start").tolist() == [1, 2, 0, 0, 0, 0, 0, 3]
+    assert serial_indices(2, 8, "middle").tolist() == [0, 0, 1, 2, 0, 0, 0, 3]
+    assert serial_indices(2, 8, "end").tolist() == [0, 0, 0, 0, 0, 1, 2, 3]
+    with pytest.raises(ValueError):
+        serial_indices(5, 5, "start")
+
+
+def test_quick_lengthgen_study_writes_its_report(tmp_path):
+    """Two encodings on the boolean task (the full --quick study: make lengthgen_quick)."""
+    done = subprocess.run([sys.executable, "-m", "scripts.lengthgen", "--quick", "--positions",
+                           "learned,alibi", "--tasks", "conjunction", "--runs-dir", str(tmp_path / "runs"),
+                           "--report-dir", str(tmp_path / "report")], cwd=ROOT, capture_output=True,
+                          text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=400)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((tmp_path / "report" / "lengthgen_results.json").read_text())
+    by_encoding = {}
+    for row in results["results"]:
+        by_encoding.setdefault(row["encoding"], []).append(row["n_examples"])
+    assert max(by_encoding["learned"]) == 20            # its table: 21 points, then it stops
+    assert max(by_encoding["alibi"]) == 8 * 21 - 1      # to 8x the trained length
+    summary = results["summary"]["conjunction"]
+    assert summary["learned"]["within_2x"] == [0, 0] and summary["alibi"]["within_2x"][1] == 1
+    report = (tmp_path / "report" / "LENGTHGEN.md").read_text()
+    assert "| alibi |" in report and "| learned |" in report
+    for name in ("ood_length.png", "avg_attention_score.png", "lost_in_mid.png"):
+        assert (tmp_path / "report" / "figures" / "lengthgen" / name).stat().st_size > 1000
+    run = tmp_path / "runs" / "conjunction_alibi_seed0" / "analysis"
+    for name in ("ood_length.png", "avg_attention_score.png", "lost_in_mid.png", "duplication.png"):
+        assert (run / name).exists()
