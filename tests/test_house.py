@@ -29,10 +29,11 @@ LEVELS = [
          "src")),
     (1, ("src.tasks", "src.curricula", "src.metrics")),
     (2, ("src.models", "baselines")),
-    (3, ("src.train", "src.probes", "utils_attention", "src.dynamics_train", "src.seq_train")),
+    (3, ("src.train", "src.probes", "utils_attention", "src.dynamics_train", "src.seq_train",
+         "src.recipe_train")),
     (4, ("src.rundir",)),
     (5, ("analysis",)),
-    (6, ("src.pipeline", "src.lsa_cli", "src.linattn_cli", "src.gpt2_cli")),
+    (6, ("src.pipeline", "src.lsa_cli", "src.linattn_cli", "src.gpt2_cli", "src.recipe_cli")),
     (7, ("src.launch", "src.ray_executor", "sweep_grid", "sweep", "eval_order", "eval_noise")),
     (8, ("plots",)),
     (9, ("scripts", "runners")),
@@ -152,10 +153,17 @@ def test_the_name_check_can_fail(tmp_path):
 def _check_task(entry):
     from src.config import TaskConfig
     options = entry.default_options()
-    if hasattr(options, "sparsity"):              # a Garg et al. regression task (gpt2 family)
+    labels = getattr(options, "labels", None)
+    if labels in ("real", "sign"):                # regression / boolean: x/y pairs (gpt2, lm)
         batch = jax.jit(entry.build(options, n_points=6, n_dims=3), static_argnums=1)(
             jax.random.key(0), 2, 3, 6)
         assert batch.xs.shape == (2, 6, 3) and batch.ys.shape == batch.weights.shape == (2, 6)
+        return
+    if labels == "token":                         # token tasks (lm): inputs, targets, scored [B, T]
+        small = dataclasses.replace(options, vocab_size=64)
+        batch = jax.jit(entry.build(small), static_argnums=1)(jax.random.key(0), 3)
+        t = small.tokens()
+        assert batch.inputs.shape == batch.targets.shape == batch.scored.shape == (3, t)
         return
     if not isinstance(options, TaskConfig):       # a fixed-set task (the dynamics study)
         small = dataclasses.replace(options, trainset_size=20, testset_size=10)
@@ -196,6 +204,15 @@ def _small_attention_only(layout: str, mixers: tuple[str, ...]):
 
 
 def _check_family(entry):
+    if hasattr(entry.options, "vocab_size"):      # lm: tokens -> logits [B, T, V], pairs -> [B, n]
+        for inputs, args, shape in (("tokens", (jnp.zeros((2, 8), jnp.int32),), (2, 8, 32)),
+                                    ("pairs", (jnp.ones((2, 4, 3)), jnp.ones((2, 4))), (2, 4))):
+            config = entry.options(width=16, n_head=2, n_layer=1, max_len=8, vocab_size=32, n_dims=3,
+                                   inputs=inputs)
+            model = entry.build(config)
+            params = model.init(jax.random.key(0), *args)
+            assert jax.jit(model.apply)(params, *args).shape == shape
+        return
     if dataclasses.is_dataclass(entry.options) and hasattr(entry.options, "n_embd"):   # gpt2
         config = entry.options(n_dims=3, n_embd=16, n_head=2, n_layer=1, n_positions=6)
         model = entry.build(config)
@@ -282,7 +299,14 @@ def _check_position(entry):
     assert jax.jit(f.apply)(params, x).shape == (2, 5, 16)
 
 
-CHECKS = {"position": _check_position, "task": _check_task, "dynamics_model": _check_dynamics_model, "seq_mixer": _check_seq_mixer, "layout": _check_layout, "scoring": _check_scoring,
+def _check_state_mixer(entry):
+    import haiku as hk
+    f = hk.without_apply_rng(hk.transform(lambda x: entry.build(entry.default_options())(x)))
+    x = jnp.ones((2, 5, 12))
+    assert jax.jit(f.apply)(f.init(jax.random.key(0), x), x).shape == (2, 5, 12)
+
+
+CHECKS = {"state_mixer": _check_state_mixer, "position": _check_position, "task": _check_task, "dynamics_model": _check_dynamics_model, "seq_mixer": _check_seq_mixer, "layout": _check_layout, "scoring": _check_scoring,
           "family": _check_family, "probe": _check_probe, "baseline": _check_baseline,
           "analysis": _check_analysis}
 
