@@ -16,11 +16,12 @@ import eval_noise
 import eval_order
 import sweep
 from analysis import alignment, attention_heatmap, attention_stats, icl_curve, ood_eval, robustness
+from analysis import length_gen, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
-from scripts import mechanisms, reproduce
-from src import gpt2_cli, linattn_cli, lsa_cli, rundir
+from scripts import lengthgen, mechanisms, reproduce
+from src import gpt2_cli, linattn_cli, lsa_cli, recipe_cli, rundir
 from src.cli import guarded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +46,11 @@ CLIS = {
     "analysis.dynamics": dynamics_analysis.main,
     "fig_templates": fig_templates.main,
     "rundir": rundir.check_main,
+    "recipe": recipe_cli.main,
+    "lengthgen": lengthgen.main,
+    "length_gen": length_gen.main,
+    "recency": recency.main,
+    "prompt_tests": prompt_tests.main,
 }
 
 BAD_INTS = ["0", "-1", "x", "1.5", "", "1e3", str(2 ** 63)]
@@ -138,17 +144,40 @@ rows("eval_noise", "--noise_mode", ["gaussian"], "noise_mode")
 for cli in ("mechanisms", "dynamics"):
     rows(cli, "--jobs", ["0", "x"])
 rows("mechanisms", "--mechanisms", ["softmax", ","], "mechanisms")
+rows("lengthgen", "--positions", ["xpos", ","], "positions")
+rows("lengthgen", "--tasks", ["parity"], "tasks")
+rows("lengthgen", "--jobs", ["0", "x"])
+
+# seed 001's recipe: choices, options, the task's sizes
+ROWS += [("recipe", ["task:nope"], "task:nope"), ("recipe", ["model.seq_mixer:flash"], "flash"),
+         ("recipe", ["model.state_mixer:relu"], "relu"), ("recipe", ["foo:bar"], "foo"),
+         ("recipe", ["task:mqar", "--task.num_pairs", "200"], "num_pairs"),
+         ("recipe", ["task:mqar", "--task.seq_len", "20"], "seq_len"),
+         ("recipe", ["task:mqar", "--task.filler", "random"], "filler"),
+         ("recipe", ["task:mqar", "--task.vocab_size", "x"], "vocab_size"),
+         ("recipe", ["task:disjoint_sets", "--task.set_size", "400"], "set_size"),
+         ("recipe", ["task:sparse_parity", "--task.k", "30"], "k=30"),
+         ("recipe", ["--task.bogus", "1"], "--task.bogus"),
+         ("recipe", ["--train.train_steps", "0"], "train_steps"),
+         ("recipe", ["--train.learning_rate", "fast"], "learning_rate"),
+         ("recipe", ["--model.width", "30", "--model.n_head", "4"], "width"),
+         ("recipe", ["model.seq_mixer:linear_attention", "--model.seq_mixer.feature_map", "cosine"],
+          "feature_map"),
+         ("recipe", ["model.seq_mixer:gated_linear_attn", "--model.seq_mixer.gate_rank", "0"], "gate_rank")]
 for flag in ("--seeds", "--ks", "--batch_size", "--jobs", "--steps-scale"):
     rows("reproduce", flag, ["x", "-1"], flag.lstrip("-").split("-")[0])
 
 # analyses and figures on runs that do not exist / flags out of range
 for cli in ("alignment", "ood_eval", "attention_stats", "attention_heatmap", "icl_curve",
-            "robustness", "analysis.dynamics"):
+            "robustness", "analysis.dynamics", "length_gen", "recency", "prompt_tests"):
     ROWS.append((cli, ["--run", "/nonexistent/run"], "/nonexistent/run"))
     ROWS.append((cli, [], "--run"))
 rows("alignment", "--eta", ["0", "-1", "nan"])
 rows("ood_eval", "--alphas", ["0", "-2", "x"])
 rows("icl_curve", "--points", ["0", "x"])
+for cli in ("length_gen", "recency", "prompt_tests"):
+    rows(cli, "--factor", ["0", "x", "1000"])
+rows("recency", "--bins", ["1", "x"])
 ROWS += [("fig_templates", ["--from", "/nonexistent.csv", "--out", "figs"], "nonexistent"),
          ("fig_templates", ["--out", "figs"], "--from"),
          ("rundir", ["--nope"], "usage"), ("rundir", [], "usage")]
@@ -167,14 +196,14 @@ def _ids():
 def test_bad_input_is_one_line_before_any_work(cli, argv, word, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     argv = [a.replace("figs", str(tmp_path / "figs")) if a == "figs" else a for a in argv]
-    needs_out = cli in ("concat", "copy", "linattn", "train") and "--out" not in argv
+    needs_out = cli in ("concat", "copy", "linattn", "train", "recipe") and "--out" not in argv
     if needs_out:
         argv = argv + ["--out", str(tmp_path / "run")]
     if cli in ("eval_order", "eval_noise") and "--out" not in argv:
         argv = argv + ["--out", str(tmp_path / "r.csv")]
-    if cli in ("eval_order", "eval_noise", "mechanisms", "dynamics", "reproduce"):
+    if cli in ("eval_order", "eval_noise", "mechanisms", "dynamics", "reproduce", "lengthgen"):
         argv = argv + ["--runs-dir", str(tmp_path / "runs")]
-    if cli in ("mechanisms", "dynamics", "reproduce"):
+    if cli in ("mechanisms", "dynamics", "reproduce", "lengthgen"):
         argv = argv + ["--report-dir", str(tmp_path / "report")]
     if cli == "rerun":
         argv = argv + ["--out", str(tmp_path / "run")]
