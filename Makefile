@@ -110,6 +110,7 @@ bench: $(STAMP)
 	$(RUN) -m scripts.bench
 	$(RUN) -m scripts.bench_dynamics
 	$(RUN) -m scripts.bench_mechanisms
+	$(RUN) -m scripts.bench_recipe
 
 reproduce: $(STAMP)
 	$(RUN) -m scripts.reproduce

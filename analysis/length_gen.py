@@ -5,6 +5,8 @@ trained length keep the error within 2× of its in-distribution value.
 
     PYTHONPATH=. python -m analysis.length_gen --run runs/<exp> [--factor 8]
 
+The in-distribution reference is the error at n = L − 1 of a prompt of exactly L points (for
+dynamic YaRN a long prompt rescales every position, so the long pass's point L − 1 differs).
 A learned absolute encoding cannot index past its table: the curve stops there and the summary
 says so (`stopped_at`, `reason`), rather than failing or reusing positions. Writes
 analysis/length_gen.csv (predictor, n_examples, mean, ci95), analysis/length_gen.json and
@@ -28,10 +30,12 @@ MULTIPLES = (2, 4, 8)
 WITHIN = 2.0        # "usable": error within 2x of the in-distribution error
 
 
-def usable_lengths(model_curve: list[float], trained_points: int, multiples=MULTIPLES) -> dict:
-    """{multiple: error at n = multiple × L − 1, and whether it is within WITHIN × the error at
-    n = L − 1 (the last trained prediction)}; a multiple past the curve is None."""
-    reference = model_curve[trained_points - 1]
+def usable_lengths(model_curve: list[float], trained_points: int, multiples=MULTIPLES,
+                   reference: float | None = None) -> dict:
+    """{multiple: error at n = multiple × L − 1, and whether it is within WITHIN × `reference`
+    (default: the curve's error at n = L − 1, the last trained prediction)}; a multiple past the
+    curve is None."""
+    reference = model_curve[trained_points - 1] if reference is None else reference
     out = {}
     for m in multiples:
         n = m * trained_points - 1
@@ -54,6 +58,11 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
     points = wanted if limit is None else min(wanted, limit)
     rows = summarise(curves(settings, model, params, state, points))
     model_curve = [r["mean"] for r in rows if r["predictor"] == "model"]
+    # the reference: a prompt of exactly L points. For every encoding but dynamic_yarn it is the
+    # long curve's point L − 1 (causal); dynamic YaRN rescales all positions by the whole prompt's
+    # length, so in one 8x pass even its first L points are read at scale 8.
+    trained_curve = curves(settings, model, params, state, trained)["model"].mean(axis=0)
+    reference = float(trained_curve[trained - 1])
     summary = {
         "position": settings.model.position.name, "mixer": settings.model.mixer.name,
         "task": settings.task.name, "error": POINT_ERRORS[labels][1], "trained_points": trained, "requested_points": wanted,
@@ -61,8 +70,9 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
         "stopped_at": points if points < wanted else None,
         "reason": (f"the learned position table covers {limit} points; a learned absolute encoding "
                    "cannot index past it" if points < wanted else None),
-        "in_distribution_error": model_curve[trained - 1],
-        "multiples": usable_lengths(model_curve, trained)}
+        "in_distribution_error": reference,
+        "long_pass_error_at_trained_length": model_curve[trained - 1],
+        "multiples": usable_lengths(model_curve, trained, reference=reference)}
     run_dir.write_text(names.LENGTH_GEN_CSV, curve_csv(rows))
     run_dir.write_json(names.LENGTH_GEN_JSON, summary)
     title = (f"{run_dir.path.name}: {settings.model.mixer.name} + {settings.model.position.name}, "

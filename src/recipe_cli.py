@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Sequence, Union
 
+import numpy as np
+
 from src.cli import UsageError, fail
 from src.models.lm import LMConfig
 from src.provenance import run_record
@@ -257,6 +259,8 @@ def execute(settings: RecipeSettings, out: Path, overwrite: bool, quiet: bool, a
             "state_mixer": settings.model.state_mixer.name, "steps": result["step"],
             "parameters": parameter_count(result["params"]), "train_seconds": round(result["seconds"], 3),
             **{k: v for k, v in final.items() if k != "step"},
+            "accuracy_by_position": [None if not np.isfinite(a) else round(float(a), 6)
+                                     for a in result["final_accuracy_by_position"]],
             "outputs": [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS, EXAMPLES]})
     print(f"{settings.task.name} / {settings.model.seq_mixer.name} / {settings.model.state_mixer.name}: "
           f"{result['step']} steps in {result['seconds']:.1f}s | accuracy {final.get('eval_accuracy', float('nan')):.4f}"

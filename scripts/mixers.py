@@ -1,0 +1,88 @@
+"""The sequence-mixer study (seed 001, the Zoology-style figure): MQAR accuracy vs model width
+for each sequence mixer at two numbers of key-value pairs κ, and boolean-task accuracy vs the
+number of in-context examples per mixer. make mixers, or
+
+    PYTHONPATH=. python -m scripts.mixers            # widths 16, 32, 64, 128; κ 8 and 16; 1 seed
+    PYTHONPATH=. python -m scripts.mixers --quick    # width 16 and 32, κ 4, few steps (smoke test)
+
+Each run is `python -m runners.recipe task:... model.seq_mixer:... model.state_mixer:mlp ...`
+made by the job engine (finished runs are reused). Report: report/MIXERS.md,
+report/mixers_results.json and report/figures/mixers/*.png (quick: under report/quick).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from plots.mixers_report import write_report
+from src.cli import UsageError, fail, guarded
+from src.launch import Job, finish_study, normalise, plan, study_dirs, study_parser
+from src.recipe_cli import SEQ_MIXERS, parse
+
+PROG = "python -m scripts.mixers"
+SEEDS = (0,)
+WIDTHS, PAIRS, MQAR_STEPS = (16, 32, 64, 128), (8, 16), 800
+BOOLEAN = {"conjunction": ["--pairs.n_dims", "10", "--pairs.n_points", "40"],
+           "parity": ["--pairs.n_dims", "10", "--pairs.n_points", "40"]}
+BOOLEAN_STEPS = 1000
+QUICK = {"widths": (16, 32), "pairs": (4,), "mqar_steps": 60, "boolean_steps": 60}
+
+
+@dataclass
+class MixerJob(Job):
+    mixer: str = ""
+    task: str = ""
+    width: int = 0
+    pairs: int = 0
+    seed: int = 0
+
+
+def _job(runs_dir: Path, name: str, argv: list[str], **labels) -> MixerJob:
+    settings = parse(argv)[0]
+    return MixerJob(name, "runners.recipe", argv, runs_dir / name, normalise(settings.to_dict()),
+                    cost=settings.train.train_steps * settings.model.width, **labels)
+
+
+def make_jobs(runs_dir: Path, mixers: Sequence[str], quick: bool) -> list[Job]:
+    widths = QUICK["widths"] if quick else WIDTHS
+    pairs = QUICK["pairs"] if quick else PAIRS
+    mqar_steps = QUICK["mqar_steps"] if quick else MQAR_STEPS
+    boolean_steps = QUICK["boolean_steps"] if quick else BOOLEAN_STEPS
+    jobs = []
+    for mixer in mixers:
+        for seed in SEEDS:
+            common = [f"model.seq_mixer:{mixer}", "model.state_mixer:mlp", "--train.seed", str(seed)]
+            for kappa in pairs:
+                for width in widths:
+                    argv = ["task:mqar", *common, "--task.num_pairs", str(kappa), "--model.width", str(width),
+                            "--train.train_steps", str(mqar_steps)]
+                    jobs.append(_job(runs_dir, f"mqar_k{kappa}_{mixer}_w{width}_seed{seed}", argv, mixer=mixer,
+                                     task="mqar", width=width, pairs=kappa, seed=seed))
+            for task, shape in BOOLEAN.items():
+                argv = [f"task:{task}", *common, *shape, "--train.train_steps", str(boolean_steps)]
+                jobs.append(_job(runs_dir, f"{task}_{mixer}_seed{seed}", argv, mixer=mixer, task=task,
+                                 width=64, pairs=0, seed=seed))
+    return plan(jobs)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = study_parser(PROG, __doc__, "widths 16 and 32, κ 4, 60 steps (a smoke test)")
+    parser.add_argument("--mixers", default=None, help=f"comma list of {', '.join(SEQ_MIXERS)} (default: all)")
+    args = parser.parse_args(argv)
+    try:
+        runs_dir, report_dir = study_dirs(args, "mixers")
+        mixers = [m.strip() for m in (args.mixers or ",".join(SEQ_MIXERS)).split(",") if m.strip()]
+        if not mixers or any(m not in SEQ_MIXERS for m in mixers):
+            raise UsageError(f"--mixers={args.mixers!r} is not accepted; accepted: a comma list of "
+                             f"{', '.join(SEQ_MIXERS)}")
+    except UsageError as err:
+        return fail(PROG, err)
+    return finish_study(PROG, argv, args, runs_dir, report_dir,
+                        lambda: make_jobs(runs_dir, mixers, args.quick), write_report)
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main))
