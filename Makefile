@@ -7,6 +7,7 @@
 #   make dynamics                  seed 003's study (training dynamics of linear attention)
 #   make mechanisms                seed 000's study (attention mechanisms; long: see README)
 #   make lengthgen                 seed 002's study (position encodings, length generalisation)
+#   make mixers                    seed 001's study (sequence mixers on MQAR and boolean tasks)
 #   make clean                     remove runs, results_*.csv, generated figures, caches (keeps .venv)
 PY ?= python3
 VENV := .venv
@@ -38,7 +39,7 @@ steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick
+.PHONY: gpu venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -138,6 +139,13 @@ lengthgen: $(STAMP)
 
 lengthgen_quick: $(STAMP)
 	$(RUN) -m scripts.lengthgen --quick
+
+# Sequence mixers on the ICL task suite (seed 001): report/MIXERS.md
+mixers: $(STAMP)
+	$(RUN) -m scripts.mixers
+
+mixers_quick: $(STAMP)
+	$(RUN) -m scripts.mixers --quick
 
 # Removes every run directory (runs/* but runs/.gitkeep), results_*.csv, generated figures
 # (report/figures/**.png except the tracked report/figures/paper/ and dynamics/), and caches.
