@@ -5,8 +5,9 @@ trained length keep the error within 2× of its in-distribution value.
 
     PYTHONPATH=. python -m analysis.length_gen --run runs/<exp> [--factor 8]
 
-The in-distribution reference is the error at n = L − 1 of a prompt of exactly L points (for
-dynamic YaRN a long prompt rescales every position, so the long pass's point L − 1 differs).
+The in-distribution reference is the error at n = L − 1 of the same eval tasks cut to exactly L
+points (for dynamic YaRN a long prompt rescales every position, so the long pass's point L − 1
+differs; for every other encoding the two are the same number).
 A learned absolute encoding cannot index past its table: the curve stops there and the summary
 says so (`stopped_at`, `reason`), rather than failing or reusing positions. Writes
 analysis/length_gen.csv (predictor, n_examples, mean, ci95), analysis/length_gen.json and
@@ -48,6 +49,18 @@ def usable_lengths(model_curve: list[float], trained_points: int, multiples=MULT
     return out
 
 
+def _short_prompt_error(settings, model, params, state, points: int, trained: int) -> float:
+    """The error at n = L − 1 of the eval tasks of a `points`-point evaluation cut to L points."""
+    import jax
+    import numpy as np
+    from src.seq_train import eval_batch, point_errors, task_labels
+    batch = eval_batch(settings, points)
+    short = batch._replace(xs=batch.xs[:, :trained], ys=batch.ys[:, :trained],
+                           weights=batch.weights[:, :trained])
+    prediction = jax.jit(model.apply)(params, state, short.xs, short.ys)
+    return float(np.mean(np.asarray(point_errors(prediction, short, task_labels(settings)))[:, trained - 1]))
+
+
 def run(run_dir: RunDir, factor: int = 8) -> dict:
     from src.seq_train import POINT_ERRORS, task_labels
     settings, model, params, state = load_run(run_dir)
@@ -58,11 +71,11 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
     points = wanted if limit is None else min(wanted, limit)
     rows = summarise(curves(settings, model, params, state, points))
     model_curve = [r["mean"] for r in rows if r["predictor"] == "model"]
-    # the reference: a prompt of exactly L points. For every encoding but dynamic_yarn it is the
-    # long curve's point L − 1 (causal); dynamic YaRN rescales all positions by the whole prompt's
-    # length, so in one 8x pass even its first L points are read at scale 8.
-    trained_curve = curves(settings, model, params, state, trained)["model"].mean(axis=0)
-    reference = float(trained_curve[trained - 1])
+    # the reference: the same eval tasks cut to exactly L points. For every encoding but
+    # dynamic_yarn it equals the long curve's point L − 1 (causal); dynamic YaRN rescales all
+    # positions by the whole prompt's length, so in one 8x pass even its first L points are read
+    # at scale 8.
+    reference = _short_prompt_error(settings, model, params, state, points, trained)
     summary = {
         "position": settings.model.position.name, "mixer": settings.model.mixer.name,
         "task": settings.task.name, "error": POINT_ERRORS[labels][1], "trained_points": trained, "requested_points": wanted,

@@ -49,3 +49,6 @@ def test_length_gen_end_to_end(tmp_path, position, stops):
     else:
         assert summary["stopped_at"] is None and len(model_points) == 22
         assert summary["multiples"]["2"]["n_examples"] == 21
+        # the reference (the same tasks cut to L points) is the long pass's point L - 1: causal
+        assert summary["in_distribution_error"] == pytest.approx(
+            summary["long_pass_error_at_trained_length"], rel=1e-5)
