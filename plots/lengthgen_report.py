@@ -126,6 +126,7 @@ def figure_curves(cells: dict, baselines: dict, trained: int):
         for m in (1, 2, 4, 8):
             ax.axvline(m * trained - 1, color="0.7", lw=0.8)
         ax.set_yscale("log")
+        ax.set_ylim(bottom=1e-3)      # least squares is ~1e-13 past n = d: shown at the floor
         ax.set_xlabel("in-context examples n (grey: 1x, 2x, 4x, 8x the trained length)")
         ax.set_ylabel("squared error / d" if "regression" in task else "1 − accuracy")
         ax.set_title(task, fontsize=9)
