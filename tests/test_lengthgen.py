@@ -105,3 +105,10 @@ def test_quick_lengthgen_study_writes_its_report(tmp_path):
     run = tmp_path / "runs" / "conjunction_alibi_seed0" / "analysis"
     for name in ("ood_length.png", "avg_attention_score.png", "lost_in_mid.png", "duplication.png"):
         assert (run / name).exists()
+    alibi = json.loads((run / "length_gen.json").read_text())
+    assert alibi["stopped_at"] is None and alibi["multiples"]["8"]["n_examples"] == 8 * 21 - 1
+    # the reference (the same tasks cut to L points) is the long pass's point L - 1 (causal); the
+    # two passes' float rounding may flip the sign of a near-zero prediction: one task is 1/400
+    assert alibi["in_distribution_error"] == pytest.approx(alibi["long_pass_error_at_trained_length"], abs=0.006)
+    learned = json.loads((tmp_path / "runs" / "conjunction_learned_seed0" / "analysis" / "length_gen.json").read_text())
+    assert learned["stopped_at"] == 21 and "cannot index past" in learned["reason"]
