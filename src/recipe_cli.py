@@ -247,7 +247,8 @@ def execute(settings: RecipeSettings, out: Path, overwrite: bool, quiet: bool, a
         def log(row):
             logger.log(row)
             if not quiet:
-                print(f"  step {row['step']}: loss {row['eval_loss']:.4f}, accuracy {row['eval_accuracy']:.4f}",
+                metric = "accuracy" if "eval_accuracy" in row else "error"
+                print(f"  step {row['step']}: loss {row['eval_loss']:.4f}, {metric} {row[f'eval_{metric}']:.4f}",
                       file=sys.stderr)
         result = train(settings, on_log=log)
         run.save_params(result["params"])
@@ -259,11 +260,11 @@ def execute(settings: RecipeSettings, out: Path, overwrite: bool, quiet: bool, a
             "state_mixer": settings.model.state_mixer.name, "steps": result["step"],
             "parameters": parameter_count(result["params"]), "train_seconds": round(result["seconds"], 3),
             **{k: v for k, v in final.items() if k != "step"},
-            "accuracy_by_position": [None if not np.isfinite(a) else round(float(a), 6)
+            f"{KINDS[settings.task.options.labels].metric}_by_position": [None if not np.isfinite(a) else round(float(a), 6)
                                      for a in result["final_accuracy_by_position"]],
             "outputs": [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS, EXAMPLES]})
     print(f"{settings.task.name} / {settings.model.seq_mixer.name} / {settings.model.state_mixer.name}: "
-          f"{result['step']} steps in {result['seconds']:.1f}s | accuracy {final.get('eval_accuracy', float('nan')):.4f}"
-          f" -> {out}")
+          f"{result['step']} steps in {result['seconds']:.1f}s | " + ", ".join(
+              f"{k[5:]} {v:.4f}" for k, v in final.items() if k in ("eval_accuracy", "eval_error")) + f" -> {out}")
     return 1 if result["diverged"] else 0
 

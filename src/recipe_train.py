@@ -112,7 +112,7 @@ def _sign_score(model, params, batch) -> Scored:
 def _real_score(model, params, batch) -> Scored:
     prediction = model.apply(params, batch.xs, batch.ys)
     error = (prediction - batch.ys) ** 2
-    return Scored(jnp.mean(error), -error / batch.dims, jnp.ones_like(batch.ys))   # "accuracy": −error/d
+    return Scored(jnp.mean(error), error / batch.dims, jnp.ones_like(batch.ys))    # scored: error / d
 
 
 class TaskKind(NamedTuple):
@@ -120,12 +120,13 @@ class TaskKind(NamedTuple):
     sampler: Callable                            # settings -> (key, batch) -> batch
     score: Callable                              # (model, params, batch) -> Scored
     example_inputs: Callable                     # batch -> model inputs (for init)
+    metric: str                                  # what Scored.correct averages to
 
 
 KINDS = {
-    "token": TaskKind("tokens", _token_sampler, _token_score, lambda b: (b.inputs,)),
-    "sign": TaskKind("pairs", _pair_sampler, _sign_score, lambda b: (b.xs, b.ys)),
-    "real": TaskKind("pairs", _pair_sampler, _real_score, lambda b: (b.xs, b.ys)),
+    "token": TaskKind("tokens", _token_sampler, _token_score, lambda b: (b.inputs,), "accuracy"),
+    "sign": TaskKind("pairs", _pair_sampler, _sign_score, lambda b: (b.xs, b.ys), "accuracy"),
+    "real": TaskKind("pairs", _pair_sampler, _real_score, lambda b: (b.xs, b.ys), "error"),
 }
 
 
@@ -183,7 +184,8 @@ def make_chunk(settings: RecipeSettings, model, optimizer):
 
 
 def evaluate(settings: RecipeSettings, model, params, batch) -> dict:
-    """{loss, accuracy (over scored positions), accuracy_by_position [P] (NaN where never scored)}."""
+    """{loss, accuracy (over scored positions), accuracy_by_position [P] (NaN where never scored)};
+    for regression "accuracy" holds the squared error / d (the kind's `metric`)."""
     scored = jax.jit(lambda p, b: kind_of(settings).score(model, p, b))(params, batch)
     correct, counted = np.asarray(scored.correct, np.float64), np.asarray(scored.counted, np.float64)
     per_position = correct.sum(0) / np.where(counted.sum(0) > 0, counted.sum(0), np.nan)
@@ -213,7 +215,8 @@ def train(settings: RecipeSettings, on_log: Callable[[dict], None] | None = None
         params, opt_state, step = new_params, new_opt, step + n
         result = evaluate(settings, model, params, evaluation)
         row = {"step": step, "train_loss": float(losses.mean()), "eval_loss": result["loss"],
-               "eval_accuracy": result["accuracy"], "elapsed_s": round(time.perf_counter() - begin, 3)}
+               f"eval_{kind_of(settings).metric}": result["accuracy"],
+               "elapsed_s": round(time.perf_counter() - begin, 3)}
         history.append(row)
         by_position = result["accuracy_by_position"]
         if on_log:
