@@ -218,11 +218,15 @@ def _check(width: int, num_heads: int) -> None:
         raise ValueError(f"n_embd={width} must be divisible by n_head={num_heads}")
 
 
-def _register(name: str, options, doc: str, make, *, softmax: bool = False):
-    """Register mixer `name`. A softmax-family mixer takes any position encoding (it rotates q, k
-    and adjusts scores); the others only those acting on the embeddings (require_plain)."""
+def register_mixer(name: str, options, doc: str, make, *, softmax: bool = False):
+    """Register mixer `name`; `make(options, num_heads, module_name, position)` builds it. A
+    softmax-family mixer takes any position encoding (it rotates q, k and adjusts scores); the
+    others only those acting on the embeddings (require_plain). Options with a `check()` method
+    are checked first (ValueError naming the option)."""
     def build(opts, *, width: int, num_heads: int, position=None, name: str | None = None):
         _check(width, num_heads)
+        if hasattr(opts, "check"):
+            opts.check()
         if position is not None and not softmax:
             position.require_plain(build.mixer_name)
         return make(opts, num_heads, name, position if softmax else None)
@@ -231,17 +235,17 @@ def _register(name: str, options, doc: str, make, *, softmax: bool = False):
     MIXERS.register(name, options, doc=doc)(build)
 
 
-_register("softmax_causal", NoOptions, "causal scaled dot-product softmax attention",
+register_mixer("softmax_causal", NoOptions, "causal scaled dot-product softmax attention",
           lambda o, h, n, p: SoftmaxCausal(h, position=p, name=n), softmax=True)
-_register("local", LocalOptions, "causal softmax attention over the last `window` keys",
+register_mixer("local", LocalOptions, "causal softmax attention over the last `window` keys",
           lambda o, h, n, p: SoftmaxCausal(h, window=o.window, position=p, name=n), softmax=True)
-_register("mqa", NoOptions, "multi-query: H query heads share one key/value head",
+register_mixer("mqa", NoOptions, "multi-query: H query heads share one key/value head",
           lambda o, h, n, p: SoftmaxCausal(h, kv_heads=1, position=p, name=n), softmax=True)
-_register("rela", NoOptions, "ReLU(q k / sqrt K) attention, gated RMSNorm output (ReLA)",
+register_mixer("rela", NoOptions, "ReLU(q k / sqrt K) attention, gated RMSNorm output (ReLA)",
           lambda o, h, n, p: ReLA(h, name=n))
-_register("favor", FavorOptions, "FAVOR+ positive orthogonal random features, causal prefix sums",
+register_mixer("favor", FavorOptions, "FAVOR+ positive orthogonal random features, causal prefix sums",
           lambda o, h, n, p: Favor(h, o.num_features, name=n))
-_register("rebased", NoOptions, "ReBased: (gamma LN(u) + beta)^2 features, normalised prefix sums",
+register_mixer("rebased", NoOptions, "ReBased: (gamma LN(u) + beta)^2 features, normalised prefix sums",
           lambda o, h, n, p: ReBased(h, name=n))
-_register("linear", NoOptions, "plain causal linear attention, no normalisation",
+register_mixer("linear", NoOptions, "plain causal linear attention, no normalisation",
           lambda o, h, n, p: LinearAttention(h, name=n))

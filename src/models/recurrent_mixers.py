@@ -28,7 +28,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import MIXERS, SoftmaxCausal, _check, project_out, project_qkv
+from src.models.mechanisms import SoftmaxCausal, project_out, project_qkv, register_mixer
 from src.registry import NoOptions
 
 EPS = 1e-6
@@ -149,24 +149,11 @@ class GatedLinearAttention(hk.Module):
         return project_out(_head_rms_norm(y, "norm") * gate, d)
 
 
-def _register(name: str, options, doc: str, make, softmax: bool = False) -> None:
-    def build(opts, *, width: int, num_heads: int, position=None, name: str | None = None):
-        _check(width, num_heads)
-        if getattr(opts, "check", None):
-            opts.check()
-        if position is not None and not softmax:
-            position.require_plain(build.mixer_name)
-        return make(opts, num_heads, name, position if softmax else None)
-    build.mixer_name = name
-    build.takes_any_position = softmax
-    MIXERS.register(name, options, doc=doc)(build)
-
-
-_register("attention", NoOptions, "seed 001: causal softmax multi-head attention",
+register_mixer("attention", NoOptions, "seed 001: causal softmax multi-head attention",
           lambda o, h, n, p: SoftmaxCausal(h, position=p, name=n), softmax=True)
-_register("linear_attention", LinearAttentionOptions,
+register_mixer("linear_attention", LinearAttentionOptions,
           "seed 001: causal linear attention with a feature map, per-head RMSNorm output",
           lambda o, h, n, p: LinearAttentionMixer(h, o.feature_map, name=n))
-_register("gated_linear_attn", GLAOptions,
+register_mixer("gated_linear_attn", GLAOptions,
           "seed 001: GLA, data-dependent low-rank decay, RMSNorm x swish-gate output",
           lambda o, h, n, p: GatedLinearAttention(h, o.gate_rank, o.gate_temperature, name=n))
