@@ -2,7 +2,7 @@
 for each sequence mixer at two numbers of key-value pairs κ, and boolean-task accuracy vs the
 number of in-context examples per mixer. make mixers, or
 
-    PYTHONPATH=. python -m scripts.mixers            # widths 16, 32, 64, 128; κ 8 and 16; 1 seed
+    PYTHONPATH=. python -m scripts.mixers            # widths 16, 32, 64; κ 8 and 16; 1 seed
     PYTHONPATH=. python -m scripts.mixers --quick    # width 16 and 32, κ 4, few steps (smoke test)
 
 Each run is `python -m runners.recipe task:... model.seq_mixer:... model.state_mixer:mlp ...`
@@ -23,7 +23,7 @@ from src.recipe_cli import SEQ_MIXERS, parse
 
 PROG = "python -m scripts.mixers"
 SEEDS = (0,)
-WIDTHS, PAIRS, MQAR_STEPS = (16, 32, 64, 128), (8, 16), 800
+WIDTHS, PAIRS, MQAR_STEPS = (16, 32, 64), (8, 16), 1500
 BOOLEAN = {"conjunction": ["--pairs.n_dims", "10", "--pairs.n_points", "40"],
            "parity": ["--pairs.n_dims", "10", "--pairs.n_points", "40"]}
 BOOLEAN_STEPS = 1000
