@@ -35,13 +35,13 @@ def collect(jobs: Sequence) -> list[dict]:
 
 
 def figure_mqar(rows: list[dict]):
-    kappas = sorted({r["kappa"] for r in rows if r["task"] == "mqar"})
+    kappas = sorted({r["kappa"] for r in rows if r["kappa"]})
     fig = new_figure(4.5 * max(len(kappas), 1), 3.6, constrained=True)
     for i, kappa in enumerate(kappas):
         ax = fig.add_subplot(1, len(kappas), i + 1)
         for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows)):
             cells = sorted((r["width"], r["accuracy"]) for r in rows
-                           if r["task"] == "mqar" and r["kappa"] == kappa and r["mixer"] == mixer)
+                           if r["kappa"] and r["kappa"] == kappa and r["mixer"] == mixer)
             ax.plot([w for w, _ in cells], [a for _, a in cells], marker="o", color=f"C{j}", label=mixer)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("model width")
@@ -53,7 +53,7 @@ def figure_mqar(rows: list[dict]):
 
 
 def figure_boolean(rows: list[dict]):
-    tasks = sorted({r["task"] for r in rows if r["task"] != "mqar"})
+    tasks = sorted({r["task"] for r in rows if not r["kappa"]})
     fig = new_figure(4.5 * max(len(tasks), 1), 3.6, constrained=True)
     for i, task in enumerate(tasks):
         ax = fig.add_subplot(1, len(tasks), i + 1)
@@ -81,7 +81,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
                                              "results": rows, "figures": figures})
     mixers = list(dict.fromkeys(r["mixer"] for r in rows))
-    widths = sorted({r["width"] for r in rows if r["task"] == "mqar"})
+    widths = sorted({r["width"] for r in rows if r["kappa"]})
     lines = [f"# Sequence mixers on the ICL task suite (seed 001){' — QUICK' if quick else ''}", "",
              f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
              f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
@@ -91,16 +91,16 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
              "0.1, 3% warm-up, cosine), batch 64. MQAR: V = 256, T = 64. Accuracy on a fixed eval set "
              "(512 sequences): exact match at the query positions (MQAR), sign ŷ at every point "
              "(boolean, d = 10, 40 examples; chance 0.5).", ""]
-    for kappa in sorted({r["kappa"] for r in rows if r["task"] == "mqar"}):
+    for kappa in sorted({r["kappa"] for r in rows if r["kappa"]}):
         lines += [f"## MQAR, κ = {kappa}", "", "| mixer | " + " | ".join(f"width {w}" for w in widths) + " |",
                   "|---" * (len(widths) + 1) + "|"]
         for mixer in mixers:
             cells = {r["width"]: r["accuracy"] for r in rows
-                     if r["task"] == "mqar" and r["kappa"] == kappa and r["mixer"] == mixer}
+                     if r["kappa"] and r["kappa"] == kappa and r["mixer"] == mixer}
             lines.append(f"| {mixer} | " + " | ".join(f"{cells[w]:.3f}" if cells.get(w) is not None else "n/a"
                                                       for w in widths) + " |")
         lines.append("")
-    tasks = sorted({r["task"] for r in rows if r["task"] != "mqar"})
+    tasks = sorted({r["task"] for r in rows if not r["kappa"]})
     if tasks:
         lines += ["## Boolean tasks (width 64)", "",
                   "| mixer | " + " | ".join(f"{t}: last point / mean" for t in tasks) + " |",
