@@ -11,19 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from golden_runs import RUNS, read_run, train
+from golden_runs import RUNS, cpu_kind, read_run, train
 
 FOLDER = Path(__file__).parent / "golden"
-
-
-def cpu_kind() -> str:
-    """'avx2' for an x86 CPU with AVX2 but no AVX-512, else 'default'."""
-    try:
-        flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo")
-                      if line.startswith("flags")), [])
-    except OSError:
-        flags = []
-    return "avx2" if "avx2" in flags and "avx512f" not in flags else "default"
 
 
 GOLDEN_FILES = {"default": "golden_v1.json",        # where the golden runs were introduced (2026-11-22)
