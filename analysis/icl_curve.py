@@ -27,12 +27,13 @@ MODULE = "analysis.icl_curve"
 CSV, PNG = names.ICL_CURVE_CSV, names.ICL_CURVE_PNG
 
 
-def curves(settings, model, params, state, n_points: int | None = None) -> dict[str, np.ndarray]:
+def curves(settings, model, params, state, n_points: int | None = None, batch=None) -> dict[str, np.ndarray]:
     """predictor -> [E, n] error of the model and of every applicable baseline (the task's
-    error: squared error / d for regression, 0/1 error of sign ŷ for boolean tasks)."""
+    error: squared error / d for regression, 0/1 error of sign ŷ for boolean tasks), on `batch`
+    (default: the run's eval tasks at `n_points`)."""
     import jax
     from src.seq_train import eval_batch, point_errors, task_labels
-    batch = eval_batch(settings, n_points)
+    batch = eval_batch(settings, n_points) if batch is None else batch
     labels = task_labels(settings)
     prediction = jax.jit(model.apply)(params, state, batch.xs, batch.ys)
     out = {"model": np.asarray(point_errors(prediction, batch, labels))}

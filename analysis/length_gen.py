@@ -49,12 +49,11 @@ def usable_lengths(model_curve: list[float], trained_points: int, multiples=MULT
     return out
 
 
-def _short_prompt_error(settings, model, params, state, points: int, trained: int) -> float:
-    """The error at n = L − 1 of the eval tasks of a `points`-point evaluation cut to L points."""
+def _short_prompt_error(settings, model, params, state, batch, trained: int) -> float:
+    """The error at n = L − 1 of the eval tasks `batch` cut to L points."""
     import jax
     import numpy as np
-    from src.seq_train import eval_batch, point_errors, task_labels
-    batch = eval_batch(settings, points)
+    from src.seq_train import point_errors, task_labels
     short = batch._replace(xs=batch.xs[:, :trained], ys=batch.ys[:, :trained],
                            weights=batch.weights[:, :trained])
     prediction = jax.jit(model.apply)(params, state, short.xs, short.ys)
@@ -62,20 +61,21 @@ def _short_prompt_error(settings, model, params, state, points: int, trained: in
 
 
 def run(run_dir: RunDir, factor: int = 8) -> dict:
-    from src.seq_train import POINT_ERRORS, task_labels
+    from src.seq_train import POINT_ERRORS, eval_batch, task_labels
     settings, model, params, state = load_run(run_dir)
     labels = task_labels(settings)
     trained = settings.curriculum.points.end
     wanted = factor * trained
     limit = points_limit(settings)
     points = wanted if limit is None else min(wanted, limit)
-    rows = summarise(curves(settings, model, params, state, points))
+    batch = eval_batch(settings, points)
+    rows = summarise(curves(settings, model, params, state, batch=batch))
     model_curve = [r["mean"] for r in rows if r["predictor"] == "model"]
     # the reference: the same eval tasks cut to exactly L points. For every encoding but
     # dynamic_yarn it equals the long curve's point L − 1 (causal); dynamic YaRN rescales all
     # positions by the whole prompt's length, so in one 8x pass even its first L points are read
     # at scale 8.
-    reference = _short_prompt_error(settings, model, params, state, points, trained)
+    reference = _short_prompt_error(settings, model, params, state, batch, trained)
     summary = {
         "position": settings.model.position.name, "mixer": settings.model.mixer.name,
         "task": settings.task.name, "error": POINT_ERRORS[labels][1], "trained_points": trained, "requested_points": wanted,

@@ -88,16 +88,6 @@ def build_cli_types():
     return Recipe, {"task": tasks, "model.seq_mixer": seqs, "model.state_mixer": states}
 
 
-def _flags_of(cls, prefix: str) -> set[str]:
-    out = set()
-    for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(f.type) if isinstance(f.type, type) else False:
-            out |= _flags_of(f.type, f"{prefix}{f.name}.")
-        else:
-            out.add(f"--{prefix}{f.name}")
-    return out
-
-
 def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str]]:
     """(argv for tyro, notes). One-line UsageError for an unknown component, choice or flag."""
     chosen = {"task": "mqar", "model.seq_mixer": "attention", "model.state_mixer": "mlp"}

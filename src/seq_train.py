@@ -209,12 +209,6 @@ def train(settings: SeqSettings, *, start=None, on_log: Callable[[dict], None] |
             "model": model}
 
 
-def per_point_errors(settings: SeqSettings, model, params, state, batch: RegressionBatch) -> np.ndarray:
-    """The task's error at every point of `batch`, per task: [E, n] (see POINT_ERRORS)."""
-    prediction = jax.jit(model.apply)(params, state, batch.xs, batch.ys)
-    return np.asarray(point_errors(prediction, batch, task_labels(settings)))
-
-
 def ms_per_step(settings: SeqSettings, repeats: int = 3, chunk_steps: int = 50) -> float:
     """Median ms per training step (after compilation) at the settings' size."""
     model, optimizer = make_model(settings), make_optimizer(settings)
