@@ -28,10 +28,17 @@ def collect(jobs: Sequence) -> list[dict]:
             continue
         summary = json.loads(run.file(names.SUMMARY).read_text())
         rows.append({"mixer": job.mixer, "task": job.task, "width": job.width, "kappa": job.pairs or None,
-                     "seed": job.seed, "accuracy": summary.get("eval_accuracy"), "status": summary.get("status"),
+                     "seed": job.seed, "heads": job.heads, "steps": job.steps,
+                     "accuracy": summary.get("eval_accuracy"), "status": summary.get("status"),
                      "train_seconds": summary.get("train_seconds"), "parameters": summary.get("parameters"),
                      "accuracy_by_position": summary.get("accuracy_by_position")})
     return rows
+
+
+def _span(rows: list[dict], key: str, mqar: bool) -> str:
+    """The values of `key` over the MQAR rows (mqar=True) or the boolean rows, as '1' or '1/4'."""
+    values = sorted({r[key] for r in rows if bool(r["kappa"]) == mqar})
+    return "/".join(str(v) for v in values) or "n/a"
 
 
 def figure_mqar(rows: list[dict]):
@@ -87,10 +94,13 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
              f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
              f"- Command: `{command}`; wall time {seconds:.0f} s, in which "
              f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained",
-             "- Model: the `lm` family, 2 layers, 4 heads, MLP state mixer, AdamW (lr 3e-3, weight decay "
-             "0.1, 3% warm-up, cosine), batch 64. MQAR: V = 256, T = 64. Accuracy on a fixed eval set "
-             "(512 sequences): exact match at the query positions (MQAR), sign ŷ at every point "
-             "(boolean, d = 10, 40 examples; chance 0.5).", ""]
+             "- Model: the `lm` family, 2 layers, MLP state mixer, AdamW (lr 3e-3, weight decay 0.1, 3% "
+             "warm-up, cosine), batch 64. Accuracy on a fixed eval set (512 sequences): exact match at "
+             "the query positions (MQAR), sign ŷ at every point (boolean; chance 0.5).",
+             f"- MQAR (Zoology's protocol): V = 256, T = 64, {_span(rows, 'heads', True)} head(s), "
+             f"{_span(rows, 'steps', True)} steps.",
+             f"- Boolean tasks: d = 10, 40 examples, width 64, {_span(rows, 'heads', False)} heads, "
+             f"{_span(rows, 'steps', False)} steps.", ""]
     for kappa in sorted({r["kappa"] for r in rows if r["kappa"]}):
         lines += [f"## MQAR, κ = {kappa}", "", "| mixer | " + " | ".join(f"width {w}" for w in widths) + " |",
                   "|---" * (len(widths) + 1) + "|"]

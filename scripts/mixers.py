@@ -2,8 +2,12 @@
 for each sequence mixer at two numbers of key-value pairs κ, and boolean-task accuracy vs the
 number of in-context examples per mixer. make mixers, or
 
-    PYTHONPATH=. python -m scripts.mixers            # widths 16, 32, 64; κ 8 and 16; 1 seed
+    PYTHONPATH=. python -m scripts.mixers            # widths 16, 32, 64; κ 4 and 8; 1 seed
     PYTHONPATH=. python -m scripts.mixers --quick    # width 16 and 32, κ 4, few steps (smoke test)
+
+MQAR follows Zoology's protocol (V = 256, T = 64, one head per mixer, 2 layers) with seed 001's
+MLP state mixer; κ = 4 is Zoology's basic cell and κ = 8 the seed's default. The boolean runs use
+the recipe's default model (width 64, 4 heads).
 
 Each run is `python -m runners.recipe task:... model.seq_mixer:... model.state_mixer:mlp ...`
 made by the job engine (finished runs are reused). Report: report/MIXERS.md,
@@ -23,10 +27,10 @@ from src.recipe_cli import SEQ_MIXERS, parse
 
 PROG = "python -m scripts.mixers"
 SEEDS = (0,)
-WIDTHS, PAIRS, MQAR_STEPS = (16, 32, 64), (8, 16), 1500
+WIDTHS, PAIRS, MQAR_STEPS, MQAR_HEADS = (16, 32, 64), (4, 8), 1500, 1
 BOOLEAN = {"conjunction": ["--pairs.n_dims", "10", "--pairs.n_points", "40"],
            "parity": ["--pairs.n_dims", "10", "--pairs.n_points", "40"]}
-BOOLEAN_STEPS = 1000
+BOOLEAN_STEPS = 2500
 QUICK = {"widths": (16, 32), "pairs": (4,), "mqar_steps": 60, "boolean_steps": 60}
 
 
@@ -37,12 +41,15 @@ class MixerJob(Job):
     width: int = 0
     pairs: int = 0
     seed: int = 0
+    heads: int = 0
+    steps: int = 0
 
 
 def _job(runs_dir: Path, name: str, argv: list[str], **labels) -> MixerJob:
     settings = parse(argv)[0]
     return MixerJob(name, "runners.recipe", argv, runs_dir / name, normalise(settings.to_dict()),
-                    cost=settings.train.train_steps * settings.model.width, **labels)
+                    cost=settings.train.train_steps * settings.model.width, heads=settings.model.n_head,
+                    steps=settings.train.train_steps, **labels)
 
 
 def make_jobs(runs_dir: Path, mixers: Sequence[str], quick: bool) -> list[Job]:
@@ -57,7 +64,7 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], quick: bool) -> list[Job]:
             for kappa in pairs:
                 for width in widths:
                     argv = ["task:mqar", *common, "--task.num_pairs", str(kappa), "--model.width", str(width),
-                            "--train.train_steps", str(mqar_steps)]
+                            "--model.n_head", str(MQAR_HEADS), "--train.train_steps", str(mqar_steps)]
                     jobs.append(_job(runs_dir, f"mqar_k{kappa}_{mixer}_w{width}_seed{seed}", argv, mixer=mixer,
                                      task="mqar", width=width, pairs=kappa, seed=seed))
             for task, shape in BOOLEAN.items():
