@@ -1,6 +1,8 @@
-"""Training speed of seed 001's recipe for every sequence mixer (with the MLP state mixer) at the
-recipe's default cell (MQAR: V = 256, T = 64, κ = 8; width 64, 2 layers, 4 heads, batch 64):
-median ms per training step after compilation. Part of `make bench`.
+"""Training speed of seed 001's recipe for every sequence mixer (with the MLP state mixer):
+median ms per training step after compilation, at two cells. Part of `make bench`.
+
+  recipe default   MQAR V = 256, T = 64, κ = 8; width 64, 2 layers, 4 heads, batch 64
+  study cell       the same with one head (scripts.mixers' MQAR protocol, its widest model)
 
     PYTHONPATH=. python -m scripts.bench_recipe
 """
@@ -11,13 +13,16 @@ import sys
 from src.recipe_cli import SEQ_MIXERS, parse
 from src.recipe_train import ms_per_step
 
+CELLS = {"recipe default (4 heads)": [], "study cell (1 head)": ["--model.n_head", "1"]}
+
 
 def main(argv=None) -> int:
-    print(f"{'seq_mixer':18} {'ms/step':>8}   (recipe default: MQAR V=256 T=64 kappa=8, width 64, "
-          "2 layers, batch 64)")
+    print(f"{'seq_mixer':18} " + " ".join(f"{cell:>26}" for cell in CELLS) + "   ms/step; MQAR V=256 T=64 "
+          "kappa=8, width 64, 2 layers, batch 64")
     for name in SEQ_MIXERS:
-        settings = parse(["task:mqar", f"model.seq_mixer:{name}", "model.state_mixer:mlp"])[0]
-        print(f"{name:18} {ms_per_step(settings):8.2f}")
+        times = [ms_per_step(parse(["task:mqar", f"model.seq_mixer:{name}", "model.state_mixer:mlp", *extra])[0])
+                 for extra in CELLS.values()]
+        print(f"{name:18} " + " ".join(f"{t:26.2f}" for t in times))
     return 0
 
 

@@ -3,7 +3,7 @@ for each sequence mixer at two numbers of key-value pairs κ, and boolean-task a
 number of in-context examples per mixer. make mixers, or
 
     PYTHONPATH=. python -m scripts.mixers            # widths 16, 32, 64; κ 4 and 8; 1 seed
-    PYTHONPATH=. python -m scripts.mixers --quick    # width 16 and 32, κ 4, few steps (smoke test)
+    PYTHONPATH=. python -m scripts.mixers --quick    # width 16, κ 4, conjunction, 40 steps (smoke test)
 
 MQAR follows Zoology's protocol (V = 256, T = 64, one head per mixer, 2 layers) with seed 001's
 MLP state mixer; κ = 4 is Zoology's basic cell and κ = 8 the seed's default. The boolean runs use
@@ -30,8 +30,8 @@ SEEDS = (0,)
 WIDTHS, PAIRS, MQAR_STEPS, MQAR_HEADS = (16, 32, 64), (4, 8), 1500, 1
 BOOLEAN = {"conjunction": ["--pairs.n_dims", "10", "--pairs.n_points", "40"],
            "parity": ["--pairs.n_dims", "10", "--pairs.n_points", "40"]}
-BOOLEAN_STEPS = 2500
-QUICK = {"widths": (16, 32), "pairs": (4,), "mqar_steps": 60, "boolean_steps": 60}
+BOOLEAN_STEPS = 2000
+QUICK = {"widths": (16,), "pairs": (4,), "mqar_steps": 40, "boolean_steps": 40, "boolean": ("conjunction",)}
 
 
 @dataclass
@@ -57,6 +57,7 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], quick: bool) -> list[Job]:
     pairs = QUICK["pairs"] if quick else PAIRS
     mqar_steps = QUICK["mqar_steps"] if quick else MQAR_STEPS
     boolean_steps = QUICK["boolean_steps"] if quick else BOOLEAN_STEPS
+    boolean = {task: BOOLEAN[task] for task in (QUICK["boolean"] if quick else BOOLEAN)}
     jobs = []
     for mixer in mixers:
         for seed in SEEDS:
@@ -67,7 +68,7 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], quick: bool) -> list[Job]:
                             "--model.n_head", str(MQAR_HEADS), "--train.train_steps", str(mqar_steps)]
                     jobs.append(_job(runs_dir, f"mqar_k{kappa}_{mixer}_w{width}_seed{seed}", argv, mixer=mixer,
                                      task="mqar", width=width, pairs=kappa, seed=seed))
-            for task, shape in BOOLEAN.items():
+            for task, shape in boolean.items():
                 argv = [f"task:{task}", *common, *shape, "--train.train_steps", str(boolean_steps)]
                 jobs.append(_job(runs_dir, f"{task}_{mixer}_seed{seed}", argv, mixer=mixer, task=task,
                                  width=64, pairs=0, seed=seed))
@@ -76,7 +77,7 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], quick: bool) -> list[Job]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = study_parser(PROG, __doc__, "widths 16 and 32, κ 4, 60 steps (a smoke test)")
+    parser = study_parser(PROG, __doc__, "width 16, κ 4, conjunction only, 40 steps (a smoke test)")
     parser.add_argument("--mixers", default=None, help=f"comma list of {', '.join(SEQ_MIXERS)} (default: all)")
     args = parser.parse_args(argv)
     try:

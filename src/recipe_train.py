@@ -8,6 +8,7 @@ Task kinds, by the task options' `labels` (a table, no task names here):
   sign   (boolean classes)      squared error on the ±1 labels at every point; accuracy of sign ŷ
          at every prediction point
   real   (regression)           squared error; reported error = squared error / d
+The pair kinds' per-point scores are seq_train.POINT_ERRORS, the gpt2 family's.
 
 Glossary: B batch, T tokens, V vocabulary, n points, d dims.
 """
@@ -25,6 +26,7 @@ import optax
 
 from src.models.lm import LMConfig
 from src.registry import Choice, choice, registry
+from src.seq_train import point_errors
 
 EXPLODED = 1e6
 
@@ -105,14 +107,14 @@ def _pair_sampler(settings):
 
 def _sign_score(model, params, batch) -> Scored:
     prediction = model.apply(params, batch.xs, batch.ys)
-    loss = jnp.mean((prediction - batch.ys) ** 2)
-    return Scored(loss, (jnp.sign(prediction) == batch.ys).astype(jnp.float32), jnp.ones_like(batch.ys))
+    correct = 1.0 - point_errors(prediction, batch, "sign")                  # sign ŷ == y
+    return Scored(jnp.mean((prediction - batch.ys) ** 2), correct, jnp.ones_like(batch.ys))
 
 
 def _real_score(model, params, batch) -> Scored:
     prediction = model.apply(params, batch.xs, batch.ys)
-    error = (prediction - batch.ys) ** 2
-    return Scored(jnp.mean(error), error / batch.dims, jnp.ones_like(batch.ys))    # scored: error / d
+    error = point_errors(prediction, batch, "real")                          # squared error / d
+    return Scored(jnp.mean((prediction - batch.ys) ** 2), error, jnp.ones_like(batch.ys))
 
 
 class TaskKind(NamedTuple):

@@ -81,15 +81,17 @@ def test_disjoint_sets_share_exactly_one_token():
     assert np.all(np.abs(np.bincount(where, minlength=m) / 2000 - 1 / m) < 0.04)
 
 
-@pytest.mark.parametrize("decay", [True, False])
+@pytest.mark.parametrize("decay", ["data", "zero", "none"])
 def test_chunked_recurrence_equals_the_step_by_step_form_and_a_numpy_loop(decay):
+    """GLA's decays ("data"), α = 1 through the decay path ("zero") and linear attention's
+    no-decay path (log_alpha=None) against the one-step-at-a-time scan and a NumPy loop."""
     keys = jax.random.split(jax.random.key(3), 4)
     b, t, h, f, k = 2, 37, 3, 8, 5
     q, kk = jax.random.normal(keys[0], (b, t, h, f)), jax.random.normal(keys[1], (b, t, h, f))
     v = jax.random.normal(keys[2], (b, t, h, k))
-    log_alpha = (jax.nn.log_sigmoid(2 * jax.random.normal(keys[3], (b, t, h, f))) if decay
+    log_alpha = (jax.nn.log_sigmoid(2 * jax.random.normal(keys[3], (b, t, h, f))) if decay == "data"
                  else jnp.zeros((b, t, h, f)))
-    chunked = np.asarray(chunked_decay_attention(q, kk, v, log_alpha, chunk=8))
+    chunked = np.asarray(chunked_decay_attention(q, kk, v, None if decay == "none" else log_alpha, chunk=8))
     recurrent = np.asarray(recurrent_decay_attention(q, kk, v, log_alpha))
     assert np.max(np.abs(chunked - recurrent)) <= 1e-5 * max(1.0, np.abs(recurrent).max() / 10)
     state, loop = np.zeros((b, h, f, k)), []
@@ -168,3 +170,26 @@ def test_recipe_trains_and_writes_accuracy_and_examples(tmp_path):
     assert len(examples) == 3 and len(examples[0]["scored_positions"]) == 4
     summary = json.loads((tmp_path / "run" / "metrics_summary.json").read_text())
     assert summary["status"] == "complete" and summary["seq_mixer"] == "gated_linear_attn"
+
+
+@pytest.mark.parametrize("task, kind", [("conjunction", "sign"), ("linear_regression", "real")])
+def test_pair_task_scores_match_numpy(task, kind):
+    """evaluate() on a pair task: accuracy of sign ŷ per point (boolean) or squared error / d
+    (regression), each against NumPy on the model's own predictions."""
+    from src.recipe_cli import parse
+    from src.recipe_train import evaluate, init_params, make_model
+
+    settings = parse([f"task:{task}", "model.seq_mixer:attention", "model.state_mixer:mlp", "--model.width", "16",
+                      "--pairs.n_dims", "5", "--pairs.n_points", "8", "--train.eval_size", "64"])[0]
+    model = make_model(settings)
+    params = init_params(settings, model)
+    batch = registry("task").get(task).build(settings.task.options, n_points=8, n_dims=5)(jax.random.key(1), 64, 5, 8)
+    result = evaluate(settings, model, params, batch)
+    prediction = np.asarray(model.apply(params, batch.xs, batch.ys), np.float64)
+    ys = np.asarray(batch.ys, np.float64)
+    if kind == "sign":
+        want = (np.sign(prediction) == ys).mean(0)
+    else:
+        want = ((prediction - ys) ** 2 / 5).mean(0)
+    np.testing.assert_allclose(result["accuracy_by_position"], want, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(result["accuracy"], want.mean(), rtol=1e-5)

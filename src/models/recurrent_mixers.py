@@ -48,19 +48,22 @@ def recurrent_decay_attention(q, k, v, log_alpha):
     return jnp.moveaxis(ys, 0, 1)
 
 
-def chunked_decay_attention(q, k, v, log_alpha, chunk: int = CHUNK):
+def chunked_decay_attention(q, k, v, log_alpha=None, chunk: int = CHUNK):
     """The same map as `recurrent_decay_attention`, a chunk of C positions at a time (T is
     padded to a multiple of C; the padding comes after every real position, so it changes
-    nothing before it)."""
+    nothing before it). log_alpha=None means α_t = 1 (linear attention): the same map without
+    the pairwise decays."""
     b, t, h, f = q.shape
     pad = (-t) % chunk
+    decays = log_alpha is not None
+    inputs = (q, k, v, log_alpha) if decays else (q, k, v)
     if pad:
-        q, k, v, log_alpha = (jnp.pad(a, ((0, 0), (0, pad), (0, 0), (0, 0))) for a in (q, k, v, log_alpha))
+        inputs = tuple(jnp.pad(a, ((0, 0), (0, pad), (0, 0), (0, 0))) for a in inputs)
     n = (t + pad) // chunk
     split = lambda a: jnp.moveaxis(a.reshape(b, n, chunk, h, a.shape[-1]), 1, 0)   # [N, B, C, H, .]
     causal = jnp.tril(jnp.ones((chunk, chunk), bool))
 
-    def one_chunk(state, inputs):
+    def decay_chunk(state, inputs):
         q_c, k_c, v_c, a_c = inputs                                          # [B, C, H, .]
         cum = jnp.cumsum(a_c, axis=1)                                        # b_t within the chunk
         gap = cum[:, :, None] - cum[:, None, :]                              # [B, C(t), C(s), H, K']
@@ -72,8 +75,15 @@ def chunked_decay_attention(q, k, v, log_alpha, chunk: int = CHUNK):
         carried = jnp.einsum("bshf,bshk->bhfk", k_c * jnp.exp(last[:, None] - cum), v_c)
         return jnp.exp(last)[..., None] * state + carried, intra + inter
 
+    def plain_chunk(state, inputs):
+        q_c, k_c, v_c = inputs                                               # [B, C, H, .]
+        scores = jnp.where(causal, jnp.einsum("bthf,bshf->bhts", q_c, k_c), 0.0)
+        intra = jnp.einsum("bhts,bshk->bthk", scores, v_c)
+        inter = jnp.einsum("bthf,bhfk->bthk", q_c, state)
+        return state + jnp.einsum("bshf,bshk->bhfk", k_c, v_c), intra + inter
+
     state = jnp.zeros((b, h, f, v.shape[-1]), q.dtype)
-    _, ys = jax.lax.scan(one_chunk, state, tuple(split(a) for a in (q, k, v, log_alpha)))
+    _, ys = jax.lax.scan(decay_chunk if decays else plain_chunk, state, tuple(split(a) for a in inputs))
     return jnp.moveaxis(ys, 0, 1).reshape(b, t + pad, h, -1)[:, :t]
 
 
@@ -129,7 +139,7 @@ class LinearAttentionMixer(hk.Module):
     def __call__(self, x):
         q, k, v = project_qkv(x, self.num_heads)
         phi_q, phi_k = feature_map(q, self.kind, "q"), feature_map(k, self.kind, "k")
-        y = chunked_decay_attention(phi_q, phi_k, v, jnp.zeros_like(phi_q))
+        y = chunked_decay_attention(phi_q, phi_k, v)                       # α_t = 1
         return project_out(_head_rms_norm(y, "norm"), x.shape[-1])
 
 
