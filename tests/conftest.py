@@ -1,6 +1,26 @@
-"""Shared fixtures: small settings so the whole suite stays fast on 2 CPU cores."""
+"""Shared fixtures: small settings so the whole suite stays fast on 2 CPU cores.
+
+The session shares one persistent XLA compilation cache, in a temporary folder it creates and
+removes, with every process the tests start (unless JAX_COMPILATION_CACHE_DIR is set): many
+tests run the same small programs in fresh processes. A program loaded from the cache gives
+the same results bit for bit as one compiled afresh (tests/test_garg.py checks this across
+processes)."""
 import os
+import shutil
 import sys
+import tempfile
+
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:      # before anything imports jax
+    _SESSION_CACHE = tempfile.mkdtemp(prefix="icl-tests-jax-cache-")
+    os.environ.update(JAX_COMPILATION_CACHE_DIR=_SESSION_CACHE, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2",
+                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+else:
+    _SESSION_CACHE = None
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _SESSION_CACHE:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,8 +1,8 @@
 """`python -m scripts.reproduce` at toy size: report table, results JSON, figures, checks.
 
 One toy reproduction (1 seed, 20 steps, K = 2) is shared by the tests. The runs use the
-repository's persistent XLA compilation cache (runs/.jax_cache, as `make` does) unless
-JAX_COMPILATION_CACHE_DIR is set, so a rerun of the suite does not recompile.
+persistent XLA compilation cache named by JAX_COMPILATION_CACHE_DIR (the suite's own, set in
+tests/conftest.py), else the repository's (runs/.jax_cache, as `make` does).
 """
 import json
 import os
