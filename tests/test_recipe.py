@@ -81,16 +81,18 @@ def test_disjoint_sets_share_exactly_one_token():
     assert np.all(np.abs(np.bincount(where, minlength=m) / 2000 - 1 / m) < 0.04)
 
 
-@pytest.mark.parametrize("decay", ["data", "zero", "none"])
+@pytest.mark.parametrize("decay", ["data", "steep", "zero", "none"])
 def test_chunked_recurrence_equals_the_step_by_step_form_and_a_numpy_loop(decay):
-    """GLA's decays ("data"), α = 1 through the decay path ("zero") and linear attention's
-    no-decay path (log_alpha=None) against the one-step-at-a-time scan and a NumPy loop."""
+    """GLA's decays ("data"; "steep": log α down to −40 a step, so a chunk's cumulative decay
+    reaches e^−300, far past float32's range, and nothing may overflow), α = 1 through the decay
+    path ("zero") and linear attention's no-decay path (log_alpha=None) against the
+    one-step-at-a-time scan and a NumPy loop."""
     keys = jax.random.split(jax.random.key(3), 4)
     b, t, h, f, k = 2, 37, 3, 8, 5
     q, kk = jax.random.normal(keys[0], (b, t, h, f)), jax.random.normal(keys[1], (b, t, h, f))
     v = jax.random.normal(keys[2], (b, t, h, k))
-    log_alpha = (jax.nn.log_sigmoid(2 * jax.random.normal(keys[3], (b, t, h, f))) if decay == "data"
-                 else jnp.zeros((b, t, h, f)))
+    log_alpha = {"data": jax.nn.log_sigmoid(2 * jax.random.normal(keys[3], (b, t, h, f))),
+                 "steep": -40.0 * jax.random.uniform(keys[3], (b, t, h, f))}.get(decay, jnp.zeros((b, t, h, f)))
     chunked = np.asarray(chunked_decay_attention(q, kk, v, None if decay == "none" else log_alpha, chunk=8))
     recurrent = np.asarray(recurrent_decay_attention(q, kk, v, log_alpha))
     assert np.max(np.abs(chunked - recurrent)) <= 1e-5 * max(1.0, np.abs(recurrent).max() / 10)

@@ -13,9 +13,10 @@
                      `gate_rank`), output RMSNorm per head times swish(x W_g)
 
 Two forms of the same recurrence, both jittable: `chunked_decay_attention` (chunks of C
-positions: inside a chunk a masked product with pairwise decays exp(b_t − b_s) ≤ 1, across
-chunks the state carried by lax.scan) is what the mixers use; `recurrent_decay_attention` (one
-step per position) is the reference the tests compare it with (≤ 1e-5).
+positions: inside a chunk a masked product with pairwise decays exp(b_t − b_s) ≤ 1, batched
+over the chunks; across chunks the state carried by lax.scan) is what the mixers use;
+`recurrent_decay_attention` (one step per position) is the reference the tests compare it with
+(≤ 1e-5).
 
 Glossary: B batch, T tokens, D width, H heads, K head size, K' feature size, C chunk.
 """
@@ -52,7 +53,14 @@ def chunked_decay_attention(q, k, v, log_alpha=None, chunk: int = CHUNK):
     """The same map as `recurrent_decay_attention`, a chunk of C positions at a time (T is
     padded to a multiple of C; the padding comes after every real position, so it changes
     nothing before it). log_alpha=None means α_t = 1 (linear attention): the same map without
-    the pairwise decays."""
+    the decays.
+
+    Every chunk's own work runs at once, batched over the N = T/C chunks: the masked scores
+    inside it (with pairwise decays exp(b_t − b_s) ≤ 1, b the cumulative log decay within the
+    chunk) and the state it adds, Σ_s exp(b_C − b_s) φ(k_s)ᵀ v_s. Only the carried state
+    S_n = exp(b_C) ⊙ S_{n−1} + (chunk n's state) is a lax.scan over chunks (a cumulative sum
+    without decays); each position then reads its chunk's incoming state, exp(b_t) φ(q_t) S.
+    Every exponent is ≤ 0, so nothing overflows."""
     b, t, h, f = q.shape
     pad = (-t) % chunk
     decays = log_alpha is not None
@@ -60,31 +68,30 @@ def chunked_decay_attention(q, k, v, log_alpha=None, chunk: int = CHUNK):
     if pad:
         inputs = tuple(jnp.pad(a, ((0, 0), (0, pad), (0, 0), (0, 0))) for a in inputs)
     n = (t + pad) // chunk
-    split = lambda a: jnp.moveaxis(a.reshape(b, n, chunk, h, a.shape[-1]), 1, 0)   # [N, B, C, H, .]
+    q_c, k_c, v_c, *a_c = (a.reshape(b, n, chunk, h, a.shape[-1]) for a in inputs)   # [B, N, C, H, .]
     causal = jnp.tril(jnp.ones((chunk, chunk), bool))
+    if decays:
+        cum = jnp.cumsum(a_c[0], axis=2)                                     # b_t within its chunk
+        gap = cum[:, :, :, None] - cum[:, :, None, :]                        # [B, N, C(t), C(s), H, K']
+        decay = jnp.exp(jnp.where(causal[:, :, None, None], gap, -jnp.inf))
+        scores = jnp.einsum("bnthf,bnshf,bntshf->bnhts", q_c, k_c, decay)
+        last = cum[:, :, -1]                                                 # b_C [B, N, H, K']
+        added = jnp.einsum("bnshf,bnshk->bnhfk", k_c * jnp.exp(last[:, :, None] - cum), v_c)
 
-    def decay_chunk(state, inputs):
-        q_c, k_c, v_c, a_c = inputs                                          # [B, C, H, .]
-        cum = jnp.cumsum(a_c, axis=1)                                        # b_t within the chunk
-        gap = cum[:, :, None] - cum[:, None, :]                              # [B, C(t), C(s), H, K']
-        decay = jnp.exp(jnp.where(causal[None, :, :, None, None], gap, -jnp.inf))
-        scores = jnp.einsum("bthf,bshf,btshf->bhts", q_c, k_c, decay)
-        intra = jnp.einsum("bhts,bshk->bthk", scores, v_c)
-        inter = jnp.einsum("bthf,bhfk->bthk", q_c * jnp.exp(cum), state)
-        last = cum[:, -1]                                                    # [B, H, K']
-        carried = jnp.einsum("bshf,bshk->bhfk", k_c * jnp.exp(last[:, None] - cum), v_c)
-        return jnp.exp(last)[..., None] * state + carried, intra + inter
-
-    def plain_chunk(state, inputs):
-        q_c, k_c, v_c = inputs                                               # [B, C, H, .]
-        scores = jnp.where(causal, jnp.einsum("bthf,bshf->bhts", q_c, k_c), 0.0)
-        intra = jnp.einsum("bhts,bshk->bthk", scores, v_c)
-        inter = jnp.einsum("bthf,bhfk->bthk", q_c, state)
-        return state + jnp.einsum("bshf,bshk->bhfk", k_c, v_c), intra + inter
-
-    state = jnp.zeros((b, h, f, v.shape[-1]), q.dtype)
-    _, ys = jax.lax.scan(decay_chunk if decays else plain_chunk, state, tuple(split(a) for a in inputs))
-    return jnp.moveaxis(ys, 0, 1).reshape(b, t + pad, h, -1)[:, :t]
+        def carry(state, chunk_inputs):                                      # state [B, H, K', K]
+            added_n, last_n = chunk_inputs
+            return jnp.exp(last_n)[..., None] * state + added_n, state
+        _, incoming = jax.lax.scan(carry, jnp.zeros_like(added[:, 0]),
+                                   (jnp.moveaxis(added, 1, 0), jnp.moveaxis(last, 1, 0)))
+        incoming = jnp.moveaxis(incoming, 0, 1)                              # [B, N, H, K', K]
+        q_read = q_c * jnp.exp(cum)
+    else:
+        scores = jnp.where(causal, jnp.einsum("bnthf,bnshf->bnhts", q_c, k_c), 0.0)
+        added = jnp.einsum("bnshf,bnshk->bnhfk", k_c, v_c)
+        incoming = jnp.cumsum(added, axis=1) - added                         # the chunks before n
+        q_read = q_c
+    y = jnp.einsum("bnhts,bnshk->bnthk", scores, v_c) + jnp.einsum("bnthf,bnhfk->bnthk", q_read, incoming)
+    return y.reshape(b, t + pad, h, -1)[:, :t]
 
 
 def _head_rms_norm(y, name: str):
