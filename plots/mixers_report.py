@@ -1,13 +1,17 @@
 """The report of scripts.mixers (seed 001): report/MIXERS.md, report/mixers_results.json and
-report/figures/mixers/{mqar_width,boolean_examples}.png from the runs' metrics_summary.json.
+report/figures/mixers/{mqar_width,boolean_examples}.png from the runs' metrics_summary.json,
+with the study's checks evaluated on them.
 
 MQAR accuracy: exact match of the argmax token at the query positions on the fixed eval set;
-boolean accuracy: sign ŷ at every prediction point (chance 0.5).
+boolean accuracy: sign ŷ at every prediction point (chance 0.5). A table cell is the mean over
+seeds, "± std" (sample, ddof 1) when there are several.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -15,9 +19,57 @@ import numpy as np
 
 from plots.style import new_figure, png_bytes
 from src import rundir as names
+from src.stats import mean_std_rows, over_seeds
 from utils_log import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 REPORT, RESULTS, FIG_DIR = "MIXERS.md", "mixers_results.json", "figures/mixers"
+CELL = ("task", "width", "kappa", "seed")       # what a row and its reference row share
+
+
+@dataclass(frozen=True)
+class Check:
+    """A claim about the study's rows: every row whose fields equal `where` (and are at least
+    `minimum`) has `metric` in [low, high]; with `reference`, the metric minus that of the row
+    of the same cell (task, width, κ, seed) whose fields equal `reference`."""
+    claim: str
+    where: dict
+    metric: str
+    low: float = -math.inf
+    high: float = math.inf
+    minimum: dict = field(default_factory=dict)
+    reference: dict | None = None
+
+
+def _matches(row: dict, where: dict, minimum: dict | None = None) -> bool:
+    return (all(row.get(k) == v for k, v in where.items())
+            and all(row.get(k) is not None and row[k] >= v for k, v in (minimum or {}).items()))
+
+
+def evaluate(check: Check, rows: Sequence[dict]) -> dict:
+    """{claim, bounds, values [{run, value}], worst, status}: status "pass" when every matched
+    row is within the bounds, "FAIL" when one is not, "n/a" when no row (or reference) matched."""
+    values = []
+    for row in rows:
+        if not _matches(row, check.where, check.minimum) or row.get(check.metric) is None:
+            continue
+        value = float(row[check.metric])
+        if check.reference is not None:
+            ref = next((r for r in rows if _matches(r, {**{k: row[k] for k in CELL}, **check.reference})
+                        and r.get(check.metric) is not None), None)
+            if ref is None:
+                continue
+            value -= float(ref[check.metric])
+        values.append({"run": row["run"], "value": value})
+    inside = [check.low <= v["value"] <= check.high for v in values]
+    bounds = ("difference " if check.reference is not None else "") + (
+        f"in [{check.low:g}, {check.high:g}]" if math.isfinite(check.low) and math.isfinite(check.high)
+        else f">= {check.low:g}" if math.isfinite(check.low) else f"<= {check.high:g}")
+    worst = None
+    if values:   # the value furthest past (or closest to) the bounds
+        worst = min((v["value"] for v in values),
+                    key=lambda x: min(x - check.low, check.high - x))
+    return {"claim": check.claim, "metric": check.metric, "bounds": bounds, "relative": check.reference is not None,
+            "values": values, "worst": worst, "status": "n/a" if not values else "pass" if all(inside) else "FAIL"}
 
 
 def collect(jobs: Sequence) -> list[dict]:
@@ -27,18 +79,33 @@ def collect(jobs: Sequence) -> list[dict]:
         if not (run.path.is_dir() and run.exists(names.SUMMARY)):
             continue
         summary = json.loads(run.file(names.SUMMARY).read_text())
-        rows.append({"mixer": job.mixer, "task": job.task, "width": job.width, "kappa": job.pairs or None,
-                     "seed": job.seed, "heads": job.heads, "steps": job.steps,
+        by_position = summary.get("accuracy_by_position") or None
+        per_point = by_position if not job.pairs else None      # boolean rows: every point is scored
+        rows.append({"run": job.name, "mixer": job.mixer, "task": job.task, "width": job.width,
+                     "kappa": job.pairs or None, "seed": job.seed, "heads": job.heads, "steps": job.steps,
+                     "learning_rate": job.learning_rate, "batch_size": job.batch_size,
                      "accuracy": summary.get("eval_accuracy"), "status": summary.get("status"),
+                     "last_point_accuracy": per_point[-1] if per_point else None,
+                     "mean_point_accuracy": float(np.mean(per_point)) if per_point else None,
                      "train_seconds": summary.get("train_seconds"), "parameters": summary.get("parameters"),
-                     "accuracy_by_position": summary.get("accuracy_by_position")})
+                     "accuracy_by_position": by_position})
     return rows
 
 
 def _span(rows: list[dict], key: str, mqar: bool) -> str:
     """The values of `key` over the MQAR rows (mqar=True) or the boolean rows, as '1' or '1/4'."""
     values = sorted({r[key] for r in rows if bool(r["kappa"]) == mqar})
-    return "/".join(str(v) for v in values) or "n/a"
+    return "/".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values) or "n/a"
+
+
+def _cell(rows: list[dict], metric: str, **where) -> dict:
+    return over_seeds([r[metric] for r in rows if _matches(r, where)])
+
+
+def _pm(stats: dict) -> str:
+    if stats["n"] == 0:
+        return "n/a"
+    return f"{stats['mean']:.3f}" + (f" ± {stats['std']:.3f}" if stats["n"] > 1 else "")
 
 
 def figure_mqar(rows: list[dict]):
@@ -47,9 +114,10 @@ def figure_mqar(rows: list[dict]):
     for i, kappa in enumerate(kappas):
         ax = fig.add_subplot(1, len(kappas), i + 1)
         for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows)):
-            cells = sorted((r["width"], r["accuracy"]) for r in rows
-                           if r["kappa"] and r["kappa"] == kappa and r["mixer"] == mixer)
-            ax.plot([w for w, _ in cells], [a for _, a in cells], marker="o", color=f"C{j}", label=mixer)
+            widths = sorted({r["width"] for r in rows if r["kappa"] == kappa and r["mixer"] == mixer})
+            cells = [_cell(rows, "accuracy", kappa=kappa, mixer=mixer, width=w) for w in widths]
+            ax.errorbar(widths, [c["mean"] for c in cells], yerr=[c["std"] for c in cells], marker="o",
+                        color=f"C{j}", label=mixer, capsize=3)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("model width")
         ax.set_ylabel("MQAR accuracy")
@@ -65,10 +133,14 @@ def figure_boolean(rows: list[dict]):
     for i, task in enumerate(tasks):
         ax = fig.add_subplot(1, len(tasks), i + 1)
         for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows)):
-            for r in rows:
-                if r["task"] == task and r["mixer"] == mixer and r["accuracy_by_position"]:
-                    ax.plot(np.arange(len(r["accuracy_by_position"])), r["accuracy_by_position"],
-                            color=f"C{j}", label=mixer)
+            curves = [r["accuracy_by_position"] for r in rows
+                      if _matches(r, {"task": task, "mixer": mixer}) and r["accuracy_by_position"]]
+            if curves:
+                mean, std = mean_std_rows(np.asarray(curves, np.float64))
+                points = np.arange(len(mean))
+                ax.plot(points, mean, color=f"C{j}", label=mixer)
+                if len(curves) > 1:
+                    ax.fill_between(points, mean - std, mean + std, color=f"C{j}", alpha=0.2, lw=0)
         ax.axhline(0.5, color="0.5", ls=":", lw=1)
         ax.set_xlabel("in-context examples before the prediction")
         ax.set_ylabel("accuracy of sign ŷ")
@@ -79,50 +151,59 @@ def figure_boolean(rows: list[dict]):
 
 
 def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
-                 head: dict) -> list[Path]:
+                 head: dict, checks: Sequence[Check] = ()) -> list[Path]:
     rows = collect(jobs)
+    results = [evaluate(check, rows) for check in checks]
     figures = []
     for name, fig in (("mqar_width.png", figure_mqar(rows)), ("boolean_examples.png", figure_boolean(rows))):
         atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(fig))
         figures.append(f"{FIG_DIR}/{name}")
     atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
-                                             "results": rows, "figures": figures})
+                                             "results": rows, "checks": results, "figures": figures})
     mixers = list(dict.fromkeys(r["mixer"] for r in rows))
     widths = sorted({r["width"] for r in rows if r["kappa"]})
+    seeds = sorted({r["seed"] for r in rows})
     lines = [f"# Sequence mixers on the ICL task suite (seed 001){' — QUICK' if quick else ''}", "",
              f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
              f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
              f"- Command: `{command}`; wall time {seconds:.0f} s, in which "
              f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained",
-             "- Model: the `lm` family, 2 layers, MLP state mixer, AdamW (lr 3e-3, weight decay 0.1, 3% "
-             "warm-up, cosine), batch 64. Accuracy on a fixed eval set (512 sequences): exact match at "
+             f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the mean over them"
+             + (" ± the sample std (ddof 1)" if len(seeds) > 1 else "") + ".",
+             f"- Model: the `lm` family, 2 layers, MLP state mixer, AdamW (lr {_span(rows, 'learning_rate', True)} "
+             f"MQAR, {_span(rows, 'learning_rate', False)} boolean; weight decay 0.1, 3% warm-up, cosine), batch "
+             f"{_span(rows, 'batch_size', True)}. Accuracy on a fixed eval set (512 sequences): exact match at "
              "the query positions (MQAR), sign ŷ at every point (boolean; chance 0.5).",
              f"- MQAR (Zoology's protocol): V = 256, T = 64, {_span(rows, 'heads', True)} head(s), "
              f"{_span(rows, 'steps', True)} steps.",
-             f"- Boolean tasks: d = 10, 40 examples, width 64, {_span(rows, 'heads', False)} heads, "
-             f"{_span(rows, 'steps', False)} steps.", ""]
+             f"- Boolean tasks: d = 10, 40 examples, width {_span(rows, 'width', False)}, "
+             f"{_span(rows, 'heads', False)} heads, {_span(rows, 'steps', False)} steps.", ""]
+    if results:
+        lines += ["## Checks" + (" (a --quick smoke test: not expected to pass)" if quick else ""), "",
+                  "| check | bounds | worst value | result |", "|---|---|---|---|"]
+        for r in results:
+            worst = ("n/a" if r["worst"] is None else f"{r['worst']:+.3f}" if r["relative"]
+                     else f"{r['worst']:.3f}")
+            lines.append(f"| {r['claim']} | {r['metric']} {r['bounds']} | {worst} | {r['status']} |")
+        lines.append("")
     for kappa in sorted({r["kappa"] for r in rows if r["kappa"]}):
         lines += [f"## MQAR, κ = {kappa}", "", "| mixer | " + " | ".join(f"width {w}" for w in widths) + " |",
                   "|---" * (len(widths) + 1) + "|"]
         for mixer in mixers:
-            cells = {r["width"]: r["accuracy"] for r in rows
-                     if r["kappa"] and r["kappa"] == kappa and r["mixer"] == mixer}
-            lines.append(f"| {mixer} | " + " | ".join(f"{cells[w]:.3f}" if cells.get(w) is not None else "n/a"
+            lines.append(f"| {mixer} | " + " | ".join(_pm(_cell(rows, "accuracy", kappa=kappa, mixer=mixer, width=w))
                                                       for w in widths) + " |")
         lines.append("")
     tasks = sorted({r["task"] for r in rows if not r["kappa"]})
     if tasks:
-        lines += ["## Boolean tasks (width 64)", "",
-                  "| mixer | " + " | ".join(f"{t}: last point / mean" for t in tasks) + " |",
+        lines += ["## Boolean tasks", "",
+                  "| mixer | " + " | ".join(f"{t}: last point / mean over points" for t in tasks) + " |",
                   "|---" * (len(tasks) + 1) + "|"]
         for mixer in mixers:
-            cells = []
-            for task in tasks:
-                r = next((r for r in rows if r["task"] == task and r["mixer"] == mixer), None)
-                by = (r or {}).get("accuracy_by_position") or []
-                cells.append(f"{by[-1]:.3f} / {np.mean(by):.3f}" if by else "n/a")
+            cells = [f"{_pm(_cell(rows, 'last_point_accuracy', task=t, mixer=mixer))} / "
+                     f"{_pm(_cell(rows, 'mean_point_accuracy', task=t, mixer=mixer))}" for t in tasks]
             lines.append(f"| {mixer} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS] + [report_dir / f for f in figures]
+

@@ -21,6 +21,7 @@ from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
 from scripts import lengthgen, mechanisms, reproduce
+from scripts import mixers as mixers_study
 from src import gpt2_cli, linattn_cli, lsa_cli, recipe_cli, rundir
 from src.cli import guarded
 
@@ -48,6 +49,7 @@ CLIS = {
     "rundir": rundir.check_main,
     "recipe": recipe_cli.main,
     "lengthgen": lengthgen.main,
+    "mixers": mixers_study.main,
     "length_gen": length_gen.main,
     "recency": recency.main,
     "prompt_tests": prompt_tests.main,
@@ -147,6 +149,9 @@ rows("mechanisms", "--mechanisms", ["softmax", ","], "mechanisms")
 rows("lengthgen", "--positions", ["xpos", ","], "positions")
 rows("lengthgen", "--tasks", ["parity"], "tasks")
 rows("lengthgen", "--jobs", ["0", "x"])
+rows("mixers", "--mixers", ["mamba", ",", "attention,hyena"], "mixers")
+rows("mixers", "--seeds", ["x", "-1", ",", "0,,1"], "seeds")
+rows("mixers", "--jobs", ["0", "x"])
 
 # seed 001's recipe: choices, options, the task's sizes
 ROWS += [("recipe", ["task:nope"], "task:nope"), ("recipe", ["model.seq_mixer:flash"], "flash"),

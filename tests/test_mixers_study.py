@@ -30,8 +30,12 @@ def test_quick_mixers_study_writes_its_report_and_reuses_runs(tmp_path):
         assert row["status"] == "complete" and 0.0 <= row["accuracy"] <= 1.0
     conjunction = [r for r in results if r["task"] == "conjunction"]
     assert all(len(r["accuracy_by_position"]) == 40 for r in conjunction)
+    checks = json.loads((tmp_path / "report" / "mixers_results.json").read_text())["checks"]
+    assert len(checks) == 4 and {c["status"] for c in checks} <= {"pass", "FAIL", "n/a"}
+    assert next(c for c in checks if "every width >= 32" in c["claim"])["status"] == "n/a"   # width 16 only
     report = (tmp_path / "report" / "MIXERS.md").read_text()
     assert "## MQAR, κ = 4" in report and "| gated_linear_attn |" in report and "1 head(s), 40 steps" in report
+    assert "## Checks (a --quick smoke test" in report
     for name in ("mqar_width.png", "boolean_examples.png"):
         assert (tmp_path / "report" / "figures" / "mixers" / name).stat().st_size > 1000
     examples = json.loads((tmp_path / "runs" / "mqar_k4_attention_w16_seed0" / "examples.json").read_text())
@@ -40,3 +44,36 @@ def test_quick_mixers_study_writes_its_report_and_reuses_runs(tmp_path):
     again = run_study(tmp_path)
     assert again.returncode == 0, again.stderr
     assert "4 already finished, 0 to train" in again.stdout + again.stderr
+
+
+def _row(run, mixer, task, accuracy, width=16, kappa=8, seed=0, **extra):
+    return {"run": run, "mixer": mixer, "task": task, "width": width, "kappa": kappa, "seed": seed,
+            "accuracy": accuracy, **extra}
+
+
+def test_checks_pass_fail_and_say_when_nothing_matched():
+    from plots.mixers_report import Check, evaluate
+    rows = [_row("a16", "attention", "mqar", 0.85), _row("a32", "attention", "mqar", 0.99, width=32),
+            _row("a64", "attention", "mqar", 0.96, width=64), _row("l16", "linear_attention", "mqar", 0.70),
+            _row("g16", "gated_linear_attn", "mqar", 0.10), _row("g16s1", "gated_linear_attn", "mqar", 0.2, seed=1)]
+    wide = evaluate(Check("wide", {"task": "mqar", "mixer": "attention"}, "accuracy", low=0.97,
+                          minimum={"width": 32}), rows)
+    assert wide["status"] == "FAIL" and wide["worst"] == 0.96 and [v["run"] for v in wide["values"]] == ["a32", "a64"]
+    assert evaluate(Check("", {"mixer": "attention"}, "accuracy", low=0.8), rows)["status"] == "pass"
+    gap = lambda mixer: evaluate(Check("", {"task": "mqar", "mixer": mixer, "width": 16}, "accuracy", high=-0.2,
+                                       reference={"mixer": "attention"}), rows)
+    assert gap("gated_linear_attn")["status"] == "pass"          # 0.10 - 0.85; seed 1 has no reference: skipped
+    assert [v["run"] for v in gap("gated_linear_attn")["values"]] == ["g16"]
+    assert abs(gap("gated_linear_attn")["worst"] + 0.75) < 1e-12
+    assert gap("linear_attention")["status"] == "FAIL"           # only 0.15 below
+    assert evaluate(Check("", {"task": "parity"}, "accuracy", low=0.45, high=0.55), rows)["status"] == "n/a"
+
+
+def test_study_checks_are_the_issues_targets():
+    from scripts.mixers import make_checks
+    checks = make_checks(["attention", "linear_attention", "gated_linear_attn"], (16, 32, 64), (4, 8))
+    gap = [c for c in checks if c.reference]
+    assert [c.where["mixer"] for c in gap] == ["linear_attention", "gated_linear_attn"]
+    assert all(c.where["width"] == 16 and c.where["kappa"] == 8 and c.high == -0.2 for c in gap)
+    assert {(c.metric, c.low) for c in checks if not c.reference} == {
+        ("accuracy", 0.97), ("last_point_accuracy", 0.95), ("mean_point_accuracy", 0.45)}
