@@ -7,8 +7,10 @@ number of in-context examples per mixer. make mixers, or
     PYTHONPATH=. python -m scripts.mixers --quick        # width 16, κ 4, conjunction, 40 steps (smoke test)
 
 MQAR follows Zoology's protocol (V = 256, T = 64, one head per mixer, 2 layers) with seed 001's
-MLP state mixer; κ = 4 is Zoology's basic cell and κ = 8 the seed's default. The boolean runs use
-the recipe's default model (width 64, 4 heads), d = 10 and 40 examples.
+MLP state mixer; κ = 4 is Zoology's basic cell and κ = 8 the seed's default. MQAR trains for the
+seed's default 3,000 steps: at 1,500, one head's attention stalled below its induction jump in
+one seed of two at width 32 (0.31). The boolean runs use the recipe's default model (width 64,
+4 heads), d = 10 and 40 examples, 2,000 steps.
 
 Each run is `python -m runners.recipe task:... model.seq_mixer:... model.state_mixer:mlp ...`
 made by the job engine (finished runs are reused). Report: report/MIXERS.md,
@@ -29,7 +31,7 @@ from src.launch import Job, finish_study, normalise, plan, study_dirs, study_par
 from src.recipe_cli import SEQ_MIXERS, parse
 
 PROG = "python -m scripts.mixers"
-WIDTHS, PAIRS, MQAR_STEPS, MQAR_HEADS = (16, 32, 64), (4, 8), 1500, 1
+WIDTHS, PAIRS, MQAR_STEPS, MQAR_HEADS = (16, 32, 64), (4, 8), 3000, 1
 BOOLEAN = {"conjunction": ["--pairs.n_dims", "10", "--pairs.n_points", "40"],
            "parity": ["--pairs.n_dims", "10", "--pairs.n_points", "40"]}
 BOOLEAN_STEPS = 2000
