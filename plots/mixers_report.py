@@ -116,13 +116,16 @@ def figure_mqar(rows: list[dict]):
         for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows)):
             widths = sorted({r["width"] for r in rows if r["kappa"] == kappa and r["mixer"] == mixer})
             cells = [_cell(rows, "accuracy", kappa=kappa, mixer=mixer, width=w) for w in widths]
-            ax.errorbar(widths, [c["mean"] for c in cells], yerr=[c["std"] for c in cells], marker="o",
-                        color=f"C{j}", label=mixer, capsize=3)
+            ax.plot(widths, [c["mean"] for c in cells], marker="o", color=f"C{j}", label=mixer)
+            # every seed as a hollow marker: with two seeds a ± std bar hides a bimodal cell
+            seeds = [r for r in rows if _matches(r, dict(kappa=kappa, mixer=mixer))]
+            ax.scatter([r["width"] for r in seeds], [r["accuracy"] for r in seeds], s=22,
+                       facecolors="none", edgecolors=f"C{j}", linewidths=0.8, zorder=3)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("model width")
         ax.set_ylabel("MQAR accuracy")
         ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"MQAR, κ = {kappa} pairs", fontsize=9)
+        ax.set_title(f"MQAR, κ = {kappa} pairs (line: mean; circles: seeds)", fontsize=9)
         ax.legend(fontsize=7)
     return fig
 
@@ -167,7 +170,8 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
              f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
              f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
              f"- Command: `{command}`; wall time {seconds:.0f} s, in which "
-             f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained",
+             f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained; the runs' training "
+             f"loops took {sum(r['train_seconds'] or 0 for r in rows):.0f} s in all (one process each)",
              f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the mean over them"
              + (" ± the sample std (ddof 1)" if len(seeds) > 1 else "") + ".",
              f"- Model: the `lm` family, 2 layers, MLP state mixer, AdamW (lr {_span(rows, 'learning_rate', True)} "
@@ -186,6 +190,13 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
                      else f"{r['worst']:.3f}")
             lines.append(f"| {r['claim']} | {r['metric']} {r['bounds']} | {worst} | {r['status']} |")
         lines.append("")
+        for r in results:   # which runs a failed check failed on, and what every run gave
+            if r["status"] == "FAIL":
+                lines.append(f"- FAIL, {r['claim']}: " + ", ".join(
+                    f"{v['run']} {v['value']:+.3f}" if r["relative"] else f"{v['run']} {v['value']:.3f}"
+                    for v in r["values"]))
+        if any(r["status"] == "FAIL" for r in results):
+            lines.append("")
     for kappa in sorted({r["kappa"] for r in rows if r["kappa"]}):
         lines += [f"## MQAR, κ = {kappa}", "", "| mixer | " + " | ".join(f"width {w}" for w in widths) + " |",
                   "|---" * (len(widths) + 1) + "|"]
