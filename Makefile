@@ -7,7 +7,7 @@
 #   make dynamics                  seed 003's study (training dynamics of linear attention)
 #   make mechanisms                seed 000's study (attention mechanisms; long: see README)
 #   make lengthgen                 seed 002's study (position encodings, length generalisation)
-#   make mixers                    seed 001's study (sequence mixers on MQAR and boolean tasks; MIXERS_SEEDS=0,1)
+#   make mixers                    seed 001's study (sequence mixers on MQAR and boolean tasks; seed 0, MIXERS_SEEDS=0,1 for the shipped report)
 #   make clean                     remove runs, results_*.csv, generated figures, caches (keeps .venv)
 PY ?= python3
 VENV := .venv
@@ -141,7 +141,7 @@ lengthgen_quick: $(STAMP)
 	$(RUN) -m scripts.lengthgen --quick
 
 # Sequence mixers on the ICL task suite (seed 001): report/MIXERS.md
-# MIXERS_SEEDS: the study's training seeds (the shipped report: MIXERS_SEEDS=0,1, about 40 min)
+# MIXERS_SEEDS: the study's training seeds (seed 0 alone: 31 min on 2 idle cores; the shipped report: MIXERS_SEEDS=0,1, about twice that)
 MIXERS_SEEDS ?= 0
 mixers: $(STAMP)
 	$(RUN) -m scripts.mixers --seeds $(MIXERS_SEEDS)
