@@ -190,13 +190,10 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
                      else f"{r['worst']:.3f}")
             lines.append(f"| {r['claim']} | {r['metric']} {r['bounds']} | {worst} | {r['status']} |")
         lines.append("")
-        for r in results:   # which runs a failed check failed on, and what every run gave
-            if r["status"] == "FAIL":
-                lines.append(f"- FAIL, {r['claim']}: " + ", ".join(
-                    f"{v['run']} {v['value']:+.3f}" if r["relative"] else f"{v['run']} {v['value']:.3f}"
-                    for v in r["values"]))
-        if any(r["status"] == "FAIL" for r in results):
-            lines.append("")
+        failed = [f"- FAIL, {r['claim']}: " + ", ".join(     # what every run of a failed check gave
+                  f"{v['run']} {v['value']:+.3f}" if r["relative"] else f"{v['run']} {v['value']:.3f}"
+                  for v in r["values"]) for r in results if r["status"] == "FAIL"]
+        lines += failed + ([""] if failed else [])
     for kappa in sorted({r["kappa"] for r in rows if r["kappa"]}):
         lines += [f"## MQAR, κ = {kappa}", "", "| mixer | " + " | ".join(f"width {w}" for w in widths) + " |",
                   "|---" * (len(widths) + 1) + "|"]

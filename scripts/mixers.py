@@ -79,9 +79,13 @@ def _job(runs_dir: Path, name: str, argv: list[str], **labels) -> MixerJob:
                     batch_size=train.batch_size, **labels)
 
 
+def grid(quick: bool) -> tuple[Sequence[int], Sequence[int]]:
+    """(MQAR widths, κ values) of the full study or of --quick."""
+    return (QUICK["widths"], QUICK["pairs"]) if quick else (WIDTHS, PAIRS)
+
+
 def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick: bool) -> list[Job]:
-    widths = QUICK["widths"] if quick else WIDTHS
-    pairs = QUICK["pairs"] if quick else PAIRS
+    widths, pairs = grid(quick)
     mqar_steps = QUICK["mqar_steps"] if quick else MQAR_STEPS
     boolean_steps = QUICK["boolean_steps"] if quick else BOOLEAN_STEPS
     boolean = {task: BOOLEAN[task] for task in (QUICK["boolean"] if quick else BOOLEAN)}
@@ -116,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seeds = seed_list(args.seeds)
     except UsageError as err:
         return fail(PROG, err)
-    checks = make_checks(mixers, QUICK["widths"] if args.quick else WIDTHS, QUICK["pairs"] if args.quick else PAIRS)
+    checks = make_checks(mixers, *grid(args.quick))
     return finish_study(PROG, argv, args, runs_dir, report_dir,
                         lambda: make_jobs(runs_dir, mixers, seeds, args.quick),
                         functools.partial(write_report, checks=checks))
