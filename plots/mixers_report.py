@@ -102,6 +102,11 @@ def _cell(rows: list[dict], metric: str, **where) -> dict:
     return over_seeds([r[metric] for r in rows if _matches(r, where)])
 
 
+def _check_value(value: float, relative: bool) -> str:
+    """A check's value: signed when it is a difference from the reference mixer."""
+    return f"{value:+.3f}" if relative else f"{value:.3f}"
+
+
 def _pm(stats: dict) -> str:
     if stats["n"] == 0:
         return "n/a"
@@ -114,12 +119,12 @@ def figure_mqar(rows: list[dict]):
     for i, kappa in enumerate(kappas):
         ax = fig.add_subplot(1, len(kappas), i + 1)
         for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows)):
-            widths = sorted({r["width"] for r in rows if r["kappa"] == kappa and r["mixer"] == mixer})
-            cells = [_cell(rows, "accuracy", kappa=kappa, mixer=mixer, width=w) for w in widths]
+            runs = [r for r in rows if _matches(r, dict(kappa=kappa, mixer=mixer))]
+            widths = sorted({r["width"] for r in runs})
+            cells = [_cell(runs, "accuracy", width=w) for w in widths]
             ax.plot(widths, [c["mean"] for c in cells], marker="o", color=f"C{j}", label=mixer)
             # every seed as a hollow marker: with two seeds a ± std bar hides a bimodal cell
-            seeds = [r for r in rows if _matches(r, dict(kappa=kappa, mixer=mixer))]
-            ax.scatter([r["width"] for r in seeds], [r["accuracy"] for r in seeds], s=22,
+            ax.scatter([r["width"] for r in runs], [r["accuracy"] for r in runs], s=22,
                        facecolors="none", edgecolors=f"C{j}", linewidths=0.8, zorder=3)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("model width")
@@ -186,12 +191,11 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         lines += ["## Checks" + (" (a --quick smoke test: not expected to pass)" if quick else ""), "",
                   "| check | bounds | worst value | result |", "|---|---|---|---|"]
         for r in results:
-            worst = ("n/a" if r["worst"] is None else f"{r['worst']:+.3f}" if r["relative"]
-                     else f"{r['worst']:.3f}")
+            worst = "n/a" if r["worst"] is None else _check_value(r["worst"], r["relative"])
             lines.append(f"| {r['claim']} | {r['metric']} {r['bounds']} | {worst} | {r['status']} |")
         lines.append("")
         failed = [f"- FAIL, {r['claim']}: " + ", ".join(     # what every run of a failed check gave
-                  f"{v['run']} {v['value']:+.3f}" if r["relative"] else f"{v['run']} {v['value']:.3f}"
+                  f"{v['run']} {_check_value(v['value'], r['relative'])}"
                   for v in r["values"]) for r in results if r["status"] == "FAIL"]
         lines += failed + ([""] if failed else [])
     for kappa in sorted({r["kappa"] for r in rows if r["kappa"]}):
