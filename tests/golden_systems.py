@@ -1,0 +1,113 @@
+"""The golden runs of the three newer systems (the GPT-2 mechanisms / length study, the token
+recipe and the linear-attention dynamics): small runs through their command lines whose every
+number must not move when the code is refactored (the paper's own system: tests/golden_runs.py).
+
+Each run is the command line a user types (`python -m runners.<x> ARGV`), called in-process.
+`read_run` keeps every metrics row and summary value (no wall times), sha256 digests of every
+parameter array, and each system's own outputs (the GPT-2 training log, ICL curve and stress
+tests; the recipe's decoded examples; the dynamics trajectory and its analysis).
+
+    python tests/golden_systems.py OUT.json     # record (the file in tests/golden/ was written
+                                               # by commit 4d70975, before the one-core refactor)
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+GPT2_SMALL = ["--set", "training.train_steps=60", "--set", "training.log_every=20",
+              "--set", "training.save_every_steps=40", "--set", "training.eval_size=100"]
+# name -> (runner module, argv without --out)
+RUNS = {
+    "gpt2_dummy": ("runners.train", ["--config", "configs/dummy.yaml", "--quiet"]),
+    "gpt2_fire_curriculum": ("runners.train", [
+        "--config", "configs/lengthgen.yaml", "--set", "model.position=fire",
+        "--set", "training.curriculum.points.interval=15", *GPT2_SMALL, "--quiet"]),
+    "gpt2_favor_conjunction": ("runners.train", [
+        "--config", "configs/mechanisms.yaml", "--set", "model.attention_type=favor",
+        "--set", "training.task=conjunction", *GPT2_SMALL, "--quiet"]),
+    "recipe_mqar_gla": ("runners.recipe", [
+        "task:mqar", "model.seq_mixer:gated_linear_attn", "model.state_mixer:swiglu",
+        "--task.num_pairs", "4", "--model.width", "32", "--train.train_steps", "60",
+        "--train.log_every", "20", "--train.eval_size", "64", "--quiet"]),
+    "recipe_parity_linear": ("runners.recipe", [
+        "task:parity", "model.seq_mixer:linear_attention", "model.state_mixer:mlp",
+        "--pairs.n_points", "12", "--pairs.n_dims", "6", "--model.width", "32",
+        "--train.train_steps", "40", "--train.log_every", "20", "--train.eval_size", "64", "--quiet"]),
+    "recipe_regression_attention": ("runners.recipe", [
+        "task:linear_regression", "model.seq_mixer:attention", "model.state_mixer:glu",
+        "--pairs.n_points", "10", "--pairs.n_dims", "4", "--model.width", "32",
+        "--train.train_steps", "40", "--train.log_every", "20", "--train.eval_size", "64", "--quiet"]),
+    "dynamics_attnS": ("runners.linattn", [
+        "--model", "attnS", "--head", "3", "--KQ_dim", "2", "--in_dim", "3", "--seq_len", "8",
+        "--init", "1e-2", "--lr", "0.05", "--trainset_size", "300", "--testset", "50",
+        "--epoch", "301", "--log_every", "10", "--show", "--quiet"]),
+    "dynamics_mlp_sgd": ("runners.linattn", [
+        "--model", "mlp", "--cubic_feat", "--head", "4", "--in_dim", "3", "--seq_len", "8",
+        "--init", "1e-3", "--lr", "0.01", "--trainset_size", "200", "--optimizer", "sgd",
+        "--batch_size", "50", "--epoch", "101", "--log_every", "10", "--quiet"]),
+    "dynamics_attnM_float64": ("runners.linattn", [
+        "--model", "attnM", "--head", "2", "--in_dim", "3", "--seq_len", "6", "--init", "1e-3",
+        "--lr", "0.1", "--trainset_size", "200", "--epoch", "201", "--log_every", "20",
+        "--float64", "--quiet"]),
+}
+TIMING_KEYS = {"elapsed_s", "train_seconds", "ms_per_epoch", "seconds"}
+
+
+def digests(path: Path) -> dict:
+    """sha256 of every array of an .npz, by key."""
+    with np.load(path, allow_pickle=False) as data:
+        return {k: hashlib.sha256(np.ascontiguousarray(data[k]).tobytes()).hexdigest()
+                for k in sorted(data.files)}
+
+
+def _numbers(record: dict) -> dict:
+    """The float, int and list values of a summary or metrics row, without wall times."""
+    return {k: v for k, v in record.items() if k not in TIMING_KEYS
+            and isinstance(v, (float, int, list)) and not isinstance(v, bool)}
+
+
+def read_run(out: Path) -> dict:
+    load = lambda name: json.loads((out / name).read_text())
+    record = {"metrics": [_numbers(json.loads(line)) for line in
+                          (out / "metrics.jsonl").read_text().splitlines() if line.strip()],
+              "summary": _numbers(load("metrics_summary.json")),
+              "params_sha256": digests(out / "params.npz")}
+    for name in ("training_log.csv", "analysis/icl_curve.csv"):
+        if (out / name).exists():
+            record[name] = (out / name).read_text()
+    for name in ("analysis/robustness.json", "examples.json", "analysis/dynamics.json"):
+        if (out / name).exists():
+            record[name] = load(name)
+    if (out / "dynamics.npz").exists():
+        record["dynamics.npz"] = digests(out / "dynamics.npz")
+    return record
+
+
+def train(runner: str, argv: list[str], out: Path) -> None:
+    """`python -m <runner> ARGV --out OUT`, in-process (the runner module's `main`)."""
+    code = importlib.import_module(runner).main([*argv, "--out", str(out)])
+    assert code == 0, f"{runner} {argv} exited {code}"
+
+
+def record(base: Path, names=None) -> dict:
+    out = {}
+    for name in names or RUNS:
+        runner, argv = RUNS[name]
+        train(runner, argv, base / name)
+        out[name] = read_run(base / name)
+    return out
+
+
+if __name__ == "__main__":
+    import tempfile
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    with tempfile.TemporaryDirectory() as tmp:
+        result = record(Path(tmp))
+    Path(sys.argv[1]).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
