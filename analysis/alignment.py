@@ -14,12 +14,12 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from analysis.common import for_runs_of, load_run, main_frame, register_analysis, tuned_eta
-from src import rundir as names
+from analysis.common import for_system, load_run, main_frame, register_analysis, tuned_eta
+from src.rundir import names
 from src.cli import positive_number, guarded
 from src.metrics import make_scorer
 from src.rundir import RunDir
-from src.train import EvalSet, make_eval_set
+from src.eval_set import EvalSet, make_eval_set
 from src.models.attention_only import Model
 
 MODULE = "analysis.alignment"
@@ -50,9 +50,8 @@ def run(run_dir: RunDir, eta: float | None = None) -> dict:
     return result
 
 
-applies_to_attention_only = for_runs_of("src.config.Settings")
 register_analysis("alignment", run, "model vs one GD step: align_cos, l2_pred_diff, model_diff",
-                  applies_to_attention_only)
+                  for_system("lsa"), [names.ALIGNMENT])
 
 
 def _eta_flag(parser) -> None:

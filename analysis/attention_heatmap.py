@@ -79,7 +79,7 @@ def attention_figure(weights: np.ndarray, layer: int, head: int, layout: Layout,
 
 def run(run_dir: RunDir) -> list[str]:
     """Render figs/attention_layer{L}_head{H}.png for every saved layer/head; returns names."""
-    settings = run_dir.load_settings()
+    settings = run_dir.load_settings("lsa")
     m = settings.model
     heads = [(layer, head) for layer in range(m.num_layers) for head in range(m.num_heads)]
     paths = {key: run_dir.require(names.attention_file(*key)) for key in heads}

@@ -26,9 +26,9 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 
 from src.models.layouts import layout_of
-from analysis.common import AnalysisError, for_runs_of, main_frame, register_analysis
+from analysis.common import AnalysisError, for_system, main_frame, register_analysis
 from plots.style import new_figure, png_bytes
-from src import rundir as names
+from src.rundir import names
 from src.rundir import RunDir
 
 MODULE = "analysis.attention_stats"
@@ -158,7 +158,7 @@ def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask:
 def load_attention(run_dir: RunDir) -> tuple[dict, np.ndarray, str, str]:
     """({(layer, head): [tasks, queries, keys]}, noise_mask [tasks, N], tokens per pair,
     model name)."""
-    settings = run_dir.load_settings()
+    settings = run_dir.load_settings("lsa")
     m = settings.model
     paths = {(layer, head): run_dir.require(names.attention_file(layer, head))
              for layer in range(m.num_layers) for head in range(m.num_heads)}
@@ -187,9 +187,9 @@ def run(run_dir: RunDir) -> dict:
     return stats
 
 
-needs_attention = for_runs_of("src.config.Settings", needs_attention=True)
+needs_attention = for_system("lsa", when=lambda settings: settings.save_attention)
 register_analysis("attention_stats", run, "attention to clean vs corrupted pairs, AUROC (needs attn/)",
-                  needs_attention)
+                  needs_attention, [names.ATTENTION_STATS, names.ATTENTION_STATS_PNG])
 register_analysis("attention_heatmaps", lambda run_dir: render_heatmaps(run_dir),
                   "quick heatmaps of the saved attention (figs/)", needs_attention)
 

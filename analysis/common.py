@@ -10,18 +10,16 @@ each one atomically, so a failed analysis leaves no partial file.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import sys
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
-from src import rundir as names
-from src.config import Settings
 from src.cli import OneLineParser
-from src.registry import registry
-from src.rundir import RunDir, RunDirError
 from src.models.attention_only import Model, build_model
+from src.registry import registry
+from src.rundir import RunDir, RunDirError, names
+from src.systems.lsa import LSASettings
 
 
 class AnalysisError(Exception):
@@ -50,15 +48,16 @@ def run_cli(prog: str, work: Callable[[], None]) -> int:
 
 
 class LoadedRun(NamedTuple):
-    settings: Settings
+    settings: LSASettings
     model: Model
     params: dict
 
 
 def load_run(run: RunDir) -> LoadedRun:
-    """Settings, model and parameters of a finished run (config.json + params.npz)."""
+    """Settings, model and parameters of a finished run of the paper's system (config.json +
+    params.npz): MissingArtifact / CorruptArtifact / WrongSystem (one line) when unusable."""
     import jax
-    settings = run.load_settings()     # MissingArtifact / CorruptArtifact when unusable
+    settings = run.load_settings("lsa")
     run.require(names.PARAMS)
     model = build_model(settings.task, settings.model)
     like = jax.eval_shape(model.init, jax.random.PRNGKey(0))   # shapes only: nothing computed
@@ -74,21 +73,25 @@ def tuned_eta(run: RunDir) -> float:
     return float(eta)
 
 
-def for_runs_of(settings_class: str, needs_attention: bool = False) -> Callable[[object], bool]:
-    """An `applies` predicate: the run's settings are an instance of `settings_class` (a dotted
-    path, imported when asked) and, with `needs_attention`, its attention was saved."""
-    module, _, name = settings_class.rpartition(".")
-
-    def applies(context) -> bool:
-        cls = getattr(importlib.import_module(module), name)
-        ok = isinstance(getattr(context, "settings", None), cls)
-        return ok and (context.with_attention if needs_attention else True)
+def for_system(*systems: str, when: Callable[[Any], bool] | None = None) -> Callable[[Any], bool]:
+    """An `applies` predicate: runs of one of `systems` (and, with `when`, whose settings pass it)."""
+    def applies(settings) -> bool:
+        return getattr(settings, "system", None) in systems and (when is None or bool(when(settings)))
     return applies
 
 
-def register_analysis(name: str, run: Callable, doc: str, applies: Callable[[object], bool]) -> None:
+class Analysis(NamedTuple):
+    """A registered per-run analysis: `run(run_dir)` writes its files, `outputs(settings)` names
+    them (a finished run is complete when they exist)."""
+    run: Callable[[RunDir], Any]
+    outputs: Callable[[Any], list[str]]
+
+
+def register_analysis(name: str, run: Callable, doc: str, applies: Callable[[Any], bool],
+                      outputs: Sequence[str] | Callable[[Any], list[str]] = ()) -> None:
     """Register `run(run_dir)` as the per-run analysis `name` (registry "analysis")."""
-    registry("analysis").register(name, applies=applies, doc=doc)(lambda options: run)
+    listed = outputs if callable(outputs) else (lambda settings, fixed=tuple(outputs): list(fixed))
+    registry("analysis").register(name, applies=applies, doc=doc)(lambda options: Analysis(run, listed))
 
 
 def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser], None],

@@ -11,11 +11,12 @@ import numpy as np
 from analysis.common import load_run, tuned_eta
 from analysis.one_step_gd import PAPER_GD_LOSS
 from analysis.seed_runs import curves, statuses, summary
-from src.rundir import ATTENTION_TASKS, RunDir
+from src.rundir import RunDir
+from src.systems.lsa import ATTENTION_TASKS
 from src.stats import over_seeds
 from src.tasks.regression import take_tasks
-from src.train import make_eval_set
-from utils_attention import capture_attention
+from src.eval_set import make_eval_set
+from src.probes.attention import capture_attention
 
 # "The neighbour term dominates" (SPEC §3; issue 3 asks for 3×): copy_next, the sensitivity
 # to token j+1, is at least this many times the mean other-token term. (Untrained, all

@@ -14,7 +14,7 @@ from src.config import CurriculumConfig
 from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.stats import over_seeds
-from src.train import make_eval_set
+from src.eval_set import make_eval_set
 
 def distractors(lsa1_runs: Sequence[RunDir], counts: Sequence[int], sigma: float = 1.0) -> dict:
     """Loss of the trained lsa1 models and of one GD step (η tuned on clean tasks) when k of

@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common import AnalysisError, for_runs_of, main_frame, register_analysis
+from analysis.common import AnalysisError, for_system, main_frame, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.rundir import RunDir
@@ -173,14 +173,13 @@ def figure(loss, log_epochs, singular_values, record: dict, title: str):
 
 
 def load_dynamics(run_dir: RunDir) -> tuple[dict, object]:
-    from src.dynamics_train import DynamicsSettings
-    try:
-        settings = DynamicsSettings.from_dict(run_dir.load_config()["settings"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise AnalysisError(f"{run_dir.file(names.CONFIG)} holds no training-dynamics settings "
-                            f"({err!r}); this analysis reads runs of python -m runners.linattn") from None
-    with np.load(run_dir.require(names.DYNAMICS), allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
+    """(dynamics.npz arrays, settings) of a run of system `dynamics` (python -m runners.linattn)."""
+    settings = run_dir.load_settings("dynamics")    # Missing/CorruptArtifact, WrongSystem: one line
+    arrays = run_dir.load_arrays(names.DYNAMICS)
+    missing = [k for k in ("loss", "log_epochs", "singular_values", "gamma_diag") if k not in arrays]
+    if missing:
+        raise AnalysisError(f"{run_dir.file(names.DYNAMICS)} has no array {missing[0]!r}; recreate it "
+                            f"with: {run_dir.producer(names.DYNAMICS)}")
     return arrays, settings
 
 
@@ -198,7 +197,7 @@ def run(run_dir: RunDir) -> dict:
 
 
 register_analysis("dynamics", run, "plateaus and drops of the loss vs the principal-component theory",
-                  for_runs_of("src.dynamics_train.DynamicsSettings"))
+                  for_system("dynamics"), [names.DYNAMICS_JSON, names.DYNAMICS_PNG])
 
 
 def _print_staircase(args, run_dir) -> None:

@@ -16,12 +16,13 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common import AnalysisError, for_runs_of, main_frame, register_analysis
+from analysis.common import AnalysisError, for_system, main_frame, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.cli import int_at_least, guarded
 from src.registry import registry
 from src.rundir import RunDir
+from src.tasks.objectives import objective_of
 
 MODULE = "analysis.icl_curve"
 CSV, PNG = names.ICL_CURVE_CSV, names.ICL_CURVE_PNG
@@ -32,15 +33,15 @@ def curves(settings, model, params, state, n_points: int | None = None, batch=No
     error: squared error / d for regression, 0/1 error of sign ŷ for boolean tasks), on `batch`
     (default: the run's eval tasks at `n_points`)."""
     import jax
-    from src.seq_train import eval_batch, point_errors, task_labels
+    from src.systems.gpt2 import eval_batch
     batch = eval_batch(settings, n_points) if batch is None else batch
-    labels = task_labels(settings)
+    objective = objective_of(settings.task.name)
     prediction = jax.jit(model.apply)(params, state, batch.xs, batch.ys)
-    out = {"model": np.asarray(point_errors(prediction, batch, labels))}
+    out = {"model": np.asarray(objective.point_errors(prediction, batch))}
     for entry in registry("baseline"):
         if entry.is_applicable(settings.task.name) and hasattr(entry.options, "k"):
             guess = entry.build(entry.default_options())(batch.xs, batch.ys)
-            out[entry.name] = np.asarray(point_errors(guess, batch, labels))
+            out[entry.name] = np.asarray(objective.point_errors(guess, batch))
     return out
 
 
@@ -66,7 +67,7 @@ def summarise(errors: dict[str, np.ndarray]) -> list[dict]:
     return rows
 
 
-def figure(rows: list[dict], title: str, trained_points: int, labels: str = "real"):
+def figure(rows: list[dict], title: str, trained_points: int, metric: str = "error"):
     fig = new_figure(6.5, 4.2, constrained=True)
     ax = fig.add_subplot(1, 1, 1)
     for i, name in enumerate(dict.fromkeys(r["predictor"] for r in rows)):
@@ -78,7 +79,7 @@ def figure(rows: list[dict], title: str, trained_points: int, labels: str = "rea
         ax.fill_between(x, mean - ci, mean + ci, color=f"C{i}", alpha=0.2, lw=0)
     ax.axvline(trained_points - 1, color="0.5", ls=":", lw=1, label="trained length")
     ax.set_xlabel("in-context examples before the prediction")
-    if labels == "real":
+    if metric == "error":      # the objective's reported number: regression error or sign accuracy
         ax.set_ylabel("squared error / d (zero predictor: 1)")
         ax.set_ylim(0, 1.6)
     else:
@@ -90,15 +91,12 @@ def figure(rows: list[dict], title: str, trained_points: int, labels: str = "rea
 
 
 def load_run(run: RunDir):
-    """(settings, model, params, state) of a finished runners.train run."""
-    from src.seq_train import SeqSettings, init_state, make_model, make_optimizer
-    stored = run.load_config()["settings"]     # CorruptArtifact when unreadable
-    try:
-        settings = SeqSettings.from_dict(stored)
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise run.corrupt(names.CONFIG, f"its settings do not load: {str(err)[:160]}") from None
+    """(settings, model, params, state) of a finished run of system gpt2 (runners.train):
+    settings read and validated by the system, parameters checked against its model."""
+    from src.systems.gpt2 import init_model, make_model
+    settings = run.load_settings("gpt2")     # Missing/CorruptArtifact, WrongSystem: one line
     model = make_model(settings)
-    params, state, _ = init_state(settings, model, make_optimizer(settings))
+    params, state = init_model(settings, model)
     flat = {key.split("/", 1)[-1]: value for key, value in run.load_arrays(names.PARAMS).items()}
     loaded = {}
     for key, value in flat.items():
@@ -123,17 +121,16 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
         raise AnalysisError(f"--points={n_points} is beyond the learned position table; accepted: at "
                             f"most n_positions={limit}")
     rows = summarise(curves(settings, model, params, state, n_points))
-    from src.seq_train import task_labels
     png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.mixer.name} on "
                                  f"{settings.task.name}", settings.curriculum.points.end,
-                           task_labels(settings)))
+                           objective_of(settings.task.name).metric))
     run_dir.write_text(CSV, curve_csv(rows))
     run_dir.write_bytes(PNG, png)
     return rows
 
 
 register_analysis("icl_curve", run, "error vs in-context examples with the baselines (gpt2 family)",
-                  for_runs_of("src.seq_train.SeqSettings"))
+                  for_system("gpt2"), [CSV, PNG])
 
 
 def _points_flag(parser) -> None:

@@ -17,7 +17,7 @@ from baselines.gd_step import gd_predictions, gd_sensitivity, tune_eta
 from src.metrics import Reference, make_scorer
 from src.rundir import RunDir
 from src.stats import over_seeds
-from src.train import draw_tasks, make_eval_set
+from src.eval_set import draw_tasks, make_eval_set
 
 def _aligned(scores: dict) -> dict:
     return {"loss": scores["gd_loss"], "align_cos": scores["align_cos"],
@@ -75,7 +75,7 @@ def k_steps(runs_by_k: dict[int, Sequence[RunDir]], *, gdpp_steps: int, gdpp_bat
             "seeds": [item.settings.train.seed for item in loaded],
             "status": statuses(runs),
             "steps": summary(runs[0]).get("steps"),
-            "lr": tr.lr, "clip_value": settings.model.clip_value,
+            "lr": tr.learning_rate, "clip_value": settings.model.clip_value,
             "tf_loss": over_seeds(per_seed["loss"]),
             "gd1_loss": gd_losses["gd1"], "gd1_eta": eta_1,
             "gdk_loss": gd_losses["gdk"], "gdk_eta": eta_k, "gdk_heldout_loss": heldout_loss_k,

@@ -25,6 +25,7 @@ from plots.style import png_bytes
 from src import rundir as names
 from src.cli import guarded, int_at_least
 from src.rundir import RunDir
+from src.tasks.objectives import objective_of
 
 MODULE = "analysis.length_gen"
 MULTIPLES = (2, 4, 8)
@@ -53,17 +54,17 @@ def _short_prompt_error(settings, model, params, state, batch, trained: int) -> 
     """The error at n = L − 1 of the eval tasks `batch` cut to L points."""
     import jax
     import numpy as np
-    from src.seq_train import point_errors, task_labels
     short = batch._replace(xs=batch.xs[:, :trained], ys=batch.ys[:, :trained],
                            weights=batch.weights[:, :trained])
     prediction = jax.jit(model.apply)(params, state, short.xs, short.ys)
-    return float(np.mean(np.asarray(point_errors(prediction, short, task_labels(settings)))[:, trained - 1]))
+    errors = objective_of(settings.task.name).point_errors(prediction, short)
+    return float(np.mean(np.asarray(errors)[:, trained - 1]))
 
 
 def run(run_dir: RunDir, factor: int = 8) -> dict:
-    from src.seq_train import POINT_ERRORS, eval_batch, task_labels
+    from src.systems.gpt2 import eval_batch
     settings, model, params, state = load_run(run_dir)
-    labels = task_labels(settings)
+    objective = objective_of(settings.task.name)
     trained = settings.curriculum.points.end
     wanted = factor * trained
     limit = points_limit(settings)
@@ -78,7 +79,7 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
     reference = _short_prompt_error(settings, model, params, state, batch, trained)
     summary = {
         "position": settings.model.position.name, "mixer": settings.model.mixer.name,
-        "task": settings.task.name, "error": POINT_ERRORS[labels][1], "trained_points": trained, "requested_points": wanted,
+        "task": settings.task.name, "error": objective.describes, "trained_points": trained, "requested_points": wanted,
         "evaluated_points": points,
         "stopped_at": points if points < wanted else None,
         "reason": (f"the learned position table covers {limit} points; a learned absolute encoding "
@@ -91,7 +92,7 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
     title = (f"{run_dir.path.name}: {settings.model.mixer.name} + {settings.model.position.name}, "
              f"trained on {trained} points" + (f" (stopped at {points}: learned table)"
                                                if summary["stopped_at"] else ""))
-    run_dir.write_bytes(names.LENGTH_GEN_PNG, png_bytes(figure(rows, title, trained, labels)))
+    run_dir.write_bytes(names.LENGTH_GEN_PNG, png_bytes(figure(rows, title, trained, objective.metric)))
     return summary
 
 

@@ -12,7 +12,7 @@ from analysis.common import tuned_eta
 from analysis.seed_runs import curves, half_sq_se, statuses, summary
 from src.rundir import RunDir
 from src.stats import over_seeds
-from src.train import make_eval_set
+from src.eval_set import make_eval_set
 
 # The paper's / SPEC's reference numbers (SPEC §1, §4).
 PAPER_GD_LOSS = 0.206          # one tuned GD step, d = N = 10, a = 1
@@ -23,7 +23,7 @@ def one_step_gd(lsa1_runs: Sequence[RunDir]) -> dict:
     """Final loss and alignment of the trained lsa1 models vs one tuned GD step, and their
     curves over training (all read from the run directories)."""
     summaries = [summary(r) for r in lsa1_runs]
-    settings = lsa1_runs[0].load_settings()
+    settings = lsa1_runs[0].load_settings("lsa")
     eval_set = make_eval_set(settings, gd_eta=tuned_eta(lsa1_runs[0]))
     zero_loss = float(0.5 * np.mean(np.asarray(eval_set.tasks.query_y, np.float64) ** 2))
     final = {k: over_seeds([s.get(k) for s in summaries]) for k in CURVE_KEYS}

@@ -17,14 +17,12 @@ import math
 import sys
 from typing import Sequence
 
-from analysis.alignment import applies_to_attention_only
-from analysis.common import load_run, main_frame, register_analysis, tuned_eta
-from src import rundir as names
+from analysis.common import for_system, load_run, main_frame, register_analysis, tuned_eta
+from src.rundir import names
 from src.cli import positive_number, guarded
-from src.config import Settings
 from src.metrics import make_scorer
 from src.rundir import RunDir
-from src.train import make_eval_set
+from src.eval_set import make_eval_set
 from src.models.attention_only import Model
 
 MODULE = "analysis.ood_eval"
@@ -32,7 +30,7 @@ DEFAULT_ALPHAS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
 COLUMNS = ("alpha", "tf_loss", "gd_loss")
 
 
-def ood_losses(settings: Settings, model: Model, params, alphas: Sequence[float],
+def ood_losses(settings, model: Model, params, alphas: Sequence[float],
                eta: float) -> list[dict]:
     """[{alpha, tf_loss, gd_loss}] for the distinct `alphas` in ascending order."""
     scorer = make_scorer(model)
@@ -77,7 +75,7 @@ def run(run_dir: RunDir, alphas: Sequence[float] = DEFAULT_ALPHAS) -> list[dict]
 
 
 register_analysis("ood", run, "loss of the model and of GD vs the input range alpha",
-                  applies_to_attention_only)
+                  for_system("lsa"), [names.OOD])
 
 
 def _alphas_flag(parser) -> None:

@@ -12,7 +12,7 @@ from analysis.seed_runs import zero_loss
 from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.stats import over_seeds
-from src.train import make_eval_set
+from src.eval_set import make_eval_set
 
 def ood(lsa1_runs: Sequence[RunDir], alphas: Sequence[float],
         weight_scales: Sequence[float]) -> dict:

@@ -53,15 +53,15 @@ def serial_indices(block: int, points: int, placement: str) -> np.ndarray:
 
 def query_error(settings, model, params, state, batch, indices: np.ndarray) -> float:
     """The task's error at the last point of the prompt batch[:, indices], mean over tasks."""
-    from src.seq_train import point_errors, task_labels
+    from src.tasks.objectives import objective_of
     xs, ys = batch.xs[:, indices], batch.ys[:, indices]
     prediction = jax.jit(model.apply)(params, state, xs, ys)
     picked = batch._replace(xs=xs, ys=ys)
-    return float(np.mean(np.asarray(point_errors(prediction, picked, task_labels(settings)))[:, -1]))
+    return float(np.mean(np.asarray(objective_of(settings.task.name).point_errors(prediction, picked))[:, -1]))
 
 
 def prompt_tests(settings, model, params, state, factor: int = 4) -> dict:
-    from src.seq_train import eval_batch
+    from src.systems.gpt2 import eval_batch
     d = settings.curriculum.dims.end
     trained = settings.curriculum.points.end
     limit = points_limit(settings)

@@ -62,7 +62,7 @@ def recency_profile(weights: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndar
 
 
 def run(run_dir: RunDir, factor: int = 4, bins: int = 10) -> dict:
-    from src.seq_train import eval_batch
+    from src.systems.gpt2 import eval_batch
     settings, _, params, state = load_run(run_dir)
     trained = settings.curriculum.points.end
     limit = points_limit(settings)

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.common import for_runs_of, main_frame, register_analysis
+from analysis.common import for_system, main_frame, register_analysis
 from analysis.icl_curve import load_run, points_limit
 from src import rundir as names
 from src.curricula import num_corrupted, ordering_key
@@ -68,7 +68,7 @@ def _reorder(key, xs, ys, ordering: str):
 
 
 def robustness(settings, model, params, state) -> dict:
-    from src.seq_train import eval_batch
+    from src.systems.gpt2 import eval_batch
     batch = eval_batch(settings)
     xs, ys, dims = batch.xs, batch.ys, float(batch.dims)
     n, d = xs.shape[1], int(dims)
@@ -111,14 +111,14 @@ def run(run_dir: RunDir) -> dict:
     return record
 
 
-def _regression_run(context) -> bool:
-    """gpt2-family runs on a regression task (the stresses add Gaussian label noise)."""
-    from src.seq_train import task_labels
-    return for_runs_of("src.seq_train.SeqSettings")(context) and task_labels(context.settings) == "real"
+def _regression(settings) -> bool:
+    """A regression task (the stresses add Gaussian label noise)."""
+    from src.tasks.objectives import objective_of
+    return objective_of(settings.task.name).continuous_labels
 
 
 register_analysis("robustness", run, "noise, order, OOD and length stress tests (gpt2 family, "
-                  "regression tasks)", _regression_run)
+                  "regression tasks)", for_system("gpt2", when=_regression), [JSON])
 
 
 def _print_record(args, run_dir) -> None:

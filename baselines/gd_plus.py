@@ -24,6 +24,7 @@ import optax
 
 from src.config import TaskConfig
 from src.metrics import loss
+from src.optim import Optimizer, make_optimizer
 from src.tasks.regression import Tasks, sample_tasks
 
 
@@ -60,7 +61,7 @@ def _loss(params: GDPlusParams, tasks: Tasks) -> jax.Array:
 @partial(jax.jit, static_argnames=("task", "steps", "batch_size", "lr"))
 def _fit(init: GDPlusParams, key: jax.Array, task: TaskConfig, steps: int, batch_size: int,
          lr: float) -> tuple[GDPlusParams, jax.Array]:
-    optimizer = optax.adam(lr)
+    optimizer = make_optimizer(Optimizer("adam", lr), steps)
 
     def step(carry, index):
         params, opt_state = carry

@@ -95,14 +95,20 @@ class CurveBaseline:
 
 
 def _all_regression(task_name: str) -> bool:
-    return task_name in registry("task") and hasattr(registry("task").get(task_name).options,
-                                                       "sparsity")
+    """x/y-pair tasks with real-valued labels (their objective says so)."""
+    objective = _objective(task_name)
+    return objective is not None and objective.inputs == "pairs" and objective.continuous_labels
 
 
 def _regression_or_boolean(task_name: str) -> bool:
-    """Regression tasks, and the boolean ones (scored by the sign of the prediction)."""
-    return _all_regression(task_name) or (
-        task_name in registry("task") and registry("task").get(task_name).options.labels == "sign")
+    """Every x/y-pair task: regression, and boolean (scored by the sign of the prediction)."""
+    objective = _objective(task_name)
+    return objective is not None and objective.inputs == "pairs"
+
+
+def _objective(task_name: str):
+    from src.tasks.objectives import objective_of
+    return objective_of(task_name) if task_name in registry("task") else None
 
 
 def _register(name, doc, predict, applies=_regression_or_boolean):

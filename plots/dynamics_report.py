@@ -13,7 +13,7 @@ import numpy as np
 
 from plots.style import new_figure, png_bytes
 from src import rundir as names
-from utils_log import atomic_write_bytes, atomic_write_json, atomic_write_text
+from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 RESULTS = "dynamics_results.json"
 REPORT = "DYNAMICS.md"

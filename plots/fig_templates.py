@@ -33,7 +33,7 @@ from src import rundir as names
 from src.cli import OneLineParser, guarded
 from src.rundir import RunDir
 from src.stats import STD_LABEL
-from utils_log import atomic_write_bytes
+from src.files import atomic_write_bytes
 
 PROG = "python -m plots.fig_templates"
 LOSS = "loss (½·MSE)"

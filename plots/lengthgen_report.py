@@ -1,7 +1,7 @@
-"""The report of scripts.lengthgen (seed 002): runs the per-run analyses that are missing
-(analysis.length_gen to 8x, analysis.recency and analysis.prompt_tests at 4x), then writes
+"""The report of scripts.lengthgen (seed 002), drawn from the per-run analyses the study ran
+(analysis.length_gen to 8x, analysis.recency and analysis.prompt_tests at 4x):
 report/LENGTHGEN.md, report/lengthgen_results.json and report/figures/lengthgen/{ood_length,
-avg_attention_score,lost_in_mid}.png from them.
+avg_attention_score,lost_in_mid}.png.
 
 Errors are each task's own: squared error / d for regression (the zero predictor scores 1),
 1 − accuracy of sign ŷ for the boolean task (chance 0.5). "n" is the number of in-context
@@ -19,26 +19,11 @@ import numpy as np
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.stats import STD_LABEL, format_pm, over_seeds
-from utils_log import atomic_write_bytes, atomic_write_json, atomic_write_text
+from src.tasks.objectives import objective_of
+from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 REPORT, RESULTS, FIG_DIR = "LENGTHGEN.md", "lengthgen_results.json", "figures/lengthgen"
 FACTOR, PROBE_FACTOR = 8, 4
-
-
-def analyse(run_dir) -> str | None:
-    """Write the analyses a finished run lacks; None, or why one could not run."""
-    from analysis import length_gen, prompt_tests, recency
-    from analysis.common import AnalysisError
-    steps = ((names.LENGTH_GEN_JSON, lambda: length_gen.run(run_dir, FACTOR)),
-             (names.RECENCY_JSON, lambda: recency.run(run_dir, PROBE_FACTOR)),
-             (names.PROMPT_TESTS_JSON, lambda: prompt_tests.run(run_dir, PROBE_FACTOR)))
-    for output, work in steps:
-        if not run_dir.exists(output):
-            try:
-                work()
-            except AnalysisError as err:
-                return str(err)
-    return None
 
 
 def _model_curve(run_dir) -> list[float]:
@@ -55,15 +40,16 @@ def _baseline_curves(run_dir) -> dict[str, list[float]]:
     return out
 
 
-def collect(jobs: Sequence) -> tuple[dict, list[dict], dict]:
-    """({task: {position: record}}, result rows, {task: baseline curves}) of the finished runs."""
+def collect(jobs: Sequence, problems: dict) -> tuple[dict, list[dict], dict]:
+    """({task: {position: record}}, result rows, {task: baseline curves}) of the finished runs;
+    `problems`: run name -> why its analyses could not run."""
     cells: dict = {}
     rows, baselines = [], {}
     for job in jobs:
         run = job.run
         if not (run.path.is_dir() and run.is_trained()):
             continue
-        problem = analyse(run)
+        problem = problems.get(job.name)
         record = cells.setdefault(job.task, {}).setdefault(job.position, {
             "seeds": [], "curves": [], "length_gen": [], "recency": [], "prompt_tests": [], "problems": []})
         if problem:
@@ -128,7 +114,7 @@ def figure_curves(cells: dict, baselines: dict, trained: int):
         ax.set_yscale("log")
         ax.set_ylim(bottom=1e-3)      # least squares is ~1e-13 past n = d: shown at the floor
         ax.set_xlabel("in-context examples n (grey: 1x, 2x, 4x, 8x the trained length)")
-        ax.set_ylabel("squared error / d" if "regression" in task else "1 − accuracy")
+        ax.set_ylabel(objective_of(task).describes)
         ax.set_title(task, fontsize=9)
         ax.legend(fontsize=7, ncol=2)
     return fig
@@ -194,11 +180,11 @@ def _table(task: str, summaries: dict) -> list[str]:
 
 
 def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
-                 head: dict) -> list[Path]:
-    cells, rows, baselines = collect(jobs)
+                 head: dict, problems: dict | None = None) -> list[Path]:
+    cells, rows, baselines = collect(jobs, problems or {})
     summaries = {task: {p: summarise(r) if r["curves"] else {} for p, r in by_position.items()}
                  for task, by_position in cells.items()}
-    settings = jobs[0].settings
+    settings = jobs[0].expected
     trained = settings["curriculum"]["points"]["end"]
     figures = []
     for name, fig in (("ood_length.png", figure_curves(cells, baselines, trained)),

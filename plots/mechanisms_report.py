@@ -15,7 +15,7 @@ import numpy as np
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.stats import STD_LABEL, format_pm, over_seeds
-from utils_log import atomic_write_bytes, atomic_write_json, atomic_write_text
+from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 RESULTS, REPORT, FIG_DIR = "mechanisms_results.json", "MECHANISMS.md", "figures/mechanisms"
 COLUMNS = [("clean_n2", "clean n = d/2"), ("clean_n5", "clean n = d"), ("clean_n10", "clean n = 2d"),
@@ -116,7 +116,7 @@ def curve_table(results: dict, least: list[float], d: int) -> list[str]:
 def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
                  head: dict) -> list[Path]:
     results = collect(jobs)
-    eval_size = jobs[0].settings["train"]["eval_size"]
+    eval_size = jobs[0].expected["train"]["eval_size"]
     figures = []
     for name, draw in (("icl_curves.png", figure_curves), ("robustness.png", figure_robustness)):
         atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(draw(results)))
@@ -141,7 +141,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     if least:
         lines += ["", "Least squares (same eval tasks): " + ", ".join(
             f"n={i}: {v:.3f}" for i, v in enumerate(least))]
-        lines += curve_table(results, least, jobs[0].settings["model"]["n_dims"])
+        lines += curve_table(results, least, jobs[0].expected["model"]["n_dims"])
     lines += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS] + [report_dir / f for f in figures]

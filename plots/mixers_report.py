@@ -20,7 +20,7 @@ import numpy as np
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.stats import mean_std_rows, over_seeds
-from utils_log import atomic_write_bytes, atomic_write_json, atomic_write_text
+from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 REPORT, RESULTS, FIG_DIR = "MIXERS.md", "mixers_results.json", "figures/mixers"
 CELL = ("task", "width", "kappa", "seed")       # what a row and its reference row share

@@ -13,7 +13,7 @@ from plots.paper_figures import FIGURES
 from plots.style import png_bytes
 from src.provenance import git_commit
 from src.stats import format_pm
-from utils_log import atomic_write_bytes, atomic_write_text
+from src.files import atomic_write_bytes, atomic_write_text
 
 RESULTS = "reproduce_results.json"
 REPORT = "REPRODUCTION.md"

@@ -5,7 +5,7 @@ ICML 2025; seed 003): the seed's `python train.py` command lines, as `python -m 
 """
 import sys
 
-from src.linattn_cli import main
+from src.cli.linattn import main  # noqa: F401 - runners.linattn.main(argv)
 
 if __name__ == "__main__":
     from src.cli import guarded

@@ -1,5 +1,5 @@
 """Seed 001's ICL benchmark recipe (task x sequence mixer x state mixer, accuracy): the seed's
-`uv run recipe.py ...` as `python -m runners.recipe ...` (see src/recipe_cli.py).
+`uv run recipe.py ...` as `python -m runners.recipe ...` (see src/cli/recipe.py).
 
     PYTHONPATH=. python -m runners.recipe --choices
     PYTHONPATH=. python -m runners.recipe task:mqar model.seq_mixer:attention model.state_mixer:mlp --help
@@ -7,7 +7,7 @@
 """
 import sys
 
-from src.recipe_cli import main
+from src.cli.recipe import main  # noqa: F401 - runners.recipe.main(argv)
 
 if __name__ == "__main__":
     from src.cli import guarded

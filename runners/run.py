@@ -1,16 +1,20 @@
-"""Rerun a run from its config.json alone (or train any attention-only Settings JSON).
+"""Rerun any run from its config.json alone, for every system (or train any settings JSON).
 
     PYTHONPATH=. python -m runners.run --config runs/lsa1_seed0/config.json --out runs/lsa1_again
     PYTHONPATH=. python -m runners.run --config runs/x/config.json --set train.steps=200 --out runs/y
 
-`--config` takes a run's config.json (schema 1 or 2; its "settings" are used) or a bare
-settings mapping. Same settings and seed give the same metrics, bit for bit.
+`--config` takes a run's config.json (any system, any schema; its "settings" are used) or a
+bare settings mapping. Same settings and seed give the same metrics, bit for bit.
 """
 import sys
 
-from src.lsa_cli import rerun_main
+from src.cli import guarded
+from src.cli.rerun import main as rerun_main
 
-from src.cli import guarded  # noqa: E402
+
+def main(argv=None) -> int:
+    return rerun_main(argv, __doc__.splitlines()[0])
+
 
 if __name__ == "__main__":
-    sys.exit(guarded(lambda: rerun_main(__doc__.splitlines()[0])))
+    sys.exit(guarded(main))

@@ -7,9 +7,13 @@ is compared with one (K) step(s) of gradient descent on the same eval tasks.
 """
 import sys
 
-from src.lsa_cli import main
+from src.cli import guarded
+from src.cli.lsa import main as lsa_main
 
-from src.cli import guarded  # noqa: E402
+
+def main(argv=None) -> int:
+    return lsa_main("lsa1", __doc__.splitlines()[0], argv)
+
 
 if __name__ == "__main__":
-    sys.exit(guarded(lambda: main("lsa1", __doc__.splitlines()[0])))
+    sys.exit(guarded(main))

@@ -8,9 +8,13 @@ sinusoidal positional encoding of size 10 (model width 20).
 """
 import sys
 
-from src.lsa_cli import main
+from src.cli import guarded
+from src.cli.lsa import main as lsa_main
 
-from src.cli import guarded  # noqa: E402
+
+def main(argv=None) -> int:
+    return lsa_main("twolayer", __doc__.splitlines()[0], argv)
+
 
 if __name__ == "__main__":
-    sys.exit(guarded(lambda: main("twolayer", __doc__.splitlines()[0])))
+    sys.exit(guarded(main))

@@ -6,7 +6,7 @@ Attention Is Created Equal"): the seed's `python train.py --config FILE.yaml`.
 """
 import sys
 
-from src.gpt2_cli import main
+from src.cli.gpt2 import main  # noqa: F401 - runners.train.main(argv)
 
 if __name__ == "__main__":
     from src.cli import guarded

@@ -7,8 +7,8 @@ XLA's cost analysis, and the matmul throughput of this machine measured at the
 model's own shapes. floor_ms = FLOPs per step / measured FLOP/s; the fraction of
 the floor achieved is floor_ms / ms_per_step. Writes runs/bench/bench.json.
 
-    PYTHONPATH=. python -m scripts.bench                  # batch 2048, both models
-    PYTHONPATH=. python -m scripts.bench --quick          # seconds-long smoke
+    python -m scripts.bench                  # batch 2048, both models
+    python -m scripts.bench --quick          # seconds-long smoke
 """
 from __future__ import annotations
 
@@ -26,10 +26,9 @@ import jax.numpy as jnp
 
 from src.models.layouts import model_width, num_tokens
 
+from src.files import atomic_write_json
 from src.presets import preset
-from src.train import make_eval_set, make_evaluator, make_optimizer, make_train_chunk
-from src.models.attention_only import build_model
-from utils_log import atomic_write_json
+from src.systems.lsa import LSATrainer
 
 REFERENCE_MS = {"lsa1": 15.9, "twolayer": 70.0}  # reference implementation, batch 2048, 2 cores
 
@@ -71,12 +70,9 @@ def bench_model(name: str, batch: int, chunk_steps: int, repeats: int, eval_size
     settings = preset(name)
     settings = replace(settings, train=replace(settings.train, batch_size=batch, eval_size=eval_size,
                                                log_every=chunk_steps))
-    model = build_model(settings.task, settings.model)
-    optimizer = make_optimizer(settings)
-    chunk = make_train_chunk(settings, model, optimizer)
-    key_init, train_key = jax.random.split(jax.random.key(0))
-    params = model.init(key_init)
-    opt_state = optimizer.init(params)
+    trainer = LSATrainer(settings)          # the system's own chunk, as the loop runs it
+    chunk, train_key = trainer._chunk, trainer.train_key
+    params, opt_state = trainer.init_state()
 
     t0 = time.perf_counter()
     params, opt_state, losses = chunk(params, opt_state, train_key, 0, chunk_steps)
@@ -92,11 +88,10 @@ def bench_model(name: str, batch: int, chunk_steps: int, repeats: int, eval_size
     ms_per_step = 1000 * statistics.median(times) / chunk_steps
     compile_s -= statistics.median(times)
 
-    eval_set = make_eval_set(settings)
-    evaluate = make_evaluator(model, settings)
-    evaluate(params, eval_set)  # compile
+    state = trainer.init_state()._replace(params=params)
+    trainer.evaluate(state)  # compile (and draw the eval set)
     t0 = time.perf_counter()
-    evaluate(params, eval_set)
+    trainer.evaluate(state)
     eval_s = time.perf_counter() - t0
 
     flops = step_flops(chunk, params, opt_state, train_key)

@@ -2,24 +2,25 @@
 seed's default ATTN_M run (D = 4, P = 5,000 sequences of 32 tokens, 8 heads, 6,001 epochs),
 and of the D = 8 rank-sweep run (P = 80,000, 9 heads, rank 1). Part of `make bench`.
 
-    PYTHONPATH=. python -m scripts.bench_dynamics [--quick]
+    python -m scripts.bench_dynamics [--quick]
 """
 from __future__ import annotations
 
 import sys
 import time
 
-from src.dynamics_train import DynamicsSettings, DynamicsTrainConfig, train
+from src.loop import train
 from src.registry import choice
+from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer
 from src.tasks.linattn import DynamicsTaskConfig, make_sets
 
 # name -> (task, model, train), the seed's default runs
 CASES = {
     "attnM_seed_default": (DynamicsTaskConfig(), ("attn_merged", {"heads": 8}),
-                           DynamicsTrainConfig(epochs=6001, lr=1e-3, init=1e-6)),
+                           DynamicsTrain(epochs=6001, learning_rate=1e-3, init=1e-6)),
     "attnS_D8_rank_sweep": (DynamicsTaskConfig(in_dim=8, trainset_size=80_000),
                             ("attn_separate", {"heads": 9, "rank": 1}),
-                            DynamicsTrainConfig(epochs=20_001, lr=0.02, init=5e-3, log_every=50)),
+                            DynamicsTrain(epochs=20_001, learning_rate=0.02, init=5e-3, log_every=50)),
 }
 ANCHOR_MINUTES = {"attnM_seed_default": 40.0}   # the public PyTorch code on this kind of machine
 
@@ -29,17 +30,18 @@ def bench(quick: bool = False) -> list[dict]:
     for name, (task, (model, options), tr) in CASES.items():
         if quick:
             task = DynamicsTaskConfig(in_dim=task.in_dim, trainset_size=500)
-            tr = DynamicsTrainConfig(epochs=201, lr=tr.lr, init=tr.init)
-        settings = DynamicsSettings(task, choice("dynamics_model", model, **options), tr)
+            tr = DynamicsTrain(epochs=201, learning_rate=tr.learning_rate, init=tr.init)
+        settings = DynamicsSettings(task, choice("dynamics_model", model, **options), tr).validate()
         t0 = time.perf_counter()
         sets = make_sets(task)
         data_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        result = train(settings, sets)
+        result = train(DynamicsTrainer(settings, sets))
         total = time.perf_counter() - t0
-        rows.append({"case": name, "epochs": len(result.loss), "data_s": round(data_s, 2),
+        epochs = len(result.per_step["loss"])
+        rows.append({"case": name, "epochs": epochs, "data_s": round(data_s, 2),
                      "train_s": round(result.seconds, 2), "total_s": round(total, 2),
-                     "ms_per_epoch": round(1000 * result.seconds / len(result.loss), 4),
+                     "ms_per_epoch": round(1000 * result.seconds / epochs, 4),
                      "anchor_minutes": ANCHOR_MINUTES.get(name)})
     return rows
 

@@ -2,15 +2,18 @@
 size (configs/mechanisms.yaml: width 64, 3 layers, 4 heads, batch 64, d = 5, 11 points = 22
 tokens): median ms per training step after compilation. Part of `make bench`.
 
-    PYTHONPATH=. python -m scripts.bench_mechanisms
+    python -m scripts.bench_mechanisms
 """
 from __future__ import annotations
 
 import sys
 
-from src.gpt2_cli import settings_from_argv
-from src.registry import registry
-from src.seq_train import ms_per_step
+from dataclasses import replace
+
+from src.cli.gpt2 import read_config
+from src.loop import ms_per_step
+from src.registry import choice, registry
+from src.systems import build
 
 PROTOTYPE_MS = 30.0   # the issue's 40-line Haiku prototype at this size, 2 cores
 
@@ -18,10 +21,10 @@ PROTOTYPE_MS = 30.0   # the issue's 40-line Haiku prototype at this size, 2 core
 def main(argv=None) -> int:
     print(f"{'mechanism':16} {'ms/step':>8}   (width 64, 3 layers, batch 64, 22 tokens; prototype "
           f"softmax: {PROTOTYPE_MS:.0f} ms/step)")
+    base, _ = read_config("configs/mechanisms.yaml")
     for name in registry("seq_mixer").names():
-        settings = settings_from_argv(["--config", "configs/mechanisms.yaml",
-                                       "--set", f"model.attention_type={name}"])
-        print(f"{name:16} {ms_per_step(settings):8.2f}")
+        settings = replace(base, model=replace(base.model, mixer=choice("seq_mixer", name))).validate()
+        print(f"{name:16} {ms_per_step(build(settings)):8.2f}")
     return 0
 
 

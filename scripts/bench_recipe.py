@@ -4,24 +4,31 @@ median ms per training step after compilation, at two cells. Part of `make bench
   recipe default   MQAR V = 256, T = 64, κ = 8; width 64, 2 layers, 4 heads, batch 64
   study cell       the same with one head (scripts.mixers' MQAR protocol, its widest model)
 
-    PYTHONPATH=. python -m scripts.bench_recipe
+    python -m scripts.bench_recipe
 """
 from __future__ import annotations
 
 import sys
 
-from src.recipe_cli import SEQ_MIXERS, parse
-from src.recipe_train import ms_per_step
+from src.cli.recipe import entry_of, lm_settings
+from src.loop import ms_per_step
+from src.registry import Choice, choice
+from src.systems import build
 
-CELLS = {"recipe default (4 heads)": [], "study cell (1 head)": ["--model.n_head", "1"]}
+SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn")   # the seed's names
+CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}      # cell -> heads
 
 
 def main(argv=None) -> int:
     print(f"{'seq_mixer':18} " + " ".join(f"{cell:>26}" for cell in CELLS) + "   ms/step; MQAR V=256 T=64 "
           "kappa=8, width 64, 2 layers, batch 64")
     for name in SEQ_MIXERS:
-        times = [ms_per_step(parse(["task:mqar", f"model.seq_mixer:{name}", "model.state_mixer:mlp", *extra])[0])
-                 for extra in CELLS.values()]
+        mixer = entry_of("seq_mixer", name)
+        times = [ms_per_step(build(lm_settings(choice("task", "mqar", vocab_size=256),
+                                               Choice(mixer.name, mixer.default_options()),
+                                               choice("state_mixer", "mlp"), width=64, n_layer=2,
+                                               n_head=heads)), chunk_steps=20)
+                 for heads in CELLS.values()]
         print(f"{name:18} " + " ".join(f"{t:26.2f}" for t in times))
     return 0
 

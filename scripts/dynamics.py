@@ -6,42 +6,65 @@
 (a) ATTN_M vs the cubic MLP (the seed's defaults); (b) ATTN_S with rank-one heads at D = 4:
 the staircase; (c) the rank sweep R in {8, 4, 2, 1} at D = 8; (d) the in-context fraction
 sweep c in {0, 0.2, ..., 1} with in-context and in-weight test losses. Every run is a
-`python -m runners.linattn` run directory made by the job engine (src/launch.py: finished
+`python -m runners.linattn` run directory made by the job engine (src/jobs/: finished
 runs are reused, changed ones redone); the report is report/DYNAMICS.md,
-report/dynamics_results.json and report/figures/dynamics/*.png.
+report/dynamics_results.json and report/figures/dynamics/*.png. The runs are the seed's README
+commands (quoted beside each part) as the Settings they mean.
 """
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 from plots.dynamics_report import write_report
 from src.cli import UsageError, fail, guarded
-from src.launch import Job, finish_study, normalise, plan, study_dirs, study_parser
-from src.linattn_cli import RUNNER, settings_from_argv
+from src.jobs.engine import Job, plan
+from src.jobs.study import finish_study, study_dirs, study_parser
+from src.registry import choice
+from src.systems.dynamics import DynamicsSettings, DynamicsTrain
+from src.tasks.linattn import DynamicsTaskConfig
 
 PROG = "python -m scripts.dynamics"
-# part -> [(run name, the seed's flags)]; --quick divides epochs and set sizes (QUICK_FLAGS).
+
+
+def run(model: str, options: dict, *, task: dict | None = None, show: bool = False, **train) -> DynamicsSettings:
+    """The settings of one of the seed's commands (its defaults for what it does not set)."""
+    return DynamicsSettings(task=DynamicsTaskConfig(**(task or {})), model=choice("dynamics_model", model, **options),
+                            train=DynamicsTrain(**train), show=show).validate()
+
+
+# part -> [(run name, settings)], each the seed's README command quoted beside it
 STUDY = {
-    "merged_vs_mlp": [("attnM", ["--model", "attnM", "--head", "8", "--init", "1e-6", "--show"]),
-                      ("mlp", ["--model", "mlp", "--cubic_feat", "--head", "8", "--init", "1e-6",
-                               "--show"])],
-    "staircase": [("attnS_rank1_D4", ["--model", "attnS", "--head", "5", "--init", "1e-2",
-                                      "--lr", "0.02", "--trainset_size", "1000", "--epoch", "20001",
-                                      "--log_every", "50", "--show"])],
-    "rank_sweep": [(f"attnS_D8_R{r}", ["--model", "attnS", "--head", "9", "--KQ_dim", str(r),
-                                       "--in_dim", "8", "--seq_len", "32", "--init", "5e-3",
-                                       "--trainset_size", "80000", "--epoch", "20001", "--lr", "0.02",
-                                       "--log_every", "50"]) for r in (8, 4, 2, 1)],
-    "icl_sweep": [(f"attnM_icl{c}", ["--model", "attnM", "--icl", c, "--head", "8", "--testset",
-                                     "5000", "--init", "1e-6", "--white_cov", "--lr", "0.0005",
-                                     "--epoch", "4001"])
-                  for c in ("0", "0.2", "0.4", "0.6", "0.8", "1")],
+    "merged_vs_mlp": [   # train.py --model attnM | mlp --cubic_feat --head 8 --init 1e-6 --show
+        ("attnM", run("attn_merged", {"heads": 8}, init=1e-6, show=True)),
+        ("mlp", run("cubic_mlp", {"heads": 8}, init=1e-6, show=True))],
+    "staircase": [       # --model attnS --head 5 --init 1e-2 --lr 0.02 --trainset_size 1000 --epoch 20001
+        ("attnS_rank1_D4", run("attn_separate", {"heads": 5, "rank": 1}, task={"trainset_size": 1000},
+                               init=1e-2, learning_rate=0.02, epochs=20001, log_every=50, show=True))],
+    "rank_sweep": [      # --model attnS --head 9 --KQ_dim R --in_dim 8 --seq_len 32 --init 5e-3 --trainset_size 80000
+        (f"attnS_D8_R{r}", run("attn_separate", {"heads": 9, "rank": r},
+                               task={"in_dim": 8, "seq_len": 32, "trainset_size": 80000},
+                               init=5e-3, learning_rate=0.02, epochs=20001, log_every=50))
+        for r in (8, 4, 2, 1)],
+    "icl_sweep": [       # --model attnM --icl c --head 8 --testset 5000 --init 1e-6 --white_cov --lr 0.0005 --epoch 4001
+        (f"attnM_icl{c}", run("attn_merged", {"heads": 8},
+                              task={"icl": float(c), "testset_size": 5000, "white_cov": True},
+                              init=1e-6, learning_rate=0.0005, epochs=4001))
+        for c in ("0", "0.2", "0.4", "0.6", "0.8", "1")],
 }
-QUICK_FLAGS = ["--trainset_size", "600", "--log_every", "20"]   # appended (argparse keeps the last)
+QUICK = {"trainset_size": 600, "testset_size": 200, "log_every": 20}
 QUICK_EPOCHS = {"merged_vs_mlp": 3001, "staircase": 4001, "rank_sweep": 1001, "icl_sweep": 401}
+
+
+def quick(settings: DynamicsSettings, part: str) -> DynamicsSettings:
+    """The smoke-test size of a run: a small set, fewer epochs, records every 20 epochs."""
+    t = settings.task
+    task = replace(t, trainset_size=QUICK["trainset_size"],
+                   testset_size=QUICK["testset_size"] if t.testset_size else 0)
+    train = replace(settings.train, epochs=QUICK_EPOCHS[part], log_every=QUICK["log_every"])
+    return replace(settings, task=task, train=train).validate()
 
 
 @dataclass
@@ -49,16 +72,12 @@ class StudyJob(Job):
     part: str = ""            # which part of the study the run belongs to
 
 
-def make_jobs(runs_dir: Path, quick: bool) -> list[StudyJob]:
+def make_jobs(runs_dir: Path, is_quick: bool) -> list[StudyJob]:
     jobs = []
     for part, runs in STUDY.items():
-        for name, argv in runs:
-            if quick:
-                argv = argv + QUICK_FLAGS + ["--epoch", str(QUICK_EPOCHS[part])]
-                argv += ["--testset", "200"] if "--testset" in argv else []
-            argv = argv + ["--quiet"]
-            settings = settings_from_argv(argv)
-            jobs.append(StudyJob(name, RUNNER, argv, runs_dir / name, normalise(settings.to_dict()),
+        for name, settings in runs:
+            settings = quick(settings, part) if is_quick else settings
+            jobs.append(StudyJob(name, settings, runs_dir / name,
                                  cost=settings.train.epochs * settings.task.trainset_size, part=part))
     return plan(jobs)
 

@@ -7,8 +7,8 @@ analyses of every run. make lengthgen, or
     PYTHONPATH=. python -m scripts.lengthgen --quick              # 60 steps, 1 seed (smoke test)
     PYTHONPATH=. python -m scripts.lengthgen --positions rope,fire --tasks linear_regression
 
-Each run is `python -m runners.train --config configs/lengthgen.yaml --set ...` made by the job
-engine (finished runs are reused); then analysis.length_gen, analysis.recency and
+Each run is configs/lengthgen.yaml (read as `python -m runners.train` reads it) with its
+encoding, task and seed, made by the job engine (finished runs are reused); then analysis.length_gen, analysis.recency and
 analysis.prompt_tests write into each run (skipped when their outputs are there). The report is
 report/LENGTHGEN.md, report/lengthgen_results.json and report/figures/lengthgen/*.png (quick:
 under report/quick).
@@ -16,22 +16,22 @@ under report/quick).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from plots.lengthgen_report import write_report
+from plots.lengthgen_report import FACTOR, PROBE_FACTOR, write_report
 from src.cli import UsageError, fail, guarded
-from src.gpt2_cli import settings_from_argv
-from src.launch import Job, finish_study, normalise, plan, study_dirs, study_parser
-from src.registry import registry
+from src.cli.gpt2 import read_config
+from src.jobs.engine import Job, plan
+from src.jobs.study import finish_study, study_dirs, study_parser
+from src.registry import choice, registry
 
 PROG = "python -m scripts.lengthgen"
 CONFIG = "configs/lengthgen.yaml"
 SEEDS = (0, 1, 2)
-TASKS = {"linear_regression": [], "conjunction": ["--set", "training.train_steps=1000"]}
-QUICK = ["--set", "training.train_steps=60", "--set", "training.log_every=30",
-         "--set", "training.save_every_steps=60", "--set", "training.eval_size=100"]
+TASKS = {"linear_regression": {}, "conjunction": {"steps": 1000}}     # task -> training changes
+QUICK = {"steps": 60, "log_every": 30, "checkpoint_every": 60, "eval_size": 100}
 
 
 @dataclass
@@ -43,19 +43,46 @@ class LengthJob(Job):
 
 def make_jobs(runs_dir: Path, positions: Sequence[str], tasks: Sequence[str], seeds: Sequence[int],
               quick: bool) -> list[Job]:
+    base, _ = read_config(CONFIG)
     jobs = []
     for task in tasks:
         for position in positions:
             for seed in seeds:
-                argv = (["--config", CONFIG, "--set", f"model.position={position}",
-                         "--set", f"training.task={task}", "--set", f"training.seed={seed}"]
-                        + TASKS[task] + (QUICK if quick else []))
-                settings = settings_from_argv(argv)
+                train = replace(base.train, seed=seed, **{**TASKS[task], **(QUICK if quick else {})})
+                model = replace(base.model, position=choice("position", position))
+                settings = replace(base, model=model, task=choice("task", task), train=train).validate()
                 name = f"{task}_{position}_seed{seed}"
-                jobs.append(LengthJob(name, "runners.train", argv, runs_dir / name,
-                                      normalise(settings.to_dict()), cost=settings.train.train_steps,
+                jobs.append(LengthJob(name, settings, runs_dir / name, cost=settings.train.steps,
                                       position=position, task=task, seed=seed))
     return plan(jobs)
+
+
+def analyse(jobs: Sequence[Job]) -> dict[str, str]:
+    """Write the analyses each finished run lacks (length_gen to 8x, recency and prompt_tests at
+    4x); returns run name -> why they could not run."""
+    from analysis import length_gen, prompt_tests, recency
+    from analysis.common import AnalysisError
+    from src.rundir import names
+    problems = {}
+    for job in jobs:
+        run = job.run
+        if not (run.path.is_dir() and run.is_trained()):
+            continue
+        for output, work in ((names.LENGTH_GEN_JSON, lambda: length_gen.run(run, FACTOR)),
+                             (names.RECENCY_JSON, lambda: recency.run(run, PROBE_FACTOR)),
+                             (names.PROMPT_TESTS_JSON, lambda: prompt_tests.run(run, PROBE_FACTOR))):
+            if not run.exists(output):
+                try:
+                    work()
+                except AnalysisError as err:
+                    problems[job.name] = str(err)
+                    break
+    return problems
+
+
+def report(jobs: Sequence[Job], report_dir: Path, **kw) -> list[Path]:
+    """The study's analyses, then its report (plots.lengthgen_report draws only)."""
+    return write_report(jobs, report_dir, problems=analyse(jobs), **kw)
 
 
 def _names(flag: str, text: str | None, known: Sequence[str]) -> list[str]:
@@ -82,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, err)
     seeds = SEEDS[:1] if args.quick else SEEDS
     return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, positions, tasks, seeds, args.quick), write_report)
+                        lambda: make_jobs(runs_dir, positions, tasks, seeds, args.quick), report)
 
 
 if __name__ == "__main__":

@@ -4,28 +4,29 @@ every stress test of the workbench. make mechanisms, or
     PYTHONPATH=. python -m scripts.mechanisms            # configs/mechanisms.yaml, 3 seeds
     PYTHONPATH=. python -m scripts.mechanisms --quick    # 150 steps, 1 seed (a smoke test)
 
-Each run is `python -m runners.train --config configs/mechanisms.yaml --set ...` made by the
-job engine (src/launch.py: finished runs are reused); the report is report/MECHANISMS.md,
-report/mechanisms_results.json and report/figures/mechanisms/*.png (quick: under report/quick).
+Each run is configs/mechanisms.yaml (read as `python -m runners.train` reads it) with its
+mechanism and seed, made by the job engine (src/jobs/: finished runs are reused); the report is
+report/MECHANISMS.md, report/mechanisms_results.json and report/figures/mechanisms/*.png (quick:
+under report/quick).
 """
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 from plots.mechanisms_report import write_report
 from src.cli import UsageError, fail, guarded
-from src.gpt2_cli import settings_from_argv
-from src.launch import Job, finish_study, normalise, plan, study_dirs, study_parser
-from src.registry import registry
+from src.cli.gpt2 import read_config
+from src.jobs.engine import Job, plan
+from src.jobs.study import finish_study, study_dirs, study_parser
+from src.registry import choice, registry
 
 PROG = "python -m scripts.mechanisms"
 CONFIG = "configs/mechanisms.yaml"
 SEEDS = (0, 1, 2)
-QUICK = ["--set", "training.train_steps=150", "--set", "training.log_every=50",
-         "--set", "training.save_every_steps=150", "--set", "training.eval_size=300"]
+QUICK = {"steps": 150, "log_every": 50, "checkpoint_every": 150, "eval_size": 300}
 
 
 @dataclass
@@ -35,15 +36,15 @@ class MechanismJob(Job):
 
 
 def make_jobs(runs_dir: Path, mechanisms: Sequence[str], seeds: Sequence[int], quick: bool) -> list[Job]:
+    base, _ = read_config(CONFIG)
     jobs = []
     for mechanism in mechanisms:
         for seed in seeds:
-            argv = ["--config", CONFIG, "--set", f"model.attention_type={mechanism}",
-                    "--set", f"training.seed={seed}"] + (QUICK if quick else [])
-            settings = settings_from_argv(argv)
-            jobs.append(MechanismJob(f"{mechanism}_seed{seed}", "runners.train", argv,
-                                     runs_dir / f"{mechanism}_seed{seed}", normalise(settings.to_dict()),
-                                     cost=settings.train.train_steps, mechanism=mechanism, seed=seed))
+            train = replace(base.train, seed=seed, **(QUICK if quick else {}))
+            settings = replace(base, model=replace(base.model, mixer=choice("seq_mixer", mechanism)),
+                               train=train).validate()
+            jobs.append(MechanismJob(f"{mechanism}_seed{seed}", settings, runs_dir / f"{mechanism}_seed{seed}",
+                                     cost=settings.train.steps, mechanism=mechanism, seed=seed))
     return plan(jobs)
 
 

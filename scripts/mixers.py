@@ -12,8 +12,8 @@ seed's default 3,000 steps: at 1,500, one head's attention stalled below its ind
 one seed of two at width 32 (0.31). The boolean runs use the recipe's default model (width 64,
 4 heads), d = 10 and 40 examples, 2,000 steps.
 
-Each run is `python -m runners.recipe task:... model.seq_mixer:... model.state_mixer:mlp ...`
-made by the job engine (finished runs are reused). Report: report/MIXERS.md,
+Each run is the recipe's settings (`python -m runners.recipe task:... model.seq_mixer:...
+model.state_mixer:mlp ...` makes the same), made by the job engine (finished runs are reused). Report: report/MIXERS.md,
 report/mixers_results.json and report/figures/mixers/*.png (quick: under report/quick), with
 the study's checks (CHECKS below) evaluated on the runs: each says pass, FAIL or n/a.
 """
@@ -27,13 +27,16 @@ from typing import Sequence
 
 from plots.mixers_report import Check, write_report
 from src.cli import UsageError, fail, guarded, seed_list
-from src.launch import Job, finish_study, normalise, plan, study_dirs, study_parser
-from src.recipe_cli import SEQ_MIXERS, parse
+from src.cli.recipe import entry_of, lm_settings
+from src.jobs.engine import Job, plan
+from src.jobs.study import finish_study, study_dirs, study_parser
+from src.registry import Choice, choice
+from src.systems.lm import LMTrain, PairShape
 
 PROG = "python -m scripts.mixers"
+SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn")   # the seed's names
 WIDTHS, PAIRS, MQAR_STEPS, MQAR_HEADS = (16, 32, 64), (4, 8), 3000, 1
-BOOLEAN = {"conjunction": ["--pairs.n_dims", "10", "--pairs.n_points", "40"],
-           "parity": ["--pairs.n_dims", "10", "--pairs.n_points", "40"]}
+BOOLEAN = {"conjunction": PairShape(n_points=40, n_dims=10), "parity": PairShape(n_points=40, n_dims=10)}
 BOOLEAN_STEPS = 2000
 QUICK = {"widths": (16,), "pairs": (4,), "mqar_steps": 40, "boolean_steps": 40, "boolean": ("conjunction",)}
 REFERENCE = "attention"          # the mixer the Zoology gap is measured against
@@ -70,13 +73,16 @@ class MixerJob(Job):
     batch_size: int = 0
 
 
-def _job(runs_dir: Path, name: str, argv: list[str], **labels) -> MixerJob:
-    settings = parse(argv)[0]
+def _job(runs_dir: Path, name: str, mixer: str, task_choice: Choice, *, width: int, heads: int,
+         steps: int, seed: int, shape: PairShape = PairShape(), **labels) -> MixerJob:
+    seq = entry_of("seq_mixer", mixer)
+    settings = lm_settings(task_choice, Choice(seq.name, seq.default_options()), choice("state_mixer", "mlp"),
+                           width=width, n_layer=2, n_head=heads, train=LMTrain(steps=steps, seed=seed),
+                           pairs=shape)
     model, train = settings.model, settings.train
-    return MixerJob(name, "runners.recipe", argv, runs_dir / name, normalise(settings.to_dict()),
-                    cost=train.train_steps * model.width, width=model.width, heads=model.n_head,
-                    steps=train.train_steps, seed=train.seed, learning_rate=train.learning_rate,
-                    batch_size=train.batch_size, **labels)
+    return MixerJob(name, settings, runs_dir / name, cost=train.steps * model.width, mixer=mixer,
+                    width=model.width, heads=model.n_head, steps=train.steps, seed=train.seed,
+                    learning_rate=train.learning_rate, batch_size=train.batch_size, **labels)
 
 
 def grid(quick: bool) -> tuple[Sequence[int], Sequence[int]]:
@@ -92,16 +98,16 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick
     jobs = []
     for mixer in mixers:
         for seed in seeds:
-            common = [f"model.seq_mixer:{mixer}", "model.state_mixer:mlp", "--train.seed", str(seed)]
             for kappa in pairs:
                 for width in widths:
-                    argv = ["task:mqar", *common, "--task.num_pairs", str(kappa), "--model.width", str(width),
-                            "--model.n_head", str(MQAR_HEADS), "--train.train_steps", str(mqar_steps)]
-                    jobs.append(_job(runs_dir, f"mqar_k{kappa}_{mixer}_w{width}_seed{seed}", argv, mixer=mixer,
+                    task = choice("task", "mqar", vocab_size=256, num_pairs=kappa)
+                    jobs.append(_job(runs_dir, f"mqar_k{kappa}_{mixer}_w{width}_seed{seed}", mixer, task,
+                                     width=width, heads=MQAR_HEADS, steps=mqar_steps, seed=seed,
                                      task="mqar", pairs=kappa))
             for task, shape in boolean.items():
-                argv = [f"task:{task}", *common, *shape, "--train.train_steps", str(boolean_steps)]
-                jobs.append(_job(runs_dir, f"{task}_{mixer}_seed{seed}", argv, mixer=mixer, task=task, pairs=0))
+                jobs.append(_job(runs_dir, f"{task}_{mixer}_seed{seed}", mixer, choice("task", task),
+                                 width=64, heads=4, steps=boolean_steps, seed=seed, shape=shape,
+                                 task=task, pairs=0))
     return plan(jobs)
 
 

@@ -10,8 +10,8 @@
 5. Distractors                    lsa1 and GD vs the number of random pairs in the context
 
 Training jobs are standard run directories under --runs-dir (<job> = lsa1_seed0,
-lsa_rec_k2_seed0, twolayer_seed0, ...), made by the runner CLIs in subprocesses,
---jobs at a time (one thread each, a shared persistent XLA compilation cache).
+lsa_rec_k2_seed0, twolayer_seed0, ...): the presets' Settings, trained by the job engine in
+subprocesses, --jobs at a time (one thread each, a shared persistent XLA compilation cache).
 Rerunning skips finished runs whose settings match; incomplete runs, and runs made
 with other settings, are retrained with --overwrite. The evaluations then run
 in-process and write report/REPRODUCTION.md (one table), report/reproduce_results.json
@@ -31,12 +31,13 @@ from typing import Sequence
 
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
 from src.cli import OneLineParser, UsageError, fail, guarded
-from src.launch import (LOGS, TODO_STATES, Executor, Job, RunsDirBusy, RunsDirLock, add_executor_flags,
-                        announce, executor_of, normalise, run_jobs,
-                        use_compilation_cache)
-from src.launch import plan as launch_plan
-from src.lsa_cli import settings_from_argv
+from src.cli.lsa import settings_for
+from src.jobs.engine import (LOGS, TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, run_jobs,
+                             use_compilation_cache)
+from src.jobs.engine import plan as launch_plan
+from src.jobs.study import add_executor_flags, check_directory, executor_of
 from src.presets import MODEL_PRESETS
+from src.registry import Choice
 
 PROG = "python -m scripts.reproduce"
 SEEDS = (0, 1, 2)
@@ -154,7 +155,7 @@ class Plan:
     report_dir: Path
     jobs: int
     quiet: bool
-    executor: Executor = Executor()
+    executor: Choice | None = None
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -174,9 +175,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
             raise FlagError(f"--distractors={k} is out of range; accepted: integers in [0, {n}]")
     runs_dir = Path(args.runs_dir or ("runs/reproduce_quick" if args.quick else "runs/reproduce"))
     report_dir = Path(args.report_dir or ("report/quick" if args.quick else "report"))
-    for flag, path in (("--runs-dir", runs_dir), ("--report-dir", report_dir)):
-        if path.exists() and not path.is_dir():
-            raise FlagError(f"{flag}={str(path)!r} is a file; accepted: a directory path")
+    check_directory("--runs-dir", runs_dir)
+    check_directory("--report-dir", report_dir)
     return Plan(
         quick=args.quick,
         seeds=tuple(_list("--seeds", args.seeds, lambda f, t: _int(f, t, 0), "integers >= 0")),
@@ -216,19 +216,16 @@ def _log_every(plan: Plan, steps: int) -> int:
 
 
 def make_jobs(plan: Plan) -> list[ReproJob]:
+    """The presets' settings at the plan's sizes, one job per model, depth and seed."""
     jobs = []
 
     def add(part: str, model: str, seed: int, k: int, name: str) -> None:
         steps = plan.steps[model]
-        argv = ["--seed", str(seed), "--steps", str(steps), "--batch_size", str(plan.batch_size),
-                "--eval_size", str(plan.eval_size), "--log_every", str(_log_every(plan, steps))]
         spec = MODEL_PRESETS[model]
-        if not spec.fixed_depth:
-            argv += ["--num_layers", str(k)]
-        runner_preset = next(n for n, p in MODEL_PRESETS.items() if p.runner == spec.runner)
-        settings = settings_from_argv(runner_preset, argv + ["--out", "x"])
-        jobs.append(ReproJob(name, spec.runner, argv, plan.runs_dir / name,
-                             normalise(settings.to_dict()), cost=spec.relative_cost(k, steps),
+        settings = settings_for(model, num_layers=None if spec.fixed_depth else k, seed=seed,
+                                steps=steps, batch_size=plan.batch_size, eval_size=plan.eval_size,
+                                log_every=_log_every(plan, steps))
+        jobs.append(ReproJob(name, settings, plan.runs_dir / name, cost=spec.relative_cost(k, steps),
                              part=part, model=model, seed=seed, k=k))
 
     for seed in plan.seeds:
@@ -284,8 +281,7 @@ def evaluate(plan: Plan, jobs: list[Job], say) -> tuple[dict, dict]:
 
 def part_times(jobs: list[Job], eval_seconds: dict) -> dict:
     """Per experiment: training seconds (sum over its runs) + evaluation seconds."""
-    from src import rundir as names
-    from src.rundir import RunDir
+    from src.rundir import RunDir, names
     train = {}
     for job in jobs:
         try:
@@ -309,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, err)
     say = (lambda m: None) if plan.quiet else (lambda m: print(m, flush=True))
     use_compilation_cache(plan.runs_dir)
-    command = "PYTHONPATH=. python -m scripts.reproduce" + ("" if not argv else " " + shlex.join(argv))
+    command = "python -m scripts.reproduce" + ("" if not argv else " " + shlex.join(argv))
     start = time.monotonic()
     jobs = make_jobs(plan)
     try:
@@ -328,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from analysis.paper_checks import checks as compute_checks
     from plots.paper_report import write_figures, write_report
-    from utils_log import atomic_write_json
+    from src.files import atomic_write_json
     results, eval_seconds = evaluate(plan, jobs, say)
     checks = compute_checks(results)
     seconds = part_times(jobs, eval_seconds)

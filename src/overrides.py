@@ -1,7 +1,9 @@
-"""Dotted-path overrides of a frozen settings tree: `train.lr=3e-3`, `model.mixers=softmax,linear`,
-`model.layout.options.pe_size=20`. Each value is parsed by the type of the field it replaces
-(int, float, bool, str, tuple of str, a registry Choice by name); an unknown path or a value
-of the wrong form is a ValueError with one line naming the path and what is accepted.
+"""Dotted-path overrides of a frozen settings tree: `train.learning_rate=3e-3`,
+`model.mixers=softmax,linear`, `model.layout.options.pe_size=20`. Each value is parsed by the
+type of the field it replaces (int, float, bool, str, tuple of str, a registry Choice by name,
+with that entry's default options); an unknown path or a value of the wrong form is a
+ValueError with one line naming the path and what is accepted. A dialect's `aliases` map its
+own dotted names (an original's key) to ours first.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any, Sequence
 from src.registry import Choice
 
 
-def _parse(path: str, text: str, current: Any) -> Any:
+def _parse(path: str, text: str, current: Any, kind: str | None = None) -> Any:
     where = f"--set {path}={text}"
     if isinstance(current, bool):
         if text.lower() in ("true", "1", "yes"):
@@ -36,7 +38,15 @@ def _parse(path: str, text: str, current: Any) -> Any:
     if isinstance(current, tuple):
         return tuple(item.strip() for item in text.split(",") if item.strip())
     if isinstance(current, Choice):
-        return Choice(text, current.options) if text == current.name else Choice(text)
+        if text == current.name:
+            return current
+        from src.registry import UnknownChoice, registry
+        if kind is None:
+            return Choice(text)
+        try:
+            return Choice(text, registry(kind).get(text).default_options())
+        except UnknownChoice:
+            raise ValueError(f"{where}: accepted: {', '.join(registry(kind).names())}") from None
     if isinstance(current, str):
         return text
     raise ValueError(f"{where}: the setting {path!r} cannot be set from the command line")
@@ -50,16 +60,18 @@ def set_path(tree: Any, path: str, text: str) -> Any:
         raise ValueError(f"--set {path}={text}: {head!r} is not a setting here; accepted: "
                          f"{', '.join(names) or 'nothing (not a settings group)'}")
     current = getattr(tree, head)
-    value = set_path(current, rest, text) if rest else _parse(path, text, current)
+    kind = next(f for f in dataclasses.fields(tree) if f.name == head).metadata.get("registry")
+    value = set_path(current, rest, text) if rest else _parse(path, text, current, kind)
     return dataclasses.replace(tree, **{head: value})
 
 
-def apply_overrides(settings: Any, assignments: Sequence[str]) -> Any:
-    """Apply every `dotted.path=value` in order."""
+def apply_overrides(settings: Any, assignments: Sequence[str], aliases: dict | None = None) -> Any:
+    """Apply every `dotted.path=value` in order (a path in `aliases` is renamed first)."""
     for item in assignments:
         path, eq, text = item.partition("=")
         if not eq or not path.strip():
             raise ValueError(f"--set {item!r} is not accepted; accepted: KEY=VALUE with a dotted "
-                             "settings path, e.g. train.lr=0.003")
-        settings = set_path(settings, path.strip(), text.strip())
+                             "settings path, e.g. train.learning_rate=0.003")
+        path = (aliases or {}).get(path.strip(), path.strip())
+        settings = set_path(settings, path, text.strip())
     return settings

@@ -1,119 +1,171 @@
-"""The one pipeline of an attention-only run: settings -> train -> run directory -> analyses.
+"""The one writer of run directories, for every system: settings -> the system's trainer -> the
+loop (src/loop.py) with checkpoints -> the system's files and summary -> the analyses that apply.
 
-Runners (flags or a config file) and the job engine end in `execute`; nothing here parses
-flags. The analyses that run at the end are the registered ones ("analysis" registry)
-whose `applies(settings, with_attention)` holds.
+    check_target(settings, out, overwrite=False, resume=False)   # before any work; one-line errors
+    outcome = execute(settings, out, runner="runners.x", argv=[...])
 
-    run, result = execute(settings, Path("runs/x"), overwrite=False, with_attention=True,
-                          runner="runners.run_concat_inputs_targets", argv=[...])
+A new run is written into `out` (an existing run of ours only with `overwrite`, and then into a
+staging sibling swapped in on success, so a failed rerun keeps the old run). `resume` continues
+a run from its checkpoint: only when its config.json holds the same settings and the checkpoint
+is this run's (src/checkpoint.py); otherwise nothing is touched.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, NamedTuple, Sequence
 
-from src import rundir as names
-from src.config import CurriculumConfig, Settings
-from src.curricula import num_corrupted
-from src.models.attention_only import build_model
-from src.models.layouts import layout_of
+import jax
+import numpy as np
+
+from src import checkpoint
+from src.files import JsonlLogger
+from src.loop import LoopResult, Progress, train
 from src.provenance import run_record
 from src.registry import registry
-from src.rundir import ATTENTION_TASKS, RunContext, RunDir
-from src.tasks.regression import take_tasks
-from src.train import TrainResult, make_eval_set, train
-
-SUMMARY_METRICS = ("eval_loss", "gd_loss", "align_cos", "l2_pred_diff", "model_diff")
-
-
-def summary_record(settings: Settings, result: TrainResult) -> dict:
-    """metrics_summary.json: status, sizes, and the final scores (probes' included)."""
-    final = result.final
-    record = {
-        "status": "diverged" if result.diverged else "complete",
-        "message": result.diverged,
-        "model": settings.model.name,
-        "num_layers": settings.model.num_layers,
-        "seed": settings.train.seed,
-        "steps": result.steps_done,
-        "steps_requested": settings.train.steps,
-        "train_loss": result.history[-1]["train_loss"] if result.history else None,
-        "gd_eta": result.eval_set.gd_eta,
-        "train_seconds": round(result.train_seconds, 3),
-        "eval_size": settings.train.eval_size,
-    }
-    record.update({k: final.get(k) for k in SUMMARY_METRICS})
-    record.update({k: v for k, v in final.items() if k not in SUMMARY_METRICS})
-    return record
+from src.rundir import names
+from src.rundir.run import RunDir
+from src.rundir.staging import RunDirError
+from src.settings import Settings
+from src.systems import Arrays, SystemTrainer, build
 
 
-def analysis_metadata(settings: Settings, eval_set, save_attention: bool) -> dict:
-    n = settings.task.num_context
-
-    def describe(c: CurriculumConfig) -> dict:
-        corrupted = num_corrupted(c.noise_p, n) if c.noise_mode != "clean" else 0
-        return {**c.__dict__, "num_corrupted": corrupted}
-    return {
-        "train_curriculum": describe(settings.train_curriculum),
-        "eval_curriculum": describe(settings.eval_curriculum),
-        "eval_size": settings.train.eval_size,
-        "eval_seed": settings.train.eval_seed,
-        "num_context": n,
-        "tokens": settings.model.layout.name,
-        "tokens_per_pair": layout_of(settings.model).tokens_per_pair,
-        "gd_eta": eval_set.gd_eta,
-        "ordering_idx": {"file": names.ORDERING, "shape": list(eval_set.ordering_idx.shape),
-                         "meaning": "position p of an eval task holds its original pair ordering_idx[p]"},
-        "noise_mask": {"file": names.NOISE_MASK, "shape": list(eval_set.noise_mask.shape),
-                       "meaning": "True where the pair at that (new) position is corrupted",
-                       "corrupted_total": int(eval_set.noise_mask.sum())},
-        "attention_saved": save_attention,
-        "attention_tasks": min(ATTENTION_TASKS, settings.train.eval_size) if save_attention else 0,
-    }
+class ResumeRefused(RunDirError):
+    """--resume cannot continue this directory; the message is one line; nothing was changed."""
 
 
-def save_attention(run: RunDir, settings: Settings, params, eval_set) -> None:
-    """attn/layer{L}_head{H}.npy [tasks, queries, keys] and attn/attention.npz for the first
-    ATTENTION_TASKS eval tasks."""
-    from utils_attention import capture_attention, per_head_arrays
-    model = build_model(settings.task, settings.model)
-    count = min(ATTENTION_TASKS, settings.train.eval_size)
-    attention = capture_attention(model, params, take_tasks(eval_set.tasks, slice(0, count)))
-    raw = {}
-    for (layer, head), weights in per_head_arrays(attention).items():
-        run.write_npy(names.attention_file(layer, head), weights)
-        raw[f"layer{layer}_head{head}"] = weights
-    raw["noise_mask"] = eval_set.noise_mask[:count]
-    raw["ordering_idx"] = eval_set.ordering_idx[:count]
-    run.write_npz(names.ATTN_RAW, raw)
+class Outcome(NamedTuple):
+    run: RunDir
+    result: LoopResult
+    trainer: SystemTrainer
 
 
-def run_analyses(run: RunDir, settings: Settings, with_attention: bool) -> list[str]:
+def write_file(run: RunDir, name: str, value: Any) -> None:
+    """One output by the type of its value: Arrays -> .npz, dict/list -> JSON, array -> .npy,
+    bytes as they are, str as text."""
+    if isinstance(value, Arrays):
+        run.write_npz(name, value)
+    elif isinstance(value, (dict, list)):
+        run.write_json(name, value)
+    elif isinstance(value, np.ndarray):
+        run.write_npy(name, value)
+    elif isinstance(value, bytes):
+        run.write_bytes(name, value)
+    else:
+        run.write_text(name, str(value))
+
+
+def applicable_analyses(settings: Settings) -> list:
+    """The registered analyses (registry "analysis") that apply to a run of `settings`."""
+    return [entry for entry in registry("analysis") if entry.is_applicable(settings)]
+
+
+def run_analyses(run: RunDir, settings: Settings) -> list[str]:
     """Every registered analysis that applies to this run, in registry order; returns names."""
     done = []
-    for entry in registry("analysis"):
-        if entry.is_applicable(RunContext(settings, with_attention)):
-            entry.build(None)(run)
-            done.append(entry.name)
+    for entry in applicable_analyses(settings):
+        entry.build(None).run(run)
+        done.append(entry.name)
     return done
 
 
-def execute(settings: Settings, out: Path, *, overwrite: bool, with_attention: bool,
-            runner: str, argv: Sequence[str], progress: bool = True,
-            skip_analysis: bool = False) -> tuple[RunDir, TrainResult]:
-    """Train and write a complete run directory. `out` must have been checked
-    (RunDir.check_creatable) before any work."""
-    with RunDir.create(out, overwrite=overwrite) as run:   # replaces an old run only on success
-        run.write_json(names.CONFIG, run_record(settings.to_dict(), runner, argv, out))
-        eval_set = make_eval_set(settings)
-        run.save_eval_metadata(eval_set.ordering_idx, eval_set.noise_mask)
-        run.write_json(names.METADATA, analysis_metadata(settings, eval_set, with_attention))
-        logger = run.metrics_logger()
-        result = train(settings, on_log=logger.log, progress=progress, eval_set=eval_set)
-        run.save_params(result.params)
-        if with_attention:
-            save_attention(run, settings, result.params, eval_set)
-        run.write_json(names.SUMMARY, summary_record(settings, result))
-        if not result.diverged and not skip_analysis:
-            run_analyses(run, settings, with_attention)
-    return run, result
+def first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """The dotted path of the first value that differs between two settings mappings."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            found = first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else key)
+            if found:
+                return found
+        return None
+    return None if a == b else f"{path} ({b!r} there, {a!r} here)"
+
+
+def load_progress(settings: Settings, out: Path, trainer: SystemTrainer) -> Progress:
+    """The checkpoint of run `out` for these settings, checked in full (ResumeRefused)."""
+    run = RunDir(out)
+    if not (run.is_ours() and run.exists(names.CHECKPOINT)):
+        raise ResumeRefused(f"--resume: {out} has no checkpoint of ours; accepted: the directory of "
+                            "a run started by this workbench (it writes checkpoint.npz as it trains)")
+    stored = run.load_config()["settings"]
+    here = json.loads(json.dumps(settings.to_dict(), default=str))
+    if stored.get("system") != here["system"] or first_difference(
+            {k: v for k, v in here.items() if k != "schema_version"},
+            {k: v for k, v in stored.items() if k != "schema_version"}):
+        diff = first_difference(here, stored) or "system"
+        raise ResumeRefused(f"--resume: {out} was started with other settings (first difference: "
+                            f"{diff}); nothing was changed; accepted: the command that started it")
+    try:
+        arrays = run.load_arrays(names.CHECKPOINT)
+    except RunDirError as err:
+        raise ResumeRefused(f"--resume: {err}") from None
+    with trainer.context():
+        like = jax.eval_shape(trainer.init_state)
+        try:
+            progress = checkpoint.from_arrays(arrays, like, settings.digest(), trainer.steps)
+        except checkpoint.CheckpointError as err:
+            raise ResumeRefused(f"--resume: {run.file(names.CHECKPOINT)} is unusable ({err}); nothing "
+                                "was changed; start the run afresh with --overwrite") from None
+    rows = run.read_metrics() if run.exists(names.METRICS) else []
+    progress.history = [r for r in rows if r.get(trainer.unit, 0) <= progress.step]
+    return progress
+
+
+def check_target(settings: Settings, out: Path, *, overwrite: bool = False,
+                 resume: bool = False) -> Progress | None:
+    """Before any work: RunExists / ResumeRefused (one line) when `out` cannot take this run;
+    the checkpoint to continue from when resuming."""
+    if resume:
+        return load_progress(settings, Path(out), build(settings))
+    RunDir.check_creatable(out, overwrite)
+    return None
+
+
+def execute(settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
+            overwrite: bool = False, start: Progress | None = None, progress: bool = True,
+            skip_analysis: bool = False) -> Outcome:
+    """Train `settings` into run directory `out` (checked beforehand with `check_target`) and
+    write every output; `start` continues from a checkpoint of `out` in place."""
+    trainer = build(settings)
+    if start is None:
+        with RunDir.create(out, overwrite=overwrite) as run:   # a replacement swaps in on success
+            run.write_json(names.CONFIG, run_record(settings.to_dict(), runner, argv, out))
+            for name, value in trainer.outputs_before().items():
+                write_file(run, name, value)
+            result = _train_and_write(run, settings, trainer, None, progress, skip_analysis)
+    else:
+        run = RunDir(out)
+        result = _train_and_write(run, settings, trainer, start, progress, skip_analysis)
+    return Outcome(run, result, trainer)
+
+
+def _train_and_write(run: RunDir, settings: Settings, trainer: SystemTrainer, start, progress: bool,
+                     skip_analysis: bool) -> LoopResult:
+    logger = JsonlLogger(run.file(names.METRICS), rows=start.history if start else ())
+    digest = settings.digest()
+
+    def save(snapshot: Progress) -> None:
+        arrays = checkpoint.to_arrays(snapshot, digest)
+        run.write_npz(names.CHECKPOINT, arrays)
+        if trainer.keep_every and snapshot.step % trainer.keep_every == 0:
+            run.write_npz(names.kept_checkpoint(snapshot.step), arrays)
+
+    result = train(trainer, start=start, on_log=logger.log, on_checkpoint=save, progress=progress,
+                   label=trainer.label)
+    if not result.history:                      # the log exists even when nothing was logged
+        logger.write()
+    run.write_npz(names.PARAMS, trainer.params_arrays(result))
+    files = trainer.outputs(result)
+    for name, value in files.items():
+        write_file(run, name, value)
+    analyses = [] if result.diverged or skip_analysis else applicable_analyses(settings)
+    written = [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS, names.CHECKPOINT,
+               *trainer.outputs_before(), *files]
+    expected = written + [o for entry in analyses for o in entry.build(None).outputs(settings)]
+    summary = {"status": "diverged" if result.diverged else "complete", "message": result.diverged,
+               "system": settings.system, **trainer.summary(result),
+               "outputs": list(dict.fromkeys(expected))}
+    run.write_json(names.SUMMARY, summary)
+    for entry in analyses:
+        entry.build(None).run(run)
+    jax.block_until_ready(result.state.params)
+    return result

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from src.config import ModelConfig, Settings, TrainConfig, validate
+from src.config import ModelConfig, TrainConfig
 from src.registry import choice
+from src.systems.lsa import LSASettings
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def reference_lr(num_layers: int) -> float:
     return 5e-4 if num_layers > 3 else 1e-3
 
 
-def preset(name: str, num_layers: int | None = None, **train_overrides: Any) -> Settings:
+def preset(name: str, num_layers: int | None = None, **train_overrides: Any) -> LSASettings:
     """The reference settings of a named model; `num_layers` only where the depth is free."""
     if name not in MODEL_PRESETS:
         raise ValueError(f"model={name!r} is unknown; accepted: {', '.join(MODEL_PRESETS)}")
@@ -76,7 +77,5 @@ def preset(name: str, num_layers: int | None = None, **train_overrides: Any) -> 
                          f"use model {', '.join(map(repr, free))} for other depths")
     if layers < 1:
         raise ValueError(f"num_layers={layers} must be >= 1")
-    train = replace(TrainConfig(steps=spec.steps, lr=reference_lr(layers)), **train_overrides)
-    settings = Settings(model=spec.model(name, layers), train=train)
-    validate(settings)
-    return settings
+    train = replace(TrainConfig(steps=spec.steps, learning_rate=reference_lr(layers)), **train_overrides)
+    return LSASettings(model=spec.model(name, layers), train=train).validate()

@@ -1,8 +1,7 @@
 """Which code made a run: the git commit, and a fingerprint of the source that determines
 training results.
 
-`code_fingerprint()` hashes every Python file of src/, baselines/ and runners/ plus the
-root utilities the runners use. The runners record it in config.json; sweeps treat a
+`code_fingerprint()` hashes every Python file of src/, baselines/ and runners/. The runners record it in config.json; sweeps treat a
 finished run made by different training code as stale instead of silently mixing
 results of two code versions in one CSV. (The git commit in config.json cannot catch
 uncommitted edits; this can.)
@@ -19,13 +18,11 @@ from typing import Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING_SOURCES = ("src", "baselines", "runners")
-ROOT_MODULES = ("utils_log.py", "utils_attention.py")
 
 
 def code_fingerprint() -> str:
     """sha256 (first 16 hex digits) over the training code's file names and contents."""
     files = sorted(p for folder in TRAINING_SOURCES for p in (ROOT / folder).rglob("*.py"))
-    files += [ROOT / name for name in ROOT_MODULES if (ROOT / name).exists()]
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")

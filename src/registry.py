@@ -32,10 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 # Packages whose modules hold registered entries (imported on the first lookup).
-ENTRY_PACKAGES = ("src.tasks", "src.models", "src.probes", "baselines", "analysis")
+ENTRY_PACKAGES = ("src.tasks", "src.models", "src.probes", "src.systems", "src.jobs", "baselines",
+                  "analysis")
 
 KINDS = {
+    "system": "the papers' training regimes: settings, trainer and outputs of a run",
     "task": "in-context tasks (data generators)",
+    "objective": "how a task's predictions are scored: training loss and reported error",
     "layout": "token layouts: how a task becomes a token sequence",
     "family": "model families: how layout, mixers, positions and blocks are assembled",
     "scoring": "attention scoring of the attention-only family's layers (linear = LSA, softmax)",
@@ -47,6 +50,7 @@ KINDS = {
     "baseline": "reference predictors (GD, least squares, ...)",
     "probe": "diagnostics computed at every log point (e.g. copy sensitivities)",
     "analysis": "per-run analyses, run at the end of a run when they apply",
+    "executor": "where the runs of a study or sweep execute (local processes, Ray)",
 }
 
 

@@ -33,7 +33,7 @@ from src.presets import preset  # noqa: E402
 
 def small(name="lsa1", num_layers=None, **train):
     """A preset with a short, small-batch training (test sizes, not paper sizes)."""
-    defaults = dict(steps=200, batch_size=256, log_every=50, eval_size=1000)
+    defaults = dict(steps=200, batch_size=256, log_every=50, eval_size=1000)   # train.<field>
     defaults.update(train)
     settings = preset(name, num_layers)
     return replace(settings, train=replace(settings.train, **defaults))

@@ -85,9 +85,9 @@ def preset_of_runner(runner: str) -> str:
 
 
 def train(runner: str, flags: list[str], out: Path) -> None:
-    """`python -m <runner> FLAGS --out OUT`, in-process."""
-    from src.lsa_cli import main
-    code = main(preset_of_runner(runner), "golden", [*flags, "--out", str(out)])
+    """`python -m <runner> FLAGS --out OUT`, in-process (the runner module's `main`)."""
+    import importlib
+    code = importlib.import_module(runner).main([*flags, "--out", str(out)])
     assert code == 0, f"{runner} {flags} exited {code}"
 
 

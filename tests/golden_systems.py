@@ -67,9 +67,11 @@ def digests(path: Path) -> dict:
 
 
 def _numbers(record: dict) -> dict:
-    """The float, int and list values of a summary or metrics row, without wall times."""
+    """The numbers (and lists of numbers) of a summary or metrics row, without wall times."""
+    def number(v):
+        return isinstance(v, (float, int)) and not isinstance(v, bool) or v is None
     return {k: v for k, v in record.items() if k not in TIMING_KEYS
-            and isinstance(v, (float, int, list)) and not isinstance(v, bool)}
+            and (number(v) and v is not None or isinstance(v, list) and all(map(number, v)))}
 
 
 def read_run(out: Path) -> dict:

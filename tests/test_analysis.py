@@ -30,7 +30,7 @@ TINY = ["--steps", "60", "--log_every", "30", "--batch_size", "256", "--eval_siz
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A finished tiny run directory (training + every analysis), shared read-only."""
-    from src.lsa_cli import main
+    from src.cli.lsa import main
     out = tmp_path_factory.mktemp("analysis") / "tiny"
     code = main("lsa1", "tiny", [*TINY, "--out", str(out)])
     assert code == 0
@@ -122,7 +122,7 @@ def test_attention_quick_figure_renders_interleaved():
 def test_gd_construction_is_aligned_with_gd(tiny_run):
     from baselines.gd_step import gd_params
     from src.rundir import RunDir
-    from src.train import make_eval_set
+    from src.eval_set import make_eval_set
     from src.models.attention_only import build_model
     settings = RunDir(tiny_run).load_settings()  # reuses the session's compiled eval-set code
     model = build_model(settings.task, settings.model)

@@ -14,7 +14,6 @@ import pytest
 
 import eval_noise
 import eval_order
-import sweep
 from analysis import alignment, attention_heatmap, attention_stats, icl_curve, ood_eval, robustness
 from analysis import length_gen, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
@@ -22,7 +21,10 @@ from plots import fig_templates
 from scripts import dynamics as dynamics_study
 from scripts import lengthgen, mechanisms, reproduce
 from scripts import mixers as mixers_study
-from src import gpt2_cli, linattn_cli, lsa_cli, recipe_cli, rundir
+from src.rundir.__main__ import check_main
+from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli
+from src.cli import recipe as recipe_cli, rerun
+from src.jobs import sweep
 from src.cli import guarded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CLIS = {
     "concat": lambda argv: lsa_cli.main("lsa1", "runner", argv),
     "copy": lambda argv: lsa_cli.main("twolayer", "runner", argv),
-    "rerun": lambda argv: lsa_cli.rerun_main("rerun", argv),
+    "rerun": rerun.main,
     "train": gpt2_cli.main,
     "linattn": linattn_cli.main,
     "eval_order": lambda argv: sweep.main(eval_order.DEFAULTS, argv),
@@ -46,7 +48,7 @@ CLIS = {
     "robustness": robustness.main,
     "analysis.dynamics": dynamics_analysis.main,
     "fig_templates": fig_templates.main,
-    "rundir": rundir.check_main,
+    "rundir": check_main,
     "recipe": recipe_cli.main,
     "lengthgen": lengthgen.main,
     "mixers": mixers_study.main,

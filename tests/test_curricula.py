@@ -103,7 +103,7 @@ def test_placement_groups_and_orders_within_groups(placement, ordering):
 def test_saved_permutation_and_mask_reproduce_eval_batch():
     """What the runner saves (ordering_idx, noise_mask) rebuilds the eval batch from the clean one."""
     from dataclasses import replace
-    from src.train import make_eval_set
+    from src.eval_set import make_eval_set
     s = preset("lsa1")
     c = CurriculumConfig(ordering="easy2hard", noise_mode="label_noise", noise_p=0.2,
                          noise_sigma=0.0, noise_placement="noisy_first")

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664)])
 def test_run_artifacts_follow_the_umask(tmp_path, umask, mode):
     code = ("import os, sys; os.umask(%d); sys.path.insert(0, %r); "
-            "from src.lsa_cli import main; "
+            "from src.cli.lsa import main; "
             "sys.exit(main('lsa1', 't', ['--steps', '10', '--batch_size', '32', '--eval_size', '50', "
             "'--log_every', '10', '--quiet', '--out', %r]))") % (umask, str(ROOT), str(tmp_path / "run"))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

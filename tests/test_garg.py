@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from baselines.regression import averaging, knn, least_squares
-from src.gpt2_cli import main as train_main
+from src.cli.gpt2 import main as train_main
 from src.registry import choice, registry
 from src.tasks.garg import Schedule
 
@@ -87,7 +87,7 @@ def write_config(tmp_path, **changes):
     ({"model.n_layer": 0}, "model.n_layer=0"),
     ({"training.batch_size": -1}, "training.batch_size=-1"),
     ({"training.curriculum.points.end": 9, "training.curriculum.points.start": 11}, "end"),
-    ({"model.n_positions": 5}, "model.n_positions=5 is too small"),
+    ({"model.n_positions": 5}, "model.n_positions=5 is not accepted"),
     ({"model.colour": "red"}, "model.colour: unknown key"),
     ({"training.learning_rate": "fast"}, "learning_rate"),
 ])

@@ -17,8 +17,8 @@ from analysis.prompt_tests import duplication_indices, serial_indices
 from analysis.recency import attention_weights, recency_profile
 from src.models.backbone import GPT2Config
 from src.registry import registry
-from src.seq_train import (SeqSettings, eval_batch, init_state, make_model, make_optimizer,
-                           point_errors)
+from src.systems.gpt2 import GPT2Settings, eval_batch, init_model, make_model
+from src.tasks.objectives import OBJECTIVES
 from src.tasks.garg import Curriculum, RegressionBatch, Schedule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +42,9 @@ def test_sign_error_is_the_misclassification_rate_and_real_error_is_squared_over
     ys = jnp.array([[1.0, -1.0, 1.0, -1.0]])
     batch = RegressionBatch(jnp.zeros((1, 4, 2)), ys, jnp.ones((1, 4)), jnp.zeros((1, 2)), jnp.asarray(2.0))
     prediction = jnp.array([[0.3, 0.2, -0.1, -5.0]])
-    assert np.array_equal(np.asarray(point_errors(prediction, batch, "sign")), [[0, 1, 1, 0]])
-    assert np.allclose(np.asarray(point_errors(prediction, batch, "real")),
+    sign, regression = (OBJECTIVES.get(name).build(None) for name in ("sign", "regression"))
+    assert np.array_equal(np.asarray(sign.point_errors(prediction, batch)), [[0, 1, 1, 0]])
+    assert np.allclose(np.asarray(regression.point_errors(prediction, batch)),
                        (np.asarray(prediction) - np.asarray(ys)) ** 2 / 2)
 
 
@@ -60,10 +61,10 @@ def test_recency_profile_of_uniform_and_of_last_key_attention():
 
 
 def test_recorded_attention_is_causal_normalised_and_leaves_predictions_unchanged():
-    settings = SeqSettings(model=GPT2Config(n_dims=3, n_embd=16, n_head=2, n_layer=2, n_positions=6),
-                           curriculum=Curriculum(Schedule(3, 3), Schedule(6, 6)))
+    settings = GPT2Settings(model=GPT2Config(n_dims=3, n_embd=16, n_head=2, n_layer=2, n_positions=6),
+                            curriculum=Curriculum(Schedule(3, 3), Schedule(6, 6))).validate()
     model = make_model(settings)
-    params, state, _ = init_state(settings, model, make_optimizer(settings))
+    params, state = init_model(settings, model)
     batch = eval_batch(settings)
     weights = attention_weights(settings, params, state, batch.xs[:8], batch.ys[:8])
     assert weights.shape == (2, 8, 2, 12, 12)

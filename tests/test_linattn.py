@@ -8,8 +8,22 @@ import pytest
 
 from analysis.dynamics import drops, plateaus, principal_levels
 from src import rundir as names
-from src.dynamics_train import DynamicsSettings, DynamicsTrainConfig, moments, quadratic_loss, train
-from src.linattn_cli import main as linattn_main
+from src.cli.linattn import main as linattn_main
+from src.loop import train as loop_train
+from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer, moments, quadratic_loss
+
+
+def DynamicsTrainConfig(lr=None, **kw):        # the fields under their earlier names
+    return DynamicsTrain(**kw, **({} if lr is None else {"learning_rate": lr}))
+
+
+def train(settings, sets=None, init_params=None):
+    """The trajectory of a run through the one loop: loss, singular_values, ... as attributes."""
+    from types import SimpleNamespace
+    trainer = DynamicsTrainer(settings.validate(), sets, init_params)
+    with trainer.context():
+        result = loop_train(trainer)
+        return SimpleNamespace(**trainer.trajectory(result), diverged=result.diverged)
 from src.models.linattn import mlp_params_from_restricted
 from src.registry import choice, registry
 from src.rundir import RunDir

@@ -186,7 +186,7 @@ def test_gpt2_with_learned_positions_says_it_cannot_index_past_its_table():
 
 def test_the_config_refuses_an_encoding_its_mixer_cannot_take_and_a_bad_yarn_scale():
     from src.cli import UsageError
-    from src.gpt2_cli import settings_from_config
+    from src.cli.gpt2 import settings_from_config
     base = {"model": {"n_dims": 5, "n_positions": 11}, "training": {}}
     for model, words in (({"attention_type": "favor", "position": "alibi"}, "does not form"),
                          ({"position": "yarn", "position_kwargs": {"scale": 0}}, "scale"),
@@ -194,5 +194,5 @@ def test_the_config_refuses_an_encoding_its_mixer_cannot_take_and_a_bad_yarn_sca
         raw = {**base, "model": {**base["model"], **model}}
         with pytest.raises(UsageError, match=words):
             settings_from_config(raw)
-    settings, _, _ = settings_from_config({**base, "model": {**base["model"], "position": "rope"}})
+    settings, _ = settings_from_config({**base, "model": {**base["model"], "position": "rope"}})
     assert settings.model.position.name == "rope"

@@ -7,8 +7,6 @@ from src import provenance
 def test_fingerprint_is_stable_and_tracks_edits(tmp_path, monkeypatch):
     for folder in provenance.TRAINING_SOURCES:
         shutil.copytree(provenance.ROOT / folder, tmp_path / folder)
-    for name in provenance.ROOT_MODULES:
-        shutil.copy(provenance.ROOT / name, tmp_path / name)
     monkeypatch.setattr(provenance, "ROOT", tmp_path)
     first = provenance.code_fingerprint()
     assert first == provenance.code_fingerprint() and len(first) == 16

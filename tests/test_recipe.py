@@ -104,15 +104,15 @@ def test_chunked_recurrence_equals_the_step_by_step_form_and_a_numpy_loop(decay)
     assert np.allclose(chunked, np.stack(loop, 1), atol=2e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["attention", "linear_attention", "gated_linear_attn"])
-def test_recipe_mixers_are_causal(name):
+@pytest.mark.parametrize("name", registry("seq_mixer").names())
+def test_every_sequence_mixer_is_causal(name):
     entry = registry("seq_mixer").get(name)
-    f = hk.without_apply_rng(hk.transform(
+    f = hk.without_apply_rng(hk.transform_with_state(
         lambda x: entry.build(entry.default_options(), width=16, num_heads=2, name="m")(x)))
     x = jax.random.normal(jax.random.key(4), (1, 21, 16))
-    params = f.init(jax.random.key(5), x)
+    params, state = f.init(jax.random.key(5), x)
     changed = x.at[:, 13:].set(jax.random.normal(jax.random.key(6), (1, 8, 16)))
-    before, after = np.asarray(f.apply(params, x)), np.asarray(f.apply(params, changed))
+    before, after = (np.asarray(f.apply(params, state, inputs)[0]) for inputs in (x, changed))
     assert np.allclose(before[:, :13], after[:, :13], atol=1e-5)
     assert not np.allclose(before[:, 13:], after[:, 13:], atol=1e-3)
 
@@ -178,15 +178,17 @@ def test_recipe_trains_and_writes_accuracy_and_examples(tmp_path):
 def test_pair_task_scores_match_numpy(task, kind):
     """evaluate() on a pair task: accuracy of sign ŷ per point (boolean) or squared error / d
     (regression), each against NumPy on the model's own predictions."""
-    from src.recipe_cli import parse
-    from src.recipe_train import evaluate, init_params, make_model
+    from src.cli.recipe import parse
+    from src.systems.lm import LMTrainer
 
     settings = parse([f"task:{task}", "model.seq_mixer:attention", "model.state_mixer:mlp", "--model.width", "16",
                       "--pairs.n_dims", "5", "--pairs.n_points", "8", "--train.eval_size", "64"])[0]
-    model = make_model(settings)
-    params = init_params(settings, model)
+    trainer = LMTrainer(settings)
+    model, params = trainer.model, trainer.init_state().params
     batch = registry("task").get(task).build(settings.task.options, n_points=8, n_dims=5)(jax.random.key(1), 64, 5, 8)
-    result = evaluate(settings, model, params, batch)
+    trainer._evaluation = batch
+    scores = trainer.scores(params)
+    result = {"accuracy_by_position": scores["by_position"], "accuracy": scores["value"]}
     prediction = np.asarray(model.apply(params, batch.xs, batch.ys), np.float64)
     ys = np.asarray(batch.ys, np.float64)
     if kind == "sign":

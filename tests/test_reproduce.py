@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from scripts import reproduce
-from src import launch
+from src.jobs import engine as launch
 from analysis.paper_checks import checks as compute_checks
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,11 +28,10 @@ class Result:
 def run_cli(module, *args, capsys=None):
     """Call a runner's main() in-process (same code path as `python -m`, without the
     interpreter start-up) and capture its exit code and output."""
-    from golden_runs import preset_of_runner
-    from src.lsa_cli import main
+    import importlib
     capsys.readouterr()
     try:
-        code = main(preset_of_runner(module), "test", list(args))
+        code = importlib.import_module(module).main(list(args))
     except SystemExit as exit_:  # argparse errors
         code = exit_.code
     captured = capsys.readouterr()
@@ -126,7 +125,7 @@ def test_ctrl_c_leaves_no_half_written_file(tmp_path):
 
 
 def test_adam_b2_defaults_to_the_reference_code_and_can_be_set():
-    from src.lsa_cli import build_parser, settings_from_args
+    from src.cli.lsa import build_parser, settings_from_args
     parser = build_parser("prog", "test", "twolayer")
     assert settings_from_args(parser.parse_args([]), "twolayer").train.adam_b2 == 0.98
     chosen = settings_from_args(parser.parse_args(["--adam_b2", "0.999"]), "twolayer")

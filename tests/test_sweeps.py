@@ -79,7 +79,7 @@ def test_incomplete_run_is_planned_for_redo(sweep, tmp_path):
     # A copy of the sweep where one run lost an analysis output (as if killed mid-run).
     import shutil
 
-    from src import launch
+    from src.jobs import engine as launch
     runs = tmp_path / "runs"
     shutil.copytree(sweep["runs"], runs,
                     ignore=shutil.ignore_patterns(launch.JAX_CACHE, launch.LOGS))
@@ -112,7 +112,7 @@ def test_incomplete_run_is_planned_for_redo(sweep, tmp_path):
 def test_bad_grid_is_refused_before_any_run(tmp_path, capsys, bad, flag):
     import eval_noise
     import eval_order
-    import sweep as sweep_module
+    from src.jobs import sweep as sweep_module
     runs = tmp_path / "runs"
     defaults = eval_noise.DEFAULTS if "--p" in bad else eval_order.DEFAULTS
     argv = [*GRID[:2], *bad, *TINY, "--out", str(tmp_path / "r.csv"), "--runs-dir", str(runs)]

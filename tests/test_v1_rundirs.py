@@ -10,7 +10,9 @@ from golden_runs import same_numbers
 from analysis import alignment, attention_stats, ood_eval
 from plots import attention_quick, fig_templates
 from src import rundir as names
-from src.rundir import RunDir, check_main
+from src.rundir import RunDir
+from src.rundir.__main__ import check_main
+from src.settings import SCHEMA_VERSION
 
 FIXTURES = Path(__file__).parent / "fixtures" / "v1"
 
@@ -25,7 +27,7 @@ def test_v1_settings_have_no_schema_version(v1):
     config = json.loads((v1 / "twolayer_v1" / names.CONFIG).read_text())
     assert "schema_version" not in config["settings"]
     settings = RunDir(v1 / "twolayer_v1").load_settings()
-    assert settings.model.mixers == ("softmax", "linear") and settings.schema_version == 2
+    assert settings.model.mixers == ("softmax", "linear") and settings.system == "lsa"
 
 
 @pytest.mark.parametrize("run", ["twolayer_v1", "order_runs/lsa1__ord-easy2hard__noise-clean__seed0"])
@@ -53,15 +55,15 @@ def test_sweep_figures_from_a_v1_csv(v1, tmp_path):
 
 
 def test_config_json_alone_reruns_a_v1_run_bit_for_bit(v1, tmp_path):
-    from src.lsa_cli import rerun_main
+    from src.cli.rerun import main as rerun_main
     out = tmp_path / "again"
-    assert rerun_main("rerun", ["--config", str(v1 / "twolayer_v1" / names.CONFIG),
+    assert rerun_main(["--config", str(v1 / "twolayer_v1" / names.CONFIG),
                                 "--out", str(out), "--quiet"]) == 0
     old = json.loads((v1 / "twolayer_v1" / names.SUMMARY).read_text())
     new = json.loads((out / names.SUMMARY).read_text())
     for key in ("eval_loss", "gd_loss", "align_cos", "copy_own", "copy_next", "copy_other"):
         assert same_numbers(new[key], old[key]), key
-    assert json.loads((out / names.CONFIG).read_text())["settings"]["schema_version"] == 2
+    assert json.loads((out / names.CONFIG).read_text())["settings"]["schema_version"] == SCHEMA_VERSION
 
 
 @pytest.mark.parametrize("content, words", [
@@ -69,9 +71,9 @@ def test_config_json_alone_reruns_a_v1_run_bit_for_bit(v1, tmp_path):
     ('{"settings": {"task": {}}}', "is not a settings mapping"),
 ])
 def test_rerun_refuses_a_bad_config_in_one_line(tmp_path, capsys, content, words):
-    from src.lsa_cli import rerun_main
+    from src.cli.rerun import main as rerun_main
     config = tmp_path / "config.json"
     config.write_text(content)
-    assert rerun_main("rerun", ["--config", str(config), "--out", str(tmp_path / "x")]) == 2
+    assert rerun_main(["--config", str(config), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0] and not (tmp_path / "x").exists()

@@ -14,14 +14,15 @@ Glossary: B batch, n pairs, d input dim, T = 2n tokens, D width (n_embd), H head
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
 import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.registry import Choice, choice, registry
+from src.registry import Choice, registry
+from src.settings import choice_field
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,8 @@ class GPT2Config:
     n_head: int = 4                 # H
     n_layer: int = 3
     n_positions: int = 11           # pairs the position table covers (tokens: 2 n_positions)
-    mixer: Choice = field(default_factory=lambda: choice("seq_mixer", "softmax_causal"))
-    position: Choice = field(default_factory=lambda: choice("position", "learned"))
+    mixer: Choice = choice_field("seq_mixer", "softmax_causal")
+    position: Choice = choice_field("position", "learned")
 
     def encoding(self):
         """The position encoding (src/models/positions.py); trained length 2 n_positions tokens."""

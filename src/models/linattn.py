@@ -14,14 +14,14 @@ a_h Σ_n y_n x_nᵀ B_h x_q (`mlp_params_from_restricted` is the parameter map).
 
 Every model is linear in a coefficient tensor t(θ) of fixed features F of a sequence,
 ŷ = F · t(θ): attention F = X Xᵀ ⊗ x̃_q, t = Σ_h v_h ⊗ W_KQ,h ((D+1)³ entries); cubic_mlp
-F = vec(z), t = Σ_h a_h B_h (D² entries). Full-batch training uses this (src/dynamics_train.py).
+F = vec(z), t = Σ_h a_h B_h (D² entries). Full-batch training uses this (src/systems/dynamics.py).
 
 Shapes: P sequences, T tokens, D input dimension, H heads (hidden units), R rank, F features.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +45,7 @@ class AttnSeparateOptions:
 
 @dataclass(frozen=True)
 class CubicMLPOptions:
+    reads_cubic_feature: ClassVar[bool] = True   # the seed's --cubic_feat
     heads: int = 1             # hidden units
 
 

@@ -13,14 +13,15 @@ Glossary: B batch, T tokens, V vocabulary, D width, n pairs, d input dimension.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
 import haiku as hk
 import jax.numpy as jnp
 
 from src.models.backbone import interleave
-from src.registry import Choice, choice, registry
+from src.registry import Choice, registry
+from src.settings import choice_field
 
 INPUTS = ("tokens", "pairs")
 
@@ -34,8 +35,8 @@ class LMConfig:
     vocab_size: int = 8192            # V (tokens input)
     n_dims: int = 5                   # d (pairs input)
     inputs: str = "tokens"            # tokens | pairs: set from the task by the recipe
-    seq_mixer: Choice = field(default_factory=lambda: choice("seq_mixer", "attention"))
-    state_mixer: Choice = field(default_factory=lambda: choice("state_mixer", "mlp"))
+    seq_mixer: Choice = choice_field("seq_mixer", "softmax_causal")
+    state_mixer: Choice = choice_field("state_mixer", "mlp")
 
 
 class Block(hk.Module):

@@ -1,10 +1,10 @@
-"""Seed 001's sequence mixers (registry "seq_mixer"): `attention`, `linear_attention` and
+"""Seed 001's recurrent sequence mixers (registry "seq_mixer"): `linear_attention` and
 `gated_linear_attn`. Both linear ones are one recurrence over a matrix state per head:
 
     S_t = diag(α_t) S_{t−1} + φ(k_t)ᵀ v_t        y_t = φ(q_t) S_t        (S: [K', K])
 
-  attention          causal softmax multi-head attention (the softmax_causal of
-                     src/models/mechanisms.py under seed 001's name)
+  (seed 001's `attention` is `softmax_causal` of src/models/mechanisms.py: the recipe's
+  command line maps the name)
   linear_attention   α_t = 1, a feature map φ (`feature_map`: identity, elu1 = elu + 1, relu,
                      hadamard = (W₁u) ⊙ (W₂u), hedgehog = softmax([Wu, −Wu])), no normaliser;
                      the output gets an RMSNorm per head
@@ -29,8 +29,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import SoftmaxCausal, project_out, project_qkv, register_mixer
-from src.registry import NoOptions
+from src.models.mechanisms import project_out, project_qkv, register_mixer
 
 EPS = 1e-6
 CHUNK = 16
@@ -166,8 +165,6 @@ class GatedLinearAttention(hk.Module):
         return project_out(_head_rms_norm(y, "norm") * gate, d)
 
 
-register_mixer("attention", NoOptions, "seed 001: causal softmax multi-head attention",
-          lambda o, h, n, p: SoftmaxCausal(h, position=p, name=n), softmax=True)
 register_mixer("linear_attention", LinearAttentionOptions,
           "seed 001: causal linear attention with a feature map, per-head RMSNorm output",
           lambda o, h, n, p: LinearAttentionMixer(h, o.feature_map, name=n))

@@ -46,7 +46,8 @@ CLASSES = ("conjunction", "disjunction", "sparse_disjunction", "dnf3", "cnf3", "
 
 @dataclass(frozen=True)
 class BooleanOptions:
-    labels: ClassVar[str] = "sign"     # scored by accuracy of sign(ŷ) (seq_train.POINT_ERRORS)
+    objective: ClassVar[str] = "sign"   # registry "objective": accuracy of sign(ŷ)
+    fixed_dimension: ClassVar[bool] = True   # f is drawn on all d coordinates: no dimension curriculum
     k: int = 3                 # literals per term (sparse classes, dnf3/cnf3)
     p_literal: float = 0.3     # conjunction/disjunction: probability a variable is selected
     balance: float = 0.5       # conjunctive/disjunctive classes: fraction of rewritten inputs

@@ -56,7 +56,7 @@ class RegressionBatch(NamedTuple):
 
 @dataclass(frozen=True)
 class GargTaskOptions:
-    labels: ClassVar[str] = "real"     # scored by squared error / d (seq_train.POINT_ERRORS)
+    objective: ClassVar[str] = "regression"   # registry "objective": squared error / d
     data: str = "gaussian"        # gaussian | uniform
     sparsity: int = 3             # sparse_linear_regression: non-zero coordinates
     noise_std: float = 0.5        # noisy_linear_regression

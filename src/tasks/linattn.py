@@ -21,7 +21,7 @@ Glossary of shapes: P sequences, T tokens (T−1 context pairs + query), D input
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from src.registry import registry
 
 @dataclass(frozen=True)
 class DynamicsTaskConfig:
+    objective: ClassVar[str] = "query_mse"          # registry "objective": the seed's MSE
     in_dim: int = 4              # D
     seq_len: int = 32            # T tokens per sequence: T - 1 context pairs and the query
     trainset_size: int = 5000    # P

@@ -37,7 +37,7 @@ class TokenBatch(NamedTuple):
 
 @dataclass(frozen=True)
 class MQAROptions:
-    labels: ClassVar[str] = "token"      # scored by exact match of the argmax token
+    objective: ClassVar[str] = "token"   # registry "objective": cross-entropy, exact match
     vocab_size: int = 8192
     seq_len: int = 64          # T
     num_pairs: int = 8         # κ
@@ -65,7 +65,7 @@ class MQAROptions:
 
 @dataclass(frozen=True)
 class DisjointOptions:
-    labels: ClassVar[str] = "token"
+    objective: ClassVar[str] = "token"
     vocab_size: int = 512
     set_size: int = 8          # m tokens per list (T = 2m + 2)
 

@@ -1,19 +1,6 @@
-"""The run directory: the one contract between training, analyses, sweeps and plots (SPEC §8).
-
-Only this module knows file names. Everything is written atomically; nothing is
-pickled (parameters are `params.npz`, float arrays keyed `module/param`).
-
-runs/<exp>/
-  config.json            every resolved setting, the command, versions, git commit
-  metrics.jsonl          one row per log step
-  metrics_summary.json   final numbers (present <=> training finished)
-  params.npz             parameters
-  ordering_idx.npy       [E, N] eval permutation      (mirrored in analysis/)
-  noise_mask.npy         [E, N] eval corruption mask  (mirrored in analysis/)
-  analysis/              analysis_metadata.json, alignment.json, ood.csv,
-                         attention_stats.json|png
-  attn/                  layer{L}_head{H}.npy [tasks, queries, keys], attention.npz
-  figs/                  quick attention heatmaps
+"""The run directory: creating it (safely, see src/rundir/staging.py), writing its files
+atomically and reading them back with one-line errors for anything missing or corrupt. The
+file names are src/rundir/names.py's; only src/pipeline.py and the analyses write here.
 """
 from __future__ import annotations
 
@@ -21,210 +8,18 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from src.config import Settings
-from src.provenance import ROOT
-from src.params import flatten_params, unflatten_params
-from utils_log import (TMP_SUFFIX, JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_write_bytes,
+from src.files import (JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_write_bytes,
                        atomic_write_json, atomic_write_text, read_jsonl)
-
-CONFIG = "config.json"
-METRICS = "metrics.jsonl"
-SUMMARY = "metrics_summary.json"
-PARAMS = "params.npz"
-ORDERING = "ordering_idx.npy"
-NOISE_MASK = "noise_mask.npy"
-ANALYSIS = "analysis"
-METADATA = f"{ANALYSIS}/analysis_metadata.json"
-ALIGNMENT = f"{ANALYSIS}/alignment.json"
-OOD = f"{ANALYSIS}/ood.csv"
-ATTENTION_STATS = f"{ANALYSIS}/attention_stats.json"
-ATTENTION_STATS_PNG = f"{ANALYSIS}/attention_stats.png"
-ATTN = "attn"
-ATTN_RAW = f"{ATTN}/attention.npz"
-FIGS = "figs"
-DYNAMICS = "dynamics.npz"                       # training-dynamics runs (runners.linattn)
-DYNAMICS_JSON = f"{ANALYSIS}/dynamics.json"
-DYNAMICS_PNG = f"{ANALYSIS}/dynamics.png"
-LOSS_PNG = f"{FIGS}/loss.png"
-ICL_CURVE_CSV = f"{ANALYSIS}/icl_curve.csv"     # gpt2-family runs (runners.train)
-ICL_CURVE_PNG = f"{ANALYSIS}/icl_curve.png"
-ROBUSTNESS = f"{ANALYSIS}/robustness.json"
-LENGTH_GEN_CSV = f"{ANALYSIS}/length_gen.csv"   # python -m analysis.length_gen (seed 002)
-LENGTH_GEN_JSON = f"{ANALYSIS}/length_gen.json"
-LENGTH_GEN_PNG = f"{ANALYSIS}/ood_length.png"
-RECENCY_CSV = f"{ANALYSIS}/recency.csv"         # python -m analysis.recency (seed 002)
-RECENCY_JSON = f"{ANALYSIS}/recency.json"
-RECENCY_PNG = f"{ANALYSIS}/avg_attention_score.png"
-PROMPT_TESTS_JSON = f"{ANALYSIS}/prompt_tests.json"   # python -m analysis.prompt_tests (seed 002)
-DUPLICATION_PNG = f"{ANALYSIS}/duplication.png"
-SERIAL_POSITION_PNG = f"{ANALYSIS}/lost_in_mid.png"
-CHECKPOINT = "checkpoint.npz"
-TRAINING_LOG = "training_log.csv"
-# Written first into every run directory this code creates; with a readable config.json it is
-# the proof `RunDir.create(..., overwrite=True)` needs before it deletes anything.
-MARKER = ".icl_run"
-MARKER_TEXT = "run directory of the in-context learning workbench (src/rundir.py)\n"
-STAGING = ".staging-"     # .<name>.staging-<pid>: a replacement being trained
-REPLACED = ".replaced-"   # .<name>.replaced-<pid>: the old run during the swap
-
-ATTENTION_TASKS = 1000  # eval tasks whose attention is saved with --save_attention
-
-
-class RunContext(NamedTuple):
-    """What an analysis' `applies` predicate is asked about a finished run."""
-    settings: Any          # the run's settings tree
-    with_attention: bool   # attention weights were saved (attn/)
-
-
-class RunDirError(Exception):
-    """A run directory problem with a one-line, user-facing message."""
-
-
-class RunExists(RunDirError):
-    pass
-
-
-class MissingArtifact(RunDirError):
-    pass
-
-
-class CorruptArtifact(RunDirError):
-    """A file of a run directory exists but is not what this code wrote (truncated, foreign,
-    wrong types or shapes, object arrays)."""
-
-
-def attention_file(layer: int, head: int) -> str:
-    return f"{ATTN}/layer{layer}_head{head}.npy"
-
-
-def attention_figure(layer: int, head: int) -> str:
-    """The quick heatmap of one layer/head (plots.attention_quick)."""
-    return f"{FIGS}/attention_layer{layer}_head{head}.png"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
-def _pid_of(name: str, tag: str) -> int | None:
-    try:
-        return int(name.rsplit(tag, 1)[1])
-    except (IndexError, ValueError):
-        return None
-
-
-def remove_stale_siblings(path: Path) -> list[Path]:
-    """Remove what a killed process left beside or in the run directory `path`: staging and
-    swap directories of dead processes (only those with our marker) and atomic-write
-    temporaries (`.<file>.<pid>.<random>.tmp`) of dead processes. Returns what was removed."""
-    removed = []
-    parent = path.parent
-    if parent.is_dir():
-        for tag in (STAGING, REPLACED):
-            for candidate in parent.glob(f".{glob_escape(path.name)}{tag}*"):
-                pid = _pid_of(candidate.name, tag)
-                if (pid is not None and not _alive(pid) and not candidate.is_symlink()
-                        and (candidate / MARKER).is_file()):
-                    shutil.rmtree(candidate)
-                    removed.append(candidate)
-    for folder in (path, parent):
-        if folder.is_dir() and not folder.is_symlink():
-            removed += remove_dead_temporaries(folder)
-    return removed
-
-
-def remove_dead_temporaries(folder: Path) -> list[Path]:
-    """Atomic-write temporaries in `folder` whose writer process is gone."""
-    removed = []
-    for tmp in folder.glob(f".*{TMP_SUFFIX}"):
-        parts = tmp.name.split(".")
-        pid = next((int(p) for p in reversed(parts[:-2]) if p.isdigit()), None)
-        if pid is not None and tmp.is_file() and not tmp.is_symlink() and not _alive(pid):
-            tmp.unlink()
-            removed.append(tmp)
-    return removed
-
-
-def glob_escape(name: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
-
-
-def install_archive(path: Path, archive: bytes) -> bool:
-    """Put a run directory made elsewhere (a .tar.gz of it, e.g. from a Ray worker) at `path`:
-    unpacked into a staging sibling (tarfile's "data" filter: no absolute paths, no links out,
-    no devices), then swapped in like `RunDir.commit`. It must carry our marker. An unfinished
-    run (no summary) never replaces an existing one. Returns whether it was installed."""
-    import io
-    import tarfile
-    path = Path(path)
-    remove_stale_siblings(path)
-    run = RunDir(fresh_staging(path))
-    run.target = path
-    try:
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            tar.extractall(run.path, filter="data")
-        if not run.exists(MARKER):
-            raise RunDirError(f"the run sent back for {path} has no {MARKER} marker; not installed")
-        if will_replace(path):
-            if not run.exists(SUMMARY):
-                run.discard()
-                return False
-            if not RunDir(path).is_ours():
-                raise RunExists(f"--out {path} is not a run directory made by this code; nothing "
-                                "was replaced")
-        run.commit()
-        return True
-    except BaseException:
-        run.discard()
-        raise
-
-
-def fresh_staging(path: Path) -> Path:
-    """An empty `.<name>.staging-<pid>` beside `path` (this process's own leftover removed)."""
-    staging = path.parent / f".{path.name}{STAGING}{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    return staging
-
-
-def unsafe_target(path: Path) -> str | None:
-    """Why `path` may never be a run directory (the working directory, a filesystem root,
-    the repository or a parent of it), or None."""
-    try:
-        resolved = path.resolve()
-    except (OSError, RuntimeError):
-        return "not a resolvable path"
-    if resolved == Path(resolved.anchor):
-        return "a filesystem root"
-    if resolved == Path.cwd().resolve():
-        return "the working directory"
-    if resolved == ROOT or resolved in ROOT.parents:
-        return "the repository or a folder that contains it"
-    return None
-
-
-def will_replace(path: Path) -> bool:
-    """A run into `path` now would replace an existing run (staged; see RunDir.create)."""
-    return path.is_dir() and any(path.iterdir())
-
-
-def interrupted_note(path: Path, replacing: bool) -> str:
-    """What an interrupted run leaves behind, in one line."""
-    if replacing:
-        return f"interrupted: the previous run in {path} is kept unchanged (the new one was discarded)"
-    return (f"interrupted: {path} is incomplete (every file in it is whole; no {SUMMARY}); "
-            "rerun with --overwrite")
+from src.params import flatten_params, unflatten_params
+from src.rundir.names import (ALIGNMENT, ANALYSIS, ATTENTION_STATS, ATTENTION_STATS_PNG, ATTN,
+                              ATTN_RAW, CONFIG, FIGS, MARKER, MARKER_TEXT, METADATA, METRICS,
+                              NOISE_MASK, OOD, ORDERING, PARAMS, REPLACED, SUMMARY, attention_file)
+from src.rundir.staging import (CorruptArtifact, MissingArtifact, RunDirError, RunExists,
+                                WrongSystem, fresh_staging, remove_stale_siblings, unsafe_target, will_replace)
 
 
 class RunDir:
@@ -413,12 +208,22 @@ class RunDir:
             raise self.corrupt(CONFIG, 'accepted: a JSON object with a "settings" object')
         return config
 
-    def load_settings(self) -> Settings:
-        settings = self.load_config()["settings"]     # CorruptArtifact when unreadable
+    def load_settings(self, *systems: str):
+        """The run's Settings, read and validated by its system (src/systems/): CorruptArtifact
+        naming config.json and the bad key when they do not load or do not validate (a hostile
+        config.json never reaches the work), WrongSystem when `systems` are given and the run's
+        is not one of them."""
+        from src.settings import SettingsError
+        from src.systems import settings_from_record, system_name
+        raw = self.load_config()["settings"]     # CorruptArtifact when unreadable
+        name = system_name(raw)
+        if systems and name not in systems:
+            raise WrongSystem(f"{self.path} is a run of system {name!r}; accepted: a run of "
+                              f"{' or '.join(map(repr, systems))}")
         try:
-            return Settings.from_dict(settings)
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise self.corrupt(CONFIG, f"its settings do not load: {str(err)[:160]}") from None
+            return settings_from_record(raw)
+        except SettingsError as err:
+            raise self.corrupt(CONFIG, f"its settings do not load: {str(err)[:200]}") from None
 
     def load_arrays(self, name: str) -> dict[str, np.ndarray]:
         """The arrays of an .npz (or the one array of an .npy, key ""): numeric or boolean only,
@@ -540,39 +345,31 @@ class RunDir:
         return self.is_trained() and not self.missing_outputs(with_attention)
 
 
-def check_main(argv: list[str] | None = None) -> int:
-    """`python -m src.rundir [--figs] RUN [RUN ...]`: exit 1 naming every missing artifact
-    (--figs: also the quick attention heatmap of layer 0, head 0)."""
-    import sys
-    args = list(sys.argv[1:] if argv is None else argv)
-    with_figs = "--figs" in args
-    runs = [a for a in args if a != "--figs"]
-    if not runs or any(a.startswith("-") for a in runs):
-        print("usage: python -m src.rundir [--figs] RUN_DIR [RUN_DIR ...]  "
-              "(exit 1 naming every missing artifact)", file=sys.stderr)
-        return 2
-    bad = 0
-    for path in runs:
-        run = RunDir(path)
-        if not run.path.is_dir():
-            missing = [f"MISSING {run.path} (no such run directory)"]
-        else:
-            names = run.missing_outputs()
-            if with_figs and run.attention_saved():
-                names += [n for n in (attention_figure(0, 0),) if not run.exists(n)]
-            missing = [f"MISSING {run.file(n)} (create it with: {run.producer(n)})" for n in names]
-            missing += [f"CORRUPT {err}" for err in run.corrupt_files()]
-            if not missing and not run.is_trained():
-                missing = [f"MISSING {run.file(SUMMARY)} (status is not 'complete')"]
-        for line in missing:
-            print(line, file=sys.stderr)
-        if missing:
-            bad += 1
-        else:
-            print(f"ok {run.path}")
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    from src.cli import guarded
-    raise SystemExit(guarded(check_main))
+def install_archive(path: Path, archive: bytes) -> bool:
+    """Put a run directory made elsewhere (a .tar.gz of it, e.g. from a Ray worker) at `path`:
+    unpacked into a staging sibling (tarfile's "data" filter: no absolute paths, no links out,
+    no devices), then swapped in like `RunDir.commit`. It must carry our marker. An unfinished
+    run (no summary) never replaces an existing one. Returns whether it was installed."""
+    import io
+    import tarfile
+    path = Path(path)
+    remove_stale_siblings(path)
+    run = RunDir(fresh_staging(path))
+    run.target = path
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            tar.extractall(run.path, filter="data")
+        if not run.exists(MARKER):
+            raise RunDirError(f"the run sent back for {path} has no {MARKER} marker; not installed")
+        if will_replace(path):
+            if not run.exists(SUMMARY):
+                run.discard()
+                return False
+            if not RunDir(path).is_ours():
+                raise RunExists(f"--out {path} is not a run directory made by this code; nothing "
+                                "was replaced")
+        run.commit()
+        return True
+    except BaseException:
+        run.discard()
+        raise

@@ -1,31 +1,31 @@
-"""The command line of the attention-only runners: flags -> Settings -> the pipeline.
+"""The paper's runners as their users type them (von Oswald et al.; system `lsa`): flags ->
+LSASettings -> the pipeline.
 
 `runners.run_concat_inputs_targets` (lsa1 / lsa_rec) and `runners.run_softmax_copy`
-(twolayer) are one call to `main`. The job engine resolves a run's flags with the same
-`settings_from_argv`, so a sweep plans exactly the Settings its runs will have. Every flag
-is checked before any work starts; a bad one ends the program with exit code 2 and one
-line naming the flag, the value and what is accepted. `--set dotted.key=value` overrides
-any setting (e.g. `--set model.init_scale=0.01`), after the flags.
+(twolayer) are one call to `main`. Every flag is checked before any work starts; a bad one ends
+the program with exit code 2 and one line naming the flag, the value and what is accepted.
+`--set dotted.key=value` overrides any setting (e.g. `--set model.init_scale=0.01`) after the
+flags; the names of earlier versions (`train.lr`, `train.grad_clip_norm`) are aliases (ALIASES).
+`--resume` continues a killed run from its checkpoint.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from src import rundir as names
-from src.bounds import check_memory, training_bytes
-from src.cli import (OneLineParser, PrintChoices, UsageError, bounded, fail, int_at_least, non_negative_number,
+from src.cli import (OneLineParser, PrintChoices, UsageError, bounded, fail, non_negative_number,
                      number_in, or_auto, positive_number, seed)
-from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Settings, validate
+from src.cli.command import train_command, validated
+from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
 from src.overrides import apply_overrides
-from src.pipeline import execute
 from src.presets import MODEL_PRESETS, preset
-from src.rundir import ATTENTION_TASKS, RunDir, RunDirError, interrupted_note, will_replace
+from src.systems.lsa import ATTENTION_TASKS, LSASettings
+
+# earlier names of settings -> ours (accepted by --set and --grid, used in messages)
+ALIASES = {"train.lr": "train.learning_rate", "train.grad_clip_norm": "train.grad_clip"}
 
 CURRICULUM_FIELDS = ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement")
 _probability = number_in(0.0, 1.0)
@@ -63,12 +63,24 @@ def add_curriculum_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_curriculum(args: argparse.Namespace, phase: str) -> tuple[CurriculumConfig, dict]:
-    """The curriculum of `phase` ('train'/'eval'), and which of its values were given explicitly."""
+    """The curriculum of `phase` ('train'/'eval') of parsed flags (see `curriculum_of`)."""
+    shared = {name: getattr(args, name) for name in CURRICULUM_FIELDS}
+    specific = {name: getattr(args, f"{phase}_{name}") for name in CURRICULUM_FIELDS}
+    return curriculum_of(phase, shared, specific)
+
+
+def curriculum_of(phase: str, shared: dict, specific: dict) -> tuple[CurriculumConfig, dict]:
+    """The curriculum of `phase` from the shared flags (--ordering, --noise_*; None = not given)
+    and the phase's own (--train_* / --eval_*; "auto" = the shared one), and which values were
+    given explicitly. A sweep point resolves its curricula with the same rules."""
     values, explicit = {}, {}
     for name in CURRICULUM_FIELDS:
-        specific = getattr(args, f"{phase}_{name}")
-        values[name] = getattr(args, name) if specific == "auto" else specific
-        explicit[name] = f"--{phase}_{name}" if specific != "auto" else None
+        own = specific.get(name, "auto")
+        values[name] = shared.get(name) if own == "auto" else own
+        explicit[name] = f"--{phase}_{name}" if own != "auto" else None
+    values["ordering"] = values["ordering"] or "random"
+    values["noise_mode"] = values["noise_mode"] or "clean"
+    values["noise_placement"] = values["noise_placement"] or "mixed"
     mode = values["noise_mode"]
     if mode == "clean":
         for name in ("noise_p", "noise_sigma", "noise_placement"):
@@ -108,6 +120,9 @@ def build_parser(prog: str, description: str, model_name: str) -> argparse.Argum
                         help=f"run directory to create (default: runs/{model_name}_seed<seed>)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace --out if it exists (otherwise an existing --out is refused)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue --out from its checkpoint (the same flags as the run that "
+                             "started it; checkpoints every train.checkpoint_every steps)")
     parser.add_argument("--seed", type=seed(), default=0,
                         help="seed of initialisation and training data (0 <= seed < 2^32)")
     parser.add_argument("--steps", type=bounded("steps"), default=None,
@@ -142,53 +157,43 @@ def build_parser(prog: str, description: str, model_name: str) -> argparse.Argum
     return parser
 
 
-def settings_from_args(args: argparse.Namespace, model_name: str) -> Settings:
-    layers = getattr(args, "num_layers", None)
-    spec = MODEL_PRESETS[model_name]
-    if layers and layers != spec.layers and spec.deeper:   # lsa1 with K > 1 layers is lsa_rec
-        model_name = spec.deeper
-    try:
-        base = preset(model_name, None if MODEL_PRESETS[model_name].fixed_depth else layers)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+def settings_from_args(args: argparse.Namespace, model_name: str) -> LSASettings:
+    """The validated settings of the runner of `model_name` (UsageError, one line)."""
     train_c, _ = resolve_curriculum(args, "train")
     eval_c, _ = resolve_curriculum(args, "eval")
     check_shared_noise_flags(args, train_c, eval_c)
-    train_cfg = replace(base.train, seed=args.seed, batch_size=args.batch_size,
-                        log_every=args.log_every, eval_size=args.eval_size,
-                        steps=args.steps or base.train.steps, lr=args.lr or base.train.lr,
-                        adam_b2=args.adam_b2)
-    settings = replace(base, train=train_cfg, train_curriculum=train_c, eval_curriculum=eval_c)
+    return settings_for(model_name, num_layers=getattr(args, "num_layers", None), seed=args.seed,
+                        steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr,
+                        adam_b2=args.adam_b2, log_every=args.log_every, eval_size=args.eval_size,
+                        train_curriculum=train_c, eval_curriculum=eval_c,
+                        save_attention=getattr(args, "save_attention", False), sets=args.overrides)
+
+
+def settings_for(model_name: str, *, num_layers: int | None = None, seed: int = 0,
+                 steps: int | None = None, learning_rate: float | None = None,
+                 train_curriculum: CurriculumConfig = CurriculumConfig(),
+                 eval_curriculum: CurriculumConfig = CurriculumConfig(), save_attention: bool = False,
+                 sets: Sequence[str] = (), **train) -> LSASettings:
+    """The settings a runner makes of its flags: the preset (lsa1 with K > 1 layers is lsa_rec),
+    the training flags (None: the preset's), the curricula, then `--set` overrides; validated
+    (UsageError, one line, in the runners' words)."""
+    spec = MODEL_PRESETS[model_name]
+    if num_layers and num_layers != spec.layers and spec.deeper:
+        model_name = spec.deeper
     try:
-        settings = apply_overrides(settings, args.overrides)
-        validate(settings)
-        check_memory(run_bytes(settings, getattr(args, "save_attention", False)))
+        base = preset(model_name, None if MODEL_PRESETS[model_name].fixed_depth else num_layers)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    return settings
-
-
-def run_bytes(settings: Settings, keep_attention: bool) -> int:
-    """src.bounds' memory estimate for one run of `settings` (tokens N + 1, width at most
-    2 (d + 1) plus the layout's positional part)."""
-    t, m, tr = settings.task, settings.model, settings.train
-    width = 2 * (t.d + 1) + int(getattr(m.layout.options, "pe_size", 0) or 0) + m.key_size
-    return training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, tokens=t.num_context + 1,
-                          width=width, layers=m.num_layers, heads=m.num_heads,
-                          keep_attention=keep_attention)
-
-
-def settings_from_argv(model_name: str, argv: Sequence[str]) -> Settings:
-    """The Settings the runner of `model_name` resolves from `argv` (UsageError, one line)."""
-    parser = build_parser(f"python -m {MODEL_PRESETS[model_name].runner}", "", model_name)
-    err = io.StringIO()
+    given = {k: v for k, v in train.items() if v is not None}
+    train_cfg = replace(base.train, seed=seed, steps=steps or base.train.steps,
+                        learning_rate=learning_rate or base.train.learning_rate, **given)
+    settings = replace(base, train=train_cfg, train_curriculum=train_curriculum,
+                       eval_curriculum=eval_curriculum, save_attention=save_attention)
     try:
-        with contextlib.redirect_stderr(err):
-            args = parser.parse_args(list(argv))
-    except SystemExit:
-        lines = err.getvalue().strip().splitlines()
-        raise UsageError(lines[-1].split("error: ", 1)[-1] if lines else "rejected") from None
-    return settings_from_args(args, model_name)
+        settings = apply_overrides(settings, sets, ALIASES)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    return validated(settings, {ours: theirs for theirs, ours in ALIASES.items()})
 
 
 def main(model_name: str, description: str, argv: Sequence[str] | None = None) -> int:
@@ -199,80 +204,8 @@ def main(model_name: str, description: str, argv: Sequence[str] | None = None) -
     args = parser.parse_args(argv)
     try:
         settings = settings_from_args(args, model_name)
-        out = Path(args.out or f"runs/{settings.model.name}_seed{args.seed}")
-        RunDir.check_creatable(out, args.overwrite)
-    except (UsageError, RunDirError) as err:
+    except UsageError as err:
         return fail(parser.prog, err)
-    return _train_and_report(parser.prog, settings, out, args, runner, argv)
-
-
-def _train_and_report(prog: str, settings: Settings, out: Path, args: argparse.Namespace,
-                      runner: str, argv: Sequence[str]) -> int:
-    """Run the pipeline; one summary line (exit 0), or why it stopped (130 / 2 / 1)."""
-    replacing = will_replace(out)
-    try:
-        run, result = execute(settings, out, overwrite=args.overwrite,
-                              with_attention=args.save_attention, runner=runner, argv=argv,
-                              progress=not args.quiet, skip_analysis=args.skip_analysis)
-    except KeyboardInterrupt:
-        print("\n" + interrupted_note(out, replacing), file=sys.stderr)
-        return 130
-    except RunDirError as err:
-        return fail(prog, err)
-    final = result.final
-    if result.diverged:
-        print(f"{prog}: training stopped: {result.diverged}; parameters saved to "
-              f"{run.file(names.PARAMS)}", file=sys.stderr)
-        return 1
-    line = (f"{settings.model.name}: {result.steps_done} steps in {result.train_seconds:.1f}s | "
-            f"eval_loss {final['eval_loss']:.4f} | gd_loss {final['gd_loss']:.4f} "
-            f"(eta {result.eval_set.gd_eta:.3f}) | align_cos {final['align_cos']:.4f}")
-    if "copy_next" in final:
-        line += (f" | copy own {final['copy_own']:.3f} next {final['copy_next']:.3f} "
-                 f"prev {final['copy_prev']:.3f} other {final['copy_other']:.3f}")
-    print(line + f" -> {run.path}")
-    return 0
-
-
-def rerun_main(description: str, argv: Sequence[str] | None = None) -> int:
-    """`python -m runners.run --config FILE [--set K=V ...] --out DIR`: train the Settings of a
-    config.json (or of a bare settings mapping) through the same pipeline."""
-    import json
-    argv = list(sys.argv[1:] if argv is None else argv)
-    prog = "python -m runners.run"
-    parser = OneLineParser(prog=prog, description=description)
-    parser.add_argument("--config", required=True,
-                        help="a run's config.json, or a JSON settings mapping")
-    parser.add_argument("--out", required=True, help="run directory to create")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace --out if it is one of our run directories")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override any setting by its dotted path (repeatable)")
-    parser.add_argument("--save_attention", action="store_true",
-                        help=f"save attention of the first {ATTENTION_TASKS} eval tasks")
-    parser.add_argument("--skip_analysis", action="store_true", help="no analyses at the end")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    try:
-        with open(args.config) as handle:
-            raw = json.load(handle)
-        raw = raw.get("settings", raw) if isinstance(raw, dict) else raw
-        if not isinstance(raw, dict):
-            raise UsageError(f"--config {args.config}: holds no settings mapping")
-        settings = apply_overrides(Settings.from_dict(raw), args.overrides)
-        validate(settings)
-        check_memory(run_bytes(settings, args.save_attention))
-        out = Path(args.out)
-        RunDir.check_creatable(out, args.overwrite)
-    except OSError as err:
-        return fail(prog, f"--config {args.config}: cannot be read ({err.strerror or err})")
-    except json.JSONDecodeError as err:
-        return fail(prog, f"--config {args.config}: is not JSON ({err.msg} at line {err.lineno})")
-    except (KeyError, TypeError) as err:
-        return fail(prog, f"--config {args.config}: is not a settings mapping (bad or missing "
-                          f"key {err})")
-    except (UsageError, RunDirError) as err:
-        return fail(prog, err)
-    except ValueError as err:
-        return fail(prog, f"--config {args.config}: {err}")
-    return _train_and_report(parser.prog, settings, out, args, "runners.run", argv)
+    out = Path(args.out or f"runs/{settings.model.name}_seed{args.seed}")
+    return train_command(parser.prog, settings, out, runner=runner, argv=argv, overwrite=args.overwrite,
+                         resume=args.resume, quiet=args.quiet, skip_analysis=args.skip_analysis)

@@ -1,9 +1,11 @@
-"""The Ray executor of the job engine: each run is one Ray task, so a sweep or study spreads over
-a cluster (`--executor ray --address ADDR`) or a local Ray instance (`--executor ray`).
+"""The Ray executor (registry "executor" entry `ray`): each run is one Ray task, so a sweep or
+study spreads over a cluster (`--executor ray --address ADDR`) or a local Ray instance
+(`--executor ray`).
 
-No shared filesystem is needed. The task runs the same runner command as the local executor on
-the worker, into a temporary directory there, and returns the run directory as a tar archive;
-the driver unpacks it beside the target and swaps it in atomically (src.rundir.install_archive).
+No shared filesystem is needed. The task runs the same command as the local executor on the
+worker (`python -m runners.run --config - ...`, the settings on standard input), into a
+temporary directory there, and returns the run directory as a tar archive; the driver unpacks
+it beside the target and swaps it in atomically (src.rundir.install_archive).
 The code travels as Ray's `working_dir` (the repository without .venv, runs, .git). A worker that
 dies is retried (`max_retries`), and the runner dies with its worker (src.cli.die_with_parent).
 Results are those of the local executor: the same command, one thread per run.
@@ -23,17 +25,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from src.cli import PARENT_ENV
-from src.launch import SINGLE_THREAD_ENV
+from src.files import atomic_write_text
+from src.jobs.engine import RUNNER, SINGLE_THREAD_ENV, child_env
 from src.provenance import ROOT
+from src.registry import registry
 from src.rundir import install_archive
-from utils_log import atomic_write_text
 
 RETRIES = 3
 EXCLUDES = [".venv", "runs", ".git", "report/figures", "report/quick", "*.csv", "__pycache__",
             ".pytest_cache"]
 
 
-def run_on_worker(runner: str, argv: list[str], name: str, env: dict) -> tuple[int, str, float, bytes | None]:
+@dataclass(frozen=True)
+class RayOptions:
+    address: str | None = None     # a running cluster's address; None starts a local instance
+    cpus_per_run: float = 1.0
+
+    def check(self) -> None:
+        if not (isinstance(self.cpus_per_run, (int, float)) and 0 < self.cpus_per_run <= 1024):
+            raise ValueError(f"cpus_per_run={self.cpus_per_run!r} is out of range; accepted: a number "
+                             "in (0, 1024]")
+
+    def prepare(self, join: bool) -> None:
+        """Before any work: Ray must be installed, and a cluster at `address` must answer
+        (ValueError / ConnectionError, one line)."""
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ValueError("--executor ray: Ray is not installed; accepted: pip install -r "
+                             "requirements.txt, or --executor local") from None
+        if join and self.address:
+            connect(self.address)
+
+
+def run_on_worker(settings_json: str, name: str, env: dict) -> tuple[int, str, float, bytes | None]:
     """(exit code, output, seconds, the run directory as .tar.gz or None): the task body."""
     with tempfile.TemporaryDirectory(prefix="icl-ray-") as tmp:
         out = Path(tmp) / name
@@ -41,10 +66,10 @@ def run_on_worker(runner: str, argv: list[str], name: str, env: dict) -> tuple[i
         child = {**os.environ, **env, PARENT_ENV: str(os.getpid()),
                  "PYTHONPATH": here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
                  "JAX_COMPILATION_CACHE_DIR": os.path.join(tempfile.gettempdir(), "icl-workbench-jax-cache")}
-        command = [sys.executable, "-m", runner, *argv, "--out", str(out), "--quiet"]
+        command = [sys.executable, "-m", RUNNER, "--config", "-", "--out", str(out), "--quiet"]
         start = time.monotonic()
         done = subprocess.run(command, cwd=here, env=child, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+                              stderr=subprocess.STDOUT, input=settings_json, text=True)
         seconds = time.monotonic() - start
         archive = None
         if out.is_dir():
@@ -110,7 +135,7 @@ class RayLauncher:
         with self.lock:
             if self.stopping.is_set():
                 return None, "", 0.0
-            ref = self.task.remote(job.runner, list(job.argv), job.path.name, self.worker_env)
+            ref = self.task.remote(job.settings_json(), job.path.name, self.worker_env)
             self.pending.add(ref)
         try:
             code, output, seconds, archive = ray.get(ref)
@@ -134,3 +159,10 @@ class RayLauncher:
             refs = list(self.pending)
         for ref in refs:
             ray.cancel(ref, force=True)
+
+
+@registry("executor").register("ray", RayOptions, doc="one Ray task per run (a local instance, or "
+                                                      "a cluster at --address)")
+def build_ray(options: RayOptions, *, runs_dir: Path, log_dir: Path, workers: int) -> RayLauncher:
+    return RayLauncher(child_env(runs_dir, single_thread=True), log_dir, options.address,
+                       options.cpus_per_run)   # one thread per task

@@ -1,5 +1,5 @@
-"""The sweep drivers' command line (`eval_order`, `eval_noise`): flags -> grid (sweep_grid.py)
--> the job engine (src/launch.py) -> the results CSV, rebuilt from the run directories.
+"""The sweep drivers' command line (`eval_order`, `eval_noise`): flags -> grid (src/jobs/grid.py)
+-> the job engine (src/jobs/engine.py) -> the results CSV, rebuilt from the run directories.
 
 The whole grid is checked before anything runs (exit 2 and one line naming the flag, the
 value and what is accepted). Rerunning a sweep skips finished runs, redoes incomplete ones,
@@ -19,14 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from src import rundir as names
 from src.cli import OneLineParser, UsageError, fail, int_at_least, positive_number
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
-from src.launch import (TODO_STATES, Executor, RunsDirBusy, RunsDirLock, add_executor_flags,
-                        announce, executor_of, keep_foreign_csv, run_jobs, write_csv)
-from src.launch import plan as replan
+from src.jobs.engine import TODO_STATES, RunsDirBusy, RunsDirLock, announce, run_jobs
+from src.jobs.engine import plan as replan
+from src.jobs.grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
+from src.jobs.study import (add_executor_flags, check_directory, executor_of, keep_foreign_csv,
+                            write_csv)
 from src.presets import MODEL_PRESETS
-from sweep_grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
+from src.registry import Choice
+from src.rundir import RunDirError, names
 
 # CSV columns, in order: where the run is, its settings, its results.
 SETTING_COLUMNS = ["model", "seed", "steps", "ordering", "noise_mode", "p", "sigma", "placement"]
@@ -102,7 +104,7 @@ def build_parser(d: DriverDefaults) -> argparse.ArgumentParser:
     t.add_argument("--grid", action="append", default=[], metavar="PATH=V1,V2",
                    help="also sweep any setting by its dotted path (repeatable), e.g. "
                         "--grid train.adam_b2=0.98,0.999 --grid model.init_scale=0.002,0.01; "
-                        "each value reaches the runner as --set PATH=VALUE")
+                        "each value is set as the runners' --set PATH=VALUE sets it")
     t.add_argument("--save_attention", dest="save_attention", action="store_true", default=True,
                    help="save attention and compute AUROC in every run (default)")
     t.add_argument("--no_save_attention", dest="save_attention", action="store_false",
@@ -195,13 +197,13 @@ def write_results(path: Path, jobs: Sequence[SweepJob]) -> int:
             continue
         try:
             rows.append(csv_row(job))
-        except (names.RunDirError, ValueError, OSError, KeyError, TypeError):
+        except (RunDirError, ValueError, OSError, KeyError, TypeError):
             continue
     return write_csv(path, rows, CSV_COLUMNS + extra)
 
 
 def execute(jobs: list[SweepJob], args: argparse.Namespace, out: Path, runs_dir: Path,
-            executor: Executor = Executor()) -> int:
+            executor: Choice | None = None) -> int:
     from tqdm import tqdm
 
     todo = [j for j in jobs if j.state in TODO_STATES]
@@ -253,8 +255,8 @@ def check_paths(args: argparse.Namespace) -> tuple[Path, Path]:
         raise GridError(f"--out={args.out!r} is not accepted; accepted: a path ending in .csv")
     if out.is_dir():
         raise GridError(f"--out={args.out!r} is a directory; accepted: a .csv file path")
-    if runs_dir.exists() and not runs_dir.is_dir():
-        raise GridError(f"--runs-dir={args.runs_dir!r} is a file; accepted: a directory path")
+    check_directory("--out", out.parent if str(out.parent) else Path("."))
+    check_directory("--runs-dir", runs_dir)
     return out, runs_dir
 
 
@@ -283,8 +285,9 @@ def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             for item in planned:
                 action = "skip" if item.state in ("complete", "diverged") else "train"
-                print(f"{action:5s} {item.state:10s} "
-                      + " ".join(shlex.quote(c) for c in item.command(item.path.exists())[1:]))
+                redo = " --overwrite" if action == "train" and item.path.exists() else ""
+                print(f"{action:5s} {item.state:10s} {item.name} -> {item.path}{redo}"
+                      + (f" ({item.detail})" if item.detail else ""))
             return 0
         if out.parent != Path(""):
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -295,6 +298,6 @@ def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
         code = execute(planned, args, out, runs_dir, executor)
     if code == 0:
         stem = out.stem[len("results_"):] if out.stem.startswith("results_") else out.stem
-        print(f"figures: PYTHONPATH=. python -m plots.fig_templates --from {out} "
+        print(f"figures: python -m plots.fig_templates --from {out} "
               f"--out report/figures/{stem or defaults.figures}")
     return code

@@ -1,4 +1,4 @@
-"""Atomic file writes and a JSONL metrics logger.
+"""Atomic file writes and a JSONL metrics logger (every file of a run directory is written here).
 
 Every artifact is written to a temporary file in the same directory and moved
 into place with `os.replace`, so a reader (or an interrupted run) never sees a
@@ -96,6 +96,10 @@ class JsonlLogger:
 
     def log(self, row: dict) -> None:
         self.rows.append(to_jsonable(dict(row)))
+        self.write()
+
+    def write(self) -> None:
+        """The file as the rows stand (empty when there are none)."""
         text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.rows)
         atomic_write_text(self.path, text)
 

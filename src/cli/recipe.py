@@ -1,5 +1,6 @@
-"""Seed 001's command line, `python -m runners.recipe` (the seed's `uv run recipe.py`), built with
-tyro from the settings dataclasses and the registries:
+"""Seed 001's command line (the Zoology / miniseq ICL benchmark), `python -m runners.recipe` (the
+seed's `uv run recipe.py`), built with tyro from the registries, into the settings of system
+`lm` (src/systems/lm.py):
 
     python -m runners.recipe --choices
     python -m runners.recipe task:mqar model.seq_mixer:attention model.state_mixer:mlp --help
@@ -13,40 +14,54 @@ flags override any option (`--task.num_pairs 4`, `--model.seq_mixer.feature_map 
 (metrics.jsonl), and say so once. Choices and flags are checked before any work (one line,
 exit 2); so are the task's sizes (κ against the vocabulary, T against 2κ + queries).
 """
-
 import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Sequence, Union
 
-import numpy as np
-
 from src.cli import UsageError, fail
+from src.cli.command import train_command, validated
 from src.models.lm import LMConfig
-from src.provenance import run_record
-from src.recipe_train import KINDS, PairShape, RecipeSettings, RecipeTrain
 from src.registry import Choice, registry
-from src.rundir import RunDir, RunDirError, interrupted_note, will_replace
+from src.systems.lm import LMSettings, LMTrain, PairShape
+from src.tasks.objectives import objective_of, tasks_for
 
 PROG = "python -m runners.recipe"
 COMPONENTS = {"task": "task", "model.seq_mixer": "seq_mixer", "model.state_mixer": "state_mixer"}
-SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn")
-STATE_MIXERS = ("mlp", "glu", "swiglu")
+# the seed's names -> registry entries (a table, never a branch): seed 001 calls causal softmax
+# attention `attention`
+ALIASES = {"seq_mixer": {"attention": "softmax_causal"}}
 # The defaults: the seed's recipe (T = 64, κ = 8, 2 layers, MLP) at a size that trains on 2 CPU
 # cores (vocabulary 256 instead of 8,192, width 64 with 4 heads instead of 128 with 8).
 DEFAULT_TASK = {"mqar": {"vocab_size": 256}}
-EXAMPLES = "examples.json"
+DEFAULT_CHOICE = {"task": "mqar", "model.seq_mixer": "attention", "model.state_mixer": "mlp"}
 
 
-def recipe_tasks() -> list[str]:
-    """Tasks the `lm` family trains on: token, boolean and regression tasks."""
-    return [e.name for e in registry("task") if getattr(e.options, "labels", None) in KINDS]
+def choices(kind: str) -> list[str]:
+    """The names a component accepts: every registered entry of its kind (tasks: those a
+    language model reads), the seed's aliases first."""
+    if kind == "task":
+        return tasks_for("tokens", "pairs")
+    aliases = ALIASES.get(kind, {})
+    return list(aliases) + [n for n in registry(kind).names() if n not in aliases.values()]
+
+
+def entry_of(kind: str, name: str):
+    return registry(kind).get(ALIASES.get(kind, {}).get(name, name))
+
+
+# The recipe's training flags (--train.*): LMTrain's fields, `steps` under the flag name the
+# recipe has always used, --train.train_steps.
+TRAIN_FLAGS = {"steps": "train_steps"}
+RecipeTrain = dataclasses.make_dataclass(
+    "RecipeTrain", [(TRAIN_FLAGS.get(f.name, f.name), f.type, dataclasses.field(default=f.default))
+                    for f in dataclasses.fields(LMTrain)], frozen=True)
 
 
 def _variant(kind: str, name: str) -> type:
     """A frozen dataclass named `name` with the entry's options as fields (tyro's subcommand)."""
-    entry = registry(kind).get(name)
+    entry = entry_of(kind, name)
     cls = type(name, (entry.options,), {"__doc__": entry.doc, "__module__": __name__})
     return dataclass(frozen=True)(cls)
 
@@ -61,9 +76,9 @@ def _union(kind: str, names: Sequence[str]):
 
 def build_cli_types():
     """(the tyro root dataclass, {component: {name: variant class}})."""
-    task_t, tasks, task_defaults = _union("task", recipe_tasks())
-    seq_t, seqs, seq_defaults = _union("seq_mixer", SEQ_MIXERS)
-    state_t, states, state_defaults = _union("state_mixer", STATE_MIXERS)
+    task_t, tasks, task_defaults = _union("task", choices("task"))
+    seq_t, seqs, seq_defaults = _union("seq_mixer", choices("seq_mixer"))
+    state_t, states, state_defaults = _union("state_mixer", choices("state_mixer"))
 
     @dataclass(frozen=True)
     class Model:
@@ -83,6 +98,7 @@ def build_cli_types():
         pairs: PairShape = field(default_factory=PairShape)
         out: str = "runs/recipe"
         overwrite: bool = False
+        resume: bool = False
         quiet: bool = False
 
     return Recipe, {"task": tasks, "model.seq_mixer": seqs, "model.state_mixer": states}
@@ -90,7 +106,7 @@ def build_cli_types():
 
 def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str]]:
     """(argv for tyro, notes). One-line UsageError for an unknown component, choice or flag."""
-    chosen = {"task": "mqar", "model.seq_mixer": "attention", "model.state_mixer": "mlp"}
+    chosen = dict(DEFAULT_CHOICE)
     kept, notes = [], []
     for token in argv:
         if ":" in token and not token.startswith("-"):
@@ -106,7 +122,7 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
             chosen[component] = name
         kept.append(token)
     types = {"--out": "str", "--help": None, "-h": None, "--overwrite": None, "--quiet": None,
-             "--no_overwrite": None, "--no_quiet": None}
+             "--resume": None, "--no_overwrite": None, "--no_quiet": None, "--no_resume": None}
     types |= {f"--train.{f.name}": f.type for f in dataclasses.fields(RecipeTrain)}
     types |= {f"--pairs.{f.name}": f.type for f in dataclasses.fields(PairShape)}
     types |= {f"--model.{n}": "int" for n in ("width", "n_layer", "n_head")}
@@ -148,47 +164,43 @@ def _parses(value: str, kind: str) -> bool:
         return False
 
 
-def to_settings(parsed) -> tuple[RecipeSettings, Path, bool, bool]:
-    """(settings, out, overwrite, quiet) from tyro's result; UsageError for sizes that cannot work."""
+def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool]:
+    """(settings, out, overwrite, resume, quiet) from tyro's result; UsageError (one line, in the
+    recipe's flags) for sizes that cannot work."""
     def choice_of(kind, value):
-        entry = registry(kind).get(type(value).__name__)
+        entry = entry_of(kind, type(value).__name__)
         return Choice(entry.name, entry.options(**{f.name: getattr(value, f.name)
                                                    for f in dataclasses.fields(entry.options)}))
     task = choice_of("task", parsed.task)
     seq, state = choice_of("seq_mixer", parsed.model.seq_mixer), choice_of("state_mixer", parsed.model.state_mixer)
-    for where, options in (("task", task.options), ("model.seq_mixer", seq.options)):
-        try:
-            if hasattr(options, "check"):
-                options.check()
-        except ValueError as err:
-            raise UsageError(f"--{where}.{err}") from None
     m, tr, pairs = parsed.model, parsed.train, parsed.pairs
-    if m.width % m.n_head or (m.width // m.n_head) % 2:
-        raise UsageError(f"--model.width={m.width} and --model.n_head={m.n_head}: accepted: a width that is an "
-                         "even multiple of the heads")
-    for flag, value, low in (("--model.width", m.width, 1), ("--model.n_layer", m.n_layer, 1),
-                             ("--train.batch_size", tr.batch_size, 1), ("--train.train_steps", tr.train_steps, 1),
-                             ("--train.log_every", tr.log_every, 1), ("--train.eval_size", tr.eval_size, 1),
-                             ("--pairs.n_points", pairs.n_points, 1), ("--pairs.n_dims", pairs.n_dims, 1)):
-        if value < low:
-            raise UsageError(f"{flag}={value}; accepted: an integer >= {low}")
-    if not (tr.learning_rate > 0 and tr.grad_clip > 0 and 0 <= tr.warmup_fraction < 1):
-        raise UsageError(f"--train.learning_rate={tr.learning_rate}, --train.grad_clip={tr.grad_clip}, "
-                         f"--train.warmup_fraction={tr.warmup_fraction}: accepted: positive rates, warm-up in [0, 1)")
-    labels = task.options.labels
-    if labels == "token":
-        length, vocab = task.options.tokens(), task.options.vocab_size
-    else:
-        length, vocab = 2 * pairs.n_points, LMConfig.vocab_size
-        k = getattr(task.options, "k", None)
-        if k is not None and labels == "sign" and not 1 <= k <= pairs.n_dims:
-            raise UsageError(f"--task.k={k} is out of range for --pairs.n_dims={pairs.n_dims}; accepted: 1..{pairs.n_dims}")
-    model = LMConfig(width=m.width, n_layer=m.n_layer, n_head=m.n_head, max_len=length, vocab_size=vocab,
-                     n_dims=pairs.n_dims, inputs=KINDS[labels].inputs, seq_mixer=seq, state_mixer=state)
-    return RecipeSettings(task=task, model=model, train=tr, pairs=pairs), Path(parsed.out), parsed.overwrite, parsed.quiet
+    flag_to_field = {flag: name for name, flag in TRAIN_FLAGS.items()}
+    train = LMTrain(**{flag_to_field.get(f.name, f.name): getattr(tr, f.name)
+                       for f in dataclasses.fields(RecipeTrain)})
+    settings = lm_settings(task, seq, state, width=m.width, n_layer=m.n_layer, n_head=m.n_head,
+                           train=train, pairs=pairs)
+    return settings, Path(parsed.out), parsed.overwrite, parsed.resume, parsed.quiet
 
 
-def parse(argv: Sequence[str]) -> tuple[RecipeSettings, Path, bool, bool, list[str]]:
+def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
+                n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape()) -> LMSettings:
+    """The recipe's settings: the model's input kind, length and vocabulary follow the task;
+    validated (UsageError, one line, in the recipe's flags)."""
+    inputs = objective_of(task.name).inputs
+    length, vocab = ((task.options.tokens(), task.options.vocab_size) if inputs == "tokens"
+                     else (2 * pairs.n_points, LMConfig.vocab_size))
+    model = LMConfig(width=width, n_layer=n_layer, n_head=n_head, max_len=length, vocab_size=vocab,
+                     n_dims=pairs.n_dims, inputs=inputs, seq_mixer=seq_mixer, state_mixer=state_mixer)
+    return validated(LMSettings(task=task, model=model, train=train, pairs=pairs), FLAGS)
+
+
+# our settings -> the recipe's flags, for messages
+FLAGS = {"task.options.": "--task.", "task": "task", "model.seq_mixer.options.": "--model.seq_mixer.",
+         "model.width": "--model.width", "model.n_layer": "--model.n_layer", "model.n_head": "--model.n_head",
+         "train.steps": "--train.train_steps", "train.": "--train.", "pairs.": "--pairs."}
+
+
+def parse(argv: Sequence[str]) -> tuple[LMSettings, Path, bool, bool, bool, list[str]]:
     import tyro
     root, variants = build_cli_types()
     kept, notes = check_argv(argv, variants)
@@ -199,10 +211,9 @@ def parse(argv: Sequence[str]) -> tuple[RecipeSettings, Path, bool, bool, list[s
 
 def print_choices() -> None:
     for component, kind in COMPONENTS.items():
-        names = recipe_tasks() if kind == "task" else (SEQ_MIXERS if kind == "seq_mixer" else STATE_MIXERS)
         print(f"{component} choices:")
-        for name in names:
-            print(f"  {component}:{name:22s} {registry(kind).get(name).doc}")
+        for name in choices(kind):
+            print(f"  {component}:{name:22s} {entry_of(kind, name).doc}")
     print("wandb choices: wandb:None, wandb:on (accepted and ignored: we log locally)")
 
 
@@ -212,49 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_choices()
         return 0
     try:
-        settings, out, overwrite, quiet, notes = parse(argv)
-        RunDir.check_creatable(out, overwrite)
-    except (UsageError, RunDirError) as err:
+        settings, out, overwrite, resume, quiet, notes = parse(argv)
+    except UsageError as err:
         return fail(PROG, err)
     for note in notes[:1]:
         print(f"{PROG}: {note}", file=sys.stderr)
-    replacing = will_replace(out)
-    try:
-        return execute(settings, out, overwrite, quiet, argv)
-    except KeyboardInterrupt:
-        print("\n" + interrupted_note(out, replacing), file=sys.stderr)
-        return 130
-
-
-def execute(settings: RecipeSettings, out: Path, overwrite: bool, quiet: bool, argv) -> int:
-    from src import rundir as names
-    from src.recipe_train import decoded_examples, train
-    from src.models.lm import parameter_count
-    with RunDir.create(out, overwrite=overwrite) as run:
-        run.write_json(names.CONFIG, run_record(settings.to_dict(), "runners.recipe", argv, out))
-        logger = run.metrics_logger()
-
-        def log(row):
-            logger.log(row)
-            if not quiet:
-                metric = "accuracy" if "eval_accuracy" in row else "error"
-                print(f"  step {row['step']}: loss {row['eval_loss']:.4f}, {metric} {row[f'eval_{metric}']:.4f}",
-                      file=sys.stderr)
-        result = train(settings, on_log=log)
-        run.save_params(result["params"])
-        run.write_json(EXAMPLES, decoded_examples(settings, result["model"], result["params"], result["evaluation"]))
-        final = result["history"][-1] if result["history"] else {}
-        run.write_json(names.SUMMARY, {
-            "status": "diverged" if result["diverged"] else "complete", "message": result["diverged"],
-            "system": "recipe", "task": settings.task.name, "seq_mixer": settings.model.seq_mixer.name,
-            "state_mixer": settings.model.state_mixer.name, "steps": result["step"],
-            "parameters": parameter_count(result["params"]), "train_seconds": round(result["seconds"], 3),
-            **{k: v for k, v in final.items() if k != "step"},
-            f"{KINDS[settings.task.options.labels].metric}_by_position": [None if not np.isfinite(a) else round(float(a), 6)
-                                     for a in result["final_accuracy_by_position"]],
-            "outputs": [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS, EXAMPLES]})
-    print(f"{settings.task.name} / {settings.model.seq_mixer.name} / {settings.model.state_mixer.name}: "
-          f"{result['step']} steps in {result['seconds']:.1f}s | " + ", ".join(
-              f"{k[5:]} {v:.4f}" for k, v in final.items() if k in ("eval_accuracy", "eval_error")) + f" -> {out}")
-    return 1 if result["diverged"] else 0
-
+    return train_command(PROG, settings, out, runner="runners.recipe", argv=argv, overwrite=overwrite,
+                         resume=resume, quiet=quiet)

@@ -2,9 +2,9 @@
 
 A grid is the product of comma lists (models x orderings x noise modes x p x sigma x
 placements x train/eval overrides x --grid settings x seeds). Every grid point is one run
-directory, named deterministically from its settings, made by the user-facing runner CLI.
-The settings of each point are resolved by the runner's own flag parser
-(src.lsa_cli.settings_from_argv), so the plan compares exactly what the run will store.
+directory, named deterministically from its settings. A point's Settings are made by the
+runners' own rules (src.cli.lsa: settings_for, curriculum_of), as Python values, so the plan
+compares exactly what the run will store.
 """
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Sequence
 
 from src.cli import UsageError, choices_list, comma_items, number_list, seed_list
+from src.cli.lsa import CURRICULUM_FIELDS, curriculum_of, settings_for
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
-from src.launch import Job, normalise, plan
-from src.lsa_cli import settings_from_argv
+from src.jobs.engine import Job, plan
 from src.presets import MODEL_PRESETS
+from src.systems.lsa import LSASettings
 
 AUTO = "auto"
 CLEAN = "clean"
@@ -48,10 +49,6 @@ class GridPoint:
     overrides: tuple = ()      # ((flag name without --, value), ...) for non-auto values
     sets: tuple = ()           # ((dotted settings path, value text), ...) from --grid
 
-    @property
-    def runner(self) -> str:
-        return MODEL_PRESETS[self.model].runner
-
     def name(self) -> str:
         parts = [self.model, f"ord-{self.ordering}"]
         noise = f"noise-{self.noise_mode}"
@@ -66,35 +63,26 @@ class GridPoint:
         parts.append(f"seed{self.seed}")
         return "__".join(parts)
 
-    def argv(self, training: Sequence[str]) -> list[str]:
-        """The runner flags of this point (without --out/--overwrite/--quiet)."""
-        argv = ["--seed", str(self.seed), "--ordering", self.ordering]
+    def settings(self, training: dict, save_attention: bool) -> LSASettings:
+        """The validated settings of this point (UsageError, one line)."""
+        shared = {"ordering": self.ordering, "noise_mode": self.noise_mode, "noise_p": self.p,
+                  "noise_sigma": self.sigma if self.p is not None else None,
+                  "noise_placement": self.placement if self.p is not None else None}
+        given = dict(self.overrides)
+        train_c, eval_c = (curriculum_of(phase, shared, {f: given.get(f"{phase}_{f}", "auto")
+                                                         for f in CURRICULUM_FIELDS})[0]
+                           for phase in ("train", "eval"))
         spec = MODEL_PRESETS[self.model]
-        if spec.layers_flag and not spec.fixed_depth:   # e.g. lsa_rec: lsa1's runner, K layers
-            argv += ["--num_layers", str(spec.layers)]
-        if self.noise_mode != CLEAN:
-            argv += ["--noise_mode", self.noise_mode]
-        if self.p is not None:
-            argv += ["--noise_p", fmt_number(self.p)]
-            if self.sigma is not None:
-                argv += ["--noise_sigma", fmt_number(self.sigma)]
-            if self.placement != "mixed":
-                argv += ["--noise_placement", self.placement]
-        for flag, value in self.overrides:
-            argv += [f"--{flag}", fmt_number(value) if isinstance(value, float) else str(value)]
-        for path, value in self.sets:
-            argv += ["--set", f"{path}={value}"]
-        return argv + list(training)
-
-    def runner_preset(self) -> str:
-        """The preset the runner CLI is started for (lsa_rec runs through lsa1's runner)."""
-        return next(name for name, spec in MODEL_PRESETS.items() if spec.runner == self.runner)
+        layers = spec.layers if spec.layers_flag and not spec.fixed_depth else None
+        return settings_for(self.model, num_layers=layers, seed=self.seed, train_curriculum=train_c,
+                            eval_curriculum=eval_c, save_attention=save_attention,
+                            sets=[f"{path}={value}" for path, value in self.sets], **training)
 
 
 @dataclass
 class Grid:
     points: list[GridPoint]
-    training: list[str]            # flags every run gets
+    training: dict                 # training settings every run gets (None: the preset's)
     save_attention: bool
 
 
@@ -148,13 +136,8 @@ def build_grid(args: argparse.Namespace) -> Grid:
     else:
         ps = number_list("--p", args.p, 0.0, 1.0, "numbers in [0, 1]")
 
-    training = []
-    for flag in ("steps", "batch_size", "eval_size", "log_every", "lr"):
-        value = getattr(args, flag)
-        if value is not None:
-            training += [f"--{flag}", repr(value) if isinstance(value, float) else str(value)]
-    if args.save_attention:
-        training.append("--save_attention")
+    training = {"steps": args.steps, "batch_size": args.batch_size, "eval_size": args.eval_size,
+                "log_every": args.log_every, "learning_rate": args.lr}
 
     override_names = list(overrides)
     points: dict[str, GridPoint] = {}
@@ -196,15 +179,15 @@ class SweepJob(Job):
 
 
 def make_jobs(grid: Grid, runs_dir: Path) -> list[SweepJob]:
-    """One job per grid point, its settings resolved exactly as its runner will resolve them."""
+    """One job per grid point, its settings made as its runner would make them."""
     jobs = []
     for point in grid.points:
-        argv = point.argv(grid.training)
         try:
-            settings = settings_from_argv(point.runner_preset(), argv + ["--out", "x"])
+            settings = point.settings(grid.training, grid.save_attention)
         except UsageError as err:
             raise GridError(f"run {point.name()}: {err}") from None
-        jobs.append(SweepJob(point.name(), point.runner, argv, runs_dir / point.name(),
-                             normalise(settings.to_dict()), grid.save_attention or None,
+        spec = MODEL_PRESETS[point.model]
+        jobs.append(SweepJob(point.name(), settings, runs_dir / point.name(),
+                             cost=spec.relative_cost(settings.model.num_layers, settings.train.steps),
                              point=point))
     return plan(jobs)

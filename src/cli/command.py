@@ -1,0 +1,55 @@
+"""What every training command line does once its dialect has made Settings: check the target
+directory (and the checkpoint when resuming) before any work, run the pipeline, print one line.
+
+    return train_command(PROG, settings, out, runner="runners.x", argv=argv, overwrite=...,
+                         resume=..., quiet=...)
+
+Exit codes: 0 done, 1 training diverged (the parameters of the last good step are kept),
+2 a one-line refusal before any work, 130 interrupted (what was kept is said in one line).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from src.cli import UsageError, fail
+from src.pipeline import check_target, execute
+from src.rundir import names
+from src.rundir.staging import RunDirError, interrupted_note, will_replace
+from src.settings import Settings, SettingsError
+
+
+def validated(settings: Settings, translate: Mapping[str, str] | None = None) -> Settings:
+    """`settings.validate()`, its error as a UsageError in the dialect's words."""
+    try:
+        return settings.validate()
+    except SettingsError as err:
+        raise UsageError(err.translate(translate or {})) from None
+
+
+def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
+                  overwrite: bool = False, resume: bool = False, quiet: bool = False,
+                  skip_analysis: bool = False) -> int:
+    try:
+        start = check_target(settings, Path(out), overwrite=overwrite, resume=resume)
+    except RunDirError as err:
+        return fail(prog, err)
+    replacing = not resume and will_replace(Path(out))
+    try:
+        outcome = execute(settings, Path(out), runner=runner, argv=argv, overwrite=overwrite,
+                          start=start, progress=not quiet, skip_analysis=skip_analysis)
+    except KeyboardInterrupt:
+        note = interrupted_note(Path(out), replacing)
+        if not replacing:
+            note += "; or continue it: the same command with --resume"
+        print("\n" + note, file=sys.stderr)
+        return 130
+    except RunDirError as err:
+        return fail(prog, err)
+    if outcome.result.diverged:
+        print(f"{prog}: training stopped: {outcome.result.diverged}; parameters saved to "
+              f"{outcome.run.file(names.PARAMS)}", file=sys.stderr)
+        return 1
+    print(f"{outcome.trainer.report(outcome.result, outcome.run)} -> {outcome.run.path}")
+    return 0

@@ -1,0 +1,180 @@
+"""Seed 000's command line (limits_of_icl, "Not All Attention Is Created Equal"):
+`python -m runners.train --config FILE.yaml [--set key=value ...] [--resume] [--choices]`,
+reading the seed's YAML schema with a safe loader (no object construction from the file) into
+the settings of system `gpt2` (src/systems/gpt2.py).
+
+    model:    family (gpt2 | nanogpt), n_dims, n_embd, n_head, n_layer, n_positions,
+              attention_type (a seq_mixer), attention_kwargs (its options), position, position_kwargs
+    training: batch_size, learning_rate, train_steps, save_every_steps, keep_every_steps,
+              task, task_kwargs, data, num_tasks, num_training_examples, log_every, eval_size, seed,
+              curriculum: {dims, points: {start, end, inc, interval}}
+    out_dir, test_run (true: at most 100 steps and a small eval — a smoke run in seconds)
+
+The YAML keys are a table onto ours (YAML_TO_OURS); every key and value is checked by the
+settings before any work, and a refusal names the YAML key (one line, exit 2). The run
+directory (out_dir) holds the contract files plus the seed's training_log.csv and
+<attention_type>_loss.png; checkpoint.npz every save_every_steps (kept copies at
+keep_every_steps), so `--resume` continues a killed run bit for bit.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from src.cli import OneLineParser, PrintChoices, UsageError, fail
+from src.cli.command import train_command
+from src.settings import SettingsError, read_tree
+from src.systems.gpt2 import GPT2Settings
+
+PROG = "python -m runners.train"
+FAMILIES = ("gpt2", "nanogpt")        # seed 000 names both; they are one model here
+MODEL_KEYS = {"family", "n_dims", "n_embd", "n_head", "n_layer", "n_positions", "attention_type",
+              "attention_kwargs", "position", "position_kwargs"}
+TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps", "keep_every_steps",
+                 "task", "task_kwargs", "data", "num_tasks", "num_training_examples", "curriculum",
+                 "log_every", "eval_size", "seed"}
+TOP_KEYS = {"model", "training", "out_dir", "test_run", "wandb", "inherit"}
+# YAML key -> our settings path (a trailing dot maps every key under it)
+YAML_TO_OURS = {"model.attention_type": "model.mixer", "model.attention_kwargs": "model.mixer.options",
+                "model.position_kwargs": "model.position.options", "training.task": "task",
+                "training.task_kwargs": "task.options", "training.curriculum.": "curriculum.",
+                "training.train_steps": "train.steps", "training.save_every_steps": "train.checkpoint_every",
+                "training.keep_every_steps": "train.keep_every", "training.": "train."}
+OURS_TO_YAML = {ours: yaml for yaml, ours in YAML_TO_OURS.items()}
+TEST_RUN = {"steps": 100, "log_every": 50, "eval_size": 200, "checkpoint_every": 50}
+
+
+def _mapping(key: str, value) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageError(f"{key}={value!r} is not accepted; accepted: a mapping")
+    return dict(value)
+
+
+def _unknown(where: str, raw: dict, known: set) -> None:
+    extra = sorted(set(raw) - known)
+    if extra:
+        raise UsageError(f"{where}{extra[0]}: unknown key; accepted: {', '.join(sorted(known))}")
+
+
+def settings_mapping(raw: Any) -> tuple[dict, dict]:
+    """(our settings mapping, the YAML's top level) of the seed's YAML; UsageError on a key the
+    schema does not have."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"the config is a {type(raw).__name__}, not a mapping; accepted: a YAML "
+                         "mapping with model, training, out_dir")
+    _unknown("", raw, TOP_KEYS)
+    model, training = _mapping("model", raw.get("model")), _mapping("training", raw.get("training"))
+    _unknown("model.", model, MODEL_KEYS)
+    _unknown("training.", training, TRAINING_KEYS)
+    family = model.pop("family", "gpt2")
+    if family not in FAMILIES:
+        raise UsageError(f"model.family={family!r} is unknown; accepted: {', '.join(FAMILIES)}")
+    for key in ("num_tasks", "num_training_examples"):
+        if training.pop(key, None) is not None:
+            raise UsageError(f"training.{key}={raw['training'][key]!r} is not supported (fresh tasks every "
+                             "step); accepted: null")
+    curriculum = _mapping("training.curriculum", training.pop("curriculum", None))
+    _unknown("training.curriculum.", curriculum, {"dims", "points"})
+    curriculum = {k: _mapping(f"training.curriculum.{k}", v) for k, v in curriculum.items()}
+    dims_end = curriculum.get("dims", {}).get("end", 5)
+    points_end = curriculum.get("points", {}).get("end", 11)
+    ours_model = {k: v for k, v in model.items() if k in ("n_dims", "n_embd", "n_head", "n_layer", "n_positions")}
+    ours_model.setdefault("n_dims", dims_end)
+    ours_model.setdefault("n_positions", points_end)
+    ours_model["mixer"] = {"name": model.get("attention_type", "softmax_causal"),
+                           "options": _mapping("model.attention_kwargs", model.get("attention_kwargs"))}
+    ours_model["position"] = {"name": model.get("position", "learned"),
+                              "options": _mapping("model.position_kwargs", model.get("position_kwargs"))}
+    task = {"name": training.pop("task", "linear_regression"),
+            "options": _mapping("training.task_kwargs", training.pop("task_kwargs", None))}
+    data = training.pop("data", None)
+    if data is not None:   # the inputs' distribution of the regression tasks (boolean tasks: ±1)
+        if data not in ("gaussian", "uniform"):
+            raise UsageError(f"training.data={data!r} is unknown; accepted: gaussian, uniform")
+        from src.registry import registry
+        options = registry("task").get(task["name"]).options if task["name"] in registry("task") else None
+        if options is not None and hasattr(options, "data"):
+            task["options"]["data"] = data
+    renames = {"train_steps": "steps", "save_every_steps": "checkpoint_every", "keep_every_steps": "keep_every"}
+    train = {renames.get(k, k): (0 if k == "keep_every_steps" and v is None else v) for k, v in training.items()}
+    if raw.get("test_run"):
+        defaults = GPT2Settings().train
+        train.update({k: min(train.get(k, getattr(defaults, k)), cap) if isinstance(train.get(k, 0), int)
+                      else train[k] for k, cap in TEST_RUN.items()})
+    ours = {"model": ours_model, "task": task, "train": train}
+    if curriculum:
+        ours["curriculum"] = {k: v for k, v in curriculum.items()}
+        ours["curriculum"].setdefault("dims", {"start": 5, "end": 5})
+        ours["curriculum"].setdefault("points", {"start": 11, "end": 11})
+    return ours, raw
+
+
+def settings_from_config(raw: Any) -> tuple[GPT2Settings, Path]:
+    """(validated settings, out_dir) of the seed's YAML mapping; UsageError in the YAML's words."""
+    ours, top = settings_mapping(raw)
+    try:
+        settings = read_tree(GPT2Settings, ours).validate()
+    except SettingsError as err:
+        raise UsageError(err.translate(OURS_TO_YAML)) from None
+    return settings, Path(str(top.get("out_dir") or f"runs/gpt2_{settings.model.mixer.name}"))
+
+
+def apply_sets(raw: dict, assignments: Sequence[str]) -> dict:
+    """--set training.learning_rate=3e-4 on the YAML mapping (values parsed as YAML scalars)."""
+    import yaml
+    for item in assignments:
+        path, eq, text = item.partition("=")
+        if not eq or not path:
+            raise UsageError(f"--set {item!r} is not accepted; accepted: KEY=VALUE, e.g. training.train_steps=500")
+        node = raw
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise UsageError(f"--set {item!r}: {key} is not a mapping")
+        node[keys[-1]] = yaml.safe_load(text)
+    return raw
+
+
+def read_config(path: str, sets: Sequence[str] = ()) -> tuple[GPT2Settings, Path]:
+    """(settings, out_dir) of a YAML config file with `--set` overrides (UsageError, one line)."""
+    import yaml
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle)
+    except OSError as err:
+        raise UsageError(f"--config {path}: cannot be read ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--config {path}: is not a text file; accepted: a YAML config") from None
+    except yaml.YAMLError as err:
+        raise UsageError(f"--config {path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if isinstance(raw, dict):
+        raw = apply_sets(raw, sets)
+    return settings_from_config(raw)
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="the seed's YAML config, e.g. configs/dummy.yaml")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key by its dotted path (repeatable)")
+    parser.add_argument("--out", default=None, help="run directory (overrides the config's out_dir)")
+    parser.add_argument("--resume", action="store_true", help="continue out_dir from its checkpoint")
+    parser.add_argument("--overwrite", action="store_true", help="replace out_dir if it is one of our runs")
+    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--choices", action=PrintChoices)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        settings, out = read_config(args.config, args.sets)
+    except UsageError as err:
+        return fail(PROG, err)
+    return train_command(PROG, settings, Path(args.out) if args.out else out, runner="runners.train",
+                         argv=argv, overwrite=args.overwrite, resume=args.resume, quiet=args.quiet)

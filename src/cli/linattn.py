@@ -1,0 +1,123 @@
+"""The training-dynamics study's command line (Zhang et al. 2025, seed 003): the seed's
+`python train.py` flags, as `python -m runners.linattn`, -> the settings of system `dynamics`
+(src/systems/dynamics.py) -> the pipeline (train, run directory, the dynamics analysis).
+
+    python -m runners.linattn --model attnM --head 8 --init 1e-6 --show
+    python -m runners.linattn --model mlp --cubic_feat --head 8 --init 1e-6 --show
+    python -m runners.linattn --model attnS --head 5 --init 1e-2 --epoch 10001 --lr 0.02 --show
+    python -m runners.linattn --model attnS --head 9 --KQ_dim 1 --in_dim 8 --seq_len 32 ...
+
+Run directory: config.json, metrics.jsonl (about 20 rows), metrics_summary.json, params.npz,
+checkpoint.npz, dynamics.npz (loss and test losses at every epoch, singular values of every
+head's W_KQ and the per-head principal-component diagonals at every log point),
+analysis/dynamics.json|png, and figs/loss.png with --show (written, never shown).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from src.cli import (OneLineParser, PrintChoices, UsageError, fail, int_at_least, number_in,
+                     positive_number, seed)
+from src.cli.command import train_command, validated
+from src.registry import choice, registry
+from src.rundir import names
+from src.systems.dynamics import OPTIMIZERS, DynamicsSettings, DynamicsTrain
+from src.tasks.linattn import DynamicsTaskConfig
+
+PROG = "python -m runners.linattn"
+RUNNER = "runners.linattn"
+# The seed's --model names and the registered models they mean.
+SEED_MODELS = {"attnM": "attn_merged", "attnS": "attn_separate", "mlp": "cubic_mlp"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    task, tr = DynamicsTaskConfig(), DynamicsTrain()
+    p = OneLineParser(prog=PROG, description=__doc__.splitlines()[0],
+                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    g = p.add_argument_group("the seed's flags (python train.py ...)")
+    g.add_argument("--model", choices=list(SEED_MODELS), default="attnM",
+                   help="attnM = ATTN_M (merged W_KQ), attnS = ATTN_S (separate W_K, W_Q), "
+                        "mlp = 2-layer linear network on the cubic feature (needs --cubic_feat)")
+    g.add_argument("--cubic_feat", action="store_true", help="the MLP reads the cubic feature z")
+    g.add_argument("--head", type=int_at_least(1), default=1, help="heads (hidden units of the MLP)")
+    g.add_argument("--rank", "--KQ_dim", dest="rank", type=int_at_least(1), default=1,
+                   help="rank R of W_K, W_Q (attnS; the seed's README writes --KQ_dim)")
+    g.add_argument("--in_dim", type=int_at_least(1), default=task.in_dim, help="D")
+    g.add_argument("--seq_len", type=int_at_least(2), default=task.seq_len,
+                   help="tokens per sequence (context pairs + the query)")
+    g.add_argument("--init", type=positive_number(), default=tr.init,
+                   help="initial parameters ~ init * N(0, 1)")
+    g.add_argument("--trainset_size", type=int_at_least(1), default=task.trainset_size, help="P")
+    g.add_argument("--epoch", type=int_at_least(1), default=tr.epochs, help="training epochs")
+    g.add_argument("--lr", type=positive_number(), default=tr.learning_rate, help="learning rate")
+    g.add_argument("--icl", type=number_in(0.0, 1.0), default=task.icl,
+                   help="fraction of sequences with their own task vector (the rest share w*)")
+    g.add_argument("--testset", "--testset_size", dest="testset", type=int_at_least(0),
+                   default=task.testset_size, help="sequences in each test set (in-context, in-weight)")
+    g.add_argument("--white_cov", action="store_true", help="x ~ N(0, I/D) instead of eigenvalues ∝ 1..D")
+    g.add_argument("--show", action="store_true", help=f"write the loss figure ({names.LOSS_PNG}); no window")
+    o = p.add_argument_group("ours")
+    o.add_argument("--optimizer", choices=list(OPTIMIZERS), default=tr.optimizer,
+                   help="gd: full batch (the seed's); sgd: minibatches of --batch_size; adam: full batch")
+    o.add_argument("--batch_size", type=int_at_least(0), default=0, help="sgd minibatch size")
+    o.add_argument("--normalize", action="store_true", help="divide X Xᵀ (and z) by N")
+    o.add_argument("--seed", type=seed(), default=0, help="seed of the data and the initialisation")
+    o.add_argument("--log_every", type=int_at_least(1), default=tr.log_every,
+                   help="epochs between records of the singular values")
+    o.add_argument("--float64", action="store_true", help="train in float64")
+    o.add_argument("--out", default=None, help="run directory (default: runs/linattn_<model>_seed<seed>)")
+    o.add_argument("--overwrite", action="store_true", help="replace --out if it is one of our runs")
+    o.add_argument("--resume", action="store_true", help="continue --out from its checkpoint")
+    o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument("--choices", action=PrintChoices)
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> DynamicsSettings:
+    """The validated settings of the seed's flags (UsageError, one line)."""
+    entry = registry("dynamics_model").get(SEED_MODELS[args.model])
+    fields = {f.name for f in dataclasses.fields(entry.options)}
+    if getattr(entry.options, "reads_cubic_feature", False) and not args.cubic_feat:
+        raise UsageError(f"--model {args.model} needs --cubic_feat (the two-layer network reads the "
+                         f"cubic feature z); accepted: --model {args.model} --cubic_feat")
+    if args.rank != 1 and "rank" not in fields:
+        raise UsageError(f"--rank={args.rank} has no effect with --model {args.model}; accepted: "
+                         f"--model {', '.join(m for m, n in SEED_MODELS.items() if 'rank' in _fields(n))}")
+    options = {"heads": args.head, **({"rank": args.rank} if "rank" in fields else {})}
+    task = DynamicsTaskConfig(in_dim=args.in_dim, seq_len=args.seq_len,
+                              trainset_size=args.trainset_size, testset_size=args.testset,
+                              white_cov=args.white_cov, icl=args.icl, seed=args.seed)
+    tr = DynamicsTrain(epochs=args.epoch, learning_rate=args.lr, optimizer=args.optimizer,
+                       batch_size=args.batch_size, init=args.init, seed=args.seed,
+                       log_every=args.log_every, normalize=args.normalize, float64=args.float64)
+    settings = DynamicsSettings(task=task, model=choice("dynamics_model", entry.name, **options), train=tr,
+                                show=args.show)
+    return validated(settings, FLAGS)
+
+
+def _fields(model: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(registry("dynamics_model").get(model).options)}
+
+
+# our settings -> the seed's flags, for messages
+FLAGS = {"task.in_dim": "--in_dim", "task.seq_len": "--seq_len", "task.trainset_size": "--trainset_size",
+         "task.testset_size": "--testset", "task.icl": "--icl", "model.options.heads": "--head",
+         "model.options.rank": "--rank", "train.epochs": "--epoch", "train.learning_rate": "--lr",
+         "train.init": "--init", "train.batch_size": "--batch_size", "train.optimizer": "--optimizer",
+         "train.log_every": "--log_every", "train.seed": "--seed", "task.seed": "--seed"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        settings = settings_from_args(args)
+    except UsageError as err:
+        return fail(PROG, err)
+    out = Path(args.out or f"runs/linattn_{args.model}_seed{args.seed}")
+    return train_command(PROG, settings, out, runner=RUNNER, argv=argv, overwrite=args.overwrite,
+                         resume=args.resume, quiet=args.quiet)

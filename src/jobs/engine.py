@@ -1,0 +1,294 @@
+"""The one job engine: plan -> launch -> (the caller collects results from the run directories).
+
+A `Job` is one run directory to produce from one Settings (any system). `plan` compares each
+job with what is on disk (the settings config.json stores, and the training-code fingerprint):
+
+  absent      nothing there yet                      -> train
+  incomplete  started, or lost an output              -> retrain (--overwrite)
+  stale       finished, but other settings or code    -> retrain only when the caller allows
+  complete    finished with every expected output     -> skip
+  diverged    finished with a non-finite loss (final) -> skip
+
+`run_jobs` trains the jobs that need it with an executor (registry "executor": src/jobs/local.py,
+src/jobs/ray.py), `workers` at a time, longest first; every run is `python -m runners.run
+--config - --out DIR` reading its settings on standard input, its output in
+`<runs_dir>/logs/<name>.log`. SIGINT/SIGTERM stop only its own children.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from src.cli import PARENT_ENV, UsageError
+from src.files import to_jsonable
+from src.provenance import ROOT, code_fingerprint
+from src.registry import Choice, registry
+from src.rundir import RunDir, RunDirError, names
+from src.settings import Settings
+
+LOGS = "logs"              # <runs-dir>/logs/<run>.log: each run's full output
+JAX_CACHE = ".jax_cache"   # <runs-dir>/.jax_cache unless JAX_COMPILATION_CACHE_DIR is set
+TODO_STATES = ("absent", "incomplete", "stale")
+SINGLE_THREAD_ENV = {
+    "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+    "TF_NUM_INTEROP_THREADS": "1",
+}
+SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+TAIL_LINES = 15
+RUNNER = "runners.run"     # every job runs through the one command that reads settings
+
+
+def normalise(obj) -> dict:
+    """A settings mapping as config.json stores it (JSON round trip), for comparisons."""
+    return json.loads(json.dumps(to_jsonable(obj), sort_keys=True))
+
+
+@dataclass
+class Job:
+    name: str                       # the run directory's name (under the runs directory)
+    settings: Settings              # validated
+    path: Path
+    cost: float = 1.0               # relative cost, to start the longest jobs first
+    state: str = "absent"
+    detail: str = ""
+    seconds: float = 0.0            # wall time of its process when trained now
+    returncode: int | None = None
+    output: str = ""
+
+    @property
+    def run(self) -> RunDir:
+        return RunDir(self.path)
+
+    @property
+    def expected(self) -> dict:
+        """The settings as its config.json must store them."""
+        return normalise(self.settings.to_dict())
+
+    def settings_json(self) -> str:
+        return json.dumps({"settings": self.expected})
+
+    def command(self, overwrite: bool) -> list[str]:
+        """The child command; its settings arrive on standard input (`settings_json`)."""
+        return ([sys.executable, "-m", RUNNER, "--config", "-", "--out", str(self.path), "--quiet"]
+                + (["--overwrite"] if overwrite else []))
+
+
+def job_state(job: Job) -> tuple[str, str]:
+    """(state, detail): what is on disk for `job`, compared with what it asks for."""
+    run = job.run
+    if not run.path.exists():
+        return "absent", ""
+    if not run.path.is_dir():
+        return "incomplete", "not a directory"
+    try:
+        config = run.load_config()
+        stored = config.get("settings")
+    except (RunDirError, ValueError, OSError, AttributeError):
+        return "incomplete", f"no readable {names.CONFIG}"
+    finished = run.is_trained() or run.is_diverged()
+    expected = {k: v for k, v in job.expected.items() if k != "schema_version"}
+    if finished and {k: v for k, v in normalise(stored).items() if k != "schema_version"} != expected:
+        return "stale", "its settings differ from this plan's"
+    if finished and config.get("code_fingerprint") != code_fingerprint():
+        return "stale", ("it was trained by different code (src/, baselines/ or runners/ changed "
+                         "since, or it predates code fingerprints)")
+    if run.is_diverged():
+        return "diverged", ""
+    missing = run.missing_outputs()
+    if run.is_trained() and not missing:
+        return "complete", ""
+    return "incomplete", ("missing " + ", ".join(missing[:3]) + ("..." if len(missing) > 3 else "")
+                          if missing else f"{names.SUMMARY} says not complete")
+
+
+def plan(jobs: Sequence[Job]) -> list[Job]:
+    for job in jobs:
+        job.state, job.detail = job_state(job)
+    return list(jobs)
+
+
+def child_env(runs_dir: Path, single_thread: bool) -> dict:
+    """The runs' environment: the repo on PYTHONPATH, a persistent XLA compilation cache shared
+    by the runs (same programs, same results, much less compile time), one thread each when
+    several run at once (`single_thread`)."""
+    env = dict(os.environ)
+    env[PARENT_ENV] = str(os.getpid())     # the runner dies with this driver (src.cli.guarded)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if not env.get("JAX_COMPILATION_CACHE_DIR"):
+        env["JAX_COMPILATION_CACHE_DIR"] = str((runs_dir / JAX_CACHE).resolve())
+    env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    if single_thread:
+        env.update(SINGLE_THREAD_ENV)
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_XLA).strip()
+    return env
+
+
+def use_compilation_cache(runs_dir: Path) -> None:
+    """This process uses the persistent XLA compilation cache its runs share (child_env's);
+    settings from the environment win."""
+    import jax
+    env = child_env(runs_dir, single_thread=False)
+    for var, option, cast in (("JAX_COMPILATION_CACHE_DIR", "jax_compilation_cache_dir", str),
+                              ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                               "jax_persistent_cache_min_compile_time_secs", float),
+                              ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+                               "jax_persistent_cache_min_entry_size_bytes", int)):
+        if var not in os.environ:
+            if var == "JAX_COMPILATION_CACHE_DIR":
+                Path(env[var]).mkdir(parents=True, exist_ok=True)
+            jax.config.update(option, cast(env[var]))
+
+
+LOCK = ".lock"      # <runs-dir>/.lock: held (flock) by the one sweep or study using the folder
+
+
+class RunsDirBusy(Exception):
+    """Another live sweep or study holds the runs directory (one-line message)."""
+
+
+class RunsDirLock:
+    """An exclusive lock on a runs directory for as long as a sweep or study trains into it.
+    The kernel releases it when the holder dies (flock), so a killed driver never leaves a
+    stale lock; the file names the holder (pid, command, start) for the refusal message."""
+
+    def __init__(self, runs_dir: Path, command: str):
+        self.path = runs_dir / LOCK
+        self.command = command
+        self.handle = None
+
+    def __enter__(self) -> "RunsDirLock":
+        import fcntl
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip().replace("\n", " ") or "another process"
+            handle.close()
+            raise RunsDirBusy(f"--runs-dir={str(self.path.parent)!r} is in use by {holder}; "
+                              "accepted: wait for it to finish, or another --runs-dir") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} ({self.command[:200]}) since "
+                     f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        handle.flush()
+        self.handle = handle
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()     # releases the flock
+            self.handle = None
+
+
+def stop_processes(procs, grace_s: float = 30.0) -> None:
+    """SIGTERM every process still running, wait up to `grace_s` for each, then SIGKILL."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def tail(text: str, lines: int = TAIL_LINES) -> str:
+    kept = [line for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    return "\n".join("    " + line for line in kept[-lines:])
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def announce(say: Callable[[str], None], prog: str, what: str, jobs: Sequence[Job],
+             todo: Sequence[Job], workers: int, runs_dir: Path) -> None:
+    """The plan in words: how many runs are done and to train, and why each redo."""
+    say(f"{prog}: {len(jobs)} {what}: {len(jobs) - len(todo)} already finished, "
+        f"{len(todo)} to train ({workers} at a time) -> {runs_dir}")
+    for job in todo:
+        if job.state != "absent":
+            say(f"  redo {job.name} ({job.state}: {job.detail}) with --overwrite")
+
+
+@dataclass
+class Report:
+    trained: list[Job] = field(default_factory=list)
+    diverged: list[Job] = field(default_factory=list)
+    failed: list[Job] = field(default_factory=list)
+
+
+def launcher_of(executor: Choice, runs_dir: Path, workers: int):
+    """The executor's launcher: `run_job(job, overwrite) -> (exit code, output, seconds)` and
+    `terminate_all()`; its logs under <runs_dir>/logs."""
+    entry = registry("executor").get(executor.name)
+    return entry.build(executor.options, runs_dir=runs_dir, log_dir=runs_dir / LOGS, workers=workers)
+
+
+def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path, say: Callable[[str], None],
+             on_done: Callable[[Job], None] | None = None, executor: Choice | None = None) -> Report:
+    """Train `todo` (longest first), `workers` at a time. After each job its state is
+    re-planned and `on_done(job)` is called. KeyboardInterrupt (SIGINT, or SIGTERM turned
+    into it) stops the children and propagates."""
+    report = Report()
+    if not todo:
+        return report
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    launcher = launcher_of(executor or Choice("local", registry("executor").get("local").default_options()),
+                           runs_dir, workers)
+
+    def train(job: Job) -> Job:
+        job.returncode, job.output, job.seconds = launcher.run_job(job, overwrite=job.path.exists())
+        return job
+
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        futures = [pool.submit(train, j) for j in sorted(todo, key=lambda j: j.cost, reverse=True)]
+        for future in as_completed(futures):
+            job = future.result()
+            job.state, job.detail = job_state(job)
+            if job.returncode == 0 and job.state == "complete":
+                report.trained.append(job)
+            elif job.state == "diverged":
+                report.trained.append(job)
+                report.diverged.append(job)
+                say(f"  diverged {job.name} (kept; its summary says status 'diverged')")
+            else:
+                why = (f"exit code {job.returncode}" if job.returncode
+                       else f"finished but incomplete ({job.detail})")
+                report.failed.append(job)
+                say(f"  FAILED {job.name}: {why}; log {runs_dir / LOGS / (job.name + '.log')}\n"
+                    + tail(job.output))
+            if on_done is not None:
+                on_done(job)
+    except KeyboardInterrupt:
+        launcher.terminate_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    pool.shutdown(wait=True)
+    return report
+
+
+def refuse_stale(jobs: Sequence[Job], runs_dir: Path, overwrite: bool) -> None:
+    """UsageError (one line) when finished runs were made with other settings or code and
+    `overwrite` does not allow retraining them."""
+    stale = [j for j in jobs if j.state == "stale"]
+    if stale and not overwrite:
+        raise UsageError(f"--runs-dir={str(runs_dir)!r} holds {len(stale)} run(s) made with other "
+                         f"settings or code (e.g. {stale[0].path}: {stale[0].detail}); accepted: "
+                         "another --runs-dir, or --overwrite to retrain them")
+

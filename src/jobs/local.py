@@ -1,0 +1,61 @@
+"""The local executor (registry "executor" entry `local`): each run is a child process
+`python -m runners.run --config - --out DIR --quiet` reading its settings on standard input,
+one thread each when several run at once, dying with its driver (src.cli.die_with_parent).
+"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from src.files import atomic_write_text
+from src.jobs.engine import child_env, stop_processes
+from src.registry import NoOptions, registry
+
+
+@dataclass
+class Launcher:
+    """Runs jobs as child processes (several threads may call `run_job` at once), writes each
+    one's output to `log_dir/<name>.log`, and stops only its own children on request."""
+    env: dict
+    log_dir: Path
+    stopping: threading.Event = field(default_factory=threading.Event)
+    live: set = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run_job(self, job, overwrite: bool) -> tuple[int | None, str, float]:
+        """(exit code, output, seconds); exit code None when stopping had begun."""
+        command = job.command(overwrite)
+        start = time.monotonic()
+        with self.lock:   # no process starts once terminate_all has begun
+            if self.stopping.is_set():
+                return None, "", 0.0
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.PIPE, text=True, env=self.env)
+            self.live.add(proc)
+        try:
+            output, _ = proc.communicate(input=job.settings_json())
+        finally:
+            with self.lock:
+                self.live.discard(proc)
+        seconds = time.monotonic() - start
+        try:
+            atomic_write_text(self.log_dir / f"{job.name}.log",
+                              "$ " + shlex.join(command) + "\n" + (output or ""))
+        except OSError:
+            pass
+        return proc.returncode, output or "", seconds
+
+    def terminate_all(self) -> None:
+        with self.lock:
+            self.stopping.set()
+            procs = list(self.live)
+        stop_processes(procs)
+
+
+@registry("executor").register("local", NoOptions, doc="child processes on this machine (--jobs at a time)")
+def build_local(options, *, runs_dir: Path, log_dir: Path, workers: int) -> Launcher:
+    return Launcher(child_env(runs_dir, single_thread=workers > 1), log_dir)

@@ -1,0 +1,185 @@
+"""What every study and sweep shares: the executor flags, a study's flags and directories, and the
+one front end — a study is a list of Jobs (each one Settings), planned under the runs-directory
+lock, trained by an executor, then reported.
+
+    jobs = [Job(name, settings, runs_dir / name, cost=...), ...]
+    return finish_study(PROG, argv, args, runs_dir, report_dir, lambda: jobs, write_report)
+
+Every output location (runs directory, report directory) is checked before any work.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import math
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from src.cli import OneLineParser, UsageError, fail, int_at_least, number_in
+from src.files import atomic_write_bytes, atomic_write_text
+from src.jobs.engine import (TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, plan, refuse_stale,
+                             run_jobs, use_compilation_cache)
+from src.registry import Choice, registry
+
+
+def add_executor_flags(parser) -> None:
+    """--executor, --address, --cpus-per-run: the same on every sweep and study."""
+    group = parser.add_argument_group("executor")
+    group.add_argument("--executor", choices=registry("executor").names(), default="local",
+                       help="local child processes (default) or one Ray task per run")
+    group.add_argument("--address", default=None,
+                       help="Ray cluster address (default: start a local Ray instance)")
+    group.add_argument("--cpus-per-run", "--cpus_per_run", dest="cpus_per_run", default=None,
+                       type=number_in(0, 1024, low_open=True), help="Ray CPUs per run (default 1)")
+
+
+def executor_of(args, connect: bool = True) -> Choice:
+    """The executor of parsed flags: its registry entry with the options the flags set
+    (UsageError, one line, for a flag the executor does not take or one it cannot honour)."""
+    entry = registry("executor").get(getattr(args, "executor", "local"))
+    flags = {"address": "--address", "cpus_per_run": "--cpus-per-run"}
+    given = {k: getattr(args, k, None) for k in flags}
+    fields = set(entry.options.__dataclass_fields__)
+    for key, value in given.items():
+        if value is not None and key not in fields:
+            takers = [e.name for e in registry("executor") if key in e.options.__dataclass_fields__]
+            raise UsageError(f"{flags[key]}={value!r} needs --executor {' or '.join(takers)}")
+    options = entry.options(**{k: v for k, v in given.items() if v is not None})
+    try:
+        if hasattr(options, "check"):
+            options.check()
+        if hasattr(options, "prepare"):
+            options.prepare(connect)
+    except (ValueError, ConnectionError) as err:
+        raise UsageError(str(err)) from None
+    return Choice(entry.name, options)
+
+
+def study_parser(prog: str, doc: str, quick_help: str) -> OneLineParser:
+    """The flags every study takes: --quick, --runs-dir, --report-dir, --jobs, --overwrite."""
+    parser = OneLineParser(prog=prog, description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default=None,
+                        help="run directories (default: runs/<study>, quick: runs/<study>_quick)")
+    parser.add_argument("--report-dir", "--report_dir", dest="report_dir", default=None,
+                        help="report (default: report; quick: report/quick)")
+    parser.add_argument("--jobs", type=int_at_least(1), default=2, help="runs in parallel")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="retrain runs made with other settings or code (otherwise refused)")
+    add_executor_flags(parser)
+    return parser
+
+
+def check_directory(flag: str, path: Path) -> None:
+    """UsageError (one line) unless `path` is, or can be made, a writable directory."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag}={str(path)!r} is a file; accepted: a directory path")
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise UsageError(f"{flag}={str(path)!r}: {existing} is a file; accepted: a directory path")
+    import os
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag}={str(path)!r}: {existing} cannot be written; accepted: a writable "
+                         "directory")
+
+
+def study_dirs(args, study: str) -> tuple[Path, Path]:
+    """(runs_dir, report_dir) of a study's flags, both checked before any work."""
+    runs_dir = Path(args.runs_dir or (f"runs/{study}_quick" if args.quick else f"runs/{study}"))
+    report_dir = Path(args.report_dir or ("report/quick" if args.quick else "report"))
+    check_directory("--runs-dir", runs_dir)
+    check_directory("--report-dir", report_dir)
+    return runs_dir, report_dir
+
+
+def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
+              write_report: Callable[[float, dict], list[Path]], executor: Choice | None = None) -> int:
+    """Train what a study's plan needs, then `write_report(seconds, git state at the start)`;
+    the exit code (0, 1 when runs failed, 130 when interrupted)."""
+    from src.provenance import git_commit
+    use_compilation_cache(runs_dir)
+    head, start = git_commit(), time.monotonic()     # git state before anything is written
+    todo = [j for j in jobs if j.state in TODO_STATES]
+    workers = max(1, min(workers, len(todo)))
+    say = lambda message: print(message, flush=True)
+    announce(say, prog, "runs", jobs, todo, workers, runs_dir)
+    try:
+        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor)
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted; finished runs are kept in {runs_dir}; rerun to continue",
+              file=sys.stderr)
+        return 130
+    if report.failed:
+        print(f"{prog}: {len(report.failed)} runs failed: "
+              + ", ".join(j.name for j in report.failed), file=sys.stderr)
+        return 1
+    written = write_report(time.monotonic() - start, head)
+    print(f"{prog}: wrote {', '.join(str(p) for p in written)} ({time.monotonic() - start:.0f}s)")
+    return 0
+
+
+def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_dir: Path,
+                 make_jobs: Callable[[], list[Job]], write_report: Callable[..., list[Path]]) -> int:
+    """Plan (one-line refusal of stale runs), train what is missing, write the report."""
+    command = " ".join([prog, shlex.join(argv)]).strip()
+    with contextlib.ExitStack() as hold:
+        try:   # one study or sweep per runs directory; planned again under the lock
+            executor = executor_of(args)
+            jobs = make_jobs()            # every run's settings validated before the lock
+            hold.enter_context(RunsDirLock(runs_dir, command))
+            jobs = plan(jobs)             # what is on disk now that no one else writes there
+            refuse_stale(jobs, runs_dir, args.overwrite)
+        except (UsageError, RunsDirBusy) as err:
+            return fail(prog, err)
+        return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
+            jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head),
+            executor=executor)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return "" if not math.isfinite(value) else repr(value)
+    return str(value)
+
+
+def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> int:
+    """Write `rows` (missing keys empty, floats exact, non-finite empty) atomically; returns
+    the number of rows."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n",
+                            extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row.get(k)) for k in columns})
+    atomic_write_text(path, buffer.getvalue())
+    return len(rows)
+
+
+def keep_foreign_csv(path: Path, jobs: Sequence[Job]) -> Path | None:
+    """Before a sweep rewrites its CSV: when `path` holds anything but rows of this sweep's own
+    run directories (another sweep's results, a hand-edited file), copy it to
+    `<stem>.backup-<time>.csv` first and return that path; None when nothing needed keeping."""
+    if not path.is_file():
+        return None
+    ours = {str(job.path) for job in jobs}
+    try:
+        rows = csv.DictReader(io.StringIO(path.read_text()))
+        foreign = any(row.get("run_dir") not in ours for row in rows)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        foreign = True
+    if not foreign:
+        return None
+    stamp = f"{path.stem}.backup-{time.strftime('%Y%m%d-%H%M%S')}"
+    backup, n = path.with_name(stamp + path.suffix), 1
+    while backup.exists():
+        backup, n = path.with_name(f"{stamp}-{n}{path.suffix}"), n + 1
+    atomic_write_bytes(backup, path.read_bytes())
+    return backup

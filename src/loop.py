@@ -1,0 +1,223 @@
+"""The one training loop of every system: compiled chunks of steps, one divergence rule, one
+result type (the optimizer comes from the one factory, src/optim.py).
+
+A system builds a `Trainer` from its settings (src/systems/<name>.py): how to initialise the
+training state, a jitted `run_chunk` that takes `num_steps` steps from step `first` (data drawn
+on device from the step number, so results do not depend on how steps are chunked), and what a
+metrics row holds. The loop only cuts the run into chunks (ending at every log point, every
+checkpoint and the end), checks each chunk for divergence, and calls back with rows and
+checkpoints; Python never runs inside a chunk.
+
+Divergence (every system): a training loss that is not finite, or above EXPLODED times the
+run's first loss, or parameters that are not finite; the run stops, keeps the state of the last
+good chunk and says at which step. Checkpointing wraps the loop (`Progress` out through
+`on_checkpoint`, back in through `start`), so a resumed run continues bit for bit.
+
+Glossary: n steps of a chunk, K log points.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+EXPLODED = 1e6          # a loss above EXPLODED x the first loss counts as diverged
+
+
+# ---------------------------------------------------------------------------
+# What a system gives the loop
+
+class TrainState(NamedTuple):
+    params: Any
+    opt_state: Any
+
+
+class Chunk(NamedTuple):
+    """What `Trainer.run_chunk` returns for n steps."""
+    state: TrainState
+    losses: Any                              # [n] training loss of every step
+    per_step: dict = {}                      # name -> [n, ...] kept for the whole run
+    at_end: dict = {}                        # name -> [...] recorded when the chunk ends a log interval
+
+
+class Trainer:
+    """A system's training, as the loop sees it. Subclasses set the sizes and implement
+    `init_state`, `run_chunk` and `evaluate`."""
+    unit = "step"               # what a step is called in rows and messages ("epoch")
+    steps: int = 1
+    log_every: int = 1
+    checkpoint_every: int = 0   # 0: only at the end
+    keep_every: int = 0         # also keep checkpoint_<step>.npz at multiples of this; 0: never
+
+    def init_state(self) -> TrainState:
+        raise NotImplementedError
+
+    def run_chunk(self, state: TrainState, first: int, num_steps: int) -> Chunk:
+        raise NotImplementedError
+
+    def evaluate(self, state: TrainState) -> dict[str, float]:
+        """The eval scores of a state (the fields of a metrics row after train_loss)."""
+        return {}
+
+    def row(self, state: TrainState, step: int, losses: np.ndarray) -> dict | None:
+        """The metrics row at log point `step` (losses: every step since the last one), or None."""
+        return {"train_loss": float(np.mean(losses)), **self.evaluate(state)}
+
+    def initial_records(self, state: TrainState) -> dict:
+        """`at_end` records of the initial state (the log point at step 0), if any."""
+        return {}
+
+    def headline(self, row: dict) -> dict[str, str]:
+        """A few numbers of a row for the progress bar."""
+        return {k: f"{v:.4f}" for k, v in row.items() if k.startswith("eval_") and isinstance(v, float)}
+
+    def context(self):
+        """Entered around the whole loop (e.g. float64 mode)."""
+        return contextlib.nullcontext()
+
+
+@dataclass
+class Progress:
+    """Where a run stands: what a checkpoint holds and what `train(start=...)` continues from."""
+    step: int
+    state: TrainState
+    per_step: dict[str, np.ndarray]          # name -> [step, ...]
+    at_log: dict[str, np.ndarray]            # name -> [K, ...], "step" included
+    first_loss: float | None
+    history: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class LoopResult:
+    state: TrainState                        # the last good state
+    step: int                                # steps done
+    history: list[dict]                      # one metrics row per log point
+    per_step: dict[str, np.ndarray]          # "loss" and the trainer's per-step records
+    at_log: dict[str, np.ndarray]            # "step" and the trainer's log-point records
+    seconds: float
+    diverged: str | None = None              # why training stopped early, or None
+    final: dict = field(default_factory=dict)   # the scores of `state` (the last row's)
+
+
+# ---------------------------------------------------------------------------
+# The loop
+
+def first_bad_step(losses: np.ndarray, first_loss: float) -> int | None:
+    """Index of the first non-finite or exploded loss of a chunk, or None."""
+    bad = ~np.isfinite(losses) | (losses > EXPLODED * max(abs(first_loss), 1e-30))
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+def tree_finite(tree) -> bool:
+    return all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree_util.tree_leaves(tree))
+
+
+def _stack(records: list[dict]) -> dict[str, np.ndarray]:
+    keys = records[0].keys() if records else ()
+    return {k: np.stack([np.asarray(r[k]) for r in records]) for k in keys}
+
+
+def _concat(chunks: list[dict]) -> dict[str, np.ndarray]:
+    keys = chunks[0].keys() if chunks else ()
+    return {k: np.concatenate([np.asarray(c[k]) for c in chunks]) for k in keys}
+
+
+def boundaries(trainer: Trainer, step: int) -> int:
+    """The end of the chunk that starts at `step`: the next log point, checkpoint or the end."""
+    stops = [trainer.steps, step + trainer.log_every - step % trainer.log_every]
+    if trainer.checkpoint_every:
+        stops.append(step + trainer.checkpoint_every - step % trainer.checkpoint_every)
+    return min(stops)
+
+
+def train(trainer: Trainer, *, start: Progress | None = None,
+          on_log: Callable[[dict], None] | None = None,
+          on_checkpoint: Callable[[Progress], None] | None = None,
+          progress: bool = False, label: str = "") -> LoopResult:
+    """Run `trainer` from scratch or from `start` to `trainer.steps`."""
+    with trainer.context():
+        return _train(trainer, start, on_log, on_checkpoint, progress, label)
+
+
+def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult:
+    from tqdm import tqdm
+    if start is None:
+        state = trainer.init_state()
+        initial = trainer.initial_records(state)
+        start = Progress(0, state, {}, _stack([{"step": 0, **initial}]) if initial else {}, None)
+    step, state, first_loss = start.step, start.state, start.first_loss
+    history = list(start.history)
+    per_step = [start.per_step] if start.per_step else []
+    at_log = [{k: v[i] for k, v in start.at_log.items()} for i in range(len(start.at_log.get("step", [])))]
+    pending: list[np.ndarray] = []
+    diverged = None
+    begin = time.perf_counter()
+    bar = tqdm(total=trainer.steps, initial=step, desc=label, unit=trainer.unit, disable=not progress,
+               leave=False, dynamic_ncols=True)
+
+    def snapshot() -> Progress:
+        return Progress(step, state, _concat(per_step), _stack(at_log), first_loss, list(history))
+
+    while step < trainer.steps:
+        n = boundaries(trainer, step) - step
+        chunk = trainer.run_chunk(state, step, n)
+        losses = np.asarray(chunk.losses)
+        first_loss = float(losses[0]) if first_loss is None else first_loss
+        bad = first_bad_step(losses, first_loss)
+        if bad is None and not tree_finite(chunk.state.params):
+            bad = n - 1
+        if bad is not None:
+            per_step.append({"loss": losses[:bad], **{k: np.asarray(v)[:bad]
+                                                      for k, v in chunk.per_step.items()}})
+            what = "not finite" if not np.isfinite(losses[bad]) else (
+                f"above {EXPLODED:g} x the first loss" if losses[bad] > EXPLODED * abs(first_loss)
+                else "finite, but the parameters are not")
+            diverged = (f"training loss {what} at {trainer.unit} {step + bad + 1}; stopped and kept "
+                        f"the parameters of {trainer.unit} {step}")
+            break
+        state, step = chunk.state, step + n
+        per_step.append({"loss": losses, **{k: np.asarray(v) for k, v in chunk.per_step.items()}})
+        pending.append(losses)
+        bar.update(n)
+        if step % trainer.log_every == 0 or step == trainer.steps:
+            if chunk.at_end and step % trainer.log_every == 0:
+                at_log.append({"step": step, **{k: np.asarray(v) for k, v in chunk.at_end.items()}})
+            row = trainer.row(state, step, np.concatenate(pending))
+            pending = []
+            if row is not None:
+                row = {trainer.unit: step, **row, "elapsed_s": round(time.perf_counter() - begin, 3)}
+                history.append(row)
+                bar.set_postfix(trainer.headline(row))
+                if on_log is not None:
+                    on_log(row)
+        checkpoint_due = trainer.checkpoint_every and step % trainer.checkpoint_every == 0
+        if on_checkpoint is not None and (checkpoint_due or step == trainer.steps):
+            on_checkpoint(snapshot())
+    bar.close()
+    seconds = time.perf_counter() - begin
+    if history:
+        final = {k: v for k, v in history[-1].items()
+                 if k not in (trainer.unit, "train_loss", "elapsed_s")}
+    else:                           # stopped in the first chunk: score the initial state
+        final = trainer.evaluate(state)
+    return LoopResult(state, step, history, _concat(per_step), _stack(at_log), seconds, diverged, final)
+
+
+def ms_per_step(trainer: Trainer, chunk_steps: int = 50, repeats: int = 3) -> float:
+    """Median ms per training step of `trainer`'s compiled chunk, after compilation (make bench)."""
+    import statistics
+    with trainer.context():
+        state = trainer.init_state()
+        jax.block_until_ready(trainer.run_chunk(state, 0, chunk_steps).losses)
+        times = []
+        for r in range(repeats):
+            begin = time.perf_counter()
+            jax.block_until_ready(trainer.run_chunk(state, chunk_steps * (r + 1), chunk_steps).losses)
+            times.append(time.perf_counter() - begin)
+    return 1000.0 * statistics.median(times) / chunk_steps

@@ -1,0 +1,41 @@
+"""The one optimizer factory: every system (and every fit of a baseline) maps its settings onto
+`Optimizer` and gets its optax transformation here.
+
+    make_optimizer(Optimizer("adam", 1e-3, b2=0.98, grad_clip=10.0), total_steps)   # the paper's
+    make_optimizer(Optimizer("adamw", 3e-3, weight_decay=0.1, grad_clip=3.0, warmup_fraction=0.03), steps)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import optax
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """What the factory needs: every system maps its own settings onto this."""
+    name: str                          # adam | adamw | sgd
+    learning_rate: float
+    b1: float = 0.9
+    b2: float = 0.999
+    weight_decay: float = 0.0          # adamw
+    grad_clip: float = 0.0             # global-norm clipping; 0 = none
+    warmup_fraction: float | None = None   # linear warm-up then cosine decay; None = constant
+
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+
+
+def make_optimizer(opt: Optimizer, total_steps: int) -> optax.GradientTransformation:
+    """The optax transformation of `opt` for a run of `total_steps` steps."""
+    rate = opt.learning_rate
+    if opt.warmup_fraction is not None:
+        warmup = max(1, int(opt.warmup_fraction * total_steps))
+        rate = optax.warmup_cosine_decay_schedule(0.0, opt.learning_rate, warmup,
+                                                  max(total_steps, warmup + 1))
+    core = {"adam": lambda: optax.adam(rate, b1=opt.b1, b2=opt.b2),
+            "adamw": lambda: optax.adamw(rate, b1=opt.b1, b2=opt.b2, weight_decay=opt.weight_decay),
+            "sgd": lambda: optax.sgd(rate)}[opt.name]()
+    if opt.grad_clip > 0:
+        return optax.chain(optax.clip_by_global_norm(opt.grad_clip), core)
+    return core

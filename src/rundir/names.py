@@ -1,0 +1,66 @@
+"""The names of the files of a run directory: the one place that knows them (SPEC §8).
+
+runs/<exp>/
+  config.json            the system, every resolved setting, the command, versions, git commit
+  metrics.jsonl          one row per log point
+  metrics_summary.json   status and final numbers (present <=> training finished), the outputs
+  params.npz             parameters (float arrays keyed module/param; nothing pickled)
+  checkpoint.npz         parameters, optimiser state and progress, for --resume
+  analysis/              what the registered analyses write
+  ...                    each system's own files (src/systems/<name>.py)
+"""
+from __future__ import annotations
+
+CONFIG = "config.json"
+METRICS = "metrics.jsonl"
+SUMMARY = "metrics_summary.json"
+PARAMS = "params.npz"
+ORDERING = "ordering_idx.npy"
+NOISE_MASK = "noise_mask.npy"
+ANALYSIS = "analysis"
+METADATA = f"{ANALYSIS}/analysis_metadata.json"
+ALIGNMENT = f"{ANALYSIS}/alignment.json"
+OOD = f"{ANALYSIS}/ood.csv"
+ATTENTION_STATS = f"{ANALYSIS}/attention_stats.json"
+ATTENTION_STATS_PNG = f"{ANALYSIS}/attention_stats.png"
+ATTN = "attn"
+ATTN_RAW = f"{ATTN}/attention.npz"
+FIGS = "figs"
+DYNAMICS = "dynamics.npz"                       # training-dynamics runs (runners.linattn)
+DYNAMICS_JSON = f"{ANALYSIS}/dynamics.json"
+DYNAMICS_PNG = f"{ANALYSIS}/dynamics.png"
+LOSS_PNG = f"{FIGS}/loss.png"
+ICL_CURVE_CSV = f"{ANALYSIS}/icl_curve.csv"     # gpt2-family runs (runners.train)
+ICL_CURVE_PNG = f"{ANALYSIS}/icl_curve.png"
+ROBUSTNESS = f"{ANALYSIS}/robustness.json"
+LENGTH_GEN_CSV = f"{ANALYSIS}/length_gen.csv"   # python -m analysis.length_gen (seed 002)
+LENGTH_GEN_JSON = f"{ANALYSIS}/length_gen.json"
+LENGTH_GEN_PNG = f"{ANALYSIS}/ood_length.png"
+RECENCY_CSV = f"{ANALYSIS}/recency.csv"         # python -m analysis.recency (seed 002)
+RECENCY_JSON = f"{ANALYSIS}/recency.json"
+RECENCY_PNG = f"{ANALYSIS}/avg_attention_score.png"
+PROMPT_TESTS_JSON = f"{ANALYSIS}/prompt_tests.json"   # python -m analysis.prompt_tests (seed 002)
+DUPLICATION_PNG = f"{ANALYSIS}/duplication.png"
+SERIAL_POSITION_PNG = f"{ANALYSIS}/lost_in_mid.png"
+CHECKPOINT = "checkpoint.npz"
+TRAINING_LOG = "training_log.csv"
+# Written first into every run directory this code creates; with a readable config.json it is
+# the proof `RunDir.create(..., overwrite=True)` needs before it deletes anything.
+MARKER = ".icl_run"
+MARKER_TEXT = "run directory of the in-context learning workbench (src/rundir.py)\n"
+STAGING = ".staging-"     # .<name>.staging-<pid>: a replacement being trained
+REPLACED = ".replaced-"   # .<name>.replaced-<pid>: the old run during the swap
+
+
+def attention_file(layer: int, head: int) -> str:
+    return f"{ATTN}/layer{layer}_head{head}.npy"
+
+
+def attention_figure(layer: int, head: int) -> str:
+    """The quick heatmap of one layer/head (plots.attention_quick)."""
+    return f"{FIGS}/attention_layer{layer}_head{head}.png"
+
+
+def kept_checkpoint(step: int) -> str:
+    """A checkpoint kept at `step` (keep_every) besides the latest one."""
+    return f"checkpoint_{step}.npz"

@@ -1,0 +1,126 @@
+"""Creating and replacing run directories safely: what may be a run directory, the staging
+sibling a replacement is trained in, the swap, and the clean-up of what a killed process left.
+Only directories carrying our marker (and a readable config.json) are ever deleted.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from src.files import TMP_SUFFIX
+from src.provenance import ROOT
+from src.rundir.names import MARKER, REPLACED, STAGING, SUMMARY
+
+
+class RunDirError(Exception):
+    """A run directory problem with a one-line, user-facing message."""
+
+
+class RunExists(RunDirError):
+    pass
+
+
+class MissingArtifact(RunDirError):
+    pass
+
+
+class WrongSystem(RunDirError):
+    """A run of another system than the command reads."""
+
+
+class CorruptArtifact(RunDirError):
+    """A file of a run directory exists but is not what this code wrote (truncated, foreign,
+    wrong types or shapes, object arrays)."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _pid_of(name: str, tag: str) -> int | None:
+    try:
+        return int(name.rsplit(tag, 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def remove_stale_siblings(path: Path) -> list[Path]:
+    """Remove what a killed process left beside or in the run directory `path`: staging and
+    swap directories of dead processes (only those with our marker) and atomic-write
+    temporaries (`.<file>.<pid>.<random>.tmp`) of dead processes. Returns what was removed."""
+    removed = []
+    parent = path.parent
+    if parent.is_dir():
+        for tag in (STAGING, REPLACED):
+            for candidate in parent.glob(f".{glob_escape(path.name)}{tag}*"):
+                pid = _pid_of(candidate.name, tag)
+                if (pid is not None and not _alive(pid) and not candidate.is_symlink()
+                        and (candidate / MARKER).is_file()):
+                    shutil.rmtree(candidate)
+                    removed.append(candidate)
+    for folder in (path, parent):
+        if folder.is_dir() and not folder.is_symlink():
+            removed += remove_dead_temporaries(folder)
+    return removed
+
+
+def remove_dead_temporaries(folder: Path) -> list[Path]:
+    """Atomic-write temporaries in `folder` whose writer process is gone."""
+    removed = []
+    for tmp in folder.glob(f".*{TMP_SUFFIX}"):
+        parts = tmp.name.split(".")
+        pid = next((int(p) for p in reversed(parts[:-2]) if p.isdigit()), None)
+        if pid is not None and tmp.is_file() and not tmp.is_symlink() and not _alive(pid):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def fresh_staging(path: Path) -> Path:
+    """An empty `.<name>.staging-<pid>` beside `path` (this process's own leftover removed)."""
+    staging = path.parent / f".{path.name}{STAGING}{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def unsafe_target(path: Path) -> str | None:
+    """Why `path` may never be a run directory (the working directory, a filesystem root,
+    the repository or a parent of it), or None."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):
+        return "not a resolvable path"
+    if resolved == Path(resolved.anchor):
+        return "a filesystem root"
+    if resolved == Path.cwd().resolve():
+        return "the working directory"
+    if resolved == ROOT or resolved in ROOT.parents:
+        return "the repository or a folder that contains it"
+    return None
+
+
+def will_replace(path: Path) -> bool:
+    """A run into `path` now would replace an existing run (staged; see RunDir.create)."""
+    return path.is_dir() and any(path.iterdir())
+
+
+def interrupted_note(path: Path, replacing: bool) -> str:
+    """What an interrupted run leaves behind, in one line."""
+    if replacing:
+        return f"interrupted: the previous run in {path} is kept unchanged (the new one was discarded)"
+    return (f"interrupted: {path} is incomplete (every file in it is whole; no {SUMMARY}); "
+            "rerun with --overwrite")
+

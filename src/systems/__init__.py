@@ -1,0 +1,93 @@
+"""Systems: one registry entry per paper's training regime (registry "system").
+
+An entry's options class is the system's Settings (src/settings.py: validation and bounds
+included) and its builder turns validated settings into a `SystemTrainer`: the one loop's
+Trainer (src/loop.py) plus what the pipeline (src/pipeline.py) asks of a system — the files it
+writes, its summary and its one-line report. config.json records the system's name, so any run
+reads back into its own Settings (`settings_from_record`) and reruns from that alone.
+
+    lsa        von Oswald et al.: linear / softmax self-attention on in-context regression
+    gpt2       Garg et al.'s GPT-2 on regression and boolean tasks (mechanisms, length study)
+    lm         the Zoology / miniseq ICL benchmark's token and pair tasks (the recipe)
+    dynamics   Zhang et al. 2025: training dynamics of linear attention on a fixed set
+
+A new system is one file here (its Settings, its trainer, `register_system`) plus its test.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from src.loop import LoopResult, Trainer
+from src.registry import UnknownChoice, registry
+from src.settings import Settings, SettingsError
+
+SYSTEMS = registry("system")
+# config.json of runs made before systems were registry entries: the name they recorded (or
+# none: the paper's own runs) -> the system that reads them now
+LEGACY_NAMES = {None: "lsa", "recipe": "lm", "linattn": "dynamics"}
+
+
+class Arrays(dict):
+    """An output written as one .npz of plain arrays (a plain dict is written as JSON)."""
+
+
+class SystemTrainer(Trainer):
+    """A Trainer with what the pipeline asks of a system. `settings` is the validated tree."""
+    settings: Settings
+
+    @property
+    def label(self) -> str:
+        """What the progress bar calls the run."""
+        return self.settings.describe()
+
+    def outputs_before(self) -> dict[str, Any]:
+        """Files written before training starts (name -> dict | Arrays | array | bytes | str)."""
+        return {}
+
+    def params_arrays(self, result: LoopResult) -> dict:
+        """params.npz: flat name -> array of the trained parameters."""
+        raise NotImplementedError
+
+    def outputs(self, result: LoopResult) -> dict[str, Any]:
+        """Files written after training (besides params.npz and the summary)."""
+        return {}
+
+    def summary(self, result: LoopResult) -> dict:
+        """metrics_summary.json's system-specific part (status, message and outputs are added)."""
+        return {}
+
+    def report(self, result: LoopResult, run) -> str:
+        """The one line a command prints when the run (RunDir `run`, analysed) is done."""
+        return f"{result.step} {self.unit}s in {result.seconds:.1f}s"
+
+
+def register_system(settings_class: type, doc: str):
+    """Decorator: register `build(settings) -> SystemTrainer` under `settings_class.system`."""
+    return SYSTEMS.register(settings_class.system, settings_class, doc=doc)
+
+
+def system_name(raw: Mapping) -> str:
+    """The registered system a settings mapping (config.json's "settings") belongs to."""
+    name = raw.get("system")
+    return LEGACY_NAMES.get(name, name)
+
+
+def settings_class(name: str) -> type:
+    return SYSTEMS.get(name).options
+
+
+def settings_from_record(raw: Any) -> Settings:
+    """The validated Settings of a settings mapping of any system and schema (SettingsError)."""
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"settings={type(raw).__name__} is not accepted; accepted: a mapping")
+    name = system_name(raw)
+    try:
+        cls = settings_class(name)
+    except UnknownChoice:
+        raise SettingsError(f"system={name!r} is unknown; accepted: {', '.join(SYSTEMS.names())}") from None
+    return cls.from_dict(raw).validate()
+
+
+def build(settings: Settings) -> SystemTrainer:
+    """The trainer of validated `settings` (its system's builder)."""
+    return SYSTEMS.get(settings.system).build(settings)

@@ -1,0 +1,264 @@
+"""System `dynamics`: Zhang, Singh, Latham & Saxe, "Training dynamics of in-context learning in
+linear attention" (ICML 2025) — linear-attention models (and the cubic-feature MLP) trained by
+full-batch GD (or SGD, Adam) on a FIXED set of sequences, recording the loss at every epoch
+and the key-query singular values at every log point.
+
+Loss: mean squared error of the query prediction, L = (1/P) Σ_p (ŷ_p − y_p)² (the seed's
+nn.MSELoss; no ½). Every model is ŷ = F t(θ) (src/models/linattn.py), so the full-batch loss
+is the quadratic L(θ) = t G t − 2 bᵀ t + c of the set's moments G = FᵀF/P, b = Fᵀy/P,
+c = yᵀy/P, computed once: an epoch costs O(F²) whatever P is. The loss and the test losses are
+recorded at the parameters before each epoch's update (as the seed). A step of the one loop is
+an epoch here.
+
+Files: dynamics.npz (loss and test losses at every epoch, log_epochs, singular values of every
+head's W_KQ and the per-head principal-component diagonals at every log point), plus the
+dynamics analysis and, with `show`, the loss figure.
+Shapes: P sequences, F features, E epochs, K log points, H heads, D input dimension.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable, ClassVar, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from src.bounds import check_memory, check_sizes
+from src.loop import Chunk, LoopResult, TrainState
+from src.optim import Optimizer, make_optimizer
+from src.registry import Choice
+import src.rundir.names as names
+from src.settings import (Settings, SettingsError, choice_field, require, require_int,
+                          require_number, require_one_of)
+from src.systems import Arrays, SystemTrainer, register_system
+from src.tasks.linattn import DynamicsTaskConfig, SequenceSet, make_sets
+
+OPTIMIZERS = {"gd": "sgd", "sgd": "sgd", "adam": "adam"}   # ours -> the optimizer factory's
+MOMENT_CHUNK = 4096     # sequences per chunk when accumulating the moments
+
+
+@dataclass(frozen=True)
+class DynamicsTrain:
+    epochs: int = 6001
+    learning_rate: float = 1e-3
+    optimizer: str = "gd"       # gd (full batch) | sgd (minibatches of batch_size) | adam (full batch)
+    batch_size: int = 0         # 0 = full batch (gd, adam); >= 1 for sgd
+    init: float = 1e-6          # initial parameters ~ init · N(0, 1)
+    seed: int = 0               # initialisation (and SGD shuffling)
+    log_every: int = 10         # epochs between records of W_KQ's singular values
+    normalize: bool = False     # divide X Xᵀ (and z) by N, as the paper's formulas; the seed's code does not
+    float64: bool = False       # train in float64 (exactness checks)
+    checkpoint_every: int = 1000   # epochs between checkpoints (and at the end); for --resume
+
+
+@dataclass(frozen=True)
+class DynamicsSettings(Settings):
+    system: ClassVar[str] = "dynamics"
+    required_keys: ClassVar[tuple] = ("task", "model", "train")
+    unit: ClassVar[str] = "epoch"
+    legacy_keys: ClassVar[dict] = {"train.lr": "train.learning_rate"}
+    task: DynamicsTaskConfig = field(default_factory=DynamicsTaskConfig)
+    model: Choice = choice_field("dynamics_model", "attn_merged")
+    train: DynamicsTrain = field(default_factory=DynamicsTrain)
+    show: bool = False          # write the loss figure (the seed's --show; nothing is displayed)
+
+    def describe(self) -> str:
+        return self.model.name
+
+    def loss_figure_file(self) -> str | None:
+        return names.LOSS_PNG if self.show else None
+
+    def check(self) -> None:
+        t, tr, opts = self.task, self.train, self.model.options
+        heads, rank = getattr(opts, "heads", 1), getattr(opts, "rank", 1)
+        for path, value, low in (("task.in_dim", t.in_dim, 1), ("task.seq_len", t.seq_len, 2),
+                                 ("task.trainset_size", t.trainset_size, 1),
+                                 ("task.testset_size", t.testset_size, 0),
+                                 ("model.options.heads", heads, 1), ("train.epochs", tr.epochs, 1),
+                                 ("train.log_every", tr.log_every, 1), ("train.batch_size", tr.batch_size, 0),
+                                 ("train.checkpoint_every", tr.checkpoint_every, 0)):
+            require_int(path, value, low)
+        require_int("model.options.rank", rank, 1, t.in_dim)
+        require_number("task.icl", t.icl, 0, high=1)
+        require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
+        require_number("train.init", tr.init, 0, open_low=True)
+        require_one_of("train.optimizer", tr.optimizer, OPTIMIZERS)
+        require((tr.optimizer != "sgd") == (tr.batch_size == 0), "train.batch_size", tr.batch_size,
+                f"0 (full batch) for optimizer gd and adam, 1..trainset_size for sgd (optimizer is "
+                f"{tr.optimizer!r})")
+        require(tr.batch_size <= t.trainset_size, "train.batch_size", tr.batch_size,
+                f"at most task.trainset_size={t.trainset_size}")
+        try:   # the shared integer ranges and a memory estimate (src/bounds.py)
+            check_sizes(("d", "task.in_dim", t.in_dim), ("points", "task.seq_len", t.seq_len),
+                        ("eval_size", "task.trainset_size", t.trainset_size), ("heads", "model.options.heads", heads),
+                        ("steps", "train.epochs", tr.epochs), ("seed", "train.seed", tr.seed),
+                        ("seed", "task.seed", t.seed))
+            if t.testset_size:
+                check_sizes(("eval_size", "task.testset_size", t.testset_size))
+            # the sequences are held as [n, in_dim + 1, seq_len] floats (train and test) plus moments
+            check_memory(8 * (t.trainset_size + t.testset_size) * (t.in_dim + 1) * t.seq_len
+                         + 8 * (t.in_dim + 1) ** 4, "this run")
+        except ValueError as err:
+            raise SettingsError(str(err)) from None
+
+
+class Moments(NamedTuple):
+    gram: jax.Array    # G = FᵀF/P [F, F]
+    cross: jax.Array   # b = Fᵀy/P [F]
+    energy: jax.Array  # c = yᵀy/P []
+
+
+def moments(features: Callable[[jax.Array], jax.Array], data: SequenceSet, dtype) -> Moments:
+    """The loss moments of a set, accumulated over chunks of sequences."""
+    size = len(data.targets)
+    featurize = jax.jit(features)
+    gram = cross = 0.0
+    for start in range(0, size, MOMENT_CHUNK):
+        f = featurize(jnp.asarray(data.tokens[start:start + MOMENT_CHUNK], dtype))
+        y = jnp.asarray(data.targets[start:start + MOMENT_CHUNK], dtype)
+        gram = gram + f.T @ f
+        cross = cross + f.T @ y
+    return Moments(gram / size, cross / size, jnp.asarray(np.mean(data.targets ** 2), dtype))
+
+
+def quadratic_loss(t: jax.Array, m: Moments) -> jax.Array:
+    """(1/P) Σ (F t − y)² from the moments."""
+    return t @ m.gram @ t - 2.0 * m.cross @ t + m.energy
+
+
+class DynamicsTrainer(SystemTrainer):
+    unit = "epoch"
+
+    def __init__(self, settings: DynamicsSettings, sets: dict[str, SequenceSet] | None = None,
+                 init_params: dict | None = None):
+        from src.registry import registry
+        self.settings = settings
+        tr = settings.train
+        self.steps, self.log_every, self.checkpoint_every = tr.epochs, tr.log_every, tr.checkpoint_every
+        self.model = registry("dynamics_model").get(settings.model.name).build(settings.model.options)
+        self.sets, self.init_params = sets, init_params
+        self.optimizer = make_optimizer(Optimizer(OPTIMIZERS[tr.optimizer], tr.learning_rate), tr.epochs)
+        self.dtype = jnp.float64 if tr.float64 else jnp.float32
+        self._ready = False
+
+    def context(self):
+        return jax.enable_x64(True) if self.settings.train.float64 else contextlib.nullcontext()
+
+    def _prepare(self) -> None:
+        """The data, their moments and the compiled interval (inside `context`)."""
+        if self._ready:
+            return
+        tr, dtype, model = self.settings.train, self.dtype, self.model
+        sets = self.sets if self.sets is not None else make_sets(self.settings.task)
+        featurize = lambda tokens: model.features(tokens, tr.normalize)
+        train_m = moments(featurize, sets["train"], dtype)
+        tests = {name: moments(featurize, data, dtype) for name, data in sets.items() if name != "train"}
+        features = (featurize(jnp.asarray(sets["train"].tokens, dtype)) if tr.batch_size else None)
+        targets = jnp.asarray(sets["train"].targets, dtype)
+        optimizer = self.optimizer
+
+        def epoch(carry, index):
+            p, state = carry
+            value, grads = jax.value_and_grad(lambda q: quadratic_loss(model.coefficients(q), train_m))(p)
+            test_values = {n: quadratic_loss(model.coefficients(p), m) for n, m in tests.items()}
+            if tr.batch_size:   # minibatch SGD: one pass over a fresh permutation
+                order = jax.random.permutation(jax.random.fold_in(jax.random.key(tr.seed), index),
+                                               targets.shape[0])
+                batches = order[: targets.shape[0] // tr.batch_size * tr.batch_size].reshape(-1, tr.batch_size)
+
+                def step(inner, rows):
+                    q, s = inner
+                    g = jax.grad(lambda r: jnp.mean((features[rows] @ model.coefficients(r)
+                                                     - targets[rows]) ** 2))(q)
+                    u, s = optimizer.update(g, s, q)
+                    return (optax.apply_updates(q, u), s), None
+                (p, state), _ = jax.lax.scan(step, (p, state), batches)
+            else:
+                updates, state = optimizer.update(grads, state, p)
+                p = optax.apply_updates(p, updates)
+            return (p, state), (value, test_values)
+
+        @partial(jax.jit, static_argnums=3)
+        def interval(p, state, first, count):
+            """`count` epochs from epoch `first`, then the record at the end."""
+            (p, state), (values, test_values) = jax.lax.scan(epoch, (p, state), first + jnp.arange(count))
+            return p, state, values, test_values, self._record(p)
+
+        self.tests, self._interval, self._ready = tests, interval, True
+
+    def _record(self, p):
+        return jnp.linalg.svd(self.model.kq(p), compute_uv=False), \
+            jnp.diagonal(self.model.gamma(p), axis1=1, axis2=2)
+
+    def init_state(self) -> TrainState:
+        tr = self.settings.train
+        params = self.init_params or self.model.init(jax.random.key(tr.seed), self.settings.task.in_dim, tr.init)
+        params = jax.tree_util.tree_map(lambda a: jnp.asarray(a, self.dtype), params)
+        return TrainState(params, self.optimizer.init(params))
+
+    def initial_records(self, state) -> dict:
+        sv, gamma = jax.jit(self._record)(state.params)
+        return {"singular_values": np.asarray(sv), "gamma_diag": np.asarray(gamma)}
+
+    def run_chunk(self, state, first, num_steps) -> Chunk:
+        self._prepare()
+        p, opt_state, values, test_values, (sv, gamma) = self._interval(state.params, state.opt_state,
+                                                                        first, num_steps)
+        return Chunk(TrainState(p, opt_state), values,
+                     {f"{name}_loss": test_values[name] for name in self.tests},
+                     {"singular_values": sv, "gamma_diag": gamma})
+
+    def row(self, state, step, losses) -> dict | None:
+        """Rows at about 20 points of the run (the seed prints the loss that often)."""
+        every = max(self.log_every, self.steps // 20)
+        if step % every < self.log_every or step == self.steps:
+            return {"train_loss": float(losses[-1])}
+        return None
+
+    def headline(self, row: dict) -> dict[str, str]:
+        return {"loss": f"{row['train_loss']:.5f}"}
+
+    def params_arrays(self, result: LoopResult) -> dict:
+        return {f"model/{k}": np.asarray(v) for k, v in result.state.params.items()}
+
+    def trajectory(self, result: LoopResult) -> Arrays:
+        """dynamics.npz: losses per epoch as float64 (exact copies of the float32 values), the
+        records per log point as trained."""
+        at_log = result.at_log
+        return Arrays({"loss": np.asarray(result.per_step["loss"], np.float64), "log_epochs": at_log["step"],
+                       "singular_values": at_log["singular_values"], "gamma_diag": at_log["gamma_diag"],
+                       **{k: np.asarray(v, np.float64) for k, v in result.per_step.items() if k != "loss"}})
+
+    def outputs(self, result: LoopResult) -> dict:
+        return {names.DYNAMICS: self.trajectory(result)}
+
+    def summary(self, result: LoopResult) -> dict:
+        s, loss = self.settings, result.per_step["loss"]
+        final = {f"final_{k}": float(v[-1]) if len(v) else None
+                 for k, v in result.per_step.items() if k != "loss"}
+        return {"model": s.model.name, "seed": s.train.seed, "epochs": int(len(loss)),
+                "epochs_requested": s.train.epochs,
+                "final_loss": float(loss[-1]) if len(loss) else None,
+                "initial_loss": float(loss[0]) if len(loss) else None, **final,
+                "train_seconds": round(result.seconds, 3),
+                "ms_per_epoch": round(1000 * result.seconds / max(1, len(loss)), 4)}
+
+    def report(self, result: LoopResult, run) -> str:
+        loss = result.per_step["loss"]
+        line = (f"{self.settings.model.name}: {len(loss)} epochs in {result.seconds:.1f}s "
+                f"({1000 * result.seconds / max(1, len(loss)):.3f} ms/epoch) | loss {loss[0]:.4f} -> "
+                f"{loss[-1]:.4f}")
+        if run.exists(names.DYNAMICS_JSON):
+            drops = run.load_json(names.DYNAMICS_JSON)["drops"]
+            line += f" | {len(drops)} drop(s) at epochs {[d['epoch'] for d in drops]}"
+        return line
+
+
+@register_system(DynamicsSettings, doc="Zhang et al. 2025: linear attention trained by full-batch "
+                                       "GD on a fixed set; loss at every epoch, W_KQ spectra")
+def build_dynamics(settings: DynamicsSettings) -> DynamicsTrainer:
+    return DynamicsTrainer(settings)

@@ -1,0 +1,247 @@
+"""System `gpt2`: Garg et al. (2022)'s in-context learner — a GPT-2 sequence model (any sequence
+mixer, any position encoding) trained on regression or boolean tasks with a curriculum over
+dimensions and points. The mechanisms study ("Not All Attention Is Created Equal", seed 000) and
+the length study (Lin et al., AAAI 2025) run on it.
+
+Loss: mean squared error over every scored prediction point (Garg's training loss; twice the
+paper system's ½·MSE — this system's `loss` means plain MSE). Reported error: the task
+objective's per-point error (squared error / d for regression, 0/1 error of sign ŷ for boolean
+tasks) on a fixed eval set (eval_seed) at the curriculum's end. Adam with gradient clipping.
+
+Files: training_log.csv (step, loss, n_points, n_dims: the seed's), plus what the analyses
+write (analysis/icl_curve.*, analysis/robustness.json, <mixer>_loss.png).
+Shapes: B batch, n points, d dims.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from src.bounds import check_memory, check_sizes, training_bytes
+from src.loop import Chunk, LoopResult, TrainState
+from src.optim import Optimizer, make_optimizer
+from src.models.backbone import GPT2Config
+from src.registry import Choice, registry
+import src.rundir.names as names
+from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require, require_int,
+                          require_number)
+from src.systems import SystemTrainer, register_system
+from src.tasks.garg import Curriculum, RegressionBatch, Schedule
+from src.tasks.objectives import objective_of, tasks_for
+
+
+
+@dataclass(frozen=True)
+class GPT2Train:
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    steps: int = 6000
+    log_every: int = 250
+    checkpoint_every: int = 1000     # the seed's save_every_steps
+    keep_every: int = 0              # also keep checkpoint_<step>.npz (the seed's keep_every_steps); 0 = no
+    eval_size: int = 1000
+    seed: int = 0
+    eval_seed: int = EVAL_SEED
+    grad_clip: float = 10.0
+
+
+@dataclass(frozen=True)
+class GPT2Settings(Settings):
+    system: ClassVar[str] = "gpt2"
+    required_keys: ClassVar[tuple] = ("model", "task", "curriculum", "train")
+    legacy_keys: ClassVar[dict] = {"train.train_steps": "train.steps",
+                                   "train.save_every_steps": "train.checkpoint_every",
+                                   "train.keep_every_steps": "train.keep_every",
+                                   "train.grad_clip_norm": "train.grad_clip"}
+    model: GPT2Config = field(default_factory=GPT2Config)
+    task: Choice = choice_field("task", "linear_regression")
+    curriculum: Curriculum = field(default_factory=Curriculum)
+    train: GPT2Train = field(default_factory=GPT2Train)
+
+    def describe(self) -> str:
+        return f"{self.model.mixer.name} + {self.model.position.name} on {self.task.name}"
+
+    def loss_figure_file(self) -> str:
+        return f"{self.model.mixer.name}_loss.png"     # the seed's {attention_type}_loss.jpg, as PNG
+
+    def check(self) -> None:
+        m, c, tr = self.model, self.curriculum, self.train
+        pair_tasks = tasks_for("pairs")
+        require(self.task.name in pair_tasks, "task", self.task.name, ", ".join(pair_tasks))
+        for name, schedule in (("dims", c.dims), ("points", c.points)):
+            path = f"curriculum.{name}"
+            require_int(f"{path}.start", schedule.start, 1)
+            require_int(f"{path}.end", schedule.end, 1)
+            require_int(f"{path}.inc", schedule.inc, 0)
+            require_int(f"{path}.interval", schedule.interval, 1)
+            require(schedule.end >= schedule.start, f"{path}.end", schedule.end,
+                    f"end >= {path}.start={schedule.start}")
+        require(m.n_dims == c.dims.end, "model.n_dims", m.n_dims,
+                f"the curriculum's last dimension, curriculum.dims.end={c.dims.end}")
+        require(m.n_positions >= c.points.end, "model.n_positions", m.n_positions,
+                f">= curriculum.points.end={c.points.end} (the points the run trains on)")
+        require_int("model.n_embd", m.n_embd, 1)
+        require_int("model.n_head", m.n_head, 1)
+        require(m.n_embd % m.n_head == 0, "model.n_embd", m.n_embd,
+                f"a multiple of model.n_head={m.n_head}")
+        if getattr(self.task.options, "fixed_dimension", False):
+            require(c.dims.start == c.dims.end, "curriculum.dims.start", c.dims.start,
+                    f"curriculum.dims.end={c.dims.end}: the boolean task {self.task.name!r} takes a "
+                    "fixed dimension")
+        require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
+        require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
+        for key in ("log_every", "checkpoint_every"):
+            require_int(f"train.{key}", getattr(tr, key), 1)
+        require_int("train.keep_every", tr.keep_every, 0)
+        try:   # the shared integer ranges and the memory estimate (src/bounds.py)
+            check_sizes(("d", "model.n_dims", m.n_dims), ("width", "model.n_embd", m.n_embd),
+                        ("heads", "model.n_head", m.n_head), ("layers", "model.n_layer", m.n_layer),
+                        ("points", "model.n_positions", m.n_positions),
+                        ("batch_size", "train.batch_size", tr.batch_size),
+                        ("eval_size", "train.eval_size", tr.eval_size), ("steps", "train.steps", tr.steps),
+                        ("seed", "train.seed", tr.seed), ("seed", "train.eval_seed", tr.eval_seed))
+            check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size,
+                                        tokens=2 * m.n_positions, width=m.n_embd, layers=m.n_layer,
+                                        heads=m.n_head), "this run")
+            encoding = m.encoding()      # the encoding's own checks, and whether the mixer takes it
+            if not getattr(registry("seq_mixer").get(m.mixer.name).build, "takes_any_position", False):
+                encoding.require_plain(m.mixer.name)
+            # the task's own checks at this shape (k <= d, ...), traced without drawing anything
+            jax.eval_shape(lambda key: sampler(self)(key, 1, c.dims.end, c.points.end), jax.random.key(0))
+        except SettingsError:
+            raise
+        except ValueError as err:
+            raise SettingsError(str(err)) from None
+
+
+def sampler(settings: GPT2Settings, n_points: int | None = None):
+    c = settings.curriculum
+    return registry("task").get(settings.task.name).build(
+        settings.task.options, n_points=n_points or c.points.end, n_dims=c.dims.end)
+
+
+def eval_batch(settings: GPT2Settings, n_points: int | None = None, alpha: float = 1.0) -> RegressionBatch:
+    """The fixed eval tasks at the curriculum's end (more points for a length test)."""
+    c = settings.curriculum
+    points = n_points or c.points.end
+    return jax.jit(lambda key: sampler(settings, points)(key, settings.train.eval_size,
+                                                          c.dims.end, points, alpha))(
+        jax.random.key(settings.train.eval_seed))
+
+
+def weighted_mse(prediction, batch: RegressionBatch) -> jax.Array:
+    return jnp.sum(batch.weights * (prediction - batch.ys) ** 2) / jnp.maximum(jnp.sum(batch.weights), 1)
+
+
+def make_model(settings: GPT2Settings):
+    return registry("family").get("gpt2").build(settings.model)
+
+
+def init_model(settings: GPT2Settings, model):
+    """(params, Haiku state) of the settings' seed."""
+    c = settings.curriculum
+    example = sampler(settings)(jax.random.key(0), 1, c.dims.end, c.points.end)
+    return model.init(jax.random.key(settings.train.seed), example.xs, example.ys)
+
+
+def optimizer_of(settings: GPT2Settings) -> optax.GradientTransformation:
+    tr = settings.train
+    return make_optimizer(Optimizer("adam", tr.learning_rate, grad_clip=tr.grad_clip), tr.steps)
+
+
+def make_chunk(settings: GPT2Settings, model, optimizer, model_state):
+    """chunk(params, opt_state, first_step, num_steps) -> (params, opt_state, losses, points, dims)."""
+    tr, c = settings.train, settings.curriculum
+    sample = sampler(settings)
+    train_key = jax.random.fold_in(jax.random.key(tr.seed), 1)
+
+    def one_step(carry, step):
+        params, opt_state, state = carry
+        dims, points = c.dims.at(step), c.points.at(step)
+        batch = sample(jax.random.fold_in(train_key, step), tr.batch_size, dims, points)
+        loss, grads = jax.value_and_grad(
+            lambda p: weighted_mse(model.apply(p, state, batch.xs, batch.ys), batch))(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state, state), (loss, points, dims)
+
+    def chunk(params, state, opt_state, first_step, num_steps):
+        (params, opt_state, _), (losses, points, dims) = jax.lax.scan(
+            one_step, (params, opt_state, state), first_step + jnp.arange(num_steps))
+        return params, opt_state, losses, points, dims
+    jitted = jax.jit(chunk, static_argnums=4)
+    return lambda params, opt_state, first, n: jitted(params, model_state, opt_state, first, n)
+
+
+class GPT2Trainer(SystemTrainer):
+    def __init__(self, settings: GPT2Settings):
+        self.settings = settings
+        tr = settings.train
+        self.steps, self.log_every = tr.steps, tr.log_every
+        self.checkpoint_every, self.keep_every = tr.checkpoint_every, tr.keep_every
+        self.model, self.optimizer = make_model(settings), optimizer_of(settings)
+        self.params0, self.model_state = init_model(settings, self.model)
+        self._chunk = make_chunk(settings, self.model, self.optimizer, self.model_state)
+        self._predict = jax.jit(self.model.apply)
+        self.objective = objective_of(settings.task.name)
+        self._evaluation = None
+
+    @property
+    def evaluation(self) -> RegressionBatch:
+        if self._evaluation is None:
+            self._evaluation = eval_batch(self.settings)
+        return self._evaluation
+
+    def init_state(self) -> TrainState:
+        return TrainState(self.params0, self.optimizer.init(self.params0))
+
+    def run_chunk(self, state, first, num_steps) -> Chunk:
+        params, opt_state, losses, points, dims = self._chunk(state.params, state.opt_state, first, num_steps)
+        return Chunk(TrainState(params, opt_state), losses, {"n_points": points, "n_dims": dims})
+
+    def evaluate(self, state) -> dict[str, float]:
+        ev, params = self.evaluation, state.params
+        errors = self.objective.mean_point_errors(self._predict(params, self.model_state, ev.xs, ev.ys), ev)
+        return {"eval_loss": float(weighted_mse(self._predict(params, self.model_state, ev.xs, ev.ys), ev)),
+                "eval_error_last": float(errors[-1]), "eval_error_mean": float(jnp.mean(errors))}
+
+    def headline(self, row: dict) -> dict[str, str]:
+        return {"error_last": f"{row['eval_error_last']:.4f}"}
+
+    def params_arrays(self, result: LoopResult) -> dict:
+        return {f"model/{k}": v for k, v in flat_tree(result.state.params).items()}
+
+    def outputs(self, result: LoopResult) -> dict:
+        per_step = result.per_step
+        rows = ["step,loss,n_points,n_dims"] + [
+            f"{i + 1},{float(loss)!r},{int(points)},{int(dims)}" for i, (loss, points, dims) in
+            enumerate(zip(per_step.get("loss", []), per_step.get("n_points", []), per_step.get("n_dims", [])))]
+        return {names.TRAINING_LOG: "\n".join(rows) + "\n"}
+
+    def summary(self, result: LoopResult) -> dict:
+        last = result.history[-1] if result.history else {}
+        return {"model": self.settings.model.mixer.name, "task": self.settings.task.name,
+                "steps": result.step, "train_seconds": round(result.seconds, 3),
+                **{k: v for k, v in last.items() if k != "step"},
+                "error_metric": self.objective.describes}
+
+    def report(self, result: LoopResult, run) -> str:
+        last = result.history[-1]["eval_error_last"] if result.history else float("nan")
+        return (f"{self.settings.model.mixer.name}: {result.step} steps in {result.seconds:.1f}s | "
+                f"eval error at the last point {last:.4f}")
+
+
+def flat_tree(tree) -> dict[str, np.ndarray]:
+    """A Haiku parameter tree as {"module/name": array}."""
+    return {"/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path): np.asarray(leaf)
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+@register_system(GPT2Settings, doc="Garg et al.'s GPT-2 on regression and boolean tasks with a "
+                                   "curriculum (mechanisms and length studies)")
+def build_gpt2(settings: GPT2Settings) -> GPT2Trainer:
+    return GPT2Trainer(settings)

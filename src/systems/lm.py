@@ -1,0 +1,251 @@
+"""System `lm`: the ICL benchmark of Zoology / miniseq (seed 001's recipe) — a language-model
+stack of sequence mixers and state mixers trained on a registered task: token tasks (MQAR,
+disjoint sets) or x/y-pair tasks (boolean classes, regression), scored by the task's objective
+(src/tasks/objectives.py). AdamW with linear warm-up then cosine decay, gradient clipping.
+
+Files: examples.json (a few decoded eval sequences) and, in the summary, the objective's
+number at every position (`accuracy_by_position` or `error_by_position`).
+Glossary: B batch, T tokens, V vocabulary, n points, d dims.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from src.bounds import check_memory, check_sizes, training_bytes
+from src.loop import Chunk, LoopResult, TrainState
+from src.optim import Optimizer, make_optimizer
+from src.models.lm import LMConfig, parameter_count
+from src.params import flatten_params
+from src.registry import Choice, registry
+from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require, require_int,
+                          require_number)
+from src.systems import SystemTrainer, register_system
+from src.tasks.objectives import objective_of, tasks_for
+
+EXAMPLES = "examples.json"
+
+
+@dataclass(frozen=True)
+class LMTrain:
+    batch_size: int = 64
+    steps: int = 1500
+    learning_rate: float = 3e-3       # the seed: 1e-3 at batch 256; we train at batch 64
+    weight_decay: float = 0.1
+    warmup_fraction: float = 0.03
+    grad_clip: float = 3.0
+    log_every: int = 100
+    eval_size: int = 512
+    seed: int = 0
+    eval_seed: int = EVAL_SEED + 1
+    checkpoint_every: int = 500       # steps between checkpoints (and at the end); for --resume
+
+
+@dataclass(frozen=True)
+class PairShape:
+    """The x/y-pair tasks' sequence: n points of dimension d."""
+    n_points: int = 40
+    n_dims: int = 10
+
+
+@dataclass(frozen=True)
+class LMSettings(Settings):
+    system: ClassVar[str] = "lm"
+    required_keys: ClassVar[tuple] = ("task", "model", "train", "pairs")
+    legacy_keys: ClassVar[dict] = {"train.train_steps": "train.steps"}
+    task: Choice = choice_field("task", "mqar", vocab_size=512)
+    model: LMConfig = field(default_factory=lambda: LMConfig(width=64, n_head=4, vocab_size=512))
+    train: LMTrain = field(default_factory=LMTrain)
+    pairs: PairShape = field(default_factory=PairShape)
+
+    @classmethod
+    def from_dict(cls, raw):
+        model = dict(raw.get("model") or {}) if isinstance(raw, dict) else {}
+        mixer = model.get("seq_mixer")
+        if isinstance(mixer, dict) and mixer.get("name") == "attention":   # seed 001's name (before v3)
+            raw = {**raw, "model": {**model, "seq_mixer": {**mixer, "name": "softmax_causal"}}}
+        return super().from_dict(raw)
+
+    def describe(self) -> str:
+        return f"{self.task.name} / {self.model.seq_mixer.name} / {self.model.state_mixer.name}"
+
+    def check(self) -> None:
+        m, tr, pairs = self.model, self.train, self.pairs
+        tasks = tasks_for("tokens", "pairs")
+        require(self.task.name in tasks, "task", self.task.name, ", ".join(tasks))
+        for path, value in (("model.width", m.width), ("model.n_layer", m.n_layer), ("model.n_head", m.n_head),
+                            ("train.batch_size", tr.batch_size), ("train.steps", tr.steps),
+                            ("train.log_every", tr.log_every), ("train.eval_size", tr.eval_size),
+                            ("pairs.n_points", pairs.n_points), ("pairs.n_dims", pairs.n_dims)):
+            require_int(path, value, 1)
+        require_int("train.checkpoint_every", tr.checkpoint_every, 0)
+        require(m.width % m.n_head == 0 and (m.width // m.n_head) % 2 == 0, "model.width", m.width,
+                f"an even multiple of model.n_head={m.n_head}")
+        require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
+        require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
+        require_number("train.weight_decay", tr.weight_decay, 0)
+        require_number("train.warmup_fraction", tr.warmup_fraction, 0, high=1, open_high=True)
+        objective = objective_of(self.task.name)
+        require(m.inputs == objective.inputs, "model.inputs", m.inputs,
+                f"{objective.inputs!r}, what task {self.task.name!r} gives")
+        tokens = self.task.options.tokens() if objective.inputs == "tokens" else 2 * pairs.n_points
+        require(m.max_len >= tokens, "model.max_len", m.max_len, f">= {tokens} tokens of the task")
+        if objective.inputs == "tokens":
+            require(m.vocab_size == self.task.options.vocab_size, "model.vocab_size", m.vocab_size,
+                    f"the task's task.options.vocab_size={self.task.options.vocab_size}")
+        require(objective.inputs == "tokens" or m.n_dims == pairs.n_dims, "model.n_dims", m.n_dims,
+                f"pairs.n_dims={pairs.n_dims}")
+        try:
+            check_sizes(("width", "model.width", m.width), ("layers", "model.n_layer", m.n_layer),
+                        ("heads", "model.n_head", m.n_head), ("points", "pairs.n_points", pairs.n_points),
+                        ("d", "pairs.n_dims", pairs.n_dims), ("batch_size", "train.batch_size", tr.batch_size),
+                        ("eval_size", "train.eval_size", tr.eval_size), ("steps", "train.steps", tr.steps),
+                        ("seed", "train.seed", tr.seed), ("seed", "train.eval_seed", tr.eval_seed))
+            check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, tokens=tokens,
+                                        width=m.width, layers=m.n_layer, heads=m.n_head), "this run")
+            # the task's own checks at this shape (k <= d, ...), traced without drawing anything
+            jax.eval_shape(lambda key: sampler(self)(key, 1), jax.random.key(0))
+        except ValueError as err:
+            raise SettingsError(str(err)) from None
+
+
+def sampler(settings: LMSettings):
+    """(key, batch) -> a batch of the task: TokenBatch, or the pair tasks' RegressionBatch."""
+    entry = registry("task").get(settings.task.name)
+    if objective_of(settings.task.name).inputs == "tokens":
+        return entry.build(settings.task.options)
+    shape = settings.pairs
+    draw = entry.build(settings.task.options, n_points=shape.n_points, n_dims=shape.n_dims)
+    return lambda key, batch: draw(key, batch, shape.n_dims, shape.n_points)
+
+
+def model_inputs(batch) -> tuple:
+    """What the LM reads of a batch: (tokens,) or (xs, ys)."""
+    return (batch.inputs,) if hasattr(batch, "inputs") else (batch.xs, batch.ys)
+
+
+def make_model(settings: LMSettings):
+    return registry("family").get("lm").build(settings.model)
+
+
+class LMTrainer(SystemTrainer):
+    def __init__(self, settings: LMSettings):
+        self.settings = settings
+        tr = settings.train
+        self.steps, self.log_every, self.checkpoint_every = tr.steps, tr.log_every, tr.checkpoint_every
+        self.model = make_model(settings)
+        self.optimizer = make_optimizer(Optimizer("adamw", tr.learning_rate, weight_decay=tr.weight_decay,
+                                                  grad_clip=tr.grad_clip, warmup_fraction=tr.warmup_fraction),
+                                        tr.steps)
+        self.objective = objective_of(settings.task.name)
+        self.sample = sampler(settings)
+        self._chunk = self._make_chunk()
+        self._score = jax.jit(lambda p, b: self.objective.score(self.model.apply(p, *model_inputs(b)), b))
+        self._evaluation = None
+
+    @property
+    def evaluation(self):
+        if self._evaluation is None:
+            self._evaluation = jax.jit(lambda key: self.sample(key, self.settings.train.eval_size))(
+                jax.random.key(self.settings.train.eval_seed))
+        return self._evaluation
+
+    def _make_chunk(self):
+        """chunk(params, opt_state, first_step, num_steps) -> (params, opt_state, losses)."""
+        model, objective, optimizer, sample = self.model, self.objective, self.optimizer, self.sample
+        batch_size = self.settings.train.batch_size
+        train_key = jax.random.fold_in(jax.random.key(self.settings.train.seed), 1)
+
+        def one_step(carry, step):
+            params, opt_state = carry
+            batch = sample(jax.random.fold_in(train_key, step), batch_size)
+            loss, grads = jax.value_and_grad(
+                lambda p: objective.score(model.apply(p, *model_inputs(batch)), batch).loss)(params)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), loss
+
+        def chunk(params, opt_state, first_step, num_steps):
+            (params, opt_state), losses = jax.lax.scan(one_step, (params, opt_state),
+                                                       first_step + jnp.arange(num_steps))
+            return params, opt_state, losses
+        return jax.jit(chunk, static_argnums=3)
+
+    def init_state(self) -> TrainState:
+        example = self.sample(jax.random.key(0), 1)
+        params = self.model.init(jax.random.key(self.settings.train.seed), *model_inputs(example))
+        return TrainState(params, self.optimizer.init(params))
+
+    def run_chunk(self, state, first, num_steps) -> Chunk:
+        params, opt_state, losses = self._chunk(state.params, state.opt_state, first, num_steps)
+        return Chunk(TrainState(params, opt_state), losses)
+
+    def scores(self, params) -> dict:
+        """{loss, value (the objective's number over scored positions), by_position [P] (NaN where
+        never scored)} on the eval set."""
+        scored = self._score(params, self.evaluation)
+        score, counted = np.asarray(scored.score, np.float64), np.asarray(scored.counted, np.float64)
+        per_position = score.sum(0) / np.where(counted.sum(0) > 0, counted.sum(0), np.nan)
+        return {"loss": float(scored.loss), "value": float(score.sum() / max(counted.sum(), 1.0)),
+                "by_position": per_position}
+
+    def evaluate(self, state) -> dict[str, float]:
+        result = self.scores(state.params)
+        return {"eval_loss": result["loss"], f"eval_{self.objective.metric}": result["value"]}
+
+    def headline(self, row: dict) -> dict[str, str]:
+        key = f"eval_{self.objective.metric}"
+        return {self.objective.metric: f"{row[key]:.4f}"}
+
+    def params_arrays(self, result: LoopResult) -> dict:
+        return flatten_params(result.state.params)
+
+    def outputs(self, result: LoopResult) -> dict:
+        return {EXAMPLES: decoded_examples(self.model, result.state.params, self.evaluation)}
+
+    def summary(self, result: LoopResult) -> dict:
+        s, metric = self.settings, self.objective.metric
+        last = result.history[-1] if result.history else {}
+        by_position = self.scores(result.state.params)["by_position"] if result.history else np.array([])
+        return {"task": s.task.name, "seq_mixer": s.model.seq_mixer.name,
+                "state_mixer": s.model.state_mixer.name, "steps": result.step,
+                "parameters": parameter_count(result.state.params), "train_seconds": round(result.seconds, 3),
+                **{k: v for k, v in last.items() if k != "step"},
+                f"{metric}_by_position": [None if not np.isfinite(a) else round(float(a), 6) for a in by_position]}
+
+    def report(self, result: LoopResult, run) -> str:
+        s, f = self.settings, result.final
+        return (f"{s.task.name} / {s.model.seq_mixer.name} / {s.model.state_mixer.name}: {result.step} "
+                f"steps in {result.seconds:.1f}s | " + ", ".join(
+                    f"{k[5:]} {v:.4f}" for k, v in f.items() if k in ("eval_accuracy", "eval_error")))
+
+
+def decoded_examples(model, params, batch, count: int = 3) -> list[dict]:
+    """A few eval sequences as lists: inputs, targets, which positions are scored, predictions."""
+    inputs = model_inputs(batch)
+    output = np.asarray(jax.jit(model.apply)(params, *(a[:count] for a in inputs)))
+    examples = []
+    for i in range(count):
+        if hasattr(batch, "inputs"):
+            scored = np.asarray(batch.scored[i])
+            examples.append({"inputs": np.asarray(batch.inputs[i]).tolist(),
+                             "targets": np.asarray(batch.targets[i]).tolist(),
+                             "scored_positions": np.flatnonzero(scored).tolist(),
+                             "predicted_at_scored": output[i].argmax(-1)[scored].tolist()})
+        else:
+            examples.append({"xs": np.asarray(batch.xs[i]).round(4).tolist(),
+                             "ys": np.asarray(batch.ys[i]).round(4).tolist(),
+                             "scored_positions": list(range(int(batch.ys.shape[1]))),
+                             "predictions": output[i].round(4).tolist()})
+    return examples
+
+
+@register_system(LMSettings, doc="the Zoology / miniseq ICL benchmark: sequence x state mixers on "
+                                 "token and pair tasks (seed 001's recipe)")
+def build_lm(settings: LMSettings) -> LMTrainer:
+    return LMTrainer(settings)
+

@@ -1,0 +1,115 @@
+"""Objectives (registry "objective"): how a task's predictions are trained and scored. Every task
+names its objective (the `objective` class attribute of its options); code asks the entry
+instead of comparing task kinds.
+
+  regression  x/y pairs; loss: squared error; reported: squared error / d per point (the zero
+              predictor scores 1 on N(0, I) tasks), lower is better
+  sign        x/y pairs with ±1 labels; loss: squared error on the labels (Garg et al.'s
+              recipe); reported: the 0/1 error of sign ŷ per point (accuracy = 1 − error)
+  token       token sequences; loss: cross-entropy of the next token where scored; reported:
+              exact match of the argmax token there (accuracy)
+  query_half_mse   the paper's loss (von Oswald et al.), ½ mean (ŷ − y_q)² at the query; the
+              system scores it against one GD step (src/metrics.py)
+  query_mse   the training-dynamics study's loss, mean (ŷ − y_q)² at the query over a fixed set
+
+Shapes: B sequences, n points, T tokens, V vocabulary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from src.registry import NoOptions, registry
+
+OBJECTIVES = registry("objective")
+
+
+class Scored(NamedTuple):
+    """One batch scored by an objective (the recipe's evaluation)."""
+    loss: jax.Array          # [] the training objective
+    score: jax.Array         # [B, P] per position: 1 where right (accuracy) or the error
+    counted: jax.Array       # [B, P] 1 where scored
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    inputs: str                                   # what a model reads: "pairs" or "tokens"
+    metric: str                                   # what `score` averages to: "accuracy" | "error"
+    describes: str                                # the reported number, in words
+    continuous_labels: bool = False               # labels are real numbers (noise can be added)
+    point_errors: Callable | None = None          # (ŷ [B, n], batch) -> error per point [B, n]
+    score: Callable[..., Scored] | None = None    # (model outputs, batch) -> Scored
+
+    def mean_point_errors(self, prediction, batch) -> jax.Array:
+        """The error per point, mean over tasks: [n]."""
+        return jnp.mean(self.point_errors(prediction, batch), axis=0)
+
+
+def _squared_over_d(prediction, batch):
+    return (prediction - batch.ys) ** 2 / batch.dims
+
+
+def _sign_errors(prediction, batch):
+    return (jnp.sign(prediction) != batch.ys).astype(jnp.float32)
+
+
+def _score_regression(prediction, batch) -> Scored:
+    return Scored(jnp.mean((prediction - batch.ys) ** 2), _squared_over_d(prediction, batch),
+                  jnp.ones_like(batch.ys))
+
+
+def _score_sign(prediction, batch) -> Scored:
+    return Scored(jnp.mean((prediction - batch.ys) ** 2), 1.0 - _sign_errors(prediction, batch),
+                  jnp.ones_like(batch.ys))
+
+
+def _score_tokens(logits, batch) -> Scored:
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits, batch.targets)
+    weight = batch.scored.astype(jnp.float32)
+    loss = jnp.sum(nll * weight) / jnp.maximum(jnp.sum(weight), 1.0)
+    correct = (jnp.argmax(logits, -1) == batch.targets).astype(jnp.float32) * weight
+    return Scored(loss, correct, weight)
+
+
+class RegressionObjective(Objective):
+    def mean_point_errors(self, prediction, batch) -> jax.Array:
+        # this operation order keeps the GPT-2 runs' numbers as they were recorded
+        return jnp.mean((prediction - batch.ys) ** 2, axis=0) / batch.dims
+
+
+OBJECTIVES.register("regression", NoOptions, doc="squared error; reported: squared error / d")(
+    lambda options: RegressionObjective("regression", "pairs", "error", "squared error / d", True,
+                                        _squared_over_d, _score_regression))
+OBJECTIVES.register("sign", NoOptions, doc="squared error on ±1 labels; reported: accuracy of sign ŷ")(
+    lambda options: Objective("sign", "pairs", "accuracy", "error rate (1 − accuracy of sign ŷ)",
+                              False, _sign_errors, _score_sign))
+OBJECTIVES.register("token", NoOptions, doc="next-token cross-entropy; reported: exact-match accuracy")(
+    lambda options: Objective("token", "tokens", "accuracy", "exact-match accuracy of the argmax "
+                              "token", False, None, _score_tokens))
+
+OBJECTIVES.register("query_half_mse", NoOptions, doc="½ mean (ŷ − y_q)² at the query (von Oswald et al.)")(
+    lambda options: Objective("query_half_mse", "query", "loss", "½ mean (ŷ − y_q)² at the query", True))
+OBJECTIVES.register("query_mse", NoOptions, doc="mean (ŷ − y_q)² at the query over a fixed set (Zhang et al.)")(
+    lambda options: Objective("query_mse", "fixed_set", "loss", "mean (ŷ − y_q)² at the query", True))
+
+
+def objective_of(task_name: str) -> Objective:
+    """The objective a registered task names (UnknownChoice for an unknown task)."""
+    return OBJECTIVES.get(objective_name(task_name)).build(None)
+
+
+def objective_name(task_name: str) -> str:
+    return getattr(registry("task").get(task_name).options, "objective", "")
+
+
+def tasks_for(*inputs: str) -> list[str]:
+    """The registered tasks whose objective reads `inputs` (pairs, tokens)."""
+    return [e.name for e in registry("task")
+            if getattr(e.options, "objective", None) in OBJECTIVES
+            and OBJECTIVES.get(e.options.objective).build(None).inputs in inputs]
+
