@@ -22,6 +22,7 @@ from src import rundir as names
 from src.cli import int_at_least, guarded
 from src.registry import registry
 from src.rundir import RunDir
+from src.models.sequence import canonical_param_name
 from src.tasks.objectives import objective_of
 
 MODULE = "analysis.icl_curve"
@@ -97,20 +98,7 @@ def load_run(run: RunDir):
     settings = run.load_settings("gpt2")     # Missing/CorruptArtifact, WrongSystem: one line
     model = make_model(settings)
     params, state = init_model(settings, model)
-    flat = {key.split("/", 1)[-1]: value for key, value in run.load_arrays(names.PARAMS).items()}
-    loaded = {}
-    for key, value in flat.items():
-        if "/" not in key:
-            raise run.corrupt(names.PARAMS, "accepted: arrays keyed model/module/parameter")
-        module, name = key.rsplit("/", 1)
-        loaded.setdefault(module, {})[name] = value
-    want = {(m, n, tuple(np.shape(v))) for m, group in params.items() for n, v in group.items()}
-    have = {(m, n, tuple(np.shape(v))) for m, group in loaded.items() for n, v in group.items()}
-    if want != have:
-        missing = sorted(want - have)[:1] or sorted(have - want)[:1]
-        raise AnalysisError(f"{run.file(names.PARAMS)} does not fit the model of {names.CONFIG} "
-                            f"(e.g. {missing[0][0]}/{missing[0][1]}); rerun the run with: "
-                            f"{run.producer(names.PARAMS)}")
+    loaded = run.load_params(like=params, rename=canonical_param_name)   # older names read too
     return settings, model, loaded, state
 
 
@@ -121,7 +109,7 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
         raise AnalysisError(f"--points={n_points} is beyond the learned position table; accepted: at "
                             f"most n_positions={limit}")
     rows = summarise(curves(settings, model, params, state, n_points))
-    png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.mixer.name} on "
+    png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.seq_mixer.name} on "
                                  f"{settings.task.name}", settings.curriculum.points.end,
                            objective_of(settings.task.name).metric))
     run_dir.write_text(CSV, curve_csv(rows))

@@ -78,7 +78,7 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
     # at scale 8.
     reference = _short_prompt_error(settings, model, params, state, batch, trained)
     summary = {
-        "position": settings.model.position.name, "mixer": settings.model.mixer.name,
+        "position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
         "task": settings.task.name, "error": objective.describes, "trained_points": trained, "requested_points": wanted,
         "evaluated_points": points,
         "stopped_at": points if points < wanted else None,
@@ -89,7 +89,7 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
         "multiples": usable_lengths(model_curve, trained, reference=reference)}
     run_dir.write_text(names.LENGTH_GEN_CSV, curve_csv(rows))
     run_dir.write_json(names.LENGTH_GEN_JSON, summary)
-    title = (f"{run_dir.path.name}: {settings.model.mixer.name} + {settings.model.position.name}, "
+    title = (f"{run_dir.path.name}: {settings.model.seq_mixer.name} + {settings.model.position.name}, "
              f"trained on {trained} points" + (f" (stopped at {points}: learned table)"
                                                if summary["stopped_at"] else ""))
     run_dir.write_bytes(names.LENGTH_GEN_PNG, png_bytes(figure(rows, title, trained, objective.metric)))

@@ -75,9 +75,9 @@ def prompt_tests(settings, model, params, state, factor: int = 4) -> dict:
     serial = {str(n): None if too_long(n) else
               {p: query_error(settings, model, params, state, batch, serial_indices(block, n, p))
                for p in PLACEMENTS} for n in lengths}
-    note = (f"prompts longer than the learned position table (n_positions={settings.model.n_positions}) "
+    note = (f"prompts longer than the learned position table (n_positions={settings.model.max_tokens // 2}) "
             "are skipped (null)") if limit is not None else None
-    return {"position": settings.model.position.name, "mixer": settings.model.mixer.name,
+    return {"position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
             "task": settings.task.name, "trained_points": trained, "block": block,
             "duplication": duplication, "serial_position": serial, "note": note}
 

@@ -36,16 +36,17 @@ TAIL = 0.2          # the share of the prompt whose attention mass `last_20pct` 
 
 def attention_weights(settings, params, state, xs, ys) -> np.ndarray:
     """[L, B, H, T, T] softmax weights of every layer (query t, key s) on the prompt xs, ys."""
-    from src.models.backbone import GPT2
     from src.models.mechanisms import recording_attention
+    from src.models.sequence import SequenceModel
     transformed = hk.without_apply_rng(hk.transform_with_state(
-        lambda x, y: GPT2(settings.model)(x, y)))
+        lambda x, y: SequenceModel(settings.model)(x, y)))
     with recording_attention():
         _, recorded = jax.jit(transformed.apply)(params, state, xs, ys)
-    layers = [recorded[f"gpt2/block_{i}/mixer"]["attention_weights"]
-              for i in range(settings.model.n_layer) if f"gpt2/block_{i}/mixer" in recorded]
+    root = settings.model.preset
+    layers = [recorded[f"{root}/block_{i}/seq_mixer"]["attention_weights"]
+              for i in range(settings.model.n_layer) if f"{root}/block_{i}/seq_mixer" in recorded]
     if len(layers) != settings.model.n_layer:
-        raise AnalysisError(f"the mixer {settings.model.mixer.name!r} forms no softmax weights to "
+        raise AnalysisError(f"the mixer {settings.model.seq_mixer.name!r} forms no softmax weights to "
                             "read; accepted: softmax_causal, local, mqa")
     return np.stack([np.asarray(w) for w in layers])
 
@@ -66,12 +67,12 @@ def run(run_dir: RunDir, factor: int = 4, bins: int = 10) -> dict:
     settings, _, params, state = load_run(run_dir)
     trained = settings.curriculum.points.end
     limit = points_limit(settings)
-    out = {"position": settings.model.position.name, "mixer": settings.model.mixer.name,
+    out = {"position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
            "task": settings.task.name, "trained_points": trained, "bins": bins, "lengths": {}}
     for points in dict.fromkeys((trained, factor * trained)):
         if limit is not None and points > limit:
             out["lengths"][str(points)] = {"skipped": f"{points} points are past the learned position "
-                                                      f"table (n_positions={settings.model.n_positions})"}
+                                                      f"table (n_positions={settings.model.max_tokens // 2})"}
             continue
         batch = eval_batch(settings, n_points=points)
         profile, tail = recency_profile(attention_weights(settings, params, state, batch.xs, batch.ys), bins)

@@ -100,7 +100,7 @@ def robustness(settings, model, params, state) -> dict:
     else:
         out["length_1.5x"] = None
         out["length_reason"] = (f"{longer} points exceed the learned position table "
-                                f"(n_positions={settings.model.n_positions})")
+                                f"(n_positions={settings.model.max_tokens // 2})")
     return out
 
 

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from src.registry import registry
+from src.settings import require_int, require_number
 
 BASELINES = registry("baseline")
 
@@ -92,6 +93,11 @@ class CurveBaseline:
     k: int = 3              # knn
     alpha: float = 0.01     # lasso
     eta: float = 0.0        # gd_step (0: tune on the batch's first half)
+
+    def check(self) -> None:
+        require_int("k", self.k, 1, 4096)
+        require_number("alpha", self.alpha, 0.0)
+        require_number("eta", self.eta, 0.0)
 
 
 def _all_regression(task_name: str) -> bool:

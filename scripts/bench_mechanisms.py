@@ -23,7 +23,7 @@ def main(argv=None) -> int:
           f"softmax: {PROTOTYPE_MS:.0f} ms/step)")
     base, _ = read_config("configs/mechanisms.yaml")
     for name in registry("seq_mixer").names():
-        settings = replace(base, model=replace(base.model, mixer=choice("seq_mixer", name))).validate()
+        settings = replace(base, model=replace(base.model, seq_mixer=choice("seq_mixer", name))).validate()
         print(f"{name:16} {ms_per_step(build(settings)):8.2f}")
     return 0
 

@@ -41,7 +41,7 @@ def make_jobs(runs_dir: Path, mechanisms: Sequence[str], seeds: Sequence[int], q
     for mechanism in mechanisms:
         for seed in seeds:
             train = replace(base.train, seed=seed, **(QUICK if quick else {}))
-            settings = replace(base, model=replace(base.model, mixer=choice("seq_mixer", mechanism)),
+            settings = replace(base, model=replace(base.model, seq_mixer=choice("seq_mixer", mechanism)),
                                train=train).validate()
             jobs.append(MechanismJob(f"{mechanism}_seed{seed}", settings, runs_dir / f"{mechanism}_seed{seed}",
                                      cost=settings.train.steps, mechanism=mechanism, seed=seed))

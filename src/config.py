@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from src.registry import Choice
-from src.settings import EVAL_SEED, choice_field
+from src.settings import EVAL_SEED, choice_field, require_int, require_number
 ORDERINGS = ("random", "smallnorm2largenorm", "easy2hard", "hard2easy")
 NOISE_MODES = ("clean", "label_noise", "random_pairs")
 PLACEMENTS = ("mixed", "clean_first", "noisy_first")
@@ -29,6 +29,12 @@ class TaskConfig:
     num_context: int = 10       # N, context pairs per task
     input_range: float = 1.0    # a: x ~ U(-a/2, a/2)^d
     weight_scale: float = 1.0   # w ~ N(0, weight_scale^2 I_d)
+
+    def check(self) -> None:
+        require_int("d", self.d, 1)
+        require_int("num_context", self.num_context, 1)
+        require_number("input_range", self.input_range, 0, open_low=True)
+        require_number("weight_scale", self.weight_scale, 0, open_low=True)
 
 
 @dataclass(frozen=True)

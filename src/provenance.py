@@ -62,7 +62,7 @@ def run_record(settings: dict, runner: str, argv: Sequence[str], out: Path) -> d
         "runner": runner,
         "argv": list(argv),
         "command": command,
-        "rerun": "PYTHONPATH=. " + command,
+        "rerun": f"python -m runners.run --config {Path(out) / 'config.json'} --out NEW_DIR",
         "out": str(out),
         "versions": library_versions(),
         "git": git_commit(),

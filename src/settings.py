@@ -221,6 +221,7 @@ def check_tree(tree: Any, prefix: str = "") -> None:
             check_choice(kind, value, path)
         elif dataclasses.is_dataclass(value):
             check_tree(value, path + ".")
+            _own_check(value, path)
         elif typing.get_origin(hints[f.name]) is tuple:
             _read_value(hints[f.name], {}, list(value) if isinstance(value, tuple) else value, path)
         else:
@@ -238,14 +239,17 @@ def check_choice(kind: str, value: Any, path: str) -> None:
     if not isinstance(value.options, entry.options):
         raise SettingsError(f"{path}.options are not those of {kind} {value.name!r}")
     check_tree(value.options, f"{path}.options.")
-    check = getattr(value.options, "check", None)
+    _own_check(value.options, f"{path}.options")
+
+
+def _own_check(part: Any, path: str) -> None:
+    """A part's own rules (its `check()`), its error named by the part's dotted path."""
+    check = getattr(part, "check", None)
     if check is not None:
         try:
             check()
-        except SettingsError:
-            raise
-        except ValueError as err:
-            raise SettingsError(f"{path}.options.{err}") from None
+        except ValueError as err:    # the part's rules: "field=value ..., accepted: ..."
+            raise SettingsError(f"{path}.{err}") from None
 
 
 @dataclass(frozen=True)

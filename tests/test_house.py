@@ -245,21 +245,17 @@ def _small_attention_only(layout: str, mixers: tuple[str, ...]):
 
 
 def _check_family(entry):
-    if hasattr(entry.options, "vocab_size"):      # lm: tokens -> logits [B, T, V], pairs -> [B, n]
-        for inputs, args, shape in (("tokens", (jnp.zeros((2, 8), jnp.int32),), (2, 8, 32)),
-                                    ("pairs", (jnp.ones((2, 4, 3)), jnp.ones((2, 4))), (2, 4))):
-            config = entry.options(width=16, n_head=2, n_layer=1, max_len=8, vocab_size=32, n_dims=3,
-                                   inputs=inputs)
-            model = entry.build(config)
-            params = model.init(jax.random.key(0), *args)
-            assert jax.jit(model.apply)(params, *args).shape == shape
-        return
-    if dataclasses.is_dataclass(entry.options) and hasattr(entry.options, "n_embd"):   # gpt2
-        config = entry.options(n_dims=3, n_embd=16, n_head=2, n_layer=1, n_positions=6)
-        model = entry.build(config)
-        xs, ys = jnp.ones((2, 6, 3)), jnp.ones((2, 6))
-        params, state = model.init(jax.random.key(0), xs, ys)
-        assert jax.jit(model.apply)(params, state, xs, ys).shape == (2, 6)
+    if hasattr(entry.options, "inputs"):          # the sequence family: every preset, both inputs
+        from src.models import sequence
+        for preset in (sequence.gpt2, sequence.lm):
+            for inputs, args, shape in (("tokens", (jnp.zeros((2, 8), jnp.int32),), (2, 8, 32)),
+                                        ("pairs", (jnp.ones((2, 4, 3)), jnp.ones((2, 4))), (2, 4))):
+                config = dataclasses.replace(preset(n_dims=3, n_head=2, n_layer=1), width=16, inputs=inputs,
+                                             vocab_size=32, max_tokens=8)
+                config.check()
+                model = entry.build(config)
+                params, state = model.init(jax.random.key(0), *args)
+                assert jax.jit(model.apply)(params, state, *args).shape == shape
         return
     from src.models.layouts import make_tokens
     from src.tasks.regression import sample_tasks
@@ -399,6 +395,9 @@ def test_registry_entry_builds_jits_and_has_documented_shapes(kind, name):
     entry = registry(kind).get(name)
     assert entry.doc, f"{kind} {name!r} has no one-line doc"
     assert dataclasses.is_dataclass(entry.options)
+    if kind != "system" and dataclasses.fields(entry.options):   # options are checked with their entry
+        assert callable(getattr(entry.options, "check", None)), f"{kind} {name!r}: options without check()"
+        entry.default_options().check()
     assert kind in CHECKS, f"no shape check for registry kind {kind!r}: add one to CHECKS"
     CHECKS[kind](entry)
 

@@ -15,7 +15,7 @@ import pytest
 
 from analysis.prompt_tests import duplication_indices, serial_indices
 from analysis.recency import attention_weights, recency_profile
-from src.models.backbone import GPT2Config
+from src.models.sequence import gpt2
 from src.registry import registry
 from src.systems.gpt2 import GPT2Settings, eval_batch, init_model, make_model
 from src.tasks.objectives import OBJECTIVES
@@ -61,7 +61,7 @@ def test_recency_profile_of_uniform_and_of_last_key_attention():
 
 
 def test_recorded_attention_is_causal_normalised_and_leaves_predictions_unchanged():
-    settings = GPT2Settings(model=GPT2Config(n_dims=3, n_embd=16, n_head=2, n_layer=2, n_positions=6),
+    settings = GPT2Settings(model=gpt2(n_dims=3, n_embd=16, n_head=2, n_layer=2, n_positions=6),
                             curriculum=Curriculum(Schedule(3, 3), Schedule(6, 6))).validate()
     model = make_model(settings)
     params, state = init_model(settings, model)

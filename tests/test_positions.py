@@ -160,11 +160,11 @@ def test_every_seed_002_encoding_is_registered():
 
 
 def _gpt2(position: str, mixer: str = "softmax_causal"):
-    from src.models.backbone import GPT2Config, build_gpt2
+    from src.models.sequence import build_sequence, gpt2
     from src.registry import choice
-    config = GPT2Config(n_dims=3, n_embd=16, n_head=4, n_layer=2, n_positions=4,
-                        mixer=choice("seq_mixer", mixer), position=choice("position", position))
-    model = build_gpt2(config)
+    config = gpt2(n_dims=3, n_embd=16, n_head=4, n_layer=2, n_positions=4,
+                  mixer=choice("seq_mixer", mixer), position=choice("position", position))
+    model = build_sequence(config)
     xs, ys = jnp.ones((2, 4, 3)), jnp.ones((2, 4))
     params, state = model.init(jax.random.PRNGKey(0), xs, ys)
     return model, params, state

@@ -184,12 +184,12 @@ def test_pair_task_scores_match_numpy(task, kind):
     settings = parse([f"task:{task}", "model.seq_mixer:attention", "model.state_mixer:mlp", "--model.width", "16",
                       "--pairs.n_dims", "5", "--pairs.n_points", "8", "--train.eval_size", "64"])[0]
     trainer = LMTrainer(settings)
-    model, params = trainer.model, trainer.init_state().params
+    params = trainer.init_state().params
     batch = registry("task").get(task).build(settings.task.options, n_points=8, n_dims=5)(jax.random.key(1), 64, 5, 8)
     trainer._evaluation = batch
     scores = trainer.scores(params)
     result = {"accuracy_by_position": scores["by_position"], "accuracy": scores["value"]}
-    prediction = np.asarray(model.apply(params, batch.xs, batch.ys), np.float64)
+    prediction = np.asarray(trainer.apply(params, batch.xs, batch.ys), np.float64)
     ys = np.asarray(batch.ys, np.float64)
     if kind == "sign":
         want = (np.sign(prediction) == ys).mean(0)

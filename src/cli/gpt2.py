@@ -36,7 +36,8 @@ TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps
                  "log_every", "eval_size", "seed"}
 TOP_KEYS = {"model", "training", "out_dir", "test_run", "wandb", "inherit"}
 # YAML key -> our settings path (a trailing dot maps every key under it)
-YAML_TO_OURS = {"model.attention_type": "model.mixer", "model.attention_kwargs": "model.mixer.options",
+YAML_TO_OURS = {"model.attention_type": "model.seq_mixer", "model.attention_kwargs": "model.seq_mixer.options",
+                "model.n_embd": "model.width",
                 "model.position_kwargs": "model.position.options", "training.task": "task",
                 "training.task_kwargs": "task.options", "training.curriculum.": "curriculum.",
                 "training.train_steps": "train.steps", "training.save_every_steps": "train.checkpoint_every",
@@ -81,11 +82,18 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     curriculum = {k: _mapping(f"training.curriculum.{k}", v) for k, v in curriculum.items()}
     dims_end = curriculum.get("dims", {}).get("end", 5)
     points_end = curriculum.get("points", {}).get("end", 11)
-    ours_model = {k: v for k, v in model.items() if k in ("n_dims", "n_embd", "n_head", "n_layer", "n_positions")}
+    renames = {"n_embd": "width"}
+    ours_model = {renames.get(k, k): v for k, v in model.items() if k in ("n_dims", "n_embd", "n_head", "n_layer")}
     ours_model.setdefault("n_dims", dims_end)
-    ours_model.setdefault("n_positions", points_end)
-    ours_model["mixer"] = {"name": model.get("attention_type", "softmax_causal"),
-                           "options": _mapping("model.attention_kwargs", model.get("attention_kwargs"))}
+    points = model.get("n_positions", points_end)     # the table covers n_positions points: 2 tokens each
+    if isinstance(points, bool) or not isinstance(points, int) or points < 1:
+        raise UsageError(f"model.n_positions={points!r} is not accepted; accepted: an integer >= 1")
+    if isinstance(points_end, int) and points < points_end:    # our model.max_tokens, in the seed's unit
+        raise UsageError(f"model.n_positions={points} is not accepted; accepted: >= "
+                         f"training.curriculum.points.end={points_end} (the points the run trains on)")
+    ours_model.update(preset="gpt2", inputs="pairs", max_tokens=2 * points)
+    ours_model["seq_mixer"] = {"name": model.get("attention_type", "softmax_causal"),
+                               "options": _mapping("model.attention_kwargs", model.get("attention_kwargs"))}
     ours_model["position"] = {"name": model.get("position", "learned"),
                               "options": _mapping("model.position_kwargs", model.get("position_kwargs"))}
     task = {"name": training.pop("task", "linear_regression"),
@@ -119,7 +127,7 @@ def settings_from_config(raw: Any) -> tuple[GPT2Settings, Path]:
         settings = read_tree(GPT2Settings, ours).validate()
     except SettingsError as err:
         raise UsageError(err.translate(OURS_TO_YAML)) from None
-    return settings, Path(str(top.get("out_dir") or f"runs/gpt2_{settings.model.mixer.name}"))
+    return settings, Path(str(top.get("out_dir") or f"runs/gpt2_{settings.model.seq_mixer.name}"))
 
 
 def apply_sets(raw: dict, assignments: Sequence[str]) -> dict:

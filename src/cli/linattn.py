@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--log_every", type=int_at_least(1), default=tr.log_every,
                    help="epochs between records of the singular values")
     o.add_argument("--float64", action="store_true", help="train in float64")
+    o.add_argument("--checkpoint_every", type=int_at_least(1), default=tr.checkpoint_every,
+                   help="epochs between checkpoints (for --resume)")
     o.add_argument("--out", default=None, help="run directory (default: runs/linattn_<model>_seed<seed>)")
     o.add_argument("--overwrite", action="store_true", help="replace --out if it is one of our runs")
     o.add_argument("--resume", action="store_true", help="continue --out from its checkpoint")
@@ -93,7 +95,8 @@ def settings_from_args(args: argparse.Namespace) -> DynamicsSettings:
                               white_cov=args.white_cov, icl=args.icl, seed=args.seed)
     tr = DynamicsTrain(epochs=args.epoch, learning_rate=args.lr, optimizer=args.optimizer,
                        batch_size=args.batch_size, init=args.init, seed=args.seed,
-                       log_every=args.log_every, normalize=args.normalize, float64=args.float64)
+                       log_every=args.log_every, normalize=args.normalize, float64=args.float64,
+                       checkpoint_every=args.checkpoint_every)
     settings = DynamicsSettings(task=task, model=choice("dynamics_model", entry.name, **options), train=tr,
                                 show=args.show)
     return validated(settings, FLAGS)
@@ -108,7 +111,8 @@ FLAGS = {"task.in_dim": "--in_dim", "task.seq_len": "--seq_len", "task.trainset_
          "task.testset_size": "--testset", "task.icl": "--icl", "model.options.heads": "--head",
          "model.options.rank": "--rank", "train.epochs": "--epoch", "train.learning_rate": "--lr",
          "train.init": "--init", "train.batch_size": "--batch_size", "train.optimizer": "--optimizer",
-         "train.log_every": "--log_every", "train.seed": "--seed", "task.seed": "--seed"}
+         "train.log_every": "--log_every", "train.seed": "--seed", "task.seed": "--seed",
+         "train.checkpoint_every": "--checkpoint_every"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,7 +22,7 @@ from typing import Annotated, Sequence, Union
 
 from src.cli import UsageError, fail
 from src.cli.command import train_command, validated
-from src.models.lm import LMConfig
+from src.models.sequence import lm
 from src.registry import Choice, registry
 from src.systems.lm import LMSettings, LMTrain, PairShape
 from src.tasks.objectives import objective_of, tasks_for
@@ -82,7 +82,7 @@ def build_cli_types():
 
     @dataclass(frozen=True)
     class Model:
-        """the `lm` family (src/models/lm.py)"""
+        """the `lm` preset of the one sequence family (src/models/sequence.py)"""
         seq_mixer: seq_t = seq_defaults["attention"]
         state_mixer: state_t = state_defaults["mlp"]
         width: int = 64
@@ -188,9 +188,9 @@ def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: 
     validated (UsageError, one line, in the recipe's flags)."""
     inputs = objective_of(task.name).inputs
     length, vocab = ((task.options.tokens(), task.options.vocab_size) if inputs == "tokens"
-                     else (2 * pairs.n_points, LMConfig.vocab_size))
-    model = LMConfig(width=width, n_layer=n_layer, n_head=n_head, max_len=length, vocab_size=vocab,
-                     n_dims=pairs.n_dims, inputs=inputs, seq_mixer=seq_mixer, state_mixer=state_mixer)
+                     else (2 * pairs.n_points, 8192))   # (the pair tasks read no vocabulary)
+    model = lm(width=width, n_layer=n_layer, n_head=n_head, max_len=length, vocab_size=vocab,
+               n_dims=pairs.n_dims, inputs=inputs, seq_mixer=seq_mixer, state_mixer=state_mixer)
     return validated(LMSettings(task=task, model=model, train=train, pairs=pairs), FLAGS)
 
 

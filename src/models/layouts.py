@@ -20,6 +20,7 @@ import numpy as np
 
 from src.config import ModelConfig, TaskConfig
 from src.registry import registry
+from src.settings import is_int, require
 from src.tasks.regression import Tasks
 
 LAYOUTS = registry("layout")
@@ -58,6 +59,10 @@ class ConcatOptions:
 @dataclass(frozen=True)
 class InterleavedOptions:
     pe_size: int = 10     # channels of the concatenated sinusoidal position code (even, >= 0)
+
+    def check(self) -> None:
+        require(is_int(self.pe_size) and 0 <= self.pe_size <= 4096 and self.pe_size % 2 == 0,
+                "pe_size", self.pe_size, "an even integer in [0, 4096]")
 
 
 def concat_tokens(tasks: Tasks) -> jax.Array:

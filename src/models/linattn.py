@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from src.registry import registry
+from src.settings import require_int
 
 MODELS = registry("dynamics_model")
 
@@ -36,17 +37,27 @@ class AttnMergedOptions:
     heads: int = 1
     restricted: bool = False   # value reads y only, W_KQ reads x only (= cubic_mlp)
 
+    def check(self) -> None:
+        require_int("heads", self.heads, 1, 256)
+
 
 @dataclass(frozen=True)
 class AttnSeparateOptions:
     heads: int = 1
     rank: int = 1              # R: W_KQ,h = W_K,hᵀ W_Q,h has rank <= R
 
+    def check(self) -> None:
+        require_int("heads", self.heads, 1, 256)
+        require_int("rank", self.rank, 1, 4096)
+
 
 @dataclass(frozen=True)
 class CubicMLPOptions:
     reads_cubic_feature: ClassVar[bool] = True   # the seed's --cubic_feat
     heads: int = 1             # hidden units
+
+    def check(self) -> None:
+        require_int("heads", self.heads, 1, 256)
 
 
 @dataclass(frozen=True)

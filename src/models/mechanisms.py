@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from src.registry import NoOptions, registry
+from src.settings import require_int
 
 MIXERS = registry("seq_mixer")
 EPS = 1e-6
@@ -99,10 +100,16 @@ def _softmax_attention(q, k, v, mask, position=None):
 class LocalOptions:
     window: int = 8       # keys in [t − window + 1, t]
 
+    def check(self) -> None:
+        require_int("window", self.window, 1)
+
 
 @dataclass(frozen=True)
 class FavorOptions:
     num_features: int = 64   # m positive random features per head
+
+    def check(self) -> None:
+        require_int("num_features", self.num_features, 1, 65_536)
 
 
 class _Mixer(hk.Module):

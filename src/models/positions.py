@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from src.registry import NoOptions, registry
+from src.settings import require_int, require_number
 
 POSITIONS = registry("position")
 
@@ -69,21 +70,25 @@ class Encoding:
 
 @dataclass(frozen=True)
 class LearnedOptions:
-    max_tokens: int = 0       # table length; 0 = the model's (2 n_positions for gpt2)
+    max_tokens: int = 0       # table length; 0 = the model's (its max_tokens)
+    truncated: bool = False   # initialise from a truncated normal (the Zoology recipe), else a normal
+
+    def check(self) -> None:
+        require_int("max_tokens", self.max_tokens, 0, 1_000_000)
 
 
 class Learned(Encoding):
     name = "learned"
 
-    def __init__(self, table_tokens: int):
-        self.table_tokens = table_tokens
+    def __init__(self, table_tokens: int, truncated: bool = False):
+        self.table_tokens, self.truncated = table_tokens, truncated
 
     def absolute(self, t: int, width: int) -> jax.Array:
         if t > self.table_tokens:
             raise ValueError(f"{t} tokens exceed the learned position table ({self.table_tokens}); "
                              "a learned absolute encoding cannot index past it")
-        table = hk.get_parameter("positions", (self.table_tokens, width),
-                                 init=hk.initializers.RandomNormal(0.02))
+        init = (hk.initializers.TruncatedNormal if self.truncated else hk.initializers.RandomNormal)(0.02)
+        table = hk.get_parameter("positions", (self.table_tokens, width), init=init)
         return table[:t]
 
     def max_tokens(self) -> int:
@@ -93,6 +98,9 @@ class Learned(Encoding):
 @dataclass(frozen=True)
 class SinusoidalOptions:
     base: float = 10_000.0
+
+    def check(self) -> None:
+        require_number("base", self.base, 1.0, open_low=True)
 
 
 def sinusoidal_table(t: int, width: int, base: float = 10_000.0) -> np.ndarray:
@@ -154,6 +162,9 @@ def apply_rotary(x: jax.Array, freqs) -> jax.Array:
 class RopeOptions:
     theta: float = 10_000.0
 
+    def check(self) -> None:
+        require_number("theta", self.theta, 1.0, open_low=True)
+
 
 class Rope(Encoding):
     name = "rope"
@@ -177,10 +188,20 @@ class DynamicYarnOptions:
     alpha: float = 1.0           # YaRN's ramp: rotations over L_train below alpha: interpolated,
     beta: float = 32.0           # above beta: kept
 
+    def check(self) -> None:
+        require_int("original_tokens", self.original_tokens, 0, 1_000_000)
+        require_number("theta", self.theta, 1.0, open_low=True)
+        require_number("alpha", self.alpha, 0.0)
+        require_number("beta", self.beta, self.alpha, open_low=True)
+
 
 @dataclass(frozen=True)
 class YarnOptions(DynamicYarnOptions):
     scale: float = 2.0           # s: the context extension factor
+
+    def check(self) -> None:
+        super().check()
+        require_number("scale", self.scale, 0.0, open_low=True)
 
 
 class Yarn(Rope):
@@ -241,6 +262,11 @@ class FireOptions:
     c: float = 1.0          # initial c of ψ(x) = log(c x + 1) (learned)
     threshold: float = 0.0  # initial L of the normaliser ψ(max(i, L)) (learned); 0 = trained length
 
+    def check(self) -> None:
+        require_int("hidden", self.hidden, 1, 16_384)
+        require_number("c", self.c, 0.0, open_low=True)
+        require_number("threshold", self.threshold, 0.0)
+
 
 def fire_features(t: int, c, threshold) -> jax.Array:
     """[T, T]: ψ(i − j) / ψ(max(i, L)) for j <= i (0 above the diagonal), ψ(x) = log(|c| x + 1)."""
@@ -275,7 +301,7 @@ class Fire(Encoding):
 POSITIONS.register("nope", NoOptions, doc="no position encoding (the causal mask only)")(
     lambda options, *, trained_tokens: Encoding())
 POSITIONS.register("learned", LearnedOptions, doc="learned absolute table (GPT-2)")(
-    lambda options, *, trained_tokens: Learned(options.max_tokens or trained_tokens))
+    lambda options, *, trained_tokens: Learned(options.max_tokens or trained_tokens, options.truncated))
 POSITIONS.register("sinusoidal", SinusoidalOptions, doc="added sin/cos table")(
     lambda options, *, trained_tokens: Sinusoidal(options.base))
 POSITIONS.register("rope", RopeOptions, doc="rotary q/k, theta 1e4")(

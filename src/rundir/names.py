@@ -52,6 +52,29 @@ STAGING = ".staging-"     # .<name>.staging-<pid>: a replacement being trained
 REPLACED = ".replaced-"   # .<name>.replaced-<pid>: the old run during the swap
 
 
+# the analysis (python -m <module> --run RUN) that writes each analysis output
+ANALYSIS_MODULES = {
+    ALIGNMENT: "analysis.alignment", OOD: "analysis.ood_eval",
+    ATTENTION_STATS: "analysis.attention_stats", ATTENTION_STATS_PNG: "analysis.attention_stats",
+    ICL_CURVE_CSV: "analysis.icl_curve", ICL_CURVE_PNG: "analysis.icl_curve",
+    ROBUSTNESS: "analysis.robustness", DYNAMICS_JSON: "analysis.dynamics", DYNAMICS_PNG: "analysis.dynamics",
+    LENGTH_GEN_CSV: "analysis.length_gen", LENGTH_GEN_JSON: "analysis.length_gen",
+    LENGTH_GEN_PNG: "analysis.length_gen", RECENCY_CSV: "analysis.recency", RECENCY_JSON: "analysis.recency",
+    RECENCY_PNG: "analysis.recency", PROMPT_TESTS_JSON: "analysis.prompt_tests",
+    DUPLICATION_PNG: "analysis.prompt_tests", SERIAL_POSITION_PNG: "analysis.prompt_tests",
+    LOSS_PNG: "analysis.loss_figure",
+}
+
+
+def analysis_module(name: str) -> str | None:
+    """The analysis module that writes file `name` of a run, or None (training writes it)."""
+    if name.startswith(f"{FIGS}/attention_"):
+        return "plots.attention_quick"
+    if name.endswith("_loss.png"):           # the GPT-2 system's <mixer>_loss.png
+        return "analysis.loss_figure"
+    return ANALYSIS_MODULES.get(name)
+
+
 def attention_file(layer: int, head: int) -> str:
     return f"{ATTN}/layer{layer}_head{head}.npy"
 

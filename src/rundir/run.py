@@ -17,7 +17,8 @@ from src.files import (JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_wri
 from src.params import flatten_params, unflatten_params
 from src.rundir.names import (ALIGNMENT, ANALYSIS, ATTENTION_STATS, ATTENTION_STATS_PNG, ATTN,
                               ATTN_RAW, CONFIG, FIGS, MARKER, MARKER_TEXT, METADATA, METRICS,
-                              NOISE_MASK, OOD, ORDERING, PARAMS, REPLACED, SUMMARY, attention_file)
+                              NOISE_MASK, OOD, ORDERING, PARAMS, REPLACED, SUMMARY, analysis_module,
+                              attention_file)
 from src.rundir.staging import (CorruptArtifact, MissingArtifact, RunDirError, RunExists,
                                 WrongSystem, fresh_staging, remove_stale_siblings, unsafe_target, will_replace)
 
@@ -169,25 +170,20 @@ class RunDir:
         return path
 
     def producer(self, name: str) -> str:
-        """The command that creates `name` in this run directory."""
-        run = self.path
-        if name == ALIGNMENT:
-            return f"python -m analysis.alignment --run {run}"
-        if name == OOD:
-            return f"python -m analysis.ood_eval --run {run}"
-        if name in (ATTENTION_STATS, ATTENTION_STATS_PNG):
-            return f"python -m analysis.attention_stats --run {run}"
-        if name.startswith(f"{FIGS}/attention_"):
-            return f"python -m plots.attention_quick --run {run}"
-        command = f"python -m runners.run_concat_inputs_targets --out {run}"
+        """The command that creates `name` in this run directory: its analysis, or the command
+        that trained the run (with --overwrite when the directory exists: it retrains)."""
+        module = analysis_module(name)
+        if module is not None:
+            return f"python -m {module} --run {self.path}"
+        command = f"python -m runners.run --config {self.file(CONFIG)} --out {self.path}"
         if self.file(CONFIG).is_file():
             try:   # the command that made it (read directly: a corrupt config.json must not recurse)
                 recorded = json.loads(self.file(CONFIG).read_text()).get("command")
                 command = recorded if isinstance(recorded, str) and recorded else command
             except (OSError, ValueError, AttributeError):
                 pass
-        if name.startswith(ATTN):
-            return f"{command} --overwrite --save_attention (retrains the run)"
+        if self.path.is_dir() and any(self.path.iterdir()):
+            command += " --overwrite (retrains the run)"
         return command
 
     def corrupt(self, name: str, why: str) -> CorruptArtifact:
@@ -247,12 +243,20 @@ class RunDir:
     def load_npy(self, name: str) -> np.ndarray:
         return self.load_arrays(name)[""]
 
-    def load_params(self, like=None):
-        """params.npz as a {module: {name: array}} tree. With `like` (a tree of arrays or shape
-        structs, e.g. jax.eval_shape of the model's init), the keys and shapes must match it."""
+    def load_params(self, like=None, rename=None):
+        """params.npz as a {module: {name: array}} tree (keys read through `rename`, e.g. the
+        names of an older version). With `like` (a tree of arrays or shape structs, e.g.
+        jax.eval_shape of the model's init), the keys and shapes must match it. Parameters that
+        are not finite are refused: nothing computed from them would mean anything."""
         flat = self.load_arrays(PARAMS)
+        if rename is not None:
+            flat = {rename(key): value for key, value in flat.items()}
         if not flat or any("/" not in key for key in flat):
             raise self.corrupt(PARAMS, "accepted: arrays keyed module/parameter")
+        bad = [key for key, value in flat.items() if not np.all(np.isfinite(value))]
+        if bad:
+            raise self.corrupt(PARAMS, f"{len(bad)} of {len(flat)} arrays hold non-finite values (e.g. "
+                               f"{bad[0]}): the run diverged or the file was changed")
         if like is not None:
             expected = {f"{m}/{n}": tuple(v.shape) for m, group in like.items() for n, v in group.items()}
             if set(expected) != set(flat):

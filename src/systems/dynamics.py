@@ -75,15 +75,11 @@ class DynamicsSettings(Settings):
     def check(self) -> None:
         t, tr, opts = self.task, self.train, self.model.options
         heads, rank = getattr(opts, "heads", 1), getattr(opts, "rank", 1)
-        for path, value, low in (("task.in_dim", t.in_dim, 1), ("task.seq_len", t.seq_len, 2),
-                                 ("task.trainset_size", t.trainset_size, 1),
-                                 ("task.testset_size", t.testset_size, 0),
-                                 ("model.options.heads", heads, 1), ("train.epochs", tr.epochs, 1),
+        for path, value, low in (("model.options.heads", heads, 1), ("train.epochs", tr.epochs, 1),
                                  ("train.log_every", tr.log_every, 1), ("train.batch_size", tr.batch_size, 0),
                                  ("train.checkpoint_every", tr.checkpoint_every, 0)):
             require_int(path, value, low)
         require_int("model.options.rank", rank, 1, t.in_dim)
-        require_number("task.icl", t.icl, 0, high=1)
         require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
         require_number("train.init", tr.init, 0, open_low=True)
         require_one_of("train.optimizer", tr.optimizer, OPTIMIZERS)

@@ -19,17 +19,17 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from src.bounds import check_memory, check_sizes, training_bytes
 from src.loop import Chunk, LoopResult, TrainState
 from src.optim import Optimizer, make_optimizer
-from src.models.backbone import GPT2Config
+from src.models.sequence import SequenceConfig, gpt2
+from src.params import flatten_params
 from src.registry import Choice, registry
 import src.rundir.names as names
-from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require, require_int,
-                          require_number)
+from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, is_int, require,
+                          require_int, require_number)
 from src.systems import SystemTrainer, register_system
 from src.tasks.garg import Curriculum, RegressionBatch, Schedule
 from src.tasks.objectives import objective_of, tasks_for
@@ -58,16 +58,30 @@ class GPT2Settings(Settings):
                                    "train.save_every_steps": "train.checkpoint_every",
                                    "train.keep_every_steps": "train.keep_every",
                                    "train.grad_clip_norm": "train.grad_clip"}
-    model: GPT2Config = field(default_factory=GPT2Config)
+    model: SequenceConfig = field(default_factory=gpt2)     # the gpt2 preset of the one family
     task: Choice = choice_field("task", "linear_regression")
     curriculum: Curriculum = field(default_factory=Curriculum)
     train: GPT2Train = field(default_factory=GPT2Train)
 
+    @classmethod
+    def from_dict(cls, raw):
+        model = raw.get("model") if isinstance(raw, dict) else None
+        if isinstance(model, dict) and "n_embd" in model:       # a record of the GPT2Config era
+            old = dict(model)
+            base = gpt2().__dict__
+            new = {"preset": "gpt2", "inputs": "pairs", "width": old.pop("n_embd"),
+                   "seq_mixer": old.pop("mixer"), "norm": {"name": base["norm"].name},
+                   "state_mixer": {"name": base["state_mixer"].name}, "vocab_size": 0}
+            points = old.pop("n_positions", 11)
+            new["max_tokens"] = 2 * points if isinstance(points, int) else points
+            raw = {**raw, "model": {**old, **new}}
+        return super().from_dict(raw)
+
     def describe(self) -> str:
-        return f"{self.model.mixer.name} + {self.model.position.name} on {self.task.name}"
+        return f"{self.model.seq_mixer.name} + {self.model.position.name} on {self.task.name}"
 
     def loss_figure_file(self) -> str:
-        return f"{self.model.mixer.name}_loss.png"     # the seed's {attention_type}_loss.jpg, as PNG
+        return f"{self.model.seq_mixer.name}_loss.png"   # the seed's {attention_type}_loss.jpg, as PNG
 
     def check(self) -> None:
         m, c, tr = self.model, self.curriculum, self.train
@@ -81,14 +95,12 @@ class GPT2Settings(Settings):
             require_int(f"{path}.interval", schedule.interval, 1)
             require(schedule.end >= schedule.start, f"{path}.end", schedule.end,
                     f"end >= {path}.start={schedule.start}")
+        require(m.inputs == "pairs", "model.inputs", m.inputs, "pairs (x/y tokens)")
         require(m.n_dims == c.dims.end, "model.n_dims", m.n_dims,
                 f"the curriculum's last dimension, curriculum.dims.end={c.dims.end}")
-        require(m.n_positions >= c.points.end, "model.n_positions", m.n_positions,
-                f">= curriculum.points.end={c.points.end} (the points the run trains on)")
-        require_int("model.n_embd", m.n_embd, 1)
-        require_int("model.n_head", m.n_head, 1)
-        require(m.n_embd % m.n_head == 0, "model.n_embd", m.n_embd,
-                f"a multiple of model.n_head={m.n_head}")
+        require(is_int(m.max_tokens) and m.max_tokens >= 2 * c.points.end, "model.max_tokens", m.max_tokens,
+                f">= {2 * c.points.end} tokens, two per point of curriculum.points.end={c.points.end} "
+                f"(model.n_positions >= {c.points.end})")
         if getattr(self.task.options, "fixed_dimension", False):
             require(c.dims.start == c.dims.end, "curriculum.dims.start", c.dims.start,
                     f"curriculum.dims.end={c.dims.end}: the boolean task {self.task.name!r} takes a "
@@ -99,18 +111,18 @@ class GPT2Settings(Settings):
             require_int(f"train.{key}", getattr(tr, key), 1)
         require_int("train.keep_every", tr.keep_every, 0)
         try:   # the shared integer ranges and the memory estimate (src/bounds.py)
-            check_sizes(("d", "model.n_dims", m.n_dims), ("width", "model.n_embd", m.n_embd),
+            check_sizes(("d", "model.n_dims", m.n_dims), ("width", "model.width", m.width),
                         ("heads", "model.n_head", m.n_head), ("layers", "model.n_layer", m.n_layer),
-                        ("points", "model.n_positions", m.n_positions),
+                        ("points", "model.max_tokens", m.max_tokens),
                         ("batch_size", "train.batch_size", tr.batch_size),
                         ("eval_size", "train.eval_size", tr.eval_size), ("steps", "train.steps", tr.steps),
                         ("seed", "train.seed", tr.seed), ("seed", "train.eval_seed", tr.eval_seed))
             check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size,
-                                        tokens=2 * m.n_positions, width=m.n_embd, layers=m.n_layer,
+                                        tokens=m.max_tokens, width=m.width, layers=m.n_layer,
                                         heads=m.n_head), "this run")
             encoding = m.encoding()      # the encoding's own checks, and whether the mixer takes it
-            if not getattr(registry("seq_mixer").get(m.mixer.name).build, "takes_any_position", False):
-                encoding.require_plain(m.mixer.name)
+            if not getattr(registry("seq_mixer").get(m.seq_mixer.name).build, "takes_any_position", False):
+                encoding.require_plain(m.seq_mixer.name)
             # the task's own checks at this shape (k <= d, ...), traced without drawing anything
             jax.eval_shape(lambda key: sampler(self)(key, 1, c.dims.end, c.points.end), jax.random.key(0))
         except SettingsError:
@@ -139,7 +151,7 @@ def weighted_mse(prediction, batch: RegressionBatch) -> jax.Array:
 
 
 def make_model(settings: GPT2Settings):
-    return registry("family").get("gpt2").build(settings.model)
+    return registry("family").get("sequence").build(settings.model)
 
 
 def init_model(settings: GPT2Settings, model):
@@ -213,7 +225,7 @@ class GPT2Trainer(SystemTrainer):
         return {"error_last": f"{row['eval_error_last']:.4f}"}
 
     def params_arrays(self, result: LoopResult) -> dict:
-        return {f"model/{k}": v for k, v in flat_tree(result.state.params).items()}
+        return flatten_params(result.state.params)
 
     def outputs(self, result: LoopResult) -> dict:
         per_step = result.per_step
@@ -224,21 +236,15 @@ class GPT2Trainer(SystemTrainer):
 
     def summary(self, result: LoopResult) -> dict:
         last = result.history[-1] if result.history else {}
-        return {"model": self.settings.model.mixer.name, "task": self.settings.task.name,
+        return {"model": self.settings.model.seq_mixer.name, "task": self.settings.task.name,
                 "steps": result.step, "train_seconds": round(result.seconds, 3),
                 **{k: v for k, v in last.items() if k != "step"},
                 "error_metric": self.objective.describes}
 
     def report(self, result: LoopResult, run) -> str:
         last = result.history[-1]["eval_error_last"] if result.history else float("nan")
-        return (f"{self.settings.model.mixer.name}: {result.step} steps in {result.seconds:.1f}s | "
+        return (f"{self.settings.model.seq_mixer.name}: {result.step} steps in {result.seconds:.1f}s | "
                 f"eval error at the last point {last:.4f}")
-
-
-def flat_tree(tree) -> dict[str, np.ndarray]:
-    """A Haiku parameter tree as {"module/name": array}."""
-    return {"/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path): np.asarray(leaf)
-            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
 
 
 @register_system(GPT2Settings, doc="Garg et al.'s GPT-2 on regression and boolean tasks with a "

@@ -20,7 +20,7 @@ import optax
 from src.bounds import check_memory, check_sizes, training_bytes
 from src.loop import Chunk, LoopResult, TrainState
 from src.optim import Optimizer, make_optimizer
-from src.models.lm import LMConfig, parameter_count
+from src.models.sequence import SequenceConfig, lm, parameter_count
 from src.params import flatten_params
 from src.registry import Choice, registry
 from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require, require_int,
@@ -59,16 +59,22 @@ class LMSettings(Settings):
     required_keys: ClassVar[tuple] = ("task", "model", "train", "pairs")
     legacy_keys: ClassVar[dict] = {"train.train_steps": "train.steps"}
     task: Choice = choice_field("task", "mqar", vocab_size=512)
-    model: LMConfig = field(default_factory=lambda: LMConfig(width=64, n_head=4, vocab_size=512))
+    model: SequenceConfig = field(default_factory=lambda: lm(width=64, n_head=4, vocab_size=512))
     train: LMTrain = field(default_factory=LMTrain)
     pairs: PairShape = field(default_factory=PairShape)
 
     @classmethod
     def from_dict(cls, raw):
         model = dict(raw.get("model") or {}) if isinstance(raw, dict) else {}
-        mixer = model.get("seq_mixer")
-        if isinstance(mixer, dict) and mixer.get("name") == "attention":   # seed 001's name (before v3)
-            raw = {**raw, "model": {**model, "seq_mixer": {**mixer, "name": "softmax_causal"}}}
+        if "max_len" in model:             # a record of the LMConfig era (seed 001's names)
+            mixer = model.get("seq_mixer")
+            if isinstance(mixer, dict) and mixer.get("name") == "attention":
+                model["seq_mixer"] = {**mixer, "name": "softmax_causal"}
+            base = lm()
+            model.update(preset="lm", max_tokens=model.pop("max_len"),
+                         position={"name": "learned", "options": {"truncated": True}},
+                         norm={"name": base.norm.name})
+            raw = {**raw, "model": model}
         return super().from_dict(raw)
 
     def describe(self) -> str:
@@ -94,7 +100,7 @@ class LMSettings(Settings):
         require(m.inputs == objective.inputs, "model.inputs", m.inputs,
                 f"{objective.inputs!r}, what task {self.task.name!r} gives")
         tokens = self.task.options.tokens() if objective.inputs == "tokens" else 2 * pairs.n_points
-        require(m.max_len >= tokens, "model.max_len", m.max_len, f">= {tokens} tokens of the task")
+        require(m.max_tokens >= tokens, "model.max_tokens", m.max_tokens, f">= {tokens} tokens of the task")
         if objective.inputs == "tokens":
             require(m.vocab_size == self.task.options.vocab_size, "model.vocab_size", m.vocab_size,
                     f"the task's task.options.vocab_size={self.task.options.vocab_size}")
@@ -130,7 +136,7 @@ def model_inputs(batch) -> tuple:
 
 
 def make_model(settings: LMSettings):
-    return registry("family").get("lm").build(settings.model)
+    return registry("family").get("sequence").build(settings.model)
 
 
 class LMTrainer(SystemTrainer):
@@ -144,8 +150,10 @@ class LMTrainer(SystemTrainer):
                                         tr.steps)
         self.objective = objective_of(settings.task.name)
         self.sample = sampler(settings)
+        example = self.sample(jax.random.key(0), 1)
+        self.params0, self.model_state = self.model.init(jax.random.key(tr.seed), *model_inputs(example))
         self._chunk = self._make_chunk()
-        self._score = jax.jit(lambda p, b: self.objective.score(self.model.apply(p, *model_inputs(b)), b))
+        self._score = jax.jit(lambda p, b: self.objective.score(self.apply(p, *model_inputs(b)), b))
         self._evaluation = None
 
     @property
@@ -155,9 +163,12 @@ class LMTrainer(SystemTrainer):
                 jax.random.key(self.settings.train.eval_seed))
         return self._evaluation
 
+    def apply(self, params, *inputs):
+        return self.model.apply(params, self.model_state, *inputs)
+
     def _make_chunk(self):
         """chunk(params, opt_state, first_step, num_steps) -> (params, opt_state, losses)."""
-        model, objective, optimizer, sample = self.model, self.objective, self.optimizer, self.sample
+        apply, objective, optimizer, sample = self.apply, self.objective, self.optimizer, self.sample
         batch_size = self.settings.train.batch_size
         train_key = jax.random.fold_in(jax.random.key(self.settings.train.seed), 1)
 
@@ -165,7 +176,7 @@ class LMTrainer(SystemTrainer):
             params, opt_state = carry
             batch = sample(jax.random.fold_in(train_key, step), batch_size)
             loss, grads = jax.value_and_grad(
-                lambda p: objective.score(model.apply(p, *model_inputs(batch)), batch).loss)(params)
+                lambda p: objective.score(apply(p, *model_inputs(batch)), batch).loss)(params)
             updates, opt_state = optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), loss
 
@@ -176,9 +187,7 @@ class LMTrainer(SystemTrainer):
         return jax.jit(chunk, static_argnums=3)
 
     def init_state(self) -> TrainState:
-        example = self.sample(jax.random.key(0), 1)
-        params = self.model.init(jax.random.key(self.settings.train.seed), *model_inputs(example))
-        return TrainState(params, self.optimizer.init(params))
+        return TrainState(self.params0, self.optimizer.init(self.params0))
 
     def run_chunk(self, state, first, num_steps) -> Chunk:
         params, opt_state, losses = self._chunk(state.params, state.opt_state, first, num_steps)
@@ -205,7 +214,7 @@ class LMTrainer(SystemTrainer):
         return flatten_params(result.state.params)
 
     def outputs(self, result: LoopResult) -> dict:
-        return {EXAMPLES: decoded_examples(self.model, result.state.params, self.evaluation)}
+        return {EXAMPLES: decoded_examples(self.apply, result.state.params, self.evaluation)}
 
     def summary(self, result: LoopResult) -> dict:
         s, metric = self.settings, self.objective.metric
@@ -224,10 +233,10 @@ class LMTrainer(SystemTrainer):
                     f"{k[5:]} {v:.4f}" for k, v in f.items() if k in ("eval_accuracy", "eval_error")))
 
 
-def decoded_examples(model, params, batch, count: int = 3) -> list[dict]:
+def decoded_examples(apply, params, batch, count: int = 3) -> list[dict]:
     """A few eval sequences as lists: inputs, targets, which positions are scored, predictions."""
     inputs = model_inputs(batch)
-    output = np.asarray(jax.jit(model.apply)(params, *(a[:count] for a in inputs)))
+    output = np.asarray(jax.jit(apply)(params, *(a[:count] for a in inputs)))
     examples = []
     for i in range(count):
         if hasattr(batch, "inputs"):

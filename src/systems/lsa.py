@@ -70,10 +70,6 @@ class LSASettings(Settings):
         t, m, tr = self.task, self.model, self.train
         tasks = [e.name for e in registry("task") if e.options is TaskConfig]
         require(t.name in tasks, "task.name", t.name, ", ".join(tasks))
-        require_int("task.d", t.d, 1)
-        require_int("task.num_context", t.num_context, 1)
-        require_number("task.input_range", t.input_range, 0, open_low=True)
-        require_number("task.weight_scale", t.weight_scale, 0, open_low=True)
         for kind, name, path in (("family", m.family, "model.family"),
                                  *(("scoring", s, "model.mixers") for s in m.mixers)):
             require(name in registry(kind), path, name, ", ".join(registry(kind).names()))

@@ -40,6 +40,8 @@ from typing import Callable, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from src.settings import require_int, require_number
+
 CLASSES = ("conjunction", "disjunction", "sparse_disjunction", "dnf3", "cnf3", "int_halfspace",
            "majority", "sparse_threshold", "parity", "sparse_parity")
 
@@ -51,6 +53,11 @@ class BooleanOptions:
     k: int = 3                 # literals per term (sparse classes, dnf3/cnf3)
     p_literal: float = 0.3     # conjunction/disjunction: probability a variable is selected
     balance: float = 0.5       # conjunctive/disjunctive classes: fraction of rewritten inputs
+
+    def check(self) -> None:
+        require_int("k", self.k, 1, 4096)
+        require_number("p_literal", self.p_literal, 0.0, high=1.0)
+        require_number("balance", self.balance, 0.0, high=1.0)
 
 
 class BooleanBatch(NamedTuple):

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from src.registry import registry
+from src.settings import require_int, require_number, require_one_of
 
 TASKS = registry("task")
 
@@ -61,6 +62,12 @@ class GargTaskOptions:
     sparsity: int = 3             # sparse_linear_regression: non-zero coordinates
     noise_std: float = 0.5        # noisy_linear_regression
     scale: float = 1.0            # y multiplied by this (Garg's `scale`)
+
+    def check(self) -> None:
+        require_one_of("data", self.data, ("gaussian", "uniform"))
+        require_int("sparsity", self.sparsity, 1, 4096)
+        require_number("noise_std", self.noise_std, 0.0)
+        require_number("scale", self.scale, 0.0, open_low=True)
 
 
 def sample_inputs(key, shape, data: str) -> jax.Array:

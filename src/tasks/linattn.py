@@ -26,6 +26,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from src.registry import registry
+from src.settings import require_int, require_number
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,13 @@ class DynamicsTaskConfig:
     white_cov: bool = False      # Λ = I/D instead of eigenvalues ∝ 1..D
     icl: float = 1.0             # fraction of training sequences with their own task vector
     seed: int = 0                # seed of the data sets
+
+    def check(self) -> None:
+        require_int("in_dim", self.in_dim, 1)
+        require_int("seq_len", self.seq_len, 2)
+        require_int("trainset_size", self.trainset_size, 1)
+        require_int("testset_size", self.testset_size, 0)
+        require_number("icl", self.icl, 0, high=1)
 
 
 class SequenceSet(NamedTuple):

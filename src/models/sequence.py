@@ -1,0 +1,181 @@
+"""The one sequence-model family (registry "family" entry `sequence`): a pre-norm residual stack
+whose every part comes from the settings, and its presets.
+
+    read-in   pairs: Linear(d -> D) of the interleaved tokens x_i, (y_i, 0, …, 0)
+              tokens: Embed(V, D)
+    + a position encoding (registry "position": a learned table added here, or one acting
+      inside softmax attention: rope, alibi, fire, yarn, …)
+    n_layer blocks:  h += seq_mixer(norm(h));  h += state_mixer(norm(h))
+              (registries "norm", "seq_mixer", "state_mixer")
+    final norm, read-out   pairs: Linear(D -> 1) at every x token, ŷ_i from the pairs before i [B, n]
+                           tokens: Linear(D -> V) logits [B, T, V]
+
+Presets (the only place the originals' models are named): `gpt2` (Garg et al.: layer norm, GELU
+MLP, learned positions, read-out at the x tokens) and `lm` (the Zoology recipe: RMS norm, the
+state mixer of choice, a truncated-normal learned table). A preset also names the root module,
+so parameters are `<preset>/block_<i>/seq_mixer/...`; `canonical_param_name` reads the names of
+params.npz files written before the two models were one family.
+
+Glossary: B batch, n pairs, d input dim, T tokens (2n for pairs), D width, H heads, V vocabulary.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+
+from src.registry import Choice, choice, registry
+from src.settings import choice_field, is_int, require, require_int, require_one_of
+
+INPUTS = ("pairs", "tokens")
+
+
+@dataclass(frozen=True)
+class SequenceConfig:
+    preset: str = "gpt2"             # the root module's name (gpt2 | lm): how its parameters are named
+    inputs: str = "pairs"            # pairs (x/y tokens, ŷ per point) | tokens (embedding, logits)
+    width: int = 64                  # D
+    n_layer: int = 3
+    n_head: int = 4
+    n_dims: int = 5                  # d (pairs)
+    vocab_size: int = 0              # V (tokens)
+    max_tokens: int = 22             # T the position encoding is trained for (a learned table's length)
+    position: Choice = choice_field("position", "learned")
+    norm: Choice = choice_field("norm", "layer_norm")
+    seq_mixer: Choice = choice_field("seq_mixer", "softmax_causal")
+    state_mixer: Choice = choice_field("state_mixer", "mlp")
+
+    def check(self) -> None:
+        require(isinstance(self.preset, str) and re.fullmatch(r"[a-z][a-z0-9_]*", self.preset or ""),
+                "preset", self.preset, "a lower-case name")
+        require_one_of("inputs", self.inputs, INPUTS)
+        for name, low in (("width", 1), ("n_layer", 1), ("n_head", 1), ("n_dims", 1), ("max_tokens", 1)):
+            require_int(name, getattr(self, name), low)
+        require(is_int(self.vocab_size) and (self.vocab_size >= 2 or self.inputs == "pairs"),
+                "vocab_size", self.vocab_size, "an integer >= 2 for token inputs")
+        require(self.width % self.n_head == 0, "width", self.width, f"a multiple of n_head={self.n_head}")
+
+    def encoding(self):
+        """The position encoding (src/models/positions.py), trained for `max_tokens` tokens."""
+        entry = registry("position").get(self.position.name)
+        return entry.build(self.position.options, trained_tokens=self.max_tokens)
+
+
+def gpt2(n_dims: int = 5, n_embd: int = 64, n_head: int = 4, n_layer: int = 3, n_positions: int = 11,
+         mixer: Choice | None = None, position: Choice | None = None) -> SequenceConfig:
+    """Garg et al.'s GPT-2 (its own names): layer norm, GELU MLP, learned positions over
+    2 n_positions tokens."""
+    return SequenceConfig("gpt2", "pairs", n_embd, n_layer, n_head, n_dims, 0, 2 * n_positions,
+                          position or choice("position", "learned"), choice("norm", "layer_norm"),
+                          mixer or choice("seq_mixer", "softmax_causal"), choice("state_mixer", "mlp"))
+
+
+def lm(width: int = 128, n_layer: int = 2, n_head: int = 8, max_len: int = 64, vocab_size: int = 8192,
+       n_dims: int = 5, inputs: str = "tokens", seq_mixer: Choice | None = None,
+       state_mixer: Choice | None = None) -> SequenceConfig:
+    """The Zoology recipe's language model: RMS norm, a truncated-normal learned table."""
+    return SequenceConfig("lm", inputs, width, n_layer, n_head, n_dims, vocab_size, max_len,
+                          choice("position", "learned", truncated=True), choice("norm", "rms_norm"),
+                          seq_mixer or choice("seq_mixer", "softmax_causal"),
+                          state_mixer or choice("state_mixer", "mlp"))
+
+
+def interleave(xs: jax.Array, ys: jax.Array) -> jax.Array:
+    """x_1, (y_1, 0, ...), x_2, ...: xs [B, n, d], ys [B, n] -> tokens [B, 2n, d]."""
+    b, n, d = xs.shape
+    y_tokens = jnp.zeros_like(xs).at[..., 0].set(ys)
+    return jnp.stack([xs, y_tokens], axis=2).reshape(b, 2 * n, d)
+
+
+class Block(hk.Module):
+    def __init__(self, config: SequenceConfig, position, name: str | None = None):
+        super().__init__(name=name)
+        self.config, self.position = config, position
+
+    def __call__(self, h):
+        c = self.config
+        norm = registry("norm").get(c.norm.name)
+        mixer = registry("seq_mixer").get(c.seq_mixer.name).build(
+            c.seq_mixer.options, width=c.width, num_heads=c.n_head, position=self.position, name="seq_mixer")
+        state = registry("state_mixer").get(c.state_mixer.name).build(c.state_mixer.options)
+        h = h + mixer(norm.build(c.norm.options, name="norm_seq")(h))
+        normed = norm.build(c.norm.options, name="norm_state")(h)
+        with hk.experimental.name_scope("state_mixer"):
+            return h + state(normed)
+
+
+class SequenceModel(hk.Module):
+    """The stack for a config; `__call__(*inputs)`: (xs [B, n, d], ys [B, n]) -> ŷ [B, n], or
+    (tokens [B, T],) -> logits [B, T, V]."""
+
+    def __init__(self, config: SequenceConfig):
+        super().__init__(name=config.preset)
+        self.config = config
+
+    def __call__(self, *inputs):
+        c = self.config
+        read_in, read_out = READ[c.inputs]
+        h = read_in(c, *inputs)                                        # [B, T, D]
+        t = h.shape[1]
+        position = c.encoding()
+        limit = position.max_tokens()
+        if limit is not None and t > limit:
+            raise ValueError(f"{t} tokens exceed the learned position table ({limit} tokens, "
+                             f"model.max_tokens); a learned absolute encoding cannot index past it")
+        absolute = position.absolute(t, c.width)                      # [T, D] or None
+        if absolute is not None:
+            h = h + absolute
+        for layer in range(c.n_layer):
+            h = Block(c, position, name=f"block_{layer}")(h)
+        h = registry("norm").get(c.norm.name).build(c.norm.options, name="norm_final")(h)
+        return read_out(c, h)
+
+
+READ: dict[str, tuple[Callable, Callable]] = {   # inputs -> (read-in, read-out)
+    "pairs": (lambda c, xs, ys: hk.Linear(c.width, name="read_in")(interleave(xs, ys)),
+              lambda c, h: hk.Linear(1, name="read_out")(h)[:, 0::2, 0]),
+    "tokens": (lambda c, tokens: hk.Embed(c.vocab_size, c.width, name="embed")(tokens),
+               lambda c, h: hk.Linear(c.vocab_size, with_bias=False, name="unembed")(h)),
+}
+
+
+class Model(NamedTuple):
+    """Pure functions: init(key, *inputs) -> (params, state); apply(params, state, *inputs) -> out."""
+    config: Any
+    init: Callable
+    apply: Callable
+
+
+@registry("family").register("sequence", SequenceConfig,
+                             doc="pre-norm blocks of a sequence mixer and a state mixer, every part "
+                                 "from the settings (presets gpt2, lm)")
+def build_sequence(config: SequenceConfig) -> Model:
+    transformed = hk.without_apply_rng(hk.transform_with_state(
+        lambda *inputs: SequenceModel(config)(*inputs)))
+
+    def apply(params, state, *inputs):
+        return transformed.apply(params, state, *inputs)[0]
+    return Model(config, transformed.init, apply)
+
+
+# params.npz of runs made before the one family: (old pattern, new) per path segment
+LEGACY_NAMES = [(r"^model/", ""), (r"/~(_stack|tokens|pairs)(?=/|$)", ""),
+                (r"/ln_mixer(?=/|$)", "/norm_seq"), (r"/mixer(?=/|$)", "/seq_mixer"),
+                (r"/ln_mlp(?=/|$)", "/norm_state"), (r"/mlp_in(?=/|$)", "/state_mixer/up"),
+                (r"/mlp_out(?=/|$)", "/state_mixer/down"), (r"/ln_final(?=/|$)", "/norm_final"),
+                (r"/state_mixer/norm_state(?=/|$)", "/norm_state")]
+
+
+def canonical_param_name(key: str) -> str:
+    """A params.npz key of any version as this family names it (`module/.../name`)."""
+    for pattern, new in LEGACY_NAMES:
+        key = re.sub(pattern, new, key)
+    return key
+
+
+def parameter_count(params) -> int:
+    return int(sum(jnp.size(p) for p in jax.tree_util.tree_leaves(params)))

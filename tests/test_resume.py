@@ -1,0 +1,102 @@
+"""Every system resumes, and reruns from its config.json alone, bit for bit: a run is SIGKILLed
+after a checkpoint, continued with --resume, and compared with an uninterrupted run made by
+`runners.run --config RUN/config.json` (every metrics row, summary number, parameter and the
+system's own outputs). A checkpoint of other settings, or a corrupted one, is refused in one
+line and nothing in the run directory changes."""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from golden_systems import read_run
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+# system -> (runner, argv without --out): small, with a checkpoint every few steps
+RUNS = {
+    "lsa": ("runners.run_concat_inputs_targets",
+            ["--steps", "1200", "--batch_size", "32", "--eval_size", "50", "--log_every", "20",
+             "--save_attention", "--set", "train.checkpoint_every=40", "--quiet"]),
+    "gpt2": ("runners.train", ["--config", "configs/dummy.yaml", "--set", "test_run=false",
+                               "--set", "model.n_embd=16", "--set", "model.n_layer=1",
+                               "--set", "training.batch_size=8", "--set", "training.train_steps=400",
+                               "--set", "training.log_every=20", "--set", "training.save_every_steps=40",
+                               "--set", "training.eval_size=40", "--quiet"]),
+    "lm": ("runners.recipe", ["task:mqar", "--task.vocab_size", "32", "--task.seq_len", "16",
+                              "--task.num_pairs", "2", "--model.width", "16", "--model.n_head", "2",
+                              "--train.batch_size", "8", "--train.train_steps", "400", "--train.log_every",
+                              "20", "--train.checkpoint_every", "40", "--train.eval_size", "16", "--quiet"]),
+    "dynamics": ("runners.linattn", ["--model", "attnS", "--head", "2", "--in_dim", "3", "--seq_len", "6",
+                                     "--trainset_size", "100", "--testset", "20", "--epoch", "3001",
+                                     "--log_every", "10", "--checkpoint_every", "50", "--show", "--quiet"]),
+}
+
+
+def call(runner: str, argv: list[str]) -> int:
+    return importlib.import_module(runner).main(argv)
+
+
+def tree_digest(path: Path) -> dict:
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def killed_after_a_checkpoint(runner: str, argv: list[str], out: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", runner, *argv, "--out", str(out)], cwd=ROOT, env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "checkpoint.npz").exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "metrics_summary.json").exists(), "the run finished before it was killed"
+
+
+@pytest.mark.parametrize("system", list(RUNS))
+def test_sigkill_resume_and_rerun_from_config_are_bit_identical(system, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    runner, argv = RUNS[system]
+    killed, again = tmp_path / "killed", tmp_path / "again"
+    killed_after_a_checkpoint(runner, argv, killed)
+    assert call("runners.run", ["--config", str(killed / "config.json"), "--out", str(again), "--quiet"]) == 0
+    assert call(runner, [*argv, "--out", str(killed), "--resume"]) == 0
+    resumed, fresh = read_run(killed), read_run(again)
+    assert resumed == fresh
+    assert json.loads((killed / "config.json").read_text())["settings"]["system"] == system
+    assert sorted(p.name for p in killed.rglob("*")) == sorted(p.name for p in again.rglob("*"))
+
+
+def test_a_checkpoint_of_other_settings_or_a_corrupted_one_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    runner, argv = RUNS["gpt2"]
+    narrow, wide = tmp_path / "narrow", tmp_path / "wide"
+    assert call(runner, [*argv, "--out", str(narrow)]) == 0
+    assert call(runner, [*(a.replace("n_embd=16", "n_embd=32") for a in argv), "--out", str(wide)]) == 0
+    before = tree_digest(narrow)
+    capsys.readouterr()
+    cases = [
+        ([*argv, "--set", "training.learning_rate=0.01"], "other settings"),   # another config
+        (argv, "other settings"),                      # wide's checkpoint copied over narrow's
+        (argv, "unusable"),                            # a truncated checkpoint
+    ]
+    for i, (command, words) in enumerate(cases):
+        if i == 1:
+            (narrow / "checkpoint.npz").write_bytes((wide / "checkpoint.npz").read_bytes())
+        if i == 2:
+            (narrow / "checkpoint.npz").write_bytes(before["checkpoint.npz"].encode()[:40])
+        state = tree_digest(narrow)
+        assert call(runner, [*command, "--out", str(narrow), "--resume"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
+        assert tree_digest(narrow) == state             # nothing changed
