@@ -50,7 +50,7 @@ class SettingsError(ValueError):
         text = str(self)
         for ours, theirs in sorted(names.items(), key=lambda item: -len(item[0])):
             after = "" if ours.endswith(".") else r"(?=[=:.\[]|$)"
-            text = re.sub(rf"(?<![\w.]){re.escape(ours)}{after}", theirs, text)
+            text = re.sub(rf"(?<![\w.-]){re.escape(ours)}{after}", theirs, text)
         return text
 
 

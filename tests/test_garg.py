@@ -118,38 +118,3 @@ def _run(args, cache=None, **kw):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-def test_test_run_and_sigkill_resume_are_bit_identical(tmp_path):
-    sets = ["--set", "test_run=false", "--set", "training.train_steps=120",
-            "--set", "training.save_every_steps=30", "--set", "training.eval_size=100",
-            "--set", "training.log_every=30", "--quiet"]
-    cache = tmp_path / "jax_cache"
-    whole = _run(["--config", str(ROOT / "configs" / "dummy.yaml"), "--set", f"out_dir={tmp_path / 'a'}", *sets],
-                 cache)
-    assert whole.wait(timeout=300) == 0, whole.stderr.read()
-    killed = _run(["--config", str(ROOT / "configs" / "dummy.yaml"), "--set", f"out_dir={tmp_path / 'b'}", *sets],
-                  cache)
-    checkpoint = tmp_path / "b" / "checkpoint.npz"
-    deadline = time.time() + 240
-    while time.time() < deadline and killed.poll() is None:
-        if checkpoint.exists():
-            with np.load(checkpoint) as data:
-                if int(data["step"]) >= 30:
-                    break
-        time.sleep(0.2)
-    killed.send_signal(signal.SIGKILL)
-    killed.wait(timeout=60)
-    assert not (tmp_path / "b" / "metrics_summary.json").exists()
-    resumed = _run(["--config", str(ROOT / "configs" / "dummy.yaml"), "--set", f"out_dir={tmp_path / 'b'}",
-                    *sets, "--resume"], cache)
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
-    a = json.loads((tmp_path / "a" / "metrics_summary.json").read_text())
-    b = json.loads((tmp_path / "b" / "metrics_summary.json").read_text())
-    for key in ("eval_loss", "eval_error_last", "eval_error_mean", "train_loss", "steps"):
-        assert a[key] == b[key], key
-    with np.load(tmp_path / "a" / "params.npz") as pa, np.load(tmp_path / "b" / "params.npz") as pb:
-        assert all(np.array_equal(pa[k], pb[k]) for k in pa.files)
-    log = (tmp_path / "b" / "training_log.csv").read_text().splitlines()
-    assert log[0] == "step,loss,n_points,n_dims" and len(log) == 121
-    assert (tmp_path / "a" / "softmax_causal_loss.png").exists()
-    curve = (tmp_path / "a" / "analysis" / "icl_curve.csv").read_text().splitlines()
-    assert curve[0] == "predictor,n_examples,mean,ci95" and any(r.startswith("least_squares,") for r in curve)

@@ -75,16 +75,19 @@ def study_parser(prog: str, doc: str, quick_help: str) -> OneLineParser:
 
 
 def check_directory(flag: str, path: Path) -> None:
-    """UsageError (one line) unless `path` is, or can be made, a writable directory."""
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{flag}={str(path)!r} is a file; accepted: a directory path")
-    existing = next((p for p in (path, *path.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
+    """UsageError (one line) unless `path` is, or can be made, a directory this process can write
+    in: a probe file is written and removed in it, or in the folder it would be created in
+    (nothing is left behind)."""
+    import tempfile
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
         raise UsageError(f"{flag}={str(path)!r}: {existing} is a file; accepted: a directory path")
-    import os
-    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag}={str(path)!r}: {existing} cannot be written; accepted: a writable "
-                         "directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".probe-"):
+            pass
+    except OSError as err:
+        raise UsageError(f"{flag}={str(path)!r} cannot be written ({err.strerror or err}); accepted: "
+                         "a writable directory") from None
 
 
 def study_dirs(args, study: str) -> tuple[Path, Path]:

@@ -210,9 +210,12 @@ class RunDir:
         config.json never reaches the work), WrongSystem when `systems` are given and the run's
         is not one of them."""
         from src.settings import SettingsError
-        from src.systems import settings_from_record, system_name
+        from src.systems import SYSTEMS, settings_from_record, system_name
         raw = self.load_config()["settings"]     # CorruptArtifact when unreadable
         name = system_name(raw)
+        if name not in SYSTEMS:
+            raise self.corrupt(CONFIG, f"it names system {name!r}, which is unknown; accepted: "
+                                       f"{', '.join(SYSTEMS.names())}")
         if systems and name not in systems:
             raise WrongSystem(f"{self.path} is a run of system {name!r}; accepted: a run of "
                               f"{' or '.join(map(repr, systems))}")
