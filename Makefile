@@ -3,6 +3,7 @@
 #
 #   make demo                      both demos (reduced steps) + a tiny order and noise sweep + figures
 #   make test                      the test suite
+#   make golden                    every golden run of the four systems, bit for bit
 #   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps)
 #   make dynamics                  seed 003's study (training dynamics of linear attention)
 #   make mechanisms                seed 000's study (attention mechanisms; long: see README)
@@ -39,7 +40,7 @@ steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick
+.PHONY: gpu venv test golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -57,6 +58,12 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	$(RUN) -m pytest -q tests
+
+# Every golden run of every system (the suite checks one per system): the numbers recorded before
+# the one-core refactor, bit for bit on the CPU kind they were recorded on
+golden: $(STAMP)
+	$(RUN) -m pytest -q tests/test_golden.py
+	$(RUN) tests/golden_systems.py --check
 
 # The README's first command: the two canonical models at reduced steps, then a tiny
 # order sweep and a tiny noise sweep (lsa1), with their report figures in report/figures/demo_*.

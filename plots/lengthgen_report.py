@@ -205,7 +205,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
              f"- Command: `{command}`; wall time {seconds:.0f} s, in which "
              f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained",
              f"- Model: {model['n_layer']} layers, width {model['width']}, {model['n_head']} heads, "
-             f"softmax attention; d = {model['n_dims']}; trained to L = {trained} points "
+             f"{model['seq_mixer']['name']}; d = {model['n_dims']}; trained to L = {trained} points "
              f"(curriculum 11 → {trained}); evaluated to {FACTOR}x L on "
              f"{settings['train']['eval_size']} fixed eval tasks; mean ± {STD_LABEL}",
              "- Errors: squared error / d for linear regression (zero predictor 1), 1 − accuracy "

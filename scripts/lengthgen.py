@@ -42,8 +42,13 @@ class LengthJob(Job):
 
 
 def make_jobs(runs_dir: Path, positions: Sequence[str], tasks: Sequence[str], seeds: Sequence[int],
-              quick: bool) -> list[Job]:
+              quick: bool, mixer: str | None = None) -> list[Job]:
+    """One run per task, encoding and seed; `mixer` (any registered sequence mixer) replaces the
+    config's softmax attention and joins the run names."""
     base, _ = read_config(CONFIG)
+    if mixer is not None:
+        base = replace(base, model=replace(base.model, seq_mixer=choice("seq_mixer", mixer)))
+    tag = "" if mixer is None else f"{mixer}_"
     jobs = []
     for task in tasks:
         for position in positions:
@@ -51,7 +56,7 @@ def make_jobs(runs_dir: Path, positions: Sequence[str], tasks: Sequence[str], se
                 train = replace(base.train, seed=seed, **{**TASKS[task], **(QUICK if quick else {})})
                 model = replace(base.model, position=choice("position", position))
                 settings = replace(base, model=model, task=choice("task", task), train=train).validate()
-                name = f"{task}_{position}_seed{seed}"
+                name = f"{task}_{tag}{position}_seed{seed}"
                 jobs.append(LengthJob(name, settings, runs_dir / name, cost=settings.train.steps,
                                       position=position, task=task, seed=seed))
     return plan(jobs)
@@ -100,16 +105,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma list of position encodings (default: all registered)")
     parser.add_argument("--tasks", default=None,
                         help=f"comma list of tasks (default: {','.join(TASKS)})")
+    parser.add_argument("--mixer", default=None,
+                        help="the sequence mixer of every run (default: the config's softmax_causal; "
+                             "encodings acting inside softmax attention need a softmax mixer)")
     args = parser.parse_args(argv)
     try:
         runs_dir, report_dir = study_dirs(args, "lengthgen")
         positions = _names("--positions", args.positions, registry("position").names())
         tasks = _names("--tasks", args.tasks, list(TASKS))
+        mixer = None if args.mixer is None else _names("--mixer", args.mixer, registry("seq_mixer").names())[0]
     except UsageError as err:
         return fail(PROG, err)
     seeds = SEEDS[:1] if args.quick else SEEDS
     return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, positions, tasks, seeds, args.quick), report)
+                        lambda: make_jobs(runs_dir, positions, tasks, seeds, args.quick, mixer), report)
 
 
 if __name__ == "__main__":

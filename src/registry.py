@@ -154,7 +154,8 @@ def registry(kind: str) -> Registry:
 
 
 def load_entries() -> None:
-    """Import every module of ENTRY_PACKAGES once (they register their entries)."""
+    """Import every module of ENTRY_PACKAGES and their sub-packages once (they register their
+    entries)."""
     if _LOADED[0]:
         return
     _LOADED[0] = True
@@ -165,9 +166,9 @@ def load_entries() -> None:
             if err.name == package_name:
                 continue
             raise
-        for info in pkgutil.iter_modules(package.__path__):
-            if not info.name.startswith("_"):
-                importlib.import_module(f"{package_name}.{info.name}")
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{package_name}."):
+            if not info.name.rsplit(".", 1)[-1].startswith("_"):
+                importlib.import_module(info.name)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ tests; the recipe's decoded examples; the dynamics trajectory and its analysis).
 
     python tests/golden_systems.py OUT.json     # record (the file in tests/golden/ was written
                                                # by commit 4d70975, before the one-core refactor)
+    python tests/golden_systems.py --check      # every recorded run against the file (make golden)
 """
 from __future__ import annotations
 
@@ -106,10 +107,41 @@ def record(base: Path, names=None) -> dict:
     return out
 
 
-if __name__ == "__main__":
+GOLDEN = Path(__file__).parent / "golden" / "golden_systems_v1.json"
+
+
+def expected(name: str, golden: dict) -> dict:
+    """The recorded run, its parameter names read as the one sequence family names them (the
+    GPT-2 and recipe models were separate modules when it was recorded)."""
+    from src.models.sequence import canonical_param_name
+    want = dict(golden[name])
+    if not name.startswith("dynamics"):
+        want["params_sha256"] = {canonical_param_name(k): v for k, v in want["params_sha256"].items()}
+    return want
+
+
+def check(names=None) -> int:
+    """Train every recorded run now and compare; prints one line per run, returns the failures."""
     import tempfile
+    golden = json.loads(GOLDEN.read_text())
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names or RUNS:
+            runner, argv = RUNS[name]
+            train(runner, [*argv], Path(tmp) / name)
+            got, want = read_run(Path(tmp) / name), expected(name, golden)
+            moved = [k for k in sorted(set(got) | set(want)) if got.get(k) != want.get(k)]
+            failures += bool(moved)
+            print(f"{'bit-identical' if not moved else 'MOVED: ' + ', '.join(moved)}  {name}", flush=True)
+    return failures
+
+
+if __name__ == "__main__":
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
+    if sys.argv[1:2] == ["--check"]:
+        sys.exit(1 if check(sys.argv[2:]) else 0)
+    import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         result = record(Path(tmp))
     Path(sys.argv[1]).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")

@@ -139,7 +139,8 @@ def test_alignment_cli_on_gd_params_in_a_run_directory(run_copy):
     from src.rundir import RunDir
     run = RunDir(run_copy)
     settings = run.load_settings()
-    run.save_params(gd_params(settings.task, settings.model, 4.0))
+    from src.params import flatten_params
+    run.write_npz(names.PARAMS, flatten_params(gd_params(settings.task, settings.model, 4.0)))
     assert alignment.main(["--run", str(run_copy), "--eta", "4"]) == 0
     result = json.loads((run_copy / names.ALIGNMENT).read_text())
     assert result["eta"] == 4.0 and result["eta_source"] == "flag"

@@ -1,11 +1,6 @@
 """Seed 000's system: Garg et al.'s tasks and curriculum, the baselines against closed forms
-and brute force, the YAML runner (bad keys, test_run, SIGKILL + --resume) and icl_curve."""
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
+and brute force, the YAML runner (bad keys, test_run) and icl_curve (its SIGKILL + --resume is in
+tests/test_resume.py)."""
 from pathlib import Path
 
 import jax
@@ -107,14 +102,3 @@ def test_yaml_that_is_not_a_mapping(tmp_path, capsys):
     path.write_text("- just\n- a list\n")
     assert train_main(["--config", str(path)]) == 2
     assert "not a mapping" in capsys.readouterr().err
-
-
-def _run(args, cache=None, **kw):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    if cache is not None:   # the three processes share compiled programs (same results)
-        env.update(JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-                   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
-    return subprocess.Popen([sys.executable, "-m", "runners.train", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-

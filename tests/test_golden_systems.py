@@ -13,22 +13,15 @@ from pathlib import Path
 import pytest
 
 from golden_runs import cpu_kind
-from golden_systems import read_run, train, RUNS
+from golden_systems import GOLDEN as GOLDEN_FILE
+from golden_systems import RUNS, expected, read_run, train
 
-GOLDEN = json.loads((Path(__file__).parent / "golden" / "golden_systems_v1.json").read_text())
+GOLDEN = json.loads(GOLDEN_FILE.read_text())
 IN_SUITE = ("gpt2_fire_curriculum", "recipe_mqar_gla", "dynamics_attnS")
 
 
-def expected(name: str) -> dict:
-    from src.models.sequence import canonical_param_name
-    want = dict(GOLDEN[name])
-    if not name.startswith("dynamics"):         # the sequence family's runs
-        want["params_sha256"] = {canonical_param_name(k): v for k, v in want["params_sha256"].items()}
-    return want
-
-
 def compare(name: str, out: Path) -> None:
-    got, want = read_run(out), expected(name)
+    got, want = read_run(out), expected(name, GOLDEN)
     assert sorted(got) == sorted(want)
     for key in want:
         assert got[key] == want[key], f"{name}: {key} moved"

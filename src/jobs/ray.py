@@ -50,7 +50,7 @@ class RayOptions:
         """Before any work: Ray must be installed, and a cluster at `address` must answer
         (ValueError / ConnectionError, one line)."""
         try:
-            import ray  # noqa: F401
+            import ray  # noqa: F401 - only whether it is installed
         except ImportError:
             raise ValueError("--executor ray: Ray is not installed; accepted: pip install -r "
                              "requirements.txt, or --executor local") from None

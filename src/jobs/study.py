@@ -24,6 +24,7 @@ from src.files import atomic_write_bytes, atomic_write_text
 from src.jobs.engine import (TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, plan, refuse_stale,
                              run_jobs, use_compilation_cache)
 from src.registry import Choice, registry
+from src.settings import SettingsError
 
 
 def add_executor_flags(parser) -> None:
@@ -136,7 +137,7 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
             hold.enter_context(RunsDirLock(runs_dir, command))
             jobs = plan(jobs)             # what is on disk now that no one else writes there
             refuse_stale(jobs, runs_dir, args.overwrite)
-        except (UsageError, RunsDirBusy) as err:
+        except (UsageError, RunsDirBusy, SettingsError) as err:   # e.g. a run that cannot be made
             return fail(prog, err)
         return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
             jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head),

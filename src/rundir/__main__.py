@@ -9,7 +9,6 @@ from src.rundir.run import RunDir
 def check_main(argv: list[str] | None = None) -> int:
     """`python -m src.rundir [--figs] RUN [RUN ...]`: exit 1 naming every missing artifact
     (--figs: also the quick attention heatmap of layer 0, head 0)."""
-    import sys
     args = list(sys.argv[1:] if argv is None else argv)
     with_figs = "--figs" in args
     runs = [a for a in args if a != "--figs"]

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from src.files import (JsonlLogger, atomic_save_npy, atomic_save_npz, atomic_write_bytes,
+from src.files import (atomic_save_npy, atomic_save_npz, atomic_write_bytes,
                        atomic_write_json, atomic_write_text, read_jsonl)
-from src.params import flatten_params, unflatten_params
-from src.rundir.names import (ALIGNMENT, ANALYSIS, ATTENTION_STATS, ATTENTION_STATS_PNG, ATTN,
-                              ATTN_RAW, CONFIG, FIGS, MARKER, MARKER_TEXT, METADATA, METRICS,
+from src.params import unflatten_params
+from src.rundir.names import (ALIGNMENT, ANALYSIS, ATTENTION_STATS, ATTENTION_STATS_PNG,
+                              ATTN_RAW, CONFIG, MARKER, MARKER_TEXT, METADATA, METRICS,
                               NOISE_MASK, OOD, ORDERING, PARAMS, REPLACED, SUMMARY, analysis_module,
                               attention_file)
 from src.rundir.staging import (CorruptArtifact, MissingArtifact, RunDirError, RunExists,
@@ -145,17 +145,6 @@ class RunDir:
 
     def write_npz(self, name: str, arrays: dict[str, np.ndarray]) -> None:
         atomic_save_npz(self.file(name), arrays)
-
-    def save_params(self, params) -> None:
-        self.write_npz(PARAMS, flatten_params(params))
-
-    def metrics_logger(self) -> JsonlLogger:
-        return JsonlLogger(self.file(METRICS))
-
-    def save_eval_metadata(self, ordering_idx: np.ndarray, noise_mask: np.ndarray) -> None:
-        for name, array in ((ORDERING, ordering_idx), (NOISE_MASK, noise_mask)):
-            self.write_npy(name, array)
-            self.write_npy(f"{ANALYSIS}/{name}", array)
 
     # -- reading ----------------------------------------------------------
     def require(self, name: str) -> Path:

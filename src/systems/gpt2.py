@@ -31,7 +31,7 @@ import src.rundir.names as names
 from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, is_int, require,
                           require_int, require_number)
 from src.systems import SystemTrainer, register_system
-from src.tasks.garg import Curriculum, RegressionBatch, Schedule
+from src.tasks.garg import Curriculum, RegressionBatch
 from src.tasks.objectives import objective_of, tasks_for
 
 

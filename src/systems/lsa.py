@@ -20,7 +20,6 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from src.bounds import check_memory, check_sizes, training_bytes
