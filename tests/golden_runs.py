@@ -31,15 +31,22 @@ TIMING_KEYS = {"elapsed_s", "train_seconds"}
 
 
 def cpu_kind() -> str:
-    """'avx2' for an x86 CPU with AVX2 but no AVX-512, else 'default' (the kind of CPU the
-    fixtures of tests/golden/golden_v1.json and tests/fixtures/v1 were recorded on). XLA's CPU
-    code differs with the instruction set, and so does the last digit of a float."""
+    """The kind of CPU, as far as XLA's CPU code (and so the last digit of a float) differs:
+    'avx2' for an x86 CPU with AVX2 but no AVX-512 (an AMD EPYC, 2026-11-23), 'amd_avx512' for
+    an AMD CPU with AVX-512 (an AMD EPYC of family 25, 2026-11-25), else 'default' (the kind the
+    fixtures of tests/golden/golden_v1.json and tests/fixtures/v1 were recorded on)."""
+    flags, vendor = [], ""
     try:
-        flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo")
-                      if line.startswith("flags")), [])
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags") and not flags:
+                flags = line.split(":", 1)[1].split()
+            elif line.startswith("vendor_id") and not vendor:
+                vendor = line.split(":", 1)[1].strip()
     except OSError:
-        flags = []
-    return "avx2" if "avx2" in flags and "avx512f" not in flags else "default"
+        pass
+    if "avx2" in flags and "avx512f" not in flags:
+        return "avx2"
+    return "amd_avx512" if vendor == "AuthenticAMD" and "avx512f" in flags else "default"
 
 
 def same_numbers(new, old) -> bool:
