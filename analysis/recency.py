@@ -34,6 +34,13 @@ MODULE = "analysis.recency"
 TAIL = 0.2          # the share of the prompt whose attention mass `last_20pct` reports
 
 
+def applies(settings) -> bool:
+    """Whether the run's sequence mixer forms softmax weights to read (its registry entry says)."""
+    from src.registry import registry
+    return bool(getattr(registry("seq_mixer").get(settings.model.seq_mixer.name).build,
+                        "takes_any_position", False))
+
+
 def attention_weights(settings, params, state, xs, ys) -> np.ndarray:
     """[L, B, H, T, T] softmax weights of every layer (query t, key s) on the prompt xs, ys."""
     from src.models.mechanisms import recording_attention
@@ -43,8 +50,8 @@ def attention_weights(settings, params, state, xs, ys) -> np.ndarray:
     with recording_attention():
         _, recorded = jax.jit(transformed.apply)(params, state, xs, ys)
     root = settings.model.preset
-    layers = [recorded[f"{root}/block_{i}/seq_mixer"]["attention_weights"]
-              for i in range(settings.model.n_layer) if f"{root}/block_{i}/seq_mixer" in recorded]
+    layers = [recorded[f"{root}/block_{i}/seq_mixer"]["attention_weights"] for i in range(settings.model.n_layer)
+              if "attention_weights" in recorded.get(f"{root}/block_{i}/seq_mixer", {})]
     if len(layers) != settings.model.n_layer:
         raise AnalysisError(f"the mixer {settings.model.seq_mixer.name!r} forms no softmax weights to "
                             "read; accepted: softmax_causal, local, mqa")

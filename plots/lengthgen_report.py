@@ -59,7 +59,8 @@ def collect(jobs: Sequence, problems: dict) -> tuple[dict, list[dict], dict]:
         record["seeds"].append(job.seed)
         record["curves"].append(curve)
         record["length_gen"].append(json.loads(run.file(names.LENGTH_GEN_JSON).read_text()))
-        record["recency"].append(json.loads(run.file(names.RECENCY_JSON).read_text()))
+        if run.exists(names.RECENCY_JSON):      # not for a mixer without softmax weights
+            record["recency"].append(json.loads(run.file(names.RECENCY_JSON).read_text()))
         record["prompt_tests"].append(json.loads(run.file(names.PROMPT_TESTS_JSON).read_text()))
         rows += [{"encoding": job.position, "task": job.task, "n_examples": n, "seed": job.seed,
                   "error": e} for n, e in enumerate(curve)]
@@ -116,7 +117,8 @@ def figure_curves(cells: dict, baselines: dict, trained: int):
         ax.set_xlabel("in-context examples n (grey: 1x, 2x, 4x, 8x the trained length)")
         ax.set_ylabel(objective_of(task).describes)
         ax.set_title(task, fontsize=9)
-        ax.legend(fontsize=7, ncol=2)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, ncol=2)
     return fig
 
 
@@ -139,7 +141,10 @@ def figure_recency(cells: dict):
         ax.set_xlabel("normalised key position")
         ax.set_ylabel("attention per key / uniform (last layer)")
         ax.set_title(f"{task}: prediction token, {PROBE_FACTOR}x length (learned: 1x)", fontsize=9)
-        ax.legend(fontsize=7, ncol=2)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, ncol=2)
+        else:
+            ax.text(0.5, 0.5, "no softmax weights to read", ha="center", transform=ax.transAxes)
     return fig
 
 

@@ -64,7 +64,8 @@ def make_jobs(runs_dir: Path, positions: Sequence[str], tasks: Sequence[str], se
 
 def analyse(jobs: Sequence[Job]) -> dict[str, str]:
     """Write the analyses each finished run lacks (length_gen to 8x, recency and prompt_tests at
-    4x); returns run name -> why they could not run."""
+    4x; recency only where the mixer forms softmax weights); returns run name -> why they could
+    not run."""
     from analysis import length_gen, prompt_tests, recency
     from analysis.common import AnalysisError
     from src.rundir import names
@@ -73,9 +74,12 @@ def analyse(jobs: Sequence[Job]) -> dict[str, str]:
         run = job.run
         if not (run.path.is_dir() and run.is_trained()):
             continue
-        for output, work in ((names.LENGTH_GEN_JSON, lambda: length_gen.run(run, FACTOR)),
-                             (names.RECENCY_JSON, lambda: recency.run(run, PROBE_FACTOR)),
-                             (names.PROMPT_TESTS_JSON, lambda: prompt_tests.run(run, PROBE_FACTOR))):
+        wanted = ((names.LENGTH_GEN_JSON, lambda: length_gen.run(run, FACTOR)),
+                  (names.RECENCY_JSON, lambda: recency.run(run, PROBE_FACTOR)),
+                  (names.PROMPT_TESTS_JSON, lambda: prompt_tests.run(run, PROBE_FACTOR)))
+        for output, work in wanted:
+            if output == names.RECENCY_JSON and not recency.applies(job.settings):
+                continue
             if not run.exists(output):
                 try:
                     work()

@@ -75,6 +75,28 @@ def test_recorded_attention_is_causal_normalised_and_leaves_predictions_unchange
                                                                           batch.ys[:8])), atol=1e-5)
 
 
+
+@pytest.mark.parametrize("mixer", registry("seq_mixer").names())
+def test_recency_applies_exactly_where_the_mixer_forms_softmax_weights(mixer):
+    """The length study runs analysis.recency only where `applies` says; it must say so exactly
+    for the mixers whose weights can be recorded (the others are refused in one line)."""
+    from analysis.common import AnalysisError
+    from analysis.recency import applies
+    from src.registry import choice
+    settings = GPT2Settings(model=gpt2(n_dims=3, n_embd=16, n_head=2, n_layer=1, n_positions=4,
+                                       mixer=choice("seq_mixer", mixer), position=choice("position", "nope")),
+                            curriculum=Curriculum(Schedule(3, 3), Schedule(4, 4))).validate()
+    model = make_model(settings)
+    params, state = init_model(settings, model)
+    batch = eval_batch(settings)
+    try:
+        attention_weights(settings, params, state, batch.xs[:2], batch.ys[:2])
+        recorded = True
+    except AnalysisError:
+        recorded = False
+    assert applies(settings) == recorded
+
+
 def test_duplication_and_serial_position_prompts():
     assert duplication_indices(3, 2).tolist() == [0, 1, 2, 2, 2, 3]
     assert serial_indices(2, 8, "start").tolist() == [1, 2, 0, 0, 0, 0, 0, 3]
