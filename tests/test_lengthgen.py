@@ -76,25 +76,37 @@ def test_recorded_attention_is_causal_normalised_and_leaves_predictions_unchange
 
 
 
-@pytest.mark.parametrize("mixer", registry("seq_mixer").names())
-def test_recency_applies_exactly_where_the_mixer_forms_softmax_weights(mixer):
+def test_recency_applies_exactly_where_the_mixer_forms_softmax_weights():
     """The length study runs analysis.recency only where `applies` says; it must say so exactly
-    for the mixers whose weights can be recorded (the others are refused in one line)."""
-    from analysis.common import AnalysisError
+    for the mixers that record softmax weights (recency reads them from the mixer's state)."""
+    import haiku as hk
     from analysis.recency import applies
+    from src.models.mechanisms import recording_attention
     from src.registry import choice
-    settings = GPT2Settings(model=gpt2(n_dims=3, n_embd=16, n_head=2, n_layer=1, n_positions=4,
-                                       mixer=choice("seq_mixer", mixer), position=choice("position", "nope")),
+    x = jnp.ones((1, 4, 8))
+    for mixer in registry("seq_mixer").names():
+        entry = registry("seq_mixer").get(mixer)
+        forward = hk.transform_with_state(
+            lambda h: entry.build(entry.default_options(), width=8, num_heads=2, name="seq_mixer")(h))
+        with recording_attention():
+            params, state = forward.init(jax.random.key(0), x)
+            _, state = forward.apply(params, state, None, x)
+        settings = GPT2Settings(model=gpt2(n_dims=3, n_embd=8, n_head=2, n_layer=1, n_positions=4,
+                                           mixer=choice("seq_mixer", mixer)))
+        assert applies(settings) == ("attention_weights" in state.get("seq_mixer", {})), mixer
+
+
+def test_recency_refuses_a_mixer_with_state_but_no_softmax_weights_in_one_line():
+    """favor keeps Haiku state (its random features) but forms no softmax weights."""
+    from analysis.common import AnalysisError
+    from src.registry import choice
+    settings = GPT2Settings(model=gpt2(n_dims=3, n_embd=8, n_head=2, n_layer=1, n_positions=4,
+                                       mixer=choice("seq_mixer", "favor"), position=choice("position", "nope")),
                             curriculum=Curriculum(Schedule(3, 3), Schedule(4, 4))).validate()
-    model = make_model(settings)
-    params, state = init_model(settings, model)
+    params, state = init_model(settings, make_model(settings))
     batch = eval_batch(settings)
-    try:
+    with pytest.raises(AnalysisError, match="forms no softmax weights"):
         attention_weights(settings, params, state, batch.xs[:2], batch.ys[:2])
-        recorded = True
-    except AnalysisError:
-        recorded = False
-    assert applies(settings) == recorded
 
 
 def test_duplication_and_serial_position_prompts():
