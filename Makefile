@@ -56,8 +56,11 @@ gpu: $(STAMP)
 
 venv: $(STAMP)
 
+# The suite's files spread over TEST_JOBS processes (pytest-xdist; a file's tests stay together, so
+# its module fixtures are built once). TEST_JOBS=0: one process.
+TEST_JOBS ?= 2
 test: $(STAMP)
-	$(RUN) -m pytest -q tests
+	$(RUN) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) tests
 
 # Every golden run of every system (the suite checks one per system): the numbers recorded before
 # the one-core refactor, bit for bit on the CPU kind they were recorded on
