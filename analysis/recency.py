@@ -34,11 +34,14 @@ MODULE = "analysis.recency"
 TAIL = 0.2          # the share of the prompt whose attention mass `last_20pct` reports
 
 
+def _forms_softmax_weights(mixer: str) -> bool:
+    from src.registry import registry
+    return bool(getattr(registry("seq_mixer").get(mixer).build, "forms_softmax_weights", False))
+
+
 def applies(settings) -> bool:
     """Whether the run's sequence mixer forms softmax weights to read (its registry entry says)."""
-    from src.registry import registry
-    return bool(getattr(registry("seq_mixer").get(settings.model.seq_mixer.name).build,
-                        "takes_any_position", False))
+    return _forms_softmax_weights(settings.model.seq_mixer.name)
 
 
 def attention_weights(settings, params, state, xs, ys) -> np.ndarray:
@@ -53,8 +56,10 @@ def attention_weights(settings, params, state, xs, ys) -> np.ndarray:
     layers = [recorded[f"{root}/block_{i}/seq_mixer"]["attention_weights"] for i in range(settings.model.n_layer)
               if "attention_weights" in recorded.get(f"{root}/block_{i}/seq_mixer", {})]
     if len(layers) != settings.model.n_layer:
+        from src.registry import registry
+        accepted = [m for m in registry("seq_mixer").names() if _forms_softmax_weights(m)]
         raise AnalysisError(f"the mixer {settings.model.seq_mixer.name!r} forms no softmax weights to "
-                            "read; accepted: softmax_causal, local, mqa")
+                            f"read; accepted: {', '.join(accepted)}")
     return np.stack([np.asarray(w) for w in layers])
 
 

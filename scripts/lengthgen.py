@@ -74,12 +74,11 @@ def analyse(jobs: Sequence[Job]) -> dict[str, str]:
         run = job.run
         if not (run.path.is_dir() and run.is_trained()):
             continue
-        wanted = ((names.LENGTH_GEN_JSON, lambda: length_gen.run(run, FACTOR)),
-                  (names.RECENCY_JSON, lambda: recency.run(run, PROBE_FACTOR)),
-                  (names.PROMPT_TESTS_JSON, lambda: prompt_tests.run(run, PROBE_FACTOR)))
+        wanted = [(names.LENGTH_GEN_JSON, lambda: length_gen.run(run, FACTOR)),
+                  (names.PROMPT_TESTS_JSON, lambda: prompt_tests.run(run, PROBE_FACTOR))]
+        if recency.applies(job.settings):
+            wanted.insert(1, (names.RECENCY_JSON, lambda: recency.run(run, PROBE_FACTOR)))
         for output, work in wanted:
-            if output == names.RECENCY_JSON and not recency.applies(job.settings):
-                continue
             if not run.exists(output):
                 try:
                     work()

@@ -238,7 +238,8 @@ def register_mixer(name: str, options, doc: str, make, *, softmax: bool = False)
             position.require_plain(build.mixer_name)
         return make(opts, num_heads, name, position if softmax else None)
     build.mixer_name = name
-    build.takes_any_position = softmax      # it forms softmax weights (analysis.recency reads them)
+    build.takes_any_position = softmax
+    build.forms_softmax_weights = softmax   # recorded under recording_attention (analysis.recency)
     MIXERS.register(name, options, doc=doc)(build)
 
 
