@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import os
 import platform
 import shlex
 import subprocess
@@ -55,7 +56,7 @@ def library_versions() -> dict:
 
 def run_record(settings: dict, runner: str, argv: Sequence[str], out: Path) -> dict:
     """The config.json of a run: its settings (a JSON mapping), the command that made it and
-    reruns it, library versions, git commit and the training-code fingerprint."""
+    reruns it, library versions, git commit, the training-code fingerprint and XLA_FLAGS."""
     command = "python -m " + runner + " " + " ".join(shlex.quote(a) for a in argv)
     return {
         "settings": settings,
@@ -68,4 +69,7 @@ def run_record(settings: dict, runner: str, argv: Sequence[str], out: Path) -> d
         "git": git_commit(),
         "code_fingerprint": code_fingerprint(),
         "platform": platform.platform(),
+        # XLA's CPU code rounds differently with its thread count: the job engine trains parallel
+        # runs on one thread each (XLA_FLAGS), and a rerun or resume adopts what is recorded here
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }

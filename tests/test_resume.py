@@ -100,3 +100,22 @@ def test_a_checkpoint_of_other_settings_or_a_corrupted_one_is_refused(tmp_path, 
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], err
         assert tree_digest(narrow) == state             # nothing changed
+
+
+def test_a_rerun_adopts_the_xla_flags_its_run_was_trained_with(tmp_path):
+    """The job engine trains parallel runs on one XLA thread each (XLA_FLAGS), and XLA's CPU code
+    rounds differently with its thread count (a GPT-2 run on 2 cores: other parameter bytes). The
+    run records its XLA_FLAGS and `runners.run --config` trains with them: same bytes."""
+    from src.jobs.engine import SINGLE_THREAD_XLA
+    argv = ["--config", "configs/dummy.yaml", "--set", "model.n_layer=1", "--set", "training.eval_size=50",
+            "--quiet"]
+    plain = {k: v for k, v in ENV.items() if k != "XLA_FLAGS"}
+    first = subprocess.run([sys.executable, "-m", "runners.train", *argv, "--out", str(tmp_path / "a")], cwd=ROOT,
+                           env={**plain, "XLA_FLAGS": SINGLE_THREAD_XLA}, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert json.loads((tmp_path / "a" / "config.json").read_text())["xla_flags"] == SINGLE_THREAD_XLA
+    again = subprocess.run([sys.executable, "-m", "runners.run", "--config", str(tmp_path / "a" / "config.json"),
+                            "--out", str(tmp_path / "b"), "--quiet"], cwd=ROOT, env=plain,
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "a" / "params.npz").read_bytes() == (tmp_path / "b" / "params.npz").read_bytes()

@@ -9,6 +9,8 @@ Exit codes: 0 done, 1 training diverged (the parameters of the last good step ar
 """
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -18,6 +20,16 @@ from src.pipeline import check_target, execute
 from src.rundir import names
 from src.rundir.staging import RunDirError, interrupted_note, will_replace
 from src.settings import Settings, SettingsError
+
+
+def adopt_xla_flags(record) -> None:
+    """Train with the XLA_FLAGS a run's config.json recorded, unless XLA_FLAGS is set here. The
+    job engine trains parallel runs on one thread each, and XLA's CPU code rounds differently
+    with its thread count, so a rerun or resume of such a run must do the same to give the same
+    numbers. Takes effect only before this process's first JAX computation."""
+    flags = record.get("xla_flags") if isinstance(record, dict) else None
+    if isinstance(flags, str) and flags and "XLA_FLAGS" not in os.environ:
+        os.environ["XLA_FLAGS"] = flags
 
 
 def validated(settings: Settings, translate: Mapping[str, str] | None = None) -> Settings:
@@ -31,6 +43,11 @@ def validated(settings: Settings, translate: Mapping[str, str] | None = None) ->
 def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
                   overwrite: bool = False, resume: bool = False, quiet: bool = False,
                   skip_analysis: bool = False) -> int:
+    if resume:
+        try:
+            adopt_xla_flags(json.loads((Path(out) / names.CONFIG).read_text()))
+        except (OSError, ValueError):
+            pass            # check_target names what is wrong with the run directory
     try:
         start = check_target(settings, Path(out), overwrite=overwrite, resume=resume)
     except RunDirError as err:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from src.cli import OneLineParser, UsageError, fail
-from src.cli.command import train_command, validated
+from src.cli.command import adopt_xla_flags, train_command, validated
 from src.overrides import apply_overrides
 from src.settings import Settings, SettingsError
 from src.systems import settings_from_record
@@ -37,6 +37,7 @@ def read_settings(path: str) -> Settings:
     except json.JSONDecodeError as err:
         raise UsageError(f"--config {path}: is not JSON ({err.msg} at line {err.lineno}); accepted: "
                          "a run's config.json") from None
+    adopt_xla_flags(raw)                   # a run the job engine trained on one thread
     raw = raw.get("settings", raw) if isinstance(raw, dict) else raw
     if not isinstance(raw, dict):
         raise UsageError(f"--config {path}: holds no settings mapping (a JSON {type(raw).__name__}); "
