@@ -25,7 +25,7 @@ from src.provenance import run_record
 from src.registry import registry
 from src.rundir import names
 from src.rundir.run import RunDir
-from src.rundir.staging import RunDirError, remove_dead_temporaries
+from src.rundir.staging import RunDirError, remove_temporaries_below
 from src.settings import Settings
 from src.systems import Arrays, SystemTrainer, build
 
@@ -134,8 +134,7 @@ def execute(settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
             result = _train_and_write(run, settings, trainer, None, progress, skip_analysis)
     else:
         run = RunDir(out)
-        for folder in [run.path, *(p for p in run.path.rglob("*") if p.is_dir() and not p.is_symlink())]:
-            remove_dead_temporaries(folder)       # what the killed process was writing
+        remove_temporaries_below(run.path)        # what the killed process was writing
         result = _train_and_write(run, settings, trainer, start, progress, skip_analysis)
     return Outcome(run, result, trainer)
 

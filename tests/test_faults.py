@@ -279,3 +279,24 @@ def test_an_analysis_of_a_diverged_run_says_so_and_exits_non_zero(tmp_path):
     assert json.loads((run_dir / "metrics_summary.json").read_text())["status"] == "diverged"
     code, _, err = run("--run", str(run_dir), module="analysis.alignment")
     assert code == 3 and "diverged" in one_line(err)
+
+
+def test_an_interrupt_during_a_write_leaves_no_temporary(tmp_path, monkeypatch, capsys):
+    """Ctrl-C can land inside an atomic write (after mkstemp made the temporary, before the
+    handler that removes it runs); the command's interrupt path removes this process's own
+    temporaries, and never those of a live writer."""
+    import src.cli.command as command
+    from src.presets import preset
+    out = tmp_path / "run"
+    live = out / f".other.{os.getppid()}.x.tmp"           # a live process's (our parent's)
+
+    def interrupted_execute(settings, path, **kwargs):
+        (path / "analysis").mkdir(parents=True)
+        (path / f".metrics.jsonl.{os.getpid()}.abc.tmp").write_text("half")
+        (path / "analysis" / f".a.json.{os.getpid()}.def.tmp").write_text("half")
+        live.write_text("busy")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(command, "execute", interrupted_execute)
+    code = command.train_command("prog", preset("lsa1").validate(), out, runner="runners.x", argv=[])
+    assert code == 130 and "interrupted" in capsys.readouterr().err
+    assert sorted(p.name for p in out.rglob("*.tmp")) == [live.name]

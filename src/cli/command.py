@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 from src.cli import UsageError, fail
 from src.pipeline import check_target, execute
 from src.rundir import names
-from src.rundir.staging import RunDirError, interrupted_note, will_replace
+from src.rundir.staging import RunDirError, interrupted_note, remove_temporaries_below, will_replace
 from src.settings import Settings, SettingsError
 
 
@@ -57,6 +57,7 @@ def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv
         outcome = execute(settings, Path(out), runner=runner, argv=argv, overwrite=overwrite,
                           start=start, progress=not quiet, skip_analysis=skip_analysis)
     except KeyboardInterrupt:
+        remove_temporaries_below(Path(out), own=True)     # a write the interrupt cut short
         note = interrupted_note(Path(out), replacing)
         if not replacing:
             note += "; or continue it: the same command with --resume"

@@ -71,16 +71,27 @@ def remove_stale_siblings(path: Path) -> list[Path]:
     return removed
 
 
-def remove_dead_temporaries(folder: Path) -> list[Path]:
-    """Atomic-write temporaries in `folder` whose writer process is gone."""
+def remove_dead_temporaries(folder: Path, *, own: bool = False) -> list[Path]:
+    """Atomic-write temporaries in `folder` whose writer process is gone; with `own`, this
+    process's too (a write that an interrupt cut short)."""
     removed = []
     for tmp in folder.glob(f".*{TMP_SUFFIX}"):
         parts = tmp.name.split(".")
         pid = next((int(p) for p in reversed(parts[:-2]) if p.isdigit()), None)
-        if pid is not None and tmp.is_file() and not tmp.is_symlink() and not _alive(pid):
+        if pid is None or not tmp.is_file() or tmp.is_symlink():
+            continue
+        if not _alive(pid) or (own and pid == os.getpid()):
             tmp.unlink()
             removed.append(tmp)
     return removed
+
+
+def remove_temporaries_below(path: Path, *, own: bool = False) -> list[Path]:
+    """`remove_dead_temporaries` in `path` and every folder below it (links not followed)."""
+    if not path.is_dir() or path.is_symlink():
+        return []
+    folders = [path, *(p for p in path.rglob("*") if p.is_dir() and not p.is_symlink())]
+    return [tmp for folder in folders for tmp in remove_dead_temporaries(folder, own=own)]
 
 
 def glob_escape(name: str) -> str:
