@@ -75,7 +75,6 @@ def test_recorded_attention_is_causal_normalised_and_leaves_predictions_unchange
                                                                           batch.ys[:8])), atol=1e-5)
 
 
-
 def test_recency_applies_exactly_where_the_mixer_forms_softmax_weights():
     """The length study runs analysis.recency only where `applies` says; it must say so exactly
     for the mixers that record softmax weights (recency reads them from the mixer's state)."""
