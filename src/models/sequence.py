@@ -11,17 +11,21 @@ whose every part comes from the settings, and its presets.
                            tokens: Linear(D -> V) logits [B, T, V]
 
 Presets (the only place the originals' models are named): `gpt2` (Garg et al.: layer norm, GELU
-MLP, learned positions, read-out at the x tokens) and `lm` (the Zoology recipe: RMS norm, the
-state mixer of choice, a truncated-normal learned table). A preset also names the root module,
-so parameters are `<preset>/block_<i>/seq_mixer/...`; `canonical_param_name` reads the names of
-params.npz files written before the two models were one family.
+MLP, learned positions, read-out at the x tokens), `lm` (the Zoology recipe: RMS norm, the
+state mixer of choice, a truncated-normal learned table), and the length study's two backbones
+(Lin et al. AAAI 2025, Hugging Face's models): `llama` (RMS norm ε 1e-6, SwiGLU with hidden 4D,
+the position encoding inside attention, rope by default, no biases; sizes tiny / small / standard
+/ large) and `mamba` (RMS norm ε 1e-5, the Mamba mixer, no state sublayer, no position encoding,
+no biases). A preset also names the root module, so parameters are
+`<preset>/block_<i>/seq_mixer/...`; `canonical_param_name` reads the names of params.npz files
+written before the two models were one family.
 
 Glossary: B batch, n pairs, d input dim, T tokens (2n for pairs), D width, H heads, V vocabulary.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, NamedTuple
 
 import haiku as hk
@@ -36,7 +40,7 @@ INPUTS = ("pairs", "tokens")
 
 @dataclass(frozen=True)
 class SequenceConfig:
-    preset: str = "gpt2"             # the root module's name (gpt2 | lm): how its parameters are named
+    preset: str = "gpt2"             # the root module's name (gpt2 | lm | llama | mamba): how its parameters are named
     inputs: str = "pairs"            # pairs (x/y tokens, ŷ per point) | tokens (embedding, logits)
     width: int = 64                  # D
     n_layer: int = 3
@@ -48,6 +52,7 @@ class SequenceConfig:
     norm: Choice = choice_field("norm", "layer_norm")
     seq_mixer: Choice = choice_field("seq_mixer", "softmax_causal")
     state_mixer: Choice = choice_field("state_mixer", "mlp")
+    biases: bool = True              # the read-in, read-out and state mixer Linear layers have biases
 
     def check(self) -> None:
         require(isinstance(self.preset, str) and re.fullmatch(r"[a-z][a-z0-9_]*", self.preset or ""),
@@ -58,6 +63,7 @@ class SequenceConfig:
         require(is_int(self.vocab_size) and (self.vocab_size >= 2 or self.inputs == "pairs"),
                 "vocab_size", self.vocab_size, "an integer >= 2 for token inputs")
         require(self.width % self.n_head == 0, "width", self.width, f"a multiple of n_head={self.n_head}")
+        require(isinstance(self.biases, bool), "biases", self.biases, "true or false")
 
     def encoding(self):
         """The position encoding (src/models/positions.py), trained for `max_tokens` tokens."""
@@ -84,6 +90,37 @@ def lm(width: int = 128, n_layer: int = 2, n_head: int = 8, max_len: int = 64, v
                           state_mixer or choice("state_mixer", "mlp"))
 
 
+# The length study's Llama sizes (its configs/base_model/llama/*.yaml): width, layers, heads
+LLAMA_SIZES = {"tiny": (256, 2, 4), "small": (256, 4, 4), "standard": (256, 16, 8), "large": (512, 16, 8)}
+# ... and its Mamba (configs/base_model/mamba/standard.yaml): width, layers
+MAMBA_SIZES = {"standard": (256, 32)}
+
+
+def llama(size: str = "standard", n_dims: int = 20, max_tokens: int = 102, position: Choice | None = None,
+          **overrides) -> SequenceConfig:
+    """The length study's Llama (Hugging Face LlamaModel as its build_model configures it):
+    RMS norm (ε 1e-6), SwiGLU with intermediate size 4D, attention with the chosen encoding
+    (rope, θ 1e4, by default), no biases; `overrides` replace width, n_layer, n_head."""
+    width, n_layer, n_head = LLAMA_SIZES[size]
+    config = SequenceConfig("llama", "pairs", width, n_layer, n_head, n_dims, 0, max_tokens,
+                            position or choice("position", "rope"), choice("norm", "rms_norm", eps=1e-6),
+                            choice("seq_mixer", "softmax_causal"),
+                            choice("state_mixer", "swiglu", hidden_ratio=4.0), biases=False)
+    return replace(config, **overrides)
+
+
+def mamba(size: str = "standard", n_dims: int = 20, max_tokens: int = 102, mixer: Choice | None = None,
+          **overrides) -> SequenceConfig:
+    """The length study's Mamba (Hugging Face MambaModel): blocks of RMS norm (ε 1e-5) and the
+    Mamba mixer (state 16, expand 2, conv 4) with no state sublayer, no position encoding, no
+    biases; `overrides` replace width, n_layer."""
+    width, n_layer = MAMBA_SIZES[size]
+    config = SequenceConfig("mamba", "pairs", width, n_layer, 1, n_dims, 0, max_tokens,
+                            choice("position", "nope"), choice("norm", "rms_norm", eps=1e-5),
+                            mixer or choice("seq_mixer", "mamba"), choice("state_mixer", "none"), biases=False)
+    return replace(config, **overrides)
+
+
 def interleave(xs: jax.Array, ys: jax.Array) -> jax.Array:
     """x_1, (y_1, 0, ...), x_2, ...: xs [B, n, d], ys [B, n] -> tokens [B, 2n, d]."""
     b, n, d = xs.shape
@@ -101,8 +138,10 @@ class Block(hk.Module):
         norm = registry("norm").get(c.norm.name)
         mixer = registry("seq_mixer").get(c.seq_mixer.name).build(
             c.seq_mixer.options, width=c.width, num_heads=c.n_head, position=self.position, name="seq_mixer")
-        state = registry("state_mixer").get(c.state_mixer.name).build(c.state_mixer.options)
+        state = registry("state_mixer").get(c.state_mixer.name).build(c.state_mixer.options, bias=c.biases)
         h = h + mixer(norm.build(c.norm.options, name="norm_seq")(h))
+        if state is None:              # no state sublayer (the Mamba block)
+            return h
         normed = norm.build(c.norm.options, name="norm_state")(h)
         with hk.experimental.name_scope("state_mixer"):
             return h + state(normed)
@@ -136,8 +175,8 @@ class SequenceModel(hk.Module):
 
 
 READ: dict[str, tuple[Callable, Callable]] = {   # inputs -> (read-in, read-out)
-    "pairs": (lambda c, xs, ys: hk.Linear(c.width, name="read_in")(interleave(xs, ys)),
-              lambda c, h: hk.Linear(1, name="read_out")(h)[:, 0::2, 0]),
+    "pairs": (lambda c, xs, ys: hk.Linear(c.width, with_bias=c.biases, name="read_in")(interleave(xs, ys)),
+              lambda c, h: hk.Linear(1, with_bias=c.biases, name="read_out")(h)[:, 0::2, 0]),
     "tokens": (lambda c, tokens: hk.Embed(c.vocab_size, c.width, name="embed")(tokens),
                lambda c, h: hk.Linear(c.vocab_size, with_bias=False, name="unembed")(h)),
 }
@@ -152,7 +191,7 @@ class Model(NamedTuple):
 
 @registry("family").register("sequence", SequenceConfig,
                              doc="pre-norm blocks of a sequence mixer and a state mixer, every part "
-                                 "from the settings (presets gpt2, lm)")
+                                 "from the settings (presets gpt2, lm, llama, mamba)")
 def build_sequence(config: SequenceConfig) -> Model:
     transformed = hk.without_apply_rng(hk.transform_with_state(
         lambda *inputs: SequenceModel(config)(*inputs)))
