@@ -1,15 +1,19 @@
 """The length-generalisation study (seed 002, Lin et al. AAAI 2025): every position encoding on
-linear regression (d = 5, trained to 21 points) and on the boolean task `conjunction`, 3 seeds,
-evaluated out to 8x the trained length, with the recency, duplication and serial-position
-analyses of every run. make lengthgen, or
+the study's Llama backbone, and its `mamba` row (a Mamba model of the same width and depth, no
+position encoding), on linear regression (d = 5, trained to 21 points) and on the boolean task
+`conjunction`, 3 seeds, evaluated out to 8x the trained length, with the recency, duplication,
+serial-position and inductive-bias analyses of every run. make lengthgen, or
 
     PYTHONPATH=. python -m scripts.lengthgen                      # configs/lengthgen.yaml
     PYTHONPATH=. python -m scripts.lengthgen --quick              # 60 steps, 1 seed (smoke test)
-    PYTHONPATH=. python -m scripts.lengthgen --positions rope,fire --tasks linear_regression
+    PYTHONPATH=. python -m scripts.lengthgen --positions rope,fire,mamba --tasks linear_regression
 
 Each run is configs/lengthgen.yaml (read as `python -m runners.train` reads it) with its
-encoding, task and seed, made by the job engine (finished runs are reused); then analysis.length_gen, analysis.recency and
-analysis.prompt_tests write into each run (skipped when their outputs are there). The report is
+encoding, task and seed, made by the job engine (finished runs are reused); the row `mamba` is
+the config's model as family Mamba (the original's `run_pe` list names it beside the
+encodings). Then analysis.length_gen, analysis.recency (softmax mixers only) and
+analysis.prompt_tests write into each run (skipped when their outputs are there);
+analysis.inductive_bias runs with every run. The report is
 report/LENGTHGEN.md, report/lengthgen_results.json and report/figures/lengthgen/*.png (quick:
 under report/quick).
 """
@@ -23,6 +27,7 @@ from typing import Sequence
 from plots.lengthgen_report import FACTOR, PROBE_FACTOR, write_report
 from src.cli import UsageError, fail, guarded
 from src.cli.gpt2 import read_config
+from src.models.sequence import mamba
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser
 from src.registry import choice, registry
@@ -32,6 +37,15 @@ CONFIG = "configs/lengthgen.yaml"
 SEEDS = (0, 1, 2)
 TASKS = {"linear_regression": {}, "conjunction": {"steps": 1000}}     # task -> training changes
 QUICK = {"steps": 60, "log_every": 30, "checkpoint_every": 60, "eval_size": 100}
+MAMBA = "mamba"      # the row that swaps the backbone (Lin et al.'s run_pe name) instead of the encoding
+
+
+def row_model(base, position: str):
+    """The model of one row: the config's with encoding `position`, or for the row `mamba` a Mamba
+    model of the config's width, depth, inputs and trained tokens."""
+    if position == MAMBA:
+        return mamba(n_dims=base.n_dims, max_tokens=base.max_tokens, width=base.width, n_layer=base.n_layer)
+    return replace(base, position=choice("position", position))
 
 
 @dataclass
@@ -54,7 +68,7 @@ def make_jobs(runs_dir: Path, positions: Sequence[str], tasks: Sequence[str], se
         for position in positions:
             for seed in seeds:
                 train = replace(base.train, seed=seed, **{**TASKS[task], **(QUICK if quick else {})})
-                model = replace(base.model, position=choice("position", position))
+                model = row_model(base.model, position)
                 settings = replace(base, model=model, task=choice("task", task), train=train).validate()
                 name = f"{task}_{tag}{position}_seed{seed}"
                 jobs.append(LengthJob(name, settings, runs_dir / name, cost=settings.train.steps,
@@ -105,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = study_parser(PROG, __doc__, "60 steps, seed 0 (a smoke test)")
     parser.add_argument("--positions", default=None,
-                        help="comma list of position encodings (default: all registered)")
+                        help="comma list of position encodings, and mamba for the Mamba backbone "
+                             "(default: all registered, then mamba)")
     parser.add_argument("--tasks", default=None,
                         help=f"comma list of tasks (default: {','.join(TASKS)})")
     parser.add_argument("--mixer", default=None,
@@ -114,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         runs_dir, report_dir = study_dirs(args, "lengthgen")
-        positions = _names("--positions", args.positions, registry("position").names())
+        positions = _names("--positions", args.positions, [*registry("position").names(), MAMBA])
         tasks = _names("--tasks", args.tasks, list(TASKS))
         mixer = None if args.mixer is None else _names("--mixer", args.mixer, registry("seq_mixer").names())[0]
     except UsageError as err:

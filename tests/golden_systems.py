@@ -28,7 +28,7 @@ GPT2_SMALL = ["--set", "training.train_steps=60", "--set", "training.log_every=2
 RUNS = {
     "gpt2_dummy": ("runners.train", ["--config", "configs/dummy.yaml", "--quiet"]),
     "gpt2_fire_curriculum": ("runners.train", [
-        "--config", "configs/lengthgen.yaml", "--set", "model.position=fire",
+        "--config", "tests/fixtures/lengthgen_gpt2.yaml", "--set", "model.position=fire",
         "--set", "training.curriculum.points.interval=15", *GPT2_SMALL, "--quiet"]),
     "gpt2_favor_conjunction": ("runners.train", [
         "--config", "configs/mechanisms.yaml", "--set", "model.attention_type=favor",

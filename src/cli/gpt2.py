@@ -4,7 +4,11 @@ reading the seed's YAML schema with a safe loader (no object construction from t
 the settings of system `gpt2` (src/systems/gpt2.py).
 
     model:    family (gpt2 | nanogpt), n_dims, n_embd, n_head, n_layer, n_positions,
-              attention_type (a seq_mixer), attention_kwargs (its options), position, position_kwargs
+              attention_type (a seq_mixer), attention_kwargs (its options), position, position_kwargs;
+              or one of the length study's backbones in its base_model keys (Hugging Face's
+              names; src/cli/backbones.py): family Llama2 (hidden_size, num_hidden_layers,
+              num_attention_heads, hidden_act, rope_theta, max_length, ... and our position,
+              position_kwargs) or family Mamba (hidden_size, num_hidden_layers, state_size, ...)
     training: batch_size, learning_rate, train_steps, save_every_steps, keep_every_steps,
               task, task_kwargs, data, num_tasks, num_training_examples, log_every, eval_size, seed,
               curriculum: {dims, points: {start, end, inc, interval}}
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from src.cli import OneLineParser, PrintChoices, UsageError, fail
+from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model
 from src.cli.command import train_command
 from src.settings import SettingsError, read_tree
 from src.systems.gpt2 import GPT2Settings
@@ -60,6 +65,32 @@ def _unknown(where: str, raw: dict, known: set) -> None:
         raise UsageError(f"{where}{extra[0]}: unknown key; accepted: {', '.join(sorted(known))}")
 
 
+def _task(training: dict) -> dict:
+    """Our task mapping from the training block's task, task_kwargs and data (popped)."""
+    task = {"name": training.pop("task", "linear_regression"),
+            "options": _mapping("training.task_kwargs", training.pop("task_kwargs", None))}
+    data = training.pop("data", None)
+    if data is not None:   # the inputs' distribution of the regression tasks (boolean tasks: ±1)
+        if data not in ("gaussian", "uniform"):
+            raise UsageError(f"training.data={data!r} is unknown; accepted: gaussian, uniform")
+        from src.registry import registry
+        options = registry("task").get(task["name"]).options if task["name"] in registry("task") else None
+        if options is not None and hasattr(options, "data"):
+            task["options"]["data"] = data
+    return task
+
+
+def _train(training: dict, raw: dict) -> dict:
+    """Our train mapping from the rest of the training block (test_run caps its sizes)."""
+    renames = {"train_steps": "steps", "save_every_steps": "checkpoint_every", "keep_every_steps": "keep_every"}
+    train = {renames.get(k, k): (0 if k == "keep_every_steps" and v is None else v) for k, v in training.items()}
+    if raw.get("test_run"):
+        defaults = GPT2Settings().train
+        train.update({k: min(train.get(k, getattr(defaults, k)), cap) if isinstance(train.get(k, 0), int)
+                      else train[k] for k, cap in TEST_RUN.items()})
+    return train
+
+
 def settings_mapping(raw: Any) -> tuple[dict, dict]:
     """(our settings mapping, the YAML's top level) of the seed's YAML; UsageError on a key the
     schema does not have."""
@@ -68,11 +99,12 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
                          "mapping with model, training, out_dir")
     _unknown("", raw, TOP_KEYS)
     model, training = _mapping("model", raw.get("model")), _mapping("training", raw.get("training"))
-    _unknown("model.", model, MODEL_KEYS)
+    family = model.get("family", "gpt2")
+    if family not in FAMILIES and family not in BACKBONES:
+        raise UsageError(f"model.family={family!r} is unknown; accepted: {', '.join((*FAMILIES, *BACKBONES))}")
+    if family in FAMILIES:
+        _unknown("model.", model, MODEL_KEYS)
     _unknown("training.", training, TRAINING_KEYS)
-    family = model.pop("family", "gpt2")
-    if family not in FAMILIES:
-        raise UsageError(f"model.family={family!r} is unknown; accepted: {', '.join(FAMILIES)}")
     for key in ("num_tasks", "num_training_examples"):
         if training.pop(key, None) is not None:
             raise UsageError(f"training.{key}={raw['training'][key]!r} is not supported (fresh tasks every "
@@ -82,6 +114,14 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     curriculum = {k: _mapping(f"training.curriculum.{k}", v) for k, v in curriculum.items()}
     dims_end = curriculum.get("dims", {}).get("end", 5)
     points_end = curriculum.get("points", {}).get("end", 11)
+    ours = {"task": _task(training), "train": _train(training, raw)}
+    if curriculum:
+        ours["curriculum"] = {k: v for k, v in curriculum.items()}
+        ours["curriculum"].setdefault("dims", {"start": 5, "end": 5})
+        ours["curriculum"].setdefault("points", {"start": 11, "end": 11})
+    if family in BACKBONES:
+        ours["model"] = backbone_model(model, dims_end, points_end)
+        return ours, raw
     renames = {"n_embd": "width"}
     ours_model = {renames.get(k, k): v for k, v in model.items() if k in ("n_dims", "n_embd", "n_head", "n_layer")}
     ours_model.setdefault("n_dims", dims_end)
@@ -96,27 +136,7 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
                                "options": _mapping("model.attention_kwargs", model.get("attention_kwargs"))}
     ours_model["position"] = {"name": model.get("position", "learned"),
                               "options": _mapping("model.position_kwargs", model.get("position_kwargs"))}
-    task = {"name": training.pop("task", "linear_regression"),
-            "options": _mapping("training.task_kwargs", training.pop("task_kwargs", None))}
-    data = training.pop("data", None)
-    if data is not None:   # the inputs' distribution of the regression tasks (boolean tasks: ±1)
-        if data not in ("gaussian", "uniform"):
-            raise UsageError(f"training.data={data!r} is unknown; accepted: gaussian, uniform")
-        from src.registry import registry
-        options = registry("task").get(task["name"]).options if task["name"] in registry("task") else None
-        if options is not None and hasattr(options, "data"):
-            task["options"]["data"] = data
-    renames = {"train_steps": "steps", "save_every_steps": "checkpoint_every", "keep_every_steps": "keep_every"}
-    train = {renames.get(k, k): (0 if k == "keep_every_steps" and v is None else v) for k, v in training.items()}
-    if raw.get("test_run"):
-        defaults = GPT2Settings().train
-        train.update({k: min(train.get(k, getattr(defaults, k)), cap) if isinstance(train.get(k, 0), int)
-                      else train[k] for k, cap in TEST_RUN.items()})
-    ours = {"model": ours_model, "task": task, "train": train}
-    if curriculum:
-        ours["curriculum"] = {k: v for k, v in curriculum.items()}
-        ours["curriculum"].setdefault("dims", {"start": 5, "end": 5})
-        ours["curriculum"].setdefault("points", {"start": 11, "end": 11})
+    ours["model"] = ours_model
     return ours, raw
 
 
@@ -126,7 +146,8 @@ def settings_from_config(raw: Any) -> tuple[GPT2Settings, Path]:
     try:
         settings = read_tree(GPT2Settings, ours).validate()
     except SettingsError as err:
-        raise UsageError(err.translate(OURS_TO_YAML)) from None
+        family = top.get("model", {}).get("family") if isinstance(top.get("model"), dict) else None
+        raise UsageError(err.translate({**OURS_TO_YAML, **(OURS_TO_BACKBONE if family in BACKBONES else {})})) from None
     return settings, Path(str(top.get("out_dir") or f"runs/gpt2_{settings.model.seq_mixer.name}"))
 
 

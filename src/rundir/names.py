@@ -42,6 +42,8 @@ RECENCY_PNG = f"{ANALYSIS}/avg_attention_score.png"
 PROMPT_TESTS_JSON = f"{ANALYSIS}/prompt_tests.json"   # python -m analysis.prompt_tests (seed 002)
 DUPLICATION_PNG = f"{ANALYSIS}/duplication.png"
 SERIAL_POSITION_PNG = f"{ANALYSIS}/lost_in_mid.png"
+INDUCTIVE_BIAS_JSON = f"{ANALYSIS}/inductive_bias.json"   # analysis.inductive_bias (seed 002)
+INDUCTIVE_BIAS_PNG = f"{ANALYSIS}/baseline_all_dup.png"
 CHECKPOINT = "checkpoint.npz"
 TRAINING_LOG = "training_log.csv"
 # Written first into every run directory this code creates; with a readable config.json it is
@@ -62,6 +64,7 @@ ANALYSIS_MODULES = {
     LENGTH_GEN_PNG: "analysis.length_gen", RECENCY_CSV: "analysis.recency", RECENCY_JSON: "analysis.recency",
     RECENCY_PNG: "analysis.recency", PROMPT_TESTS_JSON: "analysis.prompt_tests",
     DUPLICATION_PNG: "analysis.prompt_tests", SERIAL_POSITION_PNG: "analysis.prompt_tests",
+    INDUCTIVE_BIAS_JSON: "analysis.inductive_bias", INDUCTIVE_BIAS_PNG: "analysis.inductive_bias",
     LOSS_PNG: "analysis.loss_figure",
 }
 

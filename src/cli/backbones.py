@@ -1,0 +1,101 @@
+"""The length study's backbones as its config files name them (Lin et al. AAAI 2025,
+configs/base_model/{llama,mamba}/*.yaml: Hugging Face's LlamaConfig and MambaConfig keys), read
+onto the `llama` and `mamba` presets of the one sequence family (src/models/sequence.py).
+
+    family: Llama2   type (decoder), hidden_size, num_hidden_layers, num_attention_heads,
+                     hidden_act (silu), rope_theta, max_length, intermediate_size (default 4 ×
+                     hidden_size, as the study's build_model sets it), rms_norm_eps (1e-6);
+                     ours: position (default rope, Llama's own), position_kwargs
+    family: Mamba    type (ssm), hidden_size, num_hidden_layers, state_size (16), expand (2),
+                     conv_kernel (4), time_step_rank (auto = ⌈hidden_size / 16⌉),
+                     layer_norm_epsilon (1e-5), max_length ("inf": no position table)
+
+`max_length` is the tokens the position encoding is trained for (the study's
+max_position_embeddings; two tokens per point); one value (a list of one is read as it).
+Everything else in the model block is refused by name (one line).
+"""
+from __future__ import annotations
+
+from src.cli import UsageError
+
+COMMON = {"type", "family", "max_length", "hidden_size", "num_hidden_layers"}
+BACKBONES = {   # family -> (its type, the keys it accepts)
+    "Llama2": ("decoder", COMMON | {"num_attention_heads", "hidden_act", "rope_theta", "intermediate_size",
+                                    "rms_norm_eps", "position", "position_kwargs"}),
+    "Mamba": ("ssm", COMMON | {"state_size", "expand", "conv_kernel", "time_step_rank", "layer_norm_epsilon"}),
+}
+# our settings' paths in the base_model's names, for refusals
+OURS_TO_BACKBONE = {"model.width": "model.hidden_size", "model.n_layer": "model.num_hidden_layers",
+                    "model.n_head": "model.num_attention_heads", "model.max_tokens": "model.max_length",
+                    "model.position.options": "model.position_kwargs"}
+ROPE_FAMILY = ("rope", "yarn", "dynamic_yarn")      # the encodings that take rope_theta
+
+
+def _int(model: dict, key: str, default=None, low: int = 1) -> int:
+    value = model.get(key, default)
+    if value is None:
+        raise UsageError(f"model.{key}: missing; accepted: an integer >= {low} (family {model['family']})")
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise UsageError(f"model.{key}={value!r} is not accepted; accepted: an integer >= {low}")
+    return value
+
+
+def _number(model: dict, key: str, default: float) -> float:
+    value = model.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UsageError(f"model.{key}={value!r} is not accepted; accepted: a number > 0")
+    return float(value)
+
+
+def _max_tokens(model: dict, points_end) -> int:
+    """The trained tokens of the position encoding: max_length, else two per trained point."""
+    value = model.get("max_length")
+    if isinstance(value, list):
+        if len(value) != 1:
+            raise UsageError(f"model.max_length={value!r} is not accepted; accepted: one length "
+                             "(one run per length is made by one config each)")
+        value = value[0]
+    least = 2 * points_end if isinstance(points_end, int) else 2
+    if value is None or value in ("inf", float("inf")):
+        return least
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise UsageError(f"model.max_length={value!r} is not accepted; accepted: an integer >= {least} "
+                         f"(two tokens per point of training.curriculum.points.end={points_end}) or \"inf\"")
+    return value
+
+
+def backbone_model(model: dict, dims_end, points_end) -> dict:
+    """Our model mapping (preset llama or mamba) of a base_model block."""
+    family = model["family"]
+    kind, accepted = BACKBONES[family]
+    extra = sorted(set(model) - accepted)
+    if extra:
+        raise UsageError(f"model.{extra[0]}: unknown key for family {family}; accepted: {', '.join(sorted(accepted))}")
+    if model.get("type", kind) != kind:
+        raise UsageError(f"model.type={model['type']!r} is not accepted; accepted: {kind} (family {family})")
+    width, layers = _int(model, "hidden_size"), _int(model, "num_hidden_layers")
+    base = {"inputs": "pairs", "width": width, "n_layer": layers, "n_dims": dims_end,
+            "max_tokens": _max_tokens(model, points_end), "biases": False}
+    if family == "Mamba":
+        rank = model.get("time_step_rank", "auto")
+        options = {"state_size": _int(model, "state_size", 16), "expand": _int(model, "expand", 2),
+                   "conv_kernel": _int(model, "conv_kernel", 4),
+                   "dt_rank": 0 if rank == "auto" else _int(model, "time_step_rank")}
+        return {**base, "preset": "mamba", "n_head": 1, "position": {"name": "nope"},
+                "norm": {"name": "rms_norm", "options": {"eps": _number(model, "layer_norm_epsilon", 1e-5)}},
+                "seq_mixer": {"name": "mamba", "options": options}, "state_mixer": {"name": "none"}}
+    if model.get("hidden_act", "silu") != "silu":
+        raise UsageError(f"model.hidden_act={model['hidden_act']!r} is not accepted; accepted: silu (SwiGLU)")
+    intermediate = _int(model, "intermediate_size", 4 * width)
+    position = model.get("position", "rope")
+    position_options = model.get("position_kwargs") or {}
+    if not isinstance(position_options, dict):
+        raise UsageError(f"model.position_kwargs={position_options!r} is not accepted; accepted: a mapping")
+    position_options = dict(position_options)
+    if "rope_theta" in model and position in ROPE_FAMILY:
+        position_options.setdefault("theta", _number(model, "rope_theta", 10_000.0))
+    return {**base, "preset": "llama", "n_head": _int(model, "num_attention_heads"),
+            "position": {"name": position, "options": position_options},
+            "norm": {"name": "rms_norm", "options": {"eps": _number(model, "rms_norm_eps", 1e-6)}},
+            "seq_mixer": {"name": "softmax_causal"},
+            "state_mixer": {"name": "swiglu", "options": {"hidden_ratio": intermediate / width}}}
