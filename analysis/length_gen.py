@@ -5,6 +5,10 @@ trained length keep the error within 2× of its in-distribution value.
 
     PYTHONPATH=. python -m analysis.length_gen --run runs/<exp> [--factor 8]
 
+Claims are judged only on a trained model (`judge`): when the in-distribution error is not
+clearly below the best constant prediction's (at most 0.75 x), within_2x is null and the
+summary says "not trained enough to judge".
+
 The in-distribution reference is the error at n = L − 1 of the same eval tasks cut to exactly L
 points (for dynamic YaRN a long prompt rescales every position, so the long pass's point L − 1
 differs; for every other encoding the two are the same number).
@@ -30,13 +34,34 @@ from src.tasks.objectives import objective_of
 MODULE = "analysis.length_gen"
 MULTIPLES = (2, 4, 8)
 WITHIN = 2.0        # "usable": error within 2x of the in-distribution error
+TRAINED_BELOW = 0.75   # trained enough to judge: in-distribution error <= this x the best constant's
+NOT_TRAINED = "not trained enough to judge"
+
+
+def judge(settings, model, params, state, batch) -> dict:
+    """Whether the run learned enough for its length and recency claims to mean anything: its
+    error at n = L − 1 (the eval tasks cut to L points) against the best constant prediction's
+    (0, +1 or −1: the zero predictor for regression, the majority label for boolean tasks) on
+    the same tasks. Trained enough: at most TRAINED_BELOW × the constant's error."""
+    import jax.numpy as jnp
+    import numpy as np
+    trained = settings.curriculum.points.end
+    error = _short_prompt_error(settings, model, params, state, batch, trained)
+    short = batch._replace(xs=batch.xs[:, :trained], ys=batch.ys[:, :trained], weights=batch.weights[:, :trained])
+    objective = objective_of(settings.task.name)
+    constant = min(float(np.mean(np.asarray(objective.point_errors(jnp.full_like(short.ys, value), short))
+                                 [:, trained - 1])) for value in (0.0, 1.0, -1.0))
+    ok = bool(math.isfinite(error) and error <= TRAINED_BELOW * constant)
+    verdict = ("trained" if ok else f"{NOT_TRAINED}: its error at n = {trained - 1} is {error:.3g}, not below "
+               f"{TRAINED_BELOW} x the best constant prediction's {constant:.3g}")
+    return {"in_distribution_error": error, "constant_error": constant, "trained_enough": ok, "verdict": verdict}
 
 
 def usable_lengths(model_curve: list[float], trained_points: int, multiples=MULTIPLES,
-                   reference: float | None = None) -> dict:
+                   reference: float | None = None, judged: bool = True) -> dict:
     """{multiple: error at n = multiple × L − 1, and whether it is within WITHIN × `reference`
     (default: the curve's error at n = L − 1, the last trained prediction)}; a multiple past the
-    curve is None."""
+    curve is None; `judged` False (an untrained model): within_2x is None, no claim."""
     reference = model_curve[trained_points - 1] if reference is None else reference
     out = {}
     for m in multiples:
@@ -46,7 +71,7 @@ def usable_lengths(model_curve: list[float], trained_points: int, multiples=MULT
             continue
         error = model_curve[n]
         out[str(m)] = {"n_examples": n, "error": error,
-                       "within_2x": bool(math.isfinite(error) and error <= WITHIN * reference)}
+                       "within_2x": bool(math.isfinite(error) and error <= WITHIN * reference) if judged else None}
     return out
 
 
@@ -76,7 +101,8 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
     # dynamic_yarn it equals the long curve's point L − 1 (causal); dynamic YaRN rescales all
     # positions by the whole prompt's length, so in one 8x pass even its first L points are read
     # at scale 8.
-    reference = _short_prompt_error(settings, model, params, state, batch, trained)
+    verdict = judge(settings, model, params, state, batch)
+    reference = verdict["in_distribution_error"]
     summary = {
         "position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
         "task": settings.task.name, "error": objective.describes, "trained_points": trained, "requested_points": wanted,
@@ -84,9 +110,9 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
         "stopped_at": points if points < wanted else None,
         "reason": (f"the learned position table covers {limit} points; a learned absolute encoding "
                    "cannot index past it" if points < wanted else None),
-        "in_distribution_error": reference,
+        **verdict,
         "long_pass_error_at_trained_length": model_curve[trained - 1],
-        "multiples": usable_lengths(model_curve, trained, reference=reference)}
+        "multiples": usable_lengths(model_curve, trained, reference=reference, judged=verdict["trained_enough"])}
     run_dir.write_text(names.LENGTH_GEN_CSV, curve_csv(rows))
     run_dir.write_json(names.LENGTH_GEN_JSON, summary)
     title = (f"{run_dir.path.name}: {settings.model.seq_mixer.name} + {settings.model.position.name}, "
@@ -105,10 +131,13 @@ def _print(args, run_dir: RunDir) -> None:
     summary = run(run_dir, args.factor)
     print(f"{summary['mixer']} + {summary['position']}: in-distribution error "
           f"{summary['in_distribution_error']:.3f} at n = {summary['trained_points'] - 1}")
+    if not summary["trained_enough"]:
+        print(f"  {summary['verdict']}")
     for m, cell in summary["multiples"].items():
+        judged = "" if cell is None or cell["within_2x"] is None else \
+            f" ({'within' if cell['within_2x'] else 'beyond'} 2x)"
         print(f"  {m}x: " + ("not evaluated" if cell is None else
-                             f"{cell['error']:.3f} at n = {cell['n_examples']} "
-                             f"({'within' if cell['within_2x'] else 'beyond'} 2x)"))
+                             f"{cell['error']:.3f} at n = {cell['n_examples']}{judged}"))
     if summary["reason"]:
         print(f"  curve stopped at {summary['stopped_at']} points: {summary['reason']}")
     print(f"-> {run_dir.file(names.LENGTH_GEN_PNG)}")

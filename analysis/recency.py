@@ -9,7 +9,8 @@ mean attention weight per key in it relative to uniform attention (× T keys), a
 heads and eval tasks: 1 everywhere is uniform, a rise at the right end is a recency bias.
 `last_20pct` is the attention mass on the last 20 % of the keys (uniform: 0.2). Only mixers
 that form softmax weights can be read (softmax_causal, local, mqa); a learned absolute table
-skips lengths past it. Writes analysis/recency.json, analysis/recency.csv and
+skips lengths past it. A model not trained enough to judge (analysis.length_gen.judge) is
+marked so (`trained_enough`, `verdict`) and the study states no recency claim for it. Writes analysis/recency.json, analysis/recency.csv and
 analysis/avg_attention_score.png.
 
 Glossary: L layers, B eval tasks, H heads, T tokens (2 × points).
@@ -75,12 +76,14 @@ def recency_profile(weights: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndar
 
 
 def run(run_dir: RunDir, factor: int = 4, bins: int = 10) -> dict:
+    from analysis.length_gen import judge
     from src.systems.gpt2 import eval_batch
-    settings, _, params, state = load_run(run_dir)
+    settings, model, params, state = load_run(run_dir)
     trained = settings.curriculum.points.end
     limit = points_limit(settings)
     out = {"position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
-           "task": settings.task.name, "trained_points": trained, "bins": bins, "lengths": {}}
+           "task": settings.task.name, "trained_points": trained, "bins": bins,
+           **judge(settings, model, params, state, eval_batch(settings, n_points=trained)), "lengths": {}}
     for points in dict.fromkeys((trained, factor * trained)):
         if limit is not None and points > limit:
             out["lengths"][str(points)] = {"skipped": f"{points} points are past the learned position "
@@ -129,6 +132,8 @@ def _flags(parser) -> None:
 
 def _print(args, run_dir: RunDir) -> None:
     out = run(run_dir, args.factor, args.bins)
+    if not out["trained_enough"]:
+        print(f"{out['verdict']}: the profile below describes an untrained model")
     for points, cell in out["lengths"].items():
         print(f"{points} points: " + (cell["skipped"] if "skipped" in cell else
                                       "attention mass on the last 20% of the prompt per layer " +

@@ -1,7 +1,9 @@
 """The report of scripts.lengthgen (seed 002), drawn from the per-run analyses the study ran
-(analysis.length_gen to 8x, analysis.recency and analysis.prompt_tests at 4x):
-report/LENGTHGEN.md, report/lengthgen_results.json and report/figures/lengthgen/{ood_length,
-avg_attention_score,lost_in_mid}.png.
+(analysis.length_gen to 8x, analysis.recency and analysis.prompt_tests at 4x,
+analysis.inductive_bias at the trained length): report/LENGTHGEN.md, report/lengthgen_results.json
+and report/figures/lengthgen/{ood_length,avg_attention_score,lost_in_mid,baseline_all_dup}.png.
+A claim (within 2x, the attention's recency) is counted only over seeds whose model is trained
+enough to judge (analysis.length_gen.judge); the others are named.
 
 Errors are each task's own: squared error / d for regression (the zero predictor scores 1),
 1 − accuracy of sign ŷ for the boolean task (chance 0.5). "n" is the number of in-context
@@ -16,6 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
+from analysis.inductive_bias import LEARNERS
+from analysis.length_gen import NOT_TRAINED, TRAINED_BELOW
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.stats import STD_LABEL, format_pm, over_seeds
@@ -51,7 +55,8 @@ def collect(jobs: Sequence, problems: dict) -> tuple[dict, list[dict], dict]:
             continue
         problem = problems.get(job.name)
         record = cells.setdefault(job.task, {}).setdefault(job.position, {
-            "seeds": [], "curves": [], "length_gen": [], "recency": [], "prompt_tests": [], "problems": []})
+            "seeds": [], "curves": [], "length_gen": [], "recency": [], "prompt_tests": [], "inductive_bias": [],
+            "problems": []})
         if problem:
             record["problems"].append(f"seed {job.seed}: {problem}")
             continue
@@ -62,6 +67,8 @@ def collect(jobs: Sequence, problems: dict) -> tuple[dict, list[dict], dict]:
         if run.exists(names.RECENCY_JSON):      # not for a mixer without softmax weights
             record["recency"].append(json.loads(run.file(names.RECENCY_JSON).read_text()))
         record["prompt_tests"].append(json.loads(run.file(names.PROMPT_TESTS_JSON).read_text()))
+        if run.exists(names.INDUCTIVE_BIAS_JSON):
+            record["inductive_bias"].append(json.loads(run.file(names.INDUCTIVE_BIAS_JSON).read_text()))
         rows += [{"encoding": job.position, "task": job.task, "n_examples": n, "seed": job.seed,
                   "error": e} for n, e in enumerate(curve)]
         curves = _baseline_curves(run)     # the longest (a learned table stops early)
@@ -76,17 +83,23 @@ def summarise(record: dict) -> dict:
     position at the trained length."""
     gens = record["length_gen"]
     out = {"in_distribution": over_seeds([g["in_distribution_error"] for g in gens]),
-           "stopped_at": gens[0]["stopped_at"] if gens else None}
+           "stopped_at": gens[0]["stopped_at"] if gens else None,
+           "untrained_seeds": [s for s, g in zip(record["seeds"], gens) if not g.get("trained_enough", True)]}
     for m in ("2", "4", "8"):
         cells = [g["multiples"][m] for g in gens]
         out[f"error_{m}x"] = over_seeds([c["error"] for c in cells if c is not None])
-        evaluated = [c for c in cells if c is not None]
-        out[f"within_{m}x"] = (sum(c["within_2x"] for c in evaluated), len(evaluated))
+        judged = [c for c in cells if c is not None and c["within_2x"] is not None]
+        out[f"within_{m}x"] = (sum(c["within_2x"] for c in judged), len(judged))
+        out[f"evaluated_{m}x"] = sum(c is not None for c in cells)
     tails = []
     for rec in record["recency"]:
         lengths = [c for c in rec["lengths"].values() if "last_20pct" in c]
-        tails.append(lengths[-1]["last_20pct"][-1] if lengths else None)
+        if rec.get("trained_enough", True):
+            tails.append(lengths[-1]["last_20pct"][-1] if lengths else None)
     out["last_20pct"] = over_seeds(tails)
+    out["recency_read"] = bool(record["recency"])
+    biases = record["inductive_bias"]
+    out["closest_learner"] = [b["closest"] for b in biases if b.get("closest")]
     tests = record["prompt_tests"]
     out["duplication"] = {r: over_seeds([t["duplication"][r] for t in tests])
                           for r in (tests[0]["duplication"] if tests else {})}
@@ -164,23 +177,64 @@ def figure_serial(summaries: dict):
     return fig
 
 
+def figure_inductive_bias(cells: dict):
+    """Per task: each row's error at the query (mean over its trained seeds) as copies of the
+    last informative example fill the prompt, with least squares, averaging and 3-NN on the
+    same prompts (the learners' curves are the same for every run of a task: one eval set)."""
+    tasks = list(cells)
+    fig = new_figure(6.0 * len(tasks), 4.0, constrained=True)
+    styles = {"least_squares": ("--", "k"), "averaging": (":", "0.3"), "knn": ("-.", "0.5")}
+    for i, task in enumerate(tasks):
+        ax = fig.add_subplot(1, len(tasks), i + 1)
+        learners, block = None, None
+        for j, (position, record) in enumerate(cells[task].items()):
+            runs = [b for b in record["inductive_bias"] if b.get("trained_enough")]
+            if not runs:
+                continue
+            block = runs[0]["block"]
+            copies = sorted(int(r) for r in runs[0]["errors"])
+            mean = np.mean([[b["errors"][str(r)]["model"] for r in copies] for b in runs], axis=0)
+            ax.plot([block + r for r in copies], mean, color=f"C{j % 10}", lw=1.5, marker="o", ms=2,
+                    label=position)
+            learners = learners or (copies, runs[0]["errors"])
+        if learners:
+            copies, errors = learners
+            for name in LEARNERS:
+                style, colour = styles[name]
+                ax.plot([block + r for r in copies], [errors[str(r)][name] for r in copies], ls=style,
+                        color=colour, lw=1.2, label=name)
+            ax.legend(fontsize=7, ncol=2)
+        else:
+            ax.text(0.5, 0.5, "no trained runs", ha="center", transform=ax.transAxes)
+        ax.set_xlabel("in-context examples" + (f": {block} informative, then copies of the last" if block else ""))
+        ax.set_ylabel(objective_of(task).describes)
+        ax.set_title(f"{task}: inductive bias under duplication (trained seeds)", fontsize=9)
+    return fig
+
+
 def _table(task: str, summaries: dict) -> list[str]:
     lines = [f"### {task}", "",
              "| encoding | in-distribution (n = L−1) | 2x | 4x | 8x | within 2x at 2x / 4x / 8x "
-             "(seeds) | last-20% attention | duplication r=0 → r=20 | serial start / middle / end |",
-             "|---" * 9 + "|"]
+             "(seeds) | last-20% attention | duplication r=0 → r=20 | serial start / middle / end | "
+             "closest learner under copies (seeds) |",
+             "|---" * 10 + "|"]
     for position, s in summaries.items():
         if not s:
             continue
         within = " / ".join(f"{s[f'within_{m}x'][0]}/{s[f'within_{m}x'][1]}" if s[f"within_{m}x"][1]
-                            else "n/a" for m in ("2", "4", "8"))
+                            else ("not trained" if s[f"evaluated_{m}x"] else "n/a") for m in ("2", "4", "8"))
+        if s["untrained_seeds"]:
+            within += f" (seeds {', '.join(map(str, s['untrained_seeds']))}: {NOT_TRAINED})"
+        tail = (format_pm(s["last_20pct"], 2) if s["last_20pct"].get("n") else
+                NOT_TRAINED if s["recency_read"] else "n/a (no softmax weights)")
+        closest = ", ".join(f"{name} {s['closest_learner'].count(name)}" for name in dict.fromkeys(s["closest_learner"])) or "—"
         dup = s["duplication"]
         dup_text = (f"{format_pm(dup['0'], 3)} → {format_pm(dup['20'], 3)}" if dup.get("20", {}).get("n")
                     else f"{format_pm(dup.get('0', {}), 3)} → n/a (table)")
         serial = " / ".join(f"{s['serial'][p]['mean']:.3f}" for p in ("start", "middle", "end"))
         lines.append(f"| {position} | {format_pm(s['in_distribution'], 3)} | {format_pm(s['error_2x'], 3)} | "
                      f"{format_pm(s['error_4x'], 3)} | {format_pm(s['error_8x'], 3)} | {within} | "
-                     f"{format_pm(s['last_20pct'], 2)} | {dup_text} | {serial} |")
+                     f"{tail} | {dup_text} | {serial} | {closest} |")
     return lines
 
 
@@ -194,7 +248,8 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     figures = []
     for name, fig in (("ood_length.png", figure_curves(cells, baselines, trained)),
                       ("avg_attention_score.png", figure_recency(cells)),
-                      ("lost_in_mid.png", figure_serial(summaries))):
+                      ("lost_in_mid.png", figure_serial(summaries)),
+                      ("baseline_all_dup.png", figure_inductive_bias(cells))):
         atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(fig))
         figures.append(f"{FIG_DIR}/{name}")
     problems = [f"{task}/{p}: {x}" for task, by_p in cells.items() for p, r in by_p.items()
@@ -209,8 +264,11 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
              f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
              f"- Command: `{command}`; wall time {seconds:.0f} s, in which "
              f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained",
-             f"- Model: {model['n_layer']} layers, width {model['width']}, {model['n_head']} heads, "
-             f"{model['seq_mixer']['name']}; d = {model['n_dims']}; trained to L = {trained} points "
+             f"- Model: {model['preset']} ({model['n_layer']} layers, width {model['width']}, {model['n_head']} heads, "
+             f"{model['seq_mixer']['name']}, {model['norm']['name']}, {model['state_mixer']['name']} state mixer"
+             f"{'' if model.get('biases', True) else ', no biases'}); the row `mamba`: a Mamba model of the "
+             f"same width and depth (state 16, expand 2, no position encoding); d = {model['n_dims']}; "
+             f"trained to L = {trained} points "
              f"(curriculum 11 → {trained}); evaluated to {FACTOR}x L on "
              f"{settings['train']['eval_size']} fixed eval tasks; mean ± {STD_LABEL}",
              "- Errors: squared error / d for linear regression (zero predictor 1), 1 − accuracy "
@@ -218,7 +276,14 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
              "the error at n = L − 1, counted over seeds. last-20%: attention mass of the prediction "
              "token on the last 20% of the prompt, last layer, at 4x L (uniform: 0.2). Duplication: "
              "the last of 2d examples repeated r times; serial: 2d informative examples among "
-             "copies of one example, L points.", ""]
+             "copies of one example, L points. Closest learner: of least squares, averaging and 3-NN, "
+             "the one whose error under copies of the last example (min(2d, L − 2) informative "
+             "examples, then copies up to L − 1; `baseline_all_dup.png`) the model's is nearest to, "
+             "counted over seeds.",
+             f"- Claims only on trained models: a seed whose in-distribution error is not at most "
+             f"{TRAINED_BELOW} x the best constant prediction's (zero for regression, the majority label "
+             f"for conjunction) is marked \"{NOT_TRAINED}\" and left out of the within-2x counts, the "
+             "attention column and the closest learner.", ""]
     for task in summaries:
         lines += _table(task, summaries[task]) + [""]
         least = baselines.get(task, {}).get("least_squares")

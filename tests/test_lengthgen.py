@@ -118,9 +118,10 @@ def test_duplication_and_serial_position_prompts():
 
 
 def test_quick_lengthgen_study_writes_its_report(tmp_path):
-    """Two encodings on the boolean task (the full --quick study: make lengthgen_quick)."""
+    """Two encodings and the Mamba row on the boolean task (the full --quick study: make
+    lengthgen_quick). 60 steps train nothing: every claim says so."""
     done = subprocess.run([sys.executable, "-m", "scripts.lengthgen", "--quick", "--positions",
-                           "learned,alibi", "--tasks", "conjunction", "--runs-dir", str(tmp_path / "runs"),
+                           "learned,alibi,mamba", "--tasks", "conjunction", "--runs-dir", str(tmp_path / "runs"),
                            "--report-dir", str(tmp_path / "report")], cwd=ROOT, capture_output=True,
                           text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=400)
     assert done.returncode == 0, done.stderr
@@ -131,15 +132,25 @@ def test_quick_lengthgen_study_writes_its_report(tmp_path):
     assert max(by_encoding["learned"]) == 20            # its table: 21 points, then it stops
     assert max(by_encoding["alibi"]) == 8 * 21 - 1      # to 8x the trained length
     summary = results["summary"]["conjunction"]
-    assert summary["learned"]["within_2x"] == [0, 0] and summary["alibi"]["within_2x"][1] == 1
+    assert summary["learned"]["within_2x"] == [0, 0] and summary["learned"]["evaluated_8x"] == 0
+    assert summary["alibi"]["evaluated_8x"] == 1 and summary["alibi"]["untrained_seeds"] == [0]
+    assert summary["alibi"]["within_2x"] == [0, 0]          # no claim on an untrained model
+    assert summary["mamba"]["evaluated_8x"] == 1 and not summary["mamba"]["recency_read"]
     report = (tmp_path / "report" / "LENGTHGEN.md").read_text()
-    assert "| alibi |" in report and "| learned |" in report
-    for name in ("ood_length.png", "avg_attention_score.png", "lost_in_mid.png"):
+    assert "| alibi |" in report and "| learned |" in report and "| mamba |" in report
+    assert "not trained enough to judge" in report and "n/a (no softmax weights)" in report
+    for name in ("ood_length.png", "avg_attention_score.png", "lost_in_mid.png", "baseline_all_dup.png"):
         assert (tmp_path / "report" / "figures" / "lengthgen" / name).stat().st_size > 1000
     run = tmp_path / "runs" / "conjunction_alibi_seed0" / "analysis"
-    for name in ("ood_length.png", "avg_attention_score.png", "lost_in_mid.png", "duplication.png"):
+    for name in ("ood_length.png", "avg_attention_score.png", "lost_in_mid.png", "duplication.png",
+                 "baseline_all_dup.png"):
         assert (run / name).exists()
     alibi = json.loads((run / "length_gen.json").read_text())
+    assert alibi["trained_enough"] is False and alibi["verdict"].startswith("not trained enough to judge")
+    assert alibi["multiples"]["2"]["within_2x"] is None
+    mamba = tmp_path / "runs" / "conjunction_mamba_seed0"
+    assert json.loads((mamba / "config.json").read_text())["settings"]["model"]["preset"] == "mamba"
+    assert not (mamba / "analysis" / "recency.json").exists() and (mamba / "analysis" / "baseline_all_dup.png").exists()
     assert alibi["stopped_at"] is None and alibi["multiples"]["8"]["n_examples"] == 8 * 21 - 1
     # the reference (the same tasks cut to L points) is the long pass's point L - 1 (causal); the
     # two passes' float rounding may flip the sign of a near-zero prediction: one task is 1/400

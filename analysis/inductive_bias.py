@@ -1,0 +1,125 @@
+"""Inductive bias of a `gpt2`-family run (Lin et al. AAAI 2025 §5, their `baseline_all_dup.png`):
+as copies of one example fill the prompt, which learner does the model behave like?
+
+The prompt is a block of 2d distinct examples (fewer if the trained length L cannot hold
+them: min(2d, L − 2)), then the block's last example repeated r = 0, 1, … times up to L − 1
+examples, then the query. At each r the error at the query of the model and of three learners
+given the same prompt: least squares (unmoved by copies of a consistent example), averaging
+(ŵ = mean y_j x_j: pulled towards the copied example) and 3-NN (the copies crowd out the other
+neighbours once they are the query's nearest). `closest` names the learner whose curve the
+model's is nearest to (mean absolute difference over r); it is stated only when the model is
+trained (analysis.length_gen.judge: its error at L − 1 clearly below the best constant's).
+
+    PYTHONPATH=. python -m analysis.inductive_bias --run runs/<exp>
+
+Registered (registry "analysis"): it runs at the end of every gpt2-family run. Writes
+analysis/inductive_bias.json and analysis/baseline_all_dup.png. Error: the task's (squared
+error / d for regression, 1 − accuracy of sign ŷ for boolean tasks).
+
+Glossary: B eval tasks, n points of a prompt, d input dimension, L trained points.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+import jax
+import numpy as np
+
+from analysis.common import for_system, main_frame, register_analysis
+from analysis.icl_curve import load_run, points_limit
+from analysis.length_gen import judge
+from analysis.prompt_tests import duplication_indices
+from plots.style import new_figure, png_bytes
+from src import rundir as names
+from src.cli import guarded
+from src.registry import registry
+from src.rundir import RunDir
+from src.tasks.objectives import objective_of
+
+MODULE = "analysis.inductive_bias"
+LEARNERS = ("least_squares", "averaging", "knn")
+
+
+def block_size(settings) -> int:
+    """The informative examples before the copies: min(2d, L − 2)."""
+    return min(2 * settings.curriculum.dims.end, settings.curriculum.points.end - 2)
+
+
+def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> dict[str, float]:
+    """{model and each learner: the error at the last point of batch[:, indices], mean over tasks}."""
+    objective = objective_of(settings.task.name)
+    xs, ys = batch.xs[:, indices], batch.ys[:, indices]
+    picked = batch._replace(xs=xs, ys=ys)
+    predictions = {"model": jax.jit(model.apply)(params, state, xs, ys)}
+    for name in LEARNERS:
+        entry = registry("baseline").get(name)
+        predictions[name] = entry.build(entry.default_options())(xs, ys)
+    return {name: float(np.mean(np.asarray(objective.point_errors(p, picked))[:, -1]))
+            for name, p in predictions.items()}
+
+
+def inductive_bias(settings, model, params, state) -> dict:
+    from src.systems.gpt2 import eval_batch
+    trained = settings.curriculum.points.end
+    limit = points_limit(settings)
+    longest = trained if limit is None else min(trained, limit)
+    block = block_size(settings)
+    batch = eval_batch(settings, n_points=trained)
+    copies = list(range(0, longest - block))           # prompts of block + r examples and the query
+    rows = {str(r): query_errors(settings, model, params, state, batch, duplication_indices(block, r))
+            for r in copies}
+    verdict = judge(settings, model, params, state, batch)
+    gaps = {name: float(np.mean([abs(rows[r]["model"] - rows[r][name]) for r in rows])) for name in LEARNERS}
+    return {"position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
+            "task": settings.task.name, "trained_points": trained, "block": block,
+            "errors": rows, "mean_gap": gaps, **verdict,
+            "closest": min(gaps, key=gaps.get) if verdict["trained_enough"] else None}
+
+
+def figure(out: dict, title: str):
+    fig = new_figure(5.0, 3.4, constrained=True)
+    ax = fig.add_subplot(1, 1, 1)
+    copies = [int(r) for r in out["errors"]]
+    n_examples = [out["block"] + r for r in copies]
+    styles = {"model": ("-", "C0", 2.0), "least_squares": ("--", "k", 1.0), "averaging": (":", "C1", 1.2),
+              "knn": ("-.", "C2", 1.2)}
+    for name, (style, colour, width) in styles.items():
+        ax.plot(n_examples, [out["errors"][str(r)][name] for r in copies], ls=style, color=colour, lw=width,
+                marker="o" if name == "model" else None, ms=3, label=name)
+    ax.set_xlabel(f"in-context examples: {out['block']} informative, then copies of the last")
+    ax.set_ylabel("error at the query")
+    note = "" if out["trained_enough"] else " (not trained enough to judge)"
+    ax.set_title(f"{title}: {out['mixer']} + {out['position']}{note}", fontsize=8)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def run(run_dir: RunDir) -> dict:
+    settings, model, params, state = load_run(run_dir)
+    out = inductive_bias(settings, model, params, state)
+    run_dir.write_json(names.INDUCTIVE_BIAS_JSON, out)
+    run_dir.write_bytes(names.INDUCTIVE_BIAS_PNG, png_bytes(figure(out, run_dir.path.name)))
+    return out
+
+
+def _print(args, run_dir: RunDir) -> None:
+    out = run(run_dir)
+    print(f"{out['block']} informative examples, then copies of the last; error at the query "
+          "(model / " + " / ".join(LEARNERS) + "):")
+    for r, row in out["errors"].items():
+        print(f"  +{r:>2} copies: " + " / ".join(f"{row[k]:.3f}" for k in ("model", *LEARNERS)))
+    print("closest learner: " + (out["closest"] or f"none stated ({out['verdict']})"))
+    print(f"-> {run_dir.file(names.INDUCTIVE_BIAS_PNG)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return main_frame(MODULE, __doc__.splitlines()[0], lambda parser: None, _print, argv)
+
+
+register_analysis("inductive_bias", run, "the model vs least squares, averaging, 3-NN as copies fill the prompt",
+                  for_system("gpt2"), [names.INDUCTIVE_BIAS_JSON, names.INDUCTIVE_BIAS_PNG])
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main))

@@ -1,0 +1,76 @@
+"""analysis.inductive_bias (Lin et al.'s baseline_all_dup.png) and analysis.length_gen.judge
+(claims only on trained models), with stand-in models whose answers are known: a model that is
+least squares, one that is averaging, one that predicts zero."""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from analysis.inductive_bias import block_size, inductive_bias, query_errors
+from analysis.length_gen import TRAINED_BELOW, judge
+from analysis.prompt_tests import duplication_indices
+from baselines.regression import averaging, least_squares
+from src.models.sequence import Model, gpt2
+from src.registry import choice
+from src.systems.gpt2 import GPT2Settings, eval_batch
+from src.tasks.garg import Curriculum, Schedule
+
+
+def settings_for(task: str = "linear_regression", d: int = 3, points: int = 12) -> GPT2Settings:
+    return GPT2Settings(model=gpt2(n_dims=d, n_embd=8, n_head=2, n_layer=1, n_positions=points),
+                        task=choice("task", task), curriculum=Curriculum(Schedule(d, d), Schedule(points, points)),
+                        ).validate()
+
+
+def stand_in(predict) -> Model:
+    return Model(None, None, lambda params, state, xs, ys: predict(xs, ys))
+
+
+def test_learners_under_copies_match_their_closed_forms():
+    """Least squares stays exact (2d consistent examples, copies add nothing); averaging's
+    ŵ = (Σ_{j<b} y_j x_j + r y_last x_last) / (b + r), computed here in NumPy."""
+    settings = settings_for()
+    batch = eval_batch(settings, n_points=12)
+    block = block_size(settings)
+    assert block == 6
+    xs, ys = np.asarray(batch.xs, np.float64), np.asarray(batch.ys, np.float64)
+    for r in (0, 3, 5):
+        errors = query_errors(settings, stand_in(least_squares), None, None, batch, duplication_indices(block, r))
+        assert errors["least_squares"] < 1e-6 and errors["model"] < 1e-6
+        w = (np.einsum("bj,bjd->bd", ys[:, :block], xs[:, :block])
+             + r * ys[:, block - 1, None] * xs[:, block - 1]) / (block + r)
+        want = np.mean((np.einsum("bd,bd->b", w, xs[:, block]) - ys[:, block]) ** 2) / 3
+        assert errors["averaging"] == pytest.approx(want, rel=1e-4)
+
+
+@pytest.mark.parametrize("predict, closest", [(least_squares, "least_squares"), (averaging, "averaging")])
+def test_the_closest_learner_is_the_one_the_model_is(predict, closest):
+    out = inductive_bias(settings_for(), stand_in(predict), None, None)
+    assert out["closest"] == closest and out["mean_gap"][closest] == pytest.approx(0.0, abs=1e-6)
+    assert sorted(map(int, out["errors"])) == list(range(12 - 6))     # copies fill the prompt to L − 1
+
+
+def test_an_untrained_model_is_not_judged():
+    settings = settings_for()
+    batch = eval_batch(settings, n_points=12)
+    zero = judge(settings, stand_in(lambda xs, ys: jnp.zeros_like(ys)), None, None, batch)
+    expected = float(np.mean(np.asarray(batch.ys)[:, -1] ** 2) / 3)      # the zero predictor, n = L − 1
+    assert zero["constant_error"] == pytest.approx(expected, rel=1e-5)
+    assert zero["in_distribution_error"] == pytest.approx(expected, rel=1e-5)
+    assert not zero["trained_enough"] and zero["verdict"].startswith("not trained enough to judge")
+    exact = judge(settings, stand_in(least_squares), None, None, batch)
+    assert exact["trained_enough"] and exact["in_distribution_error"] < TRAINED_BELOW * exact["constant_error"]
+    out = inductive_bias(settings, stand_in(lambda xs, ys: jnp.zeros_like(ys)), None, None)
+    assert out["closest"] is None and out["trained_enough"] is False
+
+
+def test_boolean_tasks_are_judged_against_the_majority_label():
+    settings = settings_for("conjunction", d=6, points=14)
+    batch = eval_batch(settings, n_points=14)
+    labels = np.asarray(batch.ys)[:, -1]
+    majority = judge(settings, stand_in(lambda xs, ys: jnp.ones_like(ys) * (1 if labels.mean() > 0 else -1)),
+                     None, None, batch)
+    assert majority["constant_error"] == pytest.approx(min(np.mean(labels > 0), np.mean(labels < 0)))
+    assert not majority["trained_enough"]
+    assert judge(settings, stand_in(lambda xs, ys: ys), None, None, batch)["trained_enough"]
