@@ -15,7 +15,7 @@ from src.loop import ms_per_step
 from src.registry import Choice, choice
 from src.systems import build
 
-SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn")   # the seed's names
+SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the seed's names
 CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}      # cell -> heads
 
 

@@ -7,7 +7,8 @@ number of in-context examples per mixer. make mixers, or
     PYTHONPATH=. python -m scripts.mixers --quick        # width 16, κ 4, conjunction, 40 steps (smoke test)
 
 MQAR follows Zoology's protocol (V = 256, T = 64, one head per mixer, 2 layers) with seed 001's
-MLP state mixer; κ = 4 is Zoology's basic cell and κ = 8 the seed's default. MQAR trains for the
+MLP state mixer (`mamba`, the selective state space of src/models/state_space.py, takes the
+sequence mixer's place in the same block: Zoology's attention-vs-recurrence question); κ = 4 is Zoology's basic cell and κ = 8 the seed's default. MQAR trains for the
 seed's default 3,000 steps: at 1,500, one head's attention stalled below its induction jump in
 one seed of two at width 32 (0.31). The boolean runs use the recipe's default model (width 64,
 4 heads), d = 10 and 40 examples, 2,000 steps.
@@ -34,7 +35,7 @@ from src.registry import Choice, choice
 from src.systems.lm import LMTrain, PairShape
 
 PROG = "python -m scripts.mixers"
-SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn")   # the seed's names
+SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the seed's names, and Mamba
 WIDTHS, PAIRS, MQAR_STEPS, MQAR_HEADS = (16, 32, 64), (4, 8), 3000, 1
 BOOLEAN = {"conjunction": PairShape(n_points=40, n_dims=10), "parity": PairShape(n_points=40, n_dims=10)}
 BOOLEAN_STEPS = 2000
