@@ -46,17 +46,36 @@ def block_size(settings) -> int:
     return min(2 * settings.curriculum.dims.end, settings.curriculum.points.end - 2)
 
 
-def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> dict[str, float]:
-    """{model and each learner: the error at the last point of batch[:, indices], mean over tasks}."""
+def prompt_indices(block: int, length: int) -> np.ndarray:
+    """[R, length] point indices, R = length − block: row r is the block, r copies of its last
+    example and the query (point `block`), then the query repeated to `length` points. Every
+    predictor here is causal, so the padding after the query changes nothing at it, and one
+    call with one shape serves every r (one compilation, not one per length)."""
+    rows = []
+    for r in range(length - block):
+        row = duplication_indices(block, r)
+        rows.append(np.concatenate([row, np.full(length - len(row), block)]))
+    return np.stack(rows)
+
+
+def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> dict[str, list[float]]:
+    """{model and each learner: [R] the error at the query of each prompt row (at position
+    block + r of row r), mean over tasks}; indices from `prompt_indices`."""
     objective = objective_of(settings.task.name)
-    xs, ys = batch.xs[:, indices], batch.ys[:, indices]
+    tasks, (rows, length) = batch.xs.shape[0], indices.shape
+    xs = batch.xs[:, indices].reshape(tasks * rows, length, -1)
+    ys = batch.ys[:, indices].reshape(tasks * rows, length)
     picked = batch._replace(xs=xs, ys=ys)
     predictions = {"model": jax.jit(model.apply)(params, state, xs, ys)}
     for name in LEARNERS:
         entry = registry("baseline").get(name)
-        predictions[name] = entry.build(entry.default_options())(xs, ys)
-    return {name: float(np.mean(np.asarray(objective.point_errors(p, picked))[:, -1]))
-            for name, p in predictions.items()}
+        predictions[name] = jax.jit(entry.build(entry.default_options()))(xs, ys)
+    query = length - rows + np.arange(rows)          # block + r
+    out = {}
+    for name, p in predictions.items():
+        errors = np.asarray(objective.point_errors(p, picked)).reshape(tasks, rows, length)
+        out[name] = [float(e) for e in errors[:, np.arange(rows), query].mean(axis=0)]
+    return out
 
 
 def inductive_bias(settings, model, params, state) -> dict:
@@ -66,9 +85,8 @@ def inductive_bias(settings, model, params, state) -> dict:
     longest = trained if limit is None else min(trained, limit)
     block = block_size(settings)
     batch = eval_batch(settings, n_points=trained)
-    copies = list(range(0, longest - block))           # prompts of block + r examples and the query
-    rows = {str(r): query_errors(settings, model, params, state, batch, duplication_indices(block, r))
-            for r in copies}
+    errors = query_errors(settings, model, params, state, batch, prompt_indices(block, longest))
+    rows = {str(r): {name: errors[name][r] for name in errors} for r in range(longest - block)}
     verdict = judge(settings, model, params, state, batch)
     gaps = {name: float(np.mean([abs(rows[r]["model"] - rows[r][name]) for r in rows])) for name in LEARNERS}
     return {"position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,

@@ -7,9 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from analysis.inductive_bias import block_size, inductive_bias, query_errors
+from analysis.inductive_bias import block_size, inductive_bias, prompt_indices, query_errors
 from analysis.length_gen import TRAINED_BELOW, judge
-from analysis.prompt_tests import duplication_indices
 from baselines.regression import averaging, least_squares
 from src.models.sequence import Model, gpt2
 from src.registry import choice
@@ -27,6 +26,10 @@ def stand_in(predict) -> Model:
     return Model(None, None, lambda params, state, xs, ys: predict(xs, ys))
 
 
+def test_one_padded_prompt_per_number_of_copies():
+    assert prompt_indices(3, 6).tolist() == [[0, 1, 2, 3, 3, 3], [0, 1, 2, 2, 3, 3], [0, 1, 2, 2, 2, 3]]
+
+
 def test_learners_under_copies_match_their_closed_forms():
     """Least squares stays exact (2d consistent examples, copies add nothing); averaging's
     ŵ = (Σ_{j<b} y_j x_j + r y_last x_last) / (b + r), computed here in NumPy."""
@@ -35,13 +38,14 @@ def test_learners_under_copies_match_their_closed_forms():
     block = block_size(settings)
     assert block == 6
     xs, ys = np.asarray(batch.xs, np.float64), np.asarray(batch.ys, np.float64)
+    errors = query_errors(settings, stand_in(least_squares), None, None, batch, prompt_indices(block, 12))
+    assert len(errors["model"]) == 12 - block
     for r in (0, 3, 5):
-        errors = query_errors(settings, stand_in(least_squares), None, None, batch, duplication_indices(block, r))
-        assert errors["least_squares"] < 1e-6 and errors["model"] < 1e-6
+        assert errors["least_squares"][r] < 1e-6 and errors["model"][r] < 1e-6
         w = (np.einsum("bj,bjd->bd", ys[:, :block], xs[:, :block])
              + r * ys[:, block - 1, None] * xs[:, block - 1]) / (block + r)
         want = np.mean((np.einsum("bd,bd->b", w, xs[:, block]) - ys[:, block]) ** 2) / 3
-        assert errors["averaging"] == pytest.approx(want, rel=1e-4)
+        assert errors["averaging"][r] == pytest.approx(want, rel=1e-4)
 
 
 @pytest.mark.parametrize("predict, closest", [(least_squares, "least_squares"), (averaging, "averaging")])
