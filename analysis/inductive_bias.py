@@ -6,9 +6,10 @@ them: min(2d, L − 2)), then the block's last example repeated r = 0, 1, … ti
 examples, then the query. At each r the error at the query of the model and of three learners
 given the same prompt: least squares (unmoved by copies of a consistent example), averaging
 (ŵ = mean y_j x_j: pulled towards the copied example) and 3-NN (the copies crowd out the other
-neighbours once they are the query's nearest). `closest` names the learner whose curve the
-model's is nearest to (mean absolute difference over r); it is stated only when the model is
-trained (analysis.length_gen.judge: its error at L − 1 clearly below the best constant's).
+neighbours once they are the query's nearest). `closest` names the learner whose predictions
+at the query the model's are nearest to (mean squared difference over tasks and r: how it
+behaves, not how well it scores); it is stated only when the model is trained
+(analysis.length_gen.judge: its error at L − 1 clearly below the best constant's).
 
     PYTHONPATH=. python -m analysis.inductive_bias --run runs/<exp>
 
@@ -58,9 +59,10 @@ def prompt_indices(block: int, length: int) -> np.ndarray:
     return np.stack(rows)
 
 
-def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> dict[str, list[float]]:
-    """{model and each learner: [R] the error at the query of each prompt row (at position
-    block + r of row r), mean over tasks}; indices from `prompt_indices`."""
+def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> tuple[dict, dict]:
+    """({model and each learner: [R] the error at the query of each prompt row (at position
+    block + r of row r), mean over tasks}, {each learner: [R] the mean squared difference
+    between its prediction at the query and the model's}); indices from `prompt_indices`."""
     objective = objective_of(settings.task.name)
     tasks, (rows, length) = batch.xs.shape[0], indices.shape
     xs = batch.xs[:, indices].reshape(tasks * rows, length, -1)
@@ -71,11 +73,13 @@ def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> 
         entry = registry("baseline").get(name)
         predictions[name] = jax.jit(entry.build(entry.default_options()))(xs, ys)
     query = length - rows + np.arange(rows)          # block + r
-    out = {}
-    for name, p in predictions.items():
-        errors = np.asarray(objective.point_errors(p, picked)).reshape(tasks, rows, length)
-        out[name] = [float(e) for e in errors[:, np.arange(rows), query].mean(axis=0)]
-    return out
+    at_query = lambda values: np.asarray(values).reshape(tasks, rows, length)[:, np.arange(rows), query]
+    errors = {name: [float(e) for e in at_query(objective.point_errors(p, picked)).mean(axis=0)]
+              for name, p in predictions.items()}
+    model_at_query = at_query(predictions["model"])
+    gaps = {name: [float(g) for g in ((at_query(predictions[name]) - model_at_query) ** 2).mean(axis=0)]
+            for name in LEARNERS}
+    return errors, gaps
 
 
 def inductive_bias(settings, model, params, state) -> dict:
@@ -85,14 +89,15 @@ def inductive_bias(settings, model, params, state) -> dict:
     longest = trained if limit is None else min(trained, limit)
     block = block_size(settings)
     batch = eval_batch(settings, n_points=trained)
-    errors = query_errors(settings, model, params, state, batch, prompt_indices(block, longest))
+    errors, gaps = query_errors(settings, model, params, state, batch, prompt_indices(block, longest))
     rows = {str(r): {name: errors[name][r] for name in errors} for r in range(longest - block)}
     verdict = judge(settings, model, params, state, batch)
-    gaps = {name: float(np.mean([abs(rows[r]["model"] - rows[r][name]) for r in rows])) for name in LEARNERS}
+    mean_gap = {name: float(np.mean(gaps[name])) for name in LEARNERS}
     return {"position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
             "task": settings.task.name, "trained_points": trained, "block": block,
-            "errors": rows, "mean_gap": gaps, **verdict,
-            "closest": min(gaps, key=gaps.get) if verdict["trained_enough"] else None}
+            "errors": rows, "prediction_gap": {str(r): {n: gaps[n][r] for n in LEARNERS} for r in range(len(rows))},
+            "mean_gap": mean_gap, **verdict,
+            "closest": min(mean_gap, key=mean_gap.get) if verdict["trained_enough"] else None}
 
 
 def figure(out: dict, title: str):

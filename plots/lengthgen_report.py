@@ -277,9 +277,9 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
              "token on the last 20% of the prompt, last layer, at 4x L (uniform: 0.2). Duplication: "
              "the last of 2d examples repeated r times; serial: 2d informative examples among "
              "copies of one example, L points. Closest learner: of least squares, averaging and 3-NN, "
-             "the one whose error under copies of the last example (min(2d, L − 2) informative "
-             "examples, then copies up to L − 1; `baseline_all_dup.png`) the model's is nearest to, "
-             "counted over seeds.",
+             "the one whose predictions at the query are nearest the model's (mean squared "
+             "difference) as copies of the last example fill the prompt (min(2d, L − 2) informative "
+             "examples, then copies up to L − 1; errors in `baseline_all_dup.png`), counted over seeds.",
              f"- Claims only on trained models: a seed whose in-distribution error is not at most "
              f"{TRAINED_BELOW} x the best constant prediction's (zero for regression, the majority label "
              f"for conjunction) is marked \"{NOT_TRAINED}\" and left out of the within-2x counts, the "

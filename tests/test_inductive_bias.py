@@ -38,7 +38,8 @@ def test_learners_under_copies_match_their_closed_forms():
     block = block_size(settings)
     assert block == 6
     xs, ys = np.asarray(batch.xs, np.float64), np.asarray(batch.ys, np.float64)
-    errors = query_errors(settings, stand_in(least_squares), None, None, batch, prompt_indices(block, 12))
+    errors, gaps = query_errors(settings, stand_in(least_squares), None, None, batch, prompt_indices(block, 12))
+    assert max(gaps["least_squares"]) < 1e-9 and min(gaps["averaging"]) > 0.01
     assert len(errors["model"]) == 12 - block
     for r in (0, 3, 5):
         assert errors["least_squares"][r] < 1e-6 and errors["model"][r] < 1e-6
