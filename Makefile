@@ -151,7 +151,8 @@ lengthgen_quick: $(STAMP)
 	$(RUN) -m scripts.lengthgen --quick
 
 # Sequence mixers on the ICL task suite (seed 001): report/MIXERS.md
-# MIXERS_SEEDS: the study's training seeds (seed 0 alone: 31 min on 2 idle cores; the shipped report: MIXERS_SEEDS=0,1, about twice that)
+# MIXERS_SEEDS: the study's training seeds (seed 0 with the seed's three mixers: 31 min on 2 idle cores; the shipped
+# report: MIXERS_SEEDS=0,1, about twice that; mamba, now in the study, adds about as much again)
 MIXERS_SEEDS ?= 0
 mixers: $(STAMP)
 	$(RUN) -m scripts.mixers --seeds $(MIXERS_SEEDS)
