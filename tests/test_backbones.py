@@ -86,10 +86,15 @@ MAMBA_STANDARD = {"type": "ssm", "family": "Mamba", "max_length": ["inf"], "hidd
                   "state_size": 16, "num_hidden_layers": 32}
 
 
+def train_here(*argv: str) -> int:
+    """runners.train in this process (no second start-up of JAX)."""
+    from runners.train import main
+    return main(list(argv))
+
+
 def test_a_llama2_config_in_the_originals_keys_trains(tmp_path):
     import json
-    done = train("--config", str(write_config(tmp_path, LLAMA_TINY)), "--quiet")
-    assert done.returncode == 0, done.stderr
+    assert train_here("--config", str(write_config(tmp_path, LLAMA_TINY)), "--quiet") == 0
     model = json.loads((tmp_path / "run" / "config.json").read_text())["settings"]["model"]
     assert (model["preset"], model["width"], model["n_layer"], model["n_head"]) == ("llama", 256, 2, 4)
     assert model["position"]["name"] == "rope" and model["position"]["options"]["theta"] == 10000
@@ -99,9 +104,8 @@ def test_a_llama2_config_in_the_originals_keys_trains(tmp_path):
 
 def test_a_mamba_config_in_the_originals_keys_trains(tmp_path):
     import json
-    done = train("--config", str(write_config(tmp_path, MAMBA_STANDARD)), "--set", "model.num_hidden_layers=2",
-                 "--quiet")
-    assert done.returncode == 0, done.stderr
+    assert train_here("--config", str(write_config(tmp_path, MAMBA_STANDARD)), "--set",
+                      "model.num_hidden_layers=1", "--quiet") == 0
     model = json.loads((tmp_path / "run" / "config.json").read_text())["settings"]["model"]
     assert (model["preset"], model["seq_mixer"]["name"], model["state_mixer"]["name"]) == ("mamba", "mamba", "none")
     assert model["position"]["name"] == "nope" and model["seq_mixer"]["options"]["state_size"] == 16
