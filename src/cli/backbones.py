@@ -16,19 +16,18 @@ Everything else in the model block is refused by name (one line).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from src.cli import UsageError
 
 COMMON = {"type", "family", "max_length", "hidden_size", "num_hidden_layers"}
-BACKBONES = {   # family -> (its type, the keys it accepts)
-    "Llama2": ("decoder", COMMON | {"num_attention_heads", "hidden_act", "rope_theta", "intermediate_size",
-                                    "rms_norm_eps", "position", "position_kwargs"}),
-    "Mamba": ("ssm", COMMON | {"state_size", "expand", "conv_kernel", "time_step_rank", "layer_norm_epsilon"}),
-}
+LLAMA_KEYS = COMMON | {"num_attention_heads", "hidden_act", "rope_theta", "intermediate_size", "rms_norm_eps",
+                       "position", "position_kwargs"}
+MAMBA_KEYS = COMMON | {"state_size", "expand", "conv_kernel", "time_step_rank", "layer_norm_epsilon"}
 # our settings' paths in the base_model's names, for refusals
 OURS_TO_BACKBONE = {"model.width": "model.hidden_size", "model.n_layer": "model.num_hidden_layers",
                     "model.n_head": "model.num_attention_heads", "model.max_tokens": "model.max_length",
                     "model.position.options": "model.position_kwargs"}
-ROPE_FAMILY = ("rope", "yarn", "dynamic_yarn")      # the encodings that take rope_theta
 
 
 def _int(model: dict, key: str, default=None, low: int = 1) -> int:
@@ -64,38 +63,53 @@ def _max_tokens(model: dict, points_end) -> int:
     return value
 
 
-def backbone_model(model: dict, dims_end, points_end) -> dict:
-    """Our model mapping (preset llama or mamba) of a base_model block."""
-    family = model["family"]
-    kind, accepted = BACKBONES[family]
-    extra = sorted(set(model) - accepted)
-    if extra:
-        raise UsageError(f"model.{extra[0]}: unknown key for family {family}; accepted: {', '.join(sorted(accepted))}")
-    if model.get("type", kind) != kind:
-        raise UsageError(f"model.type={model['type']!r} is not accepted; accepted: {kind} (family {family})")
-    width, layers = _int(model, "hidden_size"), _int(model, "num_hidden_layers")
-    base = {"inputs": "pairs", "width": width, "n_layer": layers, "n_dims": dims_end,
-            "max_tokens": _max_tokens(model, points_end), "biases": False}
-    if family == "Mamba":
-        rank = model.get("time_step_rank", "auto")
-        options = {"state_size": _int(model, "state_size", 16), "expand": _int(model, "expand", 2),
-                   "conv_kernel": _int(model, "conv_kernel", 4),
-                   "dt_rank": 0 if rank == "auto" else _int(model, "time_step_rank")}
-        return {**base, "preset": "mamba", "n_head": 1, "position": {"name": "nope"},
-                "norm": {"name": "rms_norm", "options": {"eps": _number(model, "layer_norm_epsilon", 1e-5)}},
-                "seq_mixer": {"name": "mamba", "options": options}, "state_mixer": {"name": "none"}}
+def _mamba_model(model: dict) -> dict:
+    rank = model.get("time_step_rank", "auto")
+    options = {"state_size": _int(model, "state_size", 16), "expand": _int(model, "expand", 2),
+               "conv_kernel": _int(model, "conv_kernel", 4),
+               "dt_rank": 0 if rank == "auto" else _int(model, "time_step_rank")}
+    return {"preset": "mamba", "n_head": 1, "position": {"name": "nope"},
+            "norm": {"name": "rms_norm", "options": {"eps": _number(model, "layer_norm_epsilon", 1e-5)}},
+            "seq_mixer": {"name": "mamba", "options": options}, "state_mixer": {"name": "none"}}
+
+
+def _llama_model(model: dict) -> dict:
+    from src.registry import registry
     if model.get("hidden_act", "silu") != "silu":
         raise UsageError(f"model.hidden_act={model['hidden_act']!r} is not accepted; accepted: silu (SwiGLU)")
+    width = model["hidden_size"]
     intermediate = _int(model, "intermediate_size", 4 * width)
     position = model.get("position", "rope")
     position_options = model.get("position_kwargs") or {}
     if not isinstance(position_options, dict):
         raise UsageError(f"model.position_kwargs={position_options!r} is not accepted; accepted: a mapping")
     position_options = dict(position_options)
-    if "rope_theta" in model and position in ROPE_FAMILY:
+    takes_theta = position in registry("position") and "theta" in {
+        f.name for f in dataclasses.fields(registry("position").get(position).options)}
+    if "rope_theta" in model and takes_theta:        # rope, yarn, dynamic_yarn: the rotary base
         position_options.setdefault("theta", _number(model, "rope_theta", 10_000.0))
-    return {**base, "preset": "llama", "n_head": _int(model, "num_attention_heads"),
+    return {"preset": "llama", "n_head": _int(model, "num_attention_heads"),
             "position": {"name": position, "options": position_options},
             "norm": {"name": "rms_norm", "options": {"eps": _number(model, "rms_norm_eps", 1e-6)}},
             "seq_mixer": {"name": "softmax_causal"},
             "state_mixer": {"name": "swiglu", "options": {"hidden_ratio": intermediate / width}}}
+
+
+BACKBONES = {   # family -> (its type, the keys it accepts, its model mapping)
+    "Llama2": ("decoder", LLAMA_KEYS, _llama_model),
+    "Mamba": ("ssm", MAMBA_KEYS, _mamba_model),
+}
+
+
+def backbone_model(model: dict, dims_end, points_end) -> dict:
+    """Our model mapping (preset llama or mamba) of a base_model block."""
+    family = model["family"]
+    kind, accepted, build = BACKBONES[family]
+    extra = sorted(set(model) - accepted)
+    if extra:
+        raise UsageError(f"model.{extra[0]}: unknown key for family {family}; accepted: {', '.join(sorted(accepted))}")
+    if model.get("type", kind) != kind:
+        raise UsageError(f"model.type={model['type']!r} is not accepted; accepted: {kind} (family {family})")
+    base = {"inputs": "pairs", "width": _int(model, "hidden_size"), "n_layer": _int(model, "num_hidden_layers"),
+            "n_dims": dims_end, "max_tokens": _max_tokens(model, points_end), "biases": False}
+    return {**base, **build(model)}
