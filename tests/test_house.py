@@ -31,7 +31,7 @@ LEVELS = [
     (3, ("src.loop", "src.checkpoint", "src.eval_set", "src.probes", "src.systems", "src.presets")),
     (4, ("src.rundir",)),
     (5, ("analysis",)),
-    (6, ("src.pipeline", "src.cli.command", "src.cli.lsa", "src.cli.linattn", "src.cli.gpt2",
+    (6, ("src.pipeline", "src.cli.command", "src.cli.lsa", "src.cli.linattn", "src.cli.gpt2", "src.cli.backbones",
          "src.cli.recipe", "src.cli.rerun")),
     (7, ("src.jobs", "eval_order", "eval_noise")),
     (8, ("plots",)),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from src.cli import UsageError
+from src.models.sequence import llama, mamba
 
 COMMON = {"type", "family", "max_length", "hidden_size", "num_hidden_layers"}
 LLAMA_KEYS = COMMON | {"num_attention_heads", "hidden_act", "rope_theta", "intermediate_size", "rms_norm_eps",
@@ -64,22 +65,27 @@ def _max_tokens(model: dict, points_end) -> int:
 
 
 def _mamba_model(model: dict) -> dict:
+    """The `mamba` preset's mapping with the block's sizes and ε."""
+    preset = dataclasses.asdict(mamba())
     rank = model.get("time_step_rank", "auto")
-    options = {"state_size": _int(model, "state_size", 16), "expand": _int(model, "expand", 2),
-               "conv_kernel": _int(model, "conv_kernel", 4),
-               "dt_rank": 0 if rank == "auto" else _int(model, "time_step_rank")}
-    return {"preset": "mamba", "n_head": 1, "position": {"name": "nope"},
-            "norm": {"name": "rms_norm", "options": {"eps": _number(model, "layer_norm_epsilon", 1e-5)}},
-            "seq_mixer": {"name": "mamba", "options": options}, "state_mixer": {"name": "none"}}
+    mixer = preset["seq_mixer"]["options"]
+    mixer.update(state_size=_int(model, "state_size", mixer["state_size"]), expand=_int(model, "expand", mixer["expand"]),
+                 conv_kernel=_int(model, "conv_kernel", mixer["conv_kernel"]),
+                 dt_rank=0 if rank == "auto" else _int(model, "time_step_rank"))
+    norm = preset["norm"]["options"]
+    norm["eps"] = _number(model, "layer_norm_epsilon", norm["eps"])
+    return preset
 
 
 def _llama_model(model: dict) -> dict:
+    """The `llama` preset's mapping with the block's heads, ε, intermediate size and encoding."""
     from src.registry import registry
     if model.get("hidden_act", "silu") != "silu":
         raise UsageError(f"model.hidden_act={model['hidden_act']!r} is not accepted; accepted: silu (SwiGLU)")
+    preset = dataclasses.asdict(llama())
     width = model["hidden_size"]
-    intermediate = _int(model, "intermediate_size", 4 * width)
-    position = model.get("position", "rope")
+    ratio = preset["state_mixer"]["options"]["hidden_ratio"]
+    position = model.get("position", preset["position"]["name"])
     position_options = model.get("position_kwargs") or {}
     if not isinstance(position_options, dict):
         raise UsageError(f"model.position_kwargs={position_options!r} is not accepted; accepted: a mapping")
@@ -88,11 +94,11 @@ def _llama_model(model: dict) -> dict:
         f.name for f in dataclasses.fields(registry("position").get(position).options)}
     if "rope_theta" in model and takes_theta:        # rope, yarn, dynamic_yarn: the rotary base
         position_options.setdefault("theta", _number(model, "rope_theta", 10_000.0))
-    return {"preset": "llama", "n_head": _int(model, "num_attention_heads"),
-            "position": {"name": position, "options": position_options},
-            "norm": {"name": "rms_norm", "options": {"eps": _number(model, "rms_norm_eps", 1e-6)}},
-            "seq_mixer": {"name": "softmax_causal"},
-            "state_mixer": {"name": "swiglu", "options": {"hidden_ratio": intermediate / width}}}
+    norm = preset["norm"]["options"]
+    norm["eps"] = _number(model, "rms_norm_eps", norm["eps"])
+    preset["state_mixer"]["options"]["hidden_ratio"] = _int(model, "intermediate_size", round(ratio * width)) / width
+    preset.update(n_head=_int(model, "num_attention_heads"), position={"name": position, "options": position_options})
+    return preset
 
 
 BACKBONES = {   # family -> (its type, the keys it accepts, its model mapping)
@@ -110,6 +116,6 @@ def backbone_model(model: dict, dims_end, points_end) -> dict:
         raise UsageError(f"model.{extra[0]}: unknown key for family {family}; accepted: {', '.join(sorted(accepted))}")
     if model.get("type", kind) != kind:
         raise UsageError(f"model.type={model['type']!r} is not accepted; accepted: {kind} (family {family})")
-    base = {"inputs": "pairs", "width": _int(model, "hidden_size"), "n_layer": _int(model, "num_hidden_layers"),
-            "n_dims": dims_end, "max_tokens": _max_tokens(model, points_end), "biases": False}
-    return {**base, **build(model)}
+    sizes = {"width": _int(model, "hidden_size"), "n_layer": _int(model, "num_hidden_layers"),
+             "n_dims": dims_end, "max_tokens": _max_tokens(model, points_end)}
+    return {**build(model), **sizes}
