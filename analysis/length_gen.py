@@ -43,14 +43,15 @@ def judge(settings, model, params, state, batch) -> dict:
     error at n = L − 1 (the eval tasks cut to L points) against the best constant prediction's
     (0, +1 or −1: the zero predictor for regression, the majority label for boolean tasks) on
     the same tasks. Trained enough: at most TRAINED_BELOW × the constant's error."""
+    import jax
     import jax.numpy as jnp
     import numpy as np
     trained = settings.curriculum.points.end
-    error = _short_prompt_error(settings, model, params, state, batch, trained)
     short = batch._replace(xs=batch.xs[:, :trained], ys=batch.ys[:, :trained], weights=batch.weights[:, :trained])
     objective = objective_of(settings.task.name)
-    constant = min(float(np.mean(np.asarray(objective.point_errors(jnp.full_like(short.ys, value), short))
-                                 [:, trained - 1])) for value in (0.0, 1.0, -1.0))
+    last_error = lambda prediction: float(np.mean(np.asarray(objective.point_errors(prediction, short))[:, trained - 1]))
+    error = last_error(jax.jit(model.apply)(params, state, short.xs, short.ys))
+    constant = min(last_error(jnp.full_like(short.ys, value)) for value in (0.0, 1.0, -1.0))
     ok = bool(math.isfinite(error) and error <= TRAINED_BELOW * constant)
     verdict = ("trained" if ok else f"{NOT_TRAINED}: its error at n = {trained - 1} is {error:.3g}, not below "
                f"{TRAINED_BELOW} x the best constant prediction's {constant:.3g}")
@@ -73,17 +74,6 @@ def usable_lengths(model_curve: list[float], trained_points: int, multiples=MULT
         out[str(m)] = {"n_examples": n, "error": error,
                        "within_2x": bool(math.isfinite(error) and error <= WITHIN * reference) if judged else None}
     return out
-
-
-def _short_prompt_error(settings, model, params, state, batch, trained: int) -> float:
-    """The error at n = L − 1 of the eval tasks `batch` cut to L points."""
-    import jax
-    import numpy as np
-    short = batch._replace(xs=batch.xs[:, :trained], ys=batch.ys[:, :trained],
-                           weights=batch.weights[:, :trained])
-    prediction = jax.jit(model.apply)(params, state, short.xs, short.ys)
-    errors = objective_of(settings.task.name).point_errors(prediction, short)
-    return float(np.mean(np.asarray(errors)[:, trained - 1]))
 
 
 def run(run_dir: RunDir, factor: int = 8) -> dict:
