@@ -11,7 +11,9 @@ The rule (stated once, used everywhere):
     max(15, 0.25·start) epochs; its level is the median loss over it; consecutive plateaus
     whose levels differ by less than 5 % (relative) are one plateau;
   - a *drop* is the passage from one plateau to the next lower one; its epoch is the first
-    epoch whose loss is below the geometric mean of the two levels.
+    epoch whose loss is below the geometric mean of the two levels. A run that starts falling
+    before its first plateau, or ends still falling after its last, has a drop from the initial
+    loss or to the final loss (more than 5 % away; `to_plateau` None).
 Theory: the loss of least squares restricted to the top-m principal directions of Λ,
 m = 0..D — the best predictor ŷ = Σ_{i,j<=m} A_ij x_q,i h_j with h = Σ_n y_n x_n, fitted on
 the training set (m = D is least squares on the full cubic feature z). Each plateau is
@@ -74,16 +76,30 @@ def plateaus(loss: np.ndarray, window_fraction: float = 0.1, min_window: int = 5
     return merged
 
 
-def drops(loss: np.ndarray, found: list[dict]) -> list[dict]:
-    """[{epoch, from_level, to_level}] between consecutive plateaus that go down."""
+def drops(loss: np.ndarray, found: list[dict], merge_tol: float = 0.05) -> list[dict]:
+    """[{epoch, from_level, to_level, from_plateau, to_plateau}] for every fall between
+    consecutive levels: the plateaus, preceded by the initial loss when training starts by
+    falling and followed by the final loss when it ends still falling (more than `merge_tol`
+    from the nearest plateau; its plateau index is then None), so a run whose loss falls always
+    reports the fall."""
+    loss = np.asarray(loss, dtype=np.float64)
+    if not len(loss):
+        return []
+    levels = [dict(p, index=i) for i, p in enumerate(found)]
+    if not levels or (levels[0]["start"] > 0 and loss[0] > (1 + merge_tol) * levels[0]["level"]):
+        levels.insert(0, {"start": 0, "end": 0, "level": float(loss[0]), "index": None})
+    last = len(loss) - 1
+    if levels[-1]["end"] < last and loss[-1] < (1 - merge_tol) * levels[-1]["level"]:
+        levels.append({"start": last, "end": last, "level": float(loss[-1]), "index": None})
     out = []
-    for a, b in zip(found, found[1:]):
+    for a, b in zip(levels, levels[1:]):
         if b["level"] >= a["level"]:
             continue
         middle = np.sqrt(a["level"] * b["level"])
-        below = np.nonzero(np.asarray(loss[a["end"]:b["start"] + 1]) < middle)[0]
+        below = np.nonzero(loss[a["end"]:b["start"] + 1] < middle)[0]
         epoch = int(a["end"] + below[0]) if below.size else int(b["start"])
-        out.append({"epoch": epoch, "from_level": a["level"], "to_level": b["level"]})
+        out.append({"epoch": epoch, "from_level": a["level"], "to_level": b["level"],
+                    "from_plateau": a["index"], "to_plateau": b["index"]})
     return out
 
 
@@ -134,7 +150,8 @@ def analyse(loss, log_epochs, singular_values, gamma_diag, data: SequenceSet,
     return {"rule": "flat: |L(t+w) - L(t)| < 2 % L(t), w = max(5, 0.1 t); plateau: a run of flat "
                     "epochs (plus its last window) lasting >= max(15, 0.25 start) epochs, level = "
                     "median, merged within 5 %; drop epoch: first loss below the geometric mean of "
-                    "two consecutive plateau levels",
+                    "two consecutive plateau levels (or of the initial / final loss when the run "
+                    "starts / ends falling)",
             "epochs": int(len(loss)), "final_loss": float(loss[-1]) if len(loss) else None,
             "plateaus": found, "drops": drops(loss, found), "theory_levels": theory,
             "eigenvalues": input_eigenvalues(task.in_dim, task.white_cov).tolist(),

@@ -62,11 +62,17 @@ def figure_merged_vs_mlp(records: list[dict]):
                         "ATTN_M and the 2-layer linear network on cubic features: one abrupt drop each")
 
 
-def figure_staircase(record: dict):
+def figure_staircase(record: dict, uniform: dict | None = None):
+    """The staircase run; `uniform`: the same run under every-entry-std-init, dashed."""
     fig = new_figure(11, 4.2, constrained=True)
     ax = fig.add_subplot(1, 2, 1)
     loss = record["arrays"]["loss"]
-    ax.plot(_epochs(loss), loss, color="C0", lw=1.6, label="ATTN_S, rank-one heads")
+    ax.plot(_epochs(loss), loss, color="C0", lw=1.6,
+            label=f"ATTN_S, rank-one heads (init: {convention(record)})")
+    if uniform is not None:
+        other = uniform["arrays"]["loss"]
+        ax.plot(_epochs(other), other, color="0.3", lw=1.0, ls="--",
+                label=f"the same, init: {convention(uniform)}")
     for m, level in enumerate(record["dynamics"]["theory_levels"]):
         ax.axhline(level, color="0.5", ls=":", lw=1, label="least squares on top-m directions"
                    if m == 0 else None)
@@ -115,7 +121,7 @@ def figure_icl_sweep(records: list[dict]):
 
 
 FIGURES = {"merged_vs_mlp": ("merged_vs_mlp.png", figure_merged_vs_mlp, False),
-           "staircase": ("staircase.png", figure_staircase, True),
+           "staircase": ("staircase.png", figure_staircase, True),   # with staircase_uniform beside it
            "rank_sweep": ("rank_sweep.png", figure_rank_sweep, False),
            "icl_sweep": ("icl_sweep.png", figure_icl_sweep, False)}
 
@@ -124,21 +130,48 @@ def _staircase_table(record: dict) -> list[str]:
     d = record["dynamics"]
     lines = ["| plateau | epochs | measured level | theory (top-m LS) | m | difference | drop into it at epoch |",
              "|---|---|---|---|---|---|---|"]
-    drop_at = [None] + [x["epoch"] for x in d["drops"]]
+    drop_at = {x.get("to_plateau", i + 1): x["epoch"] for i, x in enumerate(d["drops"])}
     for i, p in enumerate(d["plateaus"]):
         lines.append(f"| {i} | {p['start']}–{p['end']} | {p['level']:.4f} | {p['theory_level']:.4f} | "
-                     f"{p['theory_m']} | {p['difference']:+.4f} | {drop_at[i] if drop_at[i] is not None else '—'} |")
+                     f"{p['theory_m']} | {p['difference']:+.4f} | {drop_at.get(i, '—')} |")
     rise = ", ".join(f"λ={lam:.2f}: {e}" for lam, e in zip(sorted(d["eigenvalues"], reverse=True),
                                                           d["component_rise_epochs"]))
     return lines + ["", f"Component rise epochs (half of its converged strength), by decreasing "
                         f"eigenvalue: {rise}."]
 
 
+def convention(r: dict) -> str:
+    """The run's initialisation convention (records before the setting existed: uniform)."""
+    return r["settings"]["train"].get("init_convention", "uniform")
+
+
 def _summary_line(r: dict) -> str:
     s, d = r["summary"], r["dynamics"]
-    return (f"| {r['name']} | {s['model']} | {s['epochs']} | {s['initial_loss']:.4f} → {s['final_loss']:.4f} | "
+    return (f"| {r['name']} | {s['model']} | {convention(r)} | {s['epochs']} | "
+            f"{s['initial_loss']:.4f} → {s['final_loss']:.4f} | "
             f"{d['theory_levels'][-1]:.4f} | {len(d['drops'])}: {[x['epoch'] for x in d['drops']]} | "
             f"{s['train_seconds']:.1f} s ({s['ms_per_epoch']:.3f} ms/epoch) |")
+
+
+def _equality_lines(records: list[dict]) -> list[str]:
+    """The README's claim that the MLP's trajectory is ATTN_M's: the largest relative gap of each
+    ATTN_M run's loss from the MLP's over the epochs."""
+    mlp = next((r for r in records if r["summary"]["model"] == "cubic_mlp"), None)
+    if mlp is None:
+        return []
+    reference = np.asarray(mlp["arrays"]["loss"], np.float64)
+    lines = ["The MLP's trajectory against ATTN_M's (the original's README: \"the same as that of "
+             "ATTN_M\"), largest |L_ATTN_M − L_MLP| / L_MLP over the epochs:", ""]
+    for r in records:
+        if r is mlp:
+            continue
+        loss = np.asarray(r["arrays"]["loss"], np.float64)
+        gap = np.abs(loss - reference) / reference
+        worst = int(np.argmax(gap))
+        restricted = r["settings"]["model"]["options"].get("restricted", False)
+        lines.append(f"- {r['name']} ({'restricted: value reads y, W_KQ reads x' if restricted else 'unrestricted'}): "
+                     f"{100 * gap[worst]:.4g} % at epoch {worst}; final {loss[-1]:.4f} vs {reference[-1]:.4f}")
+    return lines
 
 
 def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float,
@@ -148,12 +181,15 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     for job in jobs:
         parts.setdefault(job.part, []).append(_run_record(job))
     written = []
-    figures = []
+    figures, initialisation = [], {}
     for part, (filename, draw, single) in FIGURES.items():
         if part in parts:
             path = report_dir / FIG_DIR / filename
-            atomic_write_bytes(path, png_bytes(draw(parts[part][0] if single else parts[part])))
+            runs = parts[part] + (parts.get("staircase_uniform", []) if part == "staircase" else [])
+            drawn = draw(*runs[:2]) if single else draw(runs)
+            atomic_write_bytes(path, png_bytes(drawn))
             figures.append(f"{FIG_DIR}/{filename}")
+            initialisation[figures[-1]] = ", ".join(sorted({convention(r) for r in runs}))
             written.append(path)
     results = {part: [{k: v for k, v in r.items() if k != "arrays"} for r in records]
                for part, records in parts.items()}
@@ -171,10 +207,17 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
              f"{train_seconds:.0f} s",
              "- Loss: the seed's mean squared error of the query prediction (no ½). Theory: least squares "
              "restricted to the top-m principal directions of Λ (m = D: on the full cubic feature).", "",
-             "| run | model | epochs | loss first → last | least squares on z | drops: epochs | training |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [_summary_line(r) for part in ("merged_vs_mlp", "staircase", "rank_sweep")
+             "- Initialisation (column init): `original` draws as the original code does for its "
+             "`--init` (ATTN_S: std init/√(entries of each torch layer); ATTN_M and the MLP: std init; "
+             "W_K's y column, ATTN_M's key-y/query-x block and the value's x entries start at 0); "
+             "`uniform`: every entry ~ init·N(0, 1) (this workbench's convention before 2026-11-25, "
+             "`--init_convention uniform`).", "",
+             "| run | model | init | epochs | loss first → last | least squares on z | drops: epochs | training |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [_summary_line(r) for part in ("merged_vs_mlp", "staircase", "staircase_uniform", "rank_sweep")
               for r in parts.get(part, [])]
+    if "merged_vs_mlp" in parts:
+        lines += [""] + _equality_lines(parts["merged_vs_mlp"])
     if "staircase" in parts:
         lines += ["", "## Staircase: ATTN_S with rank-one heads, D = 4", ""] + _staircase_table(parts["staircase"][0])
     if "icl_sweep" in parts:
@@ -183,6 +226,6 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         for r in parts["icl_sweep"]:
             lines.append(f"| {r['settings']['task']['icl']:g} | {r['summary']['final_loss']:.4f} | "
                          f"{r['arrays']['test_icl_loss'][-1]:.4f} | {r['arrays']['test_iwl_loss'][-1]:.4f} |")
-    lines += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
+    lines += ["", "## Figures", ""] + [f"- `{f}` (initialisation: {initialisation[f]})" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS] + written

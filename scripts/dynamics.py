@@ -3,8 +3,9 @@
     PYTHONPATH=. python -m scripts.dynamics            # the seed's sizes
     PYTHONPATH=. python -m scripts.dynamics --quick    # small sizes, for a smoke test
 
-(a) ATTN_M vs the cubic MLP (the seed's defaults); (b) ATTN_S with rank-one heads at D = 4:
-the staircase; (c) the rank sweep R in {8, 4, 2, 1} at D = 8; (d) the in-context fraction
+(a) ATTN_M (as it is, and restricted to the MLP's function) vs the cubic MLP (the original's
+defaults); (b) ATTN_S with rank-one heads at D = 4: the staircase, under the original's
+initialisation and under every-entry-std-init; (c) the rank sweep R in {8, 4, 2, 1} at D = 8; (d) the in-context fraction
 sweep c in {0, 0.2, ..., 1} with in-context and in-weight test losses. Every run is a
 `python -m runners.linattn` run directory made by the job engine (src/jobs/: finished
 runs are reused, changed ones redone); the report is report/DYNAMICS.md,
@@ -35,27 +36,35 @@ def run(model: str, options: dict, *, task: dict | None = None, show: bool = Fal
                             train=DynamicsTrain(**train), show=show).validate()
 
 
-# part -> [(run name, settings)], each the seed's README command quoted beside it
+# part -> [(run name, settings)], each the original's README command quoted beside it; every
+# run draws its initial weights as the original does (init_convention "original") but for the
+# staircase's `uniform` companion, which keeps this workbench's earlier convention for comparison
 STUDY = {
     "merged_vs_mlp": [   # train.py --model attnM | mlp --cubic_feat --head 8 --init 1e-6 --show
         ("attnM", run("attn_merged", {"heads": 8}, init=1e-6, show=True)),
+        ("attnM_restricted", run("attn_merged", {"heads": 8, "restricted": True}, init=1e-6, show=True)),
         ("mlp", run("cubic_mlp", {"heads": 8}, init=1e-6, show=True))],
-    "staircase": [       # --model attnS --head 5 --init 1e-2 --lr 0.02 --trainset_size 1000 --epoch 20001
-        ("attnS_rank1_D4", run("attn_separate", {"heads": 5, "rank": 1}, task={"trainset_size": 1000},
-                               init=1e-2, learning_rate=0.02, epochs=20001, log_every=50, show=True))],
+    "staircase": [       # --model attnS --head 5 --init 1e-2 --epoch 10001 --lr 0.02 (run to 20001)
+        ("attnS_rank1_D4", run("attn_separate", {"heads": 5, "rank": 1}, init=1e-2, learning_rate=0.02,
+                               epochs=20001, log_every=50, show=True))],
+    "staircase_uniform": [   # the same with every entry ~ init·N(0, 1)
+        ("attnS_rank1_D4_uniform", run("attn_separate", {"heads": 5, "rank": 1}, init=1e-2,
+                                       init_convention="uniform", learning_rate=0.02, epochs=20001,
+                                       log_every=50))],
     "rank_sweep": [      # --model attnS --head 9 --KQ_dim R --in_dim 8 --seq_len 32 --init 5e-3 --trainset_size 80000
         (f"attnS_D8_R{r}", run("attn_separate", {"heads": 9, "rank": r},
                                task={"in_dim": 8, "seq_len": 32, "trainset_size": 80000},
                                init=5e-3, learning_rate=0.02, epochs=20001, log_every=50))
         for r in (8, 4, 2, 1)],
-    "icl_sweep": [       # --model attnM --icl c --head 8 --testset 5000 --init 1e-6 --white_cov --lr 0.0005 --epoch 4001
+    "icl_sweep": [       # --model attnM --icl "$c" --head 8 --testset 5000 --init 1e-6 --white_cov --lr 0.0005 --epoch 4001
         (f"attnM_icl{c}", run("attn_merged", {"heads": 8},
                               task={"icl": float(c), "testset_size": 5000, "white_cov": True},
                               init=1e-6, learning_rate=0.0005, epochs=4001))
         for c in ("0", "0.2", "0.4", "0.6", "0.8", "1")],
 }
 QUICK = {"trainset_size": 600, "testset_size": 200, "log_every": 20}
-QUICK_EPOCHS = {"merged_vs_mlp": 3001, "staircase": 4001, "rank_sweep": 1001, "icl_sweep": 401}
+QUICK_EPOCHS = {"merged_vs_mlp": 3001, "staircase": 4001, "staircase_uniform": 4001, "rank_sweep": 1001,
+                "icl_sweep": 401}
 
 
 def quick(settings: DynamicsSettings, part: str) -> DynamicsSettings:

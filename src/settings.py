@@ -173,6 +173,16 @@ def read_tree(cls: type, raw: Any, prefix: str = "", legacy: Mapping[str, str] |
         raise SettingsError(f"{where}: {err}") from None
 
 
+def _set_if_absent(raw: dict, path: list[str], value: Any) -> None:
+    """raw[path] = value where the parent mapping exists and has no such key (a record written
+    before the key existed)."""
+    node = raw
+    for key in path[:-1]:
+        node = node.get(key) if isinstance(node, dict) else None
+    if isinstance(node, dict) and path[-1] not in node:
+        node[path[-1]] = value
+
+
 def _rename(raw: dict, old: list[str], new: list[str]) -> None:
     node = raw
     for key in old[:-1]:
@@ -261,6 +271,9 @@ class Settings:
     required_keys: ClassVar[tuple[str, ...]] = ()
     # old dotted keys -> current ones, applied when an older record is read
     legacy_keys: ClassVar[Mapping[str, str]] = {}
+    # dotted key -> the value a record written before the key existed was trained with (where
+    # that differs from the key's default)
+    absent_means: ClassVar[Mapping[str, Any]] = {}
 
     def describe(self) -> str:
         """A short label of the run for titles and progress bars."""
@@ -289,11 +302,13 @@ class Settings:
         version = raw.get("schema_version", 1)
         require(is_int(version) and 1 <= version <= SCHEMA_VERSION, "schema_version", version,
                 f"1..{SCHEMA_VERSION} (a record written by this or an earlier version)")
-        raw = {k: v for k, v in dict(raw).items() if k not in ("system", "schema_version")}
+        raw = {k: copy.deepcopy(v) for k, v in dict(raw).items() if k not in ("system", "schema_version")}
         missing = [k for k in cls.required_keys if k not in raw]
         if missing:
             raise SettingsError(f"settings.{missing[0]}: missing; accepted: a mapping with "
                                 f"{', '.join(cls.required_keys)} (a {cls.system} run's config.json)")
+        for dotted, value in cls.absent_means.items():
+            _set_if_absent(raw, dotted.split("."), value)
         return read_tree(cls, raw, legacy=cls.legacy_keys)
 
     def digest(self) -> str:

@@ -16,11 +16,13 @@ def test_quick_study_writes_the_report_and_reuses_runs(tmp_path):
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((tmp_path / "report" / "dynamics_results.json").read_text())
-    assert set(results["results"]) == {"merged_vs_mlp", "staircase", "rank_sweep", "icl_sweep"}
+    assert set(results["results"]) == {"merged_vs_mlp", "staircase", "staircase_uniform", "rank_sweep",
+                                          "icl_sweep"}
     assert len(results["results"]["icl_sweep"]) == 6 and len(results["results"]["rank_sweep"]) == 4
     for figure in results["figures"]:
         assert (tmp_path / "report" / figure).read_bytes()[:4] == b"\x89PNG"
     text = (tmp_path / "report" / "DYNAMICS.md").read_text()
     assert "## Staircase" in text and "| c | final training loss" in text
+    assert "attnM_restricted (restricted" in text and "(initialisation: original, uniform)" in text
     again = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and "13 already finished, 0 to train" in again.stdout
+    assert again.returncode == 0 and "15 already finished, 0 to train" in again.stdout

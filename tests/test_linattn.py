@@ -112,7 +112,8 @@ def test_restricted_attention_is_the_cubic_mlp_exactly():
 def test_rank_one_separate_heads_learn_one_component_at_a_time():
     task = DynamicsTaskConfig(in_dim=4, seq_len=32, trainset_size=1000)
     settings = DynamicsSettings(task, choice("dynamics_model", "attn_separate", heads=5, rank=1),
-                                DynamicsTrainConfig(epochs=6001, lr=0.02, init=1e-2, log_every=100))
+                                DynamicsTrainConfig(epochs=6001, lr=0.02, init=1e-2, log_every=100,
+                                                    init_convention="uniform"))   # 5-11x larger: quicker
     result = train(settings)
     found = plateaus(result.loss)
     theory = principal_levels(make_sets(task)["train"], task)
@@ -183,3 +184,102 @@ def test_same_settings_same_trajectory_bit_for_bit():
     sgd = DynamicsSettings(SMALL, settings.model, DynamicsTrainConfig(
         epochs=50, lr=0.05, init=0.05, optimizer="sgd", batch_size=32, log_every=25))
     assert np.array_equal(train(sgd).loss, train(sgd).loss)
+
+
+def _draws(m, key, in_dim, scale):
+    return m.init(key, in_dim, scale, "uniform")
+
+
+def test_original_init_scales_each_layer_and_zeroes_what_the_original_zeroes():
+    """attnS: std init/√(entries of the torch layer): W_K, W_Q of Linear(D+1 -> H·R) and W_V of
+    Linear(D+1 -> H·(D+1)); W_K's y column and the value's x entries 0. attnM and the MLP: std
+    init, attnM's W_KQ[key y, query x] and value x entries 0. The same draws as `uniform`."""
+    key, d, h, r, scale = jax.random.key(4), 4, 5, 1, 1e-2
+    separate = model("attn_separate", heads=h, rank=r)
+    plain, orig = _draws(separate, key, d, scale), separate.init(key, d, scale)
+    for name, entries in (("key", h * r * (d + 1)), ("query", h * r * (d + 1)), ("value", h * (d + 1) ** 2)):
+        expected = np.asarray(plain[name]) / np.sqrt(entries)
+        if name == "key":
+            expected[..., -1] = 0.0
+        if name == "value":
+            expected[:, :-1] = 0.0
+        np.testing.assert_allclose(np.asarray(orig[name]), expected, rtol=1e-6)
+    assert np.sqrt(h * r * (d + 1)) == 5 and np.sqrt(h * (d + 1) ** 2) == np.sqrt(125)  # 0.01/5, 0.01/√125
+    merged = model("attn_merged", heads=3)
+    plain, orig = _draws(merged, key, d, scale), merged.init(key, d, scale)
+    kq, value = np.asarray(plain["kq"]).copy(), np.asarray(plain["value"]).copy()
+    kq[:, -1, :-1], value[:, :-1] = 0.0, 0.0
+    assert np.array_equal(orig["kq"], kq) and np.array_equal(orig["value"], value)
+    mlp = model("cubic_mlp", heads=3)
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(mlp.init(key, d, scale)),
+                                                    jax.tree.leaves(_draws(mlp, key, d, scale))))
+    big = model("attn_separate", heads=64, rank=4).init(jax.random.key(0), 8, 1.0)   # the std itself
+    query = np.asarray(big["query"])
+    assert abs(query.std() * np.sqrt(query.size) - 1.0) < 0.02
+
+
+def test_a_record_without_init_convention_was_trained_uniform():
+    settings = DynamicsSettings(SMALL, choice("dynamics_model", "attn_merged"), DynamicsTrain())
+    raw = settings.to_dict()
+    assert DynamicsSettings.from_dict(raw).train.init_convention == "original"
+    del raw["train"]["init_convention"]
+    assert DynamicsSettings.from_dict(raw).train.init_convention == "uniform"
+    assert "init_convention" not in raw["train"]                      # the caller's mapping untouched
+
+
+def test_drops_count_a_run_that_ends_or_starts_falling():
+    ends = np.concatenate([np.full(3000, 0.82), 0.82 * np.exp(-np.linspace(0, 2, 1000))])
+    found = plateaus(ends)
+    falls = drops(ends, found)
+    assert len(found) == 1 and len(falls) == 1 and falls[0]["to_plateau"] is None
+    assert falls[0]["to_level"] == pytest.approx(ends[-1])
+    starts = np.concatenate([0.3 + 0.7 * np.exp(-np.arange(200) / 20), np.full(2000, 0.3)])
+    falls = drops(starts, plateaus(starts))
+    assert len(falls) == 1 and falls[0]["from_plateau"] is None and falls[0]["to_plateau"] == 0
+    assert drops(np.full(500, 0.7), plateaus(np.full(500, 0.7))) == []
+
+
+def test_readme_loops_make_one_run_each_named_as_the_original(tmp_path, monkeypatch, capsys):
+    """`for r in 8 4 2 1; do ... --KQ_dim "$r" ...` and the --icl loop: one run per iteration
+    under runs/linattn/<the original's file name>, and its loss text file in it."""
+    monkeypatch.chdir(tmp_path)
+    small = ["--epoch", "30", "--log_every", "10", "--quiet"]
+    for r in ("2", "1"):
+        assert linattn_main(["--model", "attnS", "--head", "9", "--KQ_dim", r, "--in_dim", "4", "--seq_len", "8",
+                             "--init", "5e-3", "--trainset_size", "200", *small]) == 0
+    for c in ("0", "0.4"):
+        assert linattn_main(["--model", "attnM", "--icl", c, "--head", "8", "--testset", "50", "--init", "1e-6",
+                             "--white_cov", "--lr", "0.0005", "--trainset_size", "200", *small]) == 0
+    made = sorted(p.name for p in (tmp_path / "runs/linattn").iterdir())
+    assert made == ["attnM_head8_D4_R1_P200_N32_seed0_icl0.0", "attnM_head8_D4_R1_P200_N32_seed0_icl0.4",
+                    "attnS_head9_D4_R1_P200_N8_seed0", "attnS_head9_D4_R2_P200_N8_seed0"]
+    out = capsys.readouterr().out
+    assert all(f"-> runs/linattn/{name}" in out for name in made)
+    run = tmp_path / "runs/linattn" / made[1]
+    table = np.loadtxt(run / f"{made[1]}.txt")
+    with np.load(run / names.DYNAMICS, allow_pickle=False) as dyn:
+        assert table.shape == (30, 3)
+        assert np.array_equal(table[:, 0], dyn["loss"]) and np.array_equal(table[:, 1], dyn["test_iwl_loss"])
+        assert np.array_equal(table[:, 2], dyn["test_icl_loss"])
+    loss_only = np.loadtxt(tmp_path / "runs/linattn" / made[3] / f"{made[3]}.txt")
+    assert loss_only.shape == (30,)
+    before = (run / names.SUMMARY).read_bytes()          # the same command again: refused, kept
+    assert linattn_main(["--model", "attnM", "--icl", "0.4", "--head", "8", "--testset", "50", "--init", "1e-6",
+                         "--white_cov", "--lr", "0.0005", "--trainset_size", "200", *small]) == 2
+    assert (run / names.SUMMARY).read_bytes() == before
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--icl", "c"], '--icl "$c"'), (["--softmax"], "--softmax"), (["--vary_len"], "--vary_len"),
+    (["--track_value"], "--track_value"), (["--out_dim", "2"], "--out_dim"),
+    (["--model", "attnS", "--restricted"], "--restricted"), (["--init_convention", "big"], "--init_convention"),
+])
+def test_the_original_flags_we_refuse_say_so_in_one_line(flags, words, tmp_path, capsys):
+    out = tmp_path / "never"
+    try:
+        code = linattn_main([*flags, "--out", str(out)])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == 2 and not out.exists()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], lines

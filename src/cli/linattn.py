@@ -25,7 +25,8 @@ from src.cli import (OneLineParser, PrintChoices, UsageError, fail, int_at_least
 from src.cli.command import train_command, validated
 from src.registry import choice, registry
 from src.rundir import names
-from src.systems.dynamics import OPTIMIZERS, DynamicsSettings, DynamicsTrain
+from src.models.linattn import INIT_CONVENTIONS
+from src.systems.dynamics import OPTIMIZERS, DynamicsSettings, DynamicsTrain, original_file_id
 from src.tasks.linattn import DynamicsTaskConfig
 
 PROG = "python -m runners.linattn"
@@ -38,40 +39,53 @@ def build_parser() -> argparse.ArgumentParser:
     task, tr = DynamicsTaskConfig(), DynamicsTrain()
     p = OneLineParser(prog=PROG, description=__doc__.splitlines()[0],
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    g = p.add_argument_group("the seed's flags (python train.py ...)")
+    g = p.add_argument_group("the original's flags (its config.py; python train.py ...)")
     g.add_argument("--model", choices=list(SEED_MODELS), default="attnM",
                    help="attnM = ATTN_M (merged W_KQ), attnS = ATTN_S (separate W_K, W_Q), "
                         "mlp = 2-layer linear network on the cubic feature (needs --cubic_feat)")
     g.add_argument("--cubic_feat", action="store_true", help="the MLP reads the cubic feature z")
-    g.add_argument("--head", type=int_at_least(1), default=1, help="heads (hidden units of the MLP)")
+    g.add_argument("--head_num", "--head", dest="head", type=int_at_least(1), default=1,
+                   help="heads (hidden units of the MLP); the README writes the prefix --head")
     g.add_argument("--rank", "--KQ_dim", dest="rank", type=int_at_least(1), default=1,
-                   help="rank R of W_K, W_Q (attnS; the seed's README writes --KQ_dim)")
+                   help="rank R of W_K, W_Q (attnS; the README writes --KQ_dim)")
     g.add_argument("--in_dim", type=int_at_least(1), default=task.in_dim, help="D")
+    g.add_argument("--out_dim", type=int_at_least(1), default=1, help="dimension of y (1: the only one here)")
     g.add_argument("--seq_len", type=int_at_least(2), default=task.seq_len,
                    help="tokens per sequence (context pairs + the query)")
     g.add_argument("--init", type=positive_number(), default=tr.init,
-                   help="initial parameters ~ init * N(0, 1)")
+                   help="initialisation scale, as the original reads it (see --init_convention)")
     g.add_argument("--trainset_size", type=int_at_least(1), default=task.trainset_size, help="P")
     g.add_argument("--epoch", type=int_at_least(1), default=tr.epochs, help="training epochs")
     g.add_argument("--lr", type=positive_number(), default=tr.learning_rate, help="learning rate")
-    g.add_argument("--icl", type=number_in(0.0, 1.0), default=task.icl,
+    g.add_argument("--icl", type=icl_fraction, default=task.icl,
                    help="fraction of sequences with their own task vector (the rest share w*)")
-    g.add_argument("--testset", "--testset_size", dest="testset", type=int_at_least(0),
+    g.add_argument("--testset_size", "--testset", dest="testset", type=int_at_least(0),
                    default=task.testset_size, help="sequences in each test set (in-context, in-weight)")
     g.add_argument("--white_cov", action="store_true", help="x ~ N(0, I/D) instead of eigenvalues ∝ 1..D")
     g.add_argument("--show", action="store_true", help=f"write the loss figure ({names.LOSS_PNG}); no window")
+    for flag, meaning in NOT_YET.items():
+        g.add_argument(flag, action="store_true", help=f"{meaning} (not implemented here: refused)")
     o = p.add_argument_group("ours")
+    o.add_argument("--init_convention", choices=list(INIT_CONVENTIONS), default=tr.init_convention,
+                   help="; ".join(f"{k}: {v}" for k, v in INIT_CONVENTIONS.items()))
+    o.add_argument("--restricted", action="store_true",
+                   help="attnM with the value reading y only and W_KQ reading x only: the same "
+                        "function as --model mlp --cubic_feat (the README's equality)")
     o.add_argument("--optimizer", choices=list(OPTIMIZERS), default=tr.optimizer,
-                   help="gd: full batch (the seed's); sgd: minibatches of --batch_size; adam: full batch")
+                   help="gd: full batch (the original's); sgd: minibatches of --batch_size; adam: full batch")
     o.add_argument("--batch_size", type=int_at_least(0), default=0, help="sgd minibatch size")
     o.add_argument("--normalize", action="store_true", help="divide X Xᵀ (and z) by N")
-    o.add_argument("--seed", type=seed(), default=0, help="seed of the data and the initialisation")
+    o.add_argument("--seed", type=seed(), default=0,
+                   help="seed of the data and the initialisation (the original's default is 10)")
     o.add_argument("--log_every", type=int_at_least(1), default=tr.log_every,
                    help="epochs between records of the singular values")
     o.add_argument("--float64", action="store_true", help="train in float64")
     o.add_argument("--checkpoint_every", type=int_at_least(1), default=tr.checkpoint_every,
                    help="epochs between checkpoints (for --resume)")
-    o.add_argument("--out", default=None, help="run directory (default: runs/linattn_<model>_seed<seed>)")
+    o.add_argument("--out", default=None,
+                   help="run directory (default: runs/linattn/ + the original's file name of the run, "
+                        "e.g. attnS_head9_D8_R4_P80000_N32_seed0[_icl0.8], + our options not at "
+                        "their defaults, e.g. _init_uniform)")
     o.add_argument("--overwrite", action="store_true", help="replace --out if it is one of our runs")
     o.add_argument("--resume", action="store_true", help="continue --out from its checkpoint")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -79,8 +93,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# the original's flags this system does not implement yet -> their meaning
+NOT_YET = {"--softmax": "softmax attention instead of linear",
+           "--vary_len": "the loss averaged over every prefix length 2..N",
+           "--track_value": "record the value's y->y weight of each head at every epoch"}
+
+
+def icl_fraction(text: str) -> float:
+    """--icl: a number in [0, 1]; the README's loop writes `--icl c` for `--icl "$c"`."""
+    try:
+        return number_in(0.0, 1.0)(text)
+    except argparse.ArgumentTypeError as err:
+        hint = ' (the README\'s loop writes --icl c; it means --icl "$c")' if text == "c" else ""
+        raise argparse.ArgumentTypeError(f"{err}{hint}") from None
+
+
 def settings_from_args(args: argparse.Namespace) -> DynamicsSettings:
-    """The validated settings of the seed's flags (UsageError, one line)."""
+    """The validated settings of the original's flags (UsageError, one line)."""
+    for flag in NOT_YET:
+        if getattr(args, flag[2:]):
+            raise UsageError(f"{flag}: {NOT_YET[flag]} is not implemented here; accepted: the command "
+                             f"without {flag}")
+    if args.out_dim != 1:
+        raise UsageError(f"--out_dim={args.out_dim} is not accepted; accepted: 1 (scalar y; the "
+                         f"original's default)")
     entry = registry("dynamics_model").get(SEED_MODELS[args.model])
     fields = {f.name for f in dataclasses.fields(entry.options)}
     if getattr(entry.options, "reads_cubic_feature", False) and not args.cubic_feat:
@@ -89,17 +125,37 @@ def settings_from_args(args: argparse.Namespace) -> DynamicsSettings:
     if args.rank != 1 and "rank" not in fields:
         raise UsageError(f"--rank={args.rank} has no effect with --model {args.model}; accepted: "
                          f"--model {', '.join(m for m, n in SEED_MODELS.items() if 'rank' in _fields(n))}")
-    options = {"heads": args.head, **({"rank": args.rank} if "rank" in fields else {})}
+    if args.restricted and "restricted" not in fields:
+        raise UsageError(f"--restricted applies to --model attnM; accepted: --model attnM --restricted")
+    options = {"heads": args.head, **({"rank": args.rank} if "rank" in fields else {}),
+               **({"restricted": True} if args.restricted else {})}
     task = DynamicsTaskConfig(in_dim=args.in_dim, seq_len=args.seq_len,
                               trainset_size=args.trainset_size, testset_size=args.testset,
                               white_cov=args.white_cov, icl=args.icl, seed=args.seed)
     tr = DynamicsTrain(epochs=args.epoch, learning_rate=args.lr, optimizer=args.optimizer,
-                       batch_size=args.batch_size, init=args.init, seed=args.seed,
-                       log_every=args.log_every, normalize=args.normalize, float64=args.float64,
-                       checkpoint_every=args.checkpoint_every)
+                       batch_size=args.batch_size, init=args.init, init_convention=args.init_convention,
+                       seed=args.seed, log_every=args.log_every, normalize=args.normalize,
+                       float64=args.float64, checkpoint_every=args.checkpoint_every)
     settings = DynamicsSettings(task=task, model=choice("dynamics_model", entry.name, **options), train=tr,
                                 show=args.show)
     return validated(settings, FLAGS)
+
+
+def default_out(settings: DynamicsSettings, args: argparse.Namespace) -> Path:
+    """runs/linattn/<the original's file name of the run>[_icl<c>], as its loops name their
+    outputs, plus _<value> for each of our own options not at its default."""
+    name = original_file_id(settings) + (f"_icl{float(args.icl)}" if args.testset else "")
+    defaults = build_parser().parse_args([])
+    for dest, word in OUR_NAMED_FLAGS.items():
+        value = getattr(args, dest)
+        if value != getattr(defaults, dest):
+            name += f"_{word}" if value is True else f"_{word}{value}"
+    return Path("runs/linattn") / name
+
+
+# our options that change a run: dest -> its word in the default run name
+OUR_NAMED_FLAGS = {"init_convention": "init_", "restricted": "restricted", "optimizer": "",
+                   "batch_size": "batch", "normalize": "normalized", "float64": "float64"}
 
 
 def _fields(model: str) -> set[str]:
@@ -108,11 +164,12 @@ def _fields(model: str) -> set[str]:
 
 # our settings -> the seed's flags, for messages
 FLAGS = {"task.in_dim": "--in_dim", "task.seq_len": "--seq_len", "task.trainset_size": "--trainset_size",
-         "task.testset_size": "--testset", "task.icl": "--icl", "model.options.heads": "--head",
+         "task.icl": "--icl", "model.options.heads": "--head_num",
          "model.options.rank": "--rank", "train.epochs": "--epoch", "train.learning_rate": "--lr",
          "train.init": "--init", "train.batch_size": "--batch_size", "train.optimizer": "--optimizer",
          "train.log_every": "--log_every", "train.seed": "--seed", "task.seed": "--seed",
-         "train.checkpoint_every": "--checkpoint_every"}
+         "train.checkpoint_every": "--checkpoint_every", "train.init_convention": "--init_convention",
+         "task.testset_size": "--testset_size"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,6 +179,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from_args(args)
     except UsageError as err:
         return fail(PROG, err)
-    out = Path(args.out or f"runs/linattn_{args.model}_seed{args.seed}")
+    out = Path(args.out) if args.out else default_out(settings, args)
     return train_command(PROG, settings, out, runner=RUNNER, argv=argv, overwrite=args.overwrite,
                          resume=args.resume, quiet=args.quiet)

@@ -16,6 +16,12 @@ Every model is linear in a coefficient tensor t(θ) of fixed features F of a seq
 ŷ = F · t(θ): attention F = X Xᵀ ⊗ x̃_q, t = Σ_h v_h ⊗ W_KQ,h ((D+1)³ entries); cubic_mlp
 F = vec(z), t = Σ_h a_h B_h (D² entries). Full-batch training uses this (src/systems/dynamics.py).
 
+Initialisation (`init`, INIT_CONVENTIONS): "original" draws as the original code does for its
+`--init`: ATTN_S's W_K, W_Q, W_V have std init/√(entries of the torch layer) (H·R·(D+1) and
+H·(D+1)²: 0.01/5 and 0.01/√125 for --head 5 --init 1e-2 at D = 4), W_K's y column is 0; ATTN_M
+and the MLP have std init, ATTN_M's W_KQ,h[key y, query x] is 0; both attention models start
+with the value's x entries at 0. "uniform" draws every entry with std init.
+
 Shapes: P sequences, T tokens, D input dimension, H heads (hidden units), R rank, F features.
 """
 from __future__ import annotations
@@ -60,6 +66,22 @@ class CubicMLPOptions:
         require_int("heads", self.heads, 1, 256)
 
 
+INIT_CONVENTIONS = {
+    "original": "the original code's draw: ATTN_S std init/√(entries of its torch layer), ATTN_M and "
+                "the MLP std init; W_K's y column (ATTN_S), W_KQ's key-y/query-x block (ATTN_M) and "
+                "the value's x entries start at 0",
+    "uniform": "every entry ~ init·N(0, 1) (this workbench's convention before 2026-11-25)",
+}
+
+
+@dataclass(frozen=True)
+class OriginalInit:
+    """How the original code draws one model: per parameter, the number of entries of the torch
+    layer it comes from (std = init/√entries; None: std = init), and the entries set to 0."""
+    entries: Callable[[int], dict[str, int]] = lambda d: {}       # D -> {param: entries}
+    zero: Callable[[dict], dict] = lambda params: params          # params -> params with zeros
+
+
 @dataclass(frozen=True)
 class DynamicsModel:
     """Pure functions of one model. params: dict name -> array."""
@@ -69,13 +91,19 @@ class DynamicsModel:
     predict: Callable[[dict, jax.Array, bool], jax.Array]      # direct forward -> ŷ [P]
     kq: Callable[[dict], jax.Array]                             # [H, n, n] key-query maps
     gamma: Callable[[dict], jax.Array]                          # [H, D, D] per head: h -> ŷ/x_q
+    original_init: OriginalInit = OriginalInit()
 
-    def init(self, key: jax.Array, in_dim: int, scale: float) -> dict:
-        """Every parameter ~ scale · N(0, 1) (small initialisation)."""
+    def init(self, key: jax.Array, in_dim: int, scale: float, convention: str = "original") -> dict:
+        """The initial parameters (small initialisation; `convention` in INIT_CONVENTIONS). Both
+        conventions scale the same standard-normal draws."""
         shapes = self.shapes(in_dim)
         keys = jax.random.split(key, len(shapes))
-        return {name: scale * jax.random.normal(k, shape)
-                for k, (name, shape) in zip(keys, sorted(shapes.items()))}
+        draws = {name: jax.random.normal(k, shape) for k, (name, shape) in zip(keys, sorted(shapes.items()))}
+        if convention == "uniform":
+            return {name: scale * z for name, z in draws.items()}
+        entries = self.original_init.entries(in_dim)
+        return self.original_init.zero({name: scale / entries[name] ** 0.5 * z if name in entries else scale * z
+                                        for name, z in draws.items()})
 
 
 def gram(tokens: jax.Array, normalize: bool) -> jax.Array:
@@ -91,7 +119,8 @@ def cubic_feature(tokens: jax.Array, normalize: bool) -> jax.Array:
     return z / (tokens.shape[1] - 1) if normalize else z
 
 
-def _attention(values: Callable, maps: Callable, shapes: Callable) -> DynamicsModel:
+def _attention(values: Callable, maps: Callable, shapes: Callable,
+               original_init: OriginalInit = OriginalInit()) -> DynamicsModel:
     """An attention model from v(params) [H, D+1] and W_KQ(params) [H, D+1, D+1]."""
     def coefficients(params):
         return jnp.einsum("hi,hjk->ijk", values(params), maps(params)).reshape(-1)
@@ -111,7 +140,7 @@ def _attention(values: Callable, maps: Callable, shapes: Callable) -> DynamicsMo
         return (v[:, -1, None, None] * w[:, :-1, :-1]
                 + jnp.einsum("hi,hj->hij", v[:, :-1], w[:, -1, :-1]))
 
-    return DynamicsModel(shapes, coefficients, features, predict, maps, gamma)
+    return DynamicsModel(shapes, coefficients, features, predict, maps, gamma, original_init)
 
 
 def _restricted_values(params):
@@ -132,17 +161,39 @@ def build_attn_merged(options: AttnMergedOptions) -> DynamicsModel:
         return _attention(_restricted_values, _restricted_maps,
                           lambda d: {"value_y": (h,), "kq_x": (h, d, d)})
     return _attention(lambda p: p["value"], lambda p: p["kq"],
-                      lambda d: {"value": (h, d + 1), "kq": (h, d + 1, d + 1)})
+                      lambda d: {"value": (h, d + 1), "kq": (h, d + 1, d + 1)},
+                      OriginalInit(zero=_zero_merged))
+
+
+def _zero_value_x(params: dict) -> dict:
+    """The value's x entries (the original zeroes the y-output row's x columns of W_V)."""
+    return {**params, "value": params["value"].at[:, :-1].set(0.0)}
+
+
+def _zero_merged(params: dict) -> dict:
+    """ATTN_M: the value's x entries and W_KQ,h[key y, query x] (the original's
+    kq.weight[h(D+1) : h(D+1)+D, -1], its rows indexing the query)."""
+    params = _zero_value_x(params)
+    return {**params, "kq": params["kq"].at[:, -1, :-1].set(0.0)}
+
+
+def _zero_separate(params: dict) -> dict:
+    """ATTN_S: the value's x entries and W_K's y column."""
+    params = _zero_value_x(params)
+    return {**params, "key": params["key"].at[:, :, -1].set(0.0)}
 
 
 @MODELS.register("attn_separate", AttnSeparateOptions,
                  doc="ATTN_S: per head W_K, W_Q of rank R and a value vector")
 def build_attn_separate(options: AttnSeparateOptions) -> DynamicsModel:
     h, r = options.heads, options.rank
+    # the original's torch layers: key, query Linear(D+1 -> H·R), value Linear(D+1 -> H·(D+1))
+    entries = lambda d: {"key": h * r * (d + 1), "query": h * r * (d + 1), "value": h * (d + 1) ** 2}
     return _attention(lambda p: p["value"],
                       lambda p: jnp.einsum("hri,hrj->hij", p["key"], p["query"]),
                       lambda d: {"value": (h, d + 1), "key": (h, r, d + 1),
-                                 "query": (h, r, d + 1)})
+                                 "query": (h, r, d + 1)},
+                      OriginalInit(entries, _zero_separate))
 
 
 @MODELS.register("cubic_mlp", CubicMLPOptions,

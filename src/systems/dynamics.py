@@ -18,6 +18,7 @@ Shapes: P sequences, F features, E epochs, K log points, H heads, D input dimens
 from __future__ import annotations
 
 import contextlib
+import io
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, ClassVar, NamedTuple
@@ -29,6 +30,7 @@ import optax
 
 from src.bounds import check_memory, check_sizes
 from src.loop import Chunk, LoopResult, TrainState
+from src.models.linattn import INIT_CONVENTIONS
 from src.optim import Optimizer, make_optimizer
 from src.registry import Choice
 import src.rundir.names as names
@@ -38,6 +40,8 @@ from src.systems import Arrays, SystemTrainer, register_system
 from src.tasks.linattn import DynamicsTaskConfig, SequenceSet, make_sets
 
 OPTIMIZERS = {"gd": "sgd", "sgd": "sgd", "adam": "adam"}   # ours -> the optimizer factory's
+# registered model -> the original's --model name (and its file names)
+ORIGINAL_MODELS = {"attn_merged": "attnM", "attn_separate": "attnS", "cubic_mlp": "mlp"}
 MOMENT_CHUNK = 4096     # sequences per chunk when accumulating the moments
 
 
@@ -47,7 +51,8 @@ class DynamicsTrain:
     learning_rate: float = 1e-3
     optimizer: str = "gd"       # gd (full batch) | sgd (minibatches of batch_size) | adam (full batch)
     batch_size: int = 0         # 0 = full batch (gd, adam); >= 1 for sgd
-    init: float = 1e-6          # initial parameters ~ init · N(0, 1)
+    init: float = 1e-6          # initial scale: std init (or init/√entries, init_convention)
+    init_convention: str = "original"   # src.models.linattn.INIT_CONVENTIONS
     seed: int = 0               # initialisation (and SGD shuffling)
     log_every: int = 10         # epochs between records of W_KQ's singular values
     normalize: bool = False     # divide X Xᵀ (and z) by N, as the paper's formulas; the seed's code does not
@@ -61,6 +66,7 @@ class DynamicsSettings(Settings):
     required_keys: ClassVar[tuple] = ("task", "model", "train")
     unit: ClassVar[str] = "epoch"
     legacy_keys: ClassVar[dict] = {"train.lr": "train.learning_rate"}
+    absent_means: ClassVar[dict] = {"train.init_convention": "uniform"}   # records written before it
     task: DynamicsTaskConfig = field(default_factory=DynamicsTaskConfig)
     model: Choice = choice_field("dynamics_model", "attn_merged")
     train: DynamicsTrain = field(default_factory=DynamicsTrain)
@@ -83,6 +89,7 @@ class DynamicsSettings(Settings):
         require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
         require_number("train.init", tr.init, 0, open_low=True)
         require_one_of("train.optimizer", tr.optimizer, OPTIMIZERS)
+        require_one_of("train.init_convention", tr.init_convention, INIT_CONVENTIONS)
         require((tr.optimizer != "sgd") == (tr.batch_size == 0), "train.batch_size", tr.batch_size,
                 f"0 (full batch) for optimizer gd and adam, 1..trainset_size for sgd (optimizer is "
                 f"{tr.optimizer!r})")
@@ -192,7 +199,8 @@ class DynamicsTrainer(SystemTrainer):
 
     def init_state(self) -> TrainState:
         tr = self.settings.train
-        params = self.init_params or self.model.init(jax.random.key(tr.seed), self.settings.task.in_dim, tr.init)
+        params = self.init_params or self.model.init(jax.random.key(tr.seed), self.settings.task.in_dim, tr.init,
+                                                     tr.init_convention)
         params = jax.tree_util.tree_map(lambda a: jnp.asarray(a, self.dtype), params)
         return TrainState(params, self.optimizer.init(params))
 
@@ -230,7 +238,7 @@ class DynamicsTrainer(SystemTrainer):
                        **{k: np.asarray(v, np.float64) for k, v in result.per_step.items() if k != "loss"}})
 
     def outputs(self, result: LoopResult) -> dict:
-        return {names.DYNAMICS: self.trajectory(result)}
+        return {names.DYNAMICS: self.trajectory(result), **original_loss_file(self.settings, result.per_step)}
 
     def summary(self, result: LoopResult) -> dict:
         s, loss = self.settings, result.per_step["loss"]
@@ -249,9 +257,37 @@ class DynamicsTrainer(SystemTrainer):
                 f"({1000 * result.seconds / max(1, len(loss)):.3f} ms/epoch) | loss {loss[0]:.4f} -> "
                 f"{loss[-1]:.4f}")
         if run.exists(names.DYNAMICS_JSON):
-            drops = run.load_json(names.DYNAMICS_JSON)["drops"]
-            line += f" | {len(drops)} drop(s) at epochs {[d['epoch'] for d in drops]}"
+            line += f" | {drops_phrase(run.load_json(names.DYNAMICS_JSON)['drops'])}"
         return line
+
+
+def drops_phrase(drops: list[dict]) -> str:
+    """'N drop(s) at epochs [...]' of analysis/dynamics.json's drops, saying when the last one
+    ends the run still falling."""
+    tail = " (the last still falling at the end)" if drops and drops[-1].get("to_plateau", 0) is None else ""
+    return f"{len(drops)} drop(s) at epochs {[d['epoch'] for d in drops]}{tail}"
+
+
+def original_file_id(settings: DynamicsSettings) -> str:
+    """The original's name for a run: {model}_head{H}_D{D}_R{R}_P{P}_N{N}_seed{seed}."""
+    t, opts = settings.task, settings.model.options
+    return (f"{ORIGINAL_MODELS[settings.model.name]}_head{opts.heads}_D{t.in_dim}_R{getattr(opts, 'rank', 1)}"
+            f"_P{t.trainset_size}_N{t.seq_len}_seed{settings.train.seed}")
+
+
+def original_loss_file(settings: DynamicsSettings, per_step: dict) -> dict[str, str]:
+    """The original's loss text file {name: text}, as its np.savetxt writes it: with test sets
+    `<id>_icl<c>.txt` (train, in-weight, in-context loss per epoch), else `<id>.txt` (train)."""
+    loss = np.asarray(per_step["loss"], np.float64)
+    if settings.task.testset_size:
+        name = f"{original_file_id(settings)}_icl{float(settings.task.icl)}.txt"
+        table = np.stack([loss, np.asarray(per_step["test_iwl_loss"], np.float64),
+                          np.asarray(per_step["test_icl_loss"], np.float64)], axis=1)
+    else:
+        name, table = f"{original_file_id(settings)}.txt", loss
+    text = io.StringIO()
+    np.savetxt(text, table)
+    return {name: text.getvalue()}
 
 
 @register_system(DynamicsSettings, doc="Zhang et al. 2025: linear attention trained by full-batch "
