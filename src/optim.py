@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import optax
@@ -20,7 +21,8 @@ class Optimizer:
     b2: float = 0.999
     weight_decay: float = 0.0          # adamw
     grad_clip: float = 0.0             # global-norm clipping; 0 = none
-    warmup_fraction: float | None = None   # linear warm-up then cosine decay; None = constant
+    warmup_fraction: float | None = None   # linear warm-up then `decay`; None = constant
+    decay: str = "cosine"              # after the warm-up: cosine (to 0) | linear (to 0, Hugging Face's default)
 
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -29,7 +31,13 @@ OPTIMIZERS = ("adam", "adamw", "sgd")
 def make_optimizer(opt: Optimizer, total_steps: int) -> optax.GradientTransformation:
     """The optax transformation of `opt` for a run of `total_steps` steps."""
     rate = opt.learning_rate
-    if opt.warmup_fraction is not None:
+    if opt.warmup_fraction is not None and opt.decay == "linear":
+        # Hugging Face's get_linear_schedule_with_warmup: ⌈fraction · steps⌉ warm-up steps
+        warmup = math.ceil(opt.warmup_fraction * total_steps)
+        rate = optax.join_schedules([optax.linear_schedule(0.0, opt.learning_rate, max(warmup, 1)),
+                                     optax.linear_schedule(opt.learning_rate, 0.0, max(total_steps - warmup, 1))],
+                                    [warmup])
+    elif opt.warmup_fraction is not None:
         warmup = max(1, int(opt.warmup_fraction * total_steps))
         rate = optax.warmup_cosine_decay_schedule(0.0, opt.learning_rate, warmup,
                                                   max(total_steps, warmup + 1))

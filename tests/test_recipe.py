@@ -197,3 +197,17 @@ def test_pair_task_scores_match_numpy(task, kind):
         want = ((prediction - ys) ** 2 / 5).mean(0)
     np.testing.assert_allclose(result["accuracy_by_position"], want, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(result["accuracy"], want.mean(), rtol=1e-5)
+
+
+def test_default_run_directories_are_named_by_what_differs():
+    """A loop over any flag makes one run per value: runs/recipe/<components>_<changed flags>_seed<s>."""
+    from src.cli.recipe import parse
+    name = lambda *argv: str(parse(list(argv))[1])
+    assert name("task:mqar") == "runs/recipe/mqar_attention_mlp_seed0"
+    loop = {name("task:mqar", "model.seq_mixer:gated_linear_attn", "--task.num_pairs", k, "--train.seed", "2")
+            for k in ("4", "8", "16")}
+    assert loop == {f"runs/recipe/mqar_gated_linear_attn_mlp{'_num_pairs' + k if k != '8' else ''}_seed2"
+                    for k in ("4", "8", "16")}
+    assert name("task:parity", "--pairs.n_points", "12", "--model.width", "32") == \
+        "runs/recipe/parity_attention_mlp_width32_n_points12_seed0"
+    assert name("task:mqar", "--out", "elsewhere") == "elsewhere"

@@ -55,12 +55,10 @@ def _max_tokens(model: dict, points_end) -> int:
             raise UsageError(f"model.max_length={value!r} is not accepted; accepted: one length "
                              "(one run per length is made by one config each)")
         value = value[0]
-    least = 2 * points_end if isinstance(points_end, int) else 2
     if value is None or value in ("inf", float("inf")):
-        return least
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise UsageError(f"model.max_length={value!r} is not accepted; accepted: an integer >= {least} "
-                         f"(two tokens per point of training.curriculum.points.end={points_end}) or \"inf\"")
+        return 2 * points_end if isinstance(points_end, int) else 2
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        raise UsageError(f"model.max_length={value!r} is not accepted; accepted: an integer >= 2 or \"inf\"")
     return value
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from src.cli import OneLineParser, PrintChoices, UsageError, fail
+from src.cli import length_study
 from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model
 from src.cli.command import train_command
 from src.settings import SettingsError, read_tree
@@ -38,7 +39,9 @@ MODEL_KEYS = {"family", "n_dims", "n_embd", "n_head", "n_layer", "n_positions", 
               "attention_kwargs", "position", "position_kwargs"}
 TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps", "keep_every_steps",
                  "task", "task_kwargs", "data", "num_tasks", "num_training_examples", "curriculum",
-                 "log_every", "eval_size", "seed"}
+                 "log_every", "eval_size", "seed",
+                 # ours (the length study's Trainer arguments land here: src/cli/length_study.py)
+                 "grad_clip", "warmup_fraction", "weight_decay"}
 TOP_KEYS = {"model", "training", "out_dir", "test_run", "wandb", "inherit"}
 # YAML key -> our settings path (a trailing dot maps every key under it)
 YAML_TO_OURS = {"model.attention_type": "model.seq_mixer", "model.attention_kwargs": "model.seq_mixer.options",
@@ -140,15 +143,16 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     return ours, raw
 
 
-def settings_from_config(raw: Any) -> tuple[GPT2Settings, Path]:
-    """(validated settings, out_dir) of the seed's YAML mapping; UsageError in the YAML's words."""
+def settings_from_config(raw: Any) -> tuple[GPT2Settings, Path | None]:
+    """(validated settings, its out_dir or None) of the seed's YAML mapping; UsageError in the
+    YAML's words."""
     ours, top = settings_mapping(raw)
     try:
         settings = read_tree(GPT2Settings, ours).validate()
     except SettingsError as err:
         family = top.get("model", {}).get("family") if isinstance(top.get("model"), dict) else None
         raise UsageError(err.translate({**OURS_TO_YAML, **(OURS_TO_BACKBONE if family in BACKBONES else {})})) from None
-    return settings, Path(str(top.get("out_dir") or f"runs/gpt2_{settings.model.seq_mixer.name}"))
+    return settings, (Path(str(top["out_dir"])) if top.get("out_dir") else None)
 
 
 def apply_sets(raw: dict, assignments: Sequence[str]) -> dict:
@@ -169,25 +173,35 @@ def apply_sets(raw: dict, assignments: Sequence[str]) -> dict:
 
 
 def read_config(path: str, sets: Sequence[str] = ()) -> tuple[GPT2Settings, Path]:
-    """(settings, out_dir) of a YAML config file with `--set` overrides (UsageError, one line)."""
-    import yaml
-    try:
-        with open(path, encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle)
-    except OSError as err:
-        raise UsageError(f"--config {path}: cannot be read ({err.strerror})") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"--config {path}: is not a text file; accepted: a YAML config") from None
-    except yaml.YAMLError as err:
-        raise UsageError(f"--config {path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    """(settings, out_dir) of a YAML config file with `--set` overrides (UsageError, one line):
+    the mechanisms paper's schema, or the length study's layout with its `!include`s."""
+    raw = length_study.load(path)
     if isinstance(raw, dict):
         raw = apply_sets(raw, sets)
-    return settings_from_config(raw)
+    if length_study.is_length_study(raw):
+        raw = length_study.to_mechanisms_schema(raw)
+    settings, out = settings_from_config(raw)
+    return settings, out if out is not None else default_out(path, sets)
+
+
+def default_out(path: str, sets: Sequence[str]) -> Path:
+    """runs/train/<config name>, the length study's <task>_<encoding> (its files are
+    tasks/<task>/<encoding>.yaml), then _<key><value> for each --set: each config and each
+    override gets its own run."""
+    file = Path(path)
+    words = [f"{file.parent.name}_{file.stem}" if file.parent.parent.name == "tasks" else file.stem]
+    for item in sets:
+        key, _, value = item.partition("=")
+        words.append(f"{key.rsplit('.', 1)[-1]}{value}")
+    return Path("runs/train") / "_".join(words)
 
 
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="the seed's YAML config, e.g. configs/dummy.yaml")
+    parser.add_argument("config_path", nargs="?", metavar="CONFIG",
+                        help="the YAML config (the length study's train.py takes it this way)")
+    parser.add_argument("--config", help="the YAML config, e.g. configs/dummy.yaml or "
+                                         "configs/lengthgen/tasks/linear_regression/alibi.yaml")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key by its dotted path (repeatable)")
     parser.add_argument("--out", default=None, help="run directory (overrides the config's out_dir)")
@@ -200,9 +214,12 @@ def build_parser() -> OneLineParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.config is None) == (args.config_path is None):
+        parser.error("one config is needed: CONFIG or --config CONFIG")
     try:
-        settings, out = read_config(args.config, args.sets)
+        settings, out = read_config(args.config or args.config_path, args.sets)
     except UsageError as err:
         return fail(PROG, err)
     return train_command(PROG, settings, Path(args.out) if args.out else out, runner="runners.train",

@@ -96,7 +96,7 @@ def build_cli_types():
         model: Model = field(default_factory=Model)
         train: RecipeTrain = field(default_factory=RecipeTrain)
         pairs: PairShape = field(default_factory=PairShape)
-        out: str = "runs/recipe"
+        out: str = "runs/recipe/<task>_<mixers>_<flags not at their defaults>_seed<seed>"
         overwrite: bool = False
         resume: bool = False
         quiet: bool = False
@@ -204,9 +204,40 @@ def parse(argv: Sequence[str]) -> tuple[LMSettings, Path, bool, bool, bool, list
     import tyro
     root, variants = build_cli_types()
     kept, notes = check_argv(argv, variants)
-    parsed = tyro.cli(root, args=kept, prog=PROG, use_underscores=True,
-                      config=(tyro.conf.CascadeSubcommandArgs,))
-    return (*to_settings(parsed), notes)
+    cli = lambda args: tyro.cli(root, args=args, prog=PROG, use_underscores=True,
+                                config=(tyro.conf.CascadeSubcommandArgs,))
+    parsed = cli(kept)
+    settings, out, *flags = to_settings(parsed)
+    if not any(t == "--out" or t.startswith("--out=") for t in kept):
+        components = [t for t in kept if ":" in t and not t.startswith("-")]
+        out = default_out(parsed, cli(components))
+    return (settings, out, *flags, notes)
+
+
+def default_out(parsed, defaults) -> Path:
+    """runs/recipe/<task>_<sequence mixer>_<state mixer>, then _<field><value> for every flag
+    whose value is not the default of the chosen components, then _seed<seed>: each iteration of
+    a loop over any flag gets its own run."""
+    words = [type(parsed.task).__name__, type(parsed.model.seq_mixer).__name__,
+             type(parsed.model.state_mixer).__name__]
+    mine, theirs = _leaves(dataclasses.asdict(parsed)), _leaves(dataclasses.asdict(defaults))
+    skip = {"out", "overwrite", "resume", "quiet", "train.seed"}
+    changed = [k for k in mine if k not in skip and mine[k] != theirs.get(k)]
+    last = [k.rsplit(".", 1)[-1] for k in changed]
+    for key, short in zip(changed, last):
+        words.append(f"{short if last.count(short) == 1 else key}{mine[key]}")
+    return Path("runs/recipe") / "_".join(words + [f"seed{parsed.train.seed}"])
+
+
+def _leaves(tree: dict, prefix: str = "") -> dict:
+    """{dotted key: value} of a nested dict."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def print_choices() -> None:

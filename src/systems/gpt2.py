@@ -48,6 +48,10 @@ class GPT2Train:
     seed: int = 0
     eval_seed: int = EVAL_SEED
     grad_clip: float = 10.0
+    # the length study's loop (AdamW, warm-up then linear decay); the defaults are Garg et al.'s
+    # constant-rate Adam
+    warmup_fraction: float | None = None   # warm-up over this fraction of the steps, then linear decay to 0
+    weight_decay: float = 0.0        # > 0: AdamW
 
 
 @dataclass(frozen=True)
@@ -98,15 +102,23 @@ class GPT2Settings(Settings):
         require(m.inputs == "pairs", "model.inputs", m.inputs, "pairs (x/y tokens)")
         require(m.n_dims == c.dims.end, "model.n_dims", m.n_dims,
                 f"the curriculum's last dimension, curriculum.dims.end={c.dims.end}")
-        require(is_int(m.max_tokens) and m.max_tokens >= 2 * c.points.end, "model.max_tokens", m.max_tokens,
-                f">= {2 * c.points.end} tokens, two per point of curriculum.points.end={c.points.end} "
-                f"(model.n_positions >= {c.points.end})")
+        try:
+            table = m.encoding().max_tokens()
+        except (ValueError, SettingsError):
+            table = 0                               # the encoding's own refusal comes below
+        if table is not None:                       # a position table: it must cover the trained points
+            require(is_int(m.max_tokens) and m.max_tokens >= 2 * c.points.end, "model.max_tokens", m.max_tokens,
+                    f">= {2 * c.points.end} tokens, two per point of curriculum.points.end={c.points.end} "
+                    f"(model.n_positions >= {c.points.end})")
         if getattr(self.task.options, "fixed_dimension", False):
             require(c.dims.start == c.dims.end, "curriculum.dims.start", c.dims.start,
                     f"curriculum.dims.end={c.dims.end}: the boolean task {self.task.name!r} takes a "
                     "fixed dimension")
         require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
-        require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
+        require_number("train.grad_clip", tr.grad_clip, 0)          # 0: no clipping
+        if tr.warmup_fraction is not None:
+            require_number("train.warmup_fraction", tr.warmup_fraction, 0, high=1)
+        require_number("train.weight_decay", tr.weight_decay, 0)
         for key in ("log_every", "checkpoint_every"):
             require_int(f"train.{key}", getattr(tr, key), 1)
         require_int("train.keep_every", tr.keep_every, 0)
@@ -118,7 +130,7 @@ class GPT2Settings(Settings):
                         ("eval_size", "train.eval_size", tr.eval_size), ("steps", "train.steps", tr.steps),
                         ("seed", "train.seed", tr.seed), ("seed", "train.eval_seed", tr.eval_seed))
             check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size,
-                                        tokens=m.max_tokens, width=m.width, layers=m.n_layer,
+                                        tokens=max(m.max_tokens, 2 * c.points.end), width=m.width, layers=m.n_layer,
                                         heads=m.n_head), "this run")
             encoding = m.encoding()      # the encoding's own checks, and whether the mixer takes it
             if not getattr(registry("seq_mixer").get(m.seq_mixer.name).build, "takes_any_position", False):
@@ -163,7 +175,9 @@ def init_model(settings: GPT2Settings, model):
 
 def optimizer_of(settings: GPT2Settings) -> optax.GradientTransformation:
     tr = settings.train
-    return make_optimizer(Optimizer("adam", tr.learning_rate, grad_clip=tr.grad_clip), tr.steps)
+    return make_optimizer(Optimizer("adamw" if tr.weight_decay > 0 else "adam", tr.learning_rate,
+                                    weight_decay=tr.weight_decay, grad_clip=tr.grad_clip,
+                                    warmup_fraction=tr.warmup_fraction, decay="linear"), tr.steps)
 
 
 def make_chunk(settings: GPT2Settings, model, optimizer, model_state):
