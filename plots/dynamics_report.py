@@ -210,8 +210,12 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
              "- Initialisation (column init): `original` draws as the original code does for its "
              "`--init` (ATTN_S: std init/√(entries of each torch layer); ATTN_M and the MLP: std init; "
              "W_K's y column, ATTN_M's key-y/query-x block and the value's x entries start at 0); "
-             "`uniform`: every entry ~ init·N(0, 1) (this workbench's convention before 2026-11-25, "
-             "`--init_convention uniform`).", "",
+             "`paper`: the same with the layers of the original's code when the paper's figures were "
+             "made (before its commit 6d24121 of 2025-12-28, which put all heads in one layer): "
+             "ATTN_S's W_K, W_Q with std init/√(R·(D+1)) per head and W_V with std init — under the "
+             "current code no rank of the rank sweep leaves its first plateau within the README's "
+             "20,001 epochs; `uniform`: every entry ~ init·N(0, 1) (this workbench's convention "
+             "before 2026-11-25, `--init_convention uniform`).", "",
              "| run | model | init | epochs | loss first → last | least squares on z | drops: epochs | training |",
              "|---|---|---|---|---|---|---|---|"]
     lines += [_summary_line(r) for part in ("merged_vs_mlp", "staircase", "staircase_uniform", "rank_sweep")

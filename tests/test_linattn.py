@@ -205,6 +205,13 @@ def test_original_init_scales_each_layer_and_zeroes_what_the_original_zeroes():
             expected[:, :-1] = 0.0
         np.testing.assert_allclose(np.asarray(orig[name]), expected, rtol=1e-6)
     assert np.sqrt(h * r * (d + 1)) == 5 and np.sqrt(h * (d + 1) ** 2) == np.sqrt(125)  # 0.01/5, 0.01/√125
+    paper = separate.init(key, d, scale, "paper")     # the code of the paper's time: per-head layers
+    key_paper = np.asarray(plain["key"]) / np.sqrt(r * (d + 1))
+    key_paper[..., -1] = 0.0
+    value_paper = np.asarray(plain["value"]).copy()
+    value_paper[:, :-1] = 0.0
+    np.testing.assert_allclose(np.asarray(paper["key"]), key_paper, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(paper["value"]), value_paper, rtol=1e-6)
     merged = model("attn_merged", heads=3)
     plain, orig = _draws(merged, key, d, scale), merged.init(key, d, scale)
     kq, value = np.asarray(plain["kq"]).copy(), np.asarray(plain["value"]).copy()

@@ -20,14 +20,16 @@ Initialisation (`init`, INIT_CONVENTIONS): "original" draws as the original code
 `--init`: ATTN_S's W_K, W_Q, W_V have std init/√(entries of the torch layer) (H·R·(D+1) and
 H·(D+1)²: 0.01/5 and 0.01/√125 for --head 5 --init 1e-2 at D = 4), W_K's y column is 0; ATTN_M
 and the MLP have std init, ATTN_M's W_KQ,h[key y, query x] is 0; both attention models start
-with the value's x entries at 0. "uniform" draws every entry with std init.
+with the value's x entries at 0. "paper" is the code the paper's figures were made with (May
+2025, before the original's commit 6d24121 put all heads in one layer): ATTN_S's W_K, W_Q with
+std init/√(R·(D+1)) per head and W_V with std init. "uniform" draws every entry with std init.
 
 Shapes: P sequences, T tokens, D input dimension, H heads (hidden units), R rank, F features.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, ClassVar
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -67,18 +69,21 @@ class CubicMLPOptions:
 
 
 INIT_CONVENTIONS = {
-    "original": "the original code's draw: ATTN_S std init/√(entries of its torch layer), ATTN_M and "
-                "the MLP std init; W_K's y column (ATTN_S), W_KQ's key-y/query-x block (ATTN_M) and "
-                "the value's x entries start at 0",
+    "original": "the original code's draw (its net.py since 2025-12-28): ATTN_S std init/√(entries "
+                "of its torch layer, all heads in one), ATTN_M and the MLP std init; W_K's y column "
+                "(ATTN_S), W_KQ's key-y/query-x block (ATTN_M) and the value's x entries start at 0",
+    "paper": "as original, with the layers of the code the paper's figures were made with (before "
+             "its commit 6d24121): ATTN_S's W_K, W_Q per head (std init/√(R·(D+1))), W_V std init",
     "uniform": "every entry ~ init·N(0, 1) (this workbench's convention before 2026-11-25)",
 }
 
 
 @dataclass(frozen=True)
 class OriginalInit:
-    """How the original code draws one model: per parameter, the number of entries of the torch
-    layer it comes from (std = init/√entries; None: std = init), and the entries set to 0."""
-    entries: Callable[[int], dict[str, int]] = lambda d: {}       # D -> {param: entries}
+    """How the original code draws one model: per convention ("original", "paper"), D -> {param:
+    the number of entries of the torch layer it comes from} (std = init/√entries; a parameter
+    not named: std = init), and the entries set to 0."""
+    entries: Mapping[str, Callable[[int], dict[str, int]]] = field(default_factory=dict)
     zero: Callable[[dict], dict] = lambda params: params          # params -> params with zeros
 
 
@@ -101,7 +106,7 @@ class DynamicsModel:
         draws = {name: jax.random.normal(k, shape) for k, (name, shape) in zip(keys, sorted(shapes.items()))}
         if convention == "uniform":
             return {name: scale * z for name, z in draws.items()}
-        entries = self.original_init.entries(in_dim)
+        entries = self.original_init.entries.get(convention, lambda d: {})(in_dim)
         return self.original_init.zero({name: scale / entries[name] ** 0.5 * z if name in entries else scale * z
                                         for name, z in draws.items()})
 
@@ -187,8 +192,10 @@ def _zero_separate(params: dict) -> dict:
                  doc="ATTN_S: per head W_K, W_Q of rank R and a value vector")
 def build_attn_separate(options: AttnSeparateOptions) -> DynamicsModel:
     h, r = options.heads, options.rank
-    # the original's torch layers: key, query Linear(D+1 -> H·R), value Linear(D+1 -> H·(D+1))
-    entries = lambda d: {"key": h * r * (d + 1), "query": h * r * (d + 1), "value": h * (d + 1) ** 2}
+    # the original's torch layers: key, query Linear(D+1 -> H·R), value Linear(D+1 -> H·(D+1));
+    # before its commit 6d24121 one Linear(D+1 -> R) per head for key and query, value std init
+    entries = {"original": lambda d: {"key": h * r * (d + 1), "query": h * r * (d + 1), "value": h * (d + 1) ** 2},
+               "paper": lambda d: {"key": r * (d + 1), "query": r * (d + 1)}}
     return _attention(lambda p: p["value"],
                       lambda p: jnp.einsum("hri,hrj->hij", p["key"], p["query"]),
                       lambda d: {"value": (h, d + 1), "key": (h, r, d + 1),
