@@ -13,6 +13,7 @@ import numpy as np
 
 from plots.style import new_figure, png_bytes
 from src import rundir as names
+from src.registry import registry
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 RESULTS = "dynamics_results.json"
@@ -156,7 +157,8 @@ def _summary_line(r: dict) -> str:
 def _equality_lines(records: list[dict]) -> list[str]:
     """The README's claim that the MLP's trajectory is ATTN_M's: the largest relative gap of each
     ATTN_M run's loss from the MLP's over the epochs."""
-    mlp = next((r for r in records if r["summary"]["model"] == "cubic_mlp"), None)
+    mlp = next((r for r in records if getattr(registry("dynamics_model").get(r["summary"]["model"]).options,
+                                              "reads_cubic_feature", False)), None)
     if mlp is None:
         return []
     reference = np.asarray(mlp["arrays"]["loss"], np.float64)

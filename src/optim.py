@@ -28,19 +28,27 @@ class Optimizer:
 OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
+def _warmup_cosine(peak: float, fraction: float, total_steps: int):
+    warmup = max(1, int(fraction * total_steps))
+    return optax.warmup_cosine_decay_schedule(0.0, peak, warmup, max(total_steps, warmup + 1))
+
+
+def _warmup_linear(peak: float, fraction: float, total_steps: int):
+    """Hugging Face's get_linear_schedule_with_warmup: ⌈fraction · steps⌉ warm-up steps."""
+    warmup = math.ceil(fraction * total_steps)
+    return optax.join_schedules([optax.linear_schedule(0.0, peak, max(warmup, 1)),
+                                 optax.linear_schedule(peak, 0.0, max(total_steps - warmup, 1))], [warmup])
+
+
+# Optimizer.decay -> (peak rate, warm-up fraction, steps) -> the schedule
+WARMUP_DECAYS = {"cosine": _warmup_cosine, "linear": _warmup_linear}
+
+
 def make_optimizer(opt: Optimizer, total_steps: int) -> optax.GradientTransformation:
     """The optax transformation of `opt` for a run of `total_steps` steps."""
     rate = opt.learning_rate
-    if opt.warmup_fraction is not None and opt.decay == "linear":
-        # Hugging Face's get_linear_schedule_with_warmup: ⌈fraction · steps⌉ warm-up steps
-        warmup = math.ceil(opt.warmup_fraction * total_steps)
-        rate = optax.join_schedules([optax.linear_schedule(0.0, opt.learning_rate, max(warmup, 1)),
-                                     optax.linear_schedule(opt.learning_rate, 0.0, max(total_steps - warmup, 1))],
-                                    [warmup])
-    elif opt.warmup_fraction is not None:
-        warmup = max(1, int(opt.warmup_fraction * total_steps))
-        rate = optax.warmup_cosine_decay_schedule(0.0, opt.learning_rate, warmup,
-                                                  max(total_steps, warmup + 1))
+    if opt.warmup_fraction is not None:
+        rate = WARMUP_DECAYS[opt.decay](opt.learning_rate, opt.warmup_fraction, total_steps)
     core = {"adam": lambda: optax.adam(rate, b1=opt.b1, b2=opt.b2),
             "adamw": lambda: optax.adamw(rate, b1=opt.b1, b2=opt.b2, weight_decay=opt.weight_decay),
             "sgd": lambda: optax.sgd(rate)}[opt.name]()

@@ -100,3 +100,14 @@ def test_includes_resolve_nested_and_bad_trees_are_refused_in_one_line(tmp_path,
         bad = tiny_copy(tmp_path / "t") / "tasks" / "parity" / "nope.yaml"
         (bad.parent.parent.parent / "hyperparams" / "training_args.yaml").write_text("fp16: true\n")
         read_config(str(bad))
+
+
+def test_the_warm_up_then_linear_decay_is_hugging_faces():
+    """get_linear_schedule_with_warmup: step/w below w = ⌈fraction · total⌉, then (total − step)/(total − w)."""
+    from src.optim import WARMUP_DECAYS
+    total, fraction = 40, 0.03
+    warmup = 2                                                    # ⌈1.2⌉
+    schedule = WARMUP_DECAYS["linear"](3e-4, fraction, total)
+    for step in range(total + 1):
+        hf = step / warmup if step < warmup else max(0.0, (total - step) / (total - warmup))
+        assert float(schedule(step)) == pytest.approx(3e-4 * hf, rel=1e-6, abs=1e-12)

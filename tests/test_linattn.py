@@ -137,6 +137,9 @@ def test_plateau_rule_on_a_synthetic_staircase():
     (["--epoch", "0"], "--epoch"), (["--icl", "1.5"], "--icl"), (["--icl", "-0.1"], "--icl"),
     (["--model", "mlp"], "--cubic_feat"), (["--lr", "0"], "--lr"), (["--init", "nan"], "--init"),
     (["--model", "attnX"], "--model"), (["--rank", "2"], "--rank"),
+    (["--icl", "c"], '--icl "$c"'), (["--softmax"], "--softmax"), (["--vary_len"], "--vary_len"),
+    (["--track_value"], "--track_value"), (["--out_dim", "2"], "--out_dim"),
+    (["--model", "attnS", "--restricted"], "--restricted"), (["--init_convention", "big"], "--init_convention"),
 ])
 def test_bad_flags_exit_2_with_one_line(flags, words, tmp_path, capsys):
     out = tmp_path / "never"
@@ -274,19 +277,3 @@ def test_readme_loops_make_one_run_each_named_as_the_original(tmp_path, monkeypa
     assert linattn_main(["--model", "attnM", "--icl", "0.4", "--head", "8", "--testset", "50", "--init", "1e-6",
                          "--white_cov", "--lr", "0.0005", "--trainset_size", "200", *small]) == 2
     assert (run / names.SUMMARY).read_bytes() == before
-
-
-@pytest.mark.parametrize("flags, words", [
-    (["--icl", "c"], '--icl "$c"'), (["--softmax"], "--softmax"), (["--vary_len"], "--vary_len"),
-    (["--track_value"], "--track_value"), (["--out_dim", "2"], "--out_dim"),
-    (["--model", "attnS", "--restricted"], "--restricted"), (["--init_convention", "big"], "--init_convention"),
-])
-def test_the_original_flags_we_refuse_say_so_in_one_line(flags, words, tmp_path, capsys):
-    out = tmp_path / "never"
-    try:
-        code = linattn_main([*flags, "--out", str(out)])
-    except SystemExit as exit_:
-        code = exit_.code
-    assert code == 2 and not out.exists()
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0], lines

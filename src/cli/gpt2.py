@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 from src.cli import OneLineParser, PrintChoices, UsageError, fail
 from src.cli import length_study
+from src.cli.length_study import mapping_of, refuse_unknown
 from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model
 from src.cli.command import train_command
 from src.settings import SettingsError, read_tree
@@ -54,24 +55,10 @@ OURS_TO_YAML = {ours: yaml for yaml, ours in YAML_TO_OURS.items()}
 TEST_RUN = {"steps": 100, "log_every": 50, "eval_size": 200, "checkpoint_every": 50}
 
 
-def _mapping(key: str, value) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise UsageError(f"{key}={value!r} is not accepted; accepted: a mapping")
-    return dict(value)
-
-
-def _unknown(where: str, raw: dict, known: set) -> None:
-    extra = sorted(set(raw) - known)
-    if extra:
-        raise UsageError(f"{where}{extra[0]}: unknown key; accepted: {', '.join(sorted(known))}")
-
-
 def _task(training: dict) -> dict:
     """Our task mapping from the training block's task, task_kwargs and data (popped)."""
     task = {"name": training.pop("task", "linear_regression"),
-            "options": _mapping("training.task_kwargs", training.pop("task_kwargs", None))}
+            "options": mapping_of("training.task_kwargs", training.pop("task_kwargs", None))}
     data = training.pop("data", None)
     if data is not None:   # the inputs' distribution of the regression tasks (boolean tasks: ±1)
         if data not in ("gaussian", "uniform"):
@@ -100,21 +87,21 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     if not isinstance(raw, dict):
         raise UsageError(f"the config is a {type(raw).__name__}, not a mapping; accepted: a YAML "
                          "mapping with model, training, out_dir")
-    _unknown("", raw, TOP_KEYS)
-    model, training = _mapping("model", raw.get("model")), _mapping("training", raw.get("training"))
+    refuse_unknown("", raw, TOP_KEYS)
+    model, training = mapping_of("model", raw.get("model")), mapping_of("training", raw.get("training"))
     family = model.get("family", "gpt2")
     if family not in FAMILIES and family not in BACKBONES:
         raise UsageError(f"model.family={family!r} is unknown; accepted: {', '.join((*FAMILIES, *BACKBONES))}")
     if family in FAMILIES:
-        _unknown("model.", model, MODEL_KEYS)
-    _unknown("training.", training, TRAINING_KEYS)
+        refuse_unknown("model.", model, MODEL_KEYS)
+    refuse_unknown("training.", training, TRAINING_KEYS)
     for key in ("num_tasks", "num_training_examples"):
         if training.pop(key, None) is not None:
             raise UsageError(f"training.{key}={raw['training'][key]!r} is not supported (fresh tasks every "
                              "step); accepted: null")
-    curriculum = _mapping("training.curriculum", training.pop("curriculum", None))
-    _unknown("training.curriculum.", curriculum, {"dims", "points"})
-    curriculum = {k: _mapping(f"training.curriculum.{k}", v) for k, v in curriculum.items()}
+    curriculum = mapping_of("training.curriculum", training.pop("curriculum", None))
+    refuse_unknown("training.curriculum.", curriculum, {"dims", "points"})
+    curriculum = {k: mapping_of(f"training.curriculum.{k}", v) for k, v in curriculum.items()}
     dims_end = curriculum.get("dims", {}).get("end", 5)
     points_end = curriculum.get("points", {}).get("end", 11)
     ours = {"task": _task(training), "train": _train(training, raw)}
@@ -136,9 +123,9 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
                          f"training.curriculum.points.end={points_end} (the points the run trains on)")
     ours_model.update(preset="gpt2", inputs="pairs", max_tokens=2 * points)
     ours_model["seq_mixer"] = {"name": model.get("attention_type", "softmax_causal"),
-                               "options": _mapping("model.attention_kwargs", model.get("attention_kwargs"))}
+                               "options": mapping_of("model.attention_kwargs", model.get("attention_kwargs"))}
     ours_model["position"] = {"name": model.get("position", "learned"),
-                              "options": _mapping("model.position_kwargs", model.get("position_kwargs"))}
+                              "options": mapping_of("model.position_kwargs", model.get("position_kwargs"))}
     ours["model"] = ours_model
     return ours, raw
 

@@ -82,7 +82,8 @@ def is_length_study(raw: Any) -> bool:
     return isinstance(raw, dict) and ("task" in raw or "patch" in raw)
 
 
-def _mapping(key: str, value) -> dict:
+def mapping_of(key: str, value) -> dict:
+    """A config block as a dict (None: empty); UsageError naming `key` otherwise."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -90,7 +91,8 @@ def _mapping(key: str, value) -> dict:
     return dict(value)
 
 
-def _unknown(where: str, raw: dict, known) -> None:
+def refuse_unknown(where: str, raw: dict, known) -> None:
+    """UsageError naming the first key of `raw` not in `known`."""
     extra = sorted(set(raw) - set(known))
     if extra:
         raise UsageError(f"{where}{extra[0]}: unknown key; accepted: {', '.join(sorted(known))}")
@@ -98,30 +100,30 @@ def _unknown(where: str, raw: dict, known) -> None:
 
 def to_mechanisms_schema(raw: dict) -> dict:
     """The mechanisms paper's schema (model, training, out_dir, wandb) of a length-study config."""
-    _unknown("", raw, TOP)
-    model = _mapping("model", raw.get("model"))
-    patch = _mapping("patch", raw.get("patch"))
-    _unknown("patch.", patch, {"name", "rope_scaling"})
-    scaling = _mapping("patch.rope_scaling", patch.get("rope_scaling"))
-    _unknown("patch.rope_scaling.", scaling, {"type", "factor"})
+    refuse_unknown("", raw, TOP)
+    model = mapping_of("model", raw.get("model"))
+    patch = mapping_of("patch", raw.get("patch"))
+    refuse_unknown("patch.", patch, {"name", "rope_scaling"})
+    scaling = mapping_of("patch.rope_scaling", patch.get("rope_scaling"))
+    refuse_unknown("patch.rope_scaling.", scaling, {"type", "factor"})
     if "type" in scaling and model.get("family") != "Mamba":
         model["position"] = ENCODINGS.get(scaling["type"], scaling["type"])
-    task = _mapping("task", raw.get("task"))
-    _unknown("task.", task, {"data", "name", "curriculum"})
+    task = mapping_of("task", raw.get("task"))
+    refuse_unknown("task.", task, {"data", "name", "curriculum"})
     training = {}
     if "name" in task:
         training["task"] = TASKS.get(task["name"], task["name"])
     if task.get("data") not in (None, "boolean"):           # boolean tasks read ±1 inputs by definition
         training["data"] = task["data"]
-    curriculum = _mapping("task.curriculum", task.get("curriculum"))
-    _unknown("task.curriculum.", curriculum, {"dims", "points"})
+    curriculum = mapping_of("task.curriculum", task.get("curriculum"))
+    refuse_unknown("task.curriculum.", curriculum, {"dims", "points"})
     training["curriculum"] = {}
     for axis, schedule in curriculum.items():
-        schedule = _mapping(f"task.curriculum.{axis}", schedule)
-        _unknown(f"task.curriculum.{axis}.", schedule, {"start", "end", "increment", "interval"})
+        schedule = mapping_of(f"task.curriculum.{axis}", schedule)
+        refuse_unknown(f"task.curriculum.{axis}.", schedule, {"start", "end", "increment", "interval"})
         training["curriculum"][axis] = {("inc" if k == "increment" else k): v for k, v in schedule.items()}
-    args = _mapping("training", raw.get("training"))
-    _unknown("training.", args, set(TRAINING) | UNREAD)
+    args = mapping_of("training", raw.get("training"))
+    refuse_unknown("training.", args, set(TRAINING) | UNREAD)
     training.update(ITS_LOOP)
     training.update({TRAINING[k]: v for k, v in args.items() if k in TRAINING})
     out = {"model": model, "training": training}
