@@ -1,7 +1,8 @@
 """The training-loss figure of a run, for the systems whose originals draw one: the GPT-2
 system's `<attention_type>_loss.png` (seed 000's `{attention_type}_loss.jpg`) and the dynamics
 system's figs/loss.png (seed 003's `--show`). Every per-step loss of the run's last checkpoint
-is drawn (the dynamics system's test losses too), against steps (epochs), log scale.
+is drawn (the dynamics system's test losses too), against steps (epochs), log scale, with the
+curriculum's boundaries dashed (the original's "Curriculum Step Boundary" lines).
 
     PYTHONPATH=. python -m analysis.loss_figure --run runs/<exp>
 """
@@ -19,17 +20,20 @@ from src.rundir import RunDir, names
 MODULE = "analysis.loss_figure"
 
 
-def figure(losses: dict[str, np.ndarray], unit: str, title: str):
+def figure(losses: dict[str, np.ndarray], unit: str, title: str, marks: Sequence[int] = ()):
+    """The losses against steps; `marks`: steps drawn as dashed lines (curriculum boundaries)."""
     fig = new_figure(6.5, 4.2, constrained=True)
     ax = fig.add_subplot(1, 1, 1)
     for i, (name, values) in enumerate(losses.items()):
         label = "training loss" if name == "loss" else name.replace("_", " ")
         ax.plot(np.arange(1, len(values) + 1), values, lw=1.2 if i == 0 else 0.9, label=label)
+    for i, step in enumerate(marks):
+        ax.axvline(step, color="0.5", ls="--", lw=0.6, label="curriculum step boundary" if i == 0 else None)
     ax.set_yscale("log")
     ax.set_xlabel(f"training {unit}")
     ax.set_ylabel("loss (the system's own: mean squared error)")
     ax.set_title(title, fontsize=9)
-    if len(losses) > 1:
+    if len(losses) > 1 or len(marks):
         ax.legend(fontsize=8)
     return fig
 
@@ -49,7 +53,8 @@ def run(run_dir: RunDir) -> str:
                             f"with: {run_dir.producer(names.CHECKPOINT)}")
     unit = settings.unit
     losses = {"loss": losses.pop("loss"), **losses}
-    run_dir.write_bytes(target, png_bytes(figure(losses, unit, f"{run_dir.path.name}: {settings.describe()}")))
+    run_dir.write_bytes(target, png_bytes(figure(losses, unit, f"{run_dir.path.name}: {settings.describe()}",
+                                                 settings.loss_figure_marks())))
     return target
 
 

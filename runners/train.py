@@ -2,7 +2,7 @@
 Attention Is Created Equal"): the seed's `python train.py --config FILE.yaml`.
 
     PYTHONPATH=. python -m runners.train --config configs/dummy.yaml
-    PYTHONPATH=. python -m runners.train --config configs/dummy.yaml --set model.attention_type=mqa
+    PYTHONPATH=. python -m runners.train --config configs/quick.yaml --set model.attention_type=mqa
 """
 import sys
 

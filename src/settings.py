@@ -283,6 +283,10 @@ class Settings:
         """Where the loss figure goes (analysis.loss_figure), or None: none is drawn."""
         return None
 
+    def loss_figure_marks(self) -> list[int]:
+        """Steps the loss figure marks (curriculum boundaries), none by default."""
+        return []
+
     def check(self) -> None:
         """The system's own rules beyond types and registry options; SettingsError."""
 

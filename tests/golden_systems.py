@@ -27,7 +27,7 @@ GPT2_SMALL = ["--set", "training.train_steps=60", "--set", "training.log_every=2
 # name -> (runner module, argv without --out); the dynamics runs were recorded before the
 # original's initialisation became the default: they name the convention they were trained with
 RUNS = {
-    "gpt2_dummy": ("runners.train", ["--config", "configs/dummy.yaml", "--quiet"]),
+    "gpt2_dummy": ("runners.train", ["--config", "configs/quick.yaml", "--quiet"]),
     "gpt2_fire_curriculum": ("runners.train", [
         "--config", "tests/fixtures/lengthgen_gpt2.yaml", "--set", "model.position=fire",
         "--set", "training.curriculum.points.interval=15", *GPT2_SMALL, "--quiet"]),

@@ -101,15 +101,15 @@ for key, values in {"model.attention_type": ["nope", "softmax"], "model.family":
                     "training.eval_size": ["0"], "model.attention_kwargs": ["[1, 2]"],
                     "training.data": ["cauchy"]}.items():
     for value in values:
-        ROWS.append(("train", ["--config", "configs/dummy.yaml", "--set", f"{key}={value}"],
+        ROWS.append(("train", ["--config", "configs/quick.yaml", "--set", f"{key}={value}"],
                      key.rsplit(".", 1)[-1]))
 ROWS += [("train", ["--config", "configs/mechanisms.yaml", "--set", f"training.eval_size={HUGE}"],
           "eval_size"),
          ("train", ["--config", "/nonexistent.yaml"], "config"),
-         ("train", ["--config", "configs/dummy.yaml", "--set", "nokey"], "set"),
-         ("train", ["--config", "configs/dummy.yaml", "--set", "model.unknown_key=1"], "unknown_key"),
-         ("train", ["--config", "configs/dummy.yaml", "--out", "/"], "--out"),
-         ("train", ["--config", "configs/dummy.yaml", "--resume", "--out", "/nonexistent/run"], "resume")]
+         ("train", ["--config", "configs/quick.yaml", "--set", "nokey"], "set"),
+         ("train", ["--config", "configs/quick.yaml", "--set", "model.unknown_key=1"], "unknown_key"),
+         ("train", ["--config", "configs/quick.yaml", "--out", "/"], "--out"),
+         ("train", ["--config", "configs/quick.yaml", "--resume", "--out", "/nonexistent/run"], "resume")]
 
 # seed 003: runners.linattn
 for flag in ("--head", "--rank", "--in_dim", "--trainset_size", "--epoch", "--log_every"):

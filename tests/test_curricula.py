@@ -128,3 +128,15 @@ def test_lsa1_is_invariant_to_every_ordering_and_copy_model_is_not():
         reordered = apply_curriculum(jax.random.key(10), tasks, CurriculumConfig(ordering=ordering), TASK).tasks
         assert float(jnp.max(jnp.abs(lsa.predict(p_lsa, reordered) - base_lsa))) <= 1e-5
         assert float(jnp.max(jnp.abs(two.predict(p_two, reordered) - base_two))) > 1e-3
+
+
+def test_curriculum_boundaries_are_the_steps_where_it_grows():
+    """The loss figure's marks: dims 5 -> 20 by 1 every 2,000 steps grows at 2,000 ... 30,000;
+    points 11 -> 41 by 2 at 2,000 ... 30,000; a fixed schedule never; only steps inside the run."""
+    from src.tasks.garg import Schedule
+    assert Schedule(5, 20, 1, 2000).changes(100_000) == list(range(2000, 30_001, 2000))
+    assert Schedule(11, 41, 2, 2000).changes(5000) == [2000, 4000]
+    assert Schedule(11, 12, 2, 2000).changes(10_000) == [2000]          # one step reaches end
+    assert Schedule(5, 5, 1, 2000).changes(10_000) == []
+    for t in Schedule(11, 41, 2, 2000).changes(100_000):                 # the value moves there
+        assert int(Schedule(11, 41, 2, 2000).at(t)) > int(Schedule(11, 41, 2, 2000).at(t - 1))

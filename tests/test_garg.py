@@ -60,7 +60,7 @@ def test_averaging_and_knn_match_brute_force():
 
 def write_config(tmp_path, **changes):
     import yaml
-    raw = yaml.safe_load((ROOT / "configs" / "dummy.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "configs" / "quick.yaml").read_text())
     raw["out_dir"] = str(tmp_path / "run")
     for key, value in changes.items():
         node = raw
@@ -102,3 +102,19 @@ def test_yaml_that_is_not_a_mapping(tmp_path, capsys):
     path.write_text("- just\n- a list\n")
     assert train_main(["--config", str(path)]) == 2
     assert "not a mapping" in capsys.readouterr().err
+
+
+def test_test_run_trains_every_step_without_checkpoints_and_quick_caps(tmp_path):
+    """The original's test_run only stops saving state.pt / model_<i>.pt; ours, quick, cuts the run."""
+    from src.cli.gpt2 import read_config
+    original, _ = read_config(str(write_config(tmp_path, **{"quick": False, "test_run": True,
+                                                           "training.train_steps": 3000})))
+    assert original.train.steps == 3000 and original.train.checkpoint_every == 3000
+    assert original.train.keep_every == 0
+    quick, _ = read_config(str(write_config(tmp_path, **{"quick": True, "training.train_steps": 3000})))
+    assert quick.train.steps == 100 and quick.train.eval_size == 200
+    dummy, out = read_config(str(ROOT / "configs" / "dummy.yaml"))     # the original's file, as it is
+    m = dummy.model
+    assert (m.n_layer, m.width, m.n_head, m.n_dims, m.max_tokens, dummy.train.steps) == (12, 256, 8, 20, 82, 5000)
+    assert str(out) == "runs/nanogpt_dummy"
+    assert dummy.loss_figure_marks() == [2000, 4000]

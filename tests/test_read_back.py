@@ -21,7 +21,7 @@ def runs(tmp_path_factory):
     import runners.run_concat_inputs_targets as concat
     import runners.train as train
     base = tmp_path_factory.mktemp("read_back")
-    assert train.main(["--config", str(ROOT / "configs/dummy.yaml"), "--set", "training.train_steps=20",
+    assert train.main(["--config", str(ROOT / "configs/quick.yaml"), "--set", "training.train_steps=20",
                        "--set", "training.log_every=10", "--set", "training.eval_size=50",
                        "--out", str(base / "gpt2"), "--quiet"]) == 0
     assert concat.main(["--steps", "20", "--batch_size", "32", "--eval_size", "50", "--log_every", "10",

@@ -26,7 +26,7 @@ RUNS = {
     "lsa": ("runners.run_concat_inputs_targets",
             ["--steps", "1200", "--batch_size", "32", "--eval_size", "50", "--log_every", "20",
              "--save_attention", "--set", "train.checkpoint_every=40", "--quiet"]),
-    "gpt2": ("runners.train", ["--config", "configs/dummy.yaml", "--set", "test_run=false",
+    "gpt2": ("runners.train", ["--config", "configs/quick.yaml", "--set", "quick=false",
                                "--set", "model.n_embd=16", "--set", "model.n_layer=1",
                                "--set", "training.batch_size=8", "--set", "training.train_steps=400",
                                "--set", "training.log_every=20", "--set", "training.save_every_steps=40",
@@ -107,7 +107,7 @@ def test_a_rerun_adopts_the_xla_flags_its_run_was_trained_with(tmp_path):
     rounds differently with its thread count (a GPT-2 run on 2 cores: other parameter bytes). The
     run records its XLA_FLAGS and `runners.run --config` trains with them: same bytes."""
     from src.jobs.engine import SINGLE_THREAD_XLA
-    argv = ["--config", "configs/dummy.yaml", "--set", "model.n_layer=1", "--set", "training.eval_size=50",
+    argv = ["--config", "configs/quick.yaml", "--set", "model.n_layer=1", "--set", "training.eval_size=50",
             "--quiet"]
     plain = {k: v for k, v in ENV.items() if k != "XLA_FLAGS"}
     first = subprocess.run([sys.executable, "-m", "runners.train", *argv, "--out", str(tmp_path / "a")], cwd=ROOT,

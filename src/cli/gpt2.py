@@ -12,7 +12,9 @@ the settings of system `gpt2` (src/systems/gpt2.py).
     training: batch_size, learning_rate, train_steps, save_every_steps, keep_every_steps,
               task, task_kwargs, data, num_tasks, num_training_examples, log_every, eval_size, seed,
               curriculum: {dims, points: {start, end, inc, interval}}
-    out_dir, test_run (true: at most 100 steps and a small eval — a smoke run in seconds)
+    out_dir; test_run (true: as in the original, no checkpoints during training — its state.pt
+              and model_<i>.pt — every step trained); quick (ours, true: at most 100 steps and a
+              small evaluation — a smoke run in seconds)
 
 The YAML keys are a table onto ours (YAML_TO_OURS); every key and value is checked by the
 settings before any work, and a refusal names the YAML key (one line, exit 2). The run
@@ -43,7 +45,7 @@ TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps
                  "log_every", "eval_size", "seed",
                  # ours (the length study's Trainer arguments land here: src/cli/length_study.py)
                  "grad_clip", "warmup_fraction", "weight_decay"}
-TOP_KEYS = {"model", "training", "out_dir", "test_run", "wandb", "inherit"}
+TOP_KEYS = {"model", "training", "out_dir", "test_run", "quick", "wandb", "inherit"}
 # YAML key -> our settings path (a trailing dot maps every key under it)
 YAML_TO_OURS = {"model.attention_type": "model.seq_mixer", "model.attention_kwargs": "model.seq_mixer.options",
                 "model.n_embd": "model.width",
@@ -52,7 +54,7 @@ YAML_TO_OURS = {"model.attention_type": "model.seq_mixer", "model.attention_kwar
                 "training.train_steps": "train.steps", "training.save_every_steps": "train.checkpoint_every",
                 "training.keep_every_steps": "train.keep_every", "training.": "train."}
 OURS_TO_YAML = {ours: yaml for yaml, ours in YAML_TO_OURS.items()}
-TEST_RUN = {"steps": 100, "log_every": 50, "eval_size": 200, "checkpoint_every": 50}
+QUICK = {"steps": 100, "log_every": 50, "eval_size": 200, "checkpoint_every": 50}   # quick: true caps
 
 
 def _task(training: dict) -> dict:
@@ -71,13 +73,18 @@ def _task(training: dict) -> dict:
 
 
 def _train(training: dict, raw: dict) -> dict:
-    """Our train mapping from the rest of the training block (test_run caps its sizes)."""
+    """Our train mapping from the rest of the training block (quick caps its sizes; test_run
+    leaves only the final checkpoint)."""
     renames = {"train_steps": "steps", "save_every_steps": "checkpoint_every", "keep_every_steps": "keep_every"}
     train = {renames.get(k, k): (0 if k == "keep_every_steps" and v is None else v) for k, v in training.items()}
-    if raw.get("test_run"):
-        defaults = GPT2Settings().train
+    defaults = GPT2Settings().train
+    if raw.get("quick"):
         train.update({k: min(train.get(k, getattr(defaults, k)), cap) if isinstance(train.get(k, 0), int)
-                      else train[k] for k, cap in TEST_RUN.items()})
+                      else train[k] for k, cap in QUICK.items()})
+    if raw.get("test_run"):
+        steps = train.get("steps", defaults.steps)
+        train.update(checkpoint_every=steps if isinstance(steps, int) and steps >= 1 else defaults.checkpoint_every,
+                     keep_every=0)
     return train
 
 

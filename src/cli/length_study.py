@@ -57,11 +57,11 @@ def _load(path: Path, chain: tuple[Path, ...]) -> Any:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         where = f" (included by {chain[-1]})" if chain else ""
-        raise UsageError(f"{path}: no such file{where}") from None
+        raise UsageError(f"config {path}: no such file{where}") from None
     except OSError as err:
-        raise UsageError(f"{path}: cannot be read ({err.strerror})") from None
+        raise UsageError(f"config {path}: cannot be read ({err.strerror})") from None
     except UnicodeDecodeError:
-        raise UsageError(f"{path}: is not a text file; accepted: a YAML config") from None
+        raise UsageError(f"config {path}: is not a text file; accepted: a YAML config") from None
 
     class Loader(yaml.SafeLoader):
         """A safe loader whose `!include` reads the named file relative to this one."""
@@ -74,7 +74,7 @@ def _load(path: Path, chain: tuple[Path, ...]) -> Any:
     try:
         return yaml.load(text, Loader=Loader)     # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
-        raise UsageError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
+        raise UsageError(f"config {path}: not valid YAML ({' '.join(str(err).split())})") from None
 
 
 def is_length_study(raw: Any) -> bool:

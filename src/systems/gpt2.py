@@ -87,6 +87,11 @@ class GPT2Settings(Settings):
     def loss_figure_file(self) -> str:
         return f"{self.model.seq_mixer.name}_loss.png"   # the seed's {attention_type}_loss.jpg, as PNG
 
+    def loss_figure_marks(self) -> list[int]:
+        """The curriculum's boundaries: the steps at which the dimension or the points grow."""
+        c, steps = self.curriculum, self.train.steps
+        return sorted(set(c.dims.changes(steps)) | set(c.points.changes(steps)))
+
     def check(self) -> None:
         m, c, tr = self.model, self.curriculum, self.train
         pair_tasks = tasks_for("pairs")

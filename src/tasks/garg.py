@@ -40,6 +40,13 @@ class Schedule:
     def at(self, step):
         return jnp.minimum(self.end, self.start + self.inc * (step // self.interval))
 
+    def changes(self, steps: int) -> list[int]:
+        """The steps < `steps` at which the value grows (multiples of interval until it is end)."""
+        if self.inc <= 0 or self.end <= self.start:
+            return []
+        grows = -(-(self.end - self.start) // self.inc)            # ⌈(end − start) / inc⌉
+        return [k * self.interval for k in range(1, grows + 1) if k * self.interval < steps]
+
 
 @dataclass(frozen=True)
 class Curriculum:
