@@ -114,7 +114,9 @@ def test_a_mamba_config_in_the_originals_keys_trains(tmp_path):
 @pytest.mark.parametrize("change, words", [
     ({"n_embd": 64}, "model.n_embd: unknown key for family Llama2"),
     ({"max_length": [102, 202]}, "model.max_length=[102, 202] is not accepted"),
-    ({"max_length": 50}, "model.max_length=50 is not accepted; accepted: an integer >= 102"),
+    ({"max_length": 1}, "model.max_length=1 is not accepted; accepted: an integer >= 2"),
+    # the study trains max_length 102 on 201 points (rope needs no table); a learned table must cover them
+    ({"max_length": 50, "position": "learned"}, "model.max_length=50 is not accepted; accepted: >= 102"),
     ({"hidden_act": "gelu"}, "model.hidden_act='gelu' is not accepted; accepted: silu"),
     ({"type": "ssm"}, "model.type='ssm' is not accepted; accepted: decoder"),
     ({"num_attention_heads": 3}, "model.hidden_size=256 is not accepted; accepted: a multiple of n_head=3"),

@@ -60,11 +60,20 @@ def test_names_encodings_and_the_training_loop_map_to_ours(task, encoding, ours,
     assert out == Path("runs/train") / f"{task}_{encoding}"
 
 
-@pytest.mark.parametrize("task, encoding", [("linear_regression", "fire"), ("conjunction", "mamba")])
-def test_a_copy_of_the_tree_trains_through_runners_train(task, encoding, tmp_path):
+@pytest.mark.parametrize("task, encoding, analyses", [("linear_regression", "fire", False),
+                                                     ("conjunction", "mamba", True)])
+def test_a_copy_of_the_tree_trains_through_runners_train(task, encoding, analyses, tmp_path):
+    """conjunction/mamba through `python -m runners.train CONFIG` itself; linear_regression/fire
+    through the same two calls without the analyses that follow every run (the suite's time)."""
     config = tiny_copy(tmp_path) / "tasks" / task / f"{encoding}.yaml"
     out = tmp_path / "run"
-    assert train_main([str(config), "--out", str(out), "--quiet"]) == 0
+    if analyses:
+        assert train_main([str(config), "--out", str(out), "--quiet"]) == 0
+    else:
+        from src.cli.command import train_command
+        settings, _ = read_config(str(config))
+        assert train_command("runners.train", settings, out, runner="runners.train", argv=[str(config)],
+                             quiet=True, skip_analysis=True) == 0
     run = RunDir(out)
     assert run.is_complete() and run.load_json("metrics_summary.json")["steps"] == 4
 
