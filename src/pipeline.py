@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import numpy as np
 
-from src import checkpoint
+from src import checkpoint, tracking
 from src.files import JsonlLogger
 from src.loop import LoopResult, Progress, train
 from src.provenance import run_record
@@ -28,6 +28,7 @@ from src.rundir.run import RunDir
 from src.rundir.staging import RunDirError, remove_temporaries_below
 from src.settings import Settings
 from src.systems import Arrays, SystemTrainer, build
+from src.tracking import WandbSpec
 
 
 class ResumeRefused(RunDirError):
@@ -122,26 +123,42 @@ def check_target(settings: Settings, out: Path, *, overwrite: bool = False,
 
 def execute(settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
             overwrite: bool = False, start: Progress | None = None, progress: bool = True,
-            skip_analysis: bool = False) -> Outcome:
+            skip_analysis: bool = False, wandb: WandbSpec | None = None) -> Outcome:
     """Train `settings` into run directory `out` (checked beforehand with `check_target`) and
-    write every output; `start` continues from a checkpoint of `out` in place."""
+    write every output; `start` continues from a checkpoint of `out` in place; `wandb` also logs
+    the metrics rows to a wandb run in the run directory (src/tracking.py)."""
     trainer = build(settings)
     if start is None:
         with RunDir.create(out, overwrite=overwrite) as run:   # a replacement swaps in on success
             run.write_json(names.CONFIG, run_record(settings.to_dict(), runner, argv, out))
             for name, value in trainer.outputs_before().items():
                 write_file(run, name, value)
-            result = _train_and_write(run, settings, trainer, None, progress, skip_analysis)
+            result = _train_and_write(run, settings, trainer, None, progress, skip_analysis, wandb)
     else:
         run = RunDir(out)
         remove_temporaries_below(run.path)        # what the killed process was writing
-        result = _train_and_write(run, settings, trainer, start, progress, skip_analysis)
+        result = _train_and_write(run, settings, trainer, start, progress, skip_analysis, wandb)
     return Outcome(run, result, trainer)
 
 
 def _train_and_write(run: RunDir, settings: Settings, trainer: SystemTrainer, start, progress: bool,
-                     skip_analysis: bool) -> LoopResult:
+                     skip_analysis: bool, wandb: WandbSpec | None = None) -> LoopResult:
+    tracker = tracking.start(wandb, run.path, settings.to_dict(), (run.target or run.path).name, trainer.unit)
+    try:
+        return _train_and_write_logged(run, settings, trainer, start, progress, skip_analysis, tracker)
+    finally:
+        if tracker is not None:
+            tracker.finish()
+
+
+def _train_and_write_logged(run: RunDir, settings: Settings, trainer: SystemTrainer, start, progress: bool,
+                            skip_analysis: bool, tracker) -> LoopResult:
     logger = JsonlLogger(run.file(names.METRICS), rows=start.history if start else ())
+
+    def log(row: dict) -> None:
+        logger.log(row)
+        if tracker is not None:
+            tracker.log(row)
     digest = settings.digest()
 
     def save(snapshot: Progress) -> None:
@@ -150,7 +167,7 @@ def _train_and_write(run: RunDir, settings: Settings, trainer: SystemTrainer, st
         if trainer.keep_every and snapshot.step % trainer.keep_every == 0:
             run.write_npz(names.kept_checkpoint(snapshot.step), arrays)
 
-    result = train(trainer, start=start, on_log=logger.log, on_checkpoint=save, progress=progress,
+    result = train(trainer, start=start, on_log=log, on_checkpoint=save, progress=progress,
                    label=trainer.label)
     if not result.history:                      # the log exists even when nothing was logged
         logger.write()

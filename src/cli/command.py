@@ -42,7 +42,7 @@ def validated(settings: Settings, translate: Mapping[str, str] | None = None) ->
 
 def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
                   overwrite: bool = False, resume: bool = False, quiet: bool = False,
-                  skip_analysis: bool = False) -> int:
+                  skip_analysis: bool = False, wandb=None) -> int:
     if resume:
         try:
             adopt_xla_flags(json.loads((Path(out) / names.CONFIG).read_text()))
@@ -55,7 +55,7 @@ def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv
     replacing = not resume and will_replace(Path(out))
     try:
         outcome = execute(settings, Path(out), runner=runner, argv=argv, overwrite=overwrite,
-                          start=start, progress=not quiet, skip_analysis=skip_analysis)
+                          start=start, progress=not quiet, skip_analysis=skip_analysis, wandb=wandb)
     except KeyboardInterrupt:
         remove_temporaries_below(Path(out), own=True)     # a write the interrupt cut short
         note = interrupted_note(Path(out), replacing)

@@ -35,6 +35,7 @@ from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model
 from src.cli.command import train_command
 from src.settings import SettingsError, read_tree
 from src.systems.gpt2 import GPT2Settings
+from src.tracking import WandbSpec, wandb_spec
 
 PROG = "python -m runners.train"
 FAMILIES = ("gpt2", "nanogpt")        # seed 000 names both; they are one model here
@@ -169,13 +170,23 @@ def apply_sets(raw: dict, assignments: Sequence[str]) -> dict:
 def read_config(path: str, sets: Sequence[str] = ()) -> tuple[GPT2Settings, Path]:
     """(settings, out_dir) of a YAML config file with `--set` overrides (UsageError, one line):
     the mechanisms paper's schema, or the length study's layout with its `!include`s."""
+    settings, out, _ = read_run_config(path, sets)
+    return settings, out
+
+
+def read_run_config(path: str, sets: Sequence[str] = ()) -> tuple[GPT2Settings, Path, WandbSpec | None]:
+    """read_config's (settings, out_dir) and the file's wandb block (src/tracking.py)."""
     raw = length_study.load(path)
     if isinstance(raw, dict):
         raw = apply_sets(raw, sets)
     if length_study.is_length_study(raw):
         raw = length_study.to_mechanisms_schema(raw)
     settings, out = settings_from_config(raw)
-    return settings, out if out is not None else default_out(path, sets)
+    try:
+        spec = wandb_spec(raw.get("wandb"))
+    except SettingsError as err:
+        raise UsageError(str(err)) from None
+    return settings, out if out is not None else default_out(path, sets), spec
 
 
 def default_out(path: str, sets: Sequence[str]) -> Path:
@@ -213,8 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.config is None) == (args.config_path is None):
         parser.error("one config is needed: CONFIG or --config CONFIG")
     try:
-        settings, out = read_config(args.config or args.config_path, args.sets)
+        settings, out, spec = read_run_config(args.config or args.config_path, args.sets)
     except UsageError as err:
         return fail(PROG, err)
     return train_command(PROG, settings, Path(args.out) if args.out else out, runner="runners.train",
-                         argv=argv, overwrite=args.overwrite, resume=args.resume, quiet=args.quiet)
+                         argv=argv, overwrite=args.overwrite, resume=args.resume, quiet=args.quiet, wandb=spec)

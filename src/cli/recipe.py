@@ -10,8 +10,9 @@ seed's `uv run recipe.py`), built with tyro from the registries, into the settin
 
 `<component>:<name>` picks a registry entry (task, model.seq_mixer, model.state_mixer); dotted
 flags override any option (`--task.num_pairs 4`, `--model.seq_mixer.feature_map relu`,
-`--train.learning_rate 3e-3`). `wandb:<anything>` is accepted and ignored: we log locally
-(metrics.jsonl), and say so once. Choices and flags are checked before any work (one line,
+`--train.learning_rate 3e-3`). `wandb:on` (or offline, online) also logs the metrics rows to a
+wandb run in the run directory, offline unless online (src/tracking.py); `wandb:None` (or off)
+logs to metrics.jsonl only. Choices and flags are checked before any work (one line,
 exit 2); so are the task's sizes (κ against the vocabulary, T against 2κ + queries).
 """
 import dataclasses
@@ -25,6 +26,7 @@ from src.cli.command import train_command, validated
 from src.models.sequence import lm
 from src.registry import Choice, registry
 from src.systems.lm import LMSettings, LMTrain, PairShape
+from src.tracking import WandbSpec
 from src.tasks.objectives import objective_of, tasks_for
 
 PROG = "python -m runners.recipe"
@@ -104,6 +106,11 @@ def build_cli_types():
     return Recipe, {"task": tasks, "model.seq_mixer": seqs, "model.state_mixer": states}
 
 
+# the benchmark's wandb:<choice> -> what a run logs besides metrics.jsonl (src/tracking.py)
+WANDB_CHOICES = {"None": None, "off": None, "on": WandbSpec(), "offline": WandbSpec(),
+                 "online": WandbSpec(mode="online")}
+
+
 def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str]]:
     """(argv for tyro, notes). One-line UsageError for an unknown component, choice or flag."""
     chosen = dict(DEFAULT_CHOICE)
@@ -112,7 +119,9 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
         if ":" in token and not token.startswith("-"):
             component, _, name = token.partition(":")
             if component == "wandb":
-                notes.append(f"{token}: accepted and ignored (we log locally: metrics.jsonl)")
+                if name not in WANDB_CHOICES:
+                    raise UsageError(f"{token} is unknown; accepted: {', '.join(f'wandb:{n}' for n in WANDB_CHOICES)}")
+                notes.append(f"wandb:{name}")
                 continue
             if component not in variants:
                 raise UsageError(f"{token!r}: unknown component {component!r}; accepted: "
@@ -245,7 +254,8 @@ def print_choices() -> None:
         print(f"{component} choices:")
         for name in choices(kind):
             print(f"  {component}:{name:22s} {entry_of(kind, name).doc}")
-    print("wandb choices: wandb:None, wandb:on (accepted and ignored: we log locally)")
+    print(f"wandb choices: {', '.join(f'wandb:{n}' for n in WANDB_CHOICES)} (on: an offline wandb run in "
+          f"the run directory, besides metrics.jsonl)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -257,7 +267,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings, out, overwrite, resume, quiet, notes = parse(argv)
     except UsageError as err:
         return fail(PROG, err)
-    for note in notes[:1]:
-        print(f"{PROG}: {note}", file=sys.stderr)
+    wandb = WANDB_CHOICES[notes[-1].partition(":")[2]] if notes else None
     return train_command(PROG, settings, out, runner="runners.recipe", argv=argv, overwrite=overwrite,
-                         resume=resume, quiet=quiet)
+                         resume=resume, quiet=quiet, wandb=wandb)
