@@ -32,3 +32,15 @@ def test_unexpected_exception_is_one_line_and_a_log(capsys):
     log = re.search(r"full traceback: (\S+);", lines[0]).group(1)
     assert "Traceback" in open(log).read()
     assert guarded(lambda: 0) == 0
+
+
+def test_the_paper_runners_name_default_runs_by_the_flags_that_differ():
+    """runs/<model>[_<flag><value>...]_seed<seed>: a loop over any flag makes one run per value;
+    output-only flags (--save_attention, --quiet) do not change the name."""
+    from src.cli.lsa import build_parser, default_out
+    parser = build_parser("python -m runners.run_concat_inputs_targets", "", "lsa1")
+    name = lambda *argv: str(default_out(parser, parser.parse_args(list(argv)), "lsa1"))
+    assert name() == "runs/lsa1_seed0" == name("--save_attention", "--quiet")
+    loop = [name("--ordering", o, "--seed", "1") for o in ("random", "easy2hard", "hard2easy")]
+    assert loop == ["runs/lsa1_seed1", "runs/lsa1_orderingeasy2hard_seed1", "runs/lsa1_orderinghard2easy_seed1"]
+    assert name("--steps", "300", "--lr", "0.01") == "runs/lsa1_steps300_lr0.01_seed0"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from src.bounds import RANGES, SEED_LIMIT  # noqa: F401 - the one table of integer ranges
 
@@ -25,6 +25,27 @@ class UsageError(Exception):
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's own errors: one line, exit 2
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# flags that never change a run's numbers, left out of default run names
+OUTPUT_FLAGS = frozenset({"out", "overwrite", "resume", "quiet", "skip_analysis", "save_attention", "choices",
+                          "show", "seed"})
+
+
+def changed_flags(args: argparse.Namespace, defaults: argparse.Namespace, words: Mapping[str, str] | None = None,
+                  skip: frozenset = OUTPUT_FLAGS) -> list[str]:
+    """`<word><value>` (`<word>` for a switch) for each flag of `args` not at its default in
+    `defaults` (both parsed by the same parser), in the parser's order: the part of a default run
+    name that tells apart the iterations of a loop over any flag. `words` names a flag's dest
+    (default: the dest itself); a list value (a repeated flag) is joined by '+'."""
+    out = []
+    for dest, value in vars(args).items():
+        if dest in skip or (words is not None and dest not in words) or value == getattr(defaults, dest, value):
+            continue
+        word = dest if words is None else words[dest]
+        text = "+".join(map(str, value)) if isinstance(value, list) else str(value)
+        out.append(word if value is True else f"{word}{text}".replace("/", "-"))
+    return out
 
 
 def fail(prog: str, message: str, code: int = 2) -> int:

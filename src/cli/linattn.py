@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import (OneLineParser, PrintChoices, UsageError, fail, int_at_least, number_in,
-                     positive_number, seed)
+from src.cli import (OneLineParser, PrintChoices, UsageError, changed_flags, fail, int_at_least,
+                     number_in, positive_number, seed)
 from src.cli.command import train_command, validated
 from src.registry import choice, registry
 from src.rundir import names
@@ -145,12 +145,8 @@ def default_out(settings: DynamicsSettings, args: argparse.Namespace) -> Path:
     """runs/linattn/<the original's file name of the run>[_icl<c>], as its loops name their
     outputs, plus _<value> for each of our own options not at its default."""
     name = original_file_id(settings) + (f"_icl{float(args.icl)}" if args.testset else "")
-    defaults = build_parser().parse_args([])
-    for dest, word in OUR_NAMED_FLAGS.items():
-        value = getattr(args, dest)
-        if value != getattr(defaults, dest):
-            name += f"_{word}" if value is True else f"_{word}{value}"
-    return Path("runs/linattn") / name
+    words = changed_flags(args, build_parser().parse_args([]), OUR_NAMED_FLAGS)
+    return Path("runs/linattn") / "_".join([name, *words])
 
 
 # our options that change a run: dest -> its word in the default run name

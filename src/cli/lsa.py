@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import (OneLineParser, PrintChoices, UsageError, bounded, fail, non_negative_number,
+from src.cli import (OneLineParser, PrintChoices, UsageError, bounded, changed_flags, fail, non_negative_number,
                      number_in, or_auto, positive_number, seed)
 from src.cli.command import train_command, validated
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
@@ -117,7 +117,8 @@ def build_parser(prog: str, description: str, model_name: str) -> argparse.Argum
     parser = OneLineParser(prog=prog, description=description,
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--out", default=None,
-                        help=f"run directory to create (default: runs/{model_name}_seed<seed>)")
+                        help=f"run directory to create (default: runs/{model_name}[_<flag><value> for "
+                             "each flag not at its default]_seed<seed>)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace --out if it exists (otherwise an existing --out is refused)")
     parser.add_argument("--resume", action="store_true",
@@ -196,6 +197,12 @@ def settings_for(model_name: str, *, num_layers: int | None = None, seed: int = 
     return validated(settings, {ours: theirs for theirs, ours in ALIASES.items()})
 
 
+def default_out(parser: argparse.ArgumentParser, args: argparse.Namespace, model: str) -> Path:
+    """runs/<model>[_<flag><value> for each flag not at its default]_seed<seed>: a loop over any
+    flag makes one run per value."""
+    return Path("runs") / "_".join([model, *changed_flags(args, parser.parse_args([])), f"seed{args.seed}"])
+
+
 def main(model_name: str, description: str, argv: Sequence[str] | None = None) -> int:
     """The runner of preset `model_name`: parse, check, train, write the run directory."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -206,6 +213,6 @@ def main(model_name: str, description: str, argv: Sequence[str] | None = None) -
         settings = settings_from_args(args, model_name)
     except UsageError as err:
         return fail(parser.prog, err)
-    out = Path(args.out or f"runs/{settings.model.name}_seed{args.seed}")
+    out = Path(args.out) if args.out else default_out(parser, args, settings.model.name)
     return train_command(parser.prog, settings, out, runner=runner, argv=argv, overwrite=args.overwrite,
                          resume=args.resume, quiet=args.quiet, skip_analysis=args.skip_analysis)
