@@ -170,7 +170,22 @@ ROWS += [("recipe", ["task:nope"], "task:nope"), ("recipe", ["model.seq_mixer:fl
          ("recipe", ["--model.width", "30", "--model.n_head", "4"], "width"),
          ("recipe", ["model.seq_mixer:linear_attention", "--model.seq_mixer.feature_map", "cosine"],
           "feature_map"),
-         ("recipe", ["model.seq_mixer:gated_linear_attn", "--model.seq_mixer.gate_rank", "0"], "gate_rank")]
+         ("recipe", ["model.seq_mixer:gated_linear_attn", "--model.seq_mixer.gate_rank", "0"], "gate_rank"),
+         # the ICL benchmark's own names (src/cli/recipe_names.py): refusals name what was typed
+         ("recipe", ["task:boolean"], "--task.boolean_type"),
+         ("recipe", ["task:boolean", "--task.boolean_type", "xor"], "boolean_type"),
+         ("recipe", ["task:regression", "--task.regression_type", "cubic"], "regression_type"),
+         ("recipe", ["task:regression", "--task.regression_type", "outlier", "--task.outlier_prob", "2"],
+          "outlier_prob"),
+         ("recipe", ["task:regression", "--task.renormalize_noisy", "maybe"], "renormalize_noisy"),
+         ("recipe", ["task:regression", "--task.input_dim", "x"], "--task.input_dim"),
+         ("recipe", ["task:mqar", "--task.random_non_queries", "maybe"], "random_non_queries"),
+         ("recipe", ["task:mqar", "--task.num_kv_pairs", "200"], "--task.num_kv_pairs"),
+         ("recipe", ["task:mqar", "--task.input_seq_len", "20"], "--task.input_seq_len"),
+         ("recipe", ["task:disjoint", "--task.long_length", "400"], "--task.long_length"),
+         ("recipe", ["--train.max_steps", "0"], "--train.max_steps"),
+         ("recipe", ["--seed", "-1"], "--seed"),
+         ("recipe", ["--optimizer.lr", "0"], "--optimizer.lr")]
 for flag in ("--seeds", "--ks", "--batch_size", "--jobs", "--steps-scale"):
     rows("reproduce", flag, ["x", "-1"], flag.lstrip("-").split("-")[0])
 

@@ -23,6 +23,7 @@ from typing import Annotated, Sequence, Union
 
 from src.cli import UsageError, fail
 from src.cli.command import train_command, validated
+from src.cli.recipe_names import describe as describe_original_tasks, spelled_as_typed, translate
 from src.models.sequence import lm
 from src.registry import Choice, registry
 from src.systems.lm import LMSettings, LMTrain, PairShape
@@ -136,7 +137,10 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
     types |= {f"--pairs.{f.name}": f.type for f in dataclasses.fields(PairShape)}
     types |= {f"--model.{n}": "int" for n in ("width", "n_layer", "n_head")}
     for component, name in chosen.items():
-        types |= {f"--{component}.{f.name}": f.type for f in dataclasses.fields(variants[component][name])}
+        for f in dataclasses.fields(variants[component][name]):
+            types[f"--{component}.{f.name}"] = f.type
+            if _type_name(f.type) == "bool":
+                types[f"--{component}.no_{f.name}"] = f.type
     accepted = ", ".join(sorted(t for t in types if t.startswith("--")))
     i = 0
     while i < len(kept):
@@ -149,7 +153,7 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
             raise UsageError(f"{flag} is not an option of {' '.join(f'{c}:{n}' for c, n in chosen.items())}; "
                              f"accepted: {accepted}")
         kind = _type_name(types[flag])
-        if kind is None:
+        if kind in (None, "bool"):
             continue
         if not has_value:
             if i >= len(kept):
@@ -162,7 +166,7 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
 
 def _type_name(annotation) -> str | None:
     name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    return {"int": "int", "float": "float", "str": "str"}.get(name)
+    return {"int": "int", "float": "float", "str": "str", "bool": "bool"}.get(name)
 
 
 def _parses(value: str, kind: str) -> bool:
@@ -212,7 +216,7 @@ FLAGS = {"task.options.": "--task.", "task": "task", "model.seq_mixer.options.":
 def parse(argv: Sequence[str]) -> tuple[LMSettings, Path, bool, bool, bool, list[str]]:
     import tyro
     root, variants = build_cli_types()
-    kept, notes = check_argv(argv, variants)
+    kept, notes = check_argv(translate(argv), variants)
     cli = lambda args: tyro.cli(root, args=args, prog=PROG, use_underscores=True,
                                 config=(tyro.conf.CascadeSubcommandArgs,))
     parsed = cli(kept)
@@ -250,6 +254,9 @@ def _leaves(tree: dict, prefix: str = "") -> dict:
 
 
 def print_choices() -> None:
+    print("task choices of the ICL benchmark (its names; each is one of the tasks listed after it):")
+    for line in describe_original_tasks():
+        print(line)
     for component, kind in COMPONENTS.items():
         print(f"{component} choices:")
         for name in choices(kind):
@@ -266,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings, out, overwrite, resume, quiet, notes = parse(argv)
     except UsageError as err:
-        return fail(PROG, err)
+        return fail(PROG, UsageError(spelled_as_typed(str(err), argv)))
     wandb = WANDB_CHOICES[notes[-1].partition(":")[2]] if notes else None
     return train_command(PROG, settings, out, runner="runners.recipe", argv=argv, overwrite=overwrite,
                          resume=resume, quiet=quiet, wandb=wandb)

@@ -10,6 +10,11 @@ pure, jittable function of a key and the step.
   sparse_linear_regression  w with `sparsity` non-zero coordinates (among the current dims)
   noisy_linear_regression   y = x·w + noise_std · ε
   quadratic_regression      y = (x ⊙ x)·w / √3
+  outlier_regression        y = x·w, then each pair is replaced by (x = 1, y = 1) with probability
+                            `outlier_prob` (the ICL benchmark's `outlier` regression; the replaced
+                            pairs stay in the loss and the error, as there)
+noisy_linear_regression with `renormalize` rescales each task's labels to standard deviation √d
+over its points (the ICL benchmark's `renormalize_noisy`).
 Samplers: gaussian x ~ N(0, I_d); uniform x ~ U(−√3, √3)^d (unit variance).
 
 Glossary: B tasks, n points, d dims.
@@ -77,6 +82,20 @@ class GargTaskOptions:
         require_number("scale", self.scale, 0.0, open_low=True)
 
 
+@dataclass(frozen=True)
+class NoisyOptions(GargTaskOptions):
+    renormalize: bool = False     # y · √d / std(y) per task (std over its points, ddof 1)
+
+
+@dataclass(frozen=True)
+class OutlierOptions(GargTaskOptions):
+    outlier_prob: float = 0.9     # probability that a pair is replaced by (x = 1, y = 1)
+
+    def check(self) -> None:
+        super().check()
+        require_number("outlier_prob", self.outlier_prob, 0.0, high=1.0)
+
+
 def sample_inputs(key, shape, data: str) -> jax.Array:
     if data == "uniform":
         return jax.random.uniform(key, shape, minval=-math.sqrt(3), maxval=math.sqrt(3))
@@ -105,16 +124,31 @@ def make_sampler(kind: str, options: GargTaskOptions, n_points: int, n_dims: int
         if kind == "noisy":
             ys = ys + options.noise_std * jax.random.normal(k_e, ys.shape)
         weights = (jnp.arange(n_points) < points).astype(jnp.float32)[None].repeat(batch_size, 0)
+        if getattr(options, "renormalize", False):
+            ys = ys * jnp.sqrt(jnp.asarray(dims, jnp.float32)) / _std_over_points(ys, weights)
+        if kind == "outlier":
+            replaced = jax.random.bernoulli(jax.random.fold_in(key, 2), options.outlier_prob, ys.shape)
+            xs = jnp.where(replaced[..., None] & (jnp.arange(n_dims) < dims), 1.0, xs)
+            ys = jnp.where(replaced, 1.0, ys)
         return RegressionBatch(xs, ys, weights, w, jnp.asarray(dims, jnp.float32))
     return sample
 
 
-def _register(name: str, kind: str, doc: str) -> None:
-    TASKS.register(name, GargTaskOptions, doc=doc)(
+def _std_over_points(ys, weights) -> jax.Array:
+    """[B, 1] the sample standard deviation (ddof 1) of each task's labels over its points."""
+    count = jnp.sum(weights, axis=1, keepdims=True)
+    mean = jnp.sum(ys * weights, axis=1, keepdims=True) / count
+    return jnp.sqrt(jnp.sum(weights * (ys - mean) ** 2, axis=1, keepdims=True) / (count - 1))
+
+
+def _register(name: str, kind: str, doc: str, options: type = GargTaskOptions) -> None:
+    TASKS.register(name, options, doc=doc)(
         lambda options, n_points=11, n_dims=5: make_sampler(kind, options, n_points, n_dims))
 
 
 _register("linear_regression", "linear", "Garg et al.: y = x·w, x, w ~ N(0, I)")
 _register("sparse_linear_regression", "sparse", "Garg et al.: w with `sparsity` non-zero coordinates")
-_register("noisy_linear_regression", "noisy", "Garg et al.: y = x·w + noise_std · N(0, 1)")
+_register("noisy_linear_regression", "noisy", "Garg et al.: y = x·w + noise_std · N(0, 1)", NoisyOptions)
 _register("quadratic_regression", "quadratic", "Garg et al.: y = (x ⊙ x)·w / sqrt(3)")
+_register("outlier_regression", "outlier", "the ICL benchmark: y = x·w with a fraction outlier_prob of pairs "
+          "replaced by (x = 1, y = 1)", OutlierOptions)

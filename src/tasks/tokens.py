@@ -7,16 +7,17 @@ a vocabulary of V tokens, scored only where the task says.
                  query in a slot drawn with a power law p(slot s) ∝ a (s + 1)^(a − 1)
                  (a = `power_a`; small a favours early slots), followed by its value. Filler
                  between queries: token 0 (`filler="zero"`) or random value-half tokens
-                 (`filler="noise"`, never keys). Scored: the positions holding a query key
-                 (the target is its value).
-  disjoint_sets  two lists of m tokens, the first from [1, V/2), the second from [V/2, V),
-                 sharing exactly one token c (drawn from the first half, put into both), each
-                 list followed by the separator 0: a_1 … a_m 0 b_1 … b_m 0. Scored: the last
-                 position (the target is c).
+                 (`filler="noise"`, never keys), or uniform tokens of [1, V), keys included
+                 (`filler="uniform"`: the ICL benchmark's `random_non_queries`). Scored: the
+                 positions holding a query key (the target is its value).
+  disjoint_sets  two lists, m tokens from [1, V/2) and m' from [V/2, V) (m' = `long_size`,
+                 or m when it is 0), sharing exactly one token c (drawn from the first half,
+                 put into both), each list followed by the separator 0:
+                 a_1 … a_m 0 b_1 … b_m' 0. Scored: the last position (the target is c).
 
 A batch is TokenBatch(inputs [B, T] int32, targets [B, T] int32, scored [B, T] bool): the model
 reads inputs[:, :t+1] and predicts targets[:, t] (= inputs[:, t+1] where there is one).
-Glossary: B sequences, T tokens, V vocabulary, κ pairs, m list length.
+Glossary: B sequences, T tokens, V vocabulary, κ pairs, m and m' list lengths.
 """
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ class TokenBatch(NamedTuple):
     scored: jax.Array     # [B, T] bool: positions whose prediction counts
 
 
+FILLERS = ("zero", "noise", "uniform")
+
+
 @dataclass(frozen=True)
 class MQAROptions:
     objective: ClassVar[str] = "token"   # registry "objective": cross-entropy, exact match
@@ -42,7 +46,7 @@ class MQAROptions:
     seq_len: int = 64          # T
     num_pairs: int = 8         # κ
     power_a: float = 0.01
-    filler: str = "zero"       # zero | noise
+    filler: str = "zero"       # zero | noise | uniform
 
     def tokens(self) -> int:
         """T, the sequence length the model reads."""
@@ -51,8 +55,8 @@ class MQAROptions:
     def check(self) -> None:
         """ValueError naming the option when the sizes cannot hold the task."""
         half = self.vocab_size // 2
-        if self.filler not in ("zero", "noise"):
-            raise ValueError(f"filler={self.filler!r} is unknown; accepted: zero, noise")
+        if self.filler not in FILLERS:
+            raise ValueError(f"filler={self.filler!r} is unknown; accepted: {', '.join(FILLERS)}")
         if not 1 <= self.num_pairs <= half - 1:
             raise ValueError(f"num_pairs={self.num_pairs} needs that many distinct keys in [1, V/2) with "
                              f"vocab_size={self.vocab_size}; accepted: 1 <= num_pairs <= {half - 1}")
@@ -67,16 +71,23 @@ class MQAROptions:
 class DisjointOptions:
     objective: ClassVar[str] = "token"
     vocab_size: int = 512
-    set_size: int = 8          # m tokens per list (T = 2m + 2)
+    set_size: int = 8          # m tokens in the first list
+    long_size: int = 0         # m' tokens in the second list (0: m); T = m + m' + 2
+
+    def second(self) -> int:
+        return self.long_size or self.set_size
 
     def tokens(self) -> int:
-        return 2 * self.set_size + 2
+        return self.set_size + self.second() + 2
 
     def check(self) -> None:
         half = self.vocab_size // 2
         if not 1 <= self.set_size <= half - 2:
             raise ValueError(f"set_size={self.set_size} needs {self.set_size} distinct tokens per vocabulary "
                              f"half with vocab_size={self.vocab_size}; accepted: 1 <= set_size <= {half - 2}")
+        if not 0 <= self.long_size <= half - 2:
+            raise ValueError(f"long_size={self.long_size} needs that many distinct tokens in the vocabulary's "
+                             f"second half with vocab_size={self.vocab_size}; accepted: 0 (set_size) to {half - 2}")
 
 
 def _distinct(key, batch: int, low: int, high: int, count: int) -> jax.Array:
@@ -99,6 +110,8 @@ def sample_mqar(key, batch: int, options: MQAROptions) -> TokenBatch:
     rest = 2 * slots
     if o.filler == "noise":
         tail = jax.random.randint(k_fill, (batch, rest), half, o.vocab_size)
+    elif o.filler == "uniform":
+        tail = jax.random.randint(k_fill, (batch, rest), 1, o.vocab_size)
     else:
         tail = jnp.zeros((batch, rest), jnp.int32)
     rows = jnp.arange(batch)[:, None]
@@ -113,18 +126,18 @@ def sample_mqar(key, batch: int, options: MQAROptions) -> TokenBatch:
 
 
 def sample_disjoint(key, batch: int, options: DisjointOptions) -> TokenBatch:
-    m, half = options.set_size, options.vocab_size // 2
+    m, m2, half = options.set_size, options.second(), options.vocab_size // 2
     k_first, k_second, k_place_a, k_place_b = jax.random.split(key, 4)
     first = _distinct(k_first, batch, 1, half, m + 1)            # m tokens + the shared one
     shared = first[:, -1]
-    second = _distinct(k_second, batch, half, options.vocab_size, m)
+    second = _distinct(k_second, batch, half, options.vocab_size, m2)
     rows = jnp.arange(batch)
     place_a = jax.random.randint(k_place_a, (batch,), 0, m)
-    place_b = jax.random.randint(k_place_b, (batch,), 0, m)
+    place_b = jax.random.randint(k_place_b, (batch,), 0, m2)
     list_a = first[:, :m].at[rows, place_a].set(shared)
     list_b = second.at[rows, place_b].set(shared)
     sep = jnp.zeros((batch, 1), jnp.int32)
-    inputs = jnp.concatenate([list_a, sep, list_b, sep], axis=1)             # [B, 2m + 2]
+    inputs = jnp.concatenate([list_a, sep, list_b, sep], axis=1)             # [B, m + m' + 2]
     targets = jnp.concatenate([inputs[:, 1:], shared[:, None]], axis=1)
     scored = jnp.zeros(inputs.shape, bool).at[:, -1].set(True)
     return TokenBatch(inputs, targets.astype(jnp.int32), scored)
