@@ -102,6 +102,25 @@ def test_a_llama2_config_in_the_originals_keys_trains(tmp_path):
     assert model["biases"] is False and model["max_tokens"] == 102 and model["n_dims"] == 20
 
 
+def test_a_max_length_list_trains_one_run_per_length_as_its_train_py(tmp_path, capsys):
+    import json
+    small = {**LLAMA_TINY, "hidden_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1,
+             "max_length": [24, 102], "position": "learned"}
+    config = write_config(tmp_path, small, curriculum={"dims": {"start": 5, "end": 5},
+                                                       "points": {"start": 11, "end": 11}})
+    assert train_here("--config", str(config), "--quiet") == 0
+    tokens = {p.name: json.loads((p / "config.json").read_text())["settings"]["model"]["max_tokens"]
+              for p in tmp_path.iterdir() if p.name.startswith("run")}
+    assert tokens == {"run_max_length24": 24, "run_max_length102": 102}
+    # a length that cannot hold the trained points is refused before the first run trains
+    (tmp_path / "bad").mkdir()
+    bad = write_config(tmp_path / "bad", {**small, "max_length": [102, 12]},
+                       curriculum={"dims": {"start": 5, "end": 5}, "points": {"start": 11, "end": 11}})
+    assert train_here("--config", str(bad), "--quiet") == 2
+    assert not any(p.name.startswith("run") for p in (tmp_path / "bad").iterdir())
+    assert "model.max_length=12" in capsys.readouterr().err
+
+
 def test_a_mamba_config_in_the_originals_keys_trains(tmp_path):
     import json
     assert train_here("--config", str(write_config(tmp_path, MAMBA_STANDARD)), "--set",
@@ -113,7 +132,7 @@ def test_a_mamba_config_in_the_originals_keys_trains(tmp_path):
 
 @pytest.mark.parametrize("change, words", [
     ({"n_embd": 64}, "model.n_embd: unknown key for family Llama2"),
-    ({"max_length": [102, 202]}, "model.max_length=[102, 202] is not accepted"),
+    ({"max_length": [102, 102]}, "model.max_length=[102, 102] is not accepted; accepted: distinct lengths"),
     ({"max_length": 1}, "model.max_length=1 is not accepted; accepted: an integer >= 2"),
     # the study trains max_length 102 on 201 points (rope needs no table); a learned table must cover them
     ({"max_length": 50, "position": "learned"}, "model.max_length=50 is not accepted; accepted: >= 102"),

@@ -51,9 +51,8 @@ def _max_tokens(model: dict, points_end) -> int:
     """The trained tokens of the position encoding: max_length, else two per trained point."""
     value = model.get("max_length")
     if isinstance(value, list):
-        if len(value) != 1:
-            raise UsageError(f"model.max_length={value!r} is not accepted; accepted: one length "
-                             "(one run per length is made by one config each)")
+        if len(value) != 1:          # several: runners.train makes one run per length before this
+            raise UsageError(f"model.max_length={value!r} is not accepted; accepted: one length")
         value = value[0]
     if value is None or value in ("inf", float("inf")):
         return 2 * points_end if isinstance(points_end, int) else 2

@@ -24,6 +24,7 @@ keep_every_steps), so `--resume` continues a killed run bit for bit.
 """
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -176,17 +177,45 @@ def read_config(path: str, sets: Sequence[str] = ()) -> tuple[GPT2Settings, Path
 
 def read_run_config(path: str, sets: Sequence[str] = ()) -> tuple[GPT2Settings, Path, WandbSpec | None]:
     """read_config's (settings, out_dir) and the file's wandb block (src/tracking.py)."""
+    return read_run_configs(path, sets)[0]
+
+
+def read_run_configs(path: str, sets: Sequence[str] = ()) -> list[tuple[GPT2Settings, Path, WandbSpec | None]]:
+    """(settings, out_dir, wandb block) of each run a config file makes: one, or one per entry of a
+    length-study backbone's `max_length` list, as its train.py trains them (out_dir _max_length<L>).
+    Every run is validated before the first trains (UsageError, one line)."""
     raw = length_study.load(path)
     if isinstance(raw, dict):
         raw = apply_sets(raw, sets)
-    if length_study.is_length_study(raw):
-        raw = length_study.to_mechanisms_schema(raw)
-    settings, out = settings_from_config(raw)
-    try:
-        spec = wandb_spec(raw.get("wandb"))
-    except SettingsError as err:
-        raise UsageError(str(err)) from None
-    return settings, out if out is not None else default_out(path, sets), spec
+    lengths = _max_lengths(raw)
+    runs = []
+    for length in lengths:
+        one = raw
+        if len(lengths) > 1:
+            one = copy.deepcopy(raw)
+            one["model"]["max_length"] = [length]
+        if length_study.is_length_study(one):
+            one = length_study.to_mechanisms_schema(one)
+        settings, out = settings_from_config(one)
+        try:
+            spec = wandb_spec(one.get("wandb"))
+        except SettingsError as err:
+            raise UsageError(str(err)) from None
+        out = out if out is not None else default_out(path, sets)
+        runs.append((settings, out.with_name(f"{out.name}_max_length{length}") if len(lengths) > 1 else out, spec))
+    return runs
+
+
+def _max_lengths(raw: Any) -> list:
+    """The entries of model.max_length when it is a list of several (else [None]: one run)."""
+    model = raw.get("model") if isinstance(raw, dict) else None
+    lengths = model.get("max_length") if isinstance(model, dict) else None
+    if isinstance(lengths, list) and len(lengths) > 1:
+        if len(set(map(str, lengths))) != len(lengths):
+            raise UsageError(f"model.max_length={lengths!r} is not accepted; accepted: distinct lengths "
+                             "(one run each)")
+        return lengths
+    return [None]
 
 
 def default_out(path: str, sets: Sequence[str]) -> Path:
@@ -224,8 +253,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.config is None) == (args.config_path is None):
         parser.error("one config is needed: CONFIG or --config CONFIG")
     try:
-        settings, out, spec = read_run_config(args.config or args.config_path, args.sets)
+        runs = read_run_configs(args.config or args.config_path, args.sets)
     except UsageError as err:
         return fail(PROG, err)
-    return train_command(PROG, settings, Path(args.out) if args.out else out, runner="runners.train",
-                         argv=argv, overwrite=args.overwrite, resume=args.resume, quiet=args.quiet, wandb=spec)
+    for settings, out, spec in runs:
+        if args.out:      # several lengths: --out DIR gives DIR_max_length<L>
+            out = Path(args.out + (out.name[out.name.rindex("_max_length"):] if len(runs) > 1 else ""))
+        code = train_command(PROG, settings, out, runner="runners.train", argv=argv, overwrite=args.overwrite,
+                             resume=args.resume, quiet=args.quiet, wandb=spec)
+        if code:
+            return code
+    return 0
