@@ -5,12 +5,12 @@ seed's mean squared error of the query prediction (no ½).
 """
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from plots.provenance import header
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.registry import registry
@@ -200,14 +200,9 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         entry["final_test"] = {k: float(r["arrays"][k][-1]) for k in ("test_icl_loss", "test_iwl_loss")}
     atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
                                              "results": results, "figures": figures})
-    train_seconds = sum(r["summary"]["train_seconds"] for records in parts.values() for r in records)
-    lines = [f"# Training dynamics of in-context learning in linear attention (seed 003){' — QUICK' if quick else ''}",
-             "", f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
-             f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
-             f"- Command: `{command}`; this command's wall time {seconds:.0f} s (runs trained 2 at a "
-             f"time; runs finished before are reused); the runs' training time adds up to "
-             f"{train_seconds:.0f} s",
-             "- Loss: the seed's mean squared error of the query prediction (no ½). Theory: least squares "
+    lines = header("Training dynamics of in-context learning in linear attention (Zhang et al., ICML 2025)",
+                   quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines += ["- Loss: the seed's mean squared error of the query prediction (no ½). Theory: least squares "
              "restricted to the top-m principal directions of Λ (m = D: on the full cubic feature).", "",
              "- Initialisation (column init): `original` draws as the original code does for its "
              "`--init` (ATTN_S: std init/√(entries of each torch layer); ATTN_M and the MLP: std init; "

@@ -11,7 +11,6 @@ examples before the prediction; the trained length L covers n = 0 … L − 1.
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 from typing import Sequence
@@ -20,6 +19,7 @@ import numpy as np
 
 from analysis.inductive_bias import LEARNERS
 from analysis.length_gen import NOT_TRAINED, TRAINED_BELOW
+from plots.provenance import header
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.stats import STD_LABEL, format_pm, over_seeds
@@ -259,12 +259,9 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         "results": rows, "baselines": baselines, "summary": summaries, "figures": figures,
         "problems": problems})
     model = settings["model"]
-    lines = [f"# Position encodings and length generalisation (seed 002){' — QUICK' if quick else ''}", "",
-             f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
-             f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
-             f"- Command: `{command}`; wall time {seconds:.0f} s, in which "
-             f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained",
-             f"- Model: {model['preset']} ({model['n_layer']} layers, width {model['width']}, {model['n_head']} heads, "
+    lines = header("Position encodings and length generalisation (Lin et al., AAAI 2025)", quick=quick,
+                   head=head, command=command, seconds=seconds, jobs=jobs)
+    lines += [f"- Model: {model['preset']} ({model['n_layer']} layers, width {model['width']}, {model['n_head']} heads, "
              f"{model['seq_mixer']['name']}, {model['norm']['name']}, {model['state_mixer']['name']} state mixer"
              f"{'' if model.get('biases', True) else ', no biases'}); the row `mamba`: a Mamba model of the "
              f"same width and depth (state 16, expand 2, no position encoding); d = {model['n_dims']}; "

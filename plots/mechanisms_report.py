@@ -5,13 +5,13 @@ analysis/robustness.json and analysis/icl_curve.csv. Errors are squared error / 
 """
 from __future__ import annotations
 
-import datetime as dt
 import math
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from plots.provenance import header
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.stats import STD_LABEL, format_pm, over_seeds
@@ -123,13 +123,9 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         figures.append(f"{FIG_DIR}/{name}")
     atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
                                              "results": results, "figures": figures})
-    lines = [f"# Attention mechanisms on in-context regression (seed 000){' — QUICK' if quick else ''}", "",
-             f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
-             f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
-             f"- Command: `{command}`; wall time {seconds:.0f} s, in which "
-             f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained (the others were "
-             "finished already; each run's own training time is in the last column)",
-             f"- Error: squared error / d (the zero predictor scores 1), on {eval_size} fixed eval tasks; "
+    lines = header("Attention mechanisms on in-context regression (Garg et al. 2022; limits_of_icl)",
+                   quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines += [f"- Error: squared error / d (the zero predictor scores 1), on {eval_size} fixed eval tasks; "
              f"mean ± {STD_LABEL}. Stress tests act at evaluation time on the last point's context.",
              "", "| mechanism | " + " | ".join(label for _, label in COLUMNS) + " | training |",
              "|---" * (len(COLUMNS) + 2) + "|"]

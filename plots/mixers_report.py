@@ -8,7 +8,6 @@ seeds, "± std" (sample, ddof 1) when there are several.
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from plots.provenance import header
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.stats import mean_std_rows, over_seeds
@@ -171,13 +171,9 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     mixers = list(dict.fromkeys(r["mixer"] for r in rows))
     widths = sorted({r["width"] for r in rows if r["kappa"]})
     seeds = sorted({r["seed"] for r in rows})
-    lines = [f"# Sequence mixers on the ICL task suite (seed 001){' — QUICK' if quick else ''}", "",
-             f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; commit "
-             f"{(head['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if head['dirty'] else ''}",
-             f"- Command: `{command}`; wall time {seconds:.0f} s, in which "
-             f"{sum(1 for j in jobs if j.seconds > 0)} of {len(jobs)} runs were trained; the runs' training "
-             f"loops took {sum(r['train_seconds'] or 0 for r in rows):.0f} s in all (one process each)",
-             f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the mean over them"
+    lines = header("Sequence mixers on the ICL benchmark (Zoology / miniseq)", quick=quick, head=head,
+                   command=command, seconds=seconds, jobs=jobs)
+    lines += [f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the mean over them"
              + (" ± the sample std (ddof 1)" if len(seeds) > 1 else "") + ".",
              f"- Model: the `lm` family, 2 layers, MLP state mixer, AdamW (lr {_span(rows, 'learning_rate', True)} "
              f"MQAR, {_span(rows, 'learning_rate', False)} boolean; weight decay 0.1, 3% warm-up, cosine), batch "

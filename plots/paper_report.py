@@ -6,11 +6,10 @@ ood_scales.py, distractors.py) and checks (analysis/paper_checks.py).
 from __future__ import annotations
 
 import datetime as dt
-import os
-import platform
 
 from plots.paper_figures import FIGURES
 from plots.style import png_bytes
+from plots.provenance import commit_line, duration, machine, training_seconds
 from src.provenance import git_commit
 from src.stats import format_pm
 from src.files import atomic_write_bytes, atomic_write_text
@@ -31,23 +30,6 @@ def write_figures(plan, results: dict) -> list[tuple[str, str]]:
         atomic_write_bytes(path, png_bytes(draw(results[key])))
         written.append((f"{FIG_DIR}/{filename}", caption))
     return written
-
-
-
-
-def _git() -> str:
-    head = git_commit()
-    if head["commit"] is None:
-        return "unknown"
-    return head["commit"][:12] + (" (with uncommitted changes)" if head["dirty"] else "")
-
-
-def _machine() -> str:
-    import jax
-    cpu = platform.processor() or platform.machine()
-    devices = ", ".join(sorted({d.platform for d in jax.devices()}))
-    return (f"{platform.system()} {platform.machine()} ({cpu}), {os.cpu_count()} CPU cores, "
-            f"jax {jax.__version__} on {devices}")
 
 
 def fmt_seconds(seconds: float) -> str:
@@ -160,6 +142,7 @@ def write_report(plan, jobs, results: dict, checks: list[dict], part_seconds: di
     """REPRODUCTION.md: a header (date, commit, machine, mode, wall time, command, checks)
     and one table (experiment | paper | measured | wall time), written atomically."""
     trained_now = sum(1 for j in jobs if j.seconds > 0)
+    train_total, _ = training_seconds(jobs)
     rows = report_rows(plan, results, checks, part_seconds)
     mismatches = [c for c in checks if c["status"] != "PASS"]
     mode = "QUICK (reduced steps)" if plan.quick else "full (the paper's steps)"
@@ -169,9 +152,10 @@ def write_report(plan, jobs, results: dict, checks: list[dict], part_seconds: di
     lines = [
         "# Reproduction of von Oswald et al. (ICML 2023), *Transformers learn in-context by gradient descent*",
         "",
-        f"- Date: {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- Git commit: {_git()}",
-        f"- Machine: {_machine()}",
+        f"- Produced {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')} from {commit_line(git_commit())}",
+        f"- Machine: {machine()}",
+        f"- Training: {len(jobs)} runs; their training loops took {duration(train_total)} in all "
+        f"({train_total:.0f} s, one process per run)",
         f"- Mode: {mode}; steps lsa1 {plan.steps['lsa1']}, lsa_rec {plan.steps['lsa_rec']}, "
         f"twolayer {plan.steps['twolayer']}; batch {plan.batch_size}; eval tasks {plan.eval_size} "
         f"(fixed eval seed, same for every seed); seeds {list(plan.seeds)}",

@@ -54,7 +54,7 @@ def test_report_has_one_table_with_every_experiment(toy):
         assert row.startswith(f"| {number}. ")
         assert row.count(" | ") == 3          # four cells, no stray pipes
         assert row.rstrip().endswith(" s |") or row.rstrip().endswith(" min |")
-    for header in ("Date:", "Git commit:", "Machine:", "Total wall time:", "Command:"):
+    for header in ("- Produced ", " from commit ", "Machine:", "Training:", "Total wall time:", "Command:"):
         assert header in text
     assert "0.206" in text and "SPEC gives no number" in text
 
