@@ -14,7 +14,7 @@ PY ?= python3
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-stamp
-RUN := PYTHONPATH=. $(PYTHON)
+RUN := $(PYTHON)
 # Runs share a persistent XLA compilation cache (same programs, same results, much less
 # compile time for short runs); sweeps keep theirs in <runs-dir>/.jax_cache.
 JAX_CACHE ?= $(CURDIR)/runs/.jax_cache
@@ -44,9 +44,10 @@ jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(PYTHON) -m pip install --disable-pip-version-check -q --no-build-isolation --no-deps -e .
 	$(if $(strip $(GPU)),$(PYTHON) -m pip install --disable-pip-version-check -q -r requirements-gpu.txt)
 	touch $(STAMP)
 

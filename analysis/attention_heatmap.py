@@ -1,6 +1,6 @@
 """Quick heatmaps of saved attention weights, one figure per layer and head.
 
-    PYTHONPATH=. python -m plots.attention_quick --run runs/<exp>     (the seed's name)
+    PYTHONPATH=. python -m plots.attention_quick --run runs/<exp>     (the original's name)
     PYTHONPATH=. python -m analysis.attention_heatmap --run runs/<exp>
 
 Reads attn/layer{L}_head{H}.npy ([tasks, queries, keys], saved with

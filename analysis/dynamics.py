@@ -1,5 +1,5 @@
 """Plateaus and abrupt drops of a loss trajectory, against the principal-component theory
-(training-dynamics study, seed 003).
+(the training-dynamics study, Zhang et al., ICML 2025).
 
     PYTHONPATH=. python -m analysis.dynamics --run runs/<exp>
 

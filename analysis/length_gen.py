@@ -1,4 +1,4 @@
-"""Length generalisation of a `gpt2`-family regression run (seed 002, Lin et al. AAAI 2025):
+"""Length generalisation of a `gpt2`-family regression run (Lin et al., AAAI 2025):
 error vs number of in-context examples out to `factor` × the trained number of points, with
 the least-squares / averaging / 3-NN (and one GD step) baselines, and which multiples of the
 trained length keep the error within 2× of its in-distribution value.
@@ -15,7 +15,7 @@ differs; for every other encoding the two are the same number).
 A learned absolute encoding cannot index past its table: the curve stops there and the summary
 says so (`stopped_at`, `reason`), rather than failing or reusing positions. Writes
 analysis/length_gen.csv (predictor, n_examples, mean, ci95), analysis/length_gen.json and
-analysis/ood_length.png (the seed's figure name).
+analysis/ood_length.png (the original's figure name).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The training-loss figure of a run, for the systems whose originals draw one: the GPT-2
-system's `<attention_type>_loss.png` (seed 000's `{attention_type}_loss.jpg`) and the dynamics
-system's figs/loss.png (seed 003's `--show`). Every per-step loss of the run's last checkpoint
+system's `<attention_type>_loss.png` (limits_of_icl's `{attention_type}_loss.jpg`) and the dynamics
+system's figs/loss.png (the dynamics paper's `--show`). Every per-step loss of the run's last checkpoint
 is drawn (the dynamics system's test losses too), against steps (epochs), log scale, with the
 curriculum's boundaries dashed (the original's "Curriculum Step Boundary" lines).
 

@@ -1,4 +1,4 @@
-"""Prompts built from repeated examples, for a `gpt2`-family run (seed 002, Lin et al. §5):
+"""Prompts built from repeated examples, for a `gpt2`-family run (Lin et al., AAAI 2025, §5):
 
   duplication      2d distinct examples, the last of them repeated r more times, then the
                    query: the task's error at the query vs r (0, 5, 10, 15, 20)

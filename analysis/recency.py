@@ -1,4 +1,4 @@
-"""Recency bias of a `gpt2`-family run (seed 002's `avg_attention_score.png`): how the attention
+"""Recency bias of a `gpt2`-family run (the length study's `avg_attention_score.png`): how the attention
 of the prediction token (the last x token) spreads over the prompt, per layer, at the trained
 length and at `factor` × it.
 

@@ -1,4 +1,4 @@
-"""The stress tests of the workbench on a `gpt2`-family regression run (seed 000's question:
+"""The stress tests of the workbench on a `gpt2`-family regression run (limits_of_icl's question:
 which attention mechanism stays robust), all at evaluation time on the run's fixed eval tasks:
 
   clean_n{k}      error (squared error / d) at the prediction with k examples, k = d/2, d, 2d

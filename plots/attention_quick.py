@@ -1,4 +1,4 @@
-"""Quick heatmaps of saved attention weights (the seed's command; the analysis lives in
+"""Quick heatmaps of saved attention weights (the original's command; the analysis lives in
 analysis/attention_heatmap.py, where the pipeline runs it at the end of a run).
 
     PYTHONPATH=. python -m plots.attention_quick --run runs/<exp>

@@ -1,7 +1,7 @@
 """The training-dynamics study's report (scripts/dynamics.py): report/DYNAMICS.md,
 report/dynamics_results.json and report/figures/dynamics/*.png, from the run directories
 (each run's dynamics.npz, metrics_summary.json and analysis/dynamics.json). Loss is the
-seed's mean squared error of the query prediction (no ½).
+original's mean squared error of the query prediction (no ½).
 """
 from __future__ import annotations
 
@@ -202,7 +202,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
                                              "results": results, "figures": figures})
     lines = header("Training dynamics of in-context learning in linear attention (Zhang et al., ICML 2025)",
                    quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
-    lines += ["- Loss: the seed's mean squared error of the query prediction (no ½). Theory: least squares "
+    lines += ["- Loss: the original's mean squared error of the query prediction (no ½). Theory: least squares "
              "restricted to the top-m principal directions of Λ (m = D: on the full cubic feature).", "",
              "- Initialisation (column init): `original` draws as the original code does for its "
              "`--init` (ATTN_S: std init/√(entries of each torch layer); ATTN_M and the MLP: std init; "

@@ -1,4 +1,4 @@
-"""The report of scripts.lengthgen (seed 002), drawn from the per-run analyses the study ran
+"""The report of scripts.lengthgen (Lin et al., AAAI 2025), drawn from the per-run analyses the study ran
 (analysis.length_gen to 8x, analysis.recency and analysis.prompt_tests at 4x,
 analysis.inductive_bias at the trained length): report/LENGTHGEN.md, report/lengthgen_results.json
 and report/figures/lengthgen/{ood_length,avg_attention_score,lost_in_mid,baseline_all_dup}.png.

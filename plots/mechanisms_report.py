@@ -89,7 +89,7 @@ def figure_robustness(results: dict):
     return fig
 
 
-TARGET_BELOW_D, TARGET_AT_2D = 0.1, 0.05   # the science target (seed 000, d = 5, 11 points)
+TARGET_BELOW_D, TARGET_AT_2D = 0.1, 0.05   # the science target (limits_of_icl, d = 5, 11 points)
 
 
 def curve_table(results: dict, least: list[float], d: int) -> list[str]:

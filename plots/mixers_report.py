@@ -1,4 +1,4 @@
-"""The report of scripts.mixers (seed 001): report/MIXERS.md, report/mixers_results.json and
+"""The report of scripts.mixers (Zoology / miniseq): report/MIXERS.md, report/mixers_results.json and
 report/figures/mixers/{mqar_width,boolean_examples}.png from the runs' metrics_summary.json,
 with the study's checks evaluated on them.
 

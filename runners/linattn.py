@@ -1,5 +1,5 @@
 """Training dynamics of in-context learning in linear attention (Zhang, Singh, Latham & Saxe,
-ICML 2025; seed 003): the seed's `python train.py` command lines, as `python -m runners.linattn`.
+ICML 2025): the original's `python train.py` command lines, as `python -m runners.linattn`.
 
     PYTHONPATH=. python -m runners.linattn --model attnM --head 8 --init 1e-6 --show
 """

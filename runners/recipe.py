@@ -1,4 +1,4 @@
-"""Seed 001's ICL benchmark recipe (task x sequence mixer x state mixer, accuracy): the seed's
+"""The ICL benchmark's recipe (task x sequence mixer x state mixer, accuracy): the original's
 `uv run recipe.py ...` as `python -m runners.recipe ...` (see src/cli/recipe.py).
 
     PYTHONPATH=. python -m runners.recipe --choices

@@ -1,5 +1,5 @@
-"""Training speed of the training-dynamics study (seed 003): ms per full-batch epoch of the
-seed's default ATTN_M run (D = 4, P = 5,000 sequences of 32 tokens, 8 heads, 6,001 epochs),
+"""Training speed of the training-dynamics study (Zhang et al., ICML 2025): ms per full-batch epoch of the
+original's default ATTN_M run (D = 4, P = 5,000 sequences of 32 tokens, 8 heads, 6,001 epochs),
 and of the D = 8 rank-sweep run (P = 80,000, 9 heads, rank 1). Part of `make bench`.
 
     python -m scripts.bench_dynamics [--quick]
@@ -14,7 +14,7 @@ from src.registry import choice
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer
 from src.tasks.linattn import DynamicsTaskConfig, make_sets
 
-# name -> (task, model, train), the seed's default runs
+# name -> (task, model, train), the original's default runs
 CASES = {
     "attnM_seed_default": (DynamicsTaskConfig(), ("attn_merged", {"heads": 8}),
                            DynamicsTrain(epochs=6001, learning_rate=1e-3, init=1e-6)),

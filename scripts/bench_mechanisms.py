@@ -1,4 +1,4 @@
-"""Training speed of the gpt2 family for every attention mechanism (seed 000), at the study's
+"""Training speed of the gpt2 family for every attention mechanism (limits_of_icl), at the study's
 size (configs/mechanisms.yaml: width 64, 3 layers, 4 heads, batch 64, d = 5, 11 points = 22
 tokens): median ms per training step after compilation. Part of `make bench`.
 

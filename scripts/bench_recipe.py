@@ -1,4 +1,4 @@
-"""Training speed of seed 001's recipe for every sequence mixer (with the MLP state mixer):
+"""Training speed of the ICL benchmark's recipe for every sequence mixer (with the MLP state mixer):
 median ms per training step after compilation, at two cells. Part of `make bench`.
 
   recipe default   MQAR V = 256, T = 64, κ = 8; width 64, 2 layers, 4 heads, batch 64
@@ -15,7 +15,7 @@ from src.loop import ms_per_step
 from src.registry import Choice, choice
 from src.systems import build
 
-SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the seed's names
+SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the original's names
 CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}      # cell -> heads
 
 

@@ -1,6 +1,6 @@
-"""The training-dynamics study (seed 003): make dynamics, or
+"""The training-dynamics study (Zhang et al., ICML 2025): make dynamics, or
 
-    PYTHONPATH=. python -m scripts.dynamics            # the seed's sizes
+    PYTHONPATH=. python -m scripts.dynamics            # the original's sizes
     PYTHONPATH=. python -m scripts.dynamics --quick    # small sizes, for a smoke test
 
 (a) ATTN_M (as it is, and restricted to the MLP's function) vs the cubic MLP (the original's
@@ -9,7 +9,7 @@ initialisation and under every-entry-std-init; (c) the rank sweep R in {8, 4, 2,
 sweep c in {0, 0.2, ..., 1} with in-context and in-weight test losses. Every run is a
 `python -m runners.linattn` run directory made by the job engine (src/jobs/: finished
 runs are reused, changed ones redone); the report is report/DYNAMICS.md,
-report/dynamics_results.json and report/figures/dynamics/*.png. The runs are the seed's README
+report/dynamics_results.json and report/figures/dynamics/*.png. The runs are the original's README
 commands (quoted beside each part) as the Settings they mean.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ PROG = "python -m scripts.dynamics"
 
 
 def run(model: str, options: dict, *, task: dict | None = None, show: bool = False, **train) -> DynamicsSettings:
-    """The settings of one of the seed's commands (its defaults for what it does not set)."""
+    """The settings of one of the original's commands (its defaults for what it does not set)."""
     return DynamicsSettings(task=DynamicsTaskConfig(**(task or {})), model=choice("dynamics_model", model, **options),
                             train=DynamicsTrain(**train), show=show).validate()
 

@@ -1,4 +1,4 @@
-"""The length-generalisation study (seed 002, Lin et al. AAAI 2025): every position encoding on
+"""The length-generalisation study (Lin et al., AAAI 2025): every position encoding on
 the study's Llama backbone, and its `mamba` row (a Mamba model of the same width and depth, no
 position encoding), on linear regression (d = 5, trained to 21 points) and on the boolean task
 `conjunction`, 3 seeds, evaluated out to 8x the trained length, with the recency, duplication,

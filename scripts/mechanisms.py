@@ -1,4 +1,4 @@
-"""The mechanisms study (seed 000): every attention mechanism at one size, 3 seeds, under
+"""The mechanisms study (limits_of_icl): every attention mechanism at one size, 3 seeds, under
 every stress test of the workbench. make mechanisms, or
 
     PYTHONPATH=. python -m scripts.mechanisms            # configs/mechanisms.yaml, 3 seeds

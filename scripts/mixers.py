@@ -1,4 +1,4 @@
-"""The sequence-mixer study (seed 001, the Zoology-style figure): MQAR accuracy vs model width
+"""The sequence-mixer study (Zoology's figure, on the ICL benchmark of miniseq): MQAR accuracy vs model width
 for each sequence mixer at two numbers of key-value pairs κ, and boolean-task accuracy vs the
 number of in-context examples per mixer. make mixers, or
 
@@ -6,10 +6,10 @@ number of in-context examples per mixer. make mixers, or
     PYTHONPATH=. python -m scripts.mixers --seeds 0,1    # the same grid for every seed listed
     PYTHONPATH=. python -m scripts.mixers --quick        # width 16, κ 4, conjunction, 40 steps (smoke test)
 
-MQAR follows Zoology's protocol (V = 256, T = 64, one head per mixer, 2 layers) with seed 001's
+MQAR follows Zoology's protocol (V = 256, T = 64, one head per mixer, 2 layers) with the ICL benchmark's
 MLP state mixer (`mamba`, the selective state space of src/models/state_space.py, takes the
-sequence mixer's place in the same block: Zoology's attention-vs-recurrence question); κ = 4 is Zoology's basic cell and κ = 8 the seed's default. MQAR trains for the
-seed's default 3,000 steps: at 1,500, one head's attention stalled below its induction jump in
+sequence mixer's place in the same block: Zoology's attention-vs-recurrence question); κ = 4 is Zoology's basic cell and κ = 8 the original's default. MQAR trains for the
+original's default 3,000 steps: at 1,500, one head's attention stalled below its induction jump in
 one seed of two at width 32 (0.31). The boolean runs use the recipe's default model (width 64,
 4 heads), d = 10 and 40 examples, 2,000 steps.
 
@@ -35,7 +35,7 @@ from src.registry import Choice, choice
 from src.systems.lm import LMTrain, PairShape
 
 PROG = "python -m scripts.mixers"
-SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the seed's names, and Mamba
+SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the original's names, and Mamba
 WIDTHS, PAIRS, MQAR_STEPS, MQAR_HEADS = (16, 32, 64), (4, 8), 3000, 1
 BOOLEAN = {"conjunction": PairShape(n_points=40, n_dims=10), "parity": PairShape(n_points=40, n_dims=10)}
 BOOLEAN_STEPS = 2000

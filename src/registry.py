@@ -43,7 +43,7 @@ KINDS = {
     "family": "model families: how layout, mixers, positions and blocks are assembled",
     "scoring": "attention scoring of the attention-only family's layers (linear = LSA, softmax)",
     "seq_mixer": "sequence mixers (attention and its relatives)",
-    "dynamics_model": "linear-attention models of the training-dynamics study (seed 003)",
+    "dynamics_model": "linear-attention models of the training-dynamics study (Zhang et al., ICML 2025)",
     "state_mixer": "state mixers (per-token MLPs)",
     "position": "position encodings",
     "norm": "normalisation layers",

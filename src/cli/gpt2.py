@@ -1,6 +1,6 @@
-"""Seed 000's command line (limits_of_icl, "Not All Attention Is Created Equal"):
+"""The command line of limits_of_icl ("Not All Attention Is Created Equal", on Garg et al. 2022):
 `python -m runners.train --config FILE.yaml [--set key=value ...] [--resume] [--choices]`,
-reading the seed's YAML schema with a safe loader (no object construction from the file) into
+reading the original's YAML schema with a safe loader (no object construction from the file) into
 the settings of system `gpt2` (src/systems/gpt2.py).
 
     model:    family (gpt2 | nanogpt), n_dims, n_embd, n_head, n_layer, n_positions,
@@ -18,7 +18,7 @@ the settings of system `gpt2` (src/systems/gpt2.py).
 
 The YAML keys are a table onto ours (YAML_TO_OURS); every key and value is checked by the
 settings before any work, and a refusal names the YAML key (one line, exit 2). The run
-directory (out_dir) holds the contract files plus the seed's training_log.csv and
+directory (out_dir) holds the contract files plus the original's training_log.csv and
 <attention_type>_loss.png; checkpoint.npz every save_every_steps (kept copies at
 keep_every_steps), so `--resume` continues a killed run bit for bit.
 """
@@ -39,7 +39,7 @@ from src.systems.gpt2 import GPT2Settings
 from src.tracking import WandbSpec, wandb_spec
 
 PROG = "python -m runners.train"
-FAMILIES = ("gpt2", "nanogpt")        # seed 000 names both; they are one model here
+FAMILIES = ("gpt2", "nanogpt")        # limits_of_icl names both; they are one model here
 MODEL_KEYS = {"family", "n_dims", "n_embd", "n_head", "n_layer", "n_positions", "attention_type",
               "attention_kwargs", "position", "position_kwargs"}
 TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps", "keep_every_steps",
@@ -91,7 +91,7 @@ def _train(training: dict, raw: dict) -> dict:
 
 
 def settings_mapping(raw: Any) -> tuple[dict, dict]:
-    """(our settings mapping, the YAML's top level) of the seed's YAML; UsageError on a key the
+    """(our settings mapping, the YAML's top level) of the original's YAML; UsageError on a key the
     schema does not have."""
     if not isinstance(raw, dict):
         raise UsageError(f"the config is a {type(raw).__name__}, not a mapping; accepted: a YAML "
@@ -127,7 +127,7 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     points = model.get("n_positions", points_end)     # the table covers n_positions points: 2 tokens each
     if isinstance(points, bool) or not isinstance(points, int) or points < 1:
         raise UsageError(f"model.n_positions={points!r} is not accepted; accepted: an integer >= 1")
-    if isinstance(points_end, int) and points < points_end:    # our model.max_tokens, in the seed's unit
+    if isinstance(points_end, int) and points < points_end:    # our model.max_tokens, in the original's unit
         raise UsageError(f"model.n_positions={points} is not accepted; accepted: >= "
                          f"training.curriculum.points.end={points_end} (the points the run trains on)")
     ours_model.update(preset="gpt2", inputs="pairs", max_tokens=2 * points)
@@ -140,7 +140,7 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
 
 
 def settings_from_config(raw: Any) -> tuple[GPT2Settings, Path | None]:
-    """(validated settings, its out_dir or None) of the seed's YAML mapping; UsageError in the
+    """(validated settings, its out_dir or None) of the original's YAML mapping; UsageError in the
     YAML's words."""
     ours, top = settings_mapping(raw)
     try:

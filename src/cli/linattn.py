@@ -1,4 +1,4 @@
-"""The training-dynamics study's command line (Zhang et al. 2025, seed 003): the seed's
+"""The training-dynamics study's command line (Zhang et al., ICML 2025): the original's
 `python train.py` flags, as `python -m runners.linattn`, -> the settings of system `dynamics`
 (src/systems/dynamics.py) -> the pipeline (train, run directory, the dynamics analysis).
 
@@ -31,7 +31,7 @@ from src.tasks.linattn import DynamicsTaskConfig
 
 PROG = "python -m runners.linattn"
 RUNNER = "runners.linattn"
-# The seed's --model names and the registered models they mean.
+# The original's --model names and the registered models they mean.
 SEED_MODELS = {"attnM": "attn_merged", "attnS": "attn_separate", "mlp": "cubic_mlp"}
 
 
@@ -158,7 +158,7 @@ def _fields(model: str) -> set[str]:
     return {f.name for f in dataclasses.fields(registry("dynamics_model").get(model).options)}
 
 
-# our settings -> the seed's flags, for messages
+# our settings -> the original's flags, for messages
 FLAGS = {"task.in_dim": "--in_dim", "task.seq_len": "--seq_len", "task.trainset_size": "--trainset_size",
          "task.icl": "--icl", "model.options.heads": "--head_num",
          "model.options.rank": "--rank", "train.epochs": "--epoch", "train.learning_rate": "--lr",

@@ -1,5 +1,5 @@
-"""Seed 001's command line (the Zoology / miniseq ICL benchmark), `python -m runners.recipe` (the
-seed's `uv run recipe.py`), built with tyro from the registries, into the settings of system
+"""The command line of the ICL benchmark (Zoology / miniseq), `python -m runners.recipe` (the
+original's `uv run recipe.py`), built with tyro from the registries, into the settings of system
 `lm` (src/systems/lm.py):
 
     python -m runners.recipe --choices
@@ -32,10 +32,10 @@ from src.tasks.objectives import objective_of, tasks_for
 
 PROG = "python -m runners.recipe"
 COMPONENTS = {"task": "task", "model.seq_mixer": "seq_mixer", "model.state_mixer": "state_mixer"}
-# the seed's names -> registry entries (a table, never a branch): seed 001 calls causal softmax
+# the original's names -> registry entries (a table, never a branch): the ICL benchmark calls causal softmax
 # attention `attention`
 ALIASES = {"seq_mixer": {"attention": "softmax_causal"}}
-# The defaults: the seed's recipe (T = 64, κ = 8, 2 layers, MLP) at a size that trains on 2 CPU
+# The defaults: the original's recipe (T = 64, κ = 8, 2 layers, MLP) at a size that trains on 2 CPU
 # cores (vocabulary 256 instead of 8,192, width 64 with 4 heads instead of 128 with 8).
 DEFAULT_TASK = {"mqar": {"vocab_size": 256}}
 DEFAULT_CHOICE = {"task": "mqar", "model.seq_mixer": "attention", "model.state_mixer": "mlp"}
@@ -43,7 +43,7 @@ DEFAULT_CHOICE = {"task": "mqar", "model.seq_mixer": "attention", "model.state_m
 
 def choices(kind: str) -> list[str]:
     """The names a component accepts: every registered entry of its kind (tasks: those a
-    language model reads), the seed's aliases first."""
+    language model reads), the original's aliases first."""
     if kind == "task":
         return tasks_for("tokens", "pairs")
     aliases = ALIASES.get(kind, {})
@@ -94,7 +94,7 @@ def build_cli_types():
 
     @dataclass(frozen=True)
     class Recipe:
-        """seed 001's recipe: train an `lm` on an in-context task, report accuracy"""
+        """the ICL benchmark's recipe: train an `lm` on an in-context task, report accuracy"""
         task: task_t = task_defaults["mqar"]
         model: Model = field(default_factory=Model)
         train: RecipeTrain = field(default_factory=RecipeTrain)

@@ -1,6 +1,6 @@
-"""The linear-attention models of the training-dynamics study (seed 003), registry
+"""The linear-attention models of the training-dynamics study (Zhang et al., ICML 2025), registry
 "dynamics_model". No residual, no 1/N (unless `normalize`), the prediction is the query's
-y entry, as in the seed's code.
+y entry, as in the original's code.
 
   attn_merged   ATTN_M: ŷ = Σ_h v_hᵀ (X Xᵀ) W_KQ,h x̃_q      v_h ∈ R^{D+1}, W_KQ,h ∈ R^{(D+1)×(D+1)}
                 (restricted: v_h = [0, a_h] reads y only, W_KQ,h = [[B_h, 0], [0, 0]] reads x only)
@@ -61,7 +61,7 @@ class AttnSeparateOptions:
 
 @dataclass(frozen=True)
 class CubicMLPOptions:
-    reads_cubic_feature: ClassVar[bool] = True   # the seed's --cubic_feat
+    reads_cubic_feature: ClassVar[bool] = True   # the original's --cubic_feat
     heads: int = 1             # hidden units
 
     def check(self) -> None:

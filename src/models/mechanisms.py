@@ -1,5 +1,5 @@
 """Causal attention mechanisms as registered sequence mixers (registry "seq_mixer"), the six
-of seed 000 ("Not All Attention Is Created Equal") plus plain causal linear attention.
+of limits_of_icl ("Not All Attention Is Created Equal") plus plain causal linear attention.
 
 Every mixer maps x [B, T, D] -> [B, T, D]: per-head projections q, k, v [B, T, H, K]
 (K = D / H), a causal mixing (output at t reads tokens <= t only), and an output projection.

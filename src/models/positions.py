@@ -1,4 +1,4 @@
-"""Position encodings as registered choices (registry "position"), for seed 002 (Lin et al.,
+"""Position encodings as registered choices (registry "position"), for the length study (Lin et al.,
 AAAI 2025: how position encodings affect length generalisation of in-context learning).
 
 An encoding acts at one or more of three places, each a no-op unless it says otherwise:

@@ -1,9 +1,9 @@
-"""Seed 001's recurrent sequence mixers (registry "seq_mixer"): `linear_attention` and
+"""The ICL benchmark's recurrent sequence mixers (registry "seq_mixer"): `linear_attention` and
 `gated_linear_attn`. Both linear ones are one recurrence over a matrix state per head:
 
     S_t = diag(α_t) S_{t−1} + φ(k_t)ᵀ v_t        y_t = φ(q_t) S_t        (S: [K', K])
 
-  (seed 001's `attention` is `softmax_causal` of src/models/mechanisms.py: the recipe's
+  (the ICL benchmark's `attention` is `softmax_causal` of src/models/mechanisms.py: the recipe's
   command line maps the name)
   linear_attention   α_t = 1, a feature map φ (`feature_map`: identity, elu1 = elu + 1, relu,
                      hadamard = (W₁u) ⊙ (W₂u), hedgehog = softmax([Wu, −Wu])), no normaliser;
@@ -166,8 +166,8 @@ class GatedLinearAttention(hk.Module):
 
 
 register_mixer("linear_attention", LinearAttentionOptions,
-          "seed 001: causal linear attention with a feature map, per-head RMSNorm output",
+          "ICL benchmark: causal linear attention with a feature map, per-head RMSNorm output",
           lambda o, h, n, p: LinearAttentionMixer(h, o.feature_map, name=n))
 register_mixer("gated_linear_attn", GLAOptions,
-          "seed 001: GLA, data-dependent low-rank decay, RMSNorm x swish-gate output",
+          "ICL benchmark: GLA, data-dependent low-rank decay, RMSNorm x swish-gate output",
           lambda o, h, n, p: GatedLinearAttention(h, o.gate_rank, o.gate_temperature, name=n))

@@ -3,11 +3,11 @@ linear attention" (ICML 2025) — linear-attention models (and the cubic-feature
 full-batch GD (or SGD, Adam) on a FIXED set of sequences, recording the loss at every epoch
 and the key-query singular values at every log point.
 
-Loss: mean squared error of the query prediction, L = (1/P) Σ_p (ŷ_p − y_p)² (the seed's
+Loss: mean squared error of the query prediction, L = (1/P) Σ_p (ŷ_p − y_p)² (the original's
 nn.MSELoss; no ½). Every model is ŷ = F t(θ) (src/models/linattn.py), so the full-batch loss
 is the quadratic L(θ) = t G t − 2 bᵀ t + c of the set's moments G = FᵀF/P, b = Fᵀy/P,
 c = yᵀy/P, computed once: an epoch costs O(F²) whatever P is. The loss and the test losses are
-recorded at the parameters before each epoch's update (as the seed). A step of the one loop is
+recorded at the parameters before each epoch's update (as the original code does). A step of the one loop is
 an epoch here.
 
 Files: dynamics.npz (loss and test losses at every epoch, log_epochs, singular values of every
@@ -55,7 +55,7 @@ class DynamicsTrain:
     init_convention: str = "original"   # src.models.linattn.INIT_CONVENTIONS
     seed: int = 0               # initialisation (and SGD shuffling)
     log_every: int = 10         # epochs between records of W_KQ's singular values
-    normalize: bool = False     # divide X Xᵀ (and z) by N, as the paper's formulas; the seed's code does not
+    normalize: bool = False     # divide X Xᵀ (and z) by N, as the paper's formulas; the original's code does not
     float64: bool = False       # train in float64 (exactness checks)
     checkpoint_every: int = 1000   # epochs between checkpoints (and at the end); for --resume
 
@@ -70,7 +70,7 @@ class DynamicsSettings(Settings):
     task: DynamicsTaskConfig = field(default_factory=DynamicsTaskConfig)
     model: Choice = choice_field("dynamics_model", "attn_merged")
     train: DynamicsTrain = field(default_factory=DynamicsTrain)
-    show: bool = False          # write the loss figure (the seed's --show; nothing is displayed)
+    show: bool = False          # write the loss figure (the original's --show; nothing is displayed)
 
     def describe(self) -> str:
         return self.model.name
@@ -217,7 +217,7 @@ class DynamicsTrainer(SystemTrainer):
                      {"singular_values": sv, "gamma_diag": gamma})
 
     def row(self, state, step, losses) -> dict | None:
-        """Rows at about 20 points of the run (the seed prints the loss that often)."""
+        """Rows at about 20 points of the run (the original prints the loss that often)."""
         every = max(self.log_every, self.steps // 20)
         if step % every < self.log_every or step == self.steps:
             return {"train_loss": float(losses[-1])}

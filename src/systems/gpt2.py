@@ -1,6 +1,6 @@
 """System `gpt2`: Garg et al. (2022)'s in-context learner — a GPT-2 sequence model (any sequence
 mixer, any position encoding) trained on regression or boolean tasks with a curriculum over
-dimensions and points. The mechanisms study ("Not All Attention Is Created Equal", seed 000) and
+dimensions and points. The mechanisms study ("Not All Attention Is Created Equal") and
 the length study (Lin et al., AAAI 2025) run on it.
 
 Loss: mean squared error over every scored prediction point (Garg's training loss; twice the
@@ -8,7 +8,7 @@ paper system's ½·MSE — this system's `loss` means plain MSE). Reported error
 objective's per-point error (squared error / d for regression, 0/1 error of sign ŷ for boolean
 tasks) on a fixed eval set (eval_seed) at the curriculum's end. Adam with gradient clipping.
 
-Files: training_log.csv (step, loss, n_points, n_dims: the seed's), plus what the analyses
+Files: training_log.csv (step, loss, n_points, n_dims: the original's), plus what the analyses
 write (analysis/icl_curve.*, analysis/robustness.json, <mixer>_loss.png).
 Shapes: B batch, n points, d dims.
 """
@@ -42,8 +42,8 @@ class GPT2Train:
     learning_rate: float = 1e-3
     steps: int = 6000
     log_every: int = 250
-    checkpoint_every: int = 1000     # the seed's save_every_steps
-    keep_every: int = 0              # also keep checkpoint_<step>.npz (the seed's keep_every_steps); 0 = no
+    checkpoint_every: int = 1000     # the original's save_every_steps
+    keep_every: int = 0              # also keep checkpoint_<step>.npz (the original's keep_every_steps); 0 = no
     eval_size: int = 1000
     seed: int = 0
     eval_seed: int = EVAL_SEED
@@ -85,7 +85,7 @@ class GPT2Settings(Settings):
         return f"{self.model.seq_mixer.name} + {self.model.position.name} on {self.task.name}"
 
     def loss_figure_file(self) -> str:
-        return f"{self.model.seq_mixer.name}_loss.png"   # the seed's {attention_type}_loss.jpg, as PNG
+        return f"{self.model.seq_mixer.name}_loss.png"   # the original's {attention_type}_loss.jpg, as PNG
 
     def loss_figure_marks(self) -> list[int]:
         """The curriculum's boundaries: the steps at which the dimension or the points grow."""

@@ -1,4 +1,4 @@
-"""System `lm`: the ICL benchmark of Zoology / miniseq (seed 001's recipe) — a language-model
+"""System `lm`: the ICL benchmark of Zoology / miniseq (the ICL benchmark's recipe) — a language-model
 stack of sequence mixers and state mixers trained on a registered task: token tasks (MQAR,
 disjoint sets) or x/y-pair tasks (boolean classes, regression), scored by the task's objective
 (src/tasks/objectives.py). AdamW with linear warm-up then cosine decay, gradient clipping.
@@ -35,7 +35,7 @@ EXAMPLES = "examples.json"
 class LMTrain:
     batch_size: int = 64
     steps: int = 1500
-    learning_rate: float = 3e-3       # the seed: 1e-3 at batch 256; we train at batch 64
+    learning_rate: float = 3e-3       # the ICL benchmark: 1e-3 at batch 256; we train at batch 64
     weight_decay: float = 0.1
     warmup_fraction: float = 0.03
     grad_clip: float = 3.0
@@ -66,7 +66,7 @@ class LMSettings(Settings):
     @classmethod
     def from_dict(cls, raw):
         model = dict(raw.get("model") or {}) if isinstance(raw, dict) else {}
-        if "max_len" in model:             # a record of the LMConfig era (seed 001's names)
+        if "max_len" in model:             # a record of the LMConfig era (the ICL benchmark's names)
             mixer = model.get("seq_mixer")
             if isinstance(mixer, dict) and mixer.get("name") == "attention":
                 model["seq_mixer"] = {**mixer, "name": "softmax_causal"}
@@ -254,7 +254,7 @@ def decoded_examples(apply, params, batch, count: int = 3) -> list[dict]:
 
 
 @register_system(LMSettings, doc="the Zoology / miniseq ICL benchmark: sequence x state mixers on "
-                                 "token and pair tasks (seed 001's recipe)")
+                                 "token and pair tasks (the ICL benchmark's recipe)")
 def build_lm(settings: LMSettings) -> LMTrainer:
     return LMTrainer(settings)
 

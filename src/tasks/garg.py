@@ -1,5 +1,5 @@
 """Garg et al. (2022) in-context regression tasks with their curriculum over dimensions and
-points (seed 000's YAML `curriculum.dims/points`: start, end, inc, interval).
+points (limits_of_icl's YAML `curriculum.dims/points`: start, end, inc, interval).
 
 A batch is drawn at the curriculum's END shape (n points, d dims): coordinates at or above
 the current dimension are zero and points at or above the current count are masked out of

@@ -1,12 +1,12 @@
 """In-context linear regression as the training-dynamics study defines it (Zhang, Singh,
-Latham & Saxe, ICML 2025, arXiv 2501.16265; seed 003).
+Latham & Saxe, ICML 2025, arXiv 2501.16265).
 
 A FIXED training set of P sequences (not fresh tasks every step). Sequence p has T tokens
 [x; y] ∈ R^{D+1}: T−1 context pairs and the query, whose y is set to 0 in the input; the
 target is the query's y = w_p · x_q.
 
   x ~ N(0, Λ), Λ = diag(λ_1..λ_D), λ_i ∝ i with trace 1 (or Λ = I/D with white_cov);
-  x is centred over the sequences of a set (per token position), as the seed does.
+  x is centred over the sequences of a set (per token position), as the original code does.
   task vectors: a fraction `icl` of the sequences get their own w ~ N(0, I), whitened over
   the set (their empirical second moment is exactly I); the others share one fixed w*.
   test sets (testset_size each): in-context (fresh random w per sequence) and in-weight
@@ -31,7 +31,7 @@ from src.settings import require_int, require_number
 
 @dataclass(frozen=True)
 class DynamicsTaskConfig:
-    objective: ClassVar[str] = "query_mse"          # registry "objective": the seed's MSE
+    objective: ClassVar[str] = "query_mse"          # registry "objective": the original's MSE
     in_dim: int = 4              # D
     seq_len: int = 32            # T tokens per sequence: T - 1 context pairs and the query
     trainset_size: int = 5000    # P
@@ -102,7 +102,7 @@ def make_sets(cfg: DynamicsTaskConfig) -> dict[str, SequenceSet]:
 
 
 @registry("task").register("linattn_regression", DynamicsTaskConfig,
-                           doc="seed 003: a fixed set of P sequences [x; y], x ~ N(0, Λ), "
+                           doc="Zhang et al.: a fixed set of P sequences [x; y], x ~ N(0, Λ), "
                                "whitened task vectors, icl fraction")
 def build_linattn_regression(options: DynamicsTaskConfig) -> dict[str, SequenceSet]:
     return make_sets(options)

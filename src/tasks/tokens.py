@@ -1,4 +1,4 @@
-"""Token-level in-context tasks of seed 001's suite (registry "task"): next-token prediction over
+"""Token-level in-context tasks of the ICL benchmark's suite (registry "task"): next-token prediction over
 a vocabulary of V tokens, scored only where the task says.
 
   mqar           multi-query associative recall (Arora et al. 2023, "Zoology"): κ key-value
