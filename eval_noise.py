@@ -1,6 +1,6 @@
 """Noise/outlier-robustness sweep: train and evaluate every model under corrupted contexts.
 
-    PYTHONPATH=. python -m eval_noise \\
+    python -m eval_noise \\
       --models lsa1,twolayer --noise_mode label_noise,random_pairs \\
       --p 0.0,0.25 --sigma 0.5 --placement clean_first,noisy_first \\
       --train_noise_mode auto --eval_noise_mode auto \\

@@ -1,6 +1,6 @@
 """Order-sensitivity sweep: train and evaluate every model under each context ordering.
 
-    PYTHONPATH=. python -m eval_order \\
+    python -m eval_order \\
       --models lsa1,twolayer --ordering random,smallnorm2largenorm \\
       --train_ordering auto --eval_ordering auto \\
       --seeds 0,1 --out results_order.csv --runs-dir runs/eval_order

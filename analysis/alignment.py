@@ -1,6 +1,6 @@
 """Alignment of a trained model with one step of GD on the run's own eval tasks (SPEC §5).
 
-    PYTHONPATH=. python -m analysis.alignment --run runs/<exp> [--eta 0.1]
+    python -m analysis.alignment --run runs/<exp> [--eta 0.1]
 
 Writes runs/<exp>/analysis/alignment.json:
   model_loss    ½ mean (ŷ_TF − y_q)²         gd_loss     ½ mean (ŷ_GD − y_q)²
@@ -67,7 +67,7 @@ def _report(args, run_dir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__.splitlines()[0], _eta_flag, _report, argv)
+    return main_frame(MODULE, __doc__, _eta_flag, _report, argv)
 
 
 if __name__ == "__main__":

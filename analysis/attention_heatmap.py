@@ -1,7 +1,7 @@
 """Quick heatmaps of saved attention weights, one figure per layer and head.
 
-    PYTHONPATH=. python -m plots.attention_quick --run runs/<exp>     (the original's name)
-    PYTHONPATH=. python -m analysis.attention_heatmap --run runs/<exp>
+    python -m plots.attention_quick --run runs/<exp>     (the original's name)
+    python -m analysis.attention_heatmap --run runs/<exp>
 
 Reads attn/layer{L}_head{H}.npy ([tasks, queries, keys], saved with
 --save_attention) and writes figs/attention_layer{L}_head{H}.png: the weights of
@@ -101,10 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in run(run_dir):
             print(f"-> {run_dir.file(name)}")
 
-    return main_frame(MODULE, __doc__.splitlines()[0], lambda parser: None, work, argv)
+    return main_frame(MODULE, __doc__, lambda parser: None, work, argv)
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.cli import guarded, summary
 
     sys.exit(guarded(main))

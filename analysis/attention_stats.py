@@ -1,6 +1,6 @@
 """How much the query token attends to clean vs corrupted context pairs.
 
-    PYTHONPATH=. python -m analysis.attention_stats --run runs/<exp>
+    python -m analysis.attention_stats --run runs/<exp>
 
 Reads the saved attention (attn/layer{L}_head{H}.npy, [tasks, queries, keys], the
 first tasks of the eval set; needs a run trained with --save_attention) and the
@@ -208,10 +208,10 @@ def _print_auroc(args, run_dir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__.splitlines()[0], lambda parser: None, _print_auroc, argv)
+    return main_frame(MODULE, __doc__, lambda parser: None, _print_auroc, argv)
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.cli import guarded, summary
 
     sys.exit(guarded(main))

@@ -15,7 +15,7 @@ import math
 import sys
 from typing import Any, Callable, NamedTuple, Sequence
 
-from src.cli import OneLineParser
+from src.cli import OneLineParser, summary
 from src.models.attention_only import Model, build_model
 from src.registry import registry
 from src.rundir import RunDir, RunDirError, names
@@ -97,8 +97,9 @@ def register_analysis(name: str, run: Callable, doc: str, applies: Callable[[Any
 def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser], None],
                work: Callable[[argparse.Namespace, RunDir], None],
                argv: Sequence[str] | None) -> int:
-    """Parse flags (exit 2 on a bad one), then run `work(args, RunDir(args.run))`."""
-    parser = make_parser(module, description)
+    """Parse flags (exit 2 on a bad one), then run `work(args, RunDir(args.run))`. `description`:
+    the module's docstring (its first paragraph opens --help)."""
+    parser = make_parser(module, summary(description))
     add_flags(parser)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     code = run_cli(parser.prog, lambda: work(args, RunDir(args.run)))

@@ -1,7 +1,7 @@
 """Plateaus and abrupt drops of a loss trajectory, against the principal-component theory
 (the training-dynamics study, Zhang et al., ICML 2025).
 
-    PYTHONPATH=. python -m analysis.dynamics --run runs/<exp>
+    python -m analysis.dynamics --run runs/<exp>
 
 The rule (stated once, used everywhere):
   - epoch t is *flat* when the loss changes by less than 2 % (relative) over the next
@@ -228,10 +228,10 @@ def _print_staircase(args, run_dir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__.splitlines()[0], lambda parser: None, _print_staircase, argv)
+    return main_frame(MODULE, __doc__, lambda parser: None, _print_staircase, argv)
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.cli import guarded, summary
 
     sys.exit(guarded(main))

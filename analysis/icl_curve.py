@@ -3,7 +3,7 @@ every applicable baseline (least squares, averaging, 3-NN, one GD step; Lasso on
 task): Garg et al.'s normalisation, squared error / d (the zero predictor scores 1 on
 N(0, I) tasks), mean and 95 % interval (1.96 standard errors) over the fixed eval tasks.
 
-    PYTHONPATH=. python -m analysis.icl_curve --run runs/<exp> [--points N]
+    python -m analysis.icl_curve --run runs/<exp> [--points N]
 
 `--points` evaluates beyond the trained number of points (a length test) as far as the
 model's position table (n_positions) allows; asking for more exits 2 with one line.
@@ -137,7 +137,7 @@ def _print_curve(args, run_dir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__.splitlines()[0], _points_flag, _print_curve, argv)
+    return main_frame(MODULE, __doc__, _points_flag, _print_curve, argv)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ at the query the model's are nearest to (mean squared difference over tasks and 
 behaves, not how well it scores); it is stated only when the model is trained
 (analysis.length_gen.judge: its error at L − 1 clearly below the best constant's).
 
-    PYTHONPATH=. python -m analysis.inductive_bias --run runs/<exp>
+    python -m analysis.inductive_bias --run runs/<exp>
 
 Registered (registry "analysis"): it runs at the end of every gpt2-family run. Writes
 analysis/inductive_bias.json and analysis/baseline_all_dup.png. Error: the task's (squared
@@ -137,7 +137,7 @@ def _print(args, run_dir: RunDir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__.splitlines()[0], lambda parser: None, _print, argv)
+    return main_frame(MODULE, __doc__, lambda parser: None, _print, argv)
 
 
 register_analysis("inductive_bias", run, "the model vs least squares, averaging, 3-NN as copies fill the prompt",

@@ -3,7 +3,7 @@ error vs number of in-context examples out to `factor` × the trained number of 
 the least-squares / averaging / 3-NN (and one GD step) baselines, and which multiples of the
 trained length keep the error within 2× of its in-distribution value.
 
-    PYTHONPATH=. python -m analysis.length_gen --run runs/<exp> [--factor 8]
+    python -m analysis.length_gen --run runs/<exp> [--factor 8]
 
 Claims are judged only on a trained model (`judge`): when the in-distribution error is not
 clearly below the best constant prediction's (at most 0.75 x), within_2x is null and the
@@ -134,7 +134,7 @@ def _print(args, run_dir: RunDir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__.splitlines()[0], _flags, _print, argv)
+    return main_frame(MODULE, __doc__, _flags, _print, argv)
 
 
 if __name__ == "__main__":

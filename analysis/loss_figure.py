@@ -4,7 +4,7 @@ system's figs/loss.png (the dynamics paper's `--show`). Every per-step loss of t
 is drawn (the dynamics system's test losses too), against steps (epochs), log scale, with the
 curriculum's boundaries dashed (the original's "Curriculum Step Boundary" lines).
 
-    PYTHONPATH=. python -m analysis.loss_figure --run runs/<exp>
+    python -m analysis.loss_figure --run runs/<exp>
 """
 from __future__ import annotations
 
@@ -64,11 +64,11 @@ register_analysis("loss_figure", run, "the training loss over steps (gpt2; dynam
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__.splitlines()[0], lambda parser: None,
+    return main_frame(MODULE, __doc__, lambda parser: None,
                       lambda args, run_dir: print(f"-> {run_dir.file(run(run_dir))}"), argv)
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.cli import guarded, summary
 
     sys.exit(guarded(main))

@@ -1,6 +1,6 @@
 """Out-of-distribution scaling of the input range (SPEC §6).
 
-    PYTHONPATH=. python -m analysis.ood_eval --run runs/<exp> --alphas 1 1.5 2 3
+    python -m analysis.ood_eval --run runs/<exp> --alphas 1 1.5 2 3
 
 For every α the run's eval tasks are redrawn from the same eval seed with context
 and query inputs x ~ U(−α·a/2, α·a/2)^d (the eval curriculum applied as in
@@ -91,7 +91,7 @@ def _print_table(args, run_dir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__.splitlines()[0], _alphas_flag, _print_table, argv)
+    return main_frame(MODULE, __doc__, _alphas_flag, _print_table, argv)
 
 
 if __name__ == "__main__":

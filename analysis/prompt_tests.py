@@ -1,4 +1,6 @@
-"""Prompts built from repeated examples, for a `gpt2`-family run (Lin et al., AAAI 2025, §5):
+"""Prompts built from repeated examples, for a `gpt2`-family run (Lin et al., AAAI 2025, §5): the
+duplication test and the serial-position ("lost in the middle") test.
+
 
   duplication      2d distinct examples, the last of them repeated r more times, then the
                    query: the task's error at the query vs r (0, 5, 10, 15, 20)
@@ -6,7 +8,7 @@
                    end of a prompt otherwise filled with copies of one example, then the query
                    (`lost_in_mid.png`): at the trained number of points and at `factor` × it
 
-    PYTHONPATH=. python -m analysis.prompt_tests --run runs/<exp> [--factor 4]
+    python -m analysis.prompt_tests --run runs/<exp> [--factor 4]
 
 Every prompt is drawn from the same eval functions (the run's eval seed), so the cells differ
 only in the arrangement. Error: squared error / d (regression) or 1 − accuracy (boolean). A
@@ -136,7 +138,7 @@ def _print(args, run_dir: RunDir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__.splitlines()[0], _flags, _print, argv)
+    return main_frame(MODULE, __doc__, _flags, _print, argv)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 of the prediction token (the last x token) spreads over the prompt, per layer, at the trained
 length and at `factor` × it.
 
-    PYTHONPATH=. python -m analysis.recency --run runs/<exp> [--factor 4] [--bins 10]
+    python -m analysis.recency --run runs/<exp> [--factor 4] [--bins 10]
 
 Per layer, keys are binned by normalised position s / (T − 1) ∈ [0, 1]; a bin's value is the
 mean attention weight per key in it relative to uniform attention (× T keys), averaged over
@@ -142,7 +142,7 @@ def _print(args, run_dir: RunDir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__.splitlines()[0], _flags, _print, argv)
+    return main_frame(MODULE, __doc__, _flags, _print, argv)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The stress tests of the workbench on a `gpt2`-family regression run (limits_of_icl's question:
-which attention mechanism stays robust), all at evaluation time on the run's fixed eval tasks:
+which attention mechanism stays robust), all at evaluation time on the run's fixed eval tasks.
+
 
   clean_n{k}      error (squared error / d) at the prediction with k examples, k = d/2, d, 2d
   label_noise     error at the last point when round(0.25·(n−1)) context labels get + N(0, 0.5²)
@@ -12,7 +13,7 @@ which attention mechanism stays robust), all at evaluation time on the run's fix
   length_1.5x     error at the last of ceil(1.5·n) points when the position table allows it
                   (null, with the reason, when it does not)
 
-    PYTHONPATH=. python -m analysis.robustness --run runs/<exp>
+    python -m analysis.robustness --run runs/<exp>
 
 Writes analysis/robustness.json.
 """
@@ -128,11 +129,11 @@ def _print_record(args, run_dir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame("analysis.robustness", __doc__.splitlines()[0], lambda parser: None,
+    return main_frame("analysis.robustness", __doc__, lambda parser: None,
                       _print_record, argv)
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.cli import guarded, summary
 
     sys.exit(guarded(main))

@@ -1,7 +1,7 @@
 """Quick heatmaps of saved attention weights (the original's command; the analysis lives in
 analysis/attention_heatmap.py, where the pipeline runs it at the end of a run).
 
-    PYTHONPATH=. python -m plots.attention_quick --run runs/<exp>
+    python -m plots.attention_quick --run runs/<exp>
 """
 import sys
 

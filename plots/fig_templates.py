@@ -1,6 +1,6 @@
 """Report figures from a sweep's results CSV (eval_order / eval_noise).
 
-    PYTHONPATH=. python -m plots.fig_templates --from results_order.csv --out report/figures/order
+    python -m plots.fig_templates --from results_order.csv --out report/figures/order
 
 Renders, when the CSV has the data for them (otherwise the figure is skipped with
 the reason printed, and a stale copy of it in --out is removed):
@@ -30,7 +30,7 @@ from plots.results_table import (has_values, label_column, load_results, mean_st
 from plots.style import (line_colors, line_legend, model_colors, new_figure, panels,
                          png_bytes, wrapped_title)
 from src import rundir as names
-from src.cli import OneLineParser, guarded
+from src.cli import OneLineParser, guarded, summary
 from src.rundir import RunDir
 from src.stats import STD_LABEL
 from src.files import atomic_write_bytes
@@ -333,7 +333,7 @@ def render_all(csv_path: Path, out_dir: Path) -> tuple[list[str], list[tuple[str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0],
+    parser = OneLineParser(prog=PROG, description=summary(__doc__),
                                      epilog="\n".join(__doc__.splitlines()[1:]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--from", dest="source", required=True,

@@ -1,7 +1,7 @@
 """Training dynamics of in-context learning in linear attention (Zhang, Singh, Latham & Saxe,
 ICML 2025): the original's `python train.py` command lines, as `python -m runners.linattn`.
 
-    PYTHONPATH=. python -m runners.linattn --model attnM --head 8 --init 1e-6 --show
+    python -m runners.linattn --model attnM --head 8 --init 1e-6 --show
 """
 import sys
 

@@ -1,9 +1,9 @@
 """The ICL benchmark's recipe (task x sequence mixer x state mixer, accuracy): the original's
 `uv run recipe.py ...` as `python -m runners.recipe ...` (see src/cli/recipe.py).
 
-    PYTHONPATH=. python -m runners.recipe --choices
-    PYTHONPATH=. python -m runners.recipe task:mqar model.seq_mixer:attention model.state_mixer:mlp --help
-    PYTHONPATH=. python -m runners.recipe wandb:None task:mqar model.seq_mixer:attention model.state_mixer:mlp
+    python -m runners.recipe --choices
+    python -m runners.recipe task:mqar model.seq_mixer:attention model.state_mixer:mlp --help
+    python -m runners.recipe wandb:None task:mqar model.seq_mixer:attention model.state_mixer:mlp
 """
 import sys
 

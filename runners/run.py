@@ -1,19 +1,19 @@
 """Rerun any run from its config.json alone, for every system (or train any settings JSON).
 
-    PYTHONPATH=. python -m runners.run --config runs/lsa1_seed0/config.json --out runs/lsa1_again
-    PYTHONPATH=. python -m runners.run --config runs/x/config.json --set train.steps=200 --out runs/y
+    python -m runners.run --config runs/lsa1_seed0/config.json --out runs/lsa1_again
+    python -m runners.run --config runs/x/config.json --set train.steps=200 --out runs/y
 
 `--config` takes a run's config.json (any system, any schema; its "settings" are used) or a
 bare settings mapping. Same settings and seed give the same metrics, bit for bit.
 """
 import sys
 
-from src.cli import guarded
+from src.cli import guarded, summary
 from src.cli.rerun import main as rerun_main
 
 
 def main(argv=None) -> int:
-    return rerun_main(argv, __doc__.splitlines()[0])
+    return rerun_main(argv, summary(__doc__))
 
 
 if __name__ == "__main__":

@@ -3,16 +3,16 @@
 One LSA layer (or, with --num_layers K, one weight-shared layer applied K times)
 is compared with one (K) step(s) of gradient descent on the same eval tasks.
 
-    PYTHONPATH=. python -m runners.run_concat_inputs_targets --out runs/lsa1 --steps 5000
+    python -m runners.run_concat_inputs_targets --out runs/lsa1 --steps 5000
 """
 import sys
 
-from src.cli import guarded
+from src.cli import guarded, summary
 from src.cli.lsa import main as lsa_main
 
 
 def main(argv=None) -> int:
-    return lsa_main("lsa1", __doc__.splitlines()[0], argv)
+    return lsa_main("lsa1", summary(__doc__), argv)
 
 
 if __name__ == "__main__":

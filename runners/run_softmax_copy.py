@@ -4,16 +4,16 @@ Layer 1 uses softmax attention and learns to copy each neighbour into its partne
 token; layer 2 is linear and does the GD step. Tokens carry a concatenated
 sinusoidal positional encoding of size 10 (model width 20).
 
-    PYTHONPATH=. python -m runners.run_softmax_copy --out runs/twolayer --steps 10000
+    python -m runners.run_softmax_copy --out runs/twolayer --steps 10000
 """
 import sys
 
-from src.cli import guarded
+from src.cli import guarded, summary
 from src.cli.lsa import main as lsa_main
 
 
 def main(argv=None) -> int:
-    return lsa_main("twolayer", __doc__.splitlines()[0], argv)
+    return lsa_main("twolayer", summary(__doc__), argv)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """GPT-2-style in-context regression with a pluggable attention mechanism (limits_of_icl, "Not All
 Attention Is Created Equal"): the original's `python train.py --config FILE.yaml`.
 
-    PYTHONPATH=. python -m runners.train --config configs/dummy.yaml
-    PYTHONPATH=. python -m runners.train --config configs/quick.yaml --set model.attention_type=mqa
+    python -m runners.train --config configs/dummy.yaml
+    python -m runners.train --config configs/quick.yaml --set model.attention_type=mqa
 """
 import sys
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from src.cli import summary
 from src.models.layouts import model_width, num_tokens
 
 from src.files import atomic_write_json
@@ -116,7 +117,7 @@ def bench_model(name: str, batch: int, chunk_steps: int, repeats: int, eval_size
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench", description=summary(__doc__))
     parser.add_argument("--models", default="lsa1,twolayer")
     parser.add_argument("--batch_size", type=int, default=2048)
     parser.add_argument("--chunk", type=int, default=100, help="steps per timed chunk")
@@ -154,6 +155,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.cli import guarded, summary
 
     sys.exit(guarded(main))

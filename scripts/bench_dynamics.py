@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
+from src.cli import OneLineParser, summary
 from src.loop import train
 from src.registry import choice
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer
@@ -47,8 +48,10 @@ def bench(quick: bool = False) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    rows = bench(quick="--quick" in args)
+    parser = OneLineParser(prog="python -m scripts.bench_dynamics", description=summary(__doc__))
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the benchmark")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    rows = bench(quick=args.quick)
     print(f"{'dynamics case':22} {'epochs':>7} {'ms/epoch':>9} {'train s':>8} {'total s':>8} anchor")
     for r in rows:
         anchor = f"{r['anchor_minutes']:.0f} min (public PyTorch code)" if r["anchor_minutes"] else ""

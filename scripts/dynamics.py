@@ -1,7 +1,9 @@
-"""The training-dynamics study (Zhang et al., ICML 2025): make dynamics, or
+"""The training-dynamics study (Zhang et al., ICML 2025): the merged and separate key-query models,
+the cubic MLP, the rank sweep and the in-context fraction at the original's sizes. `make dynamics`
+runs it.
 
-    PYTHONPATH=. python -m scripts.dynamics            # the original's sizes
-    PYTHONPATH=. python -m scripts.dynamics --quick    # small sizes, for a smoke test
+    python -m scripts.dynamics            # the original's sizes
+    python -m scripts.dynamics --quick    # small sizes, for a smoke test
 
 (a) ATTN_M (as it is, and restricted to the MLP's function) vs the cubic MLP (the original's
 defaults); (b) ATTN_S with rank-one heads at D = 4: the staircase, under the original's

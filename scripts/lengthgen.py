@@ -2,11 +2,11 @@
 the study's Llama backbone, and its `mamba` row (a Mamba model of the same width and depth, no
 position encoding), on linear regression (d = 5, trained to 21 points) and on the boolean task
 `conjunction`, 3 seeds, evaluated out to 8x the trained length, with the recency, duplication,
-serial-position and inductive-bias analyses of every run. make lengthgen, or
+serial-position and inductive-bias analyses of every run. `make lengthgen` runs it.
 
-    PYTHONPATH=. python -m scripts.lengthgen                      # configs/lengthgen.yaml
-    PYTHONPATH=. python -m scripts.lengthgen --quick              # 60 steps, 1 seed (smoke test)
-    PYTHONPATH=. python -m scripts.lengthgen --positions rope,fire,mamba --tasks linear_regression
+    python -m scripts.lengthgen                      # configs/lengthgen.yaml
+    python -m scripts.lengthgen --quick              # 60 steps, 1 seed (smoke test)
+    python -m scripts.lengthgen --positions rope,fire,mamba --tasks linear_regression
 
 Each run is configs/lengthgen.yaml (read as `python -m runners.train` reads it) with its
 encoding, task and seed, made by the job engine (finished runs are reused); the row `mamba` is

@@ -1,8 +1,8 @@
 """The mechanisms study (limits_of_icl): every attention mechanism at one size, 3 seeds, under
-every stress test of the workbench. make mechanisms, or
+every stress test of the workbench. `make mechanisms` runs it.
 
-    PYTHONPATH=. python -m scripts.mechanisms            # configs/mechanisms.yaml, 3 seeds
-    PYTHONPATH=. python -m scripts.mechanisms --quick    # 150 steps, 1 seed (a smoke test)
+    python -m scripts.mechanisms            # configs/mechanisms.yaml, 3 seeds
+    python -m scripts.mechanisms --quick    # 150 steps, 1 seed (a smoke test)
 
 Each run is configs/mechanisms.yaml (read as `python -m runners.train` reads it) with its
 mechanism and seed, made by the job engine (src/jobs/: finished runs are reused); the report is

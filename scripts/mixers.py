@@ -1,10 +1,10 @@
 """The sequence-mixer study (Zoology's figure, on the ICL benchmark of miniseq): MQAR accuracy vs model width
 for each sequence mixer at two numbers of key-value pairs κ, and boolean-task accuracy vs the
-number of in-context examples per mixer. make mixers, or
+number of in-context examples per mixer. `make mixers` runs it.
 
-    PYTHONPATH=. python -m scripts.mixers                # widths 16, 32, 64; κ 4 and 8; seed 0
-    PYTHONPATH=. python -m scripts.mixers --seeds 0,1    # the same grid for every seed listed
-    PYTHONPATH=. python -m scripts.mixers --quick        # width 16, κ 4, conjunction, 40 steps (smoke test)
+    python -m scripts.mixers                # widths 16, 32, 64; κ 4 and 8; seed 0
+    python -m scripts.mixers --seeds 0,1    # the same grid for every seed listed
+    python -m scripts.mixers --quick        # width 16, κ 4, conjunction, 40 steps (smoke test)
 
 MQAR follows Zoology's protocol (V = 256, T = 64, one head per mixer, 2 layers) with the ICL benchmark's
 MLP state mixer (`mamba`, the selective state space of src/models/state_space.py, takes the

@@ -1,7 +1,7 @@
 """Reproduce the paper's main results end to end: train, evaluate, write report/REPRODUCTION.md.
 
-    PYTHONPATH=. python -m scripts.reproduce            # the paper's steps, 3 seeds (make reproduce)
-    PYTHONPATH=. python -m scripts.reproduce --quick    # reduced steps (make reproduce_quick)
+    python -m scripts.reproduce            # the paper's steps, 3 seeds (make reproduce)
+    python -m scripts.reproduce --quick    # reduced steps (make reproduce_quick)
 
 1. One layer = one GD step        lsa1 vs one tuned GD step (loss, alignment over training)
 2. K layers ≈ K GD steps, GD++    recurrent LSA, K = 2, 3, 4, vs K-step GD and GD++
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
-from src.cli import OneLineParser, UsageError, fail, guarded
+from src.cli import OneLineParser, UsageError, fail, guarded, summary
 from src.cli.lsa import settings_for
 from src.jobs.engine import (LOGS, TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, run_jobs,
                              use_compilation_cache)
@@ -57,7 +57,7 @@ FlagError = UsageError   # a bad flag value: one line naming the flag, the value
 # Flags
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog=PROG, description=__doc__.splitlines()[0],
+    p = OneLineParser(prog=PROG, description=summary(__doc__),
                       formatter_class=argparse.RawDescriptionHelpFormatter,
                       epilog="Sizes: explicit flags win over --steps-scale, which scales the "
                              "mode's steps (the paper's, or --quick's).")

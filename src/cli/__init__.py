@@ -18,6 +18,14 @@ from typing import Callable, Mapping, Sequence
 from src.bounds import RANGES, SEED_LIMIT  # noqa: F401 - the one table of integer ranges
 
 
+def summary(doc: str | None) -> str:
+    """A module docstring's first paragraph as one line: what a command's --help opens with."""
+    paragraph = (doc or "").strip().split("\n\n", 1)[0]
+    lines = [line.strip() for line in paragraph.splitlines()]
+    return "".join(line if i + 1 == len(lines) or line.endswith("-") else line + " "
+                   for i, line in enumerate(lines)).strip()
+
+
 class UsageError(Exception):
     """A bad flag, value or combination; the message is one line."""
 

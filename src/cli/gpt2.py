@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from src.cli import OneLineParser, PrintChoices, UsageError, fail
+from src.cli import OneLineParser, PrintChoices, UsageError, fail, summary
 from src.cli import length_study
 from src.cli.length_study import mapping_of, refuse_unknown
 from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model
@@ -231,7 +231,7 @@ def default_out(path: str, sets: Sequence[str]) -> Path:
 
 
 def build_parser() -> OneLineParser:
-    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("config_path", nargs="?", metavar="CONFIG",
                         help="the YAML config (the length study's train.py takes it this way)")
     parser.add_argument("--config", help="the YAML config, e.g. configs/dummy.yaml or "

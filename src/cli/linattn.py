@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import (OneLineParser, PrintChoices, UsageError, changed_flags, fail, int_at_least,
+from src.cli import (OneLineParser, summary, PrintChoices, UsageError, changed_flags, fail, int_at_least,
                      number_in, positive_number, seed)
 from src.cli.command import train_command, validated
 from src.registry import choice, registry
@@ -37,7 +37,7 @@ SEED_MODELS = {"attnM": "attn_merged", "attnS": "attn_separate", "mlp": "cubic_m
 
 def build_parser() -> argparse.ArgumentParser:
     task, tr = DynamicsTaskConfig(), DynamicsTrain()
-    p = OneLineParser(prog=PROG, description=__doc__.splitlines()[0],
+    p = OneLineParser(prog=PROG, description=summary(__doc__),
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g = p.add_argument_group("the original's flags (its config.py; python train.py ...)")
     g.add_argument("--model", choices=list(SEED_MODELS), default="attnM",

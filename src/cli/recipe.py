@@ -85,7 +85,7 @@ def build_cli_types():
 
     @dataclass(frozen=True)
     class Model:
-        """the `lm` preset of the one sequence family (src/models/sequence.py)"""
+        """The `lm` preset of the one sequence family (src/models/sequence.py)."""
         seq_mixer: seq_t = seq_defaults["attention"]
         state_mixer: state_t = state_defaults["mlp"]
         width: int = 64
@@ -94,7 +94,8 @@ def build_cli_types():
 
     @dataclass(frozen=True)
     class Recipe:
-        """the ICL benchmark's recipe: train an `lm` on an in-context task, report accuracy"""
+        """Train a model of the `lm` family on an in-context task of the ICL benchmark (Zoology /
+        miniseq) and report its accuracy."""
         task: task_t = task_defaults["mqar"]
         model: Model = field(default_factory=Model)
         train: RecipeTrain = field(default_factory=RecipeTrain)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import OneLineParser, UsageError, fail
+from src.cli import OneLineParser, UsageError, fail, summary
 from src.cli.command import adopt_xla_flags, train_command, validated
 from src.overrides import apply_overrides
 from src.settings import Settings, SettingsError
@@ -50,7 +50,7 @@ def read_settings(path: str) -> Settings:
 
 def main(argv: Sequence[str] | None = None, description: str = "") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = OneLineParser(prog=PROG, description=description or __doc__.splitlines()[0])
+    parser = OneLineParser(prog=PROG, description=description or summary(__doc__))
     parser.add_argument("--config", required=True, help="a run's config.json, or a JSON settings mapping")
     parser.add_argument("--out", required=True, help="run directory to create")
     parser.add_argument("--overwrite", action="store_true",

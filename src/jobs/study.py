@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from src.cli import OneLineParser, UsageError, fail, int_at_least, number_in
+from src.cli import OneLineParser, UsageError, fail, int_at_least, number_in, summary
 from src.files import atomic_write_bytes, atomic_write_text
 from src.jobs.engine import (TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, plan, refuse_stale,
                              run_jobs, use_compilation_cache)
@@ -62,7 +62,7 @@ def executor_of(args, connect: bool = True) -> Choice:
 
 def study_parser(prog: str, doc: str, quick_help: str) -> OneLineParser:
     """The flags every study takes: --quick, --runs-dir, --report-dir, --jobs, --overwrite."""
-    parser = OneLineParser(prog=prog, description=doc.splitlines()[0])
+    parser = OneLineParser(prog=prog, description=summary(doc))
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default=None,
                         help="run directories (default: runs/<study>, quick: runs/<study>_quick)")

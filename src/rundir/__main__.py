@@ -10,6 +10,12 @@ def check_main(argv: list[str] | None = None) -> int:
     """`python -m src.rundir [--figs] RUN [RUN ...]`: exit 1 naming every missing artifact
     (--figs: also the quick attention heatmap of layer 0, head 0)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        print("usage: python -m src.rundir [--figs] RUN_DIR [RUN_DIR ...]\n\nCheck run directories: "
+              "print `ok RUN_DIR` for each complete one, and exit 1 naming every missing or corrupt "
+              "artifact with the command that makes it.\n\noptions:\n  --figs  also require the quick "
+              "attention heatmap of layer 0, head 0 where attention was saved")
+        return 0
     with_figs = "--figs" in args
     runs = [a for a in args if a != "--figs"]
     if not runs or any(a.startswith("-") for a in runs):
