@@ -15,7 +15,7 @@ import math
 import sys
 from typing import Any, Callable, NamedTuple, Sequence
 
-from src.cli import OneLineParser, summary
+from src.cli import OneLineParser, dry_run, summary
 from src.models.attention_only import Model, build_model
 from src.registry import registry
 from src.rundir import RunDir, RunDirError, names
@@ -102,6 +102,8 @@ def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser
     parser = make_parser(module, summary(description))
     add_flags(parser)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if dry_run(parser.prog, f"analyse {args.run}"):
+        return 0
     code = run_cli(parser.prog, lambda: work(args, RunDir(args.run)))
     return diverged_note(parser.prog, RunDir(args.run)) if code == 0 else code
 

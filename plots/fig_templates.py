@@ -30,7 +30,7 @@ from plots.results_table import (has_values, label_column, load_results, mean_st
 from plots.style import (line_colors, line_legend, model_colors, new_figure, panels,
                          png_bytes, wrapped_title)
 from src import rundir as names
-from src.cli import OneLineParser, guarded, summary
+from src.cli import OneLineParser, dry_run, guarded, summary
 from src.rundir import RunDir
 from src.stats import STD_LABEL
 from src.files import atomic_write_bytes
@@ -340,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="results CSV of python -m eval_order / eval_noise")
     parser.add_argument("--out", required=True, help="folder for the PNGs, e.g. report/figures/order")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if dry_run(PROG, f"draw the figures of {args.source} into {args.out}"):
+        return 0
     csv_path, out_dir = Path(args.source), Path(args.out)
     if not csv_path.is_file():
         print(f"{PROG}: error: --from {csv_path} does not exist; create it with: "

@@ -24,7 +24,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from src.cli import summary
+from src.cli import dry_run, summary
 from src.models.layouts import model_width, num_tokens
 
 from src.files import atomic_write_json
@@ -126,6 +126,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="runs/bench/bench.json")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a seconds-long smoke")
     args = parser.parse_args(argv)
+    if dry_run(parser.prog, "time the benchmark"):
+        return 0
     if args.quick:
         args.batch_size, args.chunk, args.repeats, args.eval_size = 64, 5, 3, 200
     models = [m for m in args.models.split(",") if m]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from src.cli import OneLineParser, summary
+from src.cli import OneLineParser, dry_run, summary
 from src.loop import train
 from src.registry import choice
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer
@@ -51,6 +51,8 @@ def main(argv=None) -> int:
     parser = OneLineParser(prog="python -m scripts.bench_dynamics", description=summary(__doc__))
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the benchmark")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if dry_run(parser.prog, "time the dynamics cases"):
+        return 0
     rows = bench(quick=args.quick)
     print(f"{'dynamics case':22} {'epochs':>7} {'ms/epoch':>9} {'train s':>8} {'total s':>8} anchor")
     for r in rows:

@@ -10,7 +10,7 @@ import sys
 
 from dataclasses import replace
 
-from src.cli import OneLineParser, summary
+from src.cli import OneLineParser, dry_run, summary
 from src.cli.gpt2 import read_config
 from src.loop import ms_per_step
 from src.registry import choice, registry
@@ -22,6 +22,8 @@ PROTOTYPE_MS = 30.0   # the issue's 40-line Haiku prototype at this size, 2 core
 def main(argv=None) -> int:
     OneLineParser(prog="python -m scripts.bench_mechanisms", description=summary(__doc__)).parse_args(
         list(sys.argv[1:] if argv is None else argv))
+    if dry_run("python -m scripts.bench_mechanisms", "time every mechanism"):
+        return 0
     print(f"{'mechanism':16} {'ms/step':>8}   (width 64, 3 layers, batch 64, 22 tokens; prototype "
           f"softmax: {PROTOTYPE_MS:.0f} ms/step)")
     base, _ = read_config("configs/mechanisms.yaml")

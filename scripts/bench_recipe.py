@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from src.cli import OneLineParser, summary
+from src.cli import OneLineParser, dry_run, summary
 from src.cli.recipe import entry_of, lm_settings
 from src.loop import ms_per_step
 from src.registry import Choice, choice
@@ -23,6 +23,8 @@ CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}      # cell ->
 def main(argv=None) -> int:
     OneLineParser(prog="python -m scripts.bench_recipe", description=summary(__doc__)).parse_args(
         list(sys.argv[1:] if argv is None else argv))
+    if dry_run("python -m scripts.bench_recipe", "time every mechanism"):
+        return 0
     print(f"{'seq_mixer':18} " + " ".join(f"{cell:>26}" for cell in CELLS) + "   ms/step; MQAR V=256 T=64 "
           "kappa=8, width 64, 2 layers, batch 64")
     for name in SEQ_MIXERS:

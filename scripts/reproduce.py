@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
-from src.cli import OneLineParser, UsageError, fail, guarded, summary
+from src.cli import OneLineParser, UsageError, dry_run, fail, guarded, summary
 from src.cli.lsa import settings_for
 from src.jobs.engine import (LOGS, TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, run_jobs,
                              use_compilation_cache)
@@ -300,6 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         plan = make_plan(args)
+        if dry_run(PROG, f"train and evaluate into {plan.runs_dir} and write {plan.report_dir}"):
+            return 0
         _lock = RunsDirLock(plan.runs_dir, shlex.join([PROG, *argv])).__enter__()   # held to exit
     except (FlagError, RunsDirBusy) as err:
         return fail(PROG, err)

@@ -12,10 +12,24 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from typing import Callable, Mapping, Sequence
 
 from src.bounds import RANGES, SEED_LIMIT  # noqa: F401 - the one table of integer ranges
+
+
+DRY_RUN = "WORKBENCH_DRY_RUN"
+
+
+def dry_run(prog: str, what: str) -> bool:
+    """True, after one line on stdout, when WORKBENCH_DRY_RUN=1: the command has checked its flags,
+    settings and output places and stops before its first write (the docs' commands are tested
+    this way; a user can check a long command the same way)."""
+    if os.environ.get(DRY_RUN, "") in ("", "0"):
+        return False
+    print(f"{prog}: dry run ({DRY_RUN}=1): would {what}")
+    return True
 
 
 def summary(doc: str | None) -> str:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from src.cli import UsageError, fail
+from src.cli import UsageError, dry_run, fail
 from src.pipeline import check_target, execute
 from src.rundir import names
 from src.rundir.staging import RunDirError, interrupted_note, remove_temporaries_below, will_replace
@@ -52,6 +52,8 @@ def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv
         start = check_target(settings, Path(out), overwrite=overwrite, resume=resume)
     except RunDirError as err:
         return fail(prog, err)
+    if dry_run(prog, f"train {settings.describe()} into {out}"):
+        return 0
     replacing = not resume and will_replace(Path(out))
     try:
         outcome = execute(settings, Path(out), runner=runner, argv=argv, overwrite=overwrite,

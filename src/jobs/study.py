@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from src.cli import OneLineParser, UsageError, fail, int_at_least, number_in, summary
+from src.cli import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, summary
 from src.files import atomic_write_bytes, atomic_write_text
 from src.jobs.engine import (TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, plan, refuse_stale,
                              run_jobs, use_compilation_cache)
@@ -134,6 +134,8 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
         try:   # one study or sweep per runs directory; planned again under the lock
             executor = executor_of(args)
             jobs = make_jobs()            # every run's settings validated before the lock
+            if dry_run(prog, f"make {len(jobs)} runs in {runs_dir} and write the report into {report_dir}"):
+                return 0
             hold.enter_context(RunsDirLock(runs_dir, command))
             jobs = plan(jobs)             # what is on disk now that no one else writes there
             refuse_stale(jobs, runs_dir, args.overwrite)

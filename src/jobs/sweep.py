@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import OneLineParser, UsageError, fail, int_at_least, positive_number
+from src.cli import OneLineParser, UsageError, dry_run, fail, int_at_least, positive_number
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.jobs.engine import TODO_STATES, RunsDirBusy, RunsDirLock, announce, run_jobs
 from src.jobs.engine import plan as replan
@@ -265,6 +265,7 @@ def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.prog = parser.prog
+    args.dry_run = args.dry_run or dry_run(parser.prog, "list the grid's runs (as --dry-run does)")
     with contextlib.ExitStack() as hold:
         try:
             out, runs_dir = check_paths(args)

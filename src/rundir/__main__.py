@@ -22,6 +22,9 @@ def check_main(argv: list[str] | None = None) -> int:
         print("usage: python -m src.rundir [--figs] RUN_DIR [RUN_DIR ...]  "
               "(exit 1 naming every missing artifact)", file=sys.stderr)
         return 2
+    from src.cli import dry_run
+    if dry_run("python -m src.rundir", f"check {' '.join(runs)}"):
+        return 0
     bad = 0
     for path in runs:
         run = RunDir(path)
