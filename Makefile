@@ -1,7 +1,7 @@
 # Every target bootstraps .venv from requirements.txt on first use; the stamp
 # file makes it reinstall whenever requirements.txt changes.
 #
-#   make demo                      both demos (reduced steps) + a tiny order and noise sweep + figures
+#   make demo                      a short run of every system, with the paths of its figures (runs/demo/)
 #   make test                      the test suite
 #   make golden                    every golden run of the four systems, bit for bit
 #   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps)
@@ -21,14 +21,10 @@ JAX_CACHE ?= $(CURDIR)/runs/.jax_cache
 RUNJ := JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
 	JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 $(RUN)
 
-# Training length of the demos (empty = the paper's: 5000 concat, 10000 copy).
+# Training length of the paper's two models in demo_concat / demo_copy (empty = the paper's: 5000
+# concat, 10000 copy; twolayer learns its copy at ~4-5k steps).
 CONCAT_STEPS ?=
 COPY_STEPS ?=
-# `make demo` runs both at reduced steps, so it finishes in minutes on a laptop CPU.
-DEMO_CONCAT_STEPS ?= 1500
-# twolayer learns its copy at ~4-5k steps (the paper trains 10k)
-DEMO_COPY_STEPS ?= 6000
-DEMO_SWEEP_STEPS ?= 300
 # Sweeps (eval_order / eval_noise): steps (empty = the paper's), seeds, parallel runs
 # (empty = one per CPU core).
 STEPS ?=
@@ -69,24 +65,10 @@ golden: $(STAMP)
 	$(RUN) -m pytest -q tests/test_golden.py
 	$(RUN) tests/golden_systems.py --check
 
-# The README's first command: the two canonical models at reduced steps, then a tiny
-# order sweep and a tiny noise sweep (lsa1), with their report figures in report/figures/demo_*.
-# Like the two demos (--overwrite), the demo sweeps start afresh every time, so a demo never
-# mixes runs made by different versions of the code.
+# The README's first command: a short run of every system (scripts/demo.py), one progress line per
+# step and the path of every figure at the end, into runs/demo/ (the demo replaces its own runs).
 demo: $(STAMP)
-	$(MAKE) --no-print-directory demo_concat CONCAT_STEPS=$(DEMO_CONCAT_STEPS)
-	$(MAKE) --no-print-directory demo_copy COPY_STEPS=$(DEMO_COPY_STEPS)
-	rm -rf runs/demo_order runs/demo_noise results_demo_order.csv results_demo_noise.csv
-	$(RUNJ) -m eval_order --models lsa1 --ordering random,smallnorm2largenorm,easy2hard,hard2easy \
-	  --seeds 0,1 --steps $(DEMO_SWEEP_STEPS) $(jobs_flag) \
-	  --out results_demo_order.csv --runs-dir runs/demo_order
-	$(RUN) -m plots.fig_templates --from results_demo_order.csv --out report/figures/demo_order
-	$(RUNJ) -m eval_noise --models lsa1 --noise_mode label_noise,random_pairs \
-	  --p 0.0,0.3 --sigma 0.5 --placement mixed --ordering random \
-	  --seeds 0 --steps $(DEMO_SWEEP_STEPS) $(jobs_flag) \
-	  --out results_demo_noise.csv --runs-dir runs/demo_noise
-	$(RUN) -m plots.fig_templates --from results_demo_noise.csv --out report/figures/demo_noise
-	@echo "demo done: runs/demo_concat, runs/demo_copy, results_demo_*.csv, report/figures/demo_order/, report/figures/demo_noise/"
+	$(RUN) -m scripts.demo
 
 demo_copy: $(STAMP)
 	$(RUNJ) -m runners.run_softmax_copy --out runs/demo_copy --overwrite --save_attention \

@@ -11,6 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from plots.provenance import header
+from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.registry import registry
@@ -229,4 +230,4 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
                          f"{r['arrays']['test_icl_loss'][-1]:.4f} | {r['arrays']['test_iwl_loss'][-1]:.4f} |")
     lines += ["", "## Figures", ""] + [f"- `{f}` (initialisation: {initialisation[f]})" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
-    return [report_dir / REPORT, report_dir / RESULTS] + written
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + written

@@ -20,6 +20,7 @@ import numpy as np
 from analysis.inductive_bias import LEARNERS
 from analysis.length_gen import NOT_TRAINED, TRAINED_BELOW
 from plots.provenance import header
+from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.stats import STD_LABEL, format_pm, over_seeds
@@ -293,4 +294,4 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         lines += ["## Runs whose analyses could not run", ""] + [f"- {p}" for p in problems] + [""]
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
-    return [report_dir / REPORT, report_dir / RESULTS] + [report_dir / f for f in figures]
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from plots.provenance import header
+from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.stats import STD_LABEL, format_pm, over_seeds
@@ -140,4 +141,4 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         lines += curve_table(results, least, jobs[0].expected["model"]["n_dims"])
     lines += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
-    return [report_dir / REPORT, report_dir / RESULTS] + [report_dir / f for f in figures]
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

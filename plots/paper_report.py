@@ -9,6 +9,7 @@ import datetime as dt
 
 from plots.paper_figures import FIGURES
 from plots.style import png_bytes
+from plots.report_index import write_index
 from plots.provenance import commit_line, duration, machine, training_seconds
 from src.provenance import git_commit
 from src.stats import format_pm
@@ -181,4 +182,5 @@ def write_report(plan, jobs, results: dict, checks: list[dict], part_seconds: di
     lines += ["", f"All numbers: `{RESULTS}`. Run directories: `{plan.runs_dir}`.", ""]
     text = "\n".join(lines)
     atomic_write_text(plan.report_dir / REPORT, text)
+    write_index(plan.report_dir)
     return text

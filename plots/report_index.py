@@ -1,0 +1,114 @@
+"""report/README.md: every shipped report with its headline figure, read from the report's own
+results JSON, and its provenance lines (commit, machine, date, training time) read from the report
+itself. Every study writes it again after its report, so the index never lags a report.
+
+    python -m plots.report_index            # rewrite report/README.md from what is in report/
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from src.cli import OneLineParser, dry_run, guarded, summary
+from src.files import atomic_write_text
+
+PROG = "python -m plots.report_index"
+
+
+def _mean(cell: dict | None) -> str:
+    return "n/a" if not cell or cell.get("mean") is None else f"{cell['mean']:.3f}"
+
+
+def _reproduction(data: dict) -> str:
+    checks = data.get("checks", [])
+    passed = sum(1 for c in checks if c.get("status") == "PASS")
+    first = next((c["detail"] for c in checks if "lsa1" in c.get("name", "")), "")
+    return f"{passed} PASS, {len(checks) - passed} MISMATCH" + (f"; {first}" if first else "")
+
+
+def _mechanisms(data: dict) -> str:
+    results = data.get("results", {})
+    cells = {m: r["summary"].get("clean_n10") for m, r in results.items()}
+    ranked = sorted(cells, key=lambda m: (cells[m] or {}).get("mean", float("inf")))
+    return "error at n = 2d (mean over seeds): " + ", ".join(f"{m} {_mean(cells[m])}" for m in ranked)
+
+
+def _mixers(data: dict) -> str:
+    rows = [r for r in data.get("results", []) if r.get("kappa")]
+    if not rows:
+        return "n/a"
+    kappa, width = max(r["kappa"] for r in rows), max(r["width"] for r in rows)
+    parts = []
+    for mixer in dict.fromkeys(r["mixer"] for r in rows):
+        values = [r["accuracy"] for r in rows if (r["mixer"], r["kappa"], r["width"]) == (mixer, kappa, width)]
+        if values:
+            parts.append(f"{mixer} {sum(values) / len(values):.3f}")
+    return f"MQAR accuracy at κ = {kappa}, width {width} (mean over seeds): " + ", ".join(parts)
+
+
+def _lengthgen(data: dict) -> str:
+    tasks = data.get("summary", {})
+    task = "linear_regression" if "linear_regression" in tasks else next(iter(tasks), None)
+    if task is None:
+        return "n/a"
+    cells = tasks[task]
+    kept = [p for p, c in cells.items() if c and c.get("within_8x") and c["within_8x"][1] > 0
+            and c["within_8x"][0] == c["within_8x"][1]]    # [seeds within 2x, seeds judged]
+    fire = cells.get("fire") or {}
+    return (f"{task}: within 2x at 8x the trained length in every seed: {', '.join(kept) or 'none'}; FIRE "
+            f"{_mean(fire.get('in_distribution'))} in distribution, {_mean(fire.get('error_8x'))} at 8x")
+
+
+def _dynamics(data: dict) -> str:
+    stair = (data.get("results", {}).get("staircase") or [{}])[0].get("dynamics", {})
+    drops = [d["epoch"] for d in stair.get("drops", [])]
+    return f"rank-one staircase: drops at epochs {', '.join(map(str, drops)) or 'none'}"
+
+
+# report -> (its results JSON, its headline)
+REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
+    "REPRODUCTION.md": ("reproduce_results.json", _reproduction),
+    "MECHANISMS.md": ("mechanisms_results.json", _mechanisms),
+    "MIXERS.md": ("mixers_results.json", _mixers),
+    "LENGTHGEN.md": ("lengthgen_results.json", _lengthgen),
+    "DYNAMICS.md": ("dynamics_results.json", _dynamics),
+}
+PROVENANCE = ("- Produced", "- Date:", "- Git commit:", "- Machine:", "- Training:")
+
+
+def write_index(report_dir: Path) -> Path:
+    """report_dir/README.md from the reports in it (missing ones are left out)."""
+    lines = ["# Reports", "",
+             "Each study writes its report, its results (JSON) and its figures here; this index is written "
+             "again after every study. Headlines are read from each report's results file.", ""]
+    for report, (results, headline) in REPORTS.items():
+        path = report_dir / report
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8").splitlines()
+        title = text[0].lstrip("# ").strip() if text else report
+        try:
+            line = headline(json.loads((report_dir / results).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            line = "(results file unreadable)"
+        lines += [f"## [{title}]({report})", "", f"- Headline: {line}"]
+        lines += [t for t in text[:12] if t.startswith(PROVENANCE)] + [""]
+    out = report_dir / "README.md"
+    atomic_write_text(out, "\n".join(lines))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = OneLineParser(prog=PROG, description=summary(__doc__))
+    parser.add_argument("--report-dir", default="report", help="the reports' folder")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if dry_run(PROG, f"write {Path(args.report_dir) / 'README.md'}"):
+        return 0
+    print(write_index(Path(args.report_dir)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main))

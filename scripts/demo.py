@@ -1,0 +1,116 @@
+"""A short run of every system of the workbench: the GD paper's two models, a mechanisms run with
+its ICL curve against the baselines, MQAR with attention beside linear attention, a
+length-generalisation curve and a training-dynamics staircase, with one progress line per step
+and the path of every figure at the end. `make demo` runs it.
+
+    python -m scripts.demo                  # into runs/demo/ (its own runs are replaced each time)
+    python -m scripts.demo --out runs/demo2
+
+Every step is one of the workbench's own commands (printed as it starts, so each can be run alone
+at full length). The copy model, the longest, trains beside the others: two processes, one core
+and one XLA thread each. Each step's output is kept in <out>/logs/<step>.log.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from src.cli import OneLineParser, dry_run, guarded, summary
+from src.jobs.engine import child_env
+
+PROG = "python -m scripts.demo"
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str            # the run directory's name under --out
+    what: str            # one line for the reader
+    argv: tuple          # the command after `python -m`, without --out
+
+
+STEPS = (
+    Step("gd_twolayer", "the GD paper: the copy model (softmax copy layer + GD layer), 5,000 steps at batch 2,048",
+         ("runners.run_softmax_copy", "--steps", "5000", "--save_attention")),
+    Step("gd_lsa1", "the GD paper: one linear self-attention layer against one GD step, 1,500 steps",
+         ("runners.run_concat_inputs_targets", "--steps", "1500", "--save_attention")),
+    Step("mechanisms_softmax", "limits_of_icl: softmax attention on regression (d = 5), ICL curve vs least "
+         "squares, averaging, 3-NN and one GD step, 1,500 steps",
+         ("runners.train", "--config", "configs/mechanisms.yaml", "--set", "training.train_steps=1500",
+          "--set", "training.eval_size=500", "--set", "training.log_every=250")),
+    Step("mqar_attention", "the ICL benchmark: MQAR (κ = 4 pairs, T = 64) with softmax attention, 600 steps",
+         ("runners.recipe", "wandb:None", "task:mqar", "model.seq_mixer:attention", "--task.num_pairs", "4",
+          "--train.train_steps", "600", "--train.log_every", "50")),
+    Step("mqar_linear_attention", "the ICL benchmark: the same with linear attention",
+         ("runners.recipe", "wandb:None", "task:mqar", "model.seq_mixer:linear_attention", "--task.num_pairs",
+          "4", "--train.train_steps", "600", "--train.log_every", "50")),
+    Step("lengthgen_fire", "Lin et al.: FIRE on a small Llama, trained to 21 points, error out to 8x that",
+         ("runners.train", "--config", "configs/lengthgen.yaml", "--set", "model.position=fire",
+          "--set", "training.train_steps=800")),
+    Step("dynamics_rank1", "Zhang et al.: separate rank-one key-query heads, the staircase of principal "
+         "components (the README's command)",
+         ("runners.linattn", "--model", "attnS", "--head", "5", "--init", "1e-2", "--epoch", "10001",
+          "--lr", "0.02", "--show")),
+)
+BESIDE = ("gd_twolayer",)     # trained in a second process beside the sequential rest
+
+
+def command(step: Step, out: Path) -> list[str]:
+    return [sys.executable, "-m", *step.argv, "--out", str(out / step.name), "--overwrite", "--quiet"]
+
+
+def shown(step: Step, out: Path) -> str:
+    return "python -m " + " ".join(step.argv) + f" --out {out / step.name}"
+
+
+def figures(out: Path) -> list[Path]:
+    return sorted(p for p in out.rglob("*.png") if "logs" not in p.parts)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = OneLineParser(prog=PROG, description=summary(__doc__))
+    parser.add_argument("--out", default="runs/demo", help="where the demo's runs and figures go")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    out = Path(args.out)
+    if dry_run(PROG, f"train {len(STEPS)} short runs into {out}"):
+        return 0
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    env = child_env(out, single_thread=True)
+    start, total, failed = time.monotonic(), len(STEPS), []
+    number = {s.name: i + 1 for i, s in enumerate(STEPS)}
+
+    def begin(step: Step) -> tuple[subprocess.Popen, float]:
+        print(f"[{number[step.name]}/{total}] {step.what}\n      $ {shown(step, out)}", flush=True)
+        log = open(out / "logs" / f"{step.name}.log", "w")
+        return subprocess.Popen(command(step, out), stdout=log, stderr=subprocess.STDOUT, env=env), time.monotonic()
+
+    def end(step: Step, proc: subprocess.Popen, began: float) -> None:
+        code = proc.wait()
+        lines = (out / "logs" / f"{step.name}.log").read_text(errors="replace").strip().splitlines()
+        result = lines[-1] if lines else ""
+        status = "done" if code == 0 else f"FAILED (exit {code}; see {out / 'logs' / step.name}.log)"
+        print(f"[{number[step.name]}/{total}] {status} in {time.monotonic() - began:.0f} s: {result}", flush=True)
+        if code:
+            failed.append(step.name)
+
+    beside = [(s, *begin(s)) for s in STEPS if s.name in BESIDE]
+    for step in (s for s in STEPS if s.name not in BESIDE):
+        end(step, *begin(step))
+    for step, proc, began in beside:
+        end(step, proc, began)
+    from plots.demo_figures import mqar_curves
+    try:
+        mqar_curves([out / "mqar_attention", out / "mqar_linear_attention"], out / "mqar_attention_vs_linear.png")
+    except (OSError, ValueError, KeyError) as err:
+        print(f"{PROG}: the MQAR comparison was not drawn ({err})", file=sys.stderr)
+    print(f"\n{PROG}: {total - len(failed)} of {total} steps in {time.monotonic() - start:.0f} s; figures:")
+    for path in figures(out):
+        print(f"  {path}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main))
