@@ -14,8 +14,14 @@ which attention mechanism stays robust), all at evaluation time on the run's fix
                   (null, with the reason, when it does not)
 
     python -m analysis.robustness --run runs/<exp>
+    python -m analysis.robustness --run runs/<exp> --battery
 
-Writes analysis/robustness.json.
+Writes analysis/robustness.json (every run of the family gets it at the end of training). With
+--battery, also every registered evaluation shift (src/tasks/shifts.py) over the grids of
+limits_of_icl's notebook and Garg et al.'s evaluation (battery_grid), each on 1,000 fixed tasks
+at the trained shape, for the model and the least-squares, averaging, 3-NN and (sparse tasks)
+Lasso baselines on the same shifted tasks: analysis/shifts.json. Input shifts need a task whose
+labels are x·w (checked on the run's own eval tasks); otherwise they are null, with the reason.
 """
 from __future__ import annotations
 
@@ -105,6 +111,81 @@ def robustness(settings, model, params, state) -> dict:
     return out
 
 
+BATTERY_SIZE, BATTERY_SEED = 1000, 11
+
+
+def _grid(start: float, stop: float, step: float) -> list[float]:
+    return [round(start + step * i, 6) for i in range(int(round((stop - start) / step)) + 1)]
+
+
+def battery_grid(n: int, d: int) -> list[tuple[str, str, dict]]:
+    """(label, shift, options) of every evaluation at n points of dimension d: limits_of_icl's
+    notebook grids (query scales 0.1..4.9, flips 1..d−1, …) and Garg et al.'s shifts."""
+    grid = [("standard", "scale_x", {"scale": 1.0})]
+    grid += [(f"scaled_query={s:g}", "scaled_query", {"scale": s}) for s in _grid(0.1, 4.9, 0.2)]
+    grid += [(f"opposite_quadrants={k}", "opposite_quadrants", {"num_flipped": k}) for k in range(1, d)]
+    grid += [("opposite_quadrants=original", "opposite_quadrants", {"query_orthant": "random"})]
+    grid += [(f"random_quadrants={k}", "random_quadrants", {"num_constrained": k}) for k in range(1, n, 2)]
+    grid += [(f"orthogonal_query={k}", "orthogonal_query", {"num_orthogonal": k}) for k in range(1, min(n, d))]
+    grid += [("orthogonal_subspaces", "orthogonal_subspaces", {}), ("overlapping_query", "overlapping_query", {})]
+    grid += [(f"subspace={k}", "subspace", {"num_dim": k}) for k in range(d)]
+    grid += [(f"skewed={e:g}", "skewed", {"exponent": e}) for e in _grid(0.1, 2.9, 0.2)]
+    grid += [(f"scale_x={s:.3g}", "scale_x", {"scale": s}) for s in (1 / 3, 1 / 2, 2.0, 3.0)]
+    grid += [(f"noisy_labels={s:g}", "noisy_labels", {"noise_std": s}) for s in _grid(0.1, 4.9, 0.2)]
+    grid += [(f"affine={s:g}", "affine", {"bias_std": s}) for s in _grid(0.1, 4.9, 0.2)]
+    grid += [(f"sparse={k}", "sparse", {"sparsity": k}) for k in range(1, d)]
+    grid += [("uniform_w", "uniform_w", {}), *[(f"scale_y={s:.3g}", "scale_y", {"scale": s})
+                                               for s in (1 / 3, 1 / 2, 2.0, 3.0)]]
+    return grid
+
+
+def _last_errors(predict, xs, ys, dims) -> float:
+    return float(jnp.mean((predict(xs, ys)[:, -1] - ys[:, -1]) ** 2) / dims)
+
+
+BATTERY_BASELINES = ("least_squares", "averaging", "knn", "lasso")   # each where its entry applies
+
+
+def battery(settings, model, params, state, size: int = BATTERY_SIZE) -> dict:
+    """{label: {shift, options, task, model, <baseline>...}} (squared error / d at the last point,
+    mean over `size` tasks) for every point of battery_grid; the baselines of BATTERY_BASELINES
+    that apply to the shifted prompts' task."""
+    from src.registry import choice, registry
+    from src.systems.gpt2 import eval_batch
+    base = eval_batch(settings)
+    xs, ys, w, dims = base.xs[:size], base.ys[:size], base.w[:size], float(base.dims)
+    n, d = xs.shape[1], xs.shape[2]
+    scale = getattr(settings.task.options, "scale", 1.0)
+    linear = bool(jnp.max(jnp.abs(ys - scale * jnp.einsum("bnd,bd->bn", xs, w))) < 1e-3)
+    model_predict = jax.jit(lambda x, y: model.apply(params, state, x, y))
+    baselines = {name: registry("baseline").get(name) for name in BATTERY_BASELINES}
+    compiled = {name: jax.jit(entry.build(entry.default_options())) for name, entry in baselines.items()}
+    out = {}
+    for i, (label, name, options) in enumerate(battery_grid(n, d)):
+        key = jax.random.fold_in(jax.random.key(BATTERY_SEED), i)
+        shift = registry("shift").get(name).build(choice("shift", name, **options).options)
+        task = shift.task[0] if shift.task is not None else settings.task.name
+        record = {"shift": name, "options": options, "task": task}
+        if shift.task is not None:
+            draw = registry("task").get(task).build(choice("task", task, **shift.task[1]).options,
+                                                    n_points=n, n_dims=d)
+            batch = draw(key, size, settings.curriculum.dims.end, n)
+            sx, sy = batch.xs, batch.ys
+        elif not linear:
+            out[label] = {**record, "model": None, "reason": f"task {task!r} is not y = x·w"}
+            continue
+        else:
+            context, query = shift.inputs(key, xs, d)
+            sx = jnp.concatenate([context[:, :-1], query[:, None]], axis=1)
+            sy = scale * jnp.einsum("bnd,bd->bn", sx, w)
+        record["model"] = _last_errors(model_predict, sx, sy, dims)
+        for who, entry in baselines.items():
+            if entry.is_applicable(task):
+                record[who] = _last_errors(compiled[who], sx, sy, dims)
+        out[label] = record
+    return out
+
+
 def run(run_dir: RunDir) -> dict:
     settings, model, params, state = load_run(run_dir)
     record = robustness(settings, model, params, state)
@@ -122,18 +203,35 @@ register_analysis("robustness", run, "noise, order, OOD and length stress tests 
                   "regression tasks)", for_system("gpt2", when=_regression), [JSON])
 
 
+def run_battery(run_dir: RunDir) -> dict:
+    settings, model, params, state = load_run(run_dir)
+    record = battery(settings, model, params, state)
+    run_dir.write_json(names.SHIFTS_JSON, record)
+    return record
+
+
 def _print_record(args, run_dir) -> None:
     for key, value in run(run_dir).items():
         print(f"{key:16s} {value:.4f}" if isinstance(value, float) else f"{key:16s} {value}")
     print(f"-> {run_dir.file(JSON)}")
+    if args.battery:
+        for label, r in run_battery(run_dir).items():
+            cells = " ".join(f"{k} {r[k]:.4f}" for k in ("model", "least_squares", "averaging", "knn", "lasso")
+                             if isinstance(r.get(k), float))
+            print(f"{label:32s} {cells or r.get('reason', '')}")
+        print(f"-> {run_dir.file(names.SHIFTS_JSON)}")
+
+
+def _battery_flag(parser) -> None:
+    parser.add_argument("--battery", action="store_true",
+                        help="also every evaluation shift with the baselines (analysis/shifts.json)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame("analysis.robustness", __doc__, lambda parser: None,
-                      _print_record, argv)
+    return main_frame("analysis.robustness", __doc__, _battery_flag, _print_record, argv)
 
 
 if __name__ == "__main__":
-    from src.cli import guarded, summary
+    from src.cli import guarded
 
     sys.exit(guarded(main))

@@ -27,9 +27,10 @@ PROG = "python -m scripts.demo"
 
 @dataclass(frozen=True)
 class Step:
-    name: str            # the run directory's name under --out
+    name: str            # the run directory's name under --out (an analysis: the run it reads)
     what: str            # one line for the reader
-    argv: tuple          # the command after `python -m`, without --out
+    argv: tuple          # the command after `python -m`, without --out / --run
+    analysis: bool = False   # reads the run `name` (--run) instead of training one (--out)
 
 
 STEPS = (
@@ -50,6 +51,8 @@ STEPS = (
     Step("lengthgen_fire", "Lin et al.: FIRE on a small Llama, trained to 21 points, error out to 8x that",
          ("runners.train", "--config", "configs/lengthgen.yaml", "--set", "model.position=fire",
           "--set", "training.train_steps=800")),
+    Step("lengthgen_fire", "Lin et al.: the same run's error against least squares, averaging and 3-NN out to 8x "
+         "the trained length", ("analysis.length_gen", "--factor", "8"), analysis=True),
     Step("dynamics_rank1", "Zhang et al.: separate rank-one key-query heads, the staircase of principal "
          "components (the README's command)",
          ("runners.linattn", "--model", "attnS", "--head", "5", "--init", "1e-2", "--epoch", "10001",
@@ -59,11 +62,13 @@ BESIDE = ("gd_twolayer",)     # trained in a second process beside the sequentia
 
 
 def command(step: Step, out: Path) -> list[str]:
+    if step.analysis:
+        return [sys.executable, "-m", *step.argv, "--run", str(out / step.name)]
     return [sys.executable, "-m", *step.argv, "--out", str(out / step.name), "--overwrite", "--quiet"]
 
 
 def shown(step: Step, out: Path) -> str:
-    return "python -m " + " ".join(step.argv) + f" --out {out / step.name}"
+    return "python -m " + " ".join(step.argv) + f" --{'run' if step.analysis else 'out'} {out / step.name}"
 
 
 def figures(out: Path) -> list[Path]:
@@ -80,19 +85,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     env = child_env(out, single_thread=True)
     start, total, failed = time.monotonic(), len(STEPS), []
-    number = {s.name: i + 1 for i, s in enumerate(STEPS)}
+    number = {s: i + 1 for i, s in enumerate(STEPS)}
 
     def begin(step: Step) -> tuple[subprocess.Popen, float]:
-        print(f"[{number[step.name]}/{total}] {step.what}\n      $ {shown(step, out)}", flush=True)
-        log = open(out / "logs" / f"{step.name}.log", "w")
+        print(f"[{number[step]}/{total}] {step.what}\n      $ {shown(step, out)}", flush=True)
+        log = open(out / "logs" / f"{number[step]}_{step.name}.log", "w")
         return subprocess.Popen(command(step, out), stdout=log, stderr=subprocess.STDOUT, env=env), time.monotonic()
 
     def end(step: Step, proc: subprocess.Popen, began: float) -> None:
         code = proc.wait()
-        lines = (out / "logs" / f"{step.name}.log").read_text(errors="replace").strip().splitlines()
+        log = out / "logs" / f"{number[step]}_{step.name}.log"
+        lines = log.read_text(errors="replace").strip().splitlines()
         result = lines[-1] if lines else ""
-        status = "done" if code == 0 else f"FAILED (exit {code}; see {out / 'logs' / step.name}.log)"
-        print(f"[{number[step.name]}/{total}] {status} in {time.monotonic() - began:.0f} s: {result}", flush=True)
+        status = "done" if code == 0 else f"FAILED (exit {code}; see {log})"
+        print(f"[{number[step]}/{total}] {status} in {time.monotonic() - began:.0f} s: {result}", flush=True)
         if code:
             failed.append(step.name)
 

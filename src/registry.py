@@ -48,6 +48,7 @@ KINDS = {
     "position": "position encodings",
     "norm": "normalisation layers",
     "baseline": "reference predictors (GD, least squares, ...)",
+    "shift": "evaluation shifts: how a batch of prompts and queries is rewritten at evaluation time",
     "probe": "diagnostics computed at every log point (e.g. copy sensitivities)",
     "analysis": "per-run analyses, run at the end of a run when they apply",
     "executor": "where the runs of a study or sweep execute (local processes, Ray)",

@@ -54,8 +54,9 @@ def runnable(command: str) -> bool:
 # (page, command, the commands before it on its page); `make demo`'s steps are commands too
 CASES = [(page.relative_to(ROOT).as_posix(), c, tuple(found[:i]))
          for page in PAGES for found in [commands(page.read_text())] for i, c in enumerate(found) if runnable(c)]
-CASES += [("scripts/demo.py", shlex.join(["python", "-m", *step.argv, "--out", f"runs/demo/{step.name}"]), ())
-          for step in __import__("scripts.demo", fromlist=["STEPS"]).STEPS]
+_DEMO = __import__("scripts.demo", fromlist=["STEPS"])
+CASES += [("scripts/demo.py", _DEMO.shown(step, Path("runs/demo")), tuple(
+           _DEMO.shown(s, Path("runs/demo")) for s in _DEMO.STEPS[:i])) for i, step in enumerate(_DEMO.STEPS)]
 
 
 def made_before(missing: str, before: tuple[str, ...]) -> bool:

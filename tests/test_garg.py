@@ -118,3 +118,36 @@ def test_test_run_trains_every_step_without_checkpoints_and_quick_caps(tmp_path)
     assert (m.n_layer, m.width, m.n_head, m.n_dims, m.max_tokens, dummy.train.steps) == (12, 256, 8, 20, 82, 5000)
     assert str(out) == "runs/nanogpt_dummy"
     assert dummy.loss_figure_marks() == [2000, 4000]
+
+
+def test_uniform_and_affine_regression_against_their_definitions():
+    uniform = sample("uniform_linear_regression", b=4000)
+    w = np.asarray(uniform.w)
+    assert np.abs(w).max() <= np.sqrt(3) + 1e-6 and abs(w.var() - 1.0) < 0.05     # U(-√3, √3): variance 1
+    np.testing.assert_allclose(uniform.ys, np.einsum("bnd,bd->bn", uniform.xs, uniform.w), rtol=1e-5, atol=1e-5)
+    affine = sample("affine_regression", b=4000, bias_std=2.0)
+    bias = np.asarray(affine.ys) - np.einsum("bnd,bd->bn", affine.xs, affine.w)
+    assert np.abs(bias - bias[:, :1]).max() < 1e-4                                 # one b per task
+    assert abs(bias[:, 0].std() - 2.0) < 0.1
+
+
+def test_relu_2nn_and_decision_tree_against_numpy():
+    from src.tasks.garg_functions import relu_2nn, tree_predict
+    rng = np.random.default_rng(0)
+    xs, w1, w2 = rng.normal(size=(3, 7, 5)), rng.normal(size=(3, 5, 100)), rng.normal(size=(3, 100))
+    expected = np.sqrt(2 / 100) * np.einsum("bnh,bh->bn", np.maximum(xs @ w1, 0), w2)
+    np.testing.assert_allclose(relu_2nn(xs, w1, w2, 1.0), expected, rtol=1e-4, atol=1e-5)
+    coords, values = rng.integers(0, 5, size=(3, 31)), rng.normal(size=(3, 31))
+    loop = np.zeros((3, 7))
+    for b in range(3):
+        for i in range(7):
+            node = 0
+            for _ in range(4):
+                node = 2 * node + 1 + int(xs[b, i, coords[b, node]] > 0)
+            loop[b, i] = values[b, node]
+    np.testing.assert_allclose(tree_predict(xs, coords, values, 4), loop, rtol=1e-6)
+    # the scaling: E y² = d for the network on N(0, I) inputs; tree leaves are N(0, 1)
+    relu = sample("relu_2nn_regression", b=2000)
+    assert abs(float(np.mean(np.asarray(relu.ys) ** 2)) - 5.0) < 0.4
+    tree = sample("decision_tree", b=4000)
+    assert abs(float(np.var(np.asarray(tree.ys))) - 1.0) < 0.1 and not np.any(np.asarray(tree.w))

@@ -205,7 +205,19 @@ def _check_state_mixer(entry):
     assert jax.jit(f.apply)(f.init(jax.random.key(0), x), x).shape == (2, 5, 12)
 
 
-CHECKS = {"state_mixer": _check_state_mixer, "position": _check_position, "task": _check_task,
+def _check_shift(entry):
+    """An input shift: [B, n, d] -> ([B, n, d], [B, d]) under jit; a task shift names a task."""
+    shift = entry.build(entry.default_options())
+    if shift.task is not None:
+        task, options = shift.task
+        registry("task").get(task).options(**options).check()
+        return
+    xs = jax.random.normal(jax.random.key(0), (3, 7, 4))
+    context, query = jax.jit(shift.inputs, static_argnums=2)(jax.random.key(1), xs, 4)
+    assert context.shape == (3, 7, 4) and query.shape == (3, 4)
+
+
+CHECKS = {"state_mixer": _check_state_mixer, "shift": _check_shift, "position": _check_position, "task": _check_task,
           "dynamics_model": _check_dynamics_model, "seq_mixer": _check_seq_mixer, "layout": _check_layout,
           "scoring": _check_scoring, "family": _check_family, "probe": _check_probe,
           "baseline": _check_baseline, "analysis": _check_analysis, "system": _check_system,

@@ -33,6 +33,7 @@ LOSS_PNG = f"{FIGS}/loss.png"
 ICL_CURVE_CSV = f"{ANALYSIS}/icl_curve.csv"     # gpt2-family runs (runners.train)
 ICL_CURVE_PNG = f"{ANALYSIS}/icl_curve.png"
 ROBUSTNESS = f"{ANALYSIS}/robustness.json"
+SHIFTS_JSON = f"{ANALYSIS}/shifts.json"         # python -m analysis.robustness --battery
 LENGTH_GEN_CSV = f"{ANALYSIS}/length_gen.csv"   # python -m analysis.length_gen (Lin et al., AAAI 2025)
 LENGTH_GEN_JSON = f"{ANALYSIS}/length_gen.json"
 LENGTH_GEN_PNG = f"{ANALYSIS}/ood_length.png"
@@ -59,7 +60,7 @@ ANALYSIS_MODULES = {
     ALIGNMENT: "analysis.alignment", OOD: "analysis.ood_eval",
     ATTENTION_STATS: "analysis.attention_stats", ATTENTION_STATS_PNG: "analysis.attention_stats",
     ICL_CURVE_CSV: "analysis.icl_curve", ICL_CURVE_PNG: "analysis.icl_curve",
-    ROBUSTNESS: "analysis.robustness", DYNAMICS_JSON: "analysis.dynamics", DYNAMICS_PNG: "analysis.dynamics",
+    ROBUSTNESS: "analysis.robustness", SHIFTS_JSON: "analysis.robustness", DYNAMICS_JSON: "analysis.dynamics", DYNAMICS_PNG: "analysis.dynamics",
     LENGTH_GEN_CSV: "analysis.length_gen", LENGTH_GEN_JSON: "analysis.length_gen",
     LENGTH_GEN_PNG: "analysis.length_gen", RECENCY_CSV: "analysis.recency", RECENCY_JSON: "analysis.recency",
     RECENCY_PNG: "analysis.recency", PROMPT_TESTS_JSON: "analysis.prompt_tests",

@@ -10,6 +10,8 @@ pure, jittable function of a key and the step.
   sparse_linear_regression  w with `sparsity` non-zero coordinates (among the current dims)
   noisy_linear_regression   y = x·w + noise_std · ε
   quadratic_regression      y = (x ⊙ x)·w / √3
+  uniform_linear_regression y = x·w with w ~ U(−√3, √3)^d (unit variance; limits_of_icl)
+  affine_regression         y = x·w + b, b ~ N(0, bias_std²) per task (limits_of_icl)
   outlier_regression        y = x·w, then each pair is replaced by (x = 1, y = 1) with probability
                             `outlier_prob` (the ICL benchmark's `outlier` regression; the replaced
                             pairs stay in the loss and the error, as there)
@@ -88,6 +90,15 @@ class NoisyOptions(GargTaskOptions):
 
 
 @dataclass(frozen=True)
+class AffineOptions(GargTaskOptions):
+    bias_std: float = 1.0         # b ~ N(0, bias_std²), one per task
+
+    def check(self) -> None:
+        super().check()
+        require_number("bias_std", self.bias_std, 0.0)
+
+
+@dataclass(frozen=True)
 class OutlierOptions(GargTaskOptions):
     outlier_prob: float = 0.9     # probability that a pair is replaced by (x = 1, y = 1)
 
@@ -103,7 +114,10 @@ def sample_inputs(key, shape, data: str) -> jax.Array:
 
 
 def _weights(key, b, d, dims, kind: str, sparsity: int) -> jax.Array:
-    w = jax.random.normal(key, (b, d))
+    if kind == "uniform_w":
+        w = jax.random.uniform(key, (b, d), minval=-math.sqrt(3), maxval=math.sqrt(3))
+    else:
+        w = jax.random.normal(key, (b, d))
     active = jnp.arange(d) < dims
     if kind == "sparse":
         scores = jnp.where(active, jax.random.uniform(jax.random.fold_in(key, 1), (b, d)), -1.0)
@@ -123,6 +137,8 @@ def make_sampler(kind: str, options: GargTaskOptions, n_points: int, n_dims: int
         ys = options.scale * jnp.einsum("bnd,bd->bn", features, w)
         if kind == "noisy":
             ys = ys + options.noise_std * jax.random.normal(k_e, ys.shape)
+        if kind == "affine":
+            ys = ys + options.bias_std * jax.random.normal(k_e, (batch_size, 1))
         weights = (jnp.arange(n_points) < points).astype(jnp.float32)[None].repeat(batch_size, 0)
         if getattr(options, "renormalize", False):
             ys = ys * jnp.sqrt(jnp.asarray(dims, jnp.float32)) / _std_over_points(ys, weights)
@@ -152,3 +168,5 @@ _register("noisy_linear_regression", "noisy", "Garg et al.: y = x·w + noise_std
 _register("quadratic_regression", "quadratic", "Garg et al.: y = (x ⊙ x)·w / sqrt(3)")
 _register("outlier_regression", "outlier", "the ICL benchmark: y = x·w with a fraction outlier_prob of pairs "
           "replaced by (x = 1, y = 1)", OutlierOptions)
+_register("uniform_linear_regression", "uniform_w", "limits_of_icl: y = x·w, w ~ U(-sqrt 3, sqrt 3)^d")
+_register("affine_regression", "affine", "limits_of_icl: y = x·w + b, b ~ N(0, bias_std^2) per task", AffineOptions)
