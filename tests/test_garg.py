@@ -151,3 +151,35 @@ def test_relu_2nn_and_decision_tree_against_numpy():
     assert abs(float(np.mean(np.asarray(relu.ys) ** 2)) - 5.0) < 0.4
     tree = sample("decision_tree", b=4000)
     assert abs(float(np.var(np.asarray(tree.ys))) - 1.0) < 0.1 and not np.any(np.asarray(tree.w))
+
+
+def test_training_pair_curriculum_corrupts_places_and_masks():
+    from src.config import CurriculumConfig
+    from src.systems.gpt2 import with_pair_curriculum
+    batch = sample("linear_regression", b=300, n=11, d=5)
+    noisy = with_pair_curriculum(jax.random.key(1), batch, CurriculumConfig(
+        ordering="easy2hard", noise_mode="label_noise", noise_p=0.25, noise_sigma=0.5, noise_placement="noisy_first"))
+    xs, ys, weights = (np.asarray(a) for a in (noisy.xs, noisy.ys, noisy.weights))
+    clean_y = np.einsum("bnd,bd->bn", xs, np.asarray(batch.w))
+    corrupted = np.abs(ys - clean_y) > 1e-5
+    assert np.all(corrupted[:, :3]) and not np.any(corrupted[:, 3:])      # round(0.25·10) = 3, placed first
+    np.testing.assert_array_equal(weights, np.where(corrupted, 0.0, 1.0))  # they leave the loss
+    np.testing.assert_array_equal(xs[:, -1], np.asarray(batch.xs)[:, -1])  # the last point untouched
+    q = xs[:, -1]
+    cos = np.abs(np.einsum("bnd,bd->bn", xs[:, 3:-1], q)) / (np.linalg.norm(xs[:, 3:-1], axis=-1)
+                                                            * np.linalg.norm(q, axis=-1)[:, None])
+    assert np.all(np.diff(1 - cos, axis=1) >= -1e-6)                     # clean pairs easy -> hard
+    # every context pair is still one of the batch's pairs (a permutation)
+    assert np.allclose(np.sort(np.asarray(batch.xs)[:, :-1, 0], axis=1), np.sort(xs[:, :-1, 0], axis=1))
+
+
+def test_a_run_with_a_training_curriculum_trains_and_refuses_a_growing_prompt(tmp_path, capsys):
+    assert train_main(["--config", str(ROOT / "configs/quick.yaml"), "--set", "training.noise_mode=random_pairs",
+                       "--set", "training.noise_p=0.2", "--set", "training.train_steps=20",
+                       "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    import json
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())["settings"]["train_curriculum"]
+    assert saved["noise_mode"] == "random_pairs" and saved["noise_p"] == 0.2
+    assert train_main(["--config", str(ROOT / "configs/lengthgen.yaml"), "--set", "training.noise_mode=label_noise",
+                       "--set", "training.noise_p=0.2", "--out", str(tmp_path / "grow")]) == 2
+    assert "fixed number of points" in capsys.readouterr().err and not (tmp_path / "grow").exists()

@@ -11,7 +11,9 @@ the settings of system `gpt2` (src/systems/gpt2.py).
               position_kwargs) or family Mamba (hidden_size, num_hidden_layers, state_size, ...)
     training: batch_size, learning_rate, train_steps, save_every_steps, keep_every_steps,
               task, task_kwargs, data, num_tasks, num_training_examples, log_every, eval_size, seed,
-              curriculum: {dims, points: {start, end, inc, interval}}
+              curriculum: {dims, points: {start, end, inc, interval}}; ours: the pairs while
+              training, ordering / noise_mode / noise_p / noise_sigma / noise_placement (the paper
+              system's curricula: e.g. label_noise, 0.25, 0.5, noisy_first)
     out_dir; test_run (true: as in the original, no checkpoints during training — its state.pt
               and model_<i>.pt — every step trained); quick (ours, true: at most 100 steps and a
               small evaluation — a smoke run in seconds)
@@ -46,7 +48,10 @@ TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps
                  "task", "task_kwargs", "data", "num_tasks", "num_training_examples", "curriculum",
                  "log_every", "eval_size", "seed",
                  # ours (the length study's Trainer arguments land here: src/cli/length_study.py)
-                 "grad_clip", "warmup_fraction", "weight_decay"}
+                 "grad_clip", "warmup_fraction", "weight_decay",
+                 # ours: the pairs while training (the paper system's curricula), PAIR_KEYS
+                 "ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement"}
+PAIR_KEYS = ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement")
 TOP_KEYS = {"model", "training", "out_dir", "test_run", "quick", "wandb", "inherit"}
 # YAML key -> our settings path (a trailing dot maps every key under it)
 YAML_TO_OURS = {"model.attention_type": "model.seq_mixer", "model.attention_kwargs": "model.seq_mixer.options",
@@ -54,7 +59,10 @@ YAML_TO_OURS = {"model.attention_type": "model.seq_mixer", "model.attention_kwar
                 "model.position_kwargs": "model.position.options", "training.task": "task",
                 "training.task_kwargs": "task.options", "training.curriculum.": "curriculum.",
                 "training.train_steps": "train.steps", "training.save_every_steps": "train.checkpoint_every",
-                "training.keep_every_steps": "train.keep_every", "training.": "train."}
+                "training.keep_every_steps": "train.keep_every",
+                **{f"training.{k}": f"train_curriculum.{k}" for k in ("ordering", "noise_mode", "noise_p",
+                                                                     "noise_sigma", "noise_placement")},
+                "training.": "train."}
 OURS_TO_YAML = {ours: yaml for yaml, ours in YAML_TO_OURS.items()}
 QUICK = {"steps": 100, "log_every": 50, "eval_size": 200, "checkpoint_every": 50}   # quick: true caps
 
@@ -113,7 +121,10 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     curriculum = {k: mapping_of(f"training.curriculum.{k}", v) for k, v in curriculum.items()}
     dims_end = curriculum.get("dims", {}).get("end", 5)
     points_end = curriculum.get("points", {}).get("end", 11)
+    pairs = {k: training.pop(k) for k in PAIR_KEYS if k in training}
     ours = {"task": _task(training), "train": _train(training, raw)}
+    if pairs:
+        ours["train_curriculum"] = pairs
     if curriculum:
         ours["curriculum"] = {k: v for k, v in curriculum.items()}
         ours["curriculum"].setdefault("dims", {"start": 5, "end": 5})

@@ -8,6 +8,12 @@ paper system's ½·MSE — this system's `loss` means plain MSE). Reported error
 objective's per-point error (squared error / d for regression, 0/1 error of sign ŷ for boolean
 tasks) on a fixed eval set (eval_seed) at the curriculum's end. Adam with gradient clipping.
 
+Training-time pair curricula (`train_curriculum`, the paper system's SPEC §7 settings): noise, then
+ordering, then placement of the context pairs before the last point of every training prompt
+(with a fixed number of points); corrupted pairs stay in the context but leave the loss (their
+labels are not targets). Clean pairs in random order leave a batch's distribution unchanged, so the
+default draws nothing more: its runs are bit-identical to those made before this setting existed.
+
 Files: training_log.csv (step, loss, n_points, n_dims: the original's), plus what the analyses
 write (analysis/icl_curve.*, analysis/robustness.json, <mixer>_loss.png).
 Shapes: B batch, n points, d dims.
@@ -22,6 +28,8 @@ import jax.numpy as jnp
 import optax
 
 from src.bounds import check_memory, check_sizes, training_bytes
+from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
+from src.curricula import is_exchangeable, num_corrupted, order
 from src.loop import Chunk, LoopResult, TrainState
 from src.optim import Optimizer, make_optimizer
 from src.models.sequence import SequenceConfig, gpt2
@@ -29,9 +37,10 @@ from src.params import flatten_params
 from src.registry import Choice, registry
 import src.rundir.names as names
 from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, is_int, require,
-                          require_int, require_number)
+                          require_int, require_number, require_one_of)
 from src.systems import SystemTrainer, register_system
 from src.tasks.garg import Curriculum, RegressionBatch
+from src.tasks.regression import Tasks
 from src.tasks.objectives import objective_of, tasks_for
 
 
@@ -66,6 +75,7 @@ class GPT2Settings(Settings):
     task: Choice = choice_field("task", "linear_regression")
     curriculum: Curriculum = field(default_factory=Curriculum)
     train: GPT2Train = field(default_factory=GPT2Train)
+    train_curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)   # pairs while training
 
     @classmethod
     def from_dict(cls, raw):
@@ -119,6 +129,19 @@ class GPT2Settings(Settings):
             require(c.dims.start == c.dims.end, "curriculum.dims.start", c.dims.start,
                     f"curriculum.dims.end={c.dims.end}: the boolean task {self.task.name!r} takes a "
                     "fixed dimension")
+        pc = self.train_curriculum
+        require_one_of("train_curriculum.ordering", pc.ordering, ORDERINGS)
+        require_one_of("train_curriculum.noise_mode", pc.noise_mode, NOISE_MODES)
+        require_one_of("train_curriculum.noise_placement", pc.noise_placement, PLACEMENTS)
+        require_number("train_curriculum.noise_p", pc.noise_p, 0, high=1)
+        require_number("train_curriculum.noise_sigma", pc.noise_sigma, 0)
+        if not is_exchangeable(pc):
+            require(c.points.start == c.points.end, "curriculum.points.start", c.points.start,
+                    f"curriculum.points.end={c.points.end}: a training-time pair curriculum needs a fixed "
+                    "number of points")
+            require(objective_of(self.task.name).continuous_labels or pc.noise_mode != "label_noise",
+                    "train_curriculum.noise_mode", pc.noise_mode, f"clean or random_pairs for the task "
+                    f"{self.task.name!r} (its labels are not real numbers)")
         require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
         require_number("train.grad_clip", tr.grad_clip, 0)          # 0: no clipping
         if tr.warmup_fraction is not None:
@@ -185,16 +208,44 @@ def optimizer_of(settings: GPT2Settings) -> optax.GradientTransformation:
                                     warmup_fraction=tr.warmup_fraction, decay="linear"), tr.steps)
 
 
+def with_pair_curriculum(key, batch: RegressionBatch, curriculum: CurriculumConfig) -> RegressionBatch:
+    """The context pairs (every point before the last) corrupted, ordered and placed by
+    `curriculum`, relative to the last point; corrupted points leave the loss. Random pairs get a
+    fresh input on the active coordinates and a label ~ N(0, σ²)."""
+    xs, ys = batch.xs, batch.ys
+    b, n, d = xs.shape
+    k_pick, k_x, k_y, k_order = jax.random.split(key, 4)
+    count = num_corrupted(curriculum.noise_p, n - 1) if curriculum.noise_mode != "clean" else 0
+    rank = jnp.argsort(jnp.argsort(jax.random.uniform(k_pick, (b, n - 1)), -1), -1)
+    mask = rank < count                                                         # [B, n − 1]
+    context_x, context_y = xs[:, :-1], ys[:, :-1]
+    if curriculum.noise_mode == "label_noise":
+        context_y = jnp.where(mask, context_y + curriculum.noise_sigma * jax.random.normal(k_y, mask.shape), context_y)
+    elif curriculum.noise_mode == "random_pairs":
+        fresh_x = jnp.where(context_x != 0, jax.random.normal(k_x, context_x.shape), 0.0)
+        context_x = jnp.where(mask[..., None], fresh_x, context_x)
+        context_y = jnp.where(mask, curriculum.noise_sigma * jax.random.normal(k_y, mask.shape), context_y)
+    tasks = Tasks(context_x, context_y, xs[:, -1], ys[:, -1], batch.w)
+    ordered = order(k_order, tasks, mask, curriculum)
+    kept = jnp.concatenate([~ordered.noise_mask, jnp.ones((b, 1), bool)], axis=1)
+    return batch._replace(xs=jnp.concatenate([ordered.tasks.context_x, xs[:, -1:]], axis=1),
+                          ys=jnp.concatenate([ordered.tasks.context_y, ys[:, -1:]], axis=1),
+                          weights=batch.weights * kept)
+
+
 def make_chunk(settings: GPT2Settings, model, optimizer, model_state):
     """chunk(params, opt_state, first_step, num_steps) -> (params, opt_state, losses, points, dims)."""
     tr, c = settings.train, settings.curriculum
     sample = sampler(settings)
     train_key = jax.random.fold_in(jax.random.key(tr.seed), 1)
+    pairs = settings.train_curriculum
 
     def one_step(carry, step):
         params, opt_state, state = carry
         dims, points = c.dims.at(step), c.points.at(step)
         batch = sample(jax.random.fold_in(train_key, step), tr.batch_size, dims, points)
+        if not is_exchangeable(pairs):      # the default draws nothing more (bit-identical runs)
+            batch = with_pair_curriculum(jax.random.fold_in(jax.random.fold_in(train_key, step), 7), batch, pairs)
         loss, grads = jax.value_and_grad(
             lambda p: weighted_mse(model.apply(p, state, batch.xs, batch.ys), batch))(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
