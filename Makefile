@@ -8,6 +8,7 @@
 #   make dynamics                  seed 003's study (training dynamics of linear attention)
 #   make mechanisms                seed 000's study (attention mechanisms; long: see README)
 #   make lengthgen                 seed 002's study (position encodings, length generalisation)
+#   make robustness                the robustness battery (every mechanism x every evaluation shift)
 #   make mixers                    seed 001's study (sequence mixers on MQAR and boolean tasks; seed 0, MIXERS_SEEDS=0,1 for the shipped report)
 #   make clean                     remove runs, results_*.csv, generated figures, caches (keeps .venv)
 PY ?= python3
@@ -36,7 +37,7 @@ steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick
+.PHONY: gpu venv test golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -139,6 +140,14 @@ lengthgen_quick: $(STAMP)
 MIXERS_SEEDS ?= 0
 mixers: $(STAMP)
 	$(RUN) -m scripts.mixers --seeds $(MIXERS_SEEDS)
+
+# the robustness battery over the mechanisms study's runs (reused when current; make mechanisms first
+# to share them) and two training-time curricula: report/ROBUSTNESS.md
+robustness: $(STAMP)
+	$(RUN) -m scripts.robustness
+
+robustness_quick: $(STAMP)
+	$(RUN) -m scripts.robustness --quick
 
 mixers_quick: $(STAMP)
 	$(RUN) -m scripts.mixers --quick

@@ -203,9 +203,9 @@ register_analysis("robustness", run, "noise, order, OOD and length stress tests 
                   "regression tasks)", for_system("gpt2", when=_regression), [JSON])
 
 
-def run_battery(run_dir: RunDir) -> dict:
+def run_battery(run_dir: RunDir, size: int = BATTERY_SIZE) -> dict:
     settings, model, params, state = load_run(run_dir)
-    record = battery(settings, model, params, state)
+    record = battery(settings, model, params, state, size)
     run_dir.write_json(names.SHIFTS_JSON, record)
     return record
 

@@ -68,6 +68,13 @@ def _dynamics(data: dict) -> str:
     return f"rank-one staircase: drops at epochs {', '.join(map(str, drops)) or 'none'}"
 
 
+def _robustness(data: dict) -> str:
+    models = data.get("models", {})
+    parts = [f"{m} {(c.get('standard') or {}).get('mean', float('nan')):.3f} → "
+             f"{(c.get('opposite_quadrants=original') or {}).get('mean', float('nan')):.3f}" for m, c in models.items()]
+    return "error on standard prompts → with the query in a random orthant (limits_of_icl's quadrant shift): " + ", ".join(parts)
+
+
 # report -> (its results JSON, its headline)
 REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "REPRODUCTION.md": ("reproduce_results.json", _reproduction),
@@ -75,6 +82,7 @@ REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "MIXERS.md": ("mixers_results.json", _mixers),
     "LENGTHGEN.md": ("lengthgen_results.json", _lengthgen),
     "DYNAMICS.md": ("dynamics_results.json", _dynamics),
+    "ROBUSTNESS.md": ("robustness_results.json", _robustness),
 }
 PROVENANCE = ("- Produced", "- Date:", "- Git commit:", "- Machine:", "- Training:")
 

@@ -29,9 +29,10 @@ def cited_lines():
 CASES = list(cited_lines())
 
 
-def test_the_readme_cites_every_report():
+def test_the_readme_cites_every_shipped_report():
     cited = {report for page, report, _ in CASES if page == "README.md"}
-    assert set(REPORTS) <= cited, set(REPORTS) - cited
+    shipped = {r for r in REPORTS if (ROOT / "report" / r).is_file()}
+    assert shipped <= cited, shipped - cited
 
 
 @pytest.mark.parametrize("page,report,paragraph", CASES, ids=[f"{p}:{r}:{i}" for i, (p, r, _) in enumerate(CASES)])
