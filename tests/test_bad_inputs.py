@@ -90,7 +90,7 @@ ROWS += [("concat", ["--out", "."], "--out"), ("concat", ["--out", "/"], "--out"
          ("concat", ["--train_noise_p", "2"], "train_noise_p")]
 rows("rerun", "--config", ["/nonexistent/config.json"], "config")
 
-# seed 000: runners.train
+# limits_of_icl: runners.train
 for key, values in {"model.attention_type": ["nope", "softmax"], "model.family": ["gpt3"],
                     "training.task": ["cubic_regression"], "model.n_embd": ["0", "-64", "x", "65"],
                     "model.n_head": ["0", "1000"], "model.n_layer": ["0", "100000"],
@@ -111,7 +111,7 @@ ROWS += [("train", ["--config", "configs/mechanisms.yaml", "--set", f"training.e
          ("train", ["--config", "configs/quick.yaml", "--out", "/"], "--out"),
          ("train", ["--config", "configs/quick.yaml", "--resume", "--out", "/nonexistent/run"], "resume")]
 
-# seed 003: runners.linattn
+# the dynamics paper: runners.linattn
 for flag in ("--head", "--rank", "--in_dim", "--trainset_size", "--epoch", "--log_every"):
     rows("linattn", flag, ["0", "x", "-3"])
 rows("linattn", "--seq_len", ["1", "x"])
@@ -155,7 +155,7 @@ rows("mixers", "--mixers", ["based", ",", "attention,hyena"], "mixers")
 rows("mixers", "--seeds", ["x", "-1", ",", "0,,1"], "seeds")
 rows("mixers", "--jobs", ["0", "x"])
 
-# seed 001's recipe: choices, options, the task's sizes
+# the ICL benchmark's recipe: choices, options, the task's sizes
 ROWS += [("recipe", ["task:nope"], "task:nope"), ("recipe", ["model.seq_mixer:flash"], "flash"),
          ("recipe", ["model.state_mixer:relu"], "relu"), ("recipe", ["foo:bar"], "foo"),
          ("recipe", ["task:mqar", "--task.num_pairs", "200"], "num_pairs"),

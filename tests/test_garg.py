@@ -1,4 +1,4 @@
-"""Seed 000's system: Garg et al.'s tasks and curriculum, the baselines against closed forms
+"""limits_of_icl's system: Garg et al.'s tasks and curriculum, the baselines against closed forms
 and brute force, the YAML runner (bad keys, test_run) and icl_curve (its SIGKILL + --resume is in
 tests/test_resume.py)."""
 from pathlib import Path

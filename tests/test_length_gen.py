@@ -1,4 +1,4 @@
-"""analysis.length_gen (seed 002): the within-2x rule on a closed-form curve. End to end (a
+"""analysis.length_gen (Lin et al., AAAI 2025): the within-2x rule on a closed-form curve. End to end (a
 learned table stops the curve at its length and says so; ALiBi evaluates to 8 x L and its
 reference equals the long pass's point L - 1) is tests/test_lengthgen.py's quick study."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seed 002's pieces beyond the encodings: boolean tasks in the gpt2 family (batches, the
+"""The length study's pieces beyond the encodings: boolean tasks in the gpt2 family (batches, the
 accuracy metric), the attention read-out (causal, normalised, leaves predictions alone), the
 recency profile, the duplication and serial-position prompts, and the quick study end to end."""
 from __future__ import annotations

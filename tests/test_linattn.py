@@ -1,4 +1,4 @@
-"""The training-dynamics study (seed 003): data, models against NumPy, the exact
+"""The training-dynamics study (Zhang et al., ICML 2025): data, models against NumPy, the exact
 ATTN_M / cubic-MLP equivalence, the rank-one staircase, the runner and the analysis."""
 import json
 
@@ -162,7 +162,7 @@ def test_bad_flags_exit_2_with_one_line(flags, words, tmp_path, capsys):
      "--white_cov", "--lr", "0.0005", "--epoch", "4001"],
 ])
 def test_the_seed_command_lines_run(argv, tmp_path):
-    """The seed's README commands (sizes cut by trailing flags; argparse keeps the last)."""
+    """The original's README commands (sizes cut by trailing flags; argparse keeps the last)."""
     out = tmp_path / "run"
     small = ["--epoch", "60", "--trainset_size", "300", "--log_every", "20", "--quiet"]
     small += ["--testset", "40"] if "--testset" in argv else []

@@ -1,4 +1,4 @@
-"""Seed 000's attention mechanisms against independent NumPy implementations, causality for
+"""limits_of_icl's attention mechanisms against independent NumPy implementations, causality for
 every mixer, FAVOR+ against exact softmax attention, and the prefix-sum form."""
 import haiku as hk
 import jax

@@ -1,4 +1,4 @@
-"""Position encodings (src/models/positions.py, seed 002): the relative ones give attention
+"""Position encodings (src/models/positions.py, the length study): the relative ones give attention
 scores that depend only on i − j (a shift test), YaRN at s = 1 is RoPE, dynamic YaRN is RoPE
 within the trained length, NoPE sees positions only through the causal mask (a permutation
 test), and each formula matches an independent NumPy computation."""

@@ -1,4 +1,4 @@
-"""Seed 001's suite: the token tasks' generators (statistically), the linear mixers' chunked form
+"""The ICL benchmark's suite: the token tasks' generators (statistically), the linear mixers' chunked form
 against a step-by-step recurrence and a NumPy loop, causality of every recipe mixer, the state
 mixers' sizes, and the recipe command line end to end."""
 from __future__ import annotations
