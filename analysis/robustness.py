@@ -146,10 +146,10 @@ def _last_errors(predict, xs, ys, dims) -> float:
 BATTERY_BASELINES = ("least_squares", "averaging", "knn", "lasso")   # each where its entry applies
 
 
-def battery(settings, model, params, state, size: int = BATTERY_SIZE) -> dict:
+def battery(settings, model, params, state, size: int = BATTERY_SIZE, labels=None) -> dict:
     """{label: {shift, options, task, model, <baseline>...}} (squared error / d at the last point,
-    mean over `size` tasks) for every point of battery_grid; the baselines of BATTERY_BASELINES
-    that apply to the shifted prompts' task."""
+    mean over `size` tasks) for every point of battery_grid (or those of `labels`); the baselines of
+    BATTERY_BASELINES that apply to the shifted prompts' task."""
     from src.registry import choice, registry
     from src.systems.gpt2 import eval_batch
     base = eval_batch(settings)
@@ -162,6 +162,8 @@ def battery(settings, model, params, state, size: int = BATTERY_SIZE) -> dict:
     compiled = {name: jax.jit(entry.build(entry.default_options())) for name, entry in baselines.items()}
     out = {}
     for i, (label, name, options) in enumerate(battery_grid(n, d)):
+        if labels is not None and label not in labels:
+            continue
         key = jax.random.fold_in(jax.random.key(BATTERY_SEED), i)
         shift = registry("shift").get(name).build(choice("shift", name, **options).options)
         task = shift.task[0] if shift.task is not None else settings.task.name
@@ -203,9 +205,9 @@ register_analysis("robustness", run, "noise, order, OOD and length stress tests 
                   "regression tasks)", for_system("gpt2", when=_regression), [JSON])
 
 
-def run_battery(run_dir: RunDir, size: int = BATTERY_SIZE) -> dict:
+def run_battery(run_dir: RunDir, size: int = BATTERY_SIZE, labels=None) -> dict:
     settings, model, params, state = load_run(run_dir)
-    record = battery(settings, model, params, state, size)
+    record = battery(settings, model, params, state, size, labels)
     run_dir.write_json(names.SHIFTS_JSON, record)
     return record
 

@@ -48,7 +48,7 @@ def make_jobs(runs_dir: Path, curricula_dir: Path, names: Sequence[str], seeds: 
               quick: bool) -> list[Job]:
     jobs = mechanisms.make_jobs(runs_dir, names, seeds, quick)
     clean = next(j for j in jobs if (j.mechanism, j.seed) == (names[0], seeds[0]))   # the curricula's base
-    for name, pairs in CURRICULA.items():
+    for name, pairs in list(CURRICULA.items())[:1 if quick else None]:
         settings = replace(clean.settings, train_curriculum=pairs).validate()
         jobs.append(CurriculumJob(f"{clean.mechanism}_{name}_seed{clean.seed}", settings, curricula_dir / name,
                                   cost=settings.train.steps, mechanism=clean.mechanism, seed=clean.seed,
@@ -56,17 +56,20 @@ def make_jobs(runs_dir: Path, curricula_dir: Path, names: Sequence[str], seeds: 
     return plan(jobs)
 
 
-QUICK_BATTERY = 200       # tasks per shift in --quick (the study: 1,000)
+QUICK_BATTERY = 200       # tasks per shift in --quick (the study: 1,000), only the report's columns
 
 
 def battery_then_report(jobs, report_dir, **kwargs) -> list[Path]:
     """Every run's battery (analysis/shifts.json, computed where it is missing), then the report."""
     from analysis.robustness import BATTERY_SIZE, run_battery
+    from plots.robustness_report import selected
     from src import rundir as names
+    quick = kwargs.get("quick")
     for job in jobs:
         if not getattr(job, "curriculum", "") and not job.run.exists(names.SHIFTS_JSON):
             print(f"{PROG}: battery of {job.name}", flush=True)
-            run_battery(job.run, QUICK_BATTERY if kwargs.get("quick") else BATTERY_SIZE)
+            labels = {label for label, _ in selected(job.settings.curriculum.dims.end)} if quick else None
+            run_battery(job.run, QUICK_BATTERY if quick else BATTERY_SIZE, labels)
     return write_report(jobs, report_dir, **kwargs)
 
 

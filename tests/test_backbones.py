@@ -102,20 +102,24 @@ def test_a_llama2_config_in_the_originals_keys_trains(tmp_path):
     assert model["biases"] is False and model["max_tokens"] == 102 and model["n_dims"] == 20
 
 
-def test_a_max_length_list_trains_one_run_per_length_as_its_train_py(tmp_path, capsys):
-    import json
+def test_a_max_length_list_trains_one_run_per_length_as_its_train_py(tmp_path, capsys, monkeypatch):
+    from src.cli import DRY_RUN
+    from src.cli.gpt2 import read_run_configs
     small = {**LLAMA_TINY, "hidden_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1,
              "max_length": [24, 102], "position": "learned"}
     config = write_config(tmp_path, small, curriculum={"dims": {"start": 5, "end": 5},
                                                        "points": {"start": 11, "end": 11}})
-    assert train_here("--config", str(config), "--quiet") == 0
-    tokens = {p.name: json.loads((p / "config.json").read_text())["settings"]["model"]["max_tokens"]
-              for p in tmp_path.iterdir() if p.name.startswith("run")}
-    assert tokens == {"run_max_length24": 24, "run_max_length102": 102}
+    runs = read_run_configs(str(config))
+    assert [(out.name, s.model.max_tokens) for s, out, _ in runs] == [("run_max_length24", 24),
+                                                                        ("run_max_length102", 102)]
+    monkeypatch.setenv(DRY_RUN, "1")          # the command goes through both (one line each), writes nothing
+    assert train_here("--config", str(config)) == 0
+    assert capsys.readouterr().out.count("would train") == 2 and not (tmp_path / "run_max_length24").exists()
     # a length that cannot hold the trained points is refused before the first run trains
     (tmp_path / "bad").mkdir()
     bad = write_config(tmp_path / "bad", {**small, "max_length": [102, 12]},
                        curriculum={"dims": {"start": 5, "end": 5}, "points": {"start": 11, "end": 11}})
+    monkeypatch.delenv(DRY_RUN)
     assert train_here("--config", str(bad), "--quiet") == 2
     assert not any(p.name.startswith("run") for p in (tmp_path / "bad").iterdir())
     assert "model.max_length=12" in capsys.readouterr().err

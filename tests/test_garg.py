@@ -173,13 +173,11 @@ def test_training_pair_curriculum_corrupts_places_and_masks():
     assert np.allclose(np.sort(np.asarray(batch.xs)[:, :-1, 0], axis=1), np.sort(xs[:, :-1, 0], axis=1))
 
 
-def test_a_run_with_a_training_curriculum_trains_and_refuses_a_growing_prompt(tmp_path, capsys):
-    assert train_main(["--config", str(ROOT / "configs/quick.yaml"), "--set", "training.noise_mode=random_pairs",
-                       "--set", "training.noise_p=0.2", "--set", "training.train_steps=20",
-                       "--out", str(tmp_path / "run"), "--quiet"]) == 0
-    import json
-    saved = json.loads((tmp_path / "run" / "config.json").read_text())["settings"]["train_curriculum"]
-    assert saved["noise_mode"] == "random_pairs" and saved["noise_p"] == 0.2
+def test_a_config_sets_the_training_curriculum_and_a_growing_prompt_is_refused(tmp_path, capsys):
+    from src.cli.gpt2 import read_config
+    settings, _ = read_config(str(ROOT / "configs/quick.yaml"), ["training.noise_mode=random_pairs",
+                                                                 "training.noise_p=0.2"])
+    assert (settings.train_curriculum.noise_mode, settings.train_curriculum.noise_p) == ("random_pairs", 0.2)
     assert train_main(["--config", str(ROOT / "configs/lengthgen.yaml"), "--set", "training.noise_mode=label_noise",
                        "--set", "training.noise_p=0.2", "--out", str(tmp_path / "grow")]) == 2
     assert "fixed number of points" in capsys.readouterr().err and not (tmp_path / "grow").exists()

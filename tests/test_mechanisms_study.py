@@ -32,9 +32,9 @@ def test_quick_mechanisms_study(tmp_path):
                              str(tmp_path / "runs"), "--report-dir", str(tmp_path / "report")],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert robust.returncode == 0, robust.stdout + robust.stderr
-    assert "2 already finished, 2 to train" in robust.stdout          # the mechanisms runs reused
+    assert "2 already finished, 1 to train" in robust.stdout          # the mechanisms runs reused
     shifts = json.loads((tmp_path / "runs" / "favor_seed0" / "analysis" / "shifts.json").read_text())
-    assert len(shifts) > 100 and shifts["sparse=2"].get("lasso") is not None
+    assert len(shifts) >= 15 and shifts["sparse=2"].get("lasso") is not None      # quick: the report's columns
     assert {"model", "least_squares", "averaging", "knn"} <= set(shifts["opposite_quadrants=2"])
     report = (tmp_path / "report" / "ROBUSTNESS.md").read_text()
     assert "## Training-time curricula" in report and "| label_noise_noisy_first |" in report

@@ -100,11 +100,14 @@ def test_renormalised_noise_gives_each_task_std_sqrt_d():
 
 
 def test_a_loop_over_the_benchmarks_command_makes_one_run_each(tmp_path, monkeypatch, capsys):
+    from src.cli import DRY_RUN
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(DRY_RUN, "1")          # where each iteration's run would go (training: test_recipe)
     for kind in ("conjunction", "parity"):
         argv = ["wandb:None", "task:boolean", "--task.boolean_type", kind, "--task.input_seq_len", "8",
                 "--task.input_dim", "4", "--train.max_steps", "2", "--model.model_dim", "16", "--quiet"]
         assert recipe_main(argv) == 0
-    runs = sorted(p.name for p in (tmp_path / "runs" / "recipe").iterdir())
-    assert runs == ["conjunction_attention_mlp_width16_train_steps2_n_points8_n_dims4_seed0",
-                    "parity_attention_mlp_width16_train_steps2_n_points8_n_dims4_seed0"]
+    out = capsys.readouterr().out
+    assert "runs/recipe/conjunction_attention_mlp_width16_train_steps2_n_points8_n_dims4_seed0" in out
+    assert "runs/recipe/parity_attention_mlp_width16_train_steps2_n_points8_n_dims4_seed0" in out
+    assert not (tmp_path / "runs").exists()
