@@ -173,7 +173,8 @@ def opposite_quadrants(o: FlipOptions) -> Shift:
         if o.query_orthant == "random":
             return context, xs[:, -1]
         scores = jnp.where(_active(xs, dims), jax.random.uniform(k_flip, (b, d)), -1.0)
-        kth = -jnp.sort(-scores, axis=-1)[:, max(o.num_flipped, 1) - 1:max(o.num_flipped, 1)]
+        k = min(max(o.num_flipped, 1), d)               # more than d flips: every active sign
+        kth = -jnp.sort(-scores, axis=-1)[:, k - 1:k]
         flip = (scores >= kth) & (scores >= 0) & (o.num_flipped > 0)
         return context, jnp.where(flip, -1.0, 1.0) * context[:, -1]
     return Shift(rewrite)
