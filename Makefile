@@ -158,7 +158,7 @@ mixers_quick: $(STAMP)
 clean:
 	find runs -mindepth 1 -maxdepth 1 ! -name .gitkeep -exec rm -rf {} +
 	rm -f results_*.csv
-	find report/figures -name '*.png' ! -path 'report/figures/paper/*' ! -path 'report/figures/dynamics/*' ! -path 'report/figures/mechanisms/*' ! -path 'report/figures/lengthgen/*' ! -path 'report/figures/mixers/*' -delete
+	find report/figures -name '*.png' ! -path 'report/figures/paper/*' ! -path 'report/figures/dynamics/*' ! -path 'report/figures/mechanisms/*' ! -path 'report/figures/lengthgen/*' ! -path 'report/figures/mixers/*' ! -path 'report/figures/robustness/*' -delete
 	find report/figures -mindepth 1 -type d -empty -delete
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 	rm -rf .pytest_cache
