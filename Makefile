@@ -5,11 +5,11 @@
 #   make test                      the test suite
 #   make golden                    every golden run of the four systems, bit for bit
 #   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps)
-#   make dynamics                  seed 003's study (training dynamics of linear attention)
-#   make mechanisms                seed 000's study (attention mechanisms; long: see README)
-#   make lengthgen                 seed 002's study (position encodings, length generalisation)
+#   make dynamics                  Zhang et al.'s study (training dynamics of linear attention)
+#   make mechanisms                limits_of_icl's study (attention mechanisms on regression; long: see docs/mechanisms.md)
+#   make lengthgen                 Lin et al.'s study (position encodings, length generalisation)
 #   make robustness                the robustness battery (every mechanism x every evaluation shift)
-#   make mixers                    seed 001's study (sequence mixers on MQAR and boolean tasks; seed 0, MIXERS_SEEDS=0,1 for the shipped report)
+#   make mixers                    Zoology's study on the ICL benchmark (sequence mixers on MQAR and boolean tasks; seed 0, MIXERS_SEEDS=0,1 for the shipped report)
 #   make clean                     remove runs, results_*.csv, generated figures, caches (keeps .venv)
 PY ?= python3
 VENV := .venv
@@ -113,29 +113,29 @@ reproduce: $(STAMP)
 reproduce_quick: $(STAMP)
 	$(RUN) -m scripts.reproduce --quick
 
-# Training dynamics of linear attention (seed 003): report/DYNAMICS.md, report/dynamics_results.json
+# Training dynamics of linear attention (Zhang et al. ICML 2025): report/DYNAMICS.md, report/dynamics_results.json
 dynamics: $(STAMP)
 	$(RUN) -m scripts.dynamics
 
 dynamics_quick: $(STAMP)
 	$(RUN) -m scripts.dynamics --quick
 
-# Attention mechanisms on in-context regression (seed 000): report/MECHANISMS.md
+# Attention mechanisms on in-context regression (limits_of_icl): report/MECHANISMS.md
 mechanisms: $(STAMP)
 	$(RUN) -m scripts.mechanisms
 
 mechanisms_quick: $(STAMP)
 	$(RUN) -m scripts.mechanisms --quick
 
-# Position encodings and length generalisation (seed 002): report/LENGTHGEN.md
+# Position encodings and length generalisation (Lin et al. AAAI 2025): report/LENGTHGEN.md
 lengthgen: $(STAMP)
 	$(RUN) -m scripts.lengthgen
 
 lengthgen_quick: $(STAMP)
 	$(RUN) -m scripts.lengthgen --quick
 
-# Sequence mixers on the ICL task suite (seed 001): report/MIXERS.md
-# MIXERS_SEEDS: the study's training seeds (seed 0 with the seed's three mixers: 31 min on 2 idle cores; the shipped
+# Sequence mixers on the ICL benchmark (Zoology / miniseq): report/MIXERS.md
+# MIXERS_SEEDS: the study's training seeds (seed 0 with the original's three mixers: 31 min on 2 idle cores; the shipped
 # report: MIXERS_SEEDS=0,1, about twice that; mamba, now in the study, adds about as much again)
 MIXERS_SEEDS ?= 0
 mixers: $(STAMP)

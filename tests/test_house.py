@@ -12,6 +12,7 @@ Every registry entry's shapes are checked in tests/test_registry_entries.py.
 from __future__ import annotations
 
 import ast
+import re
 import dataclasses
 from pathlib import Path
 
@@ -237,3 +238,24 @@ def test_no_module_is_over_400_lines():
     tests = {f"tests.{p.stem}": p for p in (ROOT / "tests").rglob("*.py")}
     long = {m: n for m, p in {**MODULES, **tests}.items() if (n := len(p.read_text().splitlines())) > 400}
     assert not long, long
+
+
+SEED_LABEL = re.compile(r"\bseed[ _]?00[0-4]\b|\bthe seed's\b", re.IGNORECASE)
+
+
+def seed_labels(paths) -> list[str]:
+    """Lines that call a paper by the internal label of its original's README ("seed 002")."""
+    return [f"{p.relative_to(ROOT)}:{i}" for p in paths
+            for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if SEED_LABEL.search(line)]
+
+
+def test_papers_are_called_by_their_names_where_a_user_reads():
+    """Code, help, docs, configs and the Makefile name papers, not "seed 00X" (report/ is written by
+    the studies: its writers are code and are covered here)."""
+    suffixes = {".py", ".md", ".yaml", ".yml", ".txt", ".toml"}
+    skip = {".venv", ".git", "runs", "report", "shared", "node_modules"}
+    paths = [p for p in ROOT.rglob("*") if p.is_file() and (p.suffix in suffixes or p.name == "Makefile")
+             and not skip & set(p.relative_to(ROOT).parts) and p.name != "test_house.py"]
+    assert len(paths) > 100
+    assert not seed_labels(paths), seed_labels(paths)[:10]
+    assert seed_labels([ROOT / "tests" / "test_house.py"])   # the check can fail: this file names the label
