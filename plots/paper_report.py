@@ -11,7 +11,6 @@ from plots.paper_figures import FIGURES
 from plots.style import png_bytes
 from plots.report_index import write_index
 from plots.provenance import commit_line, duration, machine, training_seconds
-from src.provenance import git_commit
 from src.stats import format_pm
 from src.files import atomic_write_bytes, atomic_write_text
 
@@ -139,9 +138,11 @@ def report_rows(plan, results: dict, checks: list[dict], part_seconds: dict) -> 
 
 def write_report(plan, jobs, results: dict, checks: list[dict], part_seconds: dict,
                  figures: list[tuple[str, str]], total_seconds: float, command: str,
-                 base_sizes: dict) -> str:
+                 base_sizes: dict, head: dict) -> str:
     """REPRODUCTION.md: a header (date, commit, machine, mode, wall time, command, checks)
-    and one table (experiment | paper | measured | wall time), written atomically."""
+    and one table (experiment | paper | measured | wall time), written atomically. `head`:
+    src.provenance.git_commit() taken before anything was written (the report's own figures
+    would otherwise mark the tree changed)."""
     trained_now = sum(1 for j in jobs if j.seconds > 0)
     train_total, _ = training_seconds(jobs)
     rows = report_rows(plan, results, checks, part_seconds)
@@ -153,7 +154,7 @@ def write_report(plan, jobs, results: dict, checks: list[dict], part_seconds: di
     lines = [
         "# Reproduction of von Oswald et al. (ICML 2023), *Transformers learn in-context by gradient descent*",
         "",
-        f"- Produced {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')} from {commit_line(git_commit())}",
+        f"- Produced {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')} from {commit_line(head)}",
         f"- Machine: {machine()}",
         f"- Training: {len(jobs)} runs; their training loops took {duration(train_total)} in all "
         f"({train_total:.0f} s, one process per run)",

@@ -37,6 +37,7 @@ from src.jobs.engine import (LOGS, TODO_STATES, Job, RunsDirBusy, RunsDirLock, a
 from src.jobs.engine import plan as launch_plan
 from src.jobs.study import add_executor_flags, check_directory, executor_of
 from src.presets import MODEL_PRESETS
+from src.provenance import git_commit
 from src.registry import Choice
 
 PROG = "python -m scripts.reproduce"
@@ -308,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     say = (lambda m: None) if plan.quiet else (lambda m: print(m, flush=True))
     use_compilation_cache(plan.runs_dir)
     command = "python -m scripts.reproduce" + ("" if not argv else " " + shlex.join(argv))
-    start = time.monotonic()
+    head, start = git_commit(), time.monotonic()     # git state before anything is written
     jobs = make_jobs(plan)
     try:
         failed = train_jobs(plan, jobs, say)
@@ -342,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "evaluation": eval_seconds},
         "figures": [p for p, _ in figures]})
     write_report(plan, jobs, results, checks, seconds, figures, total, command,
-                 QUICK if plan.quick else FULL)
+                 QUICK if plan.quick else FULL, head)
     for c in checks:
         print(f"{c['status']:8s} {c['name']}: {c['detail']}")
     print(f"{PROG}: wrote {plan.report_dir / REPORT}, {plan.report_dir / RESULTS} and "
