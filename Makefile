@@ -2,7 +2,7 @@
 # file makes it reinstall whenever requirements.txt changes.
 #
 #   make demo                      a short run of every system, with the paths of its figures (runs/demo/)
-#   make test                      the test suite
+#   make test                      the test suite (the studies' end-to-end quick runs: make test_studies)
 #   make golden                    every golden run of the four systems, bit for bit
 #   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps)
 #   make dynamics                  Zhang et al.'s study (training dynamics of linear attention)
@@ -37,7 +37,7 @@ steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick
+.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -58,7 +58,12 @@ venv: $(STAMP)
 # its module fixtures are built once). TEST_JOBS=0: one process.
 TEST_JOBS ?= 2
 test: $(STAMP)
-	$(RUN) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) tests
+	$(RUN) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) -m "not study" tests
+
+# The studies' --quick forms end to end (reproduce, dynamics, mechanisms + robustness, mixers,
+# lengthgen): a few minutes more; CI runs them after make test.
+test_studies: $(STAMP)
+	$(RUN) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) -m study tests
 
 # Every golden run of every system (the suite checks one per system): the numbers recorded before
 # the one-core refactor, bit for bit on the CPU kind they were recorded on

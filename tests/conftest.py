@@ -18,6 +18,11 @@ else:
     _SESSION_CACHE = None
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "study: runs a study's --quick form end to end (make test_studies; CI "
+                            "runs it after make test)")
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _SESSION_CACHE:
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)

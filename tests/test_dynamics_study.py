@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.study
 def test_quick_study_writes_the_report_and_reuses_runs(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     args = [sys.executable, "-m", "scripts.dynamics", "--quick", "--runs-dir", str(tmp_path / "runs"),

@@ -117,6 +117,7 @@ def test_duplication_and_serial_position_prompts():
         serial_indices(5, 5, "start")
 
 
+@pytest.mark.study
 def test_quick_lengthgen_study_writes_its_report(tmp_path):
     """Two encodings and the Mamba row on the boolean task (the full --quick study: make
     lengthgen_quick). 60 steps train nothing: every claim says so."""

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -18,6 +20,7 @@ def run_study(tmp_path):
                           timeout=300)
 
 
+@pytest.mark.study
 def test_quick_mixers_study_writes_its_report_and_reuses_runs(tmp_path):
     done = run_study(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

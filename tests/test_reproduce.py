@@ -43,6 +43,7 @@ def toy(tmp_path_factory):
             "results": results, "text": (report / reproduce.REPORT).read_text()}
 
 
+@pytest.mark.study
 def test_report_has_one_table_with_every_experiment(toy):
     text = toy["text"]
     table = [line for line in text.splitlines() if line.startswith("|")]
@@ -59,6 +60,7 @@ def test_report_has_one_table_with_every_experiment(toy):
     assert "0.206" in text and "SPEC gives no number" in text
 
 
+@pytest.mark.study
 def test_results_json_holds_every_experiment(toy):
     results = toy["results"]
     assert set(PARTS) <= set(results["results"])
@@ -83,6 +85,7 @@ def test_results_json_holds_every_experiment(toy):
     assert dis[0]["tf_loss"]["mean"] == pytest.approx(summary["eval_loss"], rel=1e-5)
 
 
+@pytest.mark.study
 def test_figures_exist_white_png(toy):
     from matplotlib.image import imread
     figures = toy["results"]["figures"]
@@ -96,6 +99,7 @@ def test_figures_exist_white_png(toy):
         assert f"`{rel}`" in toy["text"]                    # listed with a caption
 
 
+@pytest.mark.study
 def test_checks_follow_the_numbers(toy):
     results, text = toy["results"]["results"], toy["text"]
     stored = {c["name"]: c["status"] for c in toy["results"]["checks"]}
@@ -135,6 +139,7 @@ def test_checks_pass_and_fail_on_synthetic_numbers():
     assert bad["lsa1 align_cos ≥ 0.99"] == "MISMATCH"
 
 
+@pytest.mark.study
 def test_finished_runs_are_reused_and_changed_settings_redone(toy):
     args = reproduce.build_parser().parse_args(toy["args"])
     plan = reproduce.make_plan(args)
