@@ -57,13 +57,14 @@ venv: $(STAMP)
 # The suite's files spread over TEST_JOBS processes (pytest-xdist; a file's tests stay together, so
 # its module fixtures are built once). TEST_JOBS=0: one process.
 TEST_JOBS ?= 2
+PYTEST = $(RUN) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 test: $(STAMP)
-	$(RUN) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) -m "not study" tests
+	$(PYTEST) -m "not study" tests
 
 # The studies' --quick forms end to end (reproduce, dynamics, mechanisms + robustness, mixers,
 # lengthgen): a few minutes more; CI runs them after make test.
 test_studies: $(STAMP)
-	$(RUN) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) -m study tests
+	$(PYTEST) -m study tests
 
 # Every golden run of every system (the suite checks one per system): the numbers recorded before
 # the one-core refactor, bit for bit on the CPU kind they were recorded on
