@@ -7,6 +7,9 @@ from analysis.copy_model import NEIGHBOUR_DOMINANCE
 from analysis.one_step_gd import PAPER_GD_LOSS
 from src.stats import format_pm
 
+# "approaches the learned-feature baseline": the transformer's loss within this factor of it
+FEATURES_GD_FACTOR = 1.25
+
 def checks(results: dict) -> list[dict]:
     """[{name, status: PASS|MISMATCH, detail}] for every check whose inputs exist."""
     out = []
@@ -49,4 +52,23 @@ def checks(results: dict) -> list[dict]:
             "sensitivity", cp["neighbour_over_other"]["mean"] >= NEIGHBOUR_DOMINANCE,
             f"next {format_pm(cp['neighbour'])} vs other {format_pm(cp['final']['copy_other'])} "
             f"(ratio {format_pm(cp['neighbour_over_other'], 2)}, threshold ≥ {NEIGHBOUR_DOMINANCE:g})")
+    nl = results.get("nonlinear")
+    if nl:
+        tf, features = nl["final"]["mlp_lsa"], nl["final"]["features_gd"]
+        raw = nl["baselines"]["gd_raw"]["loss"]
+        add("sine: MLP block + LSA beats one GD step on raw inputs", tf["mean"] < raw,
+            f"transformer {format_pm(tf, 5)} vs 1 GD step on raw x {raw:.5f} (predict 0: "
+            f"{nl['zero_loss']:.5f})")
+        add(f"sine: MLP block + LSA within {FEATURES_GD_FACTOR:g}× of GD on learned features",
+            tf["mean"] <= FEATURES_GD_FACTOR * features["mean"],
+            f"transformer {format_pm(tf, 5)} vs GD on learned features {format_pm(features, 5)} "
+            f"(ratio {tf['mean'] / features['mean']:.2f}, threshold ≤ {FEATURES_GD_FACTOR:g})")
+        others = {k: v["mean"] for k, v in nl["distance_to_transformer"].items()}
+        learned = nl["distance_to_transformer"]["features_gd"]
+        del others["features_gd"]
+        nearest = min(others, key=others.get)
+        add("sine: transformer's predictions nearer GD on learned features than any fixed-feature learner",
+            learned["mean"] < others[nearest],
+            f"mean |ŷ_TF − ŷ|: learned features {format_pm(learned, 5)}, "
+            + ", ".join(f"{k} {v:.5f}" for k, v in others.items()))
     return out

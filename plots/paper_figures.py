@@ -205,6 +205,49 @@ def distractors(r: dict):
     return fig
 
 
+NONLINEAR_COLORS = {"features_gd": GDPP_COLOR, "gd_raw": GD_COLOR, "kernel_ridge": PAPER_COLOR,
+                    "kernel_gd_step": "#8c564b"}
+NONLINEAR_LABELS = {"mlp_lsa": "transformer: MLP block + LSA", "features_gd": "GD on learned features",
+                    "gd_raw": "1 GD step on raw x", "kernel_ridge": "RBF kernel ridge",
+                    "kernel_gd_step": "1 GD step, RBF kernel"}
+
+
+def nonlinear(r: dict):
+    """Loss over training of the two trained models against the fixed baselines, and the
+    learners' predictions along x for a few sine tasks."""
+    fig = new_figure(13.0, 4.2)
+    examples = r["examples"]
+    axes = axes_grid(fig, 1, 1 + len(examples))[0]
+    ax = axes[0]
+    for model, color in (("mlp_lsa", TF_COLOR), ("features_gd", GDPP_COLOR)):
+        curve = r["curves"][model]
+        _band(ax, curve["step"], curve["eval_loss"], color, NONLINEAR_LABELS[model])
+    for name in ("gd_raw", "kernel_gd_step", "kernel_ridge"):
+        value = r["baselines"][name]["loss"]
+        ax.axhline(value, color=NONLINEAR_COLORS[name], ls="--", label=f"{NONLINEAR_LABELS[name]} ({value:.4f})")
+    ax.axhline(r["zero_loss"], color=ZERO_COLOR, ls=":", label=f"predict 0 ({r['zero_loss']:.4f})")
+    ax.set_yscale("log")
+    ax.set_xlabel(STEP_LABEL)
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title("eval loss")
+    ax.legend(fontsize=7)
+    for i, (ax, ex) in enumerate(zip(axes[1:], examples)):
+        ax.plot(ex["x"], ex["truth"], color="black", lw=2.2, label="target function")
+        ax.scatter(ex["context_x"], ex["context_y"], color="black", zorder=5, s=18, label="context pairs")
+        ax.plot(ex["x"], ex["predictions"]["mlp_lsa"], color=TF_COLOR, lw=1.5, label=NONLINEAR_LABELS["mlp_lsa"])
+        for name in ("features_gd", "kernel_ridge", "gd_raw"):
+            ax.plot(ex["x"], ex["predictions"][name], color=NONLINEAR_COLORS[name], lw=1.1,
+                    ls="--", label=NONLINEAR_LABELS[name])
+        ax.set_xlabel("query x")
+        ax.set_title(f"task {i + 1} (seed {r['seeds'][0]} models)")
+        if i == 0:
+            ax.set_ylabel("prediction ŷ(x_q)")
+            ax.legend(fontsize=7)
+    _finish(fig, f"Non-linear (sine) regression ({SEED_NOTE.format(seeds=r['seeds'])}; "
+                 f"{r['eval_size']} eval tasks)")
+    return fig
+
+
 FIGURES = {
     "one_step_gd": ("fig1_one_step_gd.png", one_step_gd,
                     "lsa1 eval loss over training vs the tuned one-step GD loss, and align_cos, "
@@ -222,4 +265,8 @@ FIGURES = {
     "distractors": ("fig5_distractors.png", distractors,
                     "Loss of trained lsa1 and one-step GD vs the number of random (distractor) "
                     "pairs among the 10 context pairs."),
+    "nonlinear": ("fig6_sine_regression.png", nonlinear,
+                  "Sine regression: eval loss over training of the transformer with an MLP block and "
+                  "of GD on learned features, against one GD step on raw x and RBF kernel baselines; "
+                  "the learners' predictions along x for three tasks."),
 }

@@ -133,6 +133,24 @@ def report_rows(plan, results: dict, checks: list[dict], part_seconds: dict) -> 
         f"Seeds {d['seeds']}, σ = {d['sigma']:g}, GD η tuned on clean tasks = {d['gd_eta']:.3f}. "
         + "; ".join(bits) + ". (Measured only; no check.)",
         fmt_seconds(part_seconds["distractors"])])
+
+    nl = results.get("nonlinear")
+    if nl:
+        b = nl["baselines"]
+        opts = nl["task_options"]
+        rows.append([
+            "6. Non-linear regression: MLP block + LSA on sine tasks (`nonlinear` system)",
+            "A transformer with an MLP before its linear self-attention layer solves sine "
+            "regression by learning features and taking a GD step on them: its loss and "
+            "predictions follow a trained \"MLP + GD\" model (the reference notebook "
+            "non_linear_regression.ipynb; 20,000 steps at batch 2,048; loss curves only, no table).",
+            f"{_seed_note(nl)}, batch {nl['batch_size']}, {nl['schedule']}; y = A sin(x + φ), A ~ U({opts['amplitude_low']:g}, "
+            f"{opts['amplitude_high']:g}), φ ~ U(0, {opts['phase_high']:.3g}), x ~ U(±{opts['input_range'] / 2:g}), "
+            f"N = {opts['num_context']}. Transformer {format_pm(nl['final']['mlp_lsa'], 5)}; GD on learned "
+            f"features {format_pm(nl['final']['features_gd'], 5)}; RBF kernel ridge {b['kernel_ridge']['loss']:.5f}; "
+            f"1 GD step, RBF kernel {b['kernel_gd_step']['loss']:.5f}; 1 GD step on raw x {b['gd_raw']['loss']:.5f}; "
+            f"predict 0 {nl['zero_loss']:.5f}.<br>" + part_checks("sine"),
+            fmt_seconds(part_seconds["nonlinear"])])
     return rows
 
 
@@ -159,7 +177,7 @@ def write_report(plan, jobs, results: dict, checks: list[dict], part_seconds: di
         f"- Training: {len(jobs)} runs; their training loops took {duration(train_total)} in all "
         f"({train_total:.0f} s, one process per run)",
         f"- Mode: {mode}; steps lsa1 {plan.steps['lsa1']}, lsa_rec {plan.steps['lsa_rec']}, "
-        f"twolayer {plan.steps['twolayer']}; batch {plan.batch_size}; eval tasks {plan.eval_size} "
+        f"twolayer {plan.steps['twolayer']}, sine models {plan.steps.get('nonlinear')}; batch {plan.batch_size}; eval tasks {plan.eval_size} "
         f"(fixed eval seed, same for every seed); seeds {list(plan.seeds)}",
         f"- Total wall time: {fmt_seconds(total_seconds)} (training runs {plan.jobs} at a time; the "
         "wall-time column is the sum of that part's training-run times plus its evaluation time)",

@@ -8,9 +8,11 @@
 3. Token construction             twolayer copy model vs one GD step, copy sensitivities
 4. Out of distribution            lsa1 and GD vs input range α and vs weight scale
 5. Distractors                    lsa1 and GD vs the number of random pairs in the context
+6. Non-linear regression          an MLP block + LSA on sine tasks vs GD on learned features,
+                                  one GD step on raw inputs and RBF kernel baselines
 
 Training jobs are standard run directories under --runs-dir (<job> = lsa1_seed0,
-lsa_rec_k2_seed0, twolayer_seed0, ...): the presets' Settings, trained by the job engine in
+lsa_rec_k2_seed0, twolayer_seed0, sine_mlp_lsa_seed0, sine_features_gd_seed0, ...): the presets' Settings, trained by the job engine in
 subprocesses, --jobs at a time (one thread each, a shared persistent XLA compilation cache).
 Rerunning skips finished runs whose settings match; incomplete runs, and runs made
 with other settings, are retrained with --overwrite. The evaluations then run
@@ -38,7 +40,7 @@ from src.jobs.engine import plan as launch_plan
 from src.jobs.study import add_executor_flags, check_directory, executor_of
 from src.presets import MODEL_PRESETS
 from src.provenance import git_commit
-from src.registry import Choice
+from src.registry import Choice, choice
 
 PROG = "python -m scripts.reproduce"
 SEEDS = (0, 1, 2)
@@ -47,8 +49,17 @@ ALPHAS = tuple(0.5 + 0.125 * i for i in range(13))            # 0.5, 0.625, ...,
 WEIGHT_SCALES = (0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
 DISTRACTORS = (0, 2, 4, 6, 8)
 # Steps per model: the paper's (SPEC §4; lsa_rec as lsa1) and the --quick ones.
-FULL = {"lsa1": 5000, "lsa_rec": 5000, "twolayer": 10_000, "eval_size": 10_000, "gdpp_steps": 1000}
-QUICK = {"lsa1": 1000, "lsa_rec": 600, "twolayer": 1000, "eval_size": 2000, "gdpp_steps": 300}
+# The non-linear part trains at batch NONLINEAR_BATCH (the notebook: 20,000 steps at 2,048).
+FULL = {"lsa1": 5000, "lsa_rec": 5000, "twolayer": 10_000, "nonlinear": 6000, "eval_size": 10_000,
+        "gdpp_steps": 1000}
+QUICK = {"lsa1": 1000, "lsa_rec": 600, "twolayer": 1000, "nonlinear": 300, "eval_size": 2000,
+         "gdpp_steps": 300}
+STEP_FLAG_LABELS = {"nonlinear": "each sine model (mlp_lsa, features_gd)"}
+NONLINEAR_BATCH = 512
+NONLINEAR_WARMUP = 0.05       # linear warm-up over 5 % of the steps, then cosine decay
+# Both sine models start from VarianceScaling(0.02), the notebook's GD model's scale. Its
+# transformer's 0.002 sits on a plateau for ~5,000 steps at batch 512 (docs/gd_paper.md).
+NONLINEAR_INIT = 0.02
 
 
 FlagError = UsageError   # a bad flag value: one line naming the flag, the value and what is accepted
@@ -71,9 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="depths K >= 2 of the recurrent LSA (default: 2,3,4)")
     p.add_argument("--steps-scale", "--steps_scale", dest="steps_scale", default="1",
                    help="multiply every model's steps by this (default: 1)")
-    for name, model in (("lsa1", "lsa1"), ("rec", "lsa_rec"), ("twolayer", "twolayer")):
+    for name, model in (("lsa1", "lsa1"), ("rec", "lsa_rec"), ("twolayer", "twolayer"),
+                        ("nonlinear", "nonlinear")):
         p.add_argument(f"--{name}-steps", f"--{name}_steps", dest=f"{name}_steps", default=None,
-                       help=f"training steps of {model} (default: {FULL[model]}, quick {QUICK[model]})")
+                       help=f"training steps of {STEP_FLAG_LABELS.get(model, model)} "
+                            f"(default: {FULL[model]}, quick {QUICK[model]})")
     p.add_argument("--batch_size", "--batch-size", dest="batch_size", default="2048",
                    help="tasks per training step (default: 2048)")
     p.add_argument("--eval_size", "--eval-size", dest="eval_size", default=None,
@@ -164,7 +177,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     base = QUICK if args.quick else FULL
     scale = _pos_float("--steps-scale", args.steps_scale)
     steps = {}
-    for flag, model in (("lsa1", "lsa1"), ("rec", "lsa_rec"), ("twolayer", "twolayer")):
+    for flag, model in (("lsa1", "lsa1"), ("rec", "lsa_rec"), ("twolayer", "twolayer"),
+                        ("nonlinear", "nonlinear")):
         given = getattr(args, f"{flag}_steps")
         steps[model] = (_int(f"--{flag}-steps", given, 1) if given is not None
                         else max(1, int(round(base[model] * scale))))
@@ -204,8 +218,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 @dataclass
 class ReproJob(Job):
-    part: str = ""          # which experiment needs it: one_step_gd | k_steps | copy
-    model: str = ""         # a preset: lsa1 | lsa_rec | twolayer
+    part: str = ""          # which experiment needs it: one_step_gd | k_steps | copy | nonlinear
+    model: str = ""         # a preset (lsa1 | lsa_rec | twolayer) or a non-linear model (mlp_lsa | features_gd)
     seed: int = 0
     k: int = 1              # layers
 
@@ -234,7 +248,23 @@ def make_jobs(plan: Plan) -> list[ReproJob]:
         for k in plan.ks:
             add("k_steps", "lsa_rec", seed, k, f"lsa_rec_k{k}_seed{seed}")
         add("copy", "twolayer", seed, 2, f"twolayer_seed{seed}")
+        for model in ("mlp_lsa", "features_gd"):
+            name = f"sine_{model}_seed{seed}"
+            steps = plan.steps["nonlinear"]
+            jobs.append(ReproJob(name, nonlinear_settings(plan, model, seed), plan.runs_dir / name,
+                                 cost=steps * 0.5, part="nonlinear", model=model, seed=seed))
     return jobs
+
+
+def nonlinear_settings(plan: Plan, model: str, seed: int):
+    """The non-linear part's settings: sine tasks (the notebook's), one model, the plan's sizes."""
+    from src.systems.nonlinear import NonlinearSettings, NonlinearTrain
+    steps = plan.steps["nonlinear"]
+    train = NonlinearTrain(steps=steps, batch_size=NONLINEAR_BATCH, warmup_fraction=NONLINEAR_WARMUP,
+                           seed=seed, eval_size=plan.eval_size, log_every=_log_every(plan, steps))
+    base = NonlinearSettings()
+    return NonlinearSettings(model=choice("nonlinear_model", model, init_scale=NONLINEAR_INIT), train=train,
+                             task=base.task).validate()
 
 
 def train_jobs(plan: Plan, jobs: list[ReproJob], say) -> list[ReproJob]:
@@ -256,11 +286,12 @@ def train_jobs(plan: Plan, jobs: list[ReproJob], say) -> list[ReproJob]:
 
 def evaluate(plan: Plan, jobs: list[Job], say) -> tuple[dict, dict]:
     """Run every experiment in-process: (results, seconds per experiment)."""
-    from analysis import copy_model, distractors, k_steps, ood_scales, one_step_gd
+    from analysis import copy_model, distractors, k_steps, nonlinear, ood_scales, one_step_gd
     from src.rundir import RunDir
 
-    def runs(part: str, k: int | None = None) -> list:
-        return [RunDir(j.path) for j in jobs if j.part == part and (k is None or j.k == k)]
+    def runs(part: str, k: int | None = None, model: str | None = None) -> list:
+        return [RunDir(j.path) for j in jobs if j.part == part and (k is None or j.k == k)
+                and (model is None or j.model == model)]
 
     experiments = {
         "one_step_gd": lambda: one_step_gd.one_step_gd(runs("one_step_gd")),
@@ -270,6 +301,8 @@ def evaluate(plan: Plan, jobs: list[Job], say) -> tuple[dict, dict]:
         "copy": lambda: copy_model.copy_model(runs("copy")),
         "ood": lambda: ood_scales.ood(runs("one_step_gd"), plan.alphas, plan.weight_scales),
         "distractors": lambda: distractors.distractors(runs("one_step_gd"), plan.distractors),
+        "nonlinear": lambda: nonlinear.nonlinear({m: runs("nonlinear", model=m)
+                                                  for m in ("mlp_lsa", "features_gd")}),
     }
     results, seconds = {}, {}
     for name, work in experiments.items():

@@ -44,6 +44,7 @@ KINDS = {
     "scoring": "attention scoring of the attention-only family's layers (linear = LSA, softmax)",
     "seq_mixer": "sequence mixers (attention and its relatives)",
     "dynamics_model": "linear-attention models of the training-dynamics study (Zhang et al., ICML 2025)",
+    "nonlinear_model": "models of von Oswald et al.'s non-linear regression (MLP then LSA; features + GD)",
     "state_mixer": "state mixers (per-token MLPs)",
     "position": "position encodings",
     "norm": "normalisation layers",

@@ -28,6 +28,12 @@ def _check_task(entry):
         t = small.tokens()
         assert batch.inputs.shape == batch.targets.shape == batch.scored.shape == (3, t)
         return
+    if hasattr(options, "function"):              # non-linear query tasks (von Oswald et al.)
+        tasks = jax.jit(entry.build(options), static_argnums=1)(jax.random.key(0), 3)
+        n, d = options.num_context, options.d
+        assert tasks.context_x.shape == (3, n, d) and tasks.context_y.shape == (3, n)
+        assert tasks.query_x.shape == (3, d) and tasks.query_y.shape == (3,)
+        return
     if not isinstance(options, TaskConfig):       # a fixed-set task (the dynamics study)
         small = dataclasses.replace(options, trainset_size=20, testset_size=10)
         sets = entry.build(small)
@@ -168,6 +174,14 @@ def _check_dynamics_model(entry):
     assert model.gamma(params).shape[1:] == (3, 3)
 
 
+def _check_nonlinear_model(entry):
+    from src.tasks.nonlinear import SineOptions, sample_function_tasks
+    tasks = sample_function_tasks(jax.random.key(0), 4, SineOptions(num_context=5))
+    model = entry.build(entry.default_options())
+    params = model.init(jax.random.key(1), tasks)
+    assert jax.jit(model.apply)(params, tasks).shape == (4,)
+
+
 def _check_seq_mixer(entry):
     import haiku as hk
     options = entry.default_options()
@@ -218,7 +232,7 @@ def _check_shift(entry):
 
 
 CHECKS = {"state_mixer": _check_state_mixer, "shift": _check_shift, "position": _check_position, "task": _check_task,
-          "dynamics_model": _check_dynamics_model, "seq_mixer": _check_seq_mixer, "layout": _check_layout,
+          "dynamics_model": _check_dynamics_model, "nonlinear_model": _check_nonlinear_model, "seq_mixer": _check_seq_mixer, "layout": _check_layout,
           "scoring": _check_scoring, "family": _check_family, "probe": _check_probe,
           "baseline": _check_baseline, "analysis": _check_analysis, "system": _check_system,
           "objective": _check_objective, "executor": _check_executor, "norm": _check_norm}

@@ -20,8 +20,9 @@ from analysis.paper_checks import checks as compute_checks
 ROOT = Path(__file__).resolve().parent.parent
 TOY = ["--seeds", "0", "--lsa1-steps", "20", "--rec-steps", "20", "--twolayer-steps", "20",
        "--batch_size", "64", "--eval_size", "200", "--ks", "2", "--gdpp-steps", "20",
-       "--alphas", "0.5,1,2", "--weight-scales", "1,3", "--distractors", "0,4,8", "--jobs", "2"]
-PARTS = ("one_step_gd", "k_steps", "copy", "ood", "distractors")
+       "--alphas", "0.5,1,2", "--weight-scales", "1,3", "--distractors", "0,4,8", "--nonlinear-steps", "20",
+       "--jobs", "2"]
+PARTS = ("one_step_gd", "k_steps", "copy", "ood", "distractors", "nonlinear")
 
 
 def run_reproduce(*args, timeout=600):
@@ -50,7 +51,7 @@ def test_report_has_one_table_with_every_experiment(toy):
     assert table[0] == "| Experiment | What the paper reports | What we measured | Wall time |"
     assert table[1] == "|---|---|---|---|"
     body = table[2:]
-    assert len(body) == 5
+    assert len(body) == 6
     for number, row in enumerate(body, start=1):
         assert row.startswith(f"| {number}. ")
         assert row.count(" | ") == 3          # four cells, no stray pipes
@@ -89,7 +90,7 @@ def test_results_json_holds_every_experiment(toy):
 def test_figures_exist_white_png(toy):
     from matplotlib.image import imread
     figures = toy["results"]["figures"]
-    assert len(figures) == 5
+    assert len(figures) == 6
     for rel in figures:
         path = toy["report"] / rel
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -139,18 +140,36 @@ def test_checks_pass_and_fail_on_synthetic_numbers():
     assert bad["lsa1 align_cos ≥ 0.99"] == "MISMATCH"
 
 
+def test_sine_checks_pass_and_fail_on_synthetic_numbers():
+    def s(x):
+        return {"mean": x, "std": 0.0, "n": 1, "values": [x]}
+
+    def results(tf, features, raw, to_features, to_kernel):
+        return {"nonlinear": {"final": {"mlp_lsa": s(tf), "features_gd": s(features)}, "zero_loss": 0.026,
+                              "baselines": {"gd_raw": {"loss": raw}, "kernel_ridge": {"loss": 0.0006}},
+                              "distance_to_transformer": {"features_gd": s(to_features),
+                                                          "kernel_ridge": s(to_kernel)}}}
+
+    def statuses(*args):
+        return [c["status"] for c in compute_checks(results(*args))]
+    assert statuses(0.002, 0.0027, 0.026, 0.01, 0.02) == ["PASS"] * 3
+    assert statuses(0.03, 0.0027, 0.026, 0.01, 0.02) == ["MISMATCH"] * 2 + ["PASS"]
+    assert statuses(0.0034, 0.0027, 0.026, 0.03, 0.02) == ["PASS", "MISMATCH", "MISMATCH"]
+
+
 @pytest.mark.study
 def test_finished_runs_are_reused_and_changed_settings_redone(toy):
     args = reproduce.build_parser().parse_args(toy["args"])
     plan = reproduce.make_plan(args)
     jobs = reproduce.make_jobs(plan)
-    assert [j.name for j in jobs] == ["lsa1_seed0", "lsa_rec_k2_seed0", "twolayer_seed0"]
+    assert [j.name for j in jobs] == ["lsa1_seed0", "lsa_rec_k2_seed0", "twolayer_seed0",
+                                      "sine_mlp_lsa_seed0", "sine_features_gd_seed0"]
     assert all(launch.job_state(j)[0] == "complete" for j in jobs)
     longer = reproduce.make_plan(reproduce.build_parser().parse_args(
         toy["args"] + ["--lsa1-steps", "30"]))
     states = {j.name: launch.job_state(j)[0] for j in reproduce.make_jobs(longer)}
-    assert states == {"lsa1_seed0": "stale", "lsa_rec_k2_seed0": "complete",
-                      "twolayer_seed0": "complete"}
+    assert states == {"lsa1_seed0": "stale", "lsa_rec_k2_seed0": "complete", "twolayer_seed0": "complete",
+                      "sine_mlp_lsa_seed0": "complete", "sine_features_gd_seed0": "complete"}
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -7,6 +7,8 @@ writes, its summary and its one-line report. config.json records the system's na
 reads back into its own Settings (`settings_from_record`) and reruns from that alone.
 
     lsa        von Oswald et al.: linear / softmax self-attention on in-context regression
+    nonlinear  von Oswald et al.'s non-linear (sine) regression: an MLP block + LSA vs GD on
+               learned features
     gpt2       Garg et al.'s GPT-2 on regression and boolean tasks (mechanisms, length study)
     lm         the Zoology / miniseq ICL benchmark's token and pair tasks (the recipe)
     dynamics   Zhang et al. 2025: training dynamics of linear attention on a fixed set

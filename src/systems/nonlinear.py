@@ -1,0 +1,178 @@
+"""System `nonlinear`: von Oswald et al., "Transformers learn in-context by gradient descent"
+(ICML 2023), the non-linear regression experiment — a transformer with an MLP block before its
+linear self-attention layer, trained on in-context sine (or random-MLP) regression, and the
+mechanism the paper says it learns made explicit: learned features of x with one GD step on
+them (`features_gd`). Both are trained the same way, so a study compares them run for run.
+
+Loss: the paper's ½ mean (ŷ − y_q)². Training draws fresh tasks every step from
+fold_in(train_key, step) and takes an Adam step (global-norm clipping), whole log intervals in
+one lax.scan; the eval set is drawn from `train.eval_seed`, which the training seed does not
+change, so every seed and both models are scored on the same tasks.
+Shapes: B batch, N pairs, d input dim.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from src.bounds import check_memory, check_sizes, training_bytes
+from src.loop import Chunk, LoopResult, TrainState
+from src.metrics import loss
+from src.optim import Optimizer, make_optimizer
+from src.params import flatten_params
+from src.registry import Choice, registry
+from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require_int,
+                          require_number)
+from src.systems import SystemTrainer, register_system
+
+
+@dataclass(frozen=True)
+class NonlinearTrain:
+    steps: int = 20_000          # the reference notebook's
+    batch_size: int = 2048
+    learning_rate: float = 1e-3
+    adam_b1: float = 0.9
+    adam_b2: float = 0.98
+    grad_clip: float = 100.0     # global-norm clipping (the notebook's grad_clip_value)
+    warmup_fraction: float | None = None   # linear warm-up then cosine decay to 0; None: constant (the notebook's)
+    seed: int = 0
+    eval_size: int = 10_000
+    eval_seed: int = EVAL_SEED
+    log_every: int = 500
+    checkpoint_every: int = 0
+
+
+@dataclass(frozen=True)
+class NonlinearSettings(Settings):
+    system: ClassVar[str] = "nonlinear"
+    required_keys: ClassVar[tuple] = ("task", "model", "train")
+    task: Choice = choice_field("task", "sine_regression")
+    model: Choice = choice_field("nonlinear_model", "mlp_lsa")
+    train: NonlinearTrain = field(default_factory=NonlinearTrain)
+
+    def describe(self) -> str:
+        return f"{self.model.name} on {self.task.name}"
+
+    def check(self) -> None:
+        t, tr = self.task, self.train
+        if not hasattr(t.options, "function"):
+            accepted = [e.name for e in registry("task") if hasattr(e.options, "function")]
+            raise SettingsError(f"task.name={t.name!r} is not accepted here; accepted: {', '.join(accepted)}")
+        for path, value, low in (("train.steps", tr.steps, 1), ("train.batch_size", tr.batch_size, 1),
+                                 ("train.eval_size", tr.eval_size, 1), ("train.log_every", tr.log_every, 1),
+                                 ("train.checkpoint_every", tr.checkpoint_every, 0),
+                                 ("train.seed", tr.seed, 0), ("train.eval_seed", tr.eval_seed, 0)):
+            require_int(path, value, low)
+        require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
+        require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
+        if tr.warmup_fraction is not None:
+            require_number("train.warmup_fraction", tr.warmup_fraction, 0, high=1, open_high=True)
+        require_number("train.adam_b1", tr.adam_b1, 0, high=1, open_high=True)
+        require_number("train.adam_b2", tr.adam_b2, 0, high=1, open_high=True)
+        try:
+            check_sizes(("points", "task.options.num_context", t.options.num_context),
+                        ("d", "task.options.d", t.options.d), ("steps", "train.steps", tr.steps),
+                        ("batch_size", "train.batch_size", tr.batch_size),
+                        ("eval_size", "train.eval_size", tr.eval_size),
+                        ("width", "model.options.width", self.model.options.width))
+            m = self.model.options
+            check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size,
+                                        tokens=t.options.num_context + 1, width=m.width * (1 + m.widening),
+                                        layers=2, heads=1, keep_attention=False), "this run")
+        except ValueError as err:
+            raise SettingsError(str(err)) from None
+
+
+def make_eval_tasks(settings: NonlinearSettings, alpha: float = 1.0):
+    """The fixed eval tasks (FunctionTasks of train.eval_size) from train.eval_seed."""
+    sample = registry("task").get(settings.task.name).build(settings.task.options)
+    return sample(jax.random.key(settings.train.eval_seed), settings.train.eval_size, alpha)
+
+
+def build_feature_model(settings: NonlinearSettings):
+    return registry("nonlinear_model").get(settings.model.name).build(settings.model.options)
+
+
+class NonlinearTrainer(SystemTrainer):
+    def __init__(self, settings: NonlinearSettings):
+        self.settings = settings
+        tr = settings.train
+        self.steps, self.log_every, self.checkpoint_every = tr.steps, tr.log_every, tr.checkpoint_every
+        self.model = build_feature_model(settings)
+        self.sample = registry("task").get(settings.task.name).build(settings.task.options)
+        self.optimizer = make_optimizer(Optimizer("adam", tr.learning_rate, b1=tr.adam_b1, b2=tr.adam_b2,
+                                                  grad_clip=tr.grad_clip, warmup_fraction=tr.warmup_fraction),
+                                        tr.steps)
+        self.key_init, self.train_key = jax.random.split(jax.random.key(tr.seed))
+        self._chunk = self._make_chunk()
+        self._eval_tasks = None
+        self._eval = jax.jit(lambda params, tasks: loss(self.model.apply(params, tasks), tasks.query_y))
+
+    @property
+    def eval_tasks(self):
+        if self._eval_tasks is None:
+            self._eval_tasks = make_eval_tasks(self.settings)
+        return self._eval_tasks
+
+    def _make_chunk(self):
+        model, optimizer, sample = self.model, self.optimizer, self.sample
+        batch_size = self.settings.train.batch_size
+
+        def loss_fn(params, tasks):
+            return loss(model.apply(params, tasks), tasks.query_y)
+
+        def one_step(carry, step):
+            params, opt_state, train_key = carry
+            tasks = sample(jax.random.fold_in(train_key, step), batch_size)
+            value, grads = jax.value_and_grad(loss_fn)(params, tasks)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state, train_key), value
+
+        def chunk(params, opt_state, train_key, first_step, num_steps):
+            steps = first_step + jnp.arange(num_steps)
+            (params, opt_state, _), losses = jax.lax.scan(one_step, (params, opt_state, train_key), steps)
+            return params, opt_state, losses
+        return jax.jit(chunk, static_argnums=4)
+
+    def init_state(self) -> TrainState:
+        params = self.model.init(self.key_init, self.sample(jax.random.key(0), 1))
+        return TrainState(params, self.optimizer.init(params))
+
+    def run_chunk(self, state, first, num_steps) -> Chunk:
+        params, opt_state, losses = self._chunk(state.params, state.opt_state, self.train_key,
+                                                first, num_steps)
+        return Chunk(TrainState(params, opt_state), losses)
+
+    def evaluate(self, state) -> dict[str, float]:
+        return {"eval_loss": float(self._eval(state.params, self.eval_tasks))}
+
+    def headline(self, row: dict) -> dict[str, str]:
+        return {"eval_loss": f"{row['eval_loss']:.5f}"}
+
+    def params_arrays(self, result: LoopResult) -> dict:
+        return flatten_params(result.state.params)
+
+    def summary(self, result: LoopResult) -> dict:
+        s, e = self.settings, self.eval_tasks
+        return {"model": s.model.name, "task": s.task.name, "seed": s.train.seed,
+                "steps": result.step, "steps_requested": s.train.steps,
+                "train_loss": result.history[-1]["train_loss"] if result.history else None,
+                "eval_loss": result.final.get("eval_loss"),
+                "zero_loss": float(0.5 * np.mean(np.square(np.asarray(e.query_y)))),
+                "train_seconds": round(result.seconds, 3), "eval_size": s.train.eval_size}
+
+    def report(self, result: LoopResult, run) -> str:
+        zero = 0.5 * float(np.mean(np.square(np.asarray(self.eval_tasks.query_y))))
+        return (f"{self.settings.describe()}: {result.step} steps in {result.seconds:.1f}s | "
+                f"eval_loss {result.final['eval_loss']:.5f} (predicting 0: {zero:.5f})")
+
+
+@register_system(NonlinearSettings, doc="von Oswald et al.: an MLP block + linear self-attention on "
+                                        "non-linear (sine) regression vs GD on learned features")
+def build_nonlinear(settings: NonlinearSettings) -> NonlinearTrainer:
+    return NonlinearTrainer(settings)
