@@ -34,27 +34,21 @@ GRID = 200                                  # query points per drawn function
 MODELS = ("mlp_lsa", "features_gd")
 
 
-def load_predictor(run: RunDir):
-    """(settings, ŷ(tasks) -> [B]) of a finished run of the `nonlinear` system."""
+def load_predictor(run: RunDir, tasks):
+    """ŷ(tasks) -> [B] of a finished run of the `nonlinear` system (`tasks`: any batch of its
+    task, for the parameters' shapes)."""
     settings: NonlinearSettings = run.load_settings("nonlinear")
     run.require(names.PARAMS)
     model = build_feature_model(settings)
-    like = jax.eval_shape(model.init, jax.random.key(0), make_eval_tasks(_tiny(settings)))
-    params = run.load_params(like=like)
-    return settings, jax.jit(lambda tasks: model.apply(params, tasks))
+    params = run.load_params(like=jax.eval_shape(model.init, jax.random.key(0), tasks))
+    return jax.jit(lambda batch: model.apply(params, batch))
 
 
-def _tiny(settings: NonlinearSettings) -> NonlinearSettings:
-    import dataclasses
-    return dataclasses.replace(settings, train=dataclasses.replace(settings.train, eval_size=1))
-
-
-def fixed_baselines(settings: NonlinearSettings) -> dict:
-    """Tuned on held-out tasks, scored on the eval tasks: {name: {loss, hyper, prediction}}."""
+def fixed_baselines(settings: NonlinearSettings, tasks) -> dict:
+    """Tuned on held-out tasks, scored on the eval `tasks`: {name: {loss, hyper, prediction}}."""
     import dataclasses
     held_out = make_eval_tasks(dataclasses.replace(
         settings, train=dataclasses.replace(settings.train, eval_seed=settings.train.eval_seed + 1)))
-    tasks = make_eval_tasks(settings)
     out = {}
     eta, _ = tune_gd_eta(held_out, GD_ETAS)
     prediction = gd_predictions(tasks, eta)
@@ -76,10 +70,11 @@ def nonlinear(runs: dict[str, Sequence[RunDir]]) -> dict:
     first = runs["mlp_lsa"][0]
     settings = first.load_settings("nonlinear")
     tasks = make_eval_tasks(settings)
-    fixed = fixed_baselines(settings)
+    fixed = fixed_baselines(settings, tasks)
+    predictors = {model: [load_predictor(r, tasks) for r in group] for model, group in runs.items()}
     predictions, finals = {}, {}
-    for model, group in runs.items():
-        predictions[model] = [np.asarray(load_predictor(r)[1](tasks)) for r in group]
+    for model, group in predictors.items():
+        predictions[model] = [np.asarray(predict(tasks)) for predict in group]
         finals[model] = over_seeds([float(loss(p, tasks.query_y)) for p in predictions[model]])
     transformer = predictions["mlp_lsa"]
     distance = {"features_gd": over_seeds([np.mean(np.abs(a - b)) for a, b in
@@ -100,7 +95,7 @@ def nonlinear(runs: dict[str, Sequence[RunDir]]) -> dict:
         "baselines": {n: {k: v for k, v in r.items() if k != "prediction"} for n, r in fixed.items()},
         "distance_to_transformer": distance,             # learner -> over_seeds of mean |ŷ_TF − ŷ|
         "curves": {m: curves(g, ("eval_loss",)) for m, g in runs.items()},
-        "examples": examples(settings, {m: g[0] for m, g in runs.items()}, fixed),
+        "examples": examples(settings, {m: g[0] for m, g in predictors.items()}, fixed),
     }
 
 
@@ -119,11 +114,11 @@ def grid_tasks(settings: NonlinearSettings, key: jax.Array, grid: np.ndarray):
     return FunctionTasks(jnp.repeat(context_x, g, 0), jnp.repeat(f(context_x), g, 0), query_x, values), values
 
 
-def examples(settings: NonlinearSettings, seed0_runs: dict[str, RunDir], fixed: dict) -> list[dict]:
-    """Predictions of each learner along x for a few random functions (the figure's panels)."""
+def examples(settings: NonlinearSettings, predictors: dict, fixed: dict) -> list[dict]:
+    """Predictions of each learner (model -> its first seed's predictor) along x for a few random
+    functions (the figure's panels)."""
     half = settings.task.options.input_range / 2.0
     grid = np.linspace(-half, half, GRID)
-    predictors = {m: load_predictor(r)[1] for m, r in seed0_runs.items()}
     gd_eta = fixed["gd_raw"]["hyper"]["eta"]
     ridge = build_kernel_ridge(None)
     ridge_hyper = (fixed["kernel_ridge"]["hyper"]["bandwidth"], fixed["kernel_ridge"]["hyper"]["ridge"])

@@ -265,9 +265,8 @@ def nonlinear_settings(plan: Plan, model: str, seed: int):
     steps = plan.steps["nonlinear"]
     train = NonlinearTrain(steps=steps, batch_size=NONLINEAR_BATCH, warmup_fraction=NONLINEAR_WARMUP,
                            seed=seed, eval_size=plan.eval_size, log_every=_log_every(plan, steps))
-    base = NonlinearSettings()
-    return NonlinearSettings(model=choice("nonlinear_model", model, init_scale=NONLINEAR_INIT), train=train,
-                             task=base.task).validate()
+    return NonlinearSettings(model=choice("nonlinear_model", model, init_scale=NONLINEAR_INIT),
+                             train=train).validate()
 
 
 def train_jobs(plan: Plan, jobs: list[ReproJob], say) -> list[ReproJob]:

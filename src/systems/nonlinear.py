@@ -119,6 +119,11 @@ class NonlinearTrainer(SystemTrainer):
             self._eval_tasks = make_eval_tasks(self.settings)
         return self._eval_tasks
 
+    @property
+    def zero_loss(self) -> float:
+        """The loss of predicting 0 on the eval tasks."""
+        return float(0.5 * np.mean(np.square(np.asarray(self.eval_tasks.query_y))))
+
     def _make_chunk(self):
         model, optimizer, sample = self.model, self.optimizer, self.sample
         batch_size = self.settings.train.batch_size
@@ -158,18 +163,17 @@ class NonlinearTrainer(SystemTrainer):
         return flatten_params(result.state.params)
 
     def summary(self, result: LoopResult) -> dict:
-        s, e = self.settings, self.eval_tasks
+        s = self.settings
         return {"model": s.model.name, "task": s.task.name, "seed": s.train.seed,
                 "steps": result.step, "steps_requested": s.train.steps,
                 "train_loss": result.history[-1]["train_loss"] if result.history else None,
                 "eval_loss": result.final.get("eval_loss"),
-                "zero_loss": float(0.5 * np.mean(np.square(np.asarray(e.query_y)))),
+                "zero_loss": self.zero_loss,
                 "train_seconds": round(result.seconds, 3), "eval_size": s.train.eval_size}
 
     def report(self, result: LoopResult, run) -> str:
-        zero = 0.5 * float(np.mean(np.square(np.asarray(self.eval_tasks.query_y))))
         return (f"{self.settings.describe()}: {result.step} steps in {result.seconds:.1f}s | "
-                f"eval_loss {result.final['eval_loss']:.5f} (predicting 0: {zero:.5f})")
+                f"eval_loss {result.final['eval_loss']:.5f} (predicting 0: {self.zero_loss:.5f})")
 
 
 @register_system(NonlinearSettings, doc="von Oswald et al.: an MLP block + linear self-attention on "
