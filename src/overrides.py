@@ -1,7 +1,7 @@
 """Dotted-path overrides of a frozen settings tree: `train.learning_rate=3e-3`,
 `model.mixers=softmax,linear`, `model.layout.options.pe_size=20`. Each value is parsed by the
 type of the field it replaces (int, float, bool, str, tuple of str, a registry Choice by name,
-with that entry's default options); an unknown path or a value of the wrong form is a
+with that entry's default options; an optional `X | None` field takes none/null or an X); an unknown path or a value of the wrong form is a
 ValueError with one line naming the path and what is accepted. A dialect's `aliases` map its
 own dotted names (an original's key) to ours first.
 """
@@ -9,13 +9,31 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from typing import Any, Sequence
 
 from src.registry import Choice
 
 
-def _parse(path: str, text: str, current: Any, kind: str | None = None) -> Any:
+NONE_WORDS = ("none", "null")     # the value None of an optional setting (`float | None`)
+
+
+def _optional_type(annotation: Any) -> type | None:
+    """X for an annotation `X | None` (Optional[X]) of a plain type, else None."""
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return None
+    others = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return others[0] if len(others) == 1 and others[0] in (bool, int, float, str) else None
+
+
+def _parse(path: str, text: str, current: Any, kind: str | None = None, optional: type | None = None) -> Any:
     where = f"--set {path}={text}"
+    if optional is not None:         # `X | None`: none/null, or a value parsed as an X
+        if text.lower() in NONE_WORDS:
+            return None
+        if current is None:
+            current = optional()
     if isinstance(current, bool):
         if text.lower() in ("true", "1", "yes"):
             return True
@@ -61,7 +79,11 @@ def set_path(tree: Any, path: str, text: str) -> Any:
                          f"{', '.join(names) or 'nothing (not a settings group)'}")
     current = getattr(tree, head)
     kind = next(f for f in dataclasses.fields(tree) if f.name == head).metadata.get("registry")
-    value = set_path(current, rest, text) if rest else _parse(path, text, current, kind)
+    try:
+        optional = _optional_type(typing.get_type_hints(type(tree)).get(head))
+    except (NameError, TypeError):   # an annotation that does not resolve: parse by the value
+        optional = None
+    value = set_path(current, rest, text) if rest else _parse(path, text, current, kind, optional)
     return dataclasses.replace(tree, **{head: value})
 
 

@@ -217,3 +217,16 @@ def test_shipped_configs_are_the_reproductions_settings():
         shipped = json.loads((root / "configs" / f"sine_{model}.json").read_text())
         assert shipped == json.loads(json.dumps(nonlinear_settings(plan, model, 0).to_dict()))
         assert settings_from_record(shipped).model.name == model
+
+
+def test_an_optional_setting_is_set_from_the_command_line():
+    """`train.warmup_fraction` is `float | None`: --set takes a number or none/null."""
+    from src.overrides import apply_overrides
+    settings = _small()
+    assert settings.train.warmup_fraction is None
+    warm = apply_overrides(settings, ["train.warmup_fraction=0.05"])
+    assert warm.train.warmup_fraction == 0.05
+    assert apply_overrides(warm, ["train.warmup_fraction=none"]).train.warmup_fraction is None
+    with pytest.raises(ValueError) as err:
+        apply_overrides(settings, ["train.warmup_fraction=x"])
+    assert "accepted: a finite number" in str(err.value) and "\n" not in str(err.value)
