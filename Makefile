@@ -9,6 +9,7 @@
 #   make mechanisms                limits_of_icl's study (attention mechanisms on regression; long: see docs/mechanisms.md)
 #   make lengthgen                 Lin et al.'s study (position encodings, length generalisation)
 #   make robustness                the robustness battery (every mechanism x every evaluation shift)
+#   make paper_scale STUDY=...     a study at its paper's own scale (configs/paper/; a GPU study), estimate first
 #   make mixers                    Zoology's study on the ICL benchmark (sequence mixers on MQAR and boolean tasks; seed 0, MIXERS_SEEDS=0,1 for the shipped report)
 #   make clean                     remove runs, results_*.csv, generated figures, caches (keeps .venv)
 PY ?= python3
@@ -37,7 +38,7 @@ steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick
+.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -157,6 +158,16 @@ robustness_quick: $(STAMP)
 
 mixers_quick: $(STAMP)
 	$(RUN) -m scripts.mixers --quick
+
+# A study at its paper's own scale (configs/paper/<STUDY>.yaml) on whatever device JAX finds, after
+# printing the time and memory it expects (refused, exit 2, when it cannot fit): STUDY = mechanisms,
+# lengthgen or mixers; ONLY = a comma list of the study's rows; PAPER_FLAGS = --estimate (stop after
+# the estimate), --tiny (a tiny model, seconds), --jobs N. Runs and report: runs/paper_scale/<STUDY>.
+STUDY ?=
+ONLY ?=
+PAPER_FLAGS ?=
+paper_scale: $(STAMP)
+	$(RUN) -m scripts.paper_scale --study "$(STUDY)" $(if $(strip $(ONLY)),--only $(ONLY)) $(PAPER_FLAGS)
 
 # Removes every run directory (runs/* but runs/.gitkeep), results_*.csv, generated figures
 # (report/figures/**.png except the tracked report/figures/paper/ and dynamics/), and caches.

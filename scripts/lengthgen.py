@@ -7,6 +7,7 @@ serial-position and inductive-bias analyses of every run. `make lengthgen` runs 
     python -m scripts.lengthgen                      # configs/lengthgen.yaml
     python -m scripts.lengthgen --quick              # 60 steps, 1 seed (smoke test)
     python -m scripts.lengthgen --positions rope,fire,mamba --tasks linear_regression
+    python -m scripts.lengthgen --config configs/paper/lengthgen.yaml   # Lin et al.'s scale (a GPU study)
 
 Each run is configs/lengthgen.yaml (read as `python -m runners.train` reads it) with its
 encoding, task and seed, made by the job engine (finished runs are reused); the row `mamba` is
@@ -56,10 +57,10 @@ class LengthJob(Job):
 
 
 def make_jobs(runs_dir: Path, positions: Sequence[str], tasks: Sequence[str], seeds: Sequence[int],
-              quick: bool, mixer: str | None = None) -> list[Job]:
+              quick: bool, mixer: str | None = None, config: str = CONFIG) -> list[Job]:
     """One run per task, encoding and seed; `mixer` (any registered sequence mixer) replaces the
     config's softmax attention and joins the run names."""
-    base, _ = read_config(CONFIG)
+    base, _ = read_config(config)
     if mixer is not None:
         base = replace(base, model=replace(base.model, seq_mixer=choice("seq_mixer", mixer)))
     tag = "" if mixer is None else f"{mixer}_"
@@ -126,6 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mixer", default=None,
                         help="the sequence mixer of every run (default: the config's softmax_causal; "
                              "encodings acting inside softmax attention need a softmax mixer)")
+    parser.add_argument("--config", default=CONFIG,
+                        help=f"every run's config file, read as runners.train reads it (default: {CONFIG}; "
+                             "configs/paper/lengthgen.yaml is Lin et al.'s scale)")
     args = parser.parse_args(argv)
     try:
         runs_dir, report_dir = study_dirs(args, "lengthgen")
@@ -136,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, err)
     seeds = SEEDS[:1] if args.quick else SEEDS
     return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, positions, tasks, seeds, args.quick, mixer), report)
+                        lambda: make_jobs(runs_dir, positions, tasks, seeds, args.quick, mixer, args.config), report)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ every stress test of the workbench. `make mechanisms` runs it.
 
     python -m scripts.mechanisms            # configs/mechanisms.yaml, 3 seeds
     python -m scripts.mechanisms --quick    # 150 steps, 1 seed (a smoke test)
+    python -m scripts.mechanisms --config configs/paper/mechanisms.yaml   # the paper's scale (a GPU study)
 
 Each run is configs/mechanisms.yaml (read as `python -m runners.train` reads it) with its
 mechanism and seed, made by the job engine (src/jobs/: finished runs are reused); the report is
@@ -38,8 +39,9 @@ class MechanismJob(Job):
     seed: int = 0
 
 
-def make_jobs(runs_dir: Path, mechanisms: Sequence[str], seeds: Sequence[int], quick: bool) -> list[Job]:
-    base, _ = read_config(CONFIG)
+def make_jobs(runs_dir: Path, mechanisms: Sequence[str], seeds: Sequence[int], quick: bool,
+              config: str = CONFIG) -> list[Job]:
+    base, _ = read_config(config)
     jobs = []
     for mechanism in mechanisms:
         for seed in seeds:
@@ -56,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = study_parser(PROG, __doc__, "150 steps, seed 0 (a smoke test)")
     parser.add_argument("--mechanisms", default=None,
                         help=f"comma list of seq_mixer names (default: {', '.join(MECHANISMS)})")
+    parser.add_argument("--config", default=CONFIG,
+                        help=f"every run's config file, read as runners.train reads it (default: {CONFIG}; "
+                             "configs/paper/mechanisms.yaml is the paper's scale)")
     args = parser.parse_args(argv)
     try:
         runs_dir, report_dir = study_dirs(args, "mechanisms")
@@ -69,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, err)
     seeds = SEEDS[:1] if args.quick else SEEDS
     return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, mechanisms, seeds, args.quick), write_report)
+                        lambda: make_jobs(runs_dir, mechanisms, seeds, args.quick, args.config), write_report)
 
 
 if __name__ == "__main__":

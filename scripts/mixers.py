@@ -5,6 +5,7 @@ number of in-context examples per mixer. `make mixers` runs it.
     python -m scripts.mixers                # widths 16, 32, 64; κ 4 and 8; seed 0
     python -m scripts.mixers --seeds 0,1    # the same grid for every seed listed
     python -m scripts.mixers --quick        # width 16, κ 4, conjunction, 40 steps (smoke test)
+    python -m scripts.mixers --config configs/paper/mixers.yaml   # Zoology's figure-2 grid (a GPU study)
 
 MQAR follows Zoology's protocol (V = 256, T = 64, one head per mixer, 2 layers) with the ICL benchmark's
 MLP state mixer (`mamba`, the selective state space of src/models/state_space.py, takes the
@@ -22,12 +23,13 @@ from __future__ import annotations
 
 import functools
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 from plots.mixers_report import Check, write_report
 from src.cli import UsageError, fail, guarded, seed_list
+from src.cli.length_study import load as load_yaml
 from src.cli.recipe import entry_of, lm_settings
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser
@@ -43,15 +45,99 @@ QUICK = {"widths": (16,), "pairs": (4,), "mqar_steps": 40, "boolean_steps": 40, 
 REFERENCE = "attention"          # the mixer the Zoology gap is measured against
 
 
-def make_checks(mixers: Sequence[str], widths: Sequence[int], pairs: Sequence[int]) -> list[Check]:
+@dataclass(frozen=True)
+class Cell:
+    """One MQAR cell: sequence length T, κ pairs, and the batch and steps it trains at (None: the
+    recipe's batch)."""
+    seq_len: int = 64
+    kappa: int = 4
+    batch_size: int | None = None
+    steps: int = MQAR_STEPS
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What the study trains on MQAR (the defaults are `make mixers`'; a `--config` YAML file sets any
+    of these keys, configs/paper/mixers.yaml being Zoology's figure 2). Several learning rates: each
+    cell reports the best of them (Zoology's protocol); None is the recipe's default rate."""
+    vocab_size: int = 256
+    cells: tuple = (Cell(kappa=4), Cell(kappa=8))
+    widths: tuple = WIDTHS
+    heads: int = MQAR_HEADS
+    learning_rates: tuple = (None,)
+    boolean: bool = True
+
+    @property
+    def pairs(self) -> tuple:
+        return tuple(c.kappa for c in self.cells)
+
+
+QUICK_GRID = Grid(cells=(Cell(kappa=4, steps=QUICK["mqar_steps"]),), widths=QUICK["widths"])
+GRID_KEYS = {"vocab_size", "cells", "widths", "heads", "learning_rates", "boolean"}
+CELL_KEYS = {"seq_len", "kappa", "batch_size", "steps"}
+
+
+def read_grid(path: str) -> Grid:
+    """The Grid of a YAML file (UsageError, one line, naming the key, the value and what is accepted)."""
+    raw = load_yaml(path)
+    if not isinstance(raw, dict):
+        raise UsageError(f"--config={path!r}: the file holds {type(raw).__name__}; accepted: a mapping of "
+                         f"{', '.join(sorted(GRID_KEYS))}")
+    unknown = sorted(set(raw) - GRID_KEYS)
+    if unknown:
+        raise UsageError(f"{path}: key {unknown[0]!r} is unknown; accepted: {', '.join(sorted(GRID_KEYS))}")
+
+    def positive_int(key, value):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: an integer >= 1")
+        return value
+
+    def listed(key, check):
+        value = raw.get(key)
+        if not isinstance(value, list) or not value:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a non-empty list")
+        return tuple(check(f"{key}[{i}]", v) for i, v in enumerate(value))
+
+    def cell(key, value):
+        if not isinstance(value, dict) or set(value) - CELL_KEYS or "kappa" not in value:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a mapping with kappa and any "
+                             f"of {', '.join(sorted(CELL_KEYS - {'kappa'}))}")
+        return Cell(**{k: positive_int(f"{key}.{k}", v) for k, v in value.items()})
+
+    def rate(key, value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a number > 0")
+        return float(value)
+
+    grid = Grid()
+    values = {}
+    if "vocab_size" in raw:
+        values["vocab_size"] = positive_int("vocab_size", raw["vocab_size"])
+    if "heads" in raw:
+        values["heads"] = positive_int("heads", raw["heads"])
+    if "cells" in raw:
+        values["cells"] = listed("cells", cell)
+    if "widths" in raw:
+        values["widths"] = listed("widths", positive_int)
+    if "learning_rates" in raw:
+        values["learning_rates"] = listed("learning_rates", rate)
+    if "boolean" in raw:
+        if not isinstance(raw["boolean"], bool):
+            raise UsageError(f"{path}: boolean={raw['boolean']!r} is not accepted; accepted: true or false")
+        values["boolean"] = raw["boolean"]
+    return Grid(**{**grid.__dict__, **values})
+
+
+def make_checks(mixers: Sequence[str], widths: Sequence[int], pairs: Sequence[int],
+                boolean: bool = True) -> list[Check]:
     """The issue's targets for this study, fixed before the runs are read (never tuned to them)."""
     checks = [Check(f"{REFERENCE} solves MQAR at every width >= 32 (each κ, each seed)",
                     where={"task": "mqar", "mixer": REFERENCE}, minimum={"width": 32}, metric="accuracy",
-                    low=0.97),
-              Check(f"{REFERENCE} learns conjunction: accuracy at the last prediction point",
+                    low=0.97)]
+    checks += [Check(f"{REFERENCE} learns conjunction: accuracy at the last prediction point",
                     where={"task": "conjunction", "mixer": REFERENCE}, metric="last_point_accuracy", low=0.95),
               Check("parity (d = 10) stays near chance for every mixer: mean accuracy over the points",
-                    where={"task": "parity"}, metric="mean_point_accuracy", low=0.45, high=0.55)]
+                    where={"task": "parity"}, metric="mean_point_accuracy", low=0.45, high=0.55)] if boolean else []
     for other in mixers:
         if other != REFERENCE:
             checks.append(Check(f"the Zoology gap: {other} at width {min(widths)}, κ = {max(pairs)} stays at "
@@ -72,39 +158,50 @@ class MixerJob(Job):
     steps: int = 0
     learning_rate: float = 0.0
     batch_size: int = 0
+    vocab_size: int = 0
+    seq_len: int = 0
 
 
 def _job(runs_dir: Path, name: str, mixer: str, task_choice: Choice, *, width: int, heads: int,
-         steps: int, seed: int, shape: PairShape = PairShape(), **labels) -> MixerJob:
+         steps: int, seed: int, shape: PairShape = PairShape(), batch_size: int | None = None,
+         learning_rate: float | None = None, **labels) -> MixerJob:
     seq = entry_of("seq_mixer", mixer)
+    train = LMTrain(steps=steps, seed=seed)
+    train = replace(train, **{k: v for k, v in (("batch_size", batch_size), ("learning_rate", learning_rate))
+                              if v is not None})
     settings = lm_settings(task_choice, Choice(seq.name, seq.default_options()), choice("state_mixer", "mlp"),
-                           width=width, n_layer=2, n_head=heads, train=LMTrain(steps=steps, seed=seed),
-                           pairs=shape)
+                           width=width, n_layer=2, n_head=heads, train=train, pairs=shape)
     model, train = settings.model, settings.train
     return MixerJob(name, settings, runs_dir / name, cost=train.steps * model.width, mixer=mixer,
                     width=model.width, heads=model.n_head, steps=train.steps, seed=train.seed,
                     learning_rate=train.learning_rate, batch_size=train.batch_size, **labels)
 
 
-def grid(quick: bool) -> tuple[Sequence[int], Sequence[int]]:
-    """(MQAR widths, κ values) of the full study or of --quick."""
-    return (QUICK["widths"], QUICK["pairs"]) if quick else (WIDTHS, PAIRS)
-
-
-def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick: bool) -> list[Job]:
-    widths, pairs = grid(quick)
-    mqar_steps = QUICK["mqar_steps"] if quick else MQAR_STEPS
+def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick: bool,
+              grid: Grid | None = None) -> list[Job]:
+    """Every run of the study: MQAR over the grid's cells, widths and learning rates, then the
+    boolean tasks. A run's name carries T and the learning rate only where the grid has several."""
+    grid = grid or (QUICK_GRID if quick else Grid())
+    if quick:
+        grid = replace(grid, cells=tuple(replace(c, steps=QUICK["mqar_steps"]) for c in grid.cells))
     boolean_steps = QUICK["boolean_steps"] if quick else BOOLEAN_STEPS
-    boolean = {task: BOOLEAN[task] for task in (QUICK["boolean"] if quick else BOOLEAN)}
+    boolean = {task: BOOLEAN[task] for task in (QUICK["boolean"] if quick else BOOLEAN)} if grid.boolean else {}
+    name_length = len({c.seq_len for c in grid.cells}) > 1
+    name_rate = len(grid.learning_rates) > 1
     jobs = []
     for mixer in mixers:
         for seed in seeds:
-            for kappa in pairs:
-                for width in widths:
-                    task = choice("task", "mqar", vocab_size=256, num_pairs=kappa)
-                    jobs.append(_job(runs_dir, f"mqar_k{kappa}_{mixer}_w{width}_seed{seed}", mixer, task,
-                                     width=width, heads=MQAR_HEADS, steps=mqar_steps, seed=seed,
-                                     task="mqar", pairs=kappa))
+            for cell in grid.cells:
+                for width in grid.widths:
+                    for rate in grid.learning_rates:
+                        task = choice("task", "mqar", vocab_size=grid.vocab_size, num_pairs=cell.kappa,
+                                      seq_len=cell.seq_len)
+                        name = (f"mqar_k{cell.kappa}" + (f"_T{cell.seq_len}" if name_length else "")
+                                + f"_{mixer}_w{width}" + (f"_lr{rate:g}" if name_rate else "") + f"_seed{seed}")
+                        jobs.append(_job(runs_dir, name, mixer, task, width=width, heads=grid.heads,
+                                         steps=cell.steps, seed=seed, batch_size=cell.batch_size,
+                                         learning_rate=rate, task="mqar", pairs=cell.kappa,
+                                         vocab_size=grid.vocab_size, seq_len=cell.seq_len))
             for task, shape in boolean.items():
                 jobs.append(_job(runs_dir, f"{task}_{mixer}_seed{seed}", mixer, choice("task", task),
                                  width=64, heads=4, steps=boolean_steps, seed=seed, shape=shape,
@@ -117,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = study_parser(PROG, __doc__, "width 16, κ 4, conjunction only, 40 steps (a smoke test)")
     parser.add_argument("--mixers", default=None, help=f"comma list of {', '.join(SEQ_MIXERS)} (default: all)")
     parser.add_argument("--seeds", default="0", help="comma list of training seeds (default: 0)")
+    parser.add_argument("--config", default=None,
+                        help="a YAML grid (keys of Grid: cells, widths, learning_rates, ...; "
+                             "configs/paper/mixers.yaml is Zoology's figure 2)")
     args = parser.parse_args(argv)
     try:
         runs_dir, report_dir = study_dirs(args, "mixers")
@@ -125,11 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"--mixers={args.mixers!r} is not accepted; accepted: a comma list of "
                              f"{', '.join(SEQ_MIXERS)}")
         seeds = seed_list(args.seeds)
+        grid = read_grid(args.config) if args.config else (QUICK_GRID if args.quick else Grid())
     except UsageError as err:
         return fail(PROG, err)
-    checks = make_checks(mixers, *grid(args.quick))
+    checks = make_checks(mixers, grid.widths, grid.pairs, grid.boolean)
     return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, mixers, seeds, args.quick),
+                        lambda: make_jobs(runs_dir, mixers, seeds, args.quick, grid),
                         functools.partial(write_report, checks=checks))
 
 

@@ -53,12 +53,12 @@ def training_bytes(*, batch_size: int, eval_size: int, tokens: int, width: int, 
 
     Training keeps every layer's activations for the backward pass: per sequence and layer the
     attention scores [H, T, T] and about eight [T, D] tensors, twice (forward and gradients).
-    Evaluation runs the eval set in one batch with the same per-layer tensors once (plus every
-    attention map when they are saved). Parameters: about 4 D^2 per layer, times 4 (values,
-    gradients and Adam's two moments)."""
-    per_sequence = layers * (heads * tokens * tokens + 8 * tokens * width)
-    train = 2 * batch_size * per_sequence
-    evaluate = eval_size * per_sequence * (2 if keep_attention else 1)
+    Evaluation runs the eval set in one batch, forward only: one layer's tensors at a time, twice
+    (the layer's and the residual stream's), or every layer's when the attention maps are kept.
+    Parameters: about 4 D^2 per layer, times 4 (values, gradients and Adam's two moments)."""
+    per_layer = heads * tokens * tokens + 8 * tokens * width
+    train = 2 * batch_size * layers * per_layer
+    evaluate = eval_size * per_layer * (layers + 1 if keep_attention else 2)
     params = 4 * layers * 4 * width * width
     return FLOAT_BYTES * (train + evaluate + params)
 

@@ -19,7 +19,7 @@ from analysis import length_gen, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
-from scripts import lengthgen, mechanisms, reproduce
+from scripts import lengthgen, mechanisms, paper_scale, reproduce
 from scripts import mixers as mixers_study
 from src.rundir.__main__ import check_main
 from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli
@@ -52,6 +52,7 @@ CLIS = {
     "recipe": recipe_cli.main,
     "lengthgen": lengthgen.main,
     "mixers": mixers_study.main,
+    "paper_scale": paper_scale.main,
     "length_gen": length_gen.main,
     "recency": recency.main,
     "prompt_tests": prompt_tests.main,
@@ -154,6 +155,14 @@ rows("lengthgen", "--jobs", ["0", "x"])
 rows("mixers", "--mixers", ["based", ",", "attention,hyena"], "mixers")
 rows("mixers", "--seeds", ["x", "-1", ",", "0,,1"], "seeds")
 rows("mixers", "--jobs", ["0", "x"])
+for cli in ("mechanisms", "lengthgen", "mixers"):
+    rows(cli, "--config", ["configs/none.yaml"], "none.yaml")
+ROWS += [("mixers", ["--config", "configs/mechanisms.yaml"], "model"),        # a run config is not a grid
+         ("paper_scale", ["--study", "bogus"], "study"), ("paper_scale", [], "--study"),
+         ("paper_scale", ["--study", "mechanisms", "--only", "softmax"], "only"),
+         ("paper_scale", ["--study", "lengthgen", "--only", ","], "only"),
+         ("paper_scale", ["--study", "mixers", "--jobs", "0"], "jobs"),
+         ("paper_scale", ["--study", "mixers", "--probe-steps", "x"], "probe")]
 
 # the ICL benchmark's recipe: choices, options, the task's sizes
 ROWS += [("recipe", ["task:nope"], "task:nope"), ("recipe", ["model.seq_mixer:flash"], "flash"),
@@ -229,6 +238,8 @@ def test_bad_input_is_one_line_before_any_work(cli, argv, word, tmp_path, capsys
         argv = argv + ["--report-dir", str(tmp_path / "report")]
     if cli in ("mechanisms", "lengthgen", "mixers"):     # a value wrongly accepted costs seconds, not a study
         argv = argv + ["--quick"]
+    if cli == "paper_scale":
+        argv = argv + ["--runs-dir", str(tmp_path / "runs"), "--tiny", "--estimate"]
     if cli == "rerun":
         argv = argv + ["--out", str(tmp_path / "run")]
     before = sorted(os.listdir(tmp_path))
