@@ -1,6 +1,9 @@
 """Training speed of the training-dynamics study (Zhang et al., ICML 2025): ms per full-batch epoch of the
 original's default ATTN_M run (D = 4, P = 5,000 sequences of 32 tokens, 8 heads, 6,001 epochs),
-and of the D = 8 rank-sweep run (P = 80,000, 9 heads, rank 1). Part of `make bench`.
+and of the D = 8 rank-sweep run (P = 80,000, 9 heads, rank 1), with the FLOPs of an epoch (XLA's
+count) and the fraction of this machine's matmul rate that makes. An epoch here works on the
+training set's moments, computed once, so its products are small: the yardstick is a
+[256, 256] @ [256, 256] product. Part of `make bench`.
 
     python -m scripts.bench_dynamics [--quick]
 """
@@ -10,7 +13,7 @@ import sys
 import time
 
 from src.cli import OneLineParser, dry_run, summary
-from src.loop import train
+from src.loop import matmul_rate, step_flops, train
 from src.registry import choice
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer
 from src.tasks.linattn import DynamicsTaskConfig, make_sets
@@ -40,7 +43,8 @@ def bench(quick: bool = False) -> list[dict]:
         result = train(DynamicsTrainer(settings, sets))
         total = time.perf_counter() - t0
         epochs = len(result.per_step["loss"])
-        rows.append({"case": name, "epochs": epochs, "data_s": round(data_s, 2),
+        flops = step_flops(DynamicsTrainer(settings, sets))
+        rows.append({"flop_per_epoch": flops, "case": name, "epochs": epochs, "data_s": round(data_s, 2),
                      "train_s": round(result.seconds, 2), "total_s": round(total, 2),
                      "ms_per_epoch": round(1000 * result.seconds / epochs, 4),
                      "anchor_minutes": ANCHOR_MINUTES.get(name)})
@@ -54,10 +58,16 @@ def main(argv=None) -> int:
     if dry_run(parser.prog, "time the dynamics cases"):
         return 0
     rows = bench(quick=args.quick)
-    print(f"{'dynamics case':22} {'epochs':>7} {'ms/epoch':>9} {'train s':>8} {'total s':>8} anchor")
+    rate = matmul_rate(256, 256)
+    print(f"{'dynamics case':22} {'epochs':>7} {'ms/epoch':>9} {'MFLOP/epoch':>11} {'GFLOP/s':>8} {'of matmul':>9} "
+          f"{'train s':>8} {'total s':>8} anchor (matmul [256, 256] @ [256, 256]: {rate / 1e9:.1f} GFLOP/s)")
     for r in rows:
         anchor = f"{r['anchor_minutes']:.0f} min (public PyTorch code)" if r["anchor_minutes"] else ""
-        print(f"{r['case']:22} {r['epochs']:7d} {r['ms_per_epoch']:9.3f} {r['train_s']:8.2f} "
+        flops = r["flop_per_epoch"]
+        achieved = flops / (r["ms_per_epoch"] / 1000) if flops else None
+        speed = (f"{flops / 1e6:11.3f} {achieved / 1e9:8.1f} {achieved / rate:9.3f}" if flops
+                 else f"{'n/a':>11} {'n/a':>8} {'n/a':>9}")
+        print(f"{r['case']:22} {r['epochs']:7d} {r['ms_per_epoch']:9.3f} {speed} {r['train_s']:8.2f} "
               f"{r['total_s']:8.2f} {anchor}")
     return 0
 

@@ -1,6 +1,8 @@
 """Training speed of the gpt2 family for every attention mechanism (limits_of_icl), at the study's
 size (configs/mechanisms.yaml: width 64, 3 layers, 4 heads, batch 64, d = 5, 11 points = 22
-tokens): median ms per training step after compilation. Part of `make bench`.
+tokens): median ms per training step after compilation, the GFLOP of a step (XLA's count) and the
+fraction of this machine's matmul rate at the model's shapes ([B·T, D] @ [D, D]) that the step
+reaches. Part of `make bench`.
 
     python -m scripts.bench_mechanisms
 """
@@ -12,11 +14,22 @@ from dataclasses import replace
 
 from src.cli import OneLineParser, dry_run, summary
 from src.cli.gpt2 import read_config
-from src.loop import ms_per_step
+from src.loop import matmul_rate, ms_per_step, step_flops
 from src.registry import choice, registry
 from src.systems import build
 
 PROTOTYPE_MS = 30.0   # the issue's 40-line Haiku prototype at this size, 2 cores
+HEADER = f"{'ms/step':>8} {'GFLOP/step':>10} {'GFLOP/s':>8} {'of matmul':>9}"
+
+
+def speed_row(name: str, settings, rate: float, width: int) -> str:
+    """One line for the trainer of `settings`: ms/step, GFLOP per step, the GFLOP/s that makes and
+    its fraction of `rate` (FLOP/s of the matmul yardstick)."""
+    ms, flops = ms_per_step(build(settings)), step_flops(build(settings))
+    if flops is None:
+        return f"{name:{width}} {ms:8.2f} {'n/a':>10} {'n/a':>8} {'n/a':>9}"
+    achieved = flops / (ms / 1000)
+    return f"{name:{width}} {ms:8.2f} {flops / 1e9:10.4f} {achieved / 1e9:8.1f} {achieved / rate:9.2f}"
 
 
 def main(argv=None) -> int:
@@ -24,12 +37,14 @@ def main(argv=None) -> int:
         list(sys.argv[1:] if argv is None else argv))
     if dry_run("python -m scripts.bench_mechanisms", "time every mechanism"):
         return 0
-    print(f"{'mechanism':16} {'ms/step':>8}   (width 64, 3 layers, batch 64, 22 tokens; prototype "
-          f"softmax: {PROTOTYPE_MS:.0f} ms/step)")
     base, _ = read_config("configs/mechanisms.yaml")
+    rows = base.train.batch_size * 2 * base.curriculum.points.end
+    rate = matmul_rate(rows, base.model.width)
+    print(f"{'mechanism':18} {HEADER}   (width 64, 3 layers, batch 64, 22 tokens; matmul [{rows}, 64] @ "
+          f"[64, 64]: {rate / 1e9:.1f} GFLOP/s; prototype softmax: {PROTOTYPE_MS:.0f} ms/step)")
     for name in registry("seq_mixer").names():
         settings = replace(base, model=replace(base.model, seq_mixer=choice("seq_mixer", name))).validate()
-        print(f"{name:16} {ms_per_step(build(settings)):8.2f}")
+        print(speed_row(name, settings, rate, width=18))
     return 0
 
 

@@ -221,3 +221,36 @@ def ms_per_step(trainer: Trainer, chunk_steps: int = 50, repeats: int = 3) -> fl
             jax.block_until_ready(trainer.run_chunk(state, chunk_steps * (r + 1), chunk_steps).losses)
             times.append(time.perf_counter() - begin)
     return 1000.0 * statistics.median(times) / chunk_steps
+
+
+def step_flops(trainer: Trainer) -> float | None:
+    """FLOPs of one training step of `trainer`, from XLA's cost analysis of a one-step chunk
+    (parameters and losses kept, so the backward pass and the update are counted); None where the
+    backend gives no analysis (make bench)."""
+    with trainer.context():
+        state = trainer.init_state()
+        jax.block_until_ready(trainer.run_chunk(state, 0, 1).losses)   # whatever a system prepares once
+        try:
+            compiled = jax.jit(lambda s: tuple(trainer.run_chunk(s, 0, 1))[:2]).lower(state).compile()
+            cost = compiled.cost_analysis()
+        except Exception:       # the analysis is best effort across jaxlib versions and backends
+            return None
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    flops = float((cost or {}).get("flops", 0.0))
+    return flops if flops > 0 else None
+
+
+def matmul_rate(rows: int, width: int, repeats: int = 20) -> float:
+    """FLOP/s this device reaches on the products a model of this shape makes: [rows, width] @
+    [width, width], twice in a row, the median of `repeats` timings (make bench's yardstick)."""
+    import statistics
+    x = jnp.ones((rows, width), jnp.float32)
+    w = jnp.ones((width, width), jnp.float32)
+    f = jax.jit(lambda x, w: (x @ w) @ w)
+    f(x, w).block_until_ready()
+    times = []
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        f(x, w).block_until_ready()
+        times.append(time.perf_counter() - begin)
+    return 2 * 2 * rows * width * width / statistics.median(times)

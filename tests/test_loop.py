@@ -90,3 +90,22 @@ def test_the_optimizer_factory_matches_optax(opt, reference):
         u1, s1 = mine.update(grads, s1, params)
         u2, s2 = theirs.update(grads, s2, params)
         assert np.array_equal(np.asarray(u1["w"]), np.asarray(u2["w"]))
+
+
+def test_step_flops_counts_forward_backward_and_scales_with_the_batch():
+    from dataclasses import replace
+    from src.cli.gpt2 import read_config
+    from src.loop import matmul_rate, step_flops
+    from src.models.sequence import parameter_count
+    from src.systems import build
+    base, _ = read_config("configs/quick.yaml")
+    small = replace(base, train=replace(base.train, batch_size=16)).validate()
+    large = replace(base, train=replace(base.train, batch_size=32)).validate()
+    f_small, f_large = step_flops(build(small)), step_flops(build(large))
+    assert 1.8 < f_large / f_small < 2.1                      # the step's work is per sequence
+    trainer = build(small)
+    params = parameter_count(trainer.init_state().params)
+    tokens = 2 * small.curriculum.points.end
+    # the dense layers' 6 x parameters x tokens (forward 2, backward 4), attention and the update on top
+    assert 0.5 < f_small / (6 * params * tokens * 16) < 3.0
+    assert matmul_rate(64, 32, repeats=3) > 1e6
