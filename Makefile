@@ -7,6 +7,7 @@
 #   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps)
 #   make dynamics                  Zhang et al.'s study (training dynamics of linear attention)
 #   make mechanisms                limits_of_icl's study (attention mechanisms on regression; long: see docs/mechanisms.md)
+#   make linear_attention          why unnormalised linear attention does not learn there (sum vs mean, learning rate)
 #   make lengthgen                 Lin et al.'s study (position encodings, length generalisation)
 #   make robustness                the robustness battery (every mechanism x every evaluation shift)
 #   make paper_scale STUDY=...     a study at its paper's own scale (configs/paper/; a GPU study), estimate first
@@ -38,7 +39,7 @@ steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale
+.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale linear_attention
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -134,6 +135,11 @@ mechanisms: $(STAMP)
 mechanisms_quick: $(STAMP)
 	$(RUN) -m scripts.mechanisms --quick
 
+# The mechanisms study's linear attention, measured: sum vs mean over the context, two learning
+# rates, the ICL benchmark's normalised linear attention: report/LINEAR_ATTENTION.md
+linear_attention: $(STAMP)
+	$(RUN) -m scripts.linear_attention
+
 # Position encodings and length generalisation (Lin et al. AAAI 2025): report/LENGTHGEN.md
 lengthgen: $(STAMP)
 	$(RUN) -m scripts.lengthgen
@@ -175,7 +181,7 @@ paper_scale: $(STAMP)
 clean:
 	find runs -mindepth 1 -maxdepth 1 ! -name .gitkeep -exec rm -rf {} +
 	rm -f results_*.csv
-	find report/figures -name '*.png' ! -path 'report/figures/paper/*' ! -path 'report/figures/dynamics/*' ! -path 'report/figures/mechanisms/*' ! -path 'report/figures/lengthgen/*' ! -path 'report/figures/mixers/*' ! -path 'report/figures/robustness/*' -delete
+	find report/figures -name '*.png' ! -path 'report/figures/paper/*' ! -path 'report/figures/dynamics/*' ! -path 'report/figures/mechanisms/*' ! -path 'report/figures/lengthgen/*' ! -path 'report/figures/mixers/*' ! -path 'report/figures/robustness/*' ! -path 'report/figures/linear_attention/*' -delete
 	find report/figures -mindepth 1 -type d -empty -delete
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 	rm -rf .pytest_cache

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -35,8 +35,12 @@ def _curve(run) -> dict[str, list[float]]:
 
 
 def collect(jobs: Sequence) -> dict:
+    """mechanism label -> its runs' records; a job without a `mechanism` label (another system's run
+    in the same study) is left to that study's own section."""
     by_mechanism: dict[str, dict] = {}
     for job in jobs:
+        if getattr(job, "mechanism", None) is None:
+            continue
         run = job.run
         record = by_mechanism.setdefault(job.mechanism, {"seeds": [], "robustness": [], "curves": []})
         record["seeds"].append(job.seed)
@@ -114,18 +118,23 @@ def curve_table(results: dict, least: list[float], d: int) -> list[str]:
     return lines
 
 
+TITLE = "Attention mechanisms on in-context regression (Garg et al. 2022; limits_of_icl)"
+
+
 def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
-                 head: dict) -> list[Path]:
+                 head: dict, title: str = TITLE, report: str = REPORT, results_file: str = RESULTS,
+                 fig_dir: str = FIG_DIR, extra: Callable[[dict], list[str]] | None = None) -> list[Path]:
+    """The report of `jobs` (each with a `mechanism` label and a `seed`); another study of
+    mechanism variants names its own files and adds its own section (`extra(results)`: lines)."""
     results = collect(jobs)
     eval_size = jobs[0].expected["train"]["eval_size"]
     figures = []
     for name, draw in (("icl_curves.png", figure_curves), ("robustness.png", figure_robustness)):
-        atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(draw(results)))
-        figures.append(f"{FIG_DIR}/{name}")
-    atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
-                                             "results": results, "figures": figures})
-    lines = header("Attention mechanisms on in-context regression (Garg et al. 2022; limits_of_icl)",
-                   quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+        atomic_write_bytes(report_dir / fig_dir / name, png_bytes(draw(results)))
+        figures.append(f"{fig_dir}/{name}")
+    atomic_write_json(report_dir / results_file, {"command": command, "quick": quick, "seconds": seconds,
+                                                  "results": results, "figures": figures})
+    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
     lines += [f"- Error: squared error / d (the zero predictor scores 1), on {eval_size} fixed eval tasks; "
              f"mean ± {STD_LABEL}. Stress tests act at evaluation time on the last point's context.",
              "", "| mechanism | " + " | ".join(label for _, label in COLUMNS) + " | training |",
@@ -139,6 +148,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         lines += ["", "Least squares (same eval tasks): " + ", ".join(
             f"n={i}: {v:.3f}" for i, v in enumerate(least))]
         lines += curve_table(results, least, jobs[0].expected["model"]["n_dims"])
+    lines += extra(results) if extra else []
     lines += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
-    atomic_write_text(report_dir / REPORT, "\n".join(lines))
-    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]
+    atomic_write_text(report_dir / report, "\n".join(lines))
+    return [report_dir / report, report_dir / results_file, write_index(report_dir)] + [report_dir / f for f in figures]

@@ -75,6 +75,16 @@ def _robustness(data: dict) -> str:
     return "error on standard prompts → with the query in a random orthant (limits_of_icl's quadrant shift): " + ", ".join(parts)
 
 
+def _linear_attention(data: dict) -> str:
+    results = data.get("results", {})
+    first = next(iter(results.values()), {}).get("curve_mean", {})
+    at = len(first.get("gd_step", [])) - 1
+    if at < 0:
+        return "n/a"
+    parts = [f"{label} {r['curve_mean']['model'][at]:.3f}" for label, r in results.items()]
+    return f"error at n = {at} (mean over seeds): " + ", ".join(parts) + f"; one GD step {first['gd_step'][at]:.3f}"
+
+
 # report -> (its results JSON, its headline)
 REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "REPRODUCTION.md": ("reproduce_results.json", _reproduction),
@@ -83,6 +93,7 @@ REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "LENGTHGEN.md": ("lengthgen_results.json", _lengthgen),
     "DYNAMICS.md": ("dynamics_results.json", _dynamics),
     "ROBUSTNESS.md": ("robustness_results.json", _robustness),
+    "LINEAR_ATTENTION.md": ("linear_attention_results.json", _linear_attention),
 }
 PROVENANCE = ("- Produced", "- Date:", "- Git commit:", "- Machine:", "- Training:")
 

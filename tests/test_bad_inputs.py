@@ -19,7 +19,7 @@ from analysis import length_gen, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
-from scripts import lengthgen, mechanisms, paper_scale, reproduce
+from scripts import lengthgen, linear_attention, mechanisms, paper_scale, reproduce
 from scripts import mixers as mixers_study
 from src.rundir.__main__ import check_main
 from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli
@@ -53,6 +53,7 @@ CLIS = {
     "lengthgen": lengthgen.main,
     "mixers": mixers_study.main,
     "paper_scale": paper_scale.main,
+    "linear_attention": linear_attention.main,
     "length_gen": length_gen.main,
     "recency": recency.main,
     "prompt_tests": prompt_tests.main,
@@ -155,6 +156,8 @@ rows("lengthgen", "--jobs", ["0", "x"])
 rows("mixers", "--mixers", ["based", ",", "attention,hyena"], "mixers")
 rows("mixers", "--seeds", ["x", "-1", ",", "0,,1"], "seeds")
 rows("mixers", "--jobs", ["0", "x"])
+rows("linear_attention", "--jobs", ["0", "x"])
+rows("linear_attention", "--runs-dir", ["README.md"], "runs-dir")
 for cli in ("mechanisms", "lengthgen", "mixers"):
     rows(cli, "--config", ["configs/none.yaml"], "none.yaml")
 ROWS += [("mixers", ["--config", "configs/mechanisms.yaml"], "model"),        # a run config is not a grid
@@ -236,7 +239,7 @@ def test_bad_input_is_one_line_before_any_work(cli, argv, word, tmp_path, capsys
         argv = argv + ["--runs-dir", str(tmp_path / "runs")]
     if cli in ("mechanisms", "dynamics", "reproduce", "lengthgen", "mixers"):
         argv = argv + ["--report-dir", str(tmp_path / "report")]
-    if cli in ("mechanisms", "lengthgen", "mixers"):     # a value wrongly accepted costs seconds, not a study
+    if cli in ("mechanisms", "lengthgen", "mixers", "linear_attention"):   # a value wrongly accepted costs seconds
         argv = argv + ["--quick"]
     if cli == "paper_scale":
         argv = argv + ["--runs-dir", str(tmp_path / "runs"), "--tiny", "--estimate"]

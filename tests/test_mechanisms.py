@@ -103,6 +103,16 @@ def test_linear_and_rebased_match_numpy():
                                atol=1e-5, rtol=1e-5)
 
 
+def test_linear_mean_divides_each_token_by_the_tokens_it_sees():
+    got, params, _ = run("linear", X, scale="mean")
+    q, k, v = split_qkv(params, X)
+    seen = np.arange(1, T + 1)[None, :, None, None]            # token t sees t + 1 tokens (0-based)
+    np.testing.assert_allclose(got, out_projection(params, np_kernel_attention(q, k, v, False) / seen),
+                               atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="scale='max'.*sum, mean"):
+        run("linear", X, scale="max")
+
+
 def test_prefix_sums_equal_the_masked_product():
     rng = np.random.default_rng(2)
     fq, fk = np.abs(rng.normal(size=(2, B, T, H, 5))).astype(np.float32)

@@ -15,7 +15,10 @@ Every mixer maps x [B, T, D] -> [B, T, D]: per-head projections q, k, v [B, T, H
                   fixed key per layer, and never redrawn (the redraw policy)
   rebased         ReBased (Aksenov et al. 2024): φ(u) = (γ ⊙ LN(u) + β)² per head, normalised
                   causal prefix sums
-  linear          y_t = Σ_{s<=t} (q_t · k_s) v_s, no normalisation
+  linear          y_t = Σ_{s<=t} (q_t · k_s) v_s, no normalisation (`scale: sum`, the default), or
+                  that sum over the t visible tokens' count (`scale: mean`): von Oswald et al.'s
+                  linear self-attention, whose sum over the context is one GD step only when
+                  divided by the number of examples
 
 Glossary: B batch, T tokens, D width, H heads, K head size, m random features.
 """
@@ -102,6 +105,18 @@ class LocalOptions:
 
     def check(self) -> None:
         require_int("window", self.window, 1)
+
+
+@dataclass(frozen=True)
+class LinearOptions:
+    scale: str = "sum"     # sum: Σ_{s<=t} (q_t · k_s) v_s; mean: the same divided by t (visible tokens)
+
+    def check(self) -> None:
+        if self.scale not in LINEAR_SCALES:
+            raise ValueError(f"scale={self.scale!r} is not accepted; accepted: {', '.join(LINEAR_SCALES)}")
+
+
+LINEAR_SCALES = ("sum", "mean")
 
 
 @dataclass(frozen=True)
@@ -215,9 +230,16 @@ class ReBased(_Mixer):
 
 
 class LinearAttention(_Mixer):
+    def __init__(self, num_heads, scale: str = "sum", name=None):
+        super().__init__(num_heads, name)
+        self.scale = scale
+
     def __call__(self, x):
         q, k, v = project_qkv(x, self.num_heads)
-        return project_out(kernel_attention(q, k, v, normalise=False), x.shape[-1])
+        y = kernel_attention(q, k, v, normalise=False)                       # [B, T, H, K]
+        if self.scale == "mean":
+            y = y / jnp.arange(1, x.shape[1] + 1, dtype=y.dtype)[None, :, None, None]
+        return project_out(y, x.shape[-1])
 
 
 def _check(width: int, num_heads: int) -> None:
@@ -255,5 +277,6 @@ register_mixer("favor", FavorOptions, "FAVOR+ positive orthogonal random feature
           lambda o, h, n, p: Favor(h, o.num_features, name=n))
 register_mixer("rebased", NoOptions, "ReBased: (gamma LN(u) + beta)^2 features, normalised prefix sums",
           lambda o, h, n, p: ReBased(h, name=n))
-register_mixer("linear", NoOptions, "plain causal linear attention, no normalisation",
-          lambda o, h, n, p: LinearAttention(h, name=n))
+register_mixer("linear", LinearOptions, "plain causal linear attention, no normalisation (scale: sum) "
+          "or divided by the visible tokens (scale: mean)",
+          lambda o, h, n, p: LinearAttention(h, o.scale, name=n))
