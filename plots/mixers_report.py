@@ -97,13 +97,13 @@ def collect(jobs: Sequence) -> list[dict]:
 def best_of_rates(rows: list[dict]) -> list[dict]:
     """One row per (mixer, task, width, κ, seed): where a cell was trained at several learning rates,
     the one of highest accuracy (Zoology's protocol), with `rates_tried` (1 where there was one)."""
+    score = lambda row: row["accuracy"] if row["accuracy"] is not None else -math.inf
     best: dict[tuple, dict] = {}
     tried: dict[tuple, int] = {}
     for row in rows:
         key = (row["mixer"], *(row[k] for k in CELL))
         tried[key] = tried.get(key, 0) + 1
-        score = row["accuracy"] if row["accuracy"] is not None else -math.inf
-        if key not in best or score > (best[key]["accuracy"] if best[key]["accuracy"] is not None else -math.inf):
+        if key not in best or score(row) > score(best[key]):
             best[key] = row
     return [{**row, "rates_tried": tried[key]} for key, row in best.items()]
 
@@ -176,7 +176,8 @@ def figure_boolean(rows: list[dict]):
 
 def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
                  head: dict, checks: Sequence[Check] = ()) -> list[Path]:
-    rows = best_of_rates(collect(jobs))
+    every = collect(jobs)
+    rows = best_of_rates(every)
     results = [evaluate(check, rows) for check in checks]
     figures = []
     for name, fig in (("mqar_width.png", figure_mqar(rows)), ("boolean_examples.png", figure_boolean(rows))):
@@ -202,7 +203,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
                if any(not r["kappa"] for r in rows) else []), ""]
     swept = max((r["rates_tried"] for r in rows), default=1)
     if swept > 1:
-        lines[-1:-1] = [f"- Each cell is the best of {swept} learning rates ({_span(collect(jobs), 'learning_rate', True)}; "
+        lines[-1:-1] = [f"- Each cell is the best of {swept} learning rates ({_span(every, 'learning_rate', True)}; "
                         "Zoology's protocol): the rate each cell chose is in mixers_results.json."]
     if results:
         lines += ["## Checks" + (" (a --quick smoke test: not expected to pass)" if quick else ""), "",

@@ -22,12 +22,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 
 from src.cli import dry_run, summary
 from src.models.layouts import model_width, num_tokens
 
 from src.files import atomic_write_json
+from src.loop import matmul_rate, step_flops
 from src.presets import preset
 from src.systems.lsa import LSATrainer
 
@@ -36,35 +36,6 @@ REFERENCE_MS = {"lsa1": 15.9, "twolayer": 70.0}  # reference implementation, bat
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def step_flops(chunk_fn, params, opt_state, train_key) -> float | None:
-    """FLOPs of one training step, from XLA's cost analysis of a compiled one-step chunk
-    (the analysis counts a loop body once, whatever the trip count)."""
-    try:
-        compiled = chunk_fn.lower(params, opt_state, train_key, 0, 1).compile()
-        cost = compiled.cost_analysis()
-        if isinstance(cost, (list, tuple)):
-            cost = cost[0]
-        flops = float(cost.get("flops", 0.0))
-        return flops if flops > 0 else None
-    except Exception:  # cost analysis is best effort across jaxlib versions
-        return None
-
-
-def matmul_gflops(batch: int, tokens: int, width: int, repeats: int = 20) -> float:
-    """Measured GFLOP/s of a batched [B,T,D]x[D,D] matmul, the shape of the projections."""
-    x = jnp.ones((batch, tokens, width), jnp.float32)
-    w = jnp.ones((width, width), jnp.float32)
-    f = jax.jit(lambda x, w: (x @ w) @ w)
-    f(x, w).block_until_ready()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        f(x, w).block_until_ready()
-        times.append(time.perf_counter() - t0)
-    flops = 2 * 2 * batch * tokens * width * width
-    return flops / statistics.median(times) / 1e9
 
 
 def bench_model(name: str, batch: int, chunk_steps: int, repeats: int, eval_size: int) -> dict:
@@ -95,9 +66,9 @@ def bench_model(name: str, batch: int, chunk_steps: int, repeats: int, eval_size
     trainer.evaluate(state)
     eval_s = time.perf_counter() - t0
 
-    flops = step_flops(chunk, params, opt_state, train_key)
+    flops = step_flops(trainer)
     width, tokens = model_width(settings.task, settings.model), num_tokens(settings.task, settings.model)
-    gflops = matmul_gflops(batch, tokens, width)
+    gflops = matmul_rate((batch, tokens, width)) / 1e9     # the projections' [B, T, D] @ [D, D]
     floor_ms = 1000 * flops / (gflops * 1e9) if flops else None
     ref = REFERENCE_MS.get(name)
     return {

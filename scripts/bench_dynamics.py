@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     if dry_run(parser.prog, "time the dynamics cases"):
         return 0
     rows = bench(quick=args.quick)
-    rate = matmul_rate(256, 256)
+    rate = matmul_rate((256, 256))
     print(f"{'dynamics case':22} {'epochs':>7} {'ms/epoch':>9} {'MFLOP/epoch':>11} {'GFLOP/s':>8} {'of matmul':>9} "
           f"{'train s':>8} {'total s':>8} anchor (matmul [256, 256] @ [256, 256]: {rate / 1e9:.1f} GFLOP/s)")
     for r in rows:

@@ -25,7 +25,8 @@ HEADER = f"{'ms/step':>8} {'GFLOP/step':>10} {'GFLOP/s':>8} {'of matmul':>9}"
 def speed_row(name: str, settings, rate: float, width: int) -> str:
     """One line for the trainer of `settings`: ms/step, GFLOP per step, the GFLOP/s that makes and
     its fraction of `rate` (FLOP/s of the matmul yardstick)."""
-    ms, flops = ms_per_step(build(settings)), step_flops(build(settings))
+    trainer = build(settings)
+    ms, flops = ms_per_step(trainer), step_flops(trainer)
     if flops is None:
         return f"{name:{width}} {ms:8.2f} {'n/a':>10} {'n/a':>8} {'n/a':>9}"
     achieved = flops / (ms / 1000)
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
         return 0
     base, _ = read_config("configs/mechanisms.yaml")
     rows = base.train.batch_size * 2 * base.curriculum.points.end
-    rate = matmul_rate(rows, base.model.width)
+    rate = matmul_rate((rows, base.model.width))
     print(f"{'mechanism':18} {HEADER}   (width 64, 3 layers, batch 64, 22 tokens; matmul [{rows}, 64] @ "
           f"[64, 64]: {rate / 1e9:.1f} GFLOP/s; prototype softmax: {PROTOTYPE_MS:.0f} ms/step)")
     for name in registry("seq_mixer").names():

@@ -27,7 +27,7 @@ def main(argv=None) -> int:
         list(sys.argv[1:] if argv is None else argv))
     if dry_run("python -m scripts.bench_recipe", "time every mechanism"):
         return 0
-    rate = matmul_rate(64 * 64, 64)
+    rate = matmul_rate((64 * 64, 64))
     print(f"{'seq_mixer':18} {'cell':26} {HEADER}   MQAR V=256 T=64 kappa=8, width 64, 2 layers, batch 64; "
           f"matmul [4096, 64] @ [64, 64]: {rate / 1e9:.1f} GFLOP/s")
     for name in SEQ_MIXERS:

@@ -44,35 +44,53 @@ PROG = "python -m scripts.paper_scale"
 @dataclass(frozen=True)
 class PaperStudy:
     """How paper_scale drives one study: its module, its paper config, the flag that selects its
-    rows, the flags it always gets at paper scale, and the rows --tiny trains."""
+    rows, the flags it always gets at paper scale, the rows --tiny trains, how --tiny shrinks the
+    config, its rows (what --only accepts) and its jobs (runs_dir, rows or None for all, quick,
+    config) as the study makes them with those flags."""
     module: str
     config: str
     select_flag: str
     fixed: tuple[str, ...]
     tiny_rows: str
     shrink: Callable[[dict], dict]
+    known_rows: Callable[[], list[str]]
+    jobs: Callable[[Path, Sequence[str] | None, bool, str], list]
 
-    def known_rows(self) -> list[str]:
-        from src.registry import registry
-        study, name = importlib.import_module(self.module), self.module.rsplit(".", 1)[-1]
-        if name == "mechanisms":
-            return registry("seq_mixer").names()
-        if name == "lengthgen":
-            return [*registry("position").names(), study.MAMBA]
-        return list(study.SEQ_MIXERS)
 
-    def jobs(self, runs_dir: Path, rows: Sequence[str] | None, quick: bool, config: str) -> list:
-        study = importlib.import_module(self.module)
-        name = self.module.rsplit(".", 1)[-1]
-        if name == "mechanisms":
-            return study.make_jobs(runs_dir, rows or study.MECHANISMS, study.SEEDS[:1] if quick else study.SEEDS,
-                                   quick, config)
-        if name == "lengthgen":
-            from src.registry import registry
-            positions = rows or [*registry("position").names(), study.MAMBA]
-            return study.make_jobs(runs_dir, positions, ["linear_regression"],
-                                   study.SEEDS[:1] if quick else study.SEEDS, quick, None, config)
-        return study.make_jobs(runs_dir, rows or study.SEQ_MIXERS, [0], quick, study.read_grid(config))
+def _seeds(study, quick: bool):
+    return study.SEEDS[:1] if quick else study.SEEDS
+
+
+def _mechanism_rows() -> list[str]:
+    from src.registry import registry
+    return registry("seq_mixer").names()
+
+
+def _mechanism_jobs(runs_dir, rows, quick, config) -> list:
+    from scripts import mechanisms
+    return mechanisms.make_jobs(runs_dir, rows or mechanisms.MECHANISMS, _seeds(mechanisms, quick), quick, config)
+
+
+def _position_rows() -> list[str]:
+    from scripts import lengthgen
+    from src.registry import registry
+    return [*registry("position").names(), lengthgen.MAMBA]
+
+
+def _position_jobs(runs_dir, rows, quick, config) -> list:
+    from scripts import lengthgen
+    return lengthgen.make_jobs(runs_dir, rows or _position_rows(), ["linear_regression"], _seeds(lengthgen, quick),
+                               quick, None, config)
+
+
+def _mixer_rows() -> list[str]:
+    from scripts import mixers
+    return list(mixers.SEQ_MIXERS)
+
+
+def _mixer_jobs(runs_dir, rows, quick, config) -> list:
+    from scripts import mixers
+    return mixers.make_jobs(runs_dir, rows or mixers.SEQ_MIXERS, [0], quick, mixers.read_grid(config))
 
 
 def _tiny_gpt2(raw: dict) -> dict:
@@ -92,12 +110,12 @@ def _tiny_grid(raw: dict) -> dict:
 
 STUDIES = {
     "mechanisms": PaperStudy("scripts.mechanisms", "configs/paper/mechanisms.yaml", "--mechanisms", (),
-                             "softmax_causal,linear", _tiny_gpt2),
+                             "softmax_causal,linear", _tiny_gpt2, _mechanism_rows, _mechanism_jobs),
     # linear regression only: conjunction needs a fixed dimension, the paper's curriculum grows it
     "lengthgen": PaperStudy("scripts.lengthgen", "configs/paper/lengthgen.yaml", "--positions",
-                            ("--tasks", "linear_regression"), "rope,fire", _tiny_llama),
+                            ("--tasks", "linear_regression"), "rope,fire", _tiny_llama, _position_rows, _position_jobs),
     "mixers": PaperStudy("scripts.mixers", "configs/paper/mixers.yaml", "--mixers", ("--seeds", "0"),
-                         "attention,mamba", _tiny_grid),
+                         "attention,mamba", _tiny_grid, _mixer_rows, _mixer_jobs),
 }
 
 

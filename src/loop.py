@@ -240,11 +240,12 @@ def step_flops(trainer: Trainer) -> float | None:
     return flops if flops > 0 else None
 
 
-def matmul_rate(rows: int, width: int, repeats: int = 20) -> float:
-    """FLOP/s this device reaches on the products a model of this shape makes: [rows, width] @
-    [width, width], twice in a row, the median of `repeats` timings (make bench's yardstick)."""
+def matmul_rate(shape: tuple[int, ...], repeats: int = 20) -> float:
+    """FLOP/s this device reaches on the products a model of this shape makes: x [*shape] @ W
+    [D, D] (D = shape[-1]), twice in a row, the median of `repeats` timings (make bench's yardstick)."""
     import statistics
-    x = jnp.ones((rows, width), jnp.float32)
+    width = shape[-1]
+    x = jnp.ones(shape, jnp.float32)
     w = jnp.ones((width, width), jnp.float32)
     f = jax.jit(lambda x, w: (x @ w) @ w)
     f(x, w).block_until_ready()
@@ -253,4 +254,4 @@ def matmul_rate(rows: int, width: int, repeats: int = 20) -> float:
         begin = time.perf_counter()
         f(x, w).block_until_ready()
         times.append(time.perf_counter() - begin)
-    return 2 * 2 * rows * width * width / statistics.median(times)
+    return 2 * 2 * int(np.prod(shape)) * width / statistics.median(times)
