@@ -24,28 +24,34 @@ import numpy as np
 
 GPT2_SMALL = ["--set", "training.train_steps=60", "--set", "training.log_every=20",
               "--set", "training.save_every_steps=40", "--set", "training.eval_size=100"]
+# the sequence family's runs were recorded with its dense layers on [B, T, D] (before `flat` became
+# the default): they name that layout and stay bit-identical
+GPT2_BATCHED = ["--set", "model.dense_layout=batched"]
+RECIPE_BATCHED = ["--model.dense_layout", "batched"]
 # name -> (runner module, argv without --out); the dynamics runs were recorded before the
 # original's initialisation became the default: they name the convention they were trained with
 RUNS = {
-    "gpt2_dummy": ("runners.train", ["--config", "configs/quick.yaml", "--quiet"]),
+    "gpt2_dummy": ("runners.train", ["--config", "configs/quick.yaml", *GPT2_BATCHED, "--quiet"]),
     "gpt2_fire_curriculum": ("runners.train", [
         "--config", "tests/fixtures/lengthgen_gpt2.yaml", "--set", "model.position=fire",
-        "--set", "training.curriculum.points.interval=15", *GPT2_SMALL, "--quiet"]),
+        "--set", "training.curriculum.points.interval=15", *GPT2_SMALL, *GPT2_BATCHED, "--quiet"]),
     "gpt2_favor_conjunction": ("runners.train", [
         "--config", "configs/mechanisms.yaml", "--set", "model.attention_type=favor",
-        "--set", "training.task=conjunction", *GPT2_SMALL, "--quiet"]),
+        "--set", "training.task=conjunction", *GPT2_SMALL, *GPT2_BATCHED, "--quiet"]),
     "recipe_mqar_gla": ("runners.recipe", [
         "task:mqar", "model.seq_mixer:gated_linear_attn", "model.state_mixer:swiglu",
         "--task.num_pairs", "4", "--model.width", "32", "--train.train_steps", "60",
-        "--train.log_every", "20", "--train.eval_size", "64", "--quiet"]),
+        "--train.log_every", "20", "--train.eval_size", "64", *RECIPE_BATCHED, "--quiet"]),
     "recipe_parity_linear": ("runners.recipe", [
         "task:parity", "model.seq_mixer:linear_attention", "model.state_mixer:mlp",
         "--pairs.n_points", "12", "--pairs.n_dims", "6", "--model.width", "32",
-        "--train.train_steps", "40", "--train.log_every", "20", "--train.eval_size", "64", "--quiet"]),
+        "--train.train_steps", "40", "--train.log_every", "20", "--train.eval_size", "64",
+        *RECIPE_BATCHED, "--quiet"]),
     "recipe_regression_attention": ("runners.recipe", [
         "task:linear_regression", "model.seq_mixer:attention", "model.state_mixer:glu",
         "--pairs.n_points", "10", "--pairs.n_dims", "4", "--model.width", "32",
-        "--train.train_steps", "40", "--train.log_every", "20", "--train.eval_size", "64", "--quiet"]),
+        "--train.train_steps", "40", "--train.log_every", "20", "--train.eval_size", "64",
+        *RECIPE_BATCHED, "--quiet"]),
     "dynamics_attnS": ("runners.linattn", [
         "--model", "attnS", "--head", "3", "--KQ_dim", "2", "--in_dim", "3", "--seq_len", "8",
         "--init", "1e-2", "--lr", "0.05", "--trainset_size", "300", "--testset", "50",

@@ -21,7 +21,8 @@ import dataclasses
 from src.cli import UsageError
 from src.models.sequence import llama, mamba
 
-COMMON = {"type", "family", "max_length", "hidden_size", "num_hidden_layers"}
+COMMON = {"type", "family", "max_length", "hidden_size", "num_hidden_layers",
+          "dense_layout"}   # ours: flat | batched (src/models/sequence.py)
 LLAMA_KEYS = COMMON | {"num_attention_heads", "hidden_act", "rope_theta", "intermediate_size", "rms_norm_eps",
                        "position", "position_kwargs"}
 MAMBA_KEYS = COMMON | {"state_size", "expand", "conv_kernel", "time_step_rank", "layer_norm_epsilon"}
@@ -115,4 +116,5 @@ def backbone_model(model: dict, dims_end, points_end) -> dict:
         raise UsageError(f"model.type={model['type']!r} is not accepted; accepted: {kind} (family {family})")
     sizes = {"width": _int(model, "hidden_size"), "n_layer": _int(model, "num_hidden_layers"),
              "n_dims": dims_end, "max_tokens": _max_tokens(model, points_end)}
-    return {**build(model), **sizes}
+    layout = {"dense_layout": model["dense_layout"]} if "dense_layout" in model else {}
+    return {**build(model), **sizes, **layout}

@@ -43,7 +43,8 @@ from src.tracking import WandbSpec, wandb_spec
 PROG = "python -m runners.train"
 FAMILIES = ("gpt2", "nanogpt")        # limits_of_icl names both; they are one model here
 MODEL_KEYS = {"family", "n_dims", "n_embd", "n_head", "n_layer", "n_positions", "attention_type",
-              "attention_kwargs", "position", "position_kwargs"}
+              "attention_kwargs", "position", "position_kwargs",
+              "dense_layout"}   # ours: flat | batched (src/models/sequence.py)
 TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps", "keep_every_steps",
                  "task", "task_kwargs", "data", "num_tasks", "num_training_examples", "curriculum",
                  "log_every", "eval_size", "seed",
@@ -133,7 +134,8 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
         ours["model"] = backbone_model(model, dims_end, points_end)
         return ours, raw
     renames = {"n_embd": "width"}
-    ours_model = {renames.get(k, k): v for k, v in model.items() if k in ("n_dims", "n_embd", "n_head", "n_layer")}
+    ours_model = {renames.get(k, k): v for k, v in model.items()
+                  if k in ("n_dims", "n_embd", "n_head", "n_layer", "dense_layout")}
     ours_model.setdefault("n_dims", dims_end)
     points = model.get("n_positions", points_end)     # the table covers n_positions points: 2 tokens each
     if isinstance(points, bool) or not isinstance(points, int) or points < 1:

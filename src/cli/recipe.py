@@ -17,7 +17,7 @@ exit 2); so are the task's sizes (κ against the vocabulary, T against 2κ + que
 """
 import dataclasses
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Sequence, Union
 
@@ -91,6 +91,7 @@ def build_cli_types():
         width: int = 64
         n_layer: int = 2
         n_head: int = 4
+        dense_layout: str = "flat"   # Linear layers on [B·T, D] rows (flat) or [B, T, D] (batched: runs before 2026-11-26)
 
     @dataclass(frozen=True)
     class Recipe:
@@ -137,6 +138,7 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
     types |= {f"--train.{f.name}": f.type for f in dataclasses.fields(RecipeTrain)}
     types |= {f"--pairs.{f.name}": f.type for f in dataclasses.fields(PairShape)}
     types |= {f"--model.{n}": "int" for n in ("width", "n_layer", "n_head")}
+    types["--model.dense_layout"] = "str"
     for component, name in chosen.items():
         for f in dataclasses.fields(variants[component][name]):
             types[f"--{component}.{f.name}"] = f.type
@@ -192,12 +194,13 @@ def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool]:
     train = LMTrain(**{flag_to_field.get(f.name, f.name): getattr(tr, f.name)
                        for f in dataclasses.fields(RecipeTrain)})
     settings = lm_settings(task, seq, state, width=m.width, n_layer=m.n_layer, n_head=m.n_head,
-                           train=train, pairs=pairs)
+                           train=train, pairs=pairs, dense_layout=m.dense_layout)
     return settings, Path(parsed.out), parsed.overwrite, parsed.resume, parsed.quiet
 
 
 def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
-                n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape()) -> LMSettings:
+                n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
+                dense_layout: str = "flat") -> LMSettings:
     """The recipe's settings: the model's input kind, length and vocabulary follow the task;
     validated (UsageError, one line, in the recipe's flags)."""
     inputs = objective_of(task.name).inputs
@@ -205,12 +208,13 @@ def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: 
                      else (2 * pairs.n_points, 8192))   # (the pair tasks read no vocabulary)
     model = lm(width=width, n_layer=n_layer, n_head=n_head, max_len=length, vocab_size=vocab,
                n_dims=pairs.n_dims, inputs=inputs, seq_mixer=seq_mixer, state_mixer=state_mixer)
+    model = replace(model, dense_layout=dense_layout)
     return validated(LMSettings(task=task, model=model, train=train, pairs=pairs), FLAGS)
 
 
 # our settings -> the recipe's flags, for messages
 FLAGS = {"task.options.": "--task.", "task": "task", "model.seq_mixer.options.": "--model.seq_mixer.",
-         "model.width": "--model.width", "model.n_layer": "--model.n_layer", "model.n_head": "--model.n_head",
+         "model.width": "--model.width", "model.dense_layout": "--model.dense_layout", "model.n_layer": "--model.n_layer", "model.n_head": "--model.n_head",
          "train.steps": "--train.train_steps", "train.": "--train.", "pairs.": "--pairs."}
 
 

@@ -67,6 +67,8 @@ class GPT2Train:
 class GPT2Settings(Settings):
     system: ClassVar[str] = "gpt2"
     required_keys: ClassVar[tuple] = ("model", "task", "curriculum", "train")
+    # records written before the flat dense layout became the default were trained batched
+    absent_means: ClassVar[dict] = {"model.dense_layout": "batched"}
     legacy_keys: ClassVar[dict] = {"train.train_steps": "train.steps",
                                    "train.save_every_steps": "train.checkpoint_every",
                                    "train.keep_every_steps": "train.keep_every",

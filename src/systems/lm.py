@@ -58,6 +58,8 @@ class LMSettings(Settings):
     system: ClassVar[str] = "lm"
     required_keys: ClassVar[tuple] = ("task", "model", "train", "pairs")
     legacy_keys: ClassVar[dict] = {"train.train_steps": "train.steps"}
+    # records written before the flat dense layout became the default were trained batched
+    absent_means: ClassVar[dict] = {"model.dense_layout": "batched"}
     task: Choice = choice_field("task", "mqar", vocab_size=512)
     model: SequenceConfig = field(default_factory=lambda: lm(width=64, n_head=4, vocab_size=512))
     train: LMTrain = field(default_factory=LMTrain)
