@@ -39,7 +39,7 @@ steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale linear_attention
+.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -174,6 +174,24 @@ ONLY ?=
 PAPER_FLAGS ?=
 paper_scale: $(STAMP)
 	$(RUN) -m scripts.paper_scale --study "$(STUDY)" $(if $(strip $(ONLY)),--only $(ONLY)) $(PAPER_FLAGS)
+
+# Our training step against the originals' own PyTorch code, side by side (scripts/compare_originals.py):
+# `make originals` builds the scratch environment .originals/ (its own venv with torch, the two
+# repositories at the commits measured); `make compare_originals` times the mechanisms study's cell
+# and the ICL benchmark's default cell, interleaved. Results: runs/compare_originals/*.json.
+ORIGINALS ?= .originals
+originals:
+	python3 -m venv $(ORIGINALS)/venv
+	$(ORIGINALS)/venv/bin/pip install torch==2.14.1 transformers==5.24.0 tyro==1.0.17 torchdata==0.11.0 \
+	  flash-linear-attention==0.6.0 einops==0.8.2 rich==15.0.0 pyyaml==6.0.4 numpy==2.4.6
+	test -d $(ORIGINALS)/limits_of_icl || git clone https://github.com/kenzhengjk/limits_of_icl $(ORIGINALS)/limits_of_icl
+	git -C $(ORIGINALS)/limits_of_icl checkout -q 040e95d0ab840c9b0fe90f0bbf7c44a80d54456e
+	test -d $(ORIGINALS)/miniseq || git clone https://github.com/mirceamironenco/miniseq $(ORIGINALS)/miniseq
+	git -C $(ORIGINALS)/miniseq checkout -q d7fdca1f55a836c37427832c9da357c36c2e19a9
+
+compare_originals: $(STAMP)
+	$(RUN) -m scripts.compare_originals --torch-python $(ORIGINALS)/venv/bin/python \
+	  --limits-of-icl $(ORIGINALS)/limits_of_icl --miniseq $(ORIGINALS)/miniseq
 
 # Removes every run directory (runs/* but runs/.gitkeep), results_*.csv, generated figures
 # (report/figures/**.png except the tracked report/figures/paper/ and dynamics/), and caches.

@@ -1,8 +1,9 @@
 """Training speed of the gpt2 family for every attention mechanism (limits_of_icl), at the study's
 size (configs/mechanisms.yaml: width 64, 3 layers, 4 heads, batch 64, d = 5, 11 points = 22
-tokens): median ms per training step after compilation, the GFLOP of a step (XLA's count) and the
+tokens): median ms per training step after compilation, the GFLOP of a step (XLA's count), the
 fraction of this machine's matmul rate at the model's shapes ([B·T, D] @ [D, D]) that the step
-reaches. Part of `make bench`.
+reaches, and the ms/step of the batched dense layout beside the default flat one (the speed-up is
+batched / flat). Part of `make bench`.
 
     python -m scripts.bench_mechanisms
 """
@@ -19,18 +20,22 @@ from src.registry import choice, registry
 from src.systems import build
 
 PROTOTYPE_MS = 30.0   # the issue's 40-line Haiku prototype at this size, 2 cores
-HEADER = f"{'ms/step':>8} {'GFLOP/step':>10} {'GFLOP/s':>8} {'of matmul':>9}"
+HEADER = f"{'ms/step':>8} {'GFLOP/step':>10} {'GFLOP/s':>8} {'of matmul':>9} {'batched':>8} {'speed-up':>8}"
 
 
-def speed_row(name: str, settings, rate: float, width: int) -> str:
-    """One line for the trainer of `settings`: ms/step, GFLOP per step, the GFLOP/s that makes and
-    its fraction of `rate` (FLOP/s of the matmul yardstick)."""
+def speed_row(name: str, settings, rate: float, width: int, chunk_steps: int = 50, repeats: int = 3) -> str:
+    """One line for the trainer of `settings` (a sequence-family model): ms/step, GFLOP per step,
+    the GFLOP/s that makes and its fraction of `rate` (FLOP/s of the matmul yardstick), then the
+    ms/step of the same settings in the batched dense layout and the ratio of the two."""
     trainer = build(settings)
-    ms, flops = ms_per_step(trainer), step_flops(trainer)
+    ms, flops = ms_per_step(trainer, chunk_steps, repeats), step_flops(trainer)
+    batched = ms_per_step(build(replace(settings, model=replace(settings.model, dense_layout="batched"))),
+                          chunk_steps, repeats)
+    layouts = f"{batched:8.2f} {batched / ms:7.2f}x"
     if flops is None:
-        return f"{name:{width}} {ms:8.2f} {'n/a':>10} {'n/a':>8} {'n/a':>9}"
+        return f"{name:{width}} {ms:8.2f} {'n/a':>10} {'n/a':>8} {'n/a':>9} {layouts}"
     achieved = flops / (ms / 1000)
-    return f"{name:{width}} {ms:8.2f} {flops / 1e9:10.4f} {achieved / 1e9:8.1f} {achieved / rate:9.2f}"
+    return f"{name:{width}} {ms:8.2f} {flops / 1e9:10.4f} {achieved / 1e9:8.1f} {achieved / rate:9.2f} {layouts}"
 
 
 def main(argv=None) -> int:

@@ -5,6 +5,8 @@ cells. Part of `make bench`.
 
   recipe default   MQAR V = 256, T = 64, κ = 8; width 64, 2 layers, 4 heads, batch 64
   study cell       the same with one head (scripts.mixers' MQAR protocol, its widest model)
+  original default the original recipe's own default cell, attention only: V = 8,192, width 128,
+                   8 heads, batch 256 (3-step chunks: about 2 s a step)
 
     python -m scripts.bench_recipe
 """
@@ -17,6 +19,7 @@ from src.cli import OneLineParser, dry_run, summary
 from src.cli.recipe import entry_of, lm_settings
 from src.loop import matmul_rate
 from src.registry import Choice, choice
+from src.systems.lm import LMTrain
 
 SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the original's names
 CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}      # cell -> heads
@@ -36,6 +39,14 @@ def main(argv=None) -> int:
             settings = lm_settings(choice("task", "mqar", vocab_size=256), Choice(mixer.name, mixer.default_options()),
                                    choice("state_mixer", "mlp"), width=64, n_layer=2, n_head=heads)
             print(speed_row(f"{name:18} {cell:26}", settings, rate, width=45))
+    mixer = entry_of("seq_mixer", "attention")
+    settings = lm_settings(choice("task", "mqar"), Choice(mixer.name, mixer.default_options()),
+                           choice("state_mixer", "mlp"), width=128, n_layer=2, n_head=8, train=LMTrain(batch_size=256))
+    big_rate = matmul_rate((256 * 64, 128))
+    print(f"{'attention':18} {'original default (8 heads)':26} (V 8192, width 128, batch 256; matmul "
+          f"[16384, 128] @ [128, 128]: {big_rate / 1e9:.1f} GFLOP/s)")
+    print(speed_row(f"{'attention':18} {'original default (8 heads)':26}", settings, big_rate, width=45,
+                    chunk_steps=3, repeats=3))
     return 0
 
 

@@ -24,10 +24,11 @@ import numpy as np
 
 GPT2_SMALL = ["--set", "training.train_steps=60", "--set", "training.log_every=20",
               "--set", "training.save_every_steps=40", "--set", "training.eval_size=100"]
-# the sequence family's runs were recorded with its dense layers on [B, T, D] (before `flat` became
-# the default): they name that layout and stay bit-identical
+# the sequence family's runs were recorded with its dense layers on [B, T, D] and the recipe's
+# training logits at every position (before `flat` and `scored` became the defaults): they name
+# those settings and stay bit-identical
 GPT2_BATCHED = ["--set", "model.dense_layout=batched"]
-RECIPE_BATCHED = ["--model.dense_layout", "batched"]
+RECIPE_BATCHED = ["--model.dense_layout", "batched", "--train.logits", "all"]
 # name -> (runner module, argv without --out); the dynamics runs were recorded before the
 # original's initialisation became the default: they name the convention they were trained with
 RUNS = {

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import sys
+
 import pytest
 
 import eval_noise
@@ -19,7 +21,7 @@ from analysis import length_gen, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
-from scripts import lengthgen, linear_attention, mechanisms, paper_scale, reproduce
+from scripts import compare_originals, lengthgen, linear_attention, mechanisms, paper_scale, reproduce
 from scripts import mixers as mixers_study
 from src.rundir.__main__ import check_main
 from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli
@@ -54,6 +56,7 @@ CLIS = {
     "mixers": mixers_study.main,
     "paper_scale": paper_scale.main,
     "linear_attention": linear_attention.main,
+    "compare_originals": compare_originals.main,
     "length_gen": length_gen.main,
     "recency": recency.main,
     "prompt_tests": prompt_tests.main,
@@ -165,7 +168,14 @@ ROWS += [("mixers", ["--config", "configs/mechanisms.yaml"], "model"),        # 
          ("paper_scale", ["--study", "mechanisms", "--only", "softmax"], "only"),
          ("paper_scale", ["--study", "lengthgen", "--only", ","], "only"),
          ("paper_scale", ["--study", "mixers", "--jobs", "0"], "jobs"),
-         ("paper_scale", ["--study", "mixers", "--probe-steps", "x"], "probe")]
+         ("paper_scale", ["--study", "mixers", "--probe-steps", "x"], "probe"),
+         ("compare_originals", [], "--torch-python"),
+         ("compare_originals", ["--torch-python", sys.executable], "nothing to compare"),
+         ("compare_originals", ["--torch-python", sys.executable, "--miniseq", "."], "--miniseq"),
+         ("compare_originals", ["--torch-python", "/nonexistent/python", "--limits-of-icl", "/nonexistent"],
+          "--limits-of-icl"),
+         ("compare_originals", ["--torch-python", sys.executable, "--miniseq", "/nonexistent", "--rounds", "0"],
+          "--miniseq")]
 
 # the ICL benchmark's recipe: choices, options, the task's sizes
 ROWS += [("recipe", ["task:nope"], "task:nope"), ("recipe", ["model.seq_mixer:flash"], "flash"),

@@ -20,7 +20,7 @@ from pathlib import Path
 from src.registry import KINDS, registry
 
 ROOT = Path(__file__).resolve().parent.parent
-SKIP_DIRS = {".venv", "tests", ".git", "runs", "report"}
+SKIP_DIRS = {".venv", "tests", ".git", "runs", "report", ".originals"}
 
 # Module-name prefixes and their level; a module may import only modules of its level or
 # lower. The longest matching prefix wins.

