@@ -25,6 +25,15 @@ SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   #
 CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}      # cell -> heads
 
 
+def original_default_cell(dense_layout: str = "flat", logits: str = "scored"):
+    """The ICL benchmark recipe's own default cell, attention + MLP (MQAR V = 8,192, T = 64, κ = 8;
+    width 128, 2 layers, 8 heads, batch 256), validated settings."""
+    mixer = entry_of("seq_mixer", "attention")
+    return lm_settings(choice("task", "mqar"), Choice(mixer.name, mixer.default_options()), choice("state_mixer", "mlp"),
+                       width=128, n_layer=2, n_head=8, train=LMTrain(batch_size=256, logits=logits),
+                       dense_layout=dense_layout)
+
+
 def main(argv=None) -> int:
     OneLineParser(prog="python -m scripts.bench_recipe", description=summary(__doc__)).parse_args(
         list(sys.argv[1:] if argv is None else argv))
@@ -39,9 +48,7 @@ def main(argv=None) -> int:
             settings = lm_settings(choice("task", "mqar", vocab_size=256), Choice(mixer.name, mixer.default_options()),
                                    choice("state_mixer", "mlp"), width=64, n_layer=2, n_head=heads)
             print(speed_row(f"{name:18} {cell:26}", settings, rate, width=45))
-    mixer = entry_of("seq_mixer", "attention")
-    settings = lm_settings(choice("task", "mqar"), Choice(mixer.name, mixer.default_options()),
-                           choice("state_mixer", "mlp"), width=128, n_layer=2, n_head=8, train=LMTrain(batch_size=256))
+    settings = original_default_cell()
     big_rate = matmul_rate((256 * 64, 128))
     print(f"{'attention':18} {'original default (8 heads)':26} (V 8192, width 128, batch 256; matmul "
           f"[16384, 128] @ [128, 128]: {big_rate / 1e9:.1f} GFLOP/s)")

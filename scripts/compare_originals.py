@@ -31,8 +31,6 @@ from src.files import atomic_write_json
 PROG = "python -m scripts.compare_originals"
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "runs" / "compare_originals"
-MECHANISMS = {"width": 64, "layers": 3, "heads": 4, "batch": 64, "dims": 5, "points": 11}
-ICL = {"width": 128, "layers": 2, "heads": 8, "batch": 256, "vocab": 8192, "seq_len": 64, "pairs": 8}
 
 
 class Original:
@@ -82,40 +80,38 @@ def ours(settings, steps: int):
     return round_ms
 
 
-def mechanisms_sides(args) -> dict:
+def mechanisms_sides(args) -> tuple[dict, dict]:
+    """(the cell, read from configs/mechanisms.yaml; its sides)."""
     from src.cli.gpt2 import read_config
     base, _ = read_config(str(ROOT / "configs" / "mechanisms.yaml"))
-    c, steps = MECHANISMS, args.steps
+    m = base.model
+    cell = {"width": m.width, "layers": m.n_layer, "heads": m.n_head, "batch": base.train.batch_size,
+            "dims": m.n_dims, "points": base.curriculum.points.end}
     harness = [args.torch_python, str(ROOT / "scripts" / "originals" / "limits_of_icl_step.py"), str(args.limits_of_icl),
-               *map(str, (c["width"], c["layers"], c["heads"], c["batch"], c["dims"], c["points"], 20, steps))]
-    return {"ours": ours(base, steps),
-            "ours_before": ours(replace(base, model=replace(base.model, dense_layout="batched")).validate(), steps),
-            "original": Original(harness, "the mechanisms paper's code")}
+               *map(str, (*cell.values(), 20, args.steps))]
+    return cell, {"ours": ours(base, args.steps),
+                  "ours_before": ours(replace(base, model=replace(m, dense_layout="batched")).validate(), args.steps),
+                  "original": Original(harness, "the mechanisms paper's code")}
 
 
-def icl_sides(args) -> dict:
-    from src.cli.recipe import entry_of, lm_settings
-    from src.registry import Choice, choice
-    from src.systems.lm import LMTrain
-    c, steps = ICL, args.icl_steps
-    mixer = entry_of("seq_mixer", "attention")
-    task = choice("task", "mqar", vocab_size=c["vocab"], seq_len=c["seq_len"], num_pairs=c["pairs"])
-
-    def settings(layout, logits):
-        return lm_settings(task, Choice(mixer.name, mixer.default_options()), choice("state_mixer", "mlp"),
-                           width=c["width"], n_layer=c["layers"], n_head=c["heads"],
-                           train=LMTrain(batch_size=c["batch"], logits=logits), dense_layout=layout)
+def icl_sides(args) -> tuple[dict, dict]:
+    """(the ICL benchmark's default cell, scripts/bench_recipe's; its sides)."""
+    from scripts.bench_recipe import original_default_cell
+    settings, steps = original_default_cell(), args.icl_steps
+    m, task = settings.model, settings.task.options
+    cell = {"width": m.width, "layers": m.n_layer, "heads": m.n_head, "batch": settings.train.batch_size,
+            "vocab": task.vocab_size, "seq_len": task.seq_len, "pairs": task.num_pairs}
 
     def harness(dtype, compiled):
         return [args.torch_python, str(ROOT / "scripts" / "originals" / "miniseq_step.py"), str(args.miniseq), dtype,
-                compiled, *map(str, (c["width"], c["layers"], c["heads"], c["batch"], c["vocab"], c["seq_len"],
-                                     c["pairs"], 2, steps))]
-    return {"ours": ours(settings("flat", "scored"), steps), "ours_before": ours(settings("batched", "all"), steps),
-            "original": Original(harness("bfloat16", "1"), "the ICL benchmark's code (bfloat16, compiled)"),
-            "original_float32_eager": Original(harness("float32", "0"), "the ICL benchmark's code (float32, eager)")}
+                compiled, *map(str, (*cell.values(), 2, steps))]
+    return cell, {"ours": ours(settings, steps), "ours_before": ours(original_default_cell("batched", "all"), steps),
+                  "original": Original(harness("bfloat16", "1"), "the ICL benchmark's code (bfloat16, compiled)"),
+                  "original_float32_eager": Original(harness("float32", "0"),
+                                                     "the ICL benchmark's code (float32, eager)")}
 
 
-def compare(name: str, sides: dict, rounds: int, cell: dict) -> dict:
+def compare(name: str, cell: dict, sides: dict, rounds: int) -> dict:
     times = {side: [] for side in sides}
     try:
         for r in range(rounds):
@@ -170,9 +166,9 @@ def run(args) -> int:
     if dry_run(PROG, f"time {args.rounds} interleaved rounds per cell"):
         return 0
     if args.limits_of_icl is not None:
-        compare("limits_of_icl", mechanisms_sides(args), args.rounds, MECHANISMS)
+        compare("limits_of_icl", *mechanisms_sides(args), args.rounds)
     if args.miniseq is not None:
-        compare("miniseq", icl_sides(args), args.rounds, ICL)
+        compare("miniseq", *icl_sides(args), args.rounds)
     return 0
 
 

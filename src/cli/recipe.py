@@ -214,7 +214,8 @@ def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: 
 
 # our settings -> the recipe's flags, for messages
 FLAGS = {"task.options.": "--task.", "task": "task", "model.seq_mixer.options.": "--model.seq_mixer.",
-         "model.width": "--model.width", "model.dense_layout": "--model.dense_layout", "model.n_layer": "--model.n_layer", "model.n_head": "--model.n_head",
+         "model.width": "--model.width", "model.dense_layout": "--model.dense_layout",
+         "model.n_layer": "--model.n_layer", "model.n_head": "--model.n_head",
          "train.steps": "--train.train_steps", "train.": "--train.", "pairs.": "--pairs."}
 
 

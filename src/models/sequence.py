@@ -44,7 +44,6 @@ from src.registry import Choice, choice, registry
 from src.settings import choice_field, is_int, require, require_int, require_one_of
 
 INPUTS = ("pairs", "tokens")
-DENSE_LAYOUTS = ("flat", "batched")
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class SequenceConfig:
                 "vocab_size", self.vocab_size, "an integer >= 2 for token inputs")
         require(self.width % self.n_head == 0, "width", self.width, f"a multiple of n_head={self.n_head}")
         require(isinstance(self.biases, bool), "biases", self.biases, "true or false")
-        require_one_of("dense_layout", self.dense_layout, DENSE_LAYOUTS)
+        require_one_of("dense_layout", self.dense_layout, tuple(DENSE_LAYOUTS))
 
     def encoding(self):
         """The position encoding (src/models/positions.py), trained for `max_tokens` tokens."""
@@ -168,8 +167,7 @@ class SequenceModel(hk.Module):
 
     def __call__(self, *inputs, positions=None):
         c = self.config
-        layout = hk.intercept_methods(dense_on_rows) if c.dense_layout == "flat" else contextlib.nullcontext()
-        with layout:
+        with DENSE_LAYOUTS[c.dense_layout]():
             return stack(c, *inputs, positions=positions)
 
 
@@ -207,6 +205,10 @@ def dense_on_rows(next_call, args, kwargs, context):
         return rows.reshape(*x.shape[:-1], rows.shape[-1])
     return next_call(*args, **kwargs)
 
+
+# dense_layout -> the context the stack runs in
+DENSE_LAYOUTS: dict[str, Callable] = {"flat": lambda: hk.intercept_methods(dense_on_rows),
+                                      "batched": contextlib.nullcontext}
 
 READ: dict[str, tuple[Callable, Callable]] = {   # inputs -> (read-in, read-out)
     "pairs": (lambda c, xs, ys: hk.Linear(c.width, with_bias=c.biases, name="read_in")(interleave(xs, ys)),

@@ -29,7 +29,7 @@ from src.systems import SystemTrainer, register_system
 from src.tasks.objectives import objective_of, tasks_for
 
 EXAMPLES = "examples.json"
-LOGITS = ("scored", "all")
+LOGITS = {"scored": True, "all": False}     # train.logits -> the read-out at the scored positions only
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class LMSettings(Settings):
         require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
         require_number("train.weight_decay", tr.weight_decay, 0)
         require_number("train.warmup_fraction", tr.warmup_fraction, 0, high=1, open_high=True)
-        require_one_of("train.logits", tr.logits, LOGITS)
+        require_one_of("train.logits", tr.logits, tuple(LOGITS))
         objective = objective_of(self.task.name)
         require(m.inputs == objective.inputs, "model.inputs", m.inputs,
                 f"{objective.inputs!r}, what task {self.task.name!r} gives")
@@ -154,7 +154,7 @@ def training_loss(settings: LMSettings, apply, objective):
     (train.logits = scored, a task that scores a fixed count per row) over the logits of the
     scored positions alone: the same function, the read-out computed on κ of T rows."""
     count = getattr(settings.task.options, "scored_per_row", None)
-    if settings.train.logits == "all" or count is None:
+    if not LOGITS[settings.train.logits] or count is None:
         return lambda p, batch: objective.score(apply(p, *model_inputs(batch)), batch).loss
 
     def loss(p, batch):
