@@ -9,6 +9,8 @@
 #   make mechanisms                limits_of_icl's study (attention mechanisms on regression; long: see docs/mechanisms.md)
 #   make linear_attention          why unnormalised linear attention does not learn there (sum vs mean, learning rate)
 #   make lengthgen                 Lin et al.'s study (position encodings, length generalisation)
+#   make mechanisms_sweep          the protocol sweep that chose the mechanisms study's training settings
+#   make lengthgen_sweep           the protocol sweep of the length study's FIRE cell (budget against target)
 #   make robustness                the robustness battery (every mechanism x every evaluation shift)
 #   make paper_scale STUDY=...     a study at its paper's own scale (configs/paper/; a GPU study), estimate first
 #   make mixers                    Zoology's study on the ICL benchmark (sequence mixers on MQAR and boolean tasks; seed 0, MIXERS_SEEDS=0,1 for the shipped report)
@@ -39,7 +41,7 @@ steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals
+.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -146,6 +148,14 @@ lengthgen: $(STAMP)
 
 lengthgen_quick: $(STAMP)
 	$(RUN) -m scripts.lengthgen --quick
+
+# The protocol sweeps (scripts/protocol_sweep.py): each study's headline cell under the protocols in
+# configs/sweeps/<study>/, 3 seeds: report/SWEEP_MECHANISMS.md, report/SWEEP_LENGTHGEN.md
+mechanisms_sweep: $(STAMP)
+	$(RUN) -m scripts.protocol_sweep mechanisms
+
+lengthgen_sweep: $(STAMP)
+	$(RUN) -m scripts.protocol_sweep lengthgen
 
 # Sequence mixers on the ICL benchmark (Zoology / miniseq): report/MIXERS.md
 # MIXERS_SEEDS: the study's training seeds (seed 0 with the original's three mixers: 31 min on 2 idle cores; the shipped

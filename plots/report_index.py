@@ -85,6 +85,12 @@ def _linear_attention(data: dict) -> str:
     return f"error at n = {at} (mean over seeds): " + ", ".join(parts) + f"; one GD step {first['gd_step'][at]:.3f}"
 
 
+def _sweep(data: dict) -> str:
+    parts = [f"{name} {r['final']['mean']:.3f}" + (" (the study's)" if r.get("is_study") else "")
+             for name, r in data.get("results", {}).items()]
+    return f"target metric at the end (mean over seeds; target {data['target']}): " + ", ".join(parts)
+
+
 # report -> (its results JSON, its headline)
 REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "REPRODUCTION.md": ("reproduce_results.json", _reproduction),
@@ -94,6 +100,8 @@ REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "DYNAMICS.md": ("dynamics_results.json", _dynamics),
     "ROBUSTNESS.md": ("robustness_results.json", _robustness),
     "LINEAR_ATTENTION.md": ("linear_attention_results.json", _linear_attention),
+    "SWEEP_MECHANISMS.md": ("sweep_mechanisms_results.json", _sweep),
+    "SWEEP_LENGTHGEN.md": ("sweep_lengthgen_results.json", _sweep),
 }
 PROVENANCE = ("- Produced", "- Date:", "- Git commit:", "- Machine:", "- Training:")
 

@@ -37,7 +37,7 @@ RUNS = {
         "--config", "tests/fixtures/lengthgen_gpt2.yaml", "--set", "model.position=fire",
         "--set", "training.curriculum.points.interval=15", *GPT2_SMALL, *GPT2_BATCHED, "--quiet"]),
     "gpt2_favor_conjunction": ("runners.train", [
-        "--config", "configs/mechanisms.yaml", "--set", "model.attention_type=favor",
+        "--config", "tests/fixtures/mechanisms_constant_6k.yaml", "--set", "model.attention_type=favor",
         "--set", "training.task=conjunction", *GPT2_SMALL, *GPT2_BATCHED, "--quiet"]),
     "recipe_mqar_gla": ("runners.recipe", [
         "task:mqar", "model.seq_mixer:gated_linear_attn", "model.state_mixer:swiglu",

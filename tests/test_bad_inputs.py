@@ -21,7 +21,7 @@ from analysis import length_gen, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
-from scripts import compare_originals, lengthgen, linear_attention, mechanisms, paper_scale, reproduce
+from scripts import compare_originals, lengthgen, linear_attention, mechanisms, paper_scale, protocol_sweep, reproduce
 from scripts import mixers as mixers_study
 from src.rundir.__main__ import check_main
 from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli
@@ -57,6 +57,7 @@ CLIS = {
     "paper_scale": paper_scale.main,
     "linear_attention": linear_attention.main,
     "compare_originals": compare_originals.main,
+    "protocol_sweep": protocol_sweep.main,
     "length_gen": length_gen.main,
     "recency": recency.main,
     "prompt_tests": prompt_tests.main,
@@ -160,6 +161,11 @@ rows("mixers", "--mixers", ["based", ",", "attention,hyena"], "mixers")
 rows("mixers", "--seeds", ["x", "-1", ",", "0,,1"], "seeds")
 rows("mixers", "--jobs", ["0", "x"])
 rows("linear_attention", "--jobs", ["0", "x"])
+ROWS += [("protocol_sweep", [], "study"), ("protocol_sweep", ["mixers"], "mixers"),
+         ("protocol_sweep", ["mechanisms", "--protocols", "fast"], "--protocols"),
+         ("protocol_sweep", ["lengthgen", "--protocols", ","], "--protocols"),
+         ("protocol_sweep", ["mechanisms", "--jobs", "0"], "jobs"),
+         ("protocol_sweep", ["lengthgen", "--runs-dir", "README.md"], "runs-dir")]
 rows("linear_attention", "--runs-dir", ["README.md"], "runs-dir")
 for cli in ("mechanisms", "lengthgen", "mixers"):
     rows(cli, "--config", ["configs/none.yaml"], "none.yaml")

@@ -1,0 +1,254 @@
+"""Protocol sweeps: how a study's shipped training settings were chosen. A sweep trains the
+study's headline cell under a few protocols (learning rate, schedule, curriculum, width, steps),
+3 seeds each, and reports its target metric at the end of training and against the budget.
+
+    python -m scripts.protocol_sweep mechanisms            # softmax_causal under configs/sweeps/mechanisms/*.yaml
+    python -m scripts.protocol_sweep lengthgen             # FIRE on linear regression under configs/sweeps/lengthgen/*.yaml
+    python -m scripts.protocol_sweep mechanisms --quick    # every protocol at the study's quick size, seed 0
+    python -m scripts.protocol_sweep lengthgen --protocols w32_decay_8k
+
+A protocol is a config file the study reads as its own (`--config`); its runs are the study's
+runs of that cell (same names, settings and code fingerprint), in runs/sweeps/<study>/<protocol>/,
+all protocols in one plan so every worker stays busy; finished runs are reused. The report is
+report/SWEEP_<STUDY>.md, report/sweep_<study>_results.json and
+report/figures/sweeps/<study>.png: per protocol the keys it changes from the study's config, the
+target metric at the end (mean ± sample std over seeds), seconds per run, and the metric
+(mean over seeds) at every logged step. The row whose settings equal the study's config is marked.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import yaml
+
+from src.cli import UsageError, fail, guarded
+from src.jobs.engine import Job, plan
+from src.jobs.study import finish_study, study_dirs, study_parser
+
+PROG = "python -m scripts.protocol_sweep"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One study's sweep: its cell, its protocols' folder and its targets."""
+    study_config: str                     # the study's own config (the shipped protocol)
+    protocols: str                        # folder of protocol configs
+    cell: str                             # what is trained, in words
+    metric: str                           # the target metric, in words (metrics.jsonl's eval_error_last)
+    target: float                         # the metric's target (at most)
+    make_jobs: Callable[..., list[Job]]   # (runs_dir, config, seeds, quick) -> the study's jobs of the cell
+    gap_below_d: bool = False             # also report the ICL curve's largest gap to least squares below d
+    gap_target: float | None = None
+
+
+def _mechanisms_jobs(runs_dir: Path, config: str, seeds: Sequence[int], quick: bool) -> list[Job]:
+    from scripts import mechanisms
+    return mechanisms.make_jobs(runs_dir, ["softmax_causal"], seeds, quick, config)
+
+
+def _lengthgen_jobs(runs_dir: Path, config: str, seeds: Sequence[int], quick: bool) -> list[Job]:
+    from scripts import lengthgen
+    return lengthgen.make_jobs(runs_dir, ["fire"], ["linear_regression"], seeds, quick, None, config)
+
+
+SWEEPS = {
+    "mechanisms": Sweep("configs/mechanisms.yaml", "configs/sweeps/mechanisms",
+                        "softmax_causal (limits_of_icl's GPT-2 cell: 3 layers, width 64, d = 5, 11 points)",
+                        "error at n = 2d (squared error / d)", 0.05, _mechanisms_jobs,
+                        gap_below_d=True, gap_target=0.1),
+    "lengthgen": Sweep("configs/lengthgen.yaml", "configs/sweeps/lengthgen",
+                       "FIRE on linear regression (the length study's Llama cell, trained to 21 points)",
+                       "in-distribution error, n = L − 1 (squared error / d)", 0.05, _lengthgen_jobs),
+}
+SEEDS = (0, 1, 2)
+
+
+def _flat(tree, prefix: str = "") -> dict:
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out = {}
+    for key, value in tree.items():
+        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def changes(study_config: str, protocol: Path) -> dict[str, str]:
+    """Dotted key -> 'study value → protocol value' for every key the protocol changes
+    (out_dir aside: the study sets each run's directory)."""
+    study = _flat(yaml.safe_load(Path(study_config).read_text(encoding="utf-8")))
+    mine = _flat(yaml.safe_load(protocol.read_text(encoding="utf-8")))
+    return {key: f"{study.get(key, '(absent)')} → {mine.get(key, '(absent)')}"
+            for key in sorted(set(study) | set(mine))
+            if key != "out_dir" and study.get(key, "(absent)") != mine.get(key, "(absent)")}
+
+
+def protocol_files(sweep: Sweep, names: str | None) -> list[Path]:
+    found = {p.stem: p for p in sorted(Path(sweep.protocols).glob("*.yaml"))}
+    if not found:
+        raise UsageError(f"{sweep.protocols}: no protocol configs (*.yaml); accepted: a folder of study configs")
+    if names is None:
+        return list(found.values())
+    wanted = list(dict.fromkeys(n.strip() for n in names.split(",")))
+    for name in wanted:
+        if name not in found:
+            raise UsageError(f"--protocols={names!r}: unknown protocol {name!r}; accepted: {', '.join(found)}")
+    return [found[n] for n in wanted]
+
+
+@dataclass
+class ProtocolJob(Job):
+    protocol: str = ""
+    seed: int = 0
+
+
+def make_jobs(sweep: Sweep, runs_dir: Path, protocols: Sequence[Path], seeds: Sequence[int],
+              quick: bool) -> list[Job]:
+    """The study's jobs of the cell under every protocol, named <protocol>/<run>."""
+    jobs: list[Job] = []
+    for path in protocols:
+        for job in sweep.make_jobs(runs_dir / path.stem, str(path), seeds, quick):
+            jobs.append(ProtocolJob(f"{path.stem}/{job.name}", job.settings, job.path, cost=job.cost,
+                                    protocol=path.stem, seed=getattr(job, "seed", 0)))
+    return plan(jobs)
+
+
+def budget_curve(run) -> dict[int, float]:
+    """step -> the target metric logged at that step (metrics.jsonl's eval_error_last)."""
+    out = {}
+    for line in run.file("metrics.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if "eval_error_last" in row:
+            out[int(row["step"])] = float(row["eval_error_last"])
+    return out
+
+
+def gap_below_d(run, n_dims: int) -> list[float]:
+    """The model's ICL curve minus least squares' at n = 0 .. d − 1 (analysis/icl_curve.csv)."""
+    curves: dict[str, list[float]] = {}
+    for line in run.file("analysis/icl_curve.csv").read_text(encoding="utf-8").strip().splitlines()[1:]:
+        name, _, mean, _ = line.split(",")
+        curves.setdefault(name, []).append(float(mean))
+    return [m - ls for m, ls in zip(curves["model"][:n_dims], curves["least_squares"][:n_dims])]
+
+
+def collect(sweep: Sweep, jobs: Sequence[ProtocolJob], protocols: Sequence[Path]) -> dict:
+    from src.stats import over_seeds
+    from src.rundir import names
+    study = _flat(yaml.safe_load(Path(sweep.study_config).read_text(encoding="utf-8")))
+    results = {}
+    for path in protocols:
+        mine = [j for j in jobs if j.protocol == path.stem]
+        summaries = [j.run.load_json(names.SUMMARY) for j in mine]
+        curves = [budget_curve(j.run) for j in mine]
+        steps = sorted(set.intersection(*(set(c) for c in curves)))
+        record = {
+            "changes": changes(sweep.study_config, path),
+            "is_study": {k: v for k, v in _flat(yaml.safe_load(path.read_text(encoding="utf-8"))).items()
+                         if k != "out_dir"} == {k: v for k, v in study.items() if k != "out_dir"},
+            "seeds": [j.seed for j in mine],
+            "steps": mine[0].settings.train.steps,
+            "final": over_seeds([s["eval_error_last"] for s in summaries]),
+            "train_seconds": over_seeds([s["train_seconds"] for s in summaries]),
+            "budget": {str(s): float(np.mean([c[s] for c in curves])) for s in steps},
+        }
+        if sweep.gap_below_d:
+            n_dims = mine[0].settings.model.n_dims
+            gaps = np.mean([gap_below_d(j.run, n_dims) for j in mine], axis=0)   # of the mean curve
+            record["max_gap_below_d"] = float(np.max(gaps))
+        results[path.stem] = record
+    return results
+
+
+def _verdict(sweep: Sweep, record: dict) -> str:
+    met = record["final"]["mean"] <= sweep.target
+    if sweep.gap_below_d:
+        met = met and record["max_gap_below_d"] <= sweep.gap_target
+    return "met" if met else "not met"
+
+
+def figure(sweep: Sweep, results: dict):
+    from plots.style import line_colors, new_figure
+    fig = new_figure(6.4, 3.8)
+    ax = fig.add_subplot(1, 1, 1)
+    for color, (name, record) in zip(line_colors(len(results)), results.items()):
+        steps = [int(s) for s in record["budget"]]
+        ax.plot(steps, list(record["budget"].values()), marker="o", ms=3, color=color,
+                label=name + (" (the study's)" if record["is_study"] else ""))
+    ax.axhline(sweep.target, color="k", ls="--", lw=1, label=f"target {sweep.target}")
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(sweep.metric, fontsize=8)
+    ax.set_title(f"{sweep.cell}: mean over seeds", fontsize=8)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def write_report(sweep: Sweep, study: str, protocols: Sequence[Path], jobs: Sequence[ProtocolJob],
+                 report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict) -> list[Path]:
+    from plots.provenance import header
+    from plots.report_index import write_index
+    from plots.style import png_bytes
+    from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
+    from src.stats import STD_LABEL, format_pm
+    results = collect(sweep, jobs, protocols)
+    report, data, fig = f"SWEEP_{study.upper()}.md", f"sweep_{study}_results.json", f"figures/sweeps/{study}.png"
+    atomic_write_bytes(report_dir / fig, png_bytes(figure(sweep, results)))
+    atomic_write_json(report_dir / data, {"command": command, "quick": quick, "seconds": seconds,
+                                          "target": sweep.target, "gap_target": sweep.gap_target,
+                                          "results": results, "figures": [fig]})
+    commits = sorted({str(j.run.load_config().get("git", {}).get("commit", "unknown"))[:12] for j in jobs})
+    lines = header(f"Protocol sweep of the {study} study: {sweep.cell}", quick=quick, head=head,
+                   command=command, seconds=seconds, jobs=jobs)
+    lines += [f"- Runs trained at commit {', '.join(commits)} (their config.json)",
+              f"- Metric: {sweep.metric}, on the study's fixed eval tasks; mean ± {STD_LABEL}. Target: "
+              f"≤ {sweep.target}" + (f", and the ICL curve ≤ {sweep.gap_target} above least squares "
+                                      "for every n < d (of the mean curve)" if sweep.gap_below_d else ""),
+              f"- Each protocol is configs/sweeps/{study}/<protocol>.yaml, the study's config "
+              f"({sweep.study_config}) with the changes listed", "",
+              "| protocol | changes from the study's config | steps | at the end | "
+              + ("max gap to LS, n < d | " if sweep.gap_below_d else "") + "verdict | training |",
+              "|---" * (6 + sweep.gap_below_d) + "|"]
+    for name, record in results.items():
+        changed = "; ".join(f"{k}: {v}" for k, v in record["changes"].items()) or "none"
+        label = f"**{name}** (the study's)" if record["is_study"] else name
+        gap = f"{record['max_gap_below_d']:.3f} | " if sweep.gap_below_d else ""
+        lines.append(f"| {label} | {changed} | {record['steps']} | {format_pm(record['final'], 3)} | {gap}"
+                     f"{_verdict(sweep, record)} | {record['train_seconds']['mean']:.0f} s/run |")
+    lines += ["", f"## {sweep.metric} against steps (mean over seeds)", ""]
+    every = sorted({int(s) for r in results.values() for s in r["budget"]})
+    shown = [s for s in every if s % 1000 == 0] or every
+    lines += ["| protocol | " + " | ".join(str(s) for s in shown) + " |", "|---" * (len(shown) + 1) + "|"]
+    for name, record in results.items():
+        lines.append(f"| {name} | " + " | ".join(
+            f"{record['budget'][str(s)]:.3f}" if str(s) in record["budget"] else "" for s in shown) + " |")
+    lines += ["", "## Figures", "", f"- `{fig}`", ""]
+    atomic_write_text(report_dir / report, "\n".join(lines))
+    return [report_dir / report, report_dir / data, report_dir / fig, write_index(report_dir)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = study_parser(PROG, __doc__, "every protocol at the study's quick size, seed 0 (a smoke test)")
+    parser.add_argument("study", choices=list(SWEEPS), help="the study whose protocols to sweep")
+    parser.add_argument("--protocols", default=None,
+                        help="comma list of protocol names (configs/sweeps/<study>/<name>.yaml; default: all)")
+    args = parser.parse_args(argv)
+    sweep = SWEEPS[args.study]
+    try:
+        runs_dir, report_dir = study_dirs(args, f"sweeps/{args.study}")
+        protocols = protocol_files(sweep, args.protocols)
+    except UsageError as err:
+        return fail(PROG, err)
+    seeds = SEEDS[:1] if args.quick else SEEDS
+    return finish_study(PROG, argv, args, runs_dir, report_dir,
+                        lambda: make_jobs(sweep, runs_dir, protocols, seeds, args.quick),
+                        lambda jobs, report_dir, **kw: write_report(sweep, args.study, protocols, jobs, report_dir, **kw))
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main))
