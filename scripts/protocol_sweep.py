@@ -31,6 +31,8 @@ from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser
 
 PROG = "python -m scripts.protocol_sweep"
+LENGTH_COLUMNS = ("in-distribution, the study's eval tasks | 8× the trained length | "
+                  "within 2× at 8× (seeds) | ")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Sweep:
     make_jobs: Callable[..., list[Job]]   # (runs_dir, config, seeds, quick) -> the study's jobs of the cell
     gap_below_d: bool = False             # also report the ICL curve's largest gap to least squares below d
     gap_target: float | None = None
+    length_gen: bool = False              # also report the length study's in-distribution and 8x errors
 
 
 def _mechanisms_jobs(runs_dir: Path, config: str, seeds: Sequence[int], quick: bool) -> list[Job]:
@@ -63,7 +66,8 @@ SWEEPS = {
                         gap_below_d=True, gap_target=0.1),
     "lengthgen": Sweep("configs/lengthgen.yaml", "configs/sweeps/lengthgen",
                        "FIRE on linear regression (the length study's Llama cell, trained to 21 points)",
-                       "in-distribution error, n = L − 1 (squared error / d)", 0.05, _lengthgen_jobs),
+                       "in-distribution error, n = L − 1 (squared error / d)", 0.05, _lengthgen_jobs,
+                       length_gen=True),
 }
 SEEDS = (0, 1, 2)
 
@@ -136,6 +140,17 @@ def gap_below_d(run, n_dims: int) -> list[float]:
     return [m - ls for m, ls in zip(curves["model"][:n_dims], curves["least_squares"][:n_dims])]
 
 
+def length_gen(run) -> dict:
+    """The length study's analysis of one run (analysis/length_gen.json, written when missing):
+    in-distribution error on its own eval tasks, and the error and within-2x verdict at 8x."""
+    from analysis import length_gen as analysis
+    from plots.lengthgen_report import FACTOR
+    from src.rundir import names
+    if not run.exists(names.LENGTH_GEN_JSON):
+        analysis.run(run, FACTOR)
+    return run.load_json(names.LENGTH_GEN_JSON)
+
+
 def collect(sweep: Sweep, jobs: Sequence[ProtocolJob], protocols: Sequence[Path]) -> dict:
     from src.stats import over_seeds
     from src.rundir import names
@@ -160,6 +175,12 @@ def collect(sweep: Sweep, jobs: Sequence[ProtocolJob], protocols: Sequence[Path]
             n_dims = mine[0].settings.model.n_dims
             gaps = np.mean([gap_below_d(j.run, n_dims) for j in mine], axis=0)   # of the mean curve
             record["max_gap_below_d"] = float(np.max(gaps))
+        if sweep.length_gen:
+            gens = [length_gen(j.run) for j in mine]
+            at_8x = [g["multiples"].get("8") for g in gens]
+            record["in_distribution"] = over_seeds([g["in_distribution_error"] for g in gens])
+            record["error_8x"] = over_seeds([c["error"] for c in at_8x if c])
+            record["within_2x_at_8x"] = [sum(bool(c and c["within_2x"]) for c in at_8x), len(at_8x)]
         results[path.stem] = record
     return results
 
@@ -168,6 +189,9 @@ def _verdict(sweep: Sweep, record: dict) -> str:
     met = record["final"]["mean"] <= sweep.target
     if sweep.gap_below_d:
         met = met and record["max_gap_below_d"] <= sweep.gap_target
+    if sweep.length_gen:     # the length study's own measure, and FIRE's claim at 8x in every seed
+        kept, judged = record["within_2x_at_8x"]
+        met = record["in_distribution"]["mean"] <= sweep.target and kept == judged
     return "met" if met else "not met"
 
 
@@ -205,18 +229,26 @@ def write_report(sweep: Sweep, study: str, protocols: Sequence[Path], jobs: Sequ
     lines = header(f"Protocol sweep of the {study} study: {sweep.cell}", quick=quick, head=head,
                    command=command, seconds=seconds, jobs=jobs)
     lines += [f"- Runs trained at commit {', '.join(commits)} (their config.json)",
-              f"- Metric: {sweep.metric}, on the study's fixed eval tasks; mean ± {STD_LABEL}. Target: "
-              f"≤ {sweep.target}" + (f", and the ICL curve ≤ {sweep.gap_target} above least squares "
-                                      "for every n < d (of the mean curve)" if sweep.gap_below_d else ""),
+              f"- Metric: {sweep.metric}, on each run's fixed eval tasks (training.eval_size of them, "
+              f"logged in metrics.jsonl); mean ± {STD_LABEL}. Target: ≤ {sweep.target}"
+              + (f", and the ICL curve ≤ {sweep.gap_target} above least squares for every n < d (of the "
+                 "mean curve)" if sweep.gap_below_d else "")
+              + (" on the study's own in-distribution measure (analysis/length_gen.json), and within 2× of "
+                 "it at 8× the trained length in every seed" if sweep.length_gen else ""),
               f"- Each protocol is configs/sweeps/{study}/<protocol>.yaml, the study's config "
               f"({sweep.study_config}) with the changes listed", "",
               "| protocol | changes from the study's config | steps | at the end | "
-              + ("max gap to LS, n < d | " if sweep.gap_below_d else "") + "verdict | training |",
-              "|---" * (6 + sweep.gap_below_d) + "|"]
+              + ("max gap to LS, n < d | " if sweep.gap_below_d else "")
+              + (LENGTH_COLUMNS if sweep.length_gen else "") + "verdict | training |",
+              "|---" * (6 + sweep.gap_below_d + 3 * sweep.length_gen) + "|"]
     for name, record in results.items():
         changed = "; ".join(f"{k}: {v}" for k, v in record["changes"].items()) or "none"
         label = f"**{name}** (the study's)" if record["is_study"] else name
         gap = f"{record['max_gap_below_d']:.3f} | " if sweep.gap_below_d else ""
+        if sweep.length_gen:
+            kept, judged = record["within_2x_at_8x"]
+            gap += (f"{format_pm(record['in_distribution'], 3)} | {format_pm(record['error_8x'], 3)} | "
+                    f"{kept}/{judged} | ")
         lines.append(f"| {label} | {changed} | {record['steps']} | {format_pm(record['final'], 3)} | {gap}"
                      f"{_verdict(sweep, record)} | {record['train_seconds']['mean']:.0f} s/run |")
     lines += ["", f"## {sweep.metric} against steps (mean over seeds)", ""]
