@@ -11,6 +11,7 @@
 #   make lengthgen                 Lin et al.'s study (position encodings, length generalisation)
 #   make mechanisms_sweep          the protocol sweep that chose the mechanisms study's training settings
 #   make lengthgen_sweep           the protocol sweep of the length study's FIRE cell (budget against target)
+#   make yarn_recency              dynamic YaRN's attention on the last 20 % of a long prompt, per layer and head (stronger models)
 #   make robustness                the robustness battery (every mechanism x every evaluation shift)
 #   make paper_scale STUDY=...     a study at its paper's own scale (configs/paper/; a GPU study), estimate first
 #   make mixers                    Zoology's study on the ICL benchmark (sequence mixers on MQAR and boolean tasks; seed 0, MIXERS_SEEDS=0,1 for the shipped report)
@@ -41,7 +42,7 @@ steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep
+.PHONY: gpu venv test test_studies golden demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -156,6 +157,10 @@ mechanisms_sweep: $(STAMP)
 
 lengthgen_sweep: $(STAMP)
 	$(RUN) -m scripts.protocol_sweep lengthgen
+
+# Dynamic YaRN's recency on the length sweep's strongest protocol, per layer and head: report/YARN_RECENCY.md
+yarn_recency: $(STAMP)
+	$(RUN) -m scripts.yarn_recency
 
 # Sequence mixers on the ICL benchmark (Zoology / miniseq): report/MIXERS.md
 # MIXERS_SEEDS: the study's training seeds (seed 0 with the original's three mixers: 31 min on 2 idle cores; the shipped

@@ -91,6 +91,17 @@ def _sweep(data: dict) -> str:
     return f"target metric at the end (mean over seeds; target {data['target']}): " + ", ".join(parts)
 
 
+def _yarn_recency(data: dict) -> str:
+    mean, points = data.get("mean_tail", {}), [k for k in data.get("mean_tail", {}) if k.startswith("dynamic_yarn@")]
+    if not points:
+        return "n/a"
+    longest = max(points, key=lambda k: int(k.split("@")[1]))
+    rope = longest.replace("dynamic_yarn", "rope")
+    last = lambda key: sum(mean[key][-1]) / len(mean[key][-1])
+    return (f"last layer's attention on the last 20 % at {longest.split('@')[1]} points (mean over heads and seeds): "
+            f"dynamic YaRN {last(longest):.3f}, the same weights as RoPE {last(rope):.3f} (uniform 0.2)")
+
+
 # report -> (its results JSON, its headline)
 REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "REPRODUCTION.md": ("reproduce_results.json", _reproduction),
@@ -102,6 +113,7 @@ REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "LINEAR_ATTENTION.md": ("linear_attention_results.json", _linear_attention),
     "SWEEP_MECHANISMS.md": ("sweep_mechanisms_results.json", _sweep),
     "SWEEP_LENGTHGEN.md": ("sweep_lengthgen_results.json", _sweep),
+    "YARN_RECENCY.md": ("yarn_recency_results.json", _yarn_recency),
 }
 PROVENANCE = ("- Produced", "- Date:", "- Git commit:", "- Machine:", "- Training:")
 

@@ -21,7 +21,7 @@ from analysis import length_gen, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
-from scripts import compare_originals, lengthgen, linear_attention, mechanisms, paper_scale, protocol_sweep, reproduce
+from scripts import compare_originals, lengthgen, linear_attention, mechanisms, paper_scale, protocol_sweep, reproduce, yarn_recency
 from scripts import mixers as mixers_study
 from src.rundir.__main__ import check_main
 from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli
@@ -58,6 +58,7 @@ CLIS = {
     "linear_attention": linear_attention.main,
     "compare_originals": compare_originals.main,
     "protocol_sweep": protocol_sweep.main,
+    "yarn_recency": yarn_recency.main,
     "length_gen": length_gen.main,
     "recency": recency.main,
     "prompt_tests": prompt_tests.main,
@@ -165,7 +166,9 @@ ROWS += [("protocol_sweep", [], "study"), ("protocol_sweep", ["mixers"], "mixers
          ("protocol_sweep", ["mechanisms", "--protocols", "fast"], "--protocols"),
          ("protocol_sweep", ["lengthgen", "--protocols", ","], "--protocols"),
          ("protocol_sweep", ["mechanisms", "--jobs", "0"], "jobs"),
-         ("protocol_sweep", ["lengthgen", "--runs-dir", "README.md"], "runs-dir")]
+         ("protocol_sweep", ["lengthgen", "--runs-dir", "README.md"], "runs-dir"),
+         ("yarn_recency", ["--jobs", "0"], "jobs"), ("yarn_recency", ["--report-dir", "README.md"], "report-dir"),
+         ("yarn_recency", ["--seeds", "1"], "--seeds")]
 rows("linear_attention", "--runs-dir", ["README.md"], "runs-dir")
 for cli in ("mechanisms", "lengthgen", "mixers"):
     rows(cli, "--config", ["configs/none.yaml"], "none.yaml")
