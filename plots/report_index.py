@@ -97,9 +97,9 @@ def _yarn_recency(data: dict) -> str:
         return "n/a"
     longest = max(points, key=lambda k: int(k.split("@")[1]))
     rope = longest.replace("dynamic_yarn", "rope")
-    last = lambda key: sum(mean[key][-1]) / len(mean[key][-1])
-    return (f"last layer's attention on the last 20 % at {longest.split('@')[1]} points (mean over heads and seeds): "
-            f"dynamic YaRN {last(longest):.3f}, the same weights as RoPE {last(rope):.3f} (uniform 0.2)")
+    by_layer = lambda key: " / ".join(f"{sum(heads) / len(heads):.3f}" for heads in mean[key])
+    return (f"attention on the last 20 % at {longest.split('@')[1]} points, by layer (mean over heads and seeds): "
+            f"dynamic YaRN {by_layer(longest)}, the same weights as RoPE {by_layer(rope)} (uniform 0.2)")
 
 
 # report -> (its results JSON, its headline)
