@@ -1,8 +1,8 @@
 """Why unnormalised linear attention does not learn in the mechanisms study, measured in two
 systems. `make linear_attention` runs it.
 
-1. The mechanisms study's model and protocol (configs/mechanisms.yaml: a 3-layer GPT-2 on
-   interleaved x and y tokens, 6,000 steps) with the `linear` mixer summing over the context
+1. The mechanisms study's model with its earlier protocol (configs/linear_attention.yaml: a 3-layer
+   GPT-2 on interleaved x and y tokens, a constant rate for 6,000 steps) with the `linear` mixer summing over the context
    (scale: sum, the study's) or averaging over it (scale: mean, von Oswald et al.'s 1/N), at the
    study's learning rate and a tenth of it, beside the ICL benchmark's linear attention (feature
    map, RMSNorm on its output) and ReBased (normalised positive features, a mechanism that learns).
@@ -34,9 +34,10 @@ from src.jobs.engine import Job, plan
 from src.stats import format_pm, over_seeds
 from src.jobs.study import finish_study, study_dirs, study_parser
 from src.registry import choice
-from scripts.mechanisms import CONFIG, QUICK, SEEDS, MechanismJob
+from scripts.mechanisms import QUICK, SEEDS, MechanismJob
 
 PROG = "python -m scripts.linear_attention"
+CONFIG = "configs/linear_attention.yaml"
 TITLE = "Linear attention on in-context regression: sum, mean and a normalised output"
 
 
