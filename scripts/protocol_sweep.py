@@ -123,8 +123,9 @@ def make_jobs(sweep: Sweep, runs_dir: Path, protocols: Sequence[Path], seeds: Se
 
 def budget_curve(run) -> dict[int, float]:
     """step -> the target metric logged at that step (metrics.jsonl's eval_error_last)."""
+    from src.rundir import names
     out = {}
-    for line in run.file("metrics.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in run.file(names.METRICS).read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         if "eval_error_last" in row:
             out[int(row["step"])] = float(row["eval_error_last"])
@@ -133,8 +134,9 @@ def budget_curve(run) -> dict[int, float]:
 
 def gap_below_d(run, n_dims: int) -> list[float]:
     """The model's ICL curve minus least squares' at n = 0 .. d − 1 (analysis/icl_curve.csv)."""
+    from src.rundir import names
     curves: dict[str, list[float]] = {}
-    for line in run.file("analysis/icl_curve.csv").read_text(encoding="utf-8").strip().splitlines()[1:]:
+    for line in run.file(names.ICL_CURVE_CSV).read_text(encoding="utf-8").strip().splitlines()[1:]:
         name, _, mean, _ = line.split(",")
         curves.setdefault(name, []).append(float(mean))
     return [m - ls for m, ls in zip(curves["model"][:n_dims], curves["least_squares"][:n_dims])]
@@ -154,17 +156,16 @@ def length_gen(run) -> dict:
 def collect(sweep: Sweep, jobs: Sequence[ProtocolJob], protocols: Sequence[Path]) -> dict:
     from src.stats import over_seeds
     from src.rundir import names
-    study = _flat(yaml.safe_load(Path(sweep.study_config).read_text(encoding="utf-8")))
     results = {}
     for path in protocols:
         mine = [j for j in jobs if j.protocol == path.stem]
         summaries = [j.run.load_json(names.SUMMARY) for j in mine]
         curves = [budget_curve(j.run) for j in mine]
         steps = sorted(set.intersection(*(set(c) for c in curves)))
+        changed = changes(sweep.study_config, path)
         record = {
-            "changes": changes(sweep.study_config, path),
-            "is_study": {k: v for k, v in _flat(yaml.safe_load(path.read_text(encoding="utf-8"))).items()
-                         if k != "out_dir"} == {k: v for k, v in study.items() if k != "out_dir"},
+            "changes": changed,
+            "is_study": not changed,
             "seeds": [j.seed for j in mine],
             "steps": mine[0].settings.train.steps,
             "final": over_seeds([s["eval_error_last"] for s in summaries]),

@@ -65,10 +65,10 @@ def test_quick_sweep_writes_its_report(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((tmp_path / "report" / "sweep_mechanisms_results.json").read_text())["results"]
     assert list(results) == ["constant_lr1e-3_6k", "decay_lr2e-3_7k"]
-    assert results["constant_lr1e-3_6k"]["is_study"] and not results["decay_lr2e-3_7k"]["is_study"]
+    assert results["decay_lr2e-3_7k"]["is_study"] and not results["constant_lr1e-3_6k"]["is_study"]   # the shipped one
     for record in results.values():     # the last logged evaluation is the run's final error
         assert record["budget"][str(record["steps"])] == pytest.approx(record["final"]["mean"], rel=1e-6)
         assert 0 <= record["max_gap_below_d"] < 2
     text = (tmp_path / "report" / "SWEEP_MECHANISMS.md").read_text()
-    assert "training.learning_rate: 0.001 → 0.002" in text and (tmp_path / "report" / "figures" / "sweeps"
+    assert "training.learning_rate: 0.002 → 0.001" in text and (tmp_path / "report" / "figures" / "sweeps"
                                                                  / "mechanisms.png").stat().st_size > 0
