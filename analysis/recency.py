@@ -75,6 +75,14 @@ def recency_profile(weights: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndar
     return profile, tail
 
 
+def tail_mass_by_head(weights: np.ndarray) -> np.ndarray:
+    """[L, H]: from softmax weights [L, B, H, T, T], the last query's attention mass on the last
+    TAIL of the keys, mean over eval tasks (uniform: about TAIL); recency_profile's tail, per head."""
+    last = weights[:, :, :, -1, :].mean(axis=1)                  # [L, H, T]
+    t = last.shape[-1]
+    return last[:, :, np.arange(t) >= (1 - TAIL) * t].sum(axis=-1)
+
+
 def run(run_dir: RunDir, factor: int = 4, bins: int = 10) -> dict:
     from analysis.length_gen import judge
     from src.systems.gpt2 import eval_batch

@@ -25,7 +25,8 @@ COLUMNS = [("clean_n2", "clean n = d/2"), ("clean_n5", "clean n = d"), ("clean_n
            ("ood_alpha2", "OOD α = 2"), ("length_1.5x", "length 1.5×")]
 
 
-def _curve(run) -> dict[str, list[float]]:
+def icl_curve_means(run) -> dict[str, list[float]]:
+    """predictor -> its mean error at n = 0, 1, ... (a run's analysis/icl_curve.csv)."""
     lines = run.file(names.ICL_CURVE_CSV).read_text().strip().splitlines()[1:]
     out: dict[str, list[float]] = {}
     for line in lines:
@@ -45,7 +46,7 @@ def collect(jobs: Sequence) -> dict:
         record = by_mechanism.setdefault(job.mechanism, {"seeds": [], "robustness": [], "curves": []})
         record["seeds"].append(job.seed)
         record["robustness"].append(run.load_json(names.ROBUSTNESS))
-        record["curves"].append(_curve(run))
+        record["curves"].append(icl_curve_means(run))
         record.setdefault("train_seconds", []).append(run.load_json(names.SUMMARY)["train_seconds"])
     for record in by_mechanism.values():
         record["summary"] = {key: over_seeds([r.get(key) for r in record["robustness"]])

@@ -134,11 +134,8 @@ def budget_curve(run) -> dict[int, float]:
 
 def gap_below_d(run, n_dims: int) -> list[float]:
     """The model's ICL curve minus least squares' at n = 0 .. d − 1 (analysis/icl_curve.csv)."""
-    from src.rundir import names
-    curves: dict[str, list[float]] = {}
-    for line in run.file(names.ICL_CURVE_CSV).read_text(encoding="utf-8").strip().splitlines()[1:]:
-        name, _, mean, _ = line.split(",")
-        curves.setdefault(name, []).append(float(mean))
+    from plots.mechanisms_report import icl_curve_means
+    curves = icl_curve_means(run)
     return [m - ls for m, ls in zip(curves["model"][:n_dims], curves["least_squares"][:n_dims])]
 
 

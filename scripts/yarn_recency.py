@@ -25,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
+from analysis.recency import TAIL, tail_mass_by_head
 from src.cli import UsageError, fail, guarded
 from src.jobs.study import finish_study, study_dirs, study_parser
 
@@ -35,21 +36,12 @@ SEEDS = (0, 1, 2)
 READ_AS = {"dynamic_yarn": "dynamic_yarn (trained)", "rope": "the same weights as rope"}
 ENCODINGS = tuple(READ_AS)
 FACTOR = 4
-TAIL = 0.2                                 # the share of the keys whose attention mass is reported
 RESULTS, REPORT, FIGURE = "yarn_recency_results.json", "YARN_RECENCY.md", "figures/yarn_recency/tail_mass.png"
 
 
 def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool):
     from scripts import lengthgen
     return lengthgen.make_jobs(runs_dir, ["dynamic_yarn"], ["linear_regression"], seeds, quick, None, CONFIG)
-
-
-def tail_mass(weights: np.ndarray) -> np.ndarray:
-    """[L, H]: from softmax weights [L, B, H, T, T], the prediction token's (the last query's)
-    attention mass on the last TAIL of the keys, mean over eval tasks (uniform: about TAIL)."""
-    last = weights[:, :, :, -1, :].mean(axis=1)                  # [L, H, T]
-    t = last.shape[-1]
-    return last[:, :, np.arange(t) >= (1 - TAIL) * t].sum(axis=-1)
 
 
 def measure(run) -> dict:
@@ -74,7 +66,7 @@ def measure(run) -> dict:
             error = float(np.mean(np.asarray(objective.point_errors(prediction, batch))[:, points - 1]))
             weights = attention_weights(read, params, state, batch.xs, batch.ys)
             out["cells"][f"{encoding}@{points}"] = {"encoding": encoding, "points": points, "error_last": error,
-                                                    "tail_mass": tail_mass(weights).round(6).tolist()}
+                                                    "tail_mass": tail_mass_by_head(weights).round(6).tolist()}
     return out
 
 

@@ -1,4 +1,4 @@
-"""scripts/yarn_recency.py: the tail mass against a hand count, and, study-marked, the quick study
+"""scripts/yarn_recency.py: the tail mass per head (analysis.recency) against a hand count, and, study-marked, the quick study
 end to end (dynamic YaRN read with its own encoding and as RoPE on the same weights)."""
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scripts import yarn_recency
+from analysis.recency import tail_mass_by_head
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,11 +17,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_tail_mass_counts_the_last_fifth_of_the_keys_of_the_last_query():
     layers, tasks, heads, tokens = 2, 3, 4, 10
     weights = np.full((layers, tasks, heads, tokens, tokens), 1.0 / tokens)     # uniform everywhere
-    assert np.allclose(yarn_recency.tail_mass(weights), 0.2)                  # keys 8 and 9 of 10
+    assert np.allclose(tail_mass_by_head(weights), 0.2)                  # keys 8 and 9 of 10
     weights[1, :, 2, -1, :] = 0.0
     weights[1, :, 2, -1, -1] = 1.0          # layer 1, head 2: all on the last key
     weights[0, :, 0, -2, :] = 0.0           # another query: not read
-    mass = yarn_recency.tail_mass(weights)
+    mass = tail_mass_by_head(weights)
     assert mass.shape == (layers, heads) and mass[1, 2] == 1.0 and np.allclose(np.delete(mass.ravel(), 6), 0.2)
 
 
