@@ -14,7 +14,7 @@
 #   make yarn_recency              dynamic YaRN's attention on the last 20 % of a long prompt, per layer and head (stronger models)
 #   make robustness                the robustness battery (every mechanism x every evaluation shift)
 #   make paper_scale STUDY=...     a study at its paper's own scale (configs/paper/; a GPU study), estimate first
-#   make mixers                    Zoology's study on the ICL benchmark (sequence mixers on MQAR and boolean tasks; seed 0, MIXERS_SEEDS=0,1 for the shipped report)
+#   make mixers                    Zoology's MQAR gap on the ICL benchmark (attention, linear attention, GLA; width 64, κ 4, 8, 16; seeds 0-2)
 #   make clean                     remove runs, results_*.csv, generated figures, caches (keeps .venv)
 PY ?= python3
 VENV := .venv
@@ -163,9 +163,8 @@ yarn_recency: $(STAMP)
 	$(RUN) -m scripts.yarn_recency
 
 # Sequence mixers on the ICL benchmark (Zoology / miniseq): report/MIXERS.md
-# MIXERS_SEEDS: the study's training seeds (seed 0 with the original's three mixers: 31 min on 2 idle cores; the shipped
-# report: MIXERS_SEEDS=0,1, about twice that; mamba, now in the study, adds about as much again)
-MIXERS_SEEDS ?= 0
+# MIXERS_SEEDS: the study's training seeds (the shipped report: 0,1,2; MIXERS_SEEDS=0 for a third of it)
+MIXERS_SEEDS ?= 0,1,2
 mixers: $(STAMP)
 	$(RUN) -m scripts.mixers --seeds $(MIXERS_SEEDS)
 

@@ -1,6 +1,7 @@
 """The report of scripts.mixers (Zoology / miniseq): report/MIXERS.md, report/mixers_results.json and
-report/figures/mixers/{mqar_width,boolean_examples}.png from the runs' metrics_summary.json,
-with the study's checks evaluated on them.
+report/figures/mixers/*.png (mqar_steps: MQAR accuracy against training steps; mqar_width where the
+grid has several widths; boolean_examples where it has the boolean tasks) from the runs'
+metrics_summary.json and metrics.jsonl, with the study's checks evaluated on them.
 
 MQAR accuracy: exact match of the argmax token at the query positions on the fixed eval set;
 boolean accuracy: sign ŷ at every prediction point (chance 0.5). A table cell is the mean over
@@ -90,7 +91,9 @@ def collect(jobs: Sequence) -> list[dict]:
                      "last_point_accuracy": per_point[-1] if per_point else None,
                      "mean_point_accuracy": float(np.mean(per_point)) if per_point else None,
                      "train_seconds": summary.get("train_seconds"), "parameters": summary.get("parameters"),
-                     "accuracy_by_position": by_position})
+                     "accuracy_by_position": by_position,
+                     "curve": [[m["step"], m["eval_accuracy"]] for m in run.read_metrics()
+                               if m.get("eval_accuracy") is not None] if job.pairs else None})
     return rows
 
 
@@ -151,6 +154,63 @@ def figure_mqar(rows: list[dict]):
     return fig
 
 
+def _mean_curve(runs: list[dict]) -> tuple[list[int], np.ndarray]:
+    """The steps every run logged and the mean eval accuracy over the runs at each."""
+    steps = sorted(set.intersection(*(set(s for s, _ in r["curve"]) for r in runs)))
+    return steps, np.mean([[dict(map(tuple, r["curve"]))[s] for s in steps] for r in runs], axis=0)
+
+
+def figure_steps(rows: list[dict]):
+    """MQAR accuracy against training steps at the grid's largest width, one panel per κ: the mean
+    over seeds as a line, every seed thin."""
+    mqar = [r for r in rows if r["kappa"] and r["curve"]]
+    kappas = sorted({r["kappa"] for r in mqar})
+    fig = new_figure(4.5 * max(len(kappas), 1), 3.6, constrained=True)
+    width = max((r["width"] for r in mqar), default=None)
+    for i, kappa in enumerate(kappas):
+        ax = fig.add_subplot(1, len(kappas), i + 1)
+        for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows)):
+            runs = [r for r in mqar if _matches(r, dict(kappa=kappa, mixer=mixer, width=width))]
+            if not runs:
+                continue
+            for r in runs:
+                ax.plot(*zip(*r["curve"]), color=f"C{j}", lw=0.6, alpha=0.4)
+            steps, mean = _mean_curve(runs)
+            ax.plot(steps, mean, color=f"C{j}", lw=1.6, label=mixer)
+        ax.axhline(0.97, color="0.5", ls=":", lw=1)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("MQAR accuracy (eval set)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(f"MQAR, κ = {kappa}, width {width} (thick: mean; thin: seeds)", fontsize=9)
+        ax.legend(fontsize=7)
+    return fig
+
+
+def steps_table(rows: list[dict]) -> list[str]:
+    """Markdown: per κ, the mean MQAR accuracy over seeds at the grid's largest width at the first
+    logged step past a quarter, half and three quarters of training, and at the end (the accuracy
+    against budget)."""
+    mqar = [r for r in rows if r["kappa"] and r["curve"]]
+    if not mqar:
+        return []
+    width = max(r["width"] for r in mqar)
+    lines = [f"## MQAR accuracy against training steps (width {width}; mean over seeds)", ""]
+    for kappa in sorted({r["kappa"] for r in mqar}):
+        cells = {}
+        for mixer in dict.fromkeys(r["mixer"] for r in rows):
+            runs = [r for r in mqar if _matches(r, dict(kappa=kappa, mixer=mixer, width=width))]
+            if runs:
+                steps, mean = _mean_curve(runs)
+                cells[mixer] = dict(zip(steps, mean))
+        logged = sorted(set.intersection(*(set(c) for c in cells.values())))
+        marks = sorted({next(s for s in logged if s >= logged[-1] * q / 4) for q in (1, 2, 3, 4)})
+        lines += [f"κ = {kappa}:", "", "| mixer | " + " | ".join(f"step {s:,}" for s in marks) + " |",
+                  "|---" * (len(marks) + 1) + "|"]
+        lines += [f"| {mixer} | " + " | ".join(f"{c[s]:.3f}" for s in marks) + " |" for mixer, c in cells.items()]
+        lines.append("")
+    return lines
+
+
 def figure_boolean(rows: list[dict]):
     tasks = sorted({r["task"] for r in rows if not r["kappa"]})
     fig = new_figure(4.5 * max(len(tasks), 1), 3.6, constrained=True)
@@ -180,9 +240,13 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     rows = best_of_rates(every)
     results = [evaluate(check, rows) for check in checks]
     figures = []
-    for name, fig in (("mqar_width.png", figure_mqar(rows)), ("boolean_examples.png", figure_boolean(rows))):
-        atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(fig))
-        figures.append(f"{FIG_DIR}/{name}")
+    drawn = [("mqar_steps.png", figure_steps, any(r["kappa"] and r["curve"] for r in rows)),
+             ("mqar_width.png", figure_mqar, len({r["width"] for r in rows if r["kappa"]}) > 1),
+             ("boolean_examples.png", figure_boolean, any(not r["kappa"] for r in rows))]
+    for name, draw, wanted in drawn:
+        if wanted:
+            atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(draw(rows)))
+            figures.append(f"{FIG_DIR}/{name}")
     atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
                                              "results": rows, "checks": results, "figures": figures})
     mixers = list(dict.fromkeys(r["mixer"] for r in rows))
@@ -223,6 +287,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
             lines.append(f"| {mixer} | " + " | ".join(_pm(_cell(rows, "accuracy", kappa=kappa, mixer=mixer, width=w))
                                                       for w in widths) + " |")
         lines.append("")
+    lines += steps_table(rows)
     tasks = sorted({r["task"] for r in rows if not r["kappa"]})
     if tasks:
         lines += ["## Boolean tasks", "",

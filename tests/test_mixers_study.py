@@ -33,12 +33,15 @@ def test_quick_mixers_study_writes_its_report_and_reuses_runs(tmp_path):
     assert all(len(r["accuracy_by_position"]) == 40 for r in conjunction)
     checks = json.loads((tmp_path / "report" / "mixers_results.json").read_text())["checks"]
     assert len(checks) == 4 and {c["status"] for c in checks} <= {"pass", "FAIL", "n/a"}   # the 3 targets, 1 gap
-    assert next(c for c in checks if "every width >= 32" in c["claim"])["status"] == "n/a"   # width 16 only
+    assert next(c for c in checks if "attention solves MQAR" in c["claim"])["status"] == "n/a"   # no attention run
     report = (tmp_path / "report" / "MIXERS.md").read_text()
     assert "## MQAR, κ = 4" in report and "| mamba |" in report and "1 head(s), 40 steps" in report
     assert "## Checks (a --quick smoke test" in report
-    for name in ("mqar_width.png", "boolean_examples.png"):
+    assert "## MQAR accuracy against training steps (width 16" in report
+    for name in ("mqar_steps.png", "boolean_examples.png"):        # one width: no width figure
         assert (tmp_path / "report" / "figures" / "mixers" / name).stat().st_size > 1000
+    assert not (tmp_path / "report" / "figures" / "mixers" / "mqar_width.png").exists()
+    assert all(r["curve"] and r["curve"][-1][0] == 40 for r in results if r["task"] == "mqar")
     examples = json.loads((tmp_path / "runs" / "mqar_k4_mamba_w16_seed0" / "examples.json").read_text())
     assert len(examples[0]["scored_positions"]) == 4
 
@@ -72,9 +75,26 @@ def test_checks_pass_fail_and_say_when_nothing_matched():
 
 def test_study_checks_are_the_issues_targets():
     from scripts.mixers import make_checks
-    checks = make_checks(["attention", "linear_attention", "gated_linear_attn"], (16, 32, 64), (4, 8))
+    checks = make_checks(["attention", "linear_attention", "gated_linear_attn"], (64,), (4, 8, 16))
     gap = [c for c in checks if c.reference]
-    assert [c.where["mixer"] for c in gap] == ["linear_attention", "gated_linear_attn"]
-    assert all(c.where["width"] == 16 and c.where["kappa"] == 8 and c.high == -0.2 for c in gap)
-    assert {(c.metric, c.low) for c in checks if not c.reference} == {
+    assert [(c.where["mixer"], c.where["kappa"]) for c in gap] == [
+        (m, k) for k in (4, 8, 16) for m in ("linear_attention", "gated_linear_attn")]
+    assert all(c.where["width"] == 64 and c.high == -0.2 for c in gap)
+    solves = [c for c in checks if not c.reference]
+    assert [(c.where, c.metric, c.low) for c in solves] == [
+        ({"task": "mqar", "mixer": "attention", "width": 64, "kappa": k}, "accuracy", 0.97) for k in (4, 8, 16)]
+    with_boolean = make_checks(["attention"], (16, 32, 64), (4,), boolean=True)
+    assert {(c.metric, c.low) for c in with_boolean} == {
         ("accuracy", 0.97), ("last_point_accuracy", 0.95), ("mean_point_accuracy", 0.45)}
+    assert make_checks(["attention", "mamba"], (16, 32), (8,))[-1].where["width"] == 16   # no 64: the smallest
+
+
+def test_steps_table_reads_the_mean_curve_at_quarters():
+    from plots.mixers_report import steps_table
+    curve = lambda top: [[s, top * s / 1000] for s in range(100, 1001, 100)]
+    rows = [_row(f"a{seed}", "attention", "mqar", 1.0, width=64, kappa=4, seed=seed, curve=curve(1.0 - 0.2 * seed))
+            for seed in (0, 1)] + [_row("l0", "linear_attention", "mqar", 0.5, width=64, kappa=4, curve=curve(0.5))]
+    lines = steps_table(rows)
+    assert "| mixer | step 300 | step 500 | step 800 | step 1,000 |" in lines
+    assert "| attention | 0.270 | 0.450 | 0.720 | 0.900 |" in lines      # mean of 1.0 and 0.8 times s / 1000
+    assert "| linear_attention | 0.150 | 0.250 | 0.400 | 0.500 |" in lines

@@ -61,12 +61,15 @@ def test_every_paper_config_makes_valid_runs_at_full_size(study, runs, tmp_path,
 
 
 def test_the_default_mixers_grid_still_makes_the_shipped_study():
-    jobs = mixers.make_jobs(Path("runs/none"), mixers.SEQ_MIXERS, [0], False)
-    mqar = [j for j in jobs if j.task == "mqar"]
-    assert {j.name for j in mqar} == {f"mqar_k{k}_{m}_w{w}_seed0" for k in (4, 8) for m in mixers.SEQ_MIXERS
-                                      for w in (16, 32, 64)}
+    jobs = mixers.make_jobs(Path("runs/none"), mixers.STUDY_MIXERS, [0], False)
+    assert {j.name for j in jobs} == {f"mqar_k{k}_{m}_w64_seed0" for k in (4, 8, 16) for m in mixers.STUDY_MIXERS}
     assert {(j.settings.task.options.vocab_size, j.settings.task.options.seq_len, j.settings.train.steps,
-             j.settings.train.batch_size) for j in mqar} == {(256, 64, 3000, 64)}
+             j.settings.train.batch_size, j.settings.train.learning_rate) for j in jobs} == {(256, 64, 1500, 64, 0.003)}
+    widths = mixers.make_jobs(Path("runs/none"), mixers.SEQ_MIXERS, [0], False,
+                              mixers.read_grid("configs/mixers_widths.yaml"))      # the study before it
+    assert {j.name for j in widths if j.task == "mqar"} == {
+        f"mqar_k{k}_{m}_w{w}_seed0" for k in (4, 8) for m in mixers.SEQ_MIXERS for w in (16, 32, 64)}
+    assert {j.steps for j in widths if j.task == "mqar"} == {3000} and len(widths) == 24 + 8
 
 
 def test_a_bad_grid_is_refused_in_one_line(tmp_path):
