@@ -26,6 +26,7 @@ from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 REPORT, RESULTS, FIG_DIR = "MIXERS.md", "mixers_results.json", "figures/mixers"
 CELL = ("task", "width", "kappa", "seed")       # what a row and its reference row share
+RATE_FIELDS = ("run", "mixer", "task", "width", "kappa", "seed", "learning_rate", "accuracy")   # a swept run
 
 
 @dataclass(frozen=True)
@@ -247,8 +248,11 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         if wanted:
             atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(draw(rows)))
             figures.append(f"{FIG_DIR}/{name}")
+    swept = max((r["rates_tried"] for r in rows), default=1)
     atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
-                                             "results": rows, "checks": results, "figures": figures})
+                                             "results": rows, "checks": results, "figures": figures,
+                                             "every_rate": [{k: r[k] for k in RATE_FIELDS} for r in every]
+                                             if swept > 1 else None})
     mixers = list(dict.fromkeys(r["mixer"] for r in rows))
     widths = sorted({r["width"] for r in rows if r["kappa"]})
     seeds = sorted({r["seed"] for r in rows})
@@ -265,7 +269,6 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
              *([f"- Boolean tasks: d = 10, 40 examples, width {_span(rows, 'width', False)}, "
                 f"{_span(rows, 'heads', False)} heads, {_span(rows, 'steps', False)} steps."]
                if any(not r["kappa"] for r in rows) else []), ""]
-    swept = max((r["rates_tried"] for r in rows), default=1)
     if swept > 1:
         lines[-1:-1] = [f"- Each cell is the best of {swept} learning rates ({_span(every, 'learning_rate', True)}; "
                         "Zoology's protocol): the rate each cell chose is in mixers_results.json."]

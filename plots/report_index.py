@@ -39,13 +39,16 @@ def _mixers(data: dict) -> str:
     rows = [r for r in data.get("results", []) if r.get("kappa")]
     if not rows:
         return "n/a"
-    kappa, width = max(r["kappa"] for r in rows), max(r["width"] for r in rows)
-    parts = []
-    for mixer in dict.fromkeys(r["mixer"] for r in rows):
-        values = [r["accuracy"] for r in rows if (r["mixer"], r["kappa"], r["width"]) == (mixer, kappa, width)]
-        if values:
-            parts.append(f"{mixer} {sum(values) / len(values):.3f}")
-    return f"MQAR accuracy at κ = {kappa}, width {width} (mean over seeds): " + ", ".join(parts)
+    width = max(r["width"] for r in rows)
+    cells = []
+    for kappa in sorted({r["kappa"] for r in rows}):
+        parts = []
+        for mixer in dict.fromkeys(r["mixer"] for r in rows):
+            values = [r["accuracy"] for r in rows if (r["mixer"], r["kappa"], r["width"]) == (mixer, kappa, width)]
+            if values:
+                parts.append(f"{mixer} {sum(values) / len(values):.3f}")
+        cells.append(f"κ = {kappa}: " + ", ".join(parts))
+    return f"MQAR accuracy at width {width} (mean over seeds): " + "; ".join(cells)
 
 
 def _lengthgen(data: dict) -> str:

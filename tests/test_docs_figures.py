@@ -56,5 +56,6 @@ def test_the_index_has_a_headline_per_report(tmp_path):
         ' "accuracy": 0.25}, {"mixer": "mamba", "kappa": 4, "width": 64, "accuracy": 0.9}]}')
     text = write_index(tmp_path).read_text()
     assert "- Headline: 1 PASS, 1 MISMATCH; lsa1 0.2095" in text
-    assert "MQAR accuracy at κ = 8, width 64 (mean over seeds): attention 0.750, mamba 0.250" in text
+    assert ("MQAR accuracy at width 64 (mean over seeds): κ = 4: mamba 0.900; κ = 8: attention 0.750, "
+            "mamba 0.250") in text
     assert "- Produced 2026-11-25 from commit abc (clean tree)" in text and "DYNAMICS" not in text
