@@ -161,23 +161,33 @@ def _mean_curve(runs: list[dict]) -> tuple[list[int], np.ndarray]:
     return steps, np.mean([[dict(map(tuple, r["curve"]))[s] for s in steps] for r in runs], axis=0)
 
 
+def curves_by_cell(rows: list[dict]) -> tuple[int | None, dict]:
+    """(the largest MQAR width, {κ: {mixer: (its runs there, the steps they all logged, the mean
+    eval accuracy at each)}}): what the steps figure draws and the steps table prints."""
+    mqar = [r for r in rows if r["kappa"] and r["curve"]]
+    width = max((r["width"] for r in mqar), default=None)
+    cells = {}
+    for kappa in sorted({r["kappa"] for r in mqar}):
+        cells[kappa] = {}
+        for mixer in dict.fromkeys(r["mixer"] for r in rows):
+            runs = [r for r in mqar if _matches(r, dict(kappa=kappa, mixer=mixer, width=width))]
+            if runs:
+                cells[kappa][mixer] = (runs, *_mean_curve(runs))
+    return width, cells
+
+
 def figure_steps(rows: list[dict]):
     """MQAR accuracy against training steps at the grid's largest width, one panel per κ: the mean
     over seeds as a line, every seed thin."""
-    mqar = [r for r in rows if r["kappa"] and r["curve"]]
-    kappas = sorted({r["kappa"] for r in mqar})
-    fig = new_figure(4.5 * max(len(kappas), 1), 3.6, constrained=True)
-    width = max((r["width"] for r in mqar), default=None)
-    for i, kappa in enumerate(kappas):
-        ax = fig.add_subplot(1, len(kappas), i + 1)
-        for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows)):
-            runs = [r for r in mqar if _matches(r, dict(kappa=kappa, mixer=mixer, width=width))]
-            if not runs:
-                continue
+    width, cells = curves_by_cell(rows)
+    colour = {mixer: f"C{j}" for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows))}
+    fig = new_figure(4.5 * max(len(cells), 1), 3.6, constrained=True)
+    for i, (kappa, by_mixer) in enumerate(cells.items()):
+        ax = fig.add_subplot(1, len(cells), i + 1)
+        for mixer, (runs, steps, mean) in by_mixer.items():
             for r in runs:
-                ax.plot(*zip(*r["curve"]), color=f"C{j}", lw=0.6, alpha=0.4)
-            steps, mean = _mean_curve(runs)
-            ax.plot(steps, mean, color=f"C{j}", lw=1.6, label=mixer)
+                ax.plot(*zip(*r["curve"]), color=colour[mixer], lw=0.6, alpha=0.4)
+            ax.plot(steps, mean, color=colour[mixer], lw=1.6, label=mixer)
         ax.axhline(0.97, color="0.5", ls=":", lw=1)
         ax.set_xlabel("training step")
         ax.set_ylabel("MQAR accuracy (eval set)")
@@ -191,23 +201,17 @@ def steps_table(rows: list[dict]) -> list[str]:
     """Markdown: per κ, the mean MQAR accuracy over seeds at the grid's largest width at the first
     logged step past a quarter, half and three quarters of training, and at the end (the accuracy
     against budget)."""
-    mqar = [r for r in rows if r["kappa"] and r["curve"]]
-    if not mqar:
+    width, cells = curves_by_cell(rows)
+    if not cells:
         return []
-    width = max(r["width"] for r in mqar)
     lines = [f"## MQAR accuracy against training steps (width {width}; mean over seeds)", ""]
-    for kappa in sorted({r["kappa"] for r in mqar}):
-        cells = {}
-        for mixer in dict.fromkeys(r["mixer"] for r in rows):
-            runs = [r for r in mqar if _matches(r, dict(kappa=kappa, mixer=mixer, width=width))]
-            if runs:
-                steps, mean = _mean_curve(runs)
-                cells[mixer] = dict(zip(steps, mean))
-        logged = sorted(set.intersection(*(set(c) for c in cells.values())))
+    for kappa, by_mixer in cells.items():
+        means = {mixer: dict(zip(steps, mean)) for mixer, (_, steps, mean) in by_mixer.items()}
+        logged = sorted(set.intersection(*(set(m) for m in means.values())))
         marks = sorted({next(s for s in logged if s >= logged[-1] * q / 4) for q in (1, 2, 3, 4)})
         lines += [f"κ = {kappa}:", "", "| mixer | " + " | ".join(f"step {s:,}" for s in marks) + " |",
                   "|---" * (len(marks) + 1) + "|"]
-        lines += [f"| {mixer} | " + " | ".join(f"{c[s]:.3f}" for s in marks) + " |" for mixer, c in cells.items()]
+        lines += [f"| {mixer} | " + " | ".join(f"{m[s]:.3f}" for s in marks) + " |" for mixer, m in means.items()]
         lines.append("")
     return lines
 
