@@ -41,6 +41,14 @@ def build_softmax(options) -> Callable[[jax.Array, int], jax.Array]:
         scores / np.sqrt(key_size).astype(scores.dtype), axis=-1)
 
 
+def on_rows(tokens: jax.Array, matrix: jax.Array) -> jax.Array:
+    """tokens [B, T, D] @ matrix [D, E] computed on the rows [B·T, D]: the same products as the
+    3-D form, bit for bit on the CPUs of tests/golden, and XLA's CPU backward of the 2-D form
+    is faster (docs/workbench.md)."""
+    rows = tokens.reshape(-1, tokens.shape[-1]) @ matrix
+    return rows.reshape(*tokens.shape[:-1], matrix.shape[-1])
+
+
 class Attention(hk.Module):
     """h_t -> Σ_heads Σ_s score_h(h_t, h_s) · h_sᵀ W_V,h W_O,h.
 
@@ -79,15 +87,15 @@ class Attention(hk.Module):
         w_o = self._weight("linear", heads * k, self.model_size).reshape(heads, k, self.model_size)
         bilinear = jnp.einsum("dhk,ehk->hde", w_q, w_k)  # [H, D, D]
         readout = jnp.einsum("dhk,hkf->hdf", w_v, w_o)   # [H, D, D]
-        if heads == 1:  # the common case: plain batched contractions (faster on CPU)
-            q = query_tokens @ bilinear[0]                          # [B, Tq, D]
+        if heads == 1:  # the common case: plain contractions, the products on [B·Tq, D] rows
+            q = on_rows(query_tokens, bilinear[0])                   # [B, Tq, D]
             scores = jnp.einsum("btd,bsd->bts", q, kv_tokens)[:, None]  # [B, 1, Tq, S]
         else:
             q = jnp.einsum("btd,hde->bhte", query_tokens, bilinear)  # [B, H, Tq, D]
             scores = jnp.einsum("bhte,bse->bhts", q, kv_tokens)      # [B, H, Tq, S]
         weights = self.score_to_weights(scores, k)
         if heads == 1:
-            update = jnp.einsum("bts,bsd->btd", weights[:, 0], kv_tokens) @ readout[0]  # [B, Tq, D]
+            update = on_rows(jnp.einsum("bts,bsd->btd", weights[:, 0], kv_tokens), readout[0])
         else:
             mixed = jnp.einsum("bhts,bsd->bhtd", weights, kv_tokens)  # [B, H, Tq, D]
             update = jnp.einsum("bhtd,hdf->btf", mixed, readout)      # [B, Tq, D]
