@@ -2,6 +2,7 @@
 
     python -m runners.run --config runs/lsa1_seed0/config.json --out runs/lsa1_again
     python -m runners.run --config runs/x/config.json --set train.steps=200 --out runs/y
+    python -m runners.run --together group.json    # {"runs": [{"settings": ..., "out": DIR}, ...]}
 
 `--config` takes a run's config.json (any system, any schema; its "settings" are used) or a
 bare settings mapping. Same settings and seed give the same metrics, bit for bit.

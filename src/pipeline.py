@@ -27,6 +27,7 @@ from src.rundir import names
 from src.rundir.run import RunDir
 from src.rundir.staging import RunDirError, remove_temporaries_below
 from src.settings import Settings
+from src.together import train_together
 from src.systems import Arrays, SystemTrainer, build
 from src.tracking import WandbSpec
 
@@ -171,6 +172,13 @@ def _train_and_write_logged(run: RunDir, settings: Settings, trainer: SystemTrai
                    label=trainer.label)
     if not result.history:                      # the log exists even when nothing was logged
         logger.write()
+    _write_outputs(run, settings, trainer, result, skip_analysis)
+    return result
+
+
+def _write_outputs(run: RunDir, settings: Settings, trainer: SystemTrainer, result: LoopResult,
+                   skip_analysis: bool) -> None:
+    """Everything a run writes after training: params, the system's files, the summary, analyses."""
     run.write_npz(names.PARAMS, trainer.params_arrays(result))
     files = trainer.outputs(result)
     for name, value in files.items():
@@ -186,4 +194,38 @@ def _train_and_write_logged(run: RunDir, settings: Settings, trainer: SystemTrai
     for entry in analyses:
         entry.build(None).run(run)
     jax.block_until_ready(result.state.params)
-    return result
+
+
+def execute_together(settings_list: Sequence[Settings], outs: Sequence[Path], *, runner: str,
+                     argv: Sequence[str], overwrite: bool = False, progress: bool = True,
+                     skip_analysis: bool = False) -> list[Outcome]:
+    """Train runs that differ only in their seed as one program (src/together.py) and write each
+    run directory as `execute` would: config, metrics, checkpoints, params, files, summary and
+    analyses. The directories are written when the group finishes (a killed group leaves the
+    targets as they were). When a seed diverges, every run is trained alone instead."""
+    trainers = [build(s) for s in settings_list]
+    trained = train_together(trainers, progress=progress, label=trainers[0].label)
+    if trained is None:
+        return [execute(s, out, runner=runner, argv=argv, overwrite=overwrite, progress=progress,
+                        skip_analysis=skip_analysis) for s, out in zip(settings_list, outs)]
+    outcomes = []
+    for settings, out, trainer, result, kept in zip(settings_list, outs, trainers, *trained):
+        with RunDir.create(out, overwrite=overwrite) as run:
+            run.write_json(names.CONFIG, run_record(settings.to_dict(), runner, argv, out))
+            for name, value in trainer.outputs_before().items():
+                write_file(run, name, value)
+            logger = JsonlLogger(run.file(names.METRICS))
+            for row in result.history:
+                logger.log(row)
+            if not result.history:
+                logger.write()
+            digest = settings.digest()
+            for step, snapshot in kept.items():
+                arrays = checkpoint.to_arrays(snapshot, digest)
+                if step == result.step:
+                    run.write_npz(names.CHECKPOINT, arrays)
+                if trainer.keep_every and step % trainer.keep_every == 0:
+                    run.write_npz(names.kept_checkpoint(step), arrays)
+            _write_outputs(run, settings, trainer, result, skip_analysis)
+        outcomes.append(Outcome(run, result, trainer))
+    return outcomes

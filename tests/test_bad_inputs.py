@@ -96,6 +96,7 @@ ROWS += [("concat", ["--out", "."], "--out"), ("concat", ["--out", "/"], "--out"
          ("concat", ["--noise_mode", "label_noise"], "noise_p"), ("concat", ["--bogus"], "--bogus"),
          ("concat", ["--train_noise_p", "2"], "train_noise_p")]
 rows("rerun", "--config", ["/nonexistent/config.json"], "config")
+rows("rerun", "--together", ["/nonexistent/group.json", "/"], "together")
 
 # limits_of_icl: runners.train
 for key, values in {"model.attention_type": ["nope", "softmax"], "model.family": ["gpt3"],
@@ -147,6 +148,7 @@ rows("eval_order", "--cpus-per-run", ["0", "x"], "cpus-per-run")
 ROWS += [("eval_order", ["--executor", "ray", "--address", "127.0.0.1:1"], "--address"),
          ("eval_order", ["--address", "127.0.0.1:6379"], "--address"),
          ("mechanisms", ["--executor", "ray", "--address", "127.0.0.1:1"], "--address"),
+         ("mechanisms", ["--executor", "ray", "--seeds-together"], "--seeds-together"),
          ("reproduce", ["--executor", "ray", "--address", "127.0.0.1:1"], "--address")]
 rows("eval_noise", "--p", ["1.5", "x"], "p")
 rows("eval_noise", "--noise_mode", ["gaussian"], "noise_mode")
@@ -262,7 +264,7 @@ def test_bad_input_is_one_line_before_any_work(cli, argv, word, tmp_path, capsys
         argv = argv + ["--quick"]
     if cli == "paper_scale":
         argv = argv + ["--runs-dir", str(tmp_path / "runs"), "--tiny", "--estimate"]
-    if cli == "rerun":
+    if cli == "rerun" and "--together" not in argv:
         argv = argv + ["--out", str(tmp_path / "run")]
     before = sorted(os.listdir(tmp_path))
     try:

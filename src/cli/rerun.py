@@ -2,7 +2,9 @@
 for any system (its config.json names the system), through the same pipeline: same settings
 and seed, same metrics, bit for bit. `--config` also takes a bare settings mapping; `--set`
 overrides any setting by its dotted path (ours, as config.json writes them); `--resume`
-continues DIR from its checkpoint.
+continues DIR from its checkpoint. `--together FILE` trains runs that differ only in their seed
+as one program (src/together.py), each into its own directory: what a study's
+`--seeds-together` runs.
 """
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import OneLineParser, UsageError, fail, summary
+from src.cli import OneLineParser, UsageError, dry_run, fail, summary
 from src.cli.command import adopt_xla_flags, train_command, validated
 from src.overrides import apply_overrides
+from src.pipeline import check_target
+from src.rundir import RunDirError
 from src.settings import Settings, SettingsError
 from src.systems import settings_from_record
 
@@ -48,8 +52,56 @@ def read_settings(path: str) -> Settings:
         raise UsageError(f"--config {path}: is not a settings mapping of this workbench ({err})") from None
 
 
+def read_group(path: str) -> tuple[list[Settings], list[Path]]:
+    """The runs of a `--together` file: {"runs": [{"settings": ..., "out": DIR}, ...]} whose
+    settings differ only in train.seed (UsageError, one line)."""
+    from src.together import together_refusal
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        raw = json.loads(text)
+    except OSError as err:
+        raise UsageError(f"--together {path}: cannot be read ({err.strerror or err})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise UsageError(f"--together {path}: is not JSON; accepted: "
+                         '{"runs": [{"settings": ..., "out": DIR}, ...]}') from None
+    runs = raw.get("runs") if isinstance(raw, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("out"), str)
+                                             for r in runs):
+        raise UsageError(f"--together {path}: holds no list of runs; accepted: "
+                         '{"runs": [{"settings": ..., "out": DIR}, ...]}')
+    try:
+        settings = [validated(settings_from_record(r.get("settings"))) for r in runs]
+    except SettingsError as err:
+        raise UsageError(f"--together {path}: {err}") from None
+    why = together_refusal(settings)
+    if why:
+        raise UsageError(f"--together {path}: these runs cannot train together: {why}; accepted: "
+                         "runs whose settings differ only in train.seed, of a system that offers it")
+    return settings, [Path(r["out"]) for r in runs]
+
+
+def together_command(path: str, *, argv: Sequence[str], overwrite: bool, quiet: bool,
+                     skip_analysis: bool) -> int:
+    from src.pipeline import execute_together
+    try:
+        settings, outs = read_group(path)
+        for s, out in zip(settings, outs):
+            check_target(s, out, overwrite=overwrite)
+    except (UsageError, RunDirError) as err:
+        return fail(PROG, err)
+    if dry_run(PROG, f"train {len(settings)} seeds of {settings[0].describe()} together"):
+        return 0
+    outcomes = execute_together(settings, outs, runner="runners.run", argv=argv, overwrite=overwrite,
+                                progress=not quiet, skip_analysis=skip_analysis)
+    for outcome in outcomes:
+        print(f"{outcome.trainer.report(outcome.result, outcome.run)} -> {outcome.run.path}")
+    return 1 if any(o.result.diverged for o in outcomes) else 0
+
+
 def main(argv: Sequence[str] | None = None, description: str = "") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--together" in argv:
+        return _together_main(argv, description)
     parser = OneLineParser(prog=PROG, description=description or summary(__doc__))
     parser.add_argument("--config", required=True, help="a run's config.json, or a JSON settings mapping")
     parser.add_argument("--out", required=True, help="run directory to create")
@@ -62,6 +114,9 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
                         help="the paper's system: save attention (the same as --set save_attention=true)")
     parser.add_argument("--skip_analysis", action="store_true", help="no analyses at the end")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--together", metavar="FILE",
+                        help='instead of --config/--out: train runs that differ only in train.seed as '
+                             'one program, JSON {"runs": [{"settings": ..., "out": DIR}, ...]}')
     args = parser.parse_args(argv)
     try:
         settings = read_settings(args.config)
@@ -76,3 +131,18 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
     return train_command(PROG, settings, Path(args.out), runner="runners.run", argv=argv,
                          overwrite=args.overwrite, resume=args.resume, quiet=args.quiet,
                          skip_analysis=args.skip_analysis)
+
+
+def _together_main(argv: list[str], description: str) -> int:
+    parser = OneLineParser(prog=PROG, description=description or summary(__doc__))
+    parser.add_argument("--together", required=True, metavar="FILE",
+                        help='train runs that differ only in train.seed as one program: JSON {"runs": '
+                             '[{"settings": ..., "out": DIR}, ...]} (-: standard input; the job engine\'s '
+                             "--seeds-together)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace each out directory if it is one of our run directories")
+    parser.add_argument("--skip_analysis", action="store_true", help="no analyses at the end")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    return together_command(args.together, argv=argv, overwrite=args.overwrite, quiet=args.quiet,
+                            skip_analysis=args.skip_analysis)

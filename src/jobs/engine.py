@@ -81,6 +81,38 @@ class Job:
                 + (["--overwrite"] if overwrite else []))
 
 
+@dataclass
+class GroupJob(Job):
+    """Runs that differ only in their seed, trained as one program in one process (src/together.py):
+    `python -m runners.run --together - --quiet` reading every member's settings and directory."""
+    members: list = field(default_factory=list)
+
+    def settings_json(self) -> str:
+        return json.dumps({"runs": [{"settings": m.expected, "out": str(m.path)} for m in self.members]})
+
+    def command(self, overwrite: bool) -> list[str]:
+        return ([sys.executable, "-m", RUNNER, "--together", "-", "--quiet"]
+                + (["--overwrite"] if overwrite else []))
+
+
+def group_seeds(todo: Sequence[Job]) -> list[Job]:
+    """`todo` with the jobs that differ only in their seed (and whose system trains seeds
+    together) merged into GroupJobs; every other job as it was."""
+    from src.together import settings_without_seed, together_refusal
+    groups: dict[str, list[Job]] = {}
+    for job in todo:
+        key = json.dumps(to_jsonable(settings_without_seed(job.settings)), sort_keys=True)
+        groups.setdefault(key, []).append(job)
+    out: list[Job] = []
+    for members in groups.values():
+        if len(members) > 1 and together_refusal([m.settings for m in members]) is None:
+            out.append(GroupJob(f"{members[0].name}+{len(members) - 1}", members[0].settings,
+                                members[0].path, cost=sum(m.cost for m in members), members=members))
+        else:
+            out.extend(members)
+    return out
+
+
 def job_state(job: Job) -> tuple[str, str]:
     """(state, detail): what is on disk for `job`, compared with what it asks for."""
     run = job.run
@@ -237,42 +269,42 @@ def launcher_of(executor: Choice, runs_dir: Path, workers: int):
 
 
 def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path, say: Callable[[str], None],
-             on_done: Callable[[Job], None] | None = None, executor: Choice | None = None) -> Report:
-    """Train `todo` (longest first), `workers` at a time. After each job its state is
-    re-planned and `on_done(job)` is called. KeyboardInterrupt (SIGINT, or SIGTERM turned
-    into it) stops the children and propagates."""
+             on_done: Callable[[Job], None] | None = None, executor: Choice | None = None,
+             seeds_together: bool = False) -> Report:
+    """Train `todo` (longest first), `workers` at a time; with `seeds_together`, the jobs that
+    differ only in their seed as one program each (`group_seeds`). After each job its state is
+    re-planned and `on_done(job)` is called (for every member of a group). KeyboardInterrupt
+    (SIGINT, or SIGTERM turned into it) stops the children and propagates."""
     report = Report()
     if not todo:
         return report
+    if seeds_together:
+        todo = group_seeds(todo)
     runs_dir.mkdir(parents=True, exist_ok=True)
     launcher = launcher_of(executor or Choice("local", registry("executor").get("local").default_options()),
                            runs_dir, workers)
 
     def train(job: Job) -> Job:
-        job.returncode, job.output, job.seconds = launcher.run_job(job, overwrite=job.path.exists())
+        paths = [m.path for m in job.members] if isinstance(job, GroupJob) else [job.path]
+        job.returncode, job.output, job.seconds = launcher.run_job(
+            job, overwrite=any(p.exists() for p in paths))
         return job
 
+    group_of = {m.name: g.name for g in todo if isinstance(g, GroupJob) for m in g.members}
+    finished = _after_run(report, runs_dir, say, on_done, lambda job: group_of.get(job.name, job.name))
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
         futures = [pool.submit(train, j) for j in sorted(todo, key=lambda j: j.cost, reverse=True)]
         for future in as_completed(futures):
-            job = future.result()
-            job.state, job.detail = job_state(job)
-            if job.returncode == 0 and job.state == "complete":
-                report.trained.append(job)
-            elif job.state == "diverged":
-                report.trained.append(job)
-                report.diverged.append(job)
-                say(f"  diverged {job.name} (kept; its summary says status 'diverged')")
+            done = future.result()
+            if isinstance(done, GroupJob):       # each member as if it had run alone
+                for job in done.members:
+                    job.returncode, job.output = done.returncode, done.output
+                    job.seconds = done.seconds / len(done.members)
+                    finished(job)
             else:
-                why = (f"exit code {job.returncode}" if job.returncode
-                       else f"finished but incomplete ({job.detail})")
-                report.failed.append(job)
-                say(f"  FAILED {job.name}: {why}; log {runs_dir / LOGS / (job.name + '.log')}\n"
-                    + tail(job.output))
-            if on_done is not None:
-                on_done(job)
+                finished(done)
     except KeyboardInterrupt:
         launcher.terminate_all()
         pool.shutdown(wait=True, cancel_futures=True)
@@ -281,6 +313,28 @@ def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path, say: Callable
         signal.signal(signal.SIGTERM, previous)
     pool.shutdown(wait=True)
     return report
+
+
+def _after_run(report: Report, runs_dir: Path, say: Callable[[str], None],
+               on_done: Callable[[Job], None] | None, log_of: Callable[[Job], str]):
+    """What run_jobs does with each finished run: re-plan it, sort it into the report, say so."""
+    def finished(job: Job) -> None:
+        job.state, job.detail = job_state(job)
+        if job.returncode == 0 and job.state == "complete":
+            report.trained.append(job)
+        elif job.state == "diverged":
+            report.trained.append(job)
+            report.diverged.append(job)
+            say(f"  diverged {job.name} (kept; its summary says status 'diverged')")
+        else:
+            why = (f"exit code {job.returncode}" if job.returncode
+                   else f"finished but incomplete ({job.detail})")
+            report.failed.append(job)
+            say(f"  FAILED {job.name}: {why}; log {runs_dir / LOGS / (log_of(job) + '.log')}\n"
+                + tail(job.output))
+        if on_done is not None:
+            on_done(job)
+    return finished
 
 
 def refuse_stale(jobs: Sequence[Job], runs_dir: Path, overwrite: bool) -> None:

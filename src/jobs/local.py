@@ -59,3 +59,9 @@ class Launcher:
 @registry("executor").register("local", NoOptions, doc="child processes on this machine (--jobs at a time)")
 def build_local(options, *, runs_dir: Path, log_dir: Path, workers: int) -> Launcher:
     return Launcher(child_env(runs_dir, single_thread=workers > 1), log_dir)
+
+
+def trains_groups(executor) -> bool:
+    """Whether `executor` (a Choice) runs a GroupJob (seeds trained together): the local one does;
+    a Ray worker trains and ships back one run directory per task."""
+    return registry("executor").get(executor.name).build is build_local

@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 from src.cli import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, summary
 from src.files import atomic_write_bytes, atomic_write_text
+from src.jobs.local import trains_groups
 from src.jobs.engine import (TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, plan, refuse_stale,
                              run_jobs, use_compilation_cache)
 from src.registry import Choice, registry
@@ -71,6 +72,9 @@ def study_parser(prog: str, doc: str, quick_help: str) -> OneLineParser:
     parser.add_argument("--jobs", type=int_at_least(1), default=2, help="runs in parallel")
     parser.add_argument("--overwrite", action="store_true",
                         help="retrain runs made with other settings or code (otherwise refused)")
+    parser.add_argument("--seeds-together", "--seeds_together", dest="seeds_together", action="store_true",
+                        help="train the runs that differ only in their seed as one program (the gpt2 "
+                             "system; pays on a GPU, not on a CPU; results equal to float32 rounding)")
     add_executor_flags(parser)
     return parser
 
@@ -101,7 +105,8 @@ def study_dirs(args, study: str) -> tuple[Path, Path]:
 
 
 def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
-              write_report: Callable[[float, dict], list[Path]], executor: Choice | None = None) -> int:
+              write_report: Callable[[float, dict], list[Path]], executor: Choice | None = None,
+              seeds_together: bool = False) -> int:
     """Train what a study's plan needs, then `write_report(seconds, git state at the start)`;
     the exit code (0, 1 when runs failed, 130 when interrupted)."""
     from src.provenance import git_commit
@@ -112,7 +117,8 @@ def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
     say = lambda message: print(message, flush=True)
     announce(say, prog, "runs", jobs, todo, workers, runs_dir)
     try:
-        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor)
+        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor,
+                          seeds_together=seeds_together)
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted; finished runs are kept in {runs_dir}; rerun to continue",
               file=sys.stderr)
@@ -133,6 +139,10 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
     with contextlib.ExitStack() as hold:
         try:   # one study or sweep per runs directory; planned again under the lock
             executor = executor_of(args)
+            together = getattr(args, "seeds_together", False)
+            if together and not trains_groups(executor):
+                raise UsageError(f"--seeds-together={together!r} needs --executor local; --executor="
+                                 f"{executor.name!r} trains each run in its own process")
             jobs = make_jobs()            # every run's settings validated before the lock
             if dry_run(prog, f"make {len(jobs)} runs in {runs_dir} and write the report into {report_dir}"):
                 return 0
@@ -143,7 +153,7 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
             return fail(prog, err)
         return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
             jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head),
-            executor=executor)
+            executor=executor, seeds_together=together)
 
 
 def _cell(value) -> str:

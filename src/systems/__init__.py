@@ -58,6 +58,13 @@ class SystemTrainer(Trainer):
         """metrics_summary.json's system-specific part (status, message and outputs are added)."""
         return {}
 
+    def seed_parts(self):
+        """For seeds trained together (src/together.py): (chunk, seed_input), where the pure chunk
+        chunk(state, seed_input, first, num_steps) -> Chunk is the system's own, not jitted, and
+        `seed_input` (e.g. the train key) is all that depends on the seed besides the initial
+        state; None where the system does not offer it."""
+        return None
+
     def report(self, result: LoopResult, run) -> str:
         """The one line a command prints when the run (RunDir `run`, analysed) is done."""
         return f"{result.step} {self.unit}s in {result.seconds:.1f}s"

@@ -235,14 +235,19 @@ def with_pair_curriculum(key, batch: RegressionBatch, curriculum: CurriculumConf
                           weights=batch.weights * kept)
 
 
-def make_chunk(settings: GPT2Settings, model, optimizer, model_state):
-    """chunk(params, opt_state, first_step, num_steps) -> (params, opt_state, losses, points, dims)."""
+def train_key_of(settings: GPT2Settings) -> jax.Array:
+    """The key every training batch is drawn from (folded with the step number)."""
+    return jax.random.fold_in(jax.random.key(settings.train.seed), 1)
+
+
+def make_chunk(settings: GPT2Settings, model, optimizer):
+    """The pure chunk (not jitted): chunk(params, model_state, opt_state, train_key, first_step,
+    num_steps) -> (params, opt_state, losses, points, dims), each of the last three [num_steps]."""
     tr, c = settings.train, settings.curriculum
     sample = sampler(settings)
-    train_key = jax.random.fold_in(jax.random.key(tr.seed), 1)
     pairs = settings.train_curriculum
 
-    def one_step(carry, step):
+    def step_with_key(carry, step, train_key):
         params, opt_state, state = carry
         dims, points = c.dims.at(step), c.points.at(step)
         batch = sample(jax.random.fold_in(train_key, step), tr.batch_size, dims, points)
@@ -253,12 +258,13 @@ def make_chunk(settings: GPT2Settings, model, optimizer, model_state):
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state, state), (loss, points, dims)
 
-    def chunk(params, state, opt_state, first_step, num_steps):
+    def chunk(params, state, opt_state, train_key, first_step, num_steps):
+        def one_step(carry, step):
+            return step_with_key(carry, step, train_key)
         (params, opt_state, _), (losses, points, dims) = jax.lax.scan(
             one_step, (params, opt_state, state), first_step + jnp.arange(num_steps))
         return params, opt_state, losses, points, dims
-    jitted = jax.jit(chunk, static_argnums=4)
-    return lambda params, opt_state, first, n: jitted(params, model_state, opt_state, first, n)
+    return chunk
 
 
 class GPT2Trainer(SystemTrainer):
@@ -269,7 +275,9 @@ class GPT2Trainer(SystemTrainer):
         self.checkpoint_every, self.keep_every = tr.checkpoint_every, tr.keep_every
         self.model, self.optimizer = make_model(settings), optimizer_of(settings)
         self.params0, self.model_state = init_model(settings, self.model)
-        self._chunk = make_chunk(settings, self.model, self.optimizer, self.model_state)
+        self.train_key = train_key_of(settings)
+        self._pure_chunk = make_chunk(settings, self.model, self.optimizer)
+        self._chunk = jax.jit(self._pure_chunk, static_argnums=5)
         self._predict = jax.jit(self.model.apply)
         self.objective = objective_of(settings.task.name)
         self._evaluation = None
@@ -284,8 +292,17 @@ class GPT2Trainer(SystemTrainer):
         return TrainState(self.params0, self.optimizer.init(self.params0))
 
     def run_chunk(self, state, first, num_steps) -> Chunk:
-        params, opt_state, losses, points, dims = self._chunk(state.params, state.opt_state, first, num_steps)
+        params, opt_state, losses, points, dims = self._chunk(state.params, self.model_state, state.opt_state,
+                                                              self.train_key, first, num_steps)
         return Chunk(TrainState(params, opt_state), losses, {"n_points": points, "n_dims": dims})
+
+    def seed_parts(self):
+        """Seeds trained together (src/together.py): the pure chunk and this seed's train key."""
+        def chunk(state, train_key, first, num_steps) -> Chunk:
+            params, opt_state, losses, points, dims = self._pure_chunk(
+                state.params, self.model_state, state.opt_state, train_key, first, num_steps)
+            return Chunk(TrainState(params, opt_state), losses, {"n_points": points, "n_dims": dims})
+        return chunk, self.train_key
 
     def evaluate(self, state) -> dict[str, float]:
         ev, params = self.evaluation, state.params
