@@ -85,7 +85,8 @@ def train_both(tmp_path, settings_list):
 
 
 def test_seeds_together_write_what_each_seed_alone_writes(tmp_path):
-    alone, together = train_both(tmp_path, [tiny(0), tiny(3)])
+    favor = "model.attention_type=favor"      # Haiku state (random features) per seed
+    alone, together = train_both(tmp_path, [tiny(0, favor), tiny(3, favor)])
     for a, t in zip(alone, together):
         expected, got = contents(a), contents(t)
         assert {names.CHECKPOINT, names.kept_checkpoint(20), names.PARAMS, names.METRICS} <= set(got)

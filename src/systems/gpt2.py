@@ -297,12 +297,14 @@ class GPT2Trainer(SystemTrainer):
         return Chunk(TrainState(params, opt_state), losses, {"n_points": points, "n_dims": dims})
 
     def seed_parts(self):
-        """Seeds trained together (src/together.py): the pure chunk and this seed's train key."""
-        def chunk(state, train_key, first, num_steps) -> Chunk:
+        """Seeds trained together (src/together.py): the pure chunk, and this seed's train key and
+        Haiku state (e.g. FAVOR+'s random features)."""
+        def chunk(state, seed_input, first, num_steps) -> Chunk:
+            train_key, model_state = seed_input
             params, opt_state, losses, points, dims = self._pure_chunk(
-                state.params, self.model_state, state.opt_state, train_key, first, num_steps)
+                state.params, model_state, state.opt_state, train_key, first, num_steps)
             return Chunk(TrainState(params, opt_state), losses, {"n_points": points, "n_dims": dims})
-        return chunk, self.train_key
+        return chunk, (self.train_key, self.model_state)
 
     def evaluate(self, state) -> dict[str, float]:
         ev, params = self.evaluation, state.params
