@@ -21,7 +21,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,22 +61,11 @@ class Original:
 
 
 def ours(settings, steps: int):
-    """A function timing one round of `steps` steps of our compiled chunk (compiled here)."""
-    import jax
+    """A function timing one round of `steps` steps of our compiled chunk (compiled here), in ms per
+    step (src.loop.chunk_timer)."""
+    from src.loop import chunk_timer
     from src.systems import build
-    trainer = build(settings)
-    with trainer.context():
-        state = trainer.init_state()
-        jax.block_until_ready(trainer.run_chunk(state, 0, steps).losses)
-    first = [steps]
-
-    def round_ms() -> float:
-        with trainer.context():
-            begin = time.perf_counter()
-            jax.block_until_ready(trainer.run_chunk(state, first[0], steps).losses)
-        first[0] += steps
-        return 1000 * (time.perf_counter() - begin) / steps
-    return round_ms
+    return chunk_timer(build(settings), steps)
 
 
 def mechanisms_sides(args) -> tuple[dict, dict]:

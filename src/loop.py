@@ -209,18 +209,29 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
     return LoopResult(state, step, history, _concat(per_step), _stack(at_log), seconds, diverged, final)
 
 
-def ms_per_step(trainer: Trainer, chunk_steps: int = 50, repeats: int = 3) -> float:
-    """Median ms per training step of `trainer`'s compiled chunk, after compilation (make bench)."""
-    import statistics
+def chunk_timer(trainer: Trainer, chunk_steps: int = 50) -> Callable[[], float]:
+    """Compiles `trainer`'s chunk of `chunk_steps` steps and returns a function that times one more
+    chunk (from the initial state, at the next steps) in ms per step: rounds a caller can
+    interleave with another program's (scripts/compare_originals.py)."""
     with trainer.context():
         state = trainer.init_state()
         jax.block_until_ready(trainer.run_chunk(state, 0, chunk_steps).losses)
-        times = []
-        for r in range(repeats):
+    rounds = [0]
+
+    def one_round() -> float:
+        rounds[0] += 1
+        with trainer.context():
             begin = time.perf_counter()
-            jax.block_until_ready(trainer.run_chunk(state, chunk_steps * (r + 1), chunk_steps).losses)
-            times.append(time.perf_counter() - begin)
-    return 1000.0 * statistics.median(times) / chunk_steps
+            jax.block_until_ready(trainer.run_chunk(state, chunk_steps * rounds[0], chunk_steps).losses)
+            return 1000.0 * (time.perf_counter() - begin) / chunk_steps
+    return one_round
+
+
+def ms_per_step(trainer: Trainer, chunk_steps: int = 50, repeats: int = 3) -> float:
+    """Median ms per training step of `trainer`'s compiled chunk, after compilation (make bench)."""
+    import statistics
+    one_round = chunk_timer(trainer, chunk_steps)
+    return statistics.median(one_round() for _ in range(repeats))
 
 
 def step_flops(trainer: Trainer) -> float | None:
