@@ -108,6 +108,17 @@ class LoopResult:
 # ---------------------------------------------------------------------------
 # The loop
 
+def scan_chunk(one_step: Callable) -> Callable:
+    """A system's pure chunk from its step: `one_step(carry, step, train_key) -> (carry, out)` with
+    the batch drawn from fold_in(train_key, step) gives chunk(carry, train_key, first_step,
+    num_steps) -> (carry, out stacked over the steps). Not jitted: a system jits it (num_steps
+    static), and seeds trained together vmap it (src/together.py)."""
+    def chunk(carry, train_key, first_step, num_steps):
+        return jax.lax.scan(lambda c, step: one_step(c, step, train_key), carry,
+                            first_step + jnp.arange(num_steps))
+    return chunk
+
+
 def first_bad_step(losses: np.ndarray, first_loss: float) -> int | None:
     """Index of the first non-finite or exploded loss of a chunk, or None."""
     bad = ~np.isfinite(losses) | (losses > EXPLODED * max(abs(first_loss), 1e-30))

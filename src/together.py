@@ -4,8 +4,9 @@ into its own run directory as training it alone would write it.
 
     results = train_together(trainers)        # one LoopResult per seed, or None if one diverged
 
-A system offers this through `SystemTrainer.seed_parts()` (the gpt2 system: the mechanisms and
-length studies). On a GPU a group of small runs costs little more than one of them (one H200,
+A system offers this through `SystemTrainer.seed_parts()`: the paper's own (lsa), its non-linear
+regression and the gpt2 system (the mechanisms and length studies); every sweep and study asks for
+it with `--seeds-together` (an option of the local executor). On a GPU a group of small runs costs little more than one of them (one H200,
 mechanisms cell: 0.51 ms a step for one seed, 0.78 for 4 together, 1.73 for 16; docs/workbench.md);
 on a CPU it gains nothing, where one process per core is already the fastest.
 

@@ -38,6 +38,9 @@ def contents(path) -> dict:
         elif file.endswith(".npz"):
             out[file] = {k: np.asarray(v, np.float64) if v.dtype.kind == "f" else v.tobytes()
                          for k, v in run.load_arrays(file).items()}
+        elif file.endswith(".npy"):
+            array = np.load(run.file(file))
+            out[file] = np.asarray(array, np.float64) if array.dtype.kind == "f" else array.tobytes()
         elif file == names.METRICS:
             out[file] = [{k: v for k, v in r.items() if k not in WALL_TIMES} for r in run.read_metrics()]
         elif file.endswith(".json"):
@@ -115,10 +118,20 @@ def test_only_runs_that_differ_in_their_seed_train_together(change, why):
 
 
 def test_a_system_without_seed_parts_is_refused():
-    from src.presets import preset
-    settings = preset("lsa1")
+    from src.systems.dynamics import DynamicsSettings
+    settings = DynamicsSettings().validate()
     other = replace(settings, train=replace(settings.train, seed=1))
     assert "does not train seeds together" in together_refusal([settings, other])
+
+
+def test_the_paper_systems_seeds_together_agree_with_each_alone(tmp_path):
+    from src.presets import preset
+    base = preset("lsa1")
+    base = replace(base, train=replace(base.train, steps=20, log_every=10, batch_size=64, eval_size=100))
+    alone, together = train_both(tmp_path, [replace(base, train=replace(base.train, seed=s)).validate()
+                                            for s in (0, 1)])
+    for a, t in zip(alone, together):
+        assert_close(contents(a), contents(t))
 
 
 @pytest.mark.study          # a child process that compiles and analyses: make test_studies
@@ -130,7 +143,10 @@ def test_the_job_engine_trains_a_group_in_one_process(tmp_path):
     assert [type(g) for g in groups] == [GroupJob, Job]
     assert [m.name for m in groups[0].members] == ["seed0", "seed1"]
     said = []
-    report = run_jobs(jobs[:2], workers=1, runs_dir=tmp_path, say=said.append, seeds_together=True)
+    from src.jobs.local import LocalExecutorOptions
+    from src.registry import Choice
+    report = run_jobs(jobs[:2], workers=1, runs_dir=tmp_path, say=said.append,
+                      executor=Choice("local", LocalExecutorOptions(seeds_together=True)))
     assert [j.name for j in report.trained] == ["seed0", "seed1"] and not report.failed, said
     assert (tmp_path / "logs" / "seed0+1.log").read_text().startswith("$ ")
     assert "--together" in (tmp_path / "logs" / "seed0+1.log").read_text().splitlines()[0]

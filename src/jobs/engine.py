@@ -269,20 +269,19 @@ def launcher_of(executor: Choice, runs_dir: Path, workers: int):
 
 
 def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path, say: Callable[[str], None],
-             on_done: Callable[[Job], None] | None = None, executor: Choice | None = None,
-             seeds_together: bool = False) -> Report:
-    """Train `todo` (longest first), `workers` at a time; with `seeds_together`, the jobs that
-    differ only in their seed as one program each (`group_seeds`). After each job its state is
-    re-planned and `on_done(job)` is called (for every member of a group). KeyboardInterrupt
-    (SIGINT, or SIGTERM turned into it) stops the children and propagates."""
+             on_done: Callable[[Job], None] | None = None, executor: Choice | None = None) -> Report:
+    """Train `todo` (longest first), `workers` at a time; when the executor's options say
+    `seeds_together`, the jobs that differ only in their seed as one program each (`group_seeds`).
+    After each job its state is re-planned and `on_done(job)` is called (for every member of a
+    group). KeyboardInterrupt (SIGINT, or SIGTERM turned into it) stops the children and propagates."""
     report = Report()
     if not todo:
         return report
-    if seeds_together:
+    executor = executor or Choice("local", registry("executor").get("local").default_options())
+    if getattr(executor.options, "seeds_together", False):
         todo = group_seeds(todo)
     runs_dir.mkdir(parents=True, exist_ok=True)
-    launcher = launcher_of(executor or Choice("local", registry("executor").get("local").default_options()),
-                           runs_dir, workers)
+    launcher = launcher_of(executor, runs_dir, workers)
 
     def train(job: Job) -> Job:
         paths = [m.path for m in job.members] if isinstance(job, GroupJob) else [job.path]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from src.files import atomic_write_text
 from src.jobs.engine import child_env, stop_processes
-from src.registry import NoOptions, registry
+from src.registry import registry
+from src.settings import require
 
 
 @dataclass
@@ -56,12 +57,15 @@ class Launcher:
         stop_processes(procs)
 
 
-@registry("executor").register("local", NoOptions, doc="child processes on this machine (--jobs at a time)")
-def build_local(options, *, runs_dir: Path, log_dir: Path, workers: int) -> Launcher:
+@dataclass(frozen=True)
+class LocalExecutorOptions:
+    seeds_together: bool = False    # runs that differ only in their seed as one program (GroupJob)
+
+    def check(self) -> None:
+        require(isinstance(self.seeds_together, bool), "seeds_together", self.seeds_together, "true or false")
+
+
+@registry("executor").register("local", LocalExecutorOptions, doc="child processes on this machine (--jobs at a time; "
+                               "--seeds-together: a run's seeds as one program)")
+def build_local(options: LocalExecutorOptions, *, runs_dir: Path, log_dir: Path, workers: int) -> Launcher:
     return Launcher(child_env(runs_dir, single_thread=workers > 1), log_dir)
-
-
-def trains_groups(executor) -> bool:
-    """Whether `executor` (a Choice) runs a GroupJob (seeds trained together): the local one does;
-    a Ray worker trains and ships back one run directory per task."""
-    return registry("executor").get(executor.name).build is build_local

@@ -21,7 +21,6 @@ from typing import Callable, Sequence
 
 from src.cli import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, summary
 from src.files import atomic_write_bytes, atomic_write_text
-from src.jobs.local import trains_groups
 from src.jobs.engine import (TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, plan, refuse_stale,
                              run_jobs, use_compilation_cache)
 from src.registry import Choice, registry
@@ -29,7 +28,7 @@ from src.settings import SettingsError
 
 
 def add_executor_flags(parser) -> None:
-    """--executor, --address, --cpus-per-run: the same on every sweep and study."""
+    """--executor, --address, --cpus-per-run, --seeds-together: the same on every sweep and study."""
     group = parser.add_argument_group("executor")
     group.add_argument("--executor", choices=registry("executor").names(), default="local",
                        help="local child processes (default) or one Ray task per run")
@@ -37,13 +36,17 @@ def add_executor_flags(parser) -> None:
                        help="Ray cluster address (default: start a local Ray instance)")
     group.add_argument("--cpus-per-run", "--cpus_per_run", dest="cpus_per_run", default=None,
                        type=number_in(0, 1024, low_open=True), help="Ray CPUs per run (default 1)")
+    group.add_argument("--seeds-together", "--seeds_together", dest="seeds_together", action="store_const",
+                       const=True, default=None,
+                       help="local: train the runs that differ only in their seed as one program "
+                            "(src/together.py; pays on a GPU, not on a CPU; equal to float32 rounding)")
 
 
 def executor_of(args, connect: bool = True) -> Choice:
     """The executor of parsed flags: its registry entry with the options the flags set
     (UsageError, one line, for a flag the executor does not take or one it cannot honour)."""
     entry = registry("executor").get(getattr(args, "executor", "local"))
-    flags = {"address": "--address", "cpus_per_run": "--cpus-per-run"}
+    flags = {"address": "--address", "cpus_per_run": "--cpus-per-run", "seeds_together": "--seeds-together"}
     given = {k: getattr(args, k, None) for k in flags}
     fields = set(entry.options.__dataclass_fields__)
     for key, value in given.items():
@@ -72,9 +75,6 @@ def study_parser(prog: str, doc: str, quick_help: str) -> OneLineParser:
     parser.add_argument("--jobs", type=int_at_least(1), default=2, help="runs in parallel")
     parser.add_argument("--overwrite", action="store_true",
                         help="retrain runs made with other settings or code (otherwise refused)")
-    parser.add_argument("--seeds-together", "--seeds_together", dest="seeds_together", action="store_true",
-                        help="train the runs that differ only in their seed as one program (the gpt2 "
-                             "system; pays on a GPU, not on a CPU; results equal to float32 rounding)")
     add_executor_flags(parser)
     return parser
 
@@ -105,8 +105,7 @@ def study_dirs(args, study: str) -> tuple[Path, Path]:
 
 
 def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
-              write_report: Callable[[float, dict], list[Path]], executor: Choice | None = None,
-              seeds_together: bool = False) -> int:
+              write_report: Callable[[float, dict], list[Path]], executor: Choice | None = None) -> int:
     """Train what a study's plan needs, then `write_report(seconds, git state at the start)`;
     the exit code (0, 1 when runs failed, 130 when interrupted)."""
     from src.provenance import git_commit
@@ -117,8 +116,7 @@ def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
     say = lambda message: print(message, flush=True)
     announce(say, prog, "runs", jobs, todo, workers, runs_dir)
     try:
-        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor,
-                          seeds_together=seeds_together)
+        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor)
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted; finished runs are kept in {runs_dir}; rerun to continue",
               file=sys.stderr)
@@ -139,10 +137,6 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
     with contextlib.ExitStack() as hold:
         try:   # one study or sweep per runs directory; planned again under the lock
             executor = executor_of(args)
-            together = getattr(args, "seeds_together", False)
-            if together and not trains_groups(executor):
-                raise UsageError(f"--seeds-together={together!r} needs --executor local; --executor="
-                                 f"{executor.name!r} trains each run in its own process")
             jobs = make_jobs()            # every run's settings validated before the lock
             if dry_run(prog, f"make {len(jobs)} runs in {runs_dir} and write the report into {report_dir}"):
                 return 0
@@ -153,7 +147,7 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
             return fail(prog, err)
         return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
             jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head),
-            executor=executor, seeds_together=together)
+            executor=executor)
 
 
 def _cell(value) -> str:

@@ -30,7 +30,7 @@ import optax
 from src.bounds import check_memory, check_sizes, training_bytes
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
 from src.curricula import is_exchangeable, num_corrupted, order
-from src.loop import Chunk, LoopResult, TrainState
+from src.loop import Chunk, LoopResult, TrainState, scan_chunk
 from src.optim import Optimizer, make_optimizer
 from src.models.sequence import SequenceConfig, gpt2
 from src.params import flatten_params
@@ -247,7 +247,7 @@ def make_chunk(settings: GPT2Settings, model, optimizer):
     sample = sampler(settings)
     pairs = settings.train_curriculum
 
-    def step_with_key(carry, step, train_key):
+    def one_step(carry, step, train_key):
         params, opt_state, state = carry
         dims, points = c.dims.at(step), c.points.at(step)
         batch = sample(jax.random.fold_in(train_key, step), tr.batch_size, dims, points)
@@ -258,11 +258,11 @@ def make_chunk(settings: GPT2Settings, model, optimizer):
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state, state), (loss, points, dims)
 
+    scanned = scan_chunk(one_step)
+
     def chunk(params, state, opt_state, train_key, first_step, num_steps):
-        def one_step(carry, step):
-            return step_with_key(carry, step, train_key)
-        (params, opt_state, _), (losses, points, dims) = jax.lax.scan(
-            one_step, (params, opt_state, state), first_step + jnp.arange(num_steps))
+        (params, opt_state, _), (losses, points, dims) = scanned((params, opt_state, state), train_key,
+                                                                 first_step, num_steps)
         return params, opt_state, losses, points, dims
     return chunk
 

@@ -18,7 +18,7 @@ import numpy as np
 import optax
 
 from src.bounds import check_memory, check_sizes, training_bytes
-from src.loop import Chunk, LoopResult, TrainState
+from src.loop import Chunk, LoopResult, TrainState, scan_chunk
 from src.optim import Optimizer, make_optimizer
 from src.models.sequence import SequenceConfig, lm, parameter_count
 from src.params import flatten_params
@@ -201,18 +201,19 @@ class LMTrainer(SystemTrainer):
         optimizer, sample = self.optimizer, self.sample
         loss_of = training_loss(self.settings, self.apply, self.objective)
         batch_size = self.settings.train.batch_size
-        train_key = jax.random.fold_in(jax.random.key(self.settings.train.seed), 1)
 
-        def one_step(carry, step):
+        def one_step(carry, step, train_key):
             params, opt_state = carry
             batch = sample(jax.random.fold_in(train_key, step), batch_size)
             loss, grads = jax.value_and_grad(loss_of)(params, batch)
             updates, opt_state = optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), loss
 
+        scanned = scan_chunk(one_step)
+        train_key = jax.random.fold_in(jax.random.key(self.settings.train.seed), 1)
+
         def chunk(params, opt_state, first_step, num_steps):
-            (params, opt_state), losses = jax.lax.scan(one_step, (params, opt_state),
-                                                       first_step + jnp.arange(num_steps))
+            (params, opt_state), losses = scanned((params, opt_state), train_key, first_step, num_steps)
             return params, opt_state, losses
         return jax.jit(chunk, static_argnums=3)
 

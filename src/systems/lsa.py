@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from src.bounds import check_memory, check_sizes, training_bytes
@@ -27,7 +26,7 @@ from src.config import (NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Mo
                         TaskConfig, TrainConfig)
 from src.curricula import apply_curriculum, is_exchangeable, num_corrupted
 from src.eval_set import make_eval_set, make_evaluator, task_sampler
-from src.loop import Chunk, LoopResult, TrainState
+from src.loop import Chunk, LoopResult, TrainState, scan_chunk
 from src.optim import Optimizer, make_optimizer
 from src.metrics import loss
 from src.models.attention_only import build_model
@@ -145,7 +144,8 @@ class LSATrainer(SystemTrainer):
         self.optimizer = make_optimizer(Optimizer("adam", tr.learning_rate, b1=tr.adam_b1, b2=tr.adam_b2,
                                                   grad_clip=tr.grad_clip), tr.steps)
         self.key_init, self.train_key = jax.random.split(jax.random.key(tr.seed))
-        self._chunk = make_train_chunk(settings, self.model, self.optimizer)
+        self._pure_chunk = make_train_chunk(settings, self.model, self.optimizer)
+        self._chunk = jax.jit(self._pure_chunk, static_argnums=4)
         self._eval_set = None
         self._evaluate = make_evaluator(self.model, settings)
 
@@ -166,6 +166,14 @@ class LSATrainer(SystemTrainer):
 
     def evaluate(self, state) -> dict[str, float]:
         return self._evaluate(state.params, self.eval_set)
+
+    def seed_parts(self):
+        """Seeds trained together (src/together.py): the pure chunk and this seed's train key."""
+        def chunk(state, train_key, first, num_steps) -> Chunk:
+            params, opt_state, losses = self._pure_chunk(state.params, state.opt_state, train_key,
+                                                         first, num_steps)
+            return Chunk(TrainState(params, opt_state), losses)
+        return chunk, self.train_key
 
     def headline(self, row: dict) -> dict[str, str]:
         return {"eval_loss": f"{row['eval_loss']:.4f}", "gd": f"{row['gd_loss']:.4f}"}
@@ -222,16 +230,16 @@ SUMMARY_METRICS = ("eval_loss", "gd_loss", "align_cos", "l2_pred_diff", "model_d
 
 
 def make_train_chunk(settings: LSASettings, model, optimizer):
-    """chunk(params, opt_state, train_key, first_step, num_steps) -> (params, opt_state,
-    losses [num_steps]); `num_steps` is static."""
+    """The pure chunk (not jitted): chunk(params, opt_state, train_key, first_step, num_steps) ->
+    (params, opt_state, losses [num_steps])."""
     task, batch_size, curriculum = settings.task, settings.train.batch_size, settings.train_curriculum
     sample = task_sampler(task)
 
     def loss_fn(params, tokens, targets):
         return loss(model.apply(params, tokens).prediction, targets)
 
-    def one_step(carry, step):
-        params, opt_state, train_key = carry
+    def one_step(carry, step, train_key):
+        params, opt_state = carry
         key_data, key_curriculum = jax.random.split(jax.random.fold_in(train_key, step))
         tasks = sample(key_data, batch_size)
         if not is_exchangeable(curriculum):  # a random shuffle of i.i.d. pairs changes nothing
@@ -239,14 +247,14 @@ def make_train_chunk(settings: LSASettings, model, optimizer):
         tokens = make_tokens(tasks, model.config)
         value, grads = jax.value_and_grad(loss_fn)(params, tokens, tasks.query_y)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state, train_key), value
+        return (optax.apply_updates(params, updates), opt_state), value
+
+    scanned = scan_chunk(one_step)
 
     def chunk(params, opt_state, train_key, first_step, num_steps):
-        steps = first_step + jnp.arange(num_steps)
-        (params, opt_state, _), losses = jax.lax.scan(one_step, (params, opt_state, train_key), steps)
+        (params, opt_state), losses = scanned((params, opt_state), train_key, first_step, num_steps)
         return params, opt_state, losses
-
-    return jax.jit(chunk, static_argnums=4)
+    return chunk
 
 
 def analysis_metadata(settings: LSASettings, eval_set) -> dict:

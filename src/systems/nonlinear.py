@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 
 from src.bounds import check_memory, check_sizes, training_bytes
-from src.loop import Chunk, LoopResult, TrainState
+from src.loop import Chunk, LoopResult, TrainState, scan_chunk
 from src.metrics import loss
 from src.optim import Optimizer, make_optimizer
 from src.params import flatten_params
@@ -109,7 +108,8 @@ class NonlinearTrainer(SystemTrainer):
                                                   grad_clip=tr.grad_clip, warmup_fraction=tr.warmup_fraction),
                                         tr.steps)
         self.key_init, self.train_key = jax.random.split(jax.random.key(tr.seed))
-        self._chunk = self._make_chunk()
+        self._pure_chunk = self._make_chunk()
+        self._chunk = jax.jit(self._pure_chunk, static_argnums=4)
         self._eval_tasks = None
         self._eval = jax.jit(lambda params, tasks: loss(self.model.apply(params, tasks), tasks.query_y))
 
@@ -131,18 +131,18 @@ class NonlinearTrainer(SystemTrainer):
         def loss_fn(params, tasks):
             return loss(model.apply(params, tasks), tasks.query_y)
 
-        def one_step(carry, step):
-            params, opt_state, train_key = carry
+        def one_step(carry, step, train_key):
+            params, opt_state = carry
             tasks = sample(jax.random.fold_in(train_key, step), batch_size)
             value, grads = jax.value_and_grad(loss_fn)(params, tasks)
             updates, opt_state = optimizer.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state, train_key), value
+            return (optax.apply_updates(params, updates), opt_state), value
+        scanned = scan_chunk(one_step)
 
         def chunk(params, opt_state, train_key, first_step, num_steps):
-            steps = first_step + jnp.arange(num_steps)
-            (params, opt_state, _), losses = jax.lax.scan(one_step, (params, opt_state, train_key), steps)
+            (params, opt_state), losses = scanned((params, opt_state), train_key, first_step, num_steps)
             return params, opt_state, losses
-        return jax.jit(chunk, static_argnums=4)
+        return chunk
 
     def init_state(self) -> TrainState:
         params = self.model.init(self.key_init, self.sample(jax.random.key(0), 1))
@@ -155,6 +155,14 @@ class NonlinearTrainer(SystemTrainer):
 
     def evaluate(self, state) -> dict[str, float]:
         return {"eval_loss": float(self._eval(state.params, self.eval_tasks))}
+
+    def seed_parts(self):
+        """Seeds trained together (src/together.py): the pure chunk and this seed's train key."""
+        def chunk(state, train_key, first, num_steps) -> Chunk:
+            params, opt_state, losses = self._pure_chunk(state.params, state.opt_state, train_key,
+                                                         first, num_steps)
+            return Chunk(TrainState(params, opt_state), losses)
+        return chunk, self.train_key
 
     def headline(self, row: dict) -> dict[str, str]:
         return {"eval_loss": f"{row['eval_loss']:.5f}"}
