@@ -182,6 +182,7 @@ class LMTrainer(SystemTrainer):
         self.sample = sampler(settings)
         example = self.sample(jax.random.key(0), 1)
         self.params0, self.model_state = self.model.init(jax.random.key(tr.seed), *model_inputs(example))
+        self.train_key = jax.random.fold_in(jax.random.key(tr.seed), 1)
         self._chunk = self._make_chunk()
         self._score = jax.jit(lambda p, b: self.objective.score(self.apply(p, *model_inputs(b)), b))
         self._evaluation = None
@@ -197,7 +198,7 @@ class LMTrainer(SystemTrainer):
         return self.model.apply(params, self.model_state, *inputs, positions=positions)
 
     def _make_chunk(self):
-        """chunk(params, opt_state, first_step, num_steps) -> (params, opt_state, losses)."""
+        """chunk(params, opt_state, train_key, first_step, num_steps) -> (params, opt_state, losses)."""
         optimizer, sample = self.optimizer, self.sample
         loss_of = training_loss(self.settings, self.apply, self.objective)
         batch_size = self.settings.train.batch_size
@@ -210,18 +211,18 @@ class LMTrainer(SystemTrainer):
             return (optax.apply_updates(params, updates), opt_state), loss
 
         scanned = scan_chunk(one_step)
-        train_key = jax.random.fold_in(jax.random.key(self.settings.train.seed), 1)
 
-        def chunk(params, opt_state, first_step, num_steps):
+        def chunk(params, opt_state, train_key, first_step, num_steps):
             (params, opt_state), losses = scanned((params, opt_state), train_key, first_step, num_steps)
             return params, opt_state, losses
-        return jax.jit(chunk, static_argnums=3)
+        return jax.jit(chunk, static_argnums=4)
 
     def init_state(self) -> TrainState:
         return TrainState(self.params0, self.optimizer.init(self.params0))
 
     def run_chunk(self, state, first, num_steps) -> Chunk:
-        params, opt_state, losses = self._chunk(state.params, state.opt_state, first, num_steps)
+        params, opt_state, losses = self._chunk(state.params, state.opt_state, self.train_key, first,
+                                                num_steps)
         return Chunk(TrainState(params, opt_state), losses)
 
     def scores(self, params) -> dict:
