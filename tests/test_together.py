@@ -87,6 +87,7 @@ def train_both(tmp_path, settings_list):
     return alone, together
 
 
+@pytest.mark.study          # four compilations of the GPT-2 chunk (~22 s): make test_studies
 def test_seeds_together_write_what_each_seed_alone_writes(tmp_path):
     favor = "model.attention_type=favor"      # Haiku state (random features) per seed
     alone, together = train_both(tmp_path, [tiny(0, favor), tiny(3, favor)])
@@ -99,9 +100,17 @@ def test_seeds_together_write_what_each_seed_alone_writes(tmp_path):
     assert first != second            # two seeds, two trainings
 
 
+def paper_system(seed: int, **train):
+    """The paper's lsa1 at a tiny size (compiles in about a second)."""
+    from src.presets import preset
+    base = preset("lsa1")
+    return replace(base, train=replace(base.train, steps=20, log_every=10, batch_size=64, eval_size=100,
+                                       seed=seed, **train)).validate()
+
+
 def test_a_diverging_seed_sends_the_group_back_to_training_alone(tmp_path):
-    blowup = ["training.learning_rate=1.0e+9"]
-    alone, together = train_both(tmp_path, [tiny(0, *blowup), tiny(1, *blowup)])
+    alone, together = train_both(tmp_path, [paper_system(0, learning_rate=1e9),
+                                            paper_system(1, learning_rate=1e9)])
     for a, t in zip(alone, together):
         summary = json.loads((t / names.SUMMARY).read_text())
         assert summary["status"] == "diverged"
@@ -125,11 +134,7 @@ def test_a_system_without_seed_parts_is_refused():
 
 
 def test_the_paper_systems_seeds_together_agree_with_each_alone(tmp_path):
-    from src.presets import preset
-    base = preset("lsa1")
-    base = replace(base, train=replace(base.train, steps=20, log_every=10, batch_size=64, eval_size=100))
-    alone, together = train_both(tmp_path, [replace(base, train=replace(base.train, seed=s)).validate()
-                                            for s in (0, 1)])
+    alone, together = train_both(tmp_path, [paper_system(0), paper_system(1)])
     for a, t in zip(alone, together):
         assert_close(contents(a), contents(t))
 
