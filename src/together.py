@@ -6,16 +6,18 @@ into its own run directory as training it alone would write it.
 
 A system offers this through `SystemTrainer.seed_parts()`: the paper's own (lsa), its non-linear
 regression and the gpt2 system (the mechanisms and length studies); every sweep and study asks for
-it with `--seeds-together` (an option of the local executor). On a GPU a group of small runs costs little more than one of them (one H200,
-mechanisms cell: 0.51 ms a step for one seed, 0.78 for 4 together, 1.73 for 16; docs/workbench.md);
-on a CPU it gains nothing, where one process per core is already the fastest.
+it with `--seeds-together` (an option of the local executor). On a GPU a group of small runs costs
+little more than one of them (one H200, mechanisms cell: 0.51 ms a step for one seed, 0.78 for 4
+together, 1.73 for 16; docs/workbench.md); on a CPU it gains nothing, where one process per core is
+already the fastest.
 
-Equality: the batched program rounds as the single one does on the CPUs we test on
-(tests/test_together.py compares every metric, the training losses and the parameters, bit for
-bit, for a few hundred steps); where a backend orders a sum differently, the runs agree to float32
-rounding. Divergence: when any seed's training loss stops being finite or explodes (the loop's
-rule, each seed against its own first loss), the group stops and `train_together` returns None;
-the caller then trains each seed alone, which is what the seeds would have done by themselves.
+Equality: the batched program does not order its sums as the single one does, so the seeds agree
+with training alone to float32 rounding, not bit for bit (tests/test_together.py: every file of
+the run directories, floats within 1e-6 after 20-30 steps); over a long training the difference
+grows as with any change in the order of sums. Divergence: when any seed's training loss stops
+being finite or explodes (the loop's rule, each seed against its own first loss), the group stops
+and `train_together` returns None; the caller then trains each seed alone, which is what the seeds
+would have done by themselves.
 
 Glossary: S seeds, n steps of a chunk, K log points.
 """

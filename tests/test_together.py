@@ -1,4 +1,5 @@
-"""Seeds trained together (src/together.py) write what training each seed alone writes."""
+"""Seeds trained together (src/together.py) write what training each seed alone writes, to float32
+rounding (floats within 1e-6), and fall back to training alone when one diverges."""
 from __future__ import annotations
 
 import json
