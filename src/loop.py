@@ -125,6 +125,13 @@ def first_bad_step(losses: np.ndarray, first_loss: float) -> int | None:
     return int(np.argmax(bad)) if bad.any() else None
 
 
+def first_bad_step_of_runs(losses: np.ndarray, first_losses: np.ndarray) -> int | None:
+    """The first step of a chunk at which any of S runs trained together diverges, each by
+    `first_bad_step` against its own first loss (losses [n, S], first_losses [S]), or None."""
+    bad = [first_bad_step(losses[:, i], first_loss) for i, first_loss in enumerate(first_losses)]
+    return min((b for b in bad if b is not None), default=None)
+
+
 def tree_finite(tree) -> bool:
     return all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree_util.tree_leaves(tree))
 

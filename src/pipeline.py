@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from src import checkpoint, tracking
-from src.files import JsonlLogger
+from src.files import JsonlLogger, to_jsonable
 from src.loop import LoopResult, Progress, train
 from src.provenance import run_record
 from src.registry import registry
@@ -163,10 +163,7 @@ def _train_and_write_logged(run: RunDir, settings: Settings, trainer: SystemTrai
     digest = settings.digest()
 
     def save(snapshot: Progress) -> None:
-        arrays = checkpoint.to_arrays(snapshot, digest)
-        run.write_npz(names.CHECKPOINT, arrays)
-        if trainer.keep_every and snapshot.step % trainer.keep_every == 0:
-            run.write_npz(names.kept_checkpoint(snapshot.step), arrays)
+        write_checkpoint(run, trainer, snapshot, digest)
 
     result = train(trainer, start=start, on_log=log, on_checkpoint=save, progress=progress,
                    label=trainer.label)
@@ -174,6 +171,16 @@ def _train_and_write_logged(run: RunDir, settings: Settings, trainer: SystemTrai
         logger.write()
     _write_outputs(run, settings, trainer, result, skip_analysis)
     return result
+
+
+def write_checkpoint(run: RunDir, trainer: SystemTrainer, snapshot: Progress, digest: str, *,
+                     latest: bool = True) -> None:
+    """checkpoint.npz (when `latest`), and checkpoint_<step>.npz at multiples of keep_every."""
+    arrays = checkpoint.to_arrays(snapshot, digest)
+    if latest:
+        run.write_npz(names.CHECKPOINT, arrays)
+    if trainer.keep_every and snapshot.step % trainer.keep_every == 0:
+        run.write_npz(names.kept_checkpoint(snapshot.step), arrays)
 
 
 def _write_outputs(run: RunDir, settings: Settings, trainer: SystemTrainer, result: LoopResult,
@@ -214,18 +221,9 @@ def execute_together(settings_list: Sequence[Settings], outs: Sequence[Path], *,
             run.write_json(names.CONFIG, run_record(settings.to_dict(), runner, argv, out))
             for name, value in trainer.outputs_before().items():
                 write_file(run, name, value)
-            logger = JsonlLogger(run.file(names.METRICS))
-            for row in result.history:
-                logger.log(row)
-            if not result.history:
-                logger.write()
-            digest = settings.digest()
+            JsonlLogger(run.file(names.METRICS), rows=map(to_jsonable, result.history)).write()
             for step, snapshot in kept.items():
-                arrays = checkpoint.to_arrays(snapshot, digest)
-                if step == result.step:
-                    run.write_npz(names.CHECKPOINT, arrays)
-                if trainer.keep_every and step % trainer.keep_every == 0:
-                    run.write_npz(names.kept_checkpoint(step), arrays)
+                write_checkpoint(run, trainer, snapshot, settings.digest(), latest=step == result.step)
             _write_outputs(run, settings, trainer, result, skip_analysis)
         outcomes.append(Outcome(run, result, trainer))
     return outcomes

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.loop import EXPLODED, Chunk, LoopResult, Progress, Trainer, TrainState, train
+from src.loop import Chunk, LoopResult, Progress, Trainer, TrainState, first_bad_step_of_runs, train
 
 
 def _stack(trees):
@@ -97,12 +97,14 @@ class Together(Trainer):
         losses = np.asarray(out.losses).T                                # [n, S]
         if self.first_losses is None:
             self.first_losses = losses[0].copy()
-        bad = ~np.isfinite(losses) | (losses > EXPLODED * np.maximum(np.abs(self.first_losses), 1e-30))
+        bad = first_bad_step_of_runs(losses, self.first_losses)
+        seen = losses[:, 0].copy()
+        if bad is not None:
+            seen[bad] = np.nan
         self.pending.append(losses)
         per_step = {"seed_loss": losses,
                     **{k: np.moveaxis(np.asarray(v), 0, 1) for k, v in out.per_step.items()}}
-        return Chunk(out.state, np.where(bad.any(axis=1), np.nan, losses[:, 0]), per_step,
-                     {k: np.asarray(v) for k, v in out.at_end.items()})
+        return Chunk(out.state, seen, per_step, {k: np.asarray(v) for k, v in out.at_end.items()})
 
     def evaluate(self, state) -> dict:
         return {"seeds": [t.evaluate(_take(state, i)) for i, t in enumerate(self.trainers)]}

@@ -24,23 +24,31 @@ from src.systems import settings_from_record
 PROG = "python -m runners.run"
 
 
+GROUP_FORMAT = '{"runs": [{"settings": ..., "out": DIR}, ...]}'
+
+
+def read_json(flag: str, path: str, accepted: str):
+    """The JSON document of a file (`-`: standard input, as the job engine sends it): UsageError
+    naming the flag, the file and what is wrong with it, in one line."""
+    try:
+        if path == "-":
+            return json.loads(sys.stdin.read())
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: cannot be read ({err.strerror or err})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{flag} {path}: is not a text file; accepted: {accepted}") from None
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{flag} {path}: is not JSON ({err.msg} at line {err.lineno}); accepted: "
+                         f"{accepted}") from None
+
+
 def read_settings(path: str) -> Settings:
     """The validated settings of a config.json (or of a bare settings mapping; `-`: standard
     input, as the job engine sends them): UsageError naming the file and what is wrong with it,
     in one line."""
-    try:
-        if path == "-":
-            raw = json.loads(sys.stdin.read())
-        else:
-            with open(path, encoding="utf-8") as handle:
-                raw = json.load(handle)
-    except OSError as err:
-        raise UsageError(f"--config {path}: cannot be read ({err.strerror or err})") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"--config {path}: is not a text file; accepted: a run's config.json") from None
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--config {path}: is not JSON ({err.msg} at line {err.lineno}); accepted: "
-                         "a run's config.json") from None
+    raw = read_json("--config", path, "a run's config.json")
     adopt_xla_flags(raw)                   # a run the job engine trained on one thread
     raw = raw.get("settings", raw) if isinstance(raw, dict) else raw
     if not isinstance(raw, dict):
@@ -56,19 +64,11 @@ def read_group(path: str) -> tuple[list[Settings], list[Path]]:
     """The runs of a `--together` file: {"runs": [{"settings": ..., "out": DIR}, ...]} whose
     settings differ only in train.seed (UsageError, one line)."""
     from src.together import together_refusal
-    try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-        raw = json.loads(text)
-    except OSError as err:
-        raise UsageError(f"--together {path}: cannot be read ({err.strerror or err})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UsageError(f"--together {path}: is not JSON; accepted: "
-                         '{"runs": [{"settings": ..., "out": DIR}, ...]}') from None
+    raw = read_json("--together", path, GROUP_FORMAT)
     runs = raw.get("runs") if isinstance(raw, dict) else None
     if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("out"), str)
                                              for r in runs):
-        raise UsageError(f"--together {path}: holds no list of runs; accepted: "
-                         '{"runs": [{"settings": ..., "out": DIR}, ...]}')
+        raise UsageError(f"--together {path}: holds no list of runs; accepted: {GROUP_FORMAT}")
     try:
         settings = [validated(settings_from_record(r.get("settings"))) for r in runs]
     except SettingsError as err:
@@ -100,11 +100,10 @@ def together_command(path: str, *, argv: Sequence[str], overwrite: bool, quiet: 
 
 def main(argv: Sequence[str] | None = None, description: str = "") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--together" in argv:
-        return _together_main(argv, description)
     parser = OneLineParser(prog=PROG, description=description or summary(__doc__))
-    parser.add_argument("--config", required=True, help="a run's config.json, or a JSON settings mapping")
-    parser.add_argument("--out", required=True, help="run directory to create")
+    parser.add_argument("--config", help="a run's config.json, or a JSON settings mapping (required "
+                                         "unless --together)")
+    parser.add_argument("--out", help="run directory to create (required unless --together)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace --out if it is one of our run directories")
     parser.add_argument("--resume", action="store_true", help="continue --out from its checkpoint")
@@ -115,9 +114,22 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
     parser.add_argument("--skip_analysis", action="store_true", help="no analyses at the end")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--together", metavar="FILE",
-                        help='instead of --config/--out: train runs that differ only in train.seed as '
-                             'one program, JSON {"runs": [{"settings": ..., "out": DIR}, ...]}')
+                        help="instead of --config/--out: train runs that differ only in train.seed as "
+                             f"one program, JSON {GROUP_FORMAT} (-: standard input; the job engine's "
+                             "--seeds-together)")
     args = parser.parse_args(argv)
+    if args.together is not None:
+        mixed = [flag for flag, value in (("--config", args.config), ("--out", args.out),
+                                          ("--resume", args.resume), ("--set", args.overrides),
+                                          ("--save_attention", args.save_attention)) if value]
+        if mixed:
+            parser.error(f"--together takes the runs' settings and directories from its file; "
+                         f"{', '.join(mixed)} not accepted with it")
+        return together_command(args.together, argv=argv, overwrite=args.overwrite, quiet=args.quiet,
+                                skip_analysis=args.skip_analysis)
+    missing = [flag for flag, value in (("--config", args.config), ("--out", args.out)) if value is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
     try:
         settings = read_settings(args.config)
         sets = list(args.overrides) + (["save_attention=true"] if args.save_attention else [])
@@ -132,17 +144,3 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
                          overwrite=args.overwrite, resume=args.resume, quiet=args.quiet,
                          skip_analysis=args.skip_analysis)
 
-
-def _together_main(argv: list[str], description: str) -> int:
-    parser = OneLineParser(prog=PROG, description=description or summary(__doc__))
-    parser.add_argument("--together", required=True, metavar="FILE",
-                        help='train runs that differ only in train.seed as one program: JSON {"runs": '
-                             '[{"settings": ..., "out": DIR}, ...]} (-: standard input; the job engine\'s '
-                             "--seeds-together)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace each out directory if it is one of our run directories")
-    parser.add_argument("--skip_analysis", action="store_true", help="no analyses at the end")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    return together_command(args.together, argv=argv, overwrite=args.overwrite, quiet=args.quiet,
-                            skip_analysis=args.skip_analysis)

@@ -68,6 +68,11 @@ class Job:
         return RunDir(self.path)
 
     @property
+    def paths(self) -> list[Path]:
+        """The run directories this job writes."""
+        return [self.path]
+
+    @property
     def expected(self) -> dict:
         """The settings as its config.json must store them."""
         return normalise(self.settings.to_dict())
@@ -86,6 +91,10 @@ class GroupJob(Job):
     """Runs that differ only in their seed, trained as one program in one process (src/together.py):
     `python -m runners.run --together - --quiet` reading every member's settings and directory."""
     members: list = field(default_factory=list)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [m.path for m in self.members]
 
     def settings_json(self) -> str:
         return json.dumps({"runs": [{"settings": m.expected, "out": str(m.path)} for m in self.members]})
@@ -284,13 +293,29 @@ def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path, say: Callable
     launcher = launcher_of(executor, runs_dir, workers)
 
     def train(job: Job) -> Job:
-        paths = [m.path for m in job.members] if isinstance(job, GroupJob) else [job.path]
         job.returncode, job.output, job.seconds = launcher.run_job(
-            job, overwrite=any(p.exists() for p in paths))
+            job, overwrite=any(p.exists() for p in job.paths))
         return job
 
-    group_of = {m.name: g.name for g in todo if isinstance(g, GroupJob) for m in g.members}
-    finished = _after_run(report, runs_dir, say, on_done, lambda job: group_of.get(job.name, job.name))
+    log_of = {m.name: g.name for g in todo if isinstance(g, GroupJob) for m in g.members}
+
+    def finished(job: Job) -> None:
+        job.state, job.detail = job_state(job)
+        if job.returncode == 0 and job.state == "complete":
+            report.trained.append(job)
+        elif job.state == "diverged":
+            report.trained.append(job)
+            report.diverged.append(job)
+            say(f"  diverged {job.name} (kept; its summary says status 'diverged')")
+        else:
+            why = (f"exit code {job.returncode}" if job.returncode
+                   else f"finished but incomplete ({job.detail})")
+            report.failed.append(job)
+            log = runs_dir / LOGS / (log_of.get(job.name, job.name) + ".log")
+            say(f"  FAILED {job.name}: {why}; log {log}\n" + tail(job.output))
+        if on_done is not None:
+            on_done(job)
+
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
@@ -312,28 +337,6 @@ def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path, say: Callable
         signal.signal(signal.SIGTERM, previous)
     pool.shutdown(wait=True)
     return report
-
-
-def _after_run(report: Report, runs_dir: Path, say: Callable[[str], None],
-               on_done: Callable[[Job], None] | None, log_of: Callable[[Job], str]):
-    """What run_jobs does with each finished run: re-plan it, sort it into the report, say so."""
-    def finished(job: Job) -> None:
-        job.state, job.detail = job_state(job)
-        if job.returncode == 0 and job.state == "complete":
-            report.trained.append(job)
-        elif job.state == "diverged":
-            report.trained.append(job)
-            report.diverged.append(job)
-            say(f"  diverged {job.name} (kept; its summary says status 'diverged')")
-        else:
-            why = (f"exit code {job.returncode}" if job.returncode
-                   else f"finished but incomplete ({job.detail})")
-            report.failed.append(job)
-            say(f"  FAILED {job.name}: {why}; log {runs_dir / LOGS / (log_of(job) + '.log')}\n"
-                + tail(job.output))
-        if on_done is not None:
-            on_done(job)
-    return finished
 
 
 def refuse_stale(jobs: Sequence[Job], runs_dir: Path, overwrite: bool) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from src.loop import LoopResult, Trainer
+from src.loop import Chunk, LoopResult, Trainer, TrainState
 from src.registry import UnknownChoice, registry
 from src.settings import Settings, SettingsError
 
@@ -68,6 +68,15 @@ class SystemTrainer(Trainer):
     def report(self, result: LoopResult, run) -> str:
         """The one line a command prints when the run (RunDir `run`, analysed) is done."""
         return f"{result.step} {self.unit}s in {result.seconds:.1f}s"
+
+
+def keyed_seed_parts(pure_chunk, train_key):
+    """`seed_parts` of a system whose pure chunk is chunk(params, opt_state, train_key, first,
+    num_steps) -> (params, opt_state, losses): the seed enters through its train key alone."""
+    def chunk(state, key, first, num_steps) -> Chunk:
+        params, opt_state, losses = pure_chunk(state.params, state.opt_state, key, first, num_steps)
+        return Chunk(TrainState(params, opt_state), losses)
+    return chunk, train_key
 
 
 def register_system(settings_class: type, doc: str):

@@ -36,7 +36,7 @@ from src.registry import registry
 import src.rundir.names as names
 from src.settings import (Settings, SettingsError, require, require_int, require_number,
                           require_one_of)
-from src.systems import Arrays, SystemTrainer, register_system
+from src.systems import Arrays, SystemTrainer, keyed_seed_parts, register_system
 
 ATTENTION_TASKS = 1000  # eval tasks whose attention is saved with save_attention
 
@@ -168,12 +168,8 @@ class LSATrainer(SystemTrainer):
         return self._evaluate(state.params, self.eval_set)
 
     def seed_parts(self):
-        """Seeds trained together (src/together.py): the pure chunk and this seed's train key."""
-        def chunk(state, train_key, first, num_steps) -> Chunk:
-            params, opt_state, losses = self._pure_chunk(state.params, state.opt_state, train_key,
-                                                         first, num_steps)
-            return Chunk(TrainState(params, opt_state), losses)
-        return chunk, self.train_key
+        """Seeds trained together (src/together.py): the seed enters through its train key."""
+        return keyed_seed_parts(self._pure_chunk, self.train_key)
 
     def headline(self, row: dict) -> dict[str, str]:
         return {"eval_loss": f"{row['eval_loss']:.4f}", "gd": f"{row['gd_loss']:.4f}"}

@@ -27,7 +27,7 @@ from src.params import flatten_params
 from src.registry import Choice, registry
 from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require_int,
                           require_number)
-from src.systems import SystemTrainer, register_system
+from src.systems import SystemTrainer, keyed_seed_parts, register_system
 
 
 @dataclass(frozen=True)
@@ -157,12 +157,8 @@ class NonlinearTrainer(SystemTrainer):
         return {"eval_loss": float(self._eval(state.params, self.eval_tasks))}
 
     def seed_parts(self):
-        """Seeds trained together (src/together.py): the pure chunk and this seed's train key."""
-        def chunk(state, train_key, first, num_steps) -> Chunk:
-            params, opt_state, losses = self._pure_chunk(state.params, state.opt_state, train_key,
-                                                         first, num_steps)
-            return Chunk(TrainState(params, opt_state), losses)
-        return chunk, self.train_key
+        """Seeds trained together (src/together.py): the seed enters through its train key."""
+        return keyed_seed_parts(self._pure_chunk, self.train_key)
 
     def headline(self, row: dict) -> dict[str, str]:
         return {"eval_loss": f"{row['eval_loss']:.5f}"}
