@@ -70,6 +70,16 @@ def run_record(settings: dict, runner: str, argv: Sequence[str], out: Path) -> d
         "code_fingerprint": code_fingerprint(),
         "platform": platform.platform(),
         # XLA's CPU code rounds differently with its thread count: the job engine trains parallel
-        # runs on one thread each (XLA_FLAGS), and a rerun or resume adopts what is recorded here
+        # runs on one thread each (XLA_FLAGS) and one core each (cpus: 1), and a rerun or resume
+        # adopts what is recorded here
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "cpus": usable_cpus(),
     }
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its Linux affinity, else the machine's count): the size
+    of XLA's CPU thread pool."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

@@ -102,20 +102,26 @@ def test_a_checkpoint_of_other_settings_or_a_corrupted_one_is_refused(tmp_path, 
         assert tree_digest(narrow) == state             # nothing changed
 
 
-def test_a_rerun_adopts_the_xla_flags_its_run_was_trained_with(tmp_path):
-    """The job engine trains parallel runs on one XLA thread each (XLA_FLAGS), and XLA's CPU code
-    rounds differently with its thread count (a GPT-2 run on 2 cores: other parameter bytes). The
-    run records its XLA_FLAGS and `runners.run --config` trains with them: same bytes."""
+def test_a_rerun_adopts_the_xla_flags_and_the_core_its_run_was_trained_with(tmp_path):
+    """The job engine trains parallel runs on one XLA thread and one core each (XLA_FLAGS and the
+    core in ICL_WORKBENCH_CPU), and XLA's CPU code rounds differently with its thread count (a
+    GPT-2 run on 2 cores: other parameter bytes). The run records its XLA_FLAGS and its CPUs, and
+    `runners.run --config` trains with them: one CPU again, same bytes."""
+    from src.cli import CPU_ENV
     from src.jobs.engine import SINGLE_THREAD_XLA
+    from src.jobs.local import usable_cores
     argv = ["--config", "configs/quick.yaml", "--set", "model.n_layer=1", "--set", "training.eval_size=50",
             "--quiet"]
-    plain = {k: v for k, v in ENV.items() if k != "XLA_FLAGS"}
+    plain = {k: v for k, v in ENV.items() if k not in ("XLA_FLAGS", CPU_ENV)}
+    pinned = {CPU_ENV: str(usable_cores()[-1])} if usable_cores() else {}
     first = subprocess.run([sys.executable, "-m", "runners.train", *argv, "--out", str(tmp_path / "a")], cwd=ROOT,
-                           env={**plain, "XLA_FLAGS": SINGLE_THREAD_XLA}, capture_output=True, text=True)
+                           env={**plain, "XLA_FLAGS": SINGLE_THREAD_XLA, **pinned}, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
-    assert json.loads((tmp_path / "a" / "config.json").read_text())["xla_flags"] == SINGLE_THREAD_XLA
+    record = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert record["xla_flags"] == SINGLE_THREAD_XLA and record["cpus"] == (1 if pinned else os.cpu_count())
     again = subprocess.run([sys.executable, "-m", "runners.run", "--config", str(tmp_path / "a" / "config.json"),
                             "--out", str(tmp_path / "b"), "--quiet"], cwd=ROOT, env=plain,
                            capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "b" / "config.json").read_text())["cpus"] == record["cpus"]
     assert (tmp_path / "a" / "params.npz").read_bytes() == (tmp_path / "b" / "params.npz").read_bytes()

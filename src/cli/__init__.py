@@ -227,6 +227,24 @@ def die_with_parent() -> None:
         raise SystemExit(143)
 
 
+CPU_ENV = "ICL_WORKBENCH_CPU"   # the core the job engine gives a runner when several run at once
+
+
+def pin_to_cpu() -> None:
+    """A runner given a core by the job engine (CPU_ENV set) keeps to it, before JAX starts: XLA's
+    CPU thread pool then has one thread, so runs trained side by side do not contend for the
+    cores, and round alike on any machine. Elsewhere, or where Linux affinity is missing:
+    nothing (config.json records the CPUs the run had, `src.provenance.usable_cpus`)."""
+    import os
+    core = os.environ.get(CPU_ENV)
+    if not core or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        os.sched_setaffinity(0, {int(core)})
+    except (OSError, ValueError):
+        pass
+
+
 def _interrupt(signum, frame) -> None:
     """SIGINT -> KeyboardInterrupt, but never inside a garbage-collector callback: an exception
     raised there is printed and dropped by Python ("Exception ignored in: _xla_gc_callback"), so
@@ -278,6 +296,7 @@ def guarded(main: Callable[[], int]) -> int:
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     prog = f"python -m {spec.name}" if spec is not None else os.path.basename(sys.argv[0])
     die_with_parent()
+    pin_to_cpu()
     catch_interrupts()
     try:
         code = main()

@@ -22,14 +22,22 @@ from src.rundir.staging import RunDirError, interrupted_note, remove_temporaries
 from src.settings import Settings, SettingsError
 
 
-def adopt_xla_flags(record) -> None:
-    """Train with the XLA_FLAGS a run's config.json recorded, unless XLA_FLAGS is set here. The
-    job engine trains parallel runs on one thread each, and XLA's CPU code rounds differently
-    with its thread count, so a rerun or resume of such a run must do the same to give the same
-    numbers. Takes effect only before this process's first JAX computation."""
-    flags = record.get("xla_flags") if isinstance(record, dict) else None
+def adopt_threads(record) -> None:
+    """Train with the XLA_FLAGS and the number of CPUs a run's config.json recorded, unless
+    XLA_FLAGS is set here, or this process has fewer CPUs. The job engine trains parallel runs on
+    one thread and one core each, and XLA's CPU code rounds differently with its thread count, so
+    a rerun or resume of such a run must do the same to give the same numbers. Takes effect only
+    before this process's first JAX computation."""
+    if not isinstance(record, dict):
+        return
+    flags = record.get("xla_flags")
     if isinstance(flags, str) and flags and "XLA_FLAGS" not in os.environ:
         os.environ["XLA_FLAGS"] = flags
+    cpus = record.get("cpus")
+    if type(cpus) is int and cpus >= 1 and hasattr(os, "sched_setaffinity"):
+        mine = sorted(os.sched_getaffinity(0))
+        if cpus < len(mine):
+            os.sched_setaffinity(0, set(mine[:cpus]))
 
 
 def validated(settings: Settings, translate: Mapping[str, str] | None = None) -> Settings:
@@ -45,7 +53,7 @@ def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv
                   skip_analysis: bool = False, wandb=None) -> int:
     if resume:
         try:
-            adopt_xla_flags(json.loads((Path(out) / names.CONFIG).read_text()))
+            adopt_threads(json.loads((Path(out) / names.CONFIG).read_text()))
         except (OSError, ValueError):
             pass            # check_target names what is wrong with the run directory
     try:

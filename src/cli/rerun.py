@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from src.cli import OneLineParser, UsageError, dry_run, fail, summary
-from src.cli.command import adopt_xla_flags, train_command, validated
+from src.cli.command import adopt_threads, train_command, validated
 from src.overrides import apply_overrides
 from src.pipeline import check_target
 from src.rundir import RunDirError
@@ -49,7 +49,7 @@ def read_settings(path: str) -> Settings:
     input, as the job engine sends them): UsageError naming the file and what is wrong with it,
     in one line."""
     raw = read_json("--config", path, "a run's config.json")
-    adopt_xla_flags(raw)                   # a run the job engine trained on one thread
+    adopt_threads(raw)                     # a run the job engine trained on one core
     raw = raw.get("settings", raw) if isinstance(raw, dict) else raw
     if not isinstance(raw, dict):
         raise UsageError(f"--config {path}: holds no settings mapping (a JSON {type(raw).__name__}); "

@@ -1,9 +1,11 @@
 """The local executor (registry "executor" entry `local`): each run is a child process
 `python -m runners.run --config - --out DIR --quiet` reading its settings on standard input,
-one thread each when several run at once, dying with its driver (src.cli.die_with_parent).
+one thread and one core each when several run at once (src.cli.pin_to_cpu), dying with its
+driver (src.cli.die_with_parent).
 """
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import threading
@@ -11,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from src.cli import CPU_ENV
 from src.files import atomic_write_text
 from src.jobs.engine import child_env, stop_processes
 from src.registry import registry
@@ -20,12 +23,15 @@ from src.settings import require
 @dataclass
 class Launcher:
     """Runs jobs as child processes (several threads may call `run_job` at once), writes each
-    one's output to `log_dir/<name>.log`, and stops only its own children on request."""
+    one's output to `log_dir/<name>.log`, and stops only its own children on request. With
+    `cores`, each child is given the core that the fewest running children have."""
     env: dict
     log_dir: Path
+    cores: tuple[int, ...] = ()
     stopping: threading.Event = field(default_factory=threading.Event)
     live: set = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    running_on: dict = field(default_factory=dict)    # core -> children running there
 
     def run_job(self, job, overwrite: bool) -> tuple[int | None, str, float]:
         """(exit code, output, seconds); exit code None when stopping had begun."""
@@ -34,14 +40,21 @@ class Launcher:
         with self.lock:   # no process starts once terminate_all has begun
             if self.stopping.is_set():
                 return None, "", 0.0
+            env, core = self.env, None
+            if self.cores:
+                core = min(self.cores, key=lambda c: self.running_on.get(c, 0))
+                self.running_on[core] = self.running_on.get(core, 0) + 1
+                env = {**env, CPU_ENV: str(core)}
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.PIPE, text=True, env=self.env)
+                                    stdin=subprocess.PIPE, text=True, env=env)
             self.live.add(proc)
         try:
             output, _ = proc.communicate(input=job.settings_json())
         finally:
             with self.lock:
                 self.live.discard(proc)
+                if core is not None:
+                    self.running_on[core] -= 1
         seconds = time.monotonic() - start
         try:
             atomic_write_text(self.log_dir / f"{job.name}.log",
@@ -60,12 +73,23 @@ class Launcher:
 @dataclass(frozen=True)
 class LocalExecutorOptions:
     seeds_together: bool = False    # runs that differ only in their seed as one program (GroupJob)
+    share_cores: bool = False       # runs side by side share every core, unpinned (the earlier way)
 
     def check(self) -> None:
         require(isinstance(self.seeds_together, bool), "seeds_together", self.seeds_together, "true or false")
+        require(isinstance(self.share_cores, bool), "share_cores", self.share_cores, "true or false")
 
 
-@registry("executor").register("local", LocalExecutorOptions, doc="child processes on this machine (--jobs at a time; "
-                               "--seeds-together: a run's seeds as one program)")
+def usable_cores() -> tuple[int, ...]:
+    """The cores this process may run on (Linux affinity); () where that cannot be set."""
+    if not hasattr(os, "sched_setaffinity"):
+        return ()
+    return tuple(sorted(os.sched_getaffinity(0)))
+
+
+@registry("executor").register("local", LocalExecutorOptions, doc="child processes on this machine (--jobs at a time, "
+                               "one core each; --seeds-together: a run's seeds as one program)")
 def build_local(options: LocalExecutorOptions, *, runs_dir: Path, log_dir: Path, workers: int) -> Launcher:
-    return Launcher(child_env(runs_dir, single_thread=workers > 1), log_dir)
+    several = workers > 1
+    cores = usable_cores() if several and not options.share_cores else ()
+    return Launcher(child_env(runs_dir, single_thread=several), log_dir, cores)

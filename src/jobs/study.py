@@ -28,7 +28,8 @@ from src.settings import SettingsError
 
 
 def add_executor_flags(parser) -> None:
-    """--executor, --address, --cpus-per-run, --seeds-together: the same on every sweep and study."""
+    """--executor, --address, --cpus-per-run, --seeds-together, --share-cores: the same on every sweep
+    and study."""
     group = parser.add_argument_group("executor")
     group.add_argument("--executor", choices=registry("executor").names(), default="local",
                        help="local child processes (default) or one Ray task per run")
@@ -40,13 +41,17 @@ def add_executor_flags(parser) -> None:
                        const=True, default=None,
                        help="local: train the runs that differ only in their seed as one program "
                             "(src/together.py; pays on a GPU, not on a CPU; equal to float32 rounding)")
+    group.add_argument("--share-cores", "--share_cores", dest="share_cores", action="store_const", const=True,
+                       default=None, help="local: runs side by side share every core, unpinned, as they did before "
+                                          "(default: one core each: faster, and rounded alike on any machine)")
 
 
 def executor_of(args, connect: bool = True) -> Choice:
     """The executor of parsed flags: its registry entry with the options the flags set
     (UsageError, one line, for a flag the executor does not take or one it cannot honour)."""
     entry = registry("executor").get(getattr(args, "executor", "local"))
-    flags = {"address": "--address", "cpus_per_run": "--cpus-per-run", "seeds_together": "--seeds-together"}
+    flags = {"address": "--address", "cpus_per_run": "--cpus-per-run", "seeds_together": "--seeds-together",
+             "share_cores": "--share-cores"}
     given = {k: getattr(args, k, None) for k in flags}
     fields = set(entry.options.__dataclass_fields__)
     for key, value in given.items():
