@@ -77,9 +77,14 @@ def run_record(settings: dict, runner: str, argv: Sequence[str], out: Path) -> d
     }
 
 
+def usable_cores() -> tuple[int, ...]:
+    """The cores this process may run on, by its Linux affinity; () where there is none to set."""
+    if not hasattr(os, "sched_setaffinity"):
+        return ()
+    return tuple(sorted(os.sched_getaffinity(0)))
+
+
 def usable_cpus() -> int:
-    """The CPUs this process may run on (its Linux affinity, else the machine's count): the size
-    of XLA's CPU thread pool."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """How many CPUs this process may run on (its Linux affinity, else the machine's count): the
+    size of XLA's CPU thread pool."""
+    return len(usable_cores()) or os.cpu_count() or 1

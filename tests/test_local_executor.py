@@ -11,7 +11,8 @@ import pytest
 
 from src.cli import CPU_ENV
 from src.jobs.engine import Job
-from src.jobs.local import LocalExecutorOptions, build_local, usable_cores
+from src.jobs.local import LocalExecutorOptions, build_local
+from src.provenance import usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a runner does first (src.cli.guarded): keep to its core; then report where it may run

@@ -109,7 +109,7 @@ def test_a_rerun_adopts_the_xla_flags_and_the_core_its_run_was_trained_with(tmp_
     `runners.run --config` trains with them: one CPU again, same bytes."""
     from src.cli import CPU_ENV
     from src.jobs.engine import SINGLE_THREAD_XLA
-    from src.jobs.local import usable_cores
+    from src.provenance import usable_cores
     argv = ["--config", "configs/quick.yaml", "--set", "model.n_layer=1", "--set", "training.eval_size=50",
             "--quiet"]
     plain = {k: v for k, v in ENV.items() if k not in ("XLA_FLAGS", CPU_ENV)}

@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 from src.cli import UsageError, dry_run, fail
 from src.pipeline import check_target, execute
+from src.provenance import usable_cores
 from src.rundir import names
 from src.rundir.staging import RunDirError, interrupted_note, remove_temporaries_below, will_replace
 from src.settings import Settings, SettingsError
@@ -33,11 +34,9 @@ def adopt_threads(record) -> None:
     flags = record.get("xla_flags")
     if isinstance(flags, str) and flags and "XLA_FLAGS" not in os.environ:
         os.environ["XLA_FLAGS"] = flags
-    cpus = record.get("cpus")
-    if type(cpus) is int and cpus >= 1 and hasattr(os, "sched_setaffinity"):
-        mine = sorted(os.sched_getaffinity(0))
-        if cpus < len(mine):
-            os.sched_setaffinity(0, set(mine[:cpus]))
+    cpus, mine = record.get("cpus"), usable_cores()
+    if type(cpus) is int and 1 <= cpus < len(mine):
+        os.sched_setaffinity(0, set(mine[:cpus]))
 
 
 def validated(settings: Settings, translate: Mapping[str, str] | None = None) -> Settings:

@@ -5,17 +5,18 @@ driver (src.cli.die_with_parent).
 """
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from src.cli import CPU_ENV
 from src.files import atomic_write_text
 from src.jobs.engine import child_env, stop_processes
+from src.provenance import usable_cores
 from src.registry import registry
 from src.settings import require
 
@@ -31,7 +32,7 @@ class Launcher:
     stopping: threading.Event = field(default_factory=threading.Event)
     live: set = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    running_on: dict = field(default_factory=dict)    # core -> children running there
+    running_on: Counter = field(default_factory=Counter)    # core -> children running there
 
     def run_job(self, job, overwrite: bool) -> tuple[int | None, str, float]:
         """(exit code, output, seconds); exit code None when stopping had begun."""
@@ -42,8 +43,8 @@ class Launcher:
                 return None, "", 0.0
             env, core = self.env, None
             if self.cores:
-                core = min(self.cores, key=lambda c: self.running_on.get(c, 0))
-                self.running_on[core] = self.running_on.get(core, 0) + 1
+                core = min(self.cores, key=self.running_on.__getitem__)
+                self.running_on[core] += 1
                 env = {**env, CPU_ENV: str(core)}
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.PIPE, text=True, env=env)
@@ -78,13 +79,6 @@ class LocalExecutorOptions:
     def check(self) -> None:
         require(isinstance(self.seeds_together, bool), "seeds_together", self.seeds_together, "true or false")
         require(isinstance(self.share_cores, bool), "share_cores", self.share_cores, "true or false")
-
-
-def usable_cores() -> tuple[int, ...]:
-    """The cores this process may run on (Linux affinity); () where that cannot be set."""
-    if not hasattr(os, "sched_setaffinity"):
-        return ()
-    return tuple(sorted(os.sched_getaffinity(0)))
 
 
 @registry("executor").register("local", LocalExecutorOptions, doc="child processes on this machine (--jobs at a time, "
