@@ -23,6 +23,13 @@ def pytest_configure(config):
                             "runs it after make test)")
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """How the golden runs were compared on this machine: bit for bit, or to the stated tolerance."""
+    if any("golden" in str(arg) or arg.rstrip("/").endswith("tests") for arg in config.args):
+        from golden_machines import mode_line
+        terminalreporter.write_line(mode_line())
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _SESSION_CACHE:
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)

@@ -3,15 +3,15 @@ not move when the code is refactored (issue 11: "the paper's numbers do not move
 
 `record()` returns, per run, every metrics row (without wall times), the summary's metric
 values, the analysis outputs (alignment.json, ood.csv, attention_stats AUROC) and a sha256
-of every parameter array. `python tests/golden_runs.py OUT.json` writes them; the golden
-files in tests/golden/ were written by the code of commit d39df7a (before the registries), one
-per kind of CPU (tests/test_golden.py picks the one of the machine).
+of every parameter array. The legacy files in tests/golden/ were written by the code of commit
+d39df7a (before the registries) on three machines; `make golden_record` (tests/golden_record.py)
+adds a machine's record, and tests/golden_machines.py says which record a machine is compared
+with, and how.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,36 +30,11 @@ RUNS = {
 TIMING_KEYS = {"elapsed_s", "train_seconds"}
 
 
-def cpu_kind() -> str:
-    """The kind of CPU, as far as XLA's CPU code (and so the last digit of a float) differs:
-    'avx2' for an x86 CPU with AVX2 but no AVX-512 (an AMD EPYC, 2026-11-23), 'amd_avx512' for
-    an AMD CPU with AVX-512 (an AMD EPYC of family 25, 2026-11-25), else 'default' (the kind the
-    fixtures of tests/golden/golden_v1.json and tests/fixtures/v1 were recorded on)."""
-    flags, vendor = [], ""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags") and not flags:
-                flags = line.split(":", 1)[1].split()
-            elif line.startswith("vendor_id") and not vendor:
-                vendor = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    if "avx2" in flags and "avx512f" not in flags:
-        return "avx2"
-    return "amd_avx512" if vendor == "AuthenticAMD" and "avx512f" in flags else "default"
-
-
 def same_numbers(new, old) -> bool:
-    """Bit for bit on the kind of CPU the v1 fixtures were recorded on; elsewhere equal to 1e-6
-    relative (the same code gives other last digits on another instruction set)."""
-    if cpu_kind() == "default":
-        return new == old
-    if isinstance(new, dict) and isinstance(old, dict):
-        return new.keys() == old.keys() and all(same_numbers(new[k], old[k]) for k in new)
-    if isinstance(new, float) and isinstance(old, float):
-        import pytest
-        return new == pytest.approx(old, rel=1e-6, abs=1e-9)
-    return new == old
+    """Equal to another machine's rounding (tests/golden_machines.py: 1e-6 relative): for records
+    whose machine is not known well enough to claim its bits (tests/fixtures/v1)."""
+    from golden_machines import _close
+    return _close(new, old)
 
 
 def params_digest(path: Path) -> dict:
@@ -96,19 +71,3 @@ def train(runner: str, flags: list[str], out: Path) -> None:
     import importlib
     code = importlib.import_module(runner).main([*flags, "--out", str(out)])
     assert code == 0, f"{runner} {flags} exited {code}"
-
-
-def record(base: Path) -> dict:
-    out = {}
-    for name, (runner, flags) in RUNS.items():
-        train(runner, flags, base / name)
-        out[name] = read_run(base / name)
-    return out
-
-
-if __name__ == "__main__":
-    import tempfile
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    with tempfile.TemporaryDirectory() as tmp:
-        result = record(Path(tmp))
-    Path(sys.argv[1]).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")

@@ -7,9 +7,9 @@ Each run is the command line a user types (`python -m runners.<x> ARGV`), called
 parameter array, and each system's own outputs (the GPT-2 training log, ICL curve and stress
 tests; the recipe's decoded examples; the dynamics trajectory and its analysis).
 
-    python tests/golden_systems.py OUT.json     # record (the files in tests/golden/ were written
-                                               # by commit 6aca606, before the one-core refactor)
-    python tests/golden_systems.py --check      # every recorded run against the file (make golden)
+    python tests/golden_systems.py --check [RUN ...]   # every golden run of every system against its
+                                                      # records (make golden; tests/golden_machines.py)
+    python tests/golden_record.py                      # this machine's record (make golden_record)
 """
 from __future__ import annotations
 
@@ -118,26 +118,6 @@ def train(runner: str, argv: list[str], out: Path) -> None:
     assert code == 0, f"{runner} {argv} exited {code}"
 
 
-def record(base: Path, names=None) -> dict:
-    out = {}
-    for name in names or RUNS:
-        runner, argv = RUNS[name]
-        train(runner, argv, base / name)
-        out[name] = read_run(base / name)
-    return out
-
-
-# The recorded runs per kind of CPU (tests/golden_runs.py: cpu_kind), each written by commit
-# 6aca606 (the code of 4d70975, before the one-core refactor) on a machine of that kind.
-GOLDEN_FILES = {"default": "golden_systems_v1.json",
-                "amd_avx512": "golden_systems_v1_amd_avx512.json"}
-
-
-def golden_file() -> Path | None:
-    """This machine's golden file, or None where none was recorded on its kind of CPU."""
-    from golden_runs import cpu_kind
-    name = GOLDEN_FILES.get(cpu_kind())
-    return None if name is None else Path(__file__).parent / "golden" / name
 
 
 def expected(name: str, golden: dict) -> dict:
@@ -179,43 +159,46 @@ def recorded_norm_order(recorded_names):
 
 
 def check(names=None) -> int:
-    """Train every recorded run now and compare; prints one line per run, returns the failures.
-    A run that moved is trained again with the gradient norm summed in its recorded parameter
-    order (`recorded_norm_order`) and passes only if that is bit-identical, saying so."""
+    """Train every recorded run now and compare it as the suite does (tests/golden_machines.py:
+    bit for bit on a machine with its own record, else to the tolerance); prints one line per run,
+    returns the failures. Where a run compared bit for bit moved, it is trained again with the
+    gradient norm summed in its recorded parameter order (`recorded_norm_order`) and passes only if
+    that is bit-identical, saying so."""
     import tempfile
-    from golden_runs import cpu_kind
-    if golden_file() is None:
-        print(f"skipped: no golden runs of the newer systems were recorded on CPU kind {cpu_kind()!r}")
-        return 0
-    golden = json.loads(golden_file().read_text())
+    from golden_machines import compare_run, comparison, mode_line, param_samples
+    import golden_runs
+    print(mode_line(), flush=True)
     failures = 0
+    everything = {**{n: (golden_runs, r) for n, r in golden_runs.RUNS.items()},
+                  **{n: (sys.modules[__name__], r) for n, r in RUNS.items()}}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names or RUNS:
-            runner, argv = RUNS[name]
-            want = expected(name, golden)
+        for name in names or everything:
+            module, (runner, argv) = everything[name]
+            transform = expected if module is not golden_runs else (lambda n, runs: runs[n])
 
-            def moved(out: Path) -> list[str]:
-                got = read_run(out)
-                return [k for k in sorted(set(got) | set(want)) if got.get(k) != want.get(k)]
-            train(runner, [*argv], Path(tmp) / name)
-            differs, line = moved(Path(tmp) / name), "bit-identical"
-            if differs and not name.startswith("dynamics"):
-                with recorded_norm_order(golden[name]["params_sha256"]):
-                    train(runner, [*argv], Path(tmp) / f"{name}_recorded_order")
-                if not moved(Path(tmp) / f"{name}_recorded_order"):
-                    differs, line = [], (f"bit-identical with the gradient norm summed in the recorded "
-                                         f"parameter order (without it: {', '.join(differs)} differ)")
-            failures += bool(differs)
-            print(f"{line if not differs else 'MOVED: ' + ', '.join(differs)}  {name}", flush=True)
+            def compared(out: Path):
+                return compare_run(name, module.read_run(out), param_samples(out / "params.npz"), transform)
+            module.train(runner, [*argv], Path(tmp) / name)
+            moved, how = compared(Path(tmp) / name)
+            records, exact, _ = comparison(name)
+            if moved and exact and module is not golden_runs:
+                with recorded_norm_order(records[0].runs[name]["params_sha256"]):
+                    module.train(runner, [*argv], Path(tmp) / f"{name}_recorded_order")
+                if not compared(Path(tmp) / f"{name}_recorded_order")[0]:
+                    how += (" - bit-identical with the gradient norm summed in the recorded parameter order "
+                            f"(without it: {len(moved)} keys differ)")
+                    moved = []
+            failures += bool(moved)
+            print(f"{'MOVED: ' + '; '.join(moved) + ' - ' if moved else 'ok  '}{how}", flush=True)
     return failures
 
 
 if __name__ == "__main__":
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
-    if sys.argv[1:2] == ["--check"]:
-        sys.exit(1 if check(sys.argv[2:]) else 0)
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        result = record(Path(tmp))
-    Path(sys.argv[1]).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    sys.path.insert(0, str(root / "tests"))
+    if sys.argv[1:2] != ["--check"]:
+        sys.exit("usage: python tests/golden_systems.py --check [RUN ...]  (to record: python tests/golden_record.py)")
+    import os
+    os.chdir(root)
+    sys.exit(1 if check(sys.argv[2:]) else 0)

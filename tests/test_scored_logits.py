@@ -33,7 +33,9 @@ def test_scored_logits_give_the_loss_and_gradients_of_all_logits(task):
     jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7),
                            grads["scored"], grads["all"])
     plain = jax.jit(lambda p, b: trainer.objective.score(trainer.apply(p, *model_inputs(b)), b).loss)
-    np.testing.assert_array_equal(losses["all"], plain(trainer.params0, batch))   # `all` is the loss as it was
+    # `all` is the loss as it was: the same function, compiled with its gradient or without, which
+    # XLA may fuse differently (1 ulp apart on an AVX2-only AMD EPYC, equal on the AVX-512 ones)
+    np.testing.assert_allclose(losses["all"], plain(trainer.params0, batch), rtol=2e-7)
 
 
 def test_scored_positions_are_every_scored_position_in_order():
