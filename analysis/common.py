@@ -18,7 +18,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from src.cli import OneLineParser, dry_run, summary
 from src.models.attention_only import Model, build_model
 from src.registry import registry
-from src.rundir import RunDir, RunDirError, names
+from src.rundir import MissingArtifact, RunDir, RunDirError, names
 from src.systems.lsa import LSASettings
 
 
@@ -104,8 +104,18 @@ def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if dry_run(parser.prog, f"analyse {args.run}"):
         return 0
-    code = run_cli(parser.prog, lambda: work(args, RunDir(args.run)))
+    code = run_cli(parser.prog, lambda: work(args, finished(RunDir(args.run))))
     return diverged_note(parser.prog, RunDir(args.run)) if code == 0 else code
+
+
+def finished(run: RunDir) -> RunDir:
+    """`run`, when it finished (its metrics_summary.json is written last, after its parameters):
+    MissingArtifact (one line) for a run still training, stopped or killed before its end."""
+    if run.path.is_dir() and run.exists(names.CONFIG) and not run.exists(names.SUMMARY):
+        raise MissingArtifact(f"{run.path} has not finished (no {names.SUMMARY}: it is still training, or "
+                              "was stopped before its end); accepted: a finished run (continue this one with "
+                              "the command that started it and --resume)")
+    return run
 
 
 DIVERGED_EXIT = 3

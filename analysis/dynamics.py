@@ -203,6 +203,10 @@ def load_dynamics(run_dir: RunDir) -> tuple[dict, object]:
 def run(run_dir: RunDir) -> dict:
     """Compute and write analysis/dynamics.json and .png."""
     arrays, settings = load_dynamics(run_dir)
+    if len(arrays["loss"]) == 0:
+        raise AnalysisError(f"{run_dir.path} diverged in its first epoch (no epoch's loss was kept): there "
+                            "is no loss curve to analyse; accepted: a run that trained at least one epoch "
+                            "(a smaller --init or --lr)")
     train_set = make_sets(settings.task)["train"]
     record = analyse(arrays["loss"], arrays["log_epochs"], arrays["singular_values"],
                      arrays["gamma_diag"], train_set, settings.task)

@@ -67,6 +67,11 @@ def from_arrays(arrays: dict[str, np.ndarray], like: TrainState, digest: str, to
     step = int(arrays["step"])
     if not 0 < step <= total:
         raise CheckpointError(f"its step {step} is outside this run's 1..{total}")
+    for key, array in arrays.items():
+        if key.startswith(("params/", "opt_state/")) and np.issubdtype(array.dtype, np.inexact) \
+                and not np.all(np.isfinite(array)):
+            raise CheckpointError(f"its {key.split('/')[0]} array {key.split('/')[1]} is not finite (a run "
+                                  "keeps only finite states: the file was altered or damaged)")
     state = TrainState(_tree("params", like.params, arrays), _tree("opt_state", like.opt_state, arrays))
     per_step = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("per_step/")}
     at_log = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("at_log/")}

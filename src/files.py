@@ -46,9 +46,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.errno is not None and not err.filename:
+            raise OSError(err.errno, err.strerror, str(path)) from None    # a full disk names the file
         raise
 
 
@@ -104,6 +106,34 @@ class JsonlLogger:
         atomic_write_text(self.path, text)
 
 
+MAX_JSON_NESTING = 100     # levels of objects and arrays a JSON file of ours may have (it has < 10)
+
+
+def loads_json(text: str | bytes) -> Any:
+    """json.loads, with nesting bounded: ValueError (one line) for a document nested deeper than
+    MAX_JSON_NESTING levels (a hostile config.json of 100,000 levels would otherwise exhaust the
+    recursion of the parser or of the code that walks it)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_JSON_NESTING} levels") from None
+    level, frontier = 0, [value]
+    while frontier:
+        level += 1
+        if level > MAX_JSON_NESTING:
+            raise ValueError(f"nested deeper than {MAX_JSON_NESTING} levels")
+        frontier = [child for node in frontier if isinstance(node, (dict, list))
+                    for child in (node.values() if isinstance(node, dict) else node)
+                    if isinstance(child, (dict, list))]
+    return value
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON document of a file (OSError, UnicodeDecodeError, ValueError as loads_json)."""
+    with open(path, "rb") as handle:
+        return loads_json(handle.read().decode("utf-8"))
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     with open(path) as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        return [loads_json(line) for line in handle if line.strip()]

@@ -173,7 +173,11 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
     history = list(start.history)
     per_step = [start.per_step] if start.per_step else []
     at_log = [{k: v[i] for k, v in start.at_log.items()} for i in range(len(start.at_log.get("step", [])))]
-    pending: list[np.ndarray] = []
+    # the losses since the last log point: a run resumed between two log points logs the mean
+    # over the same steps as one that was never stopped
+    since_log = step - step % trainer.log_every
+    pending: list[np.ndarray] = ([np.asarray(start.per_step["loss"])[since_log:step]]
+                                 if step % trainer.log_every and "loss" in start.per_step else [])
     diverged = None
     begin = time.perf_counter()
     bar = tqdm(total=trainer.steps, initial=step, desc=label, unit=trainer.unit, disable=not progress,

@@ -85,6 +85,9 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
 def load_progress(settings: Settings, out: Path, trainer: SystemTrainer) -> Progress:
     """The checkpoint of run `out` for these settings, checked in full (ResumeRefused)."""
     run = RunDir(out)
+    if run.is_ours() and run.exists(names.SUMMARY):
+        raise ResumeRefused(f"--resume: {out} has finished (it has {names.SUMMARY}); nothing was changed; "
+                            "accepted: a run that was stopped before its end (retrain this one with --overwrite)")
     if not (run.is_ours() and run.exists(names.CHECKPOINT)):
         raise ResumeRefused(f"--resume: {out} has no checkpoint of ours; accepted: the directory of "
                             "a run started by this workbench (it writes checkpoint.npz as it trains)")
@@ -116,6 +119,8 @@ def check_target(settings: Settings, out: Path, *, overwrite: bool = False,
                  resume: bool = False) -> Progress | None:
     """Before any work: RunExists / ResumeRefused (one line) when `out` cannot take this run;
     the checkpoint to continue from when resuming."""
+    if resume and overwrite:
+        raise RunDirError("--resume continues a run and --overwrite replaces it; accepted: one of the two")
     if resume:
         return load_progress(settings, Path(out), build(settings))
     RunDir.check_creatable(out, overwrite)
@@ -191,7 +196,8 @@ def _write_outputs(run: RunDir, settings: Settings, trainer: SystemTrainer, resu
     for name, value in files.items():
         write_file(run, name, value)
     analyses = [] if result.diverged or skip_analysis else applicable_analyses(settings)
-    written = [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS, names.CHECKPOINT,
+    written = [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS,
+               *([names.CHECKPOINT] if run.exists(names.CHECKPOINT) else []),   # none when diverged at once
                *trainer.outputs_before(), *files]
     expected = written + [o for entry in analyses for o in entry.build(None).outputs(settings)]
     summary = {"status": "diverged" if result.diverged else "complete", "message": result.diverged,

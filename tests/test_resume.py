@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,24 +22,47 @@ from golden_systems import read_run
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-# system -> (runner, argv without --out): small, with a checkpoint every few steps
+LOG, CHECKPOINT = 20, 30      # a checkpoint at 30, between the log points 20 and 40 (and at 90, 150, ...)
+# system -> (runner, argv without --out): small, with a checkpoint every 30 steps and a row every 20
 RUNS = {
     "lsa": ("runners.run_concat_inputs_targets",
-            ["--steps", "1200", "--batch_size", "32", "--eval_size", "50", "--log_every", "20",
-             "--save_attention", "--set", "train.checkpoint_every=40", "--quiet"]),
+            ["--steps", "200", "--batch_size", "32", "--eval_size", "50", "--log_every", f"{LOG}",
+             "--save_attention", "--set", f"train.checkpoint_every={CHECKPOINT}", "--quiet"]),
     "gpt2": ("runners.train", ["--config", "configs/quick.yaml", "--set", "quick=false",
                                "--set", "model.n_embd=16", "--set", "model.n_layer=1",
-                               "--set", "training.batch_size=8", "--set", "training.train_steps=400",
-                               "--set", "training.log_every=20", "--set", "training.save_every_steps=40",
+                               "--set", "training.batch_size=8", "--set", "training.train_steps=120",
+                               "--set", f"training.log_every={LOG}", "--set",
+                               f"training.save_every_steps={CHECKPOINT}",
                                "--set", "training.eval_size=40", "--quiet"]),
     "lm": ("runners.recipe", ["task:mqar", "--task.vocab_size", "32", "--task.seq_len", "16",
                               "--task.num_pairs", "2", "--model.width", "16", "--model.n_head", "2",
-                              "--train.batch_size", "8", "--train.train_steps", "400", "--train.log_every",
-                              "20", "--train.checkpoint_every", "40", "--train.eval_size", "16", "--quiet"]),
+                              "--train.batch_size", "8", "--train.train_steps", "120", "--train.log_every",
+                              f"{LOG}", "--train.checkpoint_every", f"{CHECKPOINT}", "--train.eval_size", "16",
+                              "--quiet"]),
     "dynamics": ("runners.linattn", ["--model", "attnS", "--head", "2", "--in_dim", "3", "--seq_len", "6",
-                                     "--trainset_size", "100", "--testset", "20", "--epoch", "3001",
-                                     "--log_every", "10", "--checkpoint_every", "50", "--show", "--quiet"]),
+                                     "--trainset_size", "100", "--testset", "20", "--epoch", "301",
+                                     "--log_every", f"{LOG}", "--checkpoint_every", f"{CHECKPOINT}", "--show",
+                                     "--quiet"]),
+    "nonlinear": ("runners.run", ["--config", "NONLINEAR", "--quiet"]),
 }
+# what may differ between two runs of the same settings: wall-clock times
+TIMES = ("elapsed_s", "train_seconds", "ms_per_epoch", "seconds")
+
+
+def nonlinear_settings(folder: Path) -> str:
+    """A small run of the von Oswald non-linear regression system, as a settings file."""
+    from src.systems.nonlinear import NonlinearSettings, NonlinearTrain
+    train = NonlinearTrain(steps=200, batch_size=16, eval_size=50, log_every=LOG, checkpoint_every=CHECKPOINT)
+    settings = NonlinearSettings(train=train)
+    settings = replace(settings, model=replace(settings.model, options=replace(settings.model.options, width=8)))
+    path = folder / "nonlinear.json"
+    path.write_text(json.dumps(settings.validate().to_dict()))
+    return str(path)
+
+
+def argv_of(system: str, folder: Path) -> tuple[str, list[str]]:
+    runner, argv = RUNS[system]
+    return runner, [nonlinear_settings(folder) if a == "NONLINEAR" else a for a in argv]
 
 
 def call(runner: str, argv: list[str]) -> int:
@@ -50,31 +74,69 @@ def tree_digest(path: Path) -> dict:
             for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-def killed_after_a_checkpoint(runner: str, argv: list[str], out: Path) -> None:
+def without_times(path: Path) -> dict:
+    """Every file of a run directory, its bytes, but JSON lines and documents with their wall-clock
+    times removed."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in TIMES}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+    out = {}
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        data = file.read_bytes()
+        if file.suffix in (".json", ".jsonl"):
+            lines = data.decode().splitlines() if file.suffix == ".jsonl" else [data.decode()]
+            data = json.dumps([strip(json.loads(line)) for line in lines if line.strip()], sort_keys=True).encode()
+        out[str(file.relative_to(path))] = data
+    return out
+
+
+def killed_after_a_checkpoint(runner: str, argv: list[str], out: Path) -> int:
+    """Start the run in a process, stop it as soon as its first checkpoint is on disk, SIGKILL it;
+    returns the step of the checkpoint it left."""
+    import numpy as np
     proc = subprocess.Popen([sys.executable, "-m", runner, *argv, "--out", str(out)], cwd=ROOT, env=ENV,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not (out / "checkpoint.npz").exists():
         assert proc.poll() is None, proc.stderr.read()
         assert time.monotonic() < deadline, "no checkpoint within 120 s"
-        time.sleep(0.05)
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGSTOP)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "metrics_summary.json").exists(), "the run finished before it was killed"
+    with np.load(out / "checkpoint.npz") as data:
+        return int(data["step"])
 
 
 @pytest.mark.parametrize("system", list(RUNS))
-def test_sigkill_resume_and_rerun_from_config_are_bit_identical(system, tmp_path, monkeypatch):
+def test_sigkill_between_log_points_then_resume_gives_the_same_run_directory(system, tmp_path, monkeypatch):
+    """SIGKILL at a checkpoint between two log points, then --resume: every file of the run
+    directory is the uninterrupted run's, byte for byte but for wall-clock times."""
     monkeypatch.chdir(ROOT)
-    runner, argv = RUNS[system]
-    killed, again = tmp_path / "killed", tmp_path / "again"
-    killed_after_a_checkpoint(runner, argv, killed)
-    assert call("runners.run", ["--config", str(killed / "config.json"), "--out", str(again), "--quiet"]) == 0
-    assert call(runner, [*argv, "--out", str(killed), "--resume"]) == 0
-    resumed, fresh = read_run(killed), read_run(again)
-    assert resumed == fresh
-    assert json.loads((killed / "config.json").read_text())["settings"]["system"] == system
-    assert sorted(p.name for p in killed.rglob("*")) == sorted(p.name for p in again.rglob("*"))
+    runner, argv = argv_of(system, tmp_path)
+    out, reference = tmp_path / "run", tmp_path / "uninterrupted"
+    assert call(runner, [*argv, "--out", str(out)]) == 0
+    out.rename(reference)
+    step = killed_after_a_checkpoint(runner, argv, out)
+    assert step % LOG, f"the checkpoint it left is at a log point ({step}): the case is not tested"
+    assert call(runner, [*argv, "--out", str(out), "--resume"]) == 0
+    resumed, uninterrupted = without_times(out), without_times(reference)
+    assert sorted(resumed) == sorted(uninterrupted)
+    assert [name for name in resumed if resumed[name] != uninterrupted[name]] == []
+
+
+@pytest.mark.parametrize("system", list(RUNS))
+def test_a_rerun_from_config_json_alone_is_bit_identical(system, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    runner, argv = argv_of(system, tmp_path)
+    first, again = tmp_path / "first", tmp_path / "again"
+    assert call(runner, [*argv, "--out", str(first)]) == 0
+    assert call("runners.run", ["--config", str(first / "config.json"), "--out", str(again), "--quiet"]) == 0
+    assert read_run(first) == read_run(again)
+    assert json.loads((first / "config.json").read_text())["settings"]["system"] == system
+    assert sorted(p.name for p in first.rglob("*")) == sorted(p.name for p in again.rglob("*"))
 
 
 def test_a_checkpoint_of_other_settings_or_a_corrupted_one_is_refused(tmp_path, capsys, monkeypatch):
@@ -83,13 +145,15 @@ def test_a_checkpoint_of_other_settings_or_a_corrupted_one_is_refused(tmp_path, 
     narrow, wide = tmp_path / "narrow", tmp_path / "wide"
     assert call(runner, [*argv, "--out", str(narrow)]) == 0
     assert call(runner, [*(a.replace("n_embd=16", "n_embd=32") for a in argv), "--out", str(wide)]) == 0
-    before = tree_digest(narrow)
     capsys.readouterr()
     cases = [
         ([*argv, "--set", "training.learning_rate=0.01"], "other settings"),   # another config
         (argv, "other settings"),                      # wide's checkpoint copied over narrow's
         (argv, "unusable"),                            # a truncated checkpoint
     ]
+    for name in ("narrow", "wide"):             # as if each had been stopped after its last checkpoint
+        (tmp_path / name / "metrics_summary.json").unlink()
+    before = tree_digest(narrow)
     for i, (command, words) in enumerate(cases):
         if i == 1:
             (narrow / "checkpoint.npz").write_bytes((wide / "checkpoint.npz").read_bytes())

@@ -9,16 +9,17 @@ Exit codes: 0 done, 1 training diverged (the parameters of the last good step ar
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from src.cli import UsageError, dry_run, fail
+from src.files import read_json
 from src.pipeline import check_target, execute
 from src.provenance import usable_cores
 from src.rundir import names
+from src.rundir.lock import RunDirLock
 from src.rundir.staging import RunDirError, interrupted_note, remove_temporaries_below, will_replace
 from src.settings import Settings, SettingsError
 
@@ -52,28 +53,34 @@ def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv
                   skip_analysis: bool = False, wandb=None) -> int:
     if resume:
         try:
-            adopt_threads(json.loads((Path(out) / names.CONFIG).read_text()))
+            adopt_threads(read_json(Path(out) / names.CONFIG))
         except (OSError, ValueError):
             pass            # check_target names what is wrong with the run directory
     try:
-        start = check_target(settings, Path(out), overwrite=overwrite, resume=resume)
+        with RunDirLock(Path(out), f"{prog} {' '.join(argv)}"):
+            return _locked_train(prog, settings, Path(out), runner=runner, argv=argv, overwrite=overwrite,
+                                 resume=resume, quiet=quiet, skip_analysis=skip_analysis, wandb=wandb)
     except RunDirError as err:
         return fail(prog, err)
+
+
+def _locked_train(prog: str, settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
+                  overwrite: bool, resume: bool, quiet: bool, skip_analysis: bool, wandb) -> int:
+    """train_command's work, with the run directory's lock held."""
+    start = check_target(settings, out, overwrite=overwrite, resume=resume)
     if dry_run(prog, f"train {settings.describe()} into {out}"):
         return 0
-    replacing = not resume and will_replace(Path(out))
+    replacing = not resume and will_replace(out)
     try:
-        outcome = execute(settings, Path(out), runner=runner, argv=argv, overwrite=overwrite,
+        outcome = execute(settings, out, runner=runner, argv=argv, overwrite=overwrite,
                           start=start, progress=not quiet, skip_analysis=skip_analysis, wandb=wandb)
     except KeyboardInterrupt:
-        remove_temporaries_below(Path(out), own=True)     # a write the interrupt cut short
-        note = interrupted_note(Path(out), replacing)
+        remove_temporaries_below(out, own=True)     # a write the interrupt cut short
+        note = interrupted_note(out, replacing)
         if not replacing:
             note += "; or continue it: the same command with --resume"
         print("\n" + note, file=sys.stderr)
         return 130
-    except RunDirError as err:
-        return fail(prog, err)
     if outcome.result.diverged:
         print(f"{prog}: training stopped: {outcome.result.diverged}; parameters saved to "
               f"{outcome.run.file(names.PARAMS)}", file=sys.stderr)

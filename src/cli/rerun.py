@@ -9,15 +9,18 @@ as one program (src/together.py), each into its own directory: what a study's
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import OneLineParser, UsageError, dry_run, fail, summary
+from src.files import loads_json, read_json as read_json_file
+from src.cli import OneLineParser, path_text, UsageError, dry_run, fail, summary
 from src.cli.command import adopt_threads, train_command, validated
 from src.overrides import apply_overrides
 from src.pipeline import check_target
 from src.rundir import RunDirError
+from src.rundir.lock import RunDirLocks
 from src.settings import Settings, SettingsError
 from src.systems import settings_from_record
 
@@ -32,9 +35,10 @@ def read_json(flag: str, path: str, accepted: str):
     naming the flag, the file and what is wrong with it, in one line."""
     try:
         if path == "-":
-            return json.loads(sys.stdin.read())
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
+            return loads_json(sys.stdin.read())
+        if Path(path).exists() and not Path(path).is_file():
+            raise UsageError(f"{flag} {path}: is not a regular file; accepted: {accepted}")
+        return read_json_file(path)
     except OSError as err:
         raise UsageError(f"{flag} {path}: cannot be read ({err.strerror or err})") from None
     except UnicodeDecodeError:
@@ -42,6 +46,8 @@ def read_json(flag: str, path: str, accepted: str):
     except json.JSONDecodeError as err:
         raise UsageError(f"{flag} {path}: is not JSON ({err.msg} at line {err.lineno}); accepted: "
                          f"{accepted}") from None
+    except ValueError as err:          # nested too deeply (src.files.loads_json)
+        raise UsageError(f"{flag} {path}: is not accepted ({err}); accepted: {accepted}") from None
 
 
 def read_settings(path: str) -> Settings:
@@ -77,7 +83,15 @@ def read_group(path: str) -> tuple[list[Settings], list[Path]]:
     if why:
         raise UsageError(f"--together {path}: these runs cannot train together: {why}; accepted: "
                          "runs whose settings differ only in train.seed, of a system that offers it")
-    return settings, [Path(r["out"]) for r in runs]
+    outs = [Path(r["out"]) for r in runs]
+    seen: dict[Path, int] = {}
+    for i, out in enumerate(outs):
+        key = Path(os.path.abspath(out))
+        if key in seen:
+            raise UsageError(f"--together {path}: runs {seen[key]} and {i} both write into {out}; accepted: "
+                             "a run directory of its own for every run")
+        seen[key] = i
+    return settings, outs
 
 
 def together_command(path: str, *, argv: Sequence[str], overwrite: bool, quiet: bool,
@@ -85,14 +99,18 @@ def together_command(path: str, *, argv: Sequence[str], overwrite: bool, quiet: 
     from src.pipeline import execute_together
     try:
         settings, outs = read_group(path)
-        for s, out in zip(settings, outs):
-            check_target(s, out, overwrite=overwrite)
-    except (UsageError, RunDirError) as err:
+    except UsageError as err:
         return fail(PROG, err)
-    if dry_run(PROG, f"train {len(settings)} seeds of {settings[0].describe()} together"):
-        return 0
-    outcomes = execute_together(settings, outs, runner="runners.run", argv=argv, overwrite=overwrite,
-                                progress=not quiet, skip_analysis=skip_analysis)
+    try:
+        with RunDirLocks(outs, f"{PROG} {' '.join(argv)}"):
+            for s, out in zip(settings, outs):
+                check_target(s, out, overwrite=overwrite)
+            if dry_run(PROG, f"train {len(settings)} seeds of {settings[0].describe()} together"):
+                return 0
+            outcomes = execute_together(settings, outs, runner="runners.run", argv=argv, overwrite=overwrite,
+                                        progress=not quiet, skip_analysis=skip_analysis)
+    except RunDirError as err:
+        return fail(PROG, err)
     for outcome in outcomes:
         print(f"{outcome.trainer.report(outcome.result, outcome.run)} -> {outcome.run.path}")
     return 1 if any(o.result.diverged for o in outcomes) else 0
@@ -103,7 +121,7 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
     parser = OneLineParser(prog=PROG, description=description or summary(__doc__))
     parser.add_argument("--config", help="a run's config.json, or a JSON settings mapping (required "
                                          "unless --together)")
-    parser.add_argument("--out", help="run directory to create (required unless --together)")
+    parser.add_argument("--out", type=path_text(), help="run directory to create (required unless --together)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace --out if it is one of our run directories")
     parser.add_argument("--resume", action="store_true", help="continue --out from its checkpoint")

@@ -4,7 +4,6 @@ file names are src/rundir/names.py's; only src/pipeline.py and the analyses writ
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -13,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from src.files import (atomic_save_npy, atomic_save_npz, atomic_write_bytes,
-                       atomic_write_json, atomic_write_text, read_jsonl)
+                       atomic_write_json, atomic_write_text, loads_json, read_json, read_jsonl)
 from src.params import unflatten_params
 from src.rundir.names import (ALIGNMENT, ANALYSIS, ATTENTION_STATS, ATTENTION_STATS_PNG,
-                              ATTN_RAW, CONFIG, MARKER, MARKER_TEXT, METADATA, METRICS,
+                              ATTN_RAW, CHECKPOINT, CONFIG, MARKER, MARKER_TEXT, METADATA, METRICS,
                               NOISE_MASK, OOD, ORDERING, PARAMS, REPLACED, SUMMARY, analysis_module,
                               attention_file)
 from src.rundir.staging import (CorruptArtifact, MissingArtifact, RunDirError, RunExists,
@@ -98,7 +97,7 @@ class RunDir:
         if marker.is_symlink() or not marker.is_file():
             return False
         try:
-            config = json.loads(self.file(CONFIG).read_text())
+            config = loads_json(self.file(CONFIG).read_text())
         except (OSError, ValueError):
             return False
         return isinstance(config, dict) and isinstance(config.get("settings"), dict)
@@ -167,7 +166,7 @@ class RunDir:
         command = f"python -m runners.run --config {self.file(CONFIG)} --out {self.path}"
         if self.file(CONFIG).is_file():
             try:   # the command that made it (read directly: a corrupt config.json must not recurse)
-                recorded = json.loads(self.file(CONFIG).read_text()).get("command")
+                recorded = loads_json(self.file(CONFIG).read_text()).get("command")
                 command = recorded if isinstance(recorded, str) and recorded else command
             except (OSError, ValueError, AttributeError):
                 pass
@@ -181,8 +180,7 @@ class RunDir:
 
     def load_json(self, name: str) -> Any:
         try:
-            with open(self.require(name)) as handle:
-                return json.load(handle)
+            return read_json(self.require(name))
         except (ValueError, UnicodeDecodeError) as err:
             raise self.corrupt(name, f"not valid JSON: {str(err).splitlines()[0][:120]}") from None
 
@@ -326,7 +324,15 @@ class RunDir:
                 elif name.endswith(".json"):
                     self.load_json(name)
                 elif name.endswith((".npz", ".npy")):
-                    self.load_arrays(name)
+                    arrays = self.load_arrays(name)
+                    if name in (PARAMS, CHECKPOINT):
+                        weights = {k: a for k, a in arrays.items()
+                                   if name == PARAMS or k.startswith(("params/", "opt_state/"))}
+                        bad = next((k for k, a in weights.items() if np.issubdtype(a.dtype, np.inexact)
+                                    and not np.all(np.isfinite(a))), None)
+                        if bad is not None:
+                            raise self.corrupt(name, f"its array {bad!r} is not finite (a run keeps only "
+                                                     "finite parameters)")
                 elif name == METRICS:
                     self.read_metrics()
             except CorruptArtifact as err:

@@ -194,8 +194,12 @@ class DynamicsTrainer(SystemTrainer):
         self.tests, self._interval, self._ready = tests, interval, True
 
     def _record(self, p):
-        return jnp.linalg.svd(self.model.kq(p), compute_uv=False), \
-            jnp.diagonal(self.model.gamma(p), axis1=1, axis2=2)
+        """Singular values of every head's W_KQ (NaN for a W_KQ that overflowed: LAPACK is never
+        handed a non-finite matrix) and the per-head principal-component diagonals."""
+        kq = self.model.kq(p)
+        finite = jnp.all(jnp.isfinite(kq))
+        singular_values = jnp.linalg.svd(jnp.where(finite, kq, 0.0), compute_uv=False)
+        return jnp.where(finite, singular_values, jnp.nan), jnp.diagonal(self.model.gamma(p), axis1=1, axis2=2)
 
     def init_state(self) -> TrainState:
         tr = self.settings.train
