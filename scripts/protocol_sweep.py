@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
-import yaml
 
 from src.cli import UsageError, fail, guarded
+from src.cli.length_study import load as load_yaml
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser
+from src.provenance import checkout_path
 
 PROG = "python -m scripts.protocol_sweep"
 LENGTH_COLUMNS = ("in-distribution, the study's eval tasks | 8× the trained length | "
@@ -84,15 +85,15 @@ def _flat(tree, prefix: str = "") -> dict:
 def changes(study_config: str, protocol: Path) -> dict[str, str]:
     """Dotted key -> 'study value → protocol value' for every key the protocol changes
     (out_dir aside: the study sets each run's directory)."""
-    study = _flat(yaml.safe_load(Path(study_config).read_text(encoding="utf-8")))
-    mine = _flat(yaml.safe_load(protocol.read_text(encoding="utf-8")))
+    study = _flat(load_yaml(study_config))
+    mine = _flat(load_yaml(protocol))
     return {key: f"{study.get(key, '(absent)')} → {mine.get(key, '(absent)')}"
             for key in sorted(set(study) | set(mine))
             if key != "out_dir" and study.get(key, "(absent)") != mine.get(key, "(absent)")}
 
 
 def protocol_files(sweep: Sweep, names: str | None) -> list[Path]:
-    found = {p.stem: p for p in sorted(Path(sweep.protocols).glob("*.yaml"))}
+    found = {p.stem: p for p in sorted(checkout_path(sweep.protocols).glob("*.yaml"))}
     if not found:
         raise UsageError(f"{sweep.protocols}: no protocol configs (*.yaml); accepted: a folder of study configs")
     if names is None:

@@ -18,6 +18,16 @@ from pathlib import Path
 from typing import Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def checkout_path(path: str | Path) -> Path:
+    """A relative path that names nothing from the working directory but names a file of this
+    checkout (`configs/mechanisms.yaml`) is read from the checkout, so the docs' commands and the
+    studies' default configs work from any directory; anything else is `path` as given."""
+    given = Path(path)
+    if not given.is_absolute() and not given.exists() and (ROOT / given).exists():
+        return ROOT / given
+    return given
 TRAINING_SOURCES = ("src", "baselines", "runners")
 
 

@@ -262,6 +262,36 @@ def _own_check(part: Any, path: str) -> None:
             raise SettingsError(f"{path}.{err}") from None
 
 
+# intervals of the loop every system's `train` may have, with their least value (0: never)
+INTERVALS = {"log_every": 1, "checkpoint_every": 0, "keep_every": 0}
+MAX_STEPS = 10 ** 9             # src.bounds.RANGES["steps"]: the most steps (or epochs) of a run
+
+
+# scales of `train` that enter the computation as floats: they must be representable in it
+SCALES = ("learning_rate", "init")
+
+
+def check_intervals(settings: Any) -> None:
+    """What every system's `train` shares, checked once for all (SettingsError naming the key): the
+    loop's intervals (log points, checkpoints) are integers within the bounds of a run's length, and
+    the learning rate and initial scale are representable in the training precision (float32, or
+    float64 where `train.float64`)."""
+    train = getattr(settings, "train", None)
+    if train is None:
+        return
+    for name, low in INTERVALS.items():
+        if hasattr(train, name):
+            require_int(f"train.{name}", getattr(train, name), low, MAX_STEPS)
+    import numpy as np
+    precision = np.float64 if getattr(train, "float64", False) is True else np.float32
+    largest = float(np.finfo(precision).max)
+    for name in SCALES:
+        value = getattr(train, name, None)
+        if is_number(value) and abs(value) > largest:
+            require(False, f"train.{name}", value, f"a number of magnitude at most {largest:.6g} (the "
+                    f"largest {precision.__name__} the run trains in)")
+
+
 @dataclass(frozen=True)
 class Settings:
     """The base of every system's settings tree (see the module docstring)."""
@@ -293,6 +323,7 @@ class Settings:
     def validate(self) -> "Settings":
         check_tree(self)
         self.check()
+        check_intervals(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -132,6 +132,15 @@ def non_negative_number() -> Callable[[str], float]:
     return number_in(0.0, math.inf, what="a finite number >= 0")
 
 
+def path_text() -> Callable[[str], str]:
+    """A path that is not empty or blank (an empty --out would name the working directory)."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{text!r} is empty; accepted: a path")
+        return text
+    return _named(parse, "a path")
+
+
 def or_auto(convert: Callable[[str], object]) -> Callable[[str], object]:
     """`auto`, or a value of `convert`."""
     return _named(lambda text: "auto" if text == "auto" else convert(text),

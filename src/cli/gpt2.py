@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from src.cli import OneLineParser, PrintChoices, UsageError, fail, summary
+from src.cli import OneLineParser, path_text, PrintChoices, UsageError, fail, summary
 from src.cli import length_study
 from src.cli.length_study import mapping_of, refuse_unknown
 from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model
@@ -161,7 +161,11 @@ def settings_from_config(raw: Any) -> tuple[GPT2Settings, Path | None]:
     except SettingsError as err:
         family = top.get("model", {}).get("family") if isinstance(top.get("model"), dict) else None
         raise UsageError(err.translate({**OURS_TO_YAML, **(OURS_TO_BACKBONE if family in BACKBONES else {})})) from None
-    return settings, (Path(str(top["out_dir"])) if top.get("out_dir") else None)
+    out_dir = top.get("out_dir")
+    if out_dir is not None and (not isinstance(out_dir, str) or not out_dir.strip()):
+        raise UsageError(f"out_dir={out_dir!r} is not accepted; accepted: a directory path (or no out_dir: "
+                         "the default run directory)")
+    return settings, (Path(out_dir) if out_dir else None)
 
 
 def apply_sets(raw: dict, assignments: Sequence[str]) -> dict:
@@ -251,7 +255,7 @@ def build_parser() -> OneLineParser:
                                          "configs/lengthgen/tasks/linear_regression/alibi.yaml")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key by its dotted path (repeatable)")
-    parser.add_argument("--out", default=None, help="run directory (overrides the config's out_dir)")
+    parser.add_argument("--out", type=path_text(), default=None, help="run directory (overrides the config's out_dir)")
     parser.add_argument("--resume", action="store_true", help="continue out_dir from its checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="replace out_dir if it is one of our runs")
     parser.add_argument("--quiet", action="store_true")

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import (OneLineParser, summary, PrintChoices, UsageError, changed_flags, fail, int_at_least,
+from src.cli import (OneLineParser, path_text, summary, PrintChoices, UsageError, changed_flags, fail, int_at_least,
                      number_in, positive_number, seed)
 from src.cli.command import train_command, validated
 from src.registry import choice, registry
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--float64", action="store_true", help="train in float64")
     o.add_argument("--checkpoint_every", type=int_at_least(1), default=tr.checkpoint_every,
                    help="epochs between checkpoints (for --resume)")
-    o.add_argument("--out", default=None,
+    o.add_argument("--out", type=path_text(), default=None,
                    help="run directory (default: runs/linattn/ + the original's file name of the run, "
                         "e.g. attnS_head9_D8_R4_P80000_N32_seed0[_icl0.8], + our options not at "
                         "their defaults, e.g. _init_uniform)")
@@ -122,6 +122,9 @@ def settings_from_args(args: argparse.Namespace) -> DynamicsSettings:
     if getattr(entry.options, "reads_cubic_feature", False) and not args.cubic_feat:
         raise UsageError(f"--model {args.model} needs --cubic_feat (the two-layer network reads the "
                          f"cubic feature z); accepted: --model {args.model} --cubic_feat")
+    if args.cubic_feat and not getattr(entry.options, "reads_cubic_feature", False):
+        raise UsageError(f"--cubic_feat has no effect with --model {args.model} (only the two-layer network "
+                         "reads the cubic feature); accepted: --model mlp --cubic_feat, or no --cubic_feat")
     if args.rank != 1 and "rank" not in fields:
         raise UsageError(f"--rank={args.rank} has no effect with --model {args.model}; accepted: "
                          f"--model {', '.join(m for m, n in SEED_MODELS.items() if 'rank' in _fields(n))}")

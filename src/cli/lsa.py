@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import (OneLineParser, PrintChoices, UsageError, bounded, changed_flags, fail, non_negative_number,
+from src.cli import (OneLineParser, path_text, PrintChoices, UsageError, bounded, changed_flags, fail, non_negative_number,
                      number_in, or_auto, positive_number, seed)
 from src.cli.command import train_command, validated
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
@@ -116,7 +116,7 @@ def build_parser(prog: str, description: str, model_name: str) -> argparse.Argum
     defaults = preset(model_name).train
     parser = OneLineParser(prog=prog, description=description,
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--out", default=None,
+    parser.add_argument("--out", type=path_text(), default=None,
                         help=f"run directory to create (default: runs/{model_name}[_<flag><value> for "
                              "each flag not at its default]_seed<seed>)")
     parser.add_argument("--overwrite", action="store_true",

@@ -117,6 +117,7 @@ WANDB_CHOICES = {"None": None, "off": None, "on": WandbSpec(), "offline": WandbS
 def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str]]:
     """(argv for tyro, notes). One-line UsageError for an unknown component, choice or flag."""
     chosen = dict(DEFAULT_CHOICE)
+    picked: dict[str, str] = {}
     kept, notes = [], []
     for token in argv:
         if ":" in token and not token.startswith("-"):
@@ -131,7 +132,10 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
                                  f"{', '.join(list(variants) + ['wandb'])}")
             if name not in variants[component]:
                 raise UsageError(f"{component}:{name} is unknown; accepted: {', '.join(variants[component])}")
-            chosen[component] = name
+            if component in picked:
+                raise UsageError(f"{token}: {component} is already chosen ({component}:{picked[component]}); "
+                                 f"accepted: one {component}:NAME")
+            chosen[component] = picked[component] = name
         kept.append(token)
     types = {"--out": "str", "--help": None, "-h": None, "--overwrite": None, "--quiet": None,
              "--resume": None, "--no_overwrite": None, "--no_quiet": None, "--no_resume": None}
@@ -144,12 +148,21 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
             types[f"--{component}.{f.name}"] = f.type
             if _type_name(f.type) == "bool":
                 types[f"--{component}.no_{f.name}"] = f.type
+    if objective_of(chosen["task"]).inputs == "tokens":         # --pairs.* shape the pair tasks only
+        pairs = next((t for t in kept if t.startswith("--pairs.")), None)
+        if pairs is not None:
+            raise UsageError(f"{pairs.partition('=')[0]} has no effect on the token task task:{chosen['task']} "
+                             f"(it shapes the pair tasks: {', '.join(tasks_for('pairs'))}); accepted: the "
+                             "command without it, or a pair task")
     accepted = ", ".join(sorted(t for t in types if t.startswith("--")))
     i = 0
     while i < len(kept):
         token = kept[i]
         i += 1
         if not token.startswith("-"):
+            if ":" not in token:
+                raise UsageError(f"{token!r} is neither a COMPONENT:NAME choice nor the value of a flag; "
+                                 f"accepted: choices such as task:mqar, and {accepted}")
             continue
         flag, has_value, value = token.partition("=")
         if flag not in types:
@@ -157,9 +170,11 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
                              f"accepted: {accepted}")
         kind = _type_name(types[flag])
         if kind in (None, "bool"):
+            if has_value:
+                raise UsageError(f"{token!r}: {flag} is a switch and takes no value; accepted: {flag} alone")
             continue
         if not has_value:
-            if i >= len(kept):
+            if i >= len(kept) or kept[i].startswith("--"):
                 raise UsageError(f"{flag} needs a value; accepted: {flag} <{kind}>")
             value, i = kept[i], i + 1
         if not _parses(value, kind):
@@ -223,14 +238,37 @@ def parse(argv: Sequence[str]) -> tuple[LMSettings, Path, bool, bool, bool, list
     import tyro
     root, variants = build_cli_types()
     kept, notes = check_argv(translate(argv), variants)
-    cli = lambda args: tyro.cli(root, args=args, prog=PROG, use_underscores=True,
-                                config=(tyro.conf.CascadeSubcommandArgs,))
+    cli = lambda args: one_line_tyro(lambda: tyro.cli(root, args=args, prog=PROG, use_underscores=True,
+                                                      config=(tyro.conf.CascadeSubcommandArgs,)))
     parsed = cli(kept)
     settings, out, *flags = to_settings(parsed)
     if not any(t == "--out" or t.startswith("--out=") for t in kept):
         components = [t for t in kept if ":" in t and not t.startswith("-")]
         out = default_out(parsed, cli(components))
     return (settings, out, *flags, notes)
+
+
+BOX = "╭╮╰╯│─┃━┏┓┗┛"
+
+
+def one_line_tyro(call):
+    """tyro's result of `call()`; an error tyro would draw as a box of several lines (exit 2) becomes
+    a UsageError of one line (check_argv refuses what it can first, in our words; this catches
+    the rest). --help passes through."""
+    import contextlib
+    import io
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return call()
+    except SystemExit as exit_:
+        if exit_.code in (0, None):
+            sys.stderr.write(err.getvalue())
+            raise
+        lines = [line.strip(BOX + " ") for line in err.getvalue().splitlines()]
+        words = [line for line in lines if line and not line.startswith(("For full helptext", "usage:"))]
+        title = words[0] if words else "not accepted"
+        raise UsageError(f"{title}: {' '.join(words[1:])[:400]}" if len(words) > 1 else title) from None
 
 
 def default_out(parsed, defaults) -> Path:

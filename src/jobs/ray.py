@@ -80,16 +80,42 @@ def run_on_worker(settings_json: str, name: str, env: dict) -> tuple[int, str, f
         return done.returncode, "$ " + shlex.join(command) + "\n" + (done.stdout or ""), seconds, archive
 
 
+# HTTP/2's client preface and an empty SETTINGS frame: what a gRPC client (Ray's, to its cluster's
+# GCS server) sends first; a gRPC server answers with a SETTINGS frame of its own.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 def _reachable(address: str, timeout_s: float = 3.0) -> None:
-    """ConnectionError (one line) unless a TCP connection to host:port opens within timeout_s."""
+    """ConnectionError (one line) unless a server at host:port answers Ray's handshake within
+    timeout_s: a TCP connection, then the HTTP/2 preface of a gRPC client, answered by a SETTINGS
+    frame. A port that accepts connections but says nothing, or speaks another protocol, is refused
+    here, where Ray itself would retry it for minutes."""
     import socket
     host, _, port = address.rpartition(":")
+    accepted = "host:port of a running `ray start --head`"
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
-            return
+        connection = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s)
     except (OSError, ValueError) as err:
-        raise ConnectionError(f"--address={address!r}: nothing answers there ({err}); accepted: "
-                              "host:port of a running `ray start --head`") from None
+        raise ConnectionError(f"--address={address!r}: nothing answers there ({err}); accepted: {accepted}") from None
+    with connection:
+        try:
+            connection.settimeout(timeout_s)
+            connection.sendall(HTTP2_PREFACE)
+            answer = b""
+            while len(answer) < 9:
+                more = connection.recv(9 - len(answer))
+                if not more:
+                    break
+                answer += more
+        except OSError as err:
+            answer, why = b"", f"{err.strerror or err}"
+        else:
+            why = "it closed the connection" if len(answer) < 9 else ""
+    if len(answer) == 9 and answer[3] == 4 and answer[5:9] == bytes(4):   # a SETTINGS frame, stream 0
+        return
+    why = why or f"it answered {answer[:9]!r}, not a gRPC server's SETTINGS frame"
+    raise ConnectionError(f"--address={address!r}: the server there is not a Ray cluster (no answer to Ray's "
+                          f"handshake within {timeout_s:g} s: {why}); accepted: {accepted}")
 
 
 def connect(address: str | None) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import OneLineParser, UsageError, dry_run, fail, int_at_least, positive_number
+from src.cli import OneLineParser, path_text, UsageError, dry_run, fail, int_at_least, positive_number
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.jobs.engine import TODO_STATES, RunsDirBusy, RunsDirLock, announce, run_jobs
 from src.jobs.engine import plan as replan
@@ -110,7 +110,7 @@ def build_parser(d: DriverDefaults) -> argparse.ArgumentParser:
     t.add_argument("--no_save_attention", dest="save_attention", action="store_false",
                    help="do not save attention (no AUROC column values)")
     s = parser.add_argument_group("sweep")
-    s.add_argument("--out", default=d.out, help=f"results CSV (default: {d.out})")
+    s.add_argument("--out", type=path_text(), default=d.out, help=f"results CSV (default: {d.out})")
     s.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default=d.runs_dir,
                    help=f"where the run directories go (default: {d.runs_dir})")
     s.add_argument("--jobs", type=int_at_least(1), default=os.cpu_count() or 1,

@@ -116,6 +116,9 @@ class GPT2Settings(Settings):
             require_int(f"{path}.interval", schedule.interval, 1)
             require(schedule.end >= schedule.start, f"{path}.end", schedule.end,
                     f"end >= {path}.start={schedule.start}")
+            require(schedule.inc >= 1 or schedule.end == schedule.start, f"{path}.inc", schedule.inc,
+                    f">= 1 (with inc 0 the curriculum never grows from {path}.start={schedule.start} to "
+                    f"{path}.end={schedule.end})")
         require(m.inputs == "pairs", "model.inputs", m.inputs, "pairs (x/y tokens)")
         require(m.n_dims == c.dims.end, "model.n_dims", m.n_dims,
                 f"the curriculum's last dimension, curriculum.dims.end={c.dims.end}")
