@@ -22,7 +22,9 @@ QUOTED = re.compile(r"[≈~≥≤]\s*\**\s*\d[\d,]*\.\d+")
 def cited_lines():
     for page in PAGES:
         units = [u for p in re.split(r"\n\s*\n", page.read_text()) for u in re.split(r"\n(?=- )", p)]
-        cite = r"report/([A-Z_]+\.md)" if page.name == "README.md" else r"\]\(\.\./report/([A-Z_]+\.md)\)"
+        # a report is report/X.md or a sweep's report/sweeps/<name>/X.md
+        cite = (r"report/((?:sweeps/[\w-]+/)?[A-Z_]+\.md)" if page.name == "README.md"
+                else r"\]\(\.\./report/((?:sweeps/[\w-]+/)?[A-Z_]+\.md)\)")
         for paragraph in units:
             reports = set(re.findall(cite, paragraph))
             if len(reports) == 1 and (ROOT / "report" / next(iter(reports))).is_file():
