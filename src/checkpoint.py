@@ -17,8 +17,10 @@ import jax
 import numpy as np
 
 from src.loop import Progress, TrainState
+from src.params import first_non_finite
 
 FORMAT = 1
+PARTS = ("params", "opt_state")      # the training state's parts, stored as <part>/0000...
 
 
 class CheckpointError(ValueError):
@@ -29,12 +31,17 @@ def to_arrays(progress: Progress, digest: str) -> dict[str, np.ndarray]:
     arrays = {"format": np.asarray(FORMAT), "step": np.asarray(progress.step),
               "first_loss": np.asarray(math.nan if progress.first_loss is None else progress.first_loss),
               "settings_digest": np.frombuffer(digest.encode(), np.uint8)}
-    for part in ("params", "opt_state"):
+    for part in PARTS:
         leaves = jax.tree_util.tree_leaves(getattr(progress.state, part))
         arrays.update({f"{part}/{i:04d}": np.asarray(leaf) for i, leaf in enumerate(leaves)})
     arrays.update({f"per_step/{k}": np.asarray(v) for k, v in progress.per_step.items()})
     arrays.update({f"at_log/{k}": np.asarray(v) for k, v in progress.at_log.items()})
     return arrays
+
+
+def state_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The arrays of a checkpoint that hold the training state (parameters, optimizer state)."""
+    return {k: a for k, a in arrays.items() if k.split("/", 1)[0] in PARTS}
 
 
 def _tree(part: str, like, arrays: dict) -> object:
@@ -67,11 +74,10 @@ def from_arrays(arrays: dict[str, np.ndarray], like: TrainState, digest: str, to
     step = int(arrays["step"])
     if not 0 < step <= total:
         raise CheckpointError(f"its step {step} is outside this run's 1..{total}")
-    for key, array in arrays.items():
-        if key.startswith(("params/", "opt_state/")) and np.issubdtype(array.dtype, np.inexact) \
-                and not np.all(np.isfinite(array)):
-            raise CheckpointError(f"its {key.split('/')[0]} array {key.split('/')[1]} is not finite (a run "
-                                  "keeps only finite states: the file was altered or damaged)")
+    bad = first_non_finite(state_arrays(arrays))
+    if bad is not None:
+        raise CheckpointError(f"its {bad.split('/')[0]} array {bad.split('/')[1]} is not finite (a run "
+                              "keeps only finite states: the file was altered or damaged)")
     state = TrainState(_tree("params", like.params, arrays), _tree("opt_state", like.opt_state, arrays))
     per_step = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("per_step/")}
     at_log = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("at_log/")}

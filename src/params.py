@@ -11,6 +11,12 @@ def flatten_params(params) -> dict[str, np.ndarray]:
             for module, group in params.items() for name, value in group.items()}
 
 
+def first_non_finite(arrays: dict[str, np.ndarray]) -> str | None:
+    """The key of the first floating array holding a NaN or an infinity, or None."""
+    return next((key for key, array in arrays.items()
+                 if np.issubdtype(array.dtype, np.inexact) and not np.all(np.isfinite(array))), None)
+
+
 def unflatten_params(flat: dict[str, np.ndarray]):
     params: dict[str, dict[str, jax.Array]] = {}
     for key, value in flat.items():

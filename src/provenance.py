@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
+TRAINING_SOURCES = ("src", "baselines", "runners")
 
 
 def checkout_path(path: str | Path) -> Path:
@@ -28,7 +29,6 @@ def checkout_path(path: str | Path) -> Path:
     if not given.is_absolute() and not given.exists() and (ROOT / given).exists():
         return ROOT / given
     return given
-TRAINING_SOURCES = ("src", "baselines", "runners")
 
 
 def code_fingerprint() -> str:

@@ -33,6 +33,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
+from src.bounds import RANGES
 from src.registry import Choice, UnknownChoice, registry
 
 SCHEMA_VERSION = 3
@@ -262,9 +263,10 @@ def _own_check(part: Any, path: str) -> None:
             raise SettingsError(f"{path}.{err}") from None
 
 
-# intervals of the loop every system's `train` may have, with their least value (0: never)
+# intervals of the loop every system's `train` may have, with their least value (0: never); the
+# most is a run's most steps (src.bounds.RANGES["steps"]). A system may ask more (GPT-2: a
+# checkpoint interval >= 1).
 INTERVALS = {"log_every": 1, "checkpoint_every": 0, "keep_every": 0}
-MAX_STEPS = 10 ** 9             # src.bounds.RANGES["steps"]: the most steps (or epochs) of a run
 
 
 # scales of `train` that enter the computation as floats: they must be representable in it
@@ -279,9 +281,10 @@ def check_intervals(settings: Any) -> None:
     train = getattr(settings, "train", None)
     if train is None:
         return
+    most_steps = RANGES["steps"][1]
     for name, low in INTERVALS.items():
         if hasattr(train, name):
-            require_int(f"train.{name}", getattr(train, name), low, MAX_STEPS)
+            require_int(f"train.{name}", getattr(train, name), low, most_steps)
     import numpy as np
     precision = np.float64 if getattr(train, "float64", False) is True else np.float32
     largest = float(np.finfo(precision).max)
@@ -322,8 +325,8 @@ class Settings:
 
     def validate(self) -> "Settings":
         check_tree(self)
-        self.check()
         check_intervals(self)
+        self.check()
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -35,16 +35,15 @@ def commit() -> str:
 
 def record_all(base: Path) -> tuple[dict, dict]:
     """(every golden run read back, the parameter samples of each), trained under `base`."""
-    import golden_runs
-    import golden_systems
     from golden_machines import param_samples
+    from golden_systems import every_run
     runs, samples = {}, {}
-    for module in (golden_runs, golden_systems):
-        for name, (runner, argv) in module.RUNS.items():
-            print(f"training {name} ...", flush=True)
-            module.train(runner, argv, base / name)
-            runs[name] = module.read_run(base / name)
-            samples[name] = param_samples(base / name / "params.npz")
+    for name, (module, _) in every_run().items():
+        runner, argv = module.RUNS[name]
+        print(f"training {name} ...", flush=True)
+        module.train(runner, argv, base / name)
+        runs[name] = module.read_run(base / name)
+        samples[name] = param_samples(base / name / "params.npz")
     return runs, samples
 
 
@@ -52,12 +51,12 @@ def moved_against_records(runs: dict, samples: dict) -> tuple[list[str], list[st
     """(what moved beyond the tolerance against the records, one line per run on how it was
     compared): every run compared as a machine without a record of its own compares it."""
     from golden_machines import compare_run
-    import golden_systems
+    from golden_systems import every_run
     elsewhere = {"machine": "a new record"}          # a fingerprint no record has: the tolerance path
     moved, lines = [], []
+    transforms = {name: transform for name, (_, transform) in every_run().items()}
     for name, got in runs.items():
-        transform = golden_systems.expected if name in golden_systems.RUNS else (lambda n, records: records[n])
-        keys, how = compare_run(name, got, samples[name], transform, elsewhere)
+        keys, how = compare_run(name, got, samples[name], transforms[name], elsewhere)
         moved += [f"{name}: {key}" for key in keys]
         lines.append(how)
     return moved, lines

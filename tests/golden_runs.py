@@ -1,7 +1,7 @@
 """The golden runs: three small trainings through the runner CLIs whose every number must
 not move when the code is refactored (issue 11: "the paper's numbers do not move").
 
-`record()` returns, per run, every metrics row (without wall times), the summary's metric
+`read_run()` returns, per run, every metrics row (without wall times), the summary's metric
 values, the analysis outputs (alignment.json, ood.csv, attention_stats AUROC) and a sha256
 of every parameter array. The legacy files in tests/golden/ were written by the code of commit
 d39df7a (before the registries) on three machines; `make golden_record` (tests/golden_record.py)

@@ -118,6 +118,13 @@ def train(runner: str, argv: list[str], out: Path) -> None:
     assert code == 0, f"{runner} {argv} exited {code}"
 
 
+def every_run() -> dict:
+    """name -> (the module that trains and reads the run, how its record is read) for all 12
+    golden runs: the paper's (tests/golden_runs.py, as stored) and the newer systems' (`expected`)."""
+    import golden_runs
+    as_stored = lambda name, runs: runs[name]       # noqa: E731
+    return {**{name: (golden_runs, as_stored) for name in golden_runs.RUNS},
+            **{name: (sys.modules[__name__], expected) for name in RUNS}}
 
 
 def expected(name: str, golden: dict) -> dict:
@@ -166,22 +173,20 @@ def check(names=None) -> int:
     that is bit-identical, saying so."""
     import tempfile
     from golden_machines import compare_run, comparison, mode_line, param_samples
-    import golden_runs
     print(mode_line(), flush=True)
     failures = 0
-    everything = {**{n: (golden_runs, r) for n, r in golden_runs.RUNS.items()},
-                  **{n: (sys.modules[__name__], r) for n, r in RUNS.items()}}
+    everything = every_run()
     with tempfile.TemporaryDirectory() as tmp:
         for name in names or everything:
-            module, (runner, argv) = everything[name]
-            transform = expected if module is not golden_runs else (lambda n, runs: runs[n])
+            module, transform = everything[name]
+            runner, argv = module.RUNS[name]
 
             def compared(out: Path):
                 return compare_run(name, module.read_run(out), param_samples(out / "params.npz"), transform)
             module.train(runner, [*argv], Path(tmp) / name)
             moved, how = compared(Path(tmp) / name)
             records, exact, _ = comparison(name)
-            if moved and exact and module is not golden_runs:
+            if moved and exact and transform is expected:
                 with recorded_norm_order(records[0].runs[name]["params_sha256"]):
                     module.train(runner, [*argv], Path(tmp) / f"{name}_recorded_order")
                 if not compared(Path(tmp) / f"{name}_recorded_order")[0]:

@@ -83,22 +83,23 @@ def empty_out_dir(folder: Path) -> str:
     return str(folder / "empty_out.yaml")
 
 
-def same_out_twice(folder: Path) -> str:
+def seeds_together(folder: Path, outs: list[str]) -> str:
+    """A --together file: lsa1's seeds 0, 1, ... trained into `outs`."""
     from src.presets import preset
-    settings = [preset("lsa1").to_dict() | {"train": preset("lsa1").to_dict()["train"] | {"seed": seed}}
-                for seed in (0, 1)]
-    runs = [{"settings": s, "out": str(folder / "same")} for s in settings]
+    settings = preset("lsa1").to_dict()
+    runs = [{"settings": {**settings, "train": {**settings["train"], "seed": seed}}, "out": out}
+            for seed, out in enumerate(outs)]
     (folder / "group.json").write_text(json.dumps({"runs": runs}))
     return str(folder / "group.json")
+
+
+def same_out_twice(folder: Path) -> str:
+    return seeds_together(folder, [str(folder / "same")] * 2)
 
 
 def unwritable_group(folder: Path) -> str:
     """Two seeds trained together into a place no one may write (/sys refuses even root)."""
-    from src.presets import preset
-    runs = [{"settings": preset("lsa1").to_dict() | {"train": preset("lsa1").to_dict()["train"] | {"seed": seed}},
-             "out": f"/sys/icl-workbench-test/seed{seed}"} for seed in (0, 1)]
-    (folder / "group.json").write_text(json.dumps({"runs": runs}))
-    return str(folder / "group.json")
+    return seeds_together(folder, [f"/sys/icl-workbench-test/seed{seed}" for seed in (0, 1)])
 
 
 def silent_port(folder: Path) -> str:

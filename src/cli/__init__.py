@@ -22,11 +22,16 @@ from src.bounds import RANGES, SEED_LIMIT  # noqa: F401 - the one table of integ
 DRY_RUN = "WORKBENCH_DRY_RUN"
 
 
+def dry_run_requested() -> bool:
+    """WORKBENCH_DRY_RUN=1 is set: the command checks and stops before its first write."""
+    return os.environ.get(DRY_RUN, "") not in ("", "0")
+
+
 def dry_run(prog: str, what: str) -> bool:
     """True, after one line on stdout, when WORKBENCH_DRY_RUN=1: the command has checked its flags,
     settings and output places and stops before its first write (the docs' commands are tested
     this way; a user can check a long command the same way)."""
-    if os.environ.get(DRY_RUN, "") in ("", "0"):
+    if not dry_run_requested():
         return False
     print(f"{prog}: dry run ({DRY_RUN}=1): would {what}")
     return True
@@ -139,6 +144,37 @@ def path_text() -> Callable[[str], str]:
             raise argparse.ArgumentTypeError(f"{text!r} is empty; accepted: a path")
         return text
     return _named(parse, "a path")
+
+
+MAX_FILE_BYTES = 1 << 22        # 4 MiB: the most a config file a user names may hold
+
+
+def read_user_file(path: str | os.PathLike, what: str, accepted: str) -> str:
+    """The text of a file a user named (UsageError, one line, `what PATH: ...; accepted: ...`):
+    only a regular file of at most MAX_FILE_BYTES, opened without blocking, so a FIFO, device,
+    socket or directory is refused at once; a missing, unreadable or binary file is named."""
+    import stat
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path}: no such file") from None
+    except OSError as err:
+        raise UsageError(f"{what} {path}: cannot be read ({err.strerror or err})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+        os.close(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{what} {path}: is not a regular file; accepted: {accepted}")
+        raise UsageError(f"{what} {path}: is {info.st_size:,} bytes; accepted: at most {MAX_FILE_BYTES:,}")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError as err:
+            raise UsageError(f"{what} {path}: cannot be read ({err.strerror or err})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what} {path}: is not a text file; accepted: {accepted}") from None
 
 
 def or_auto(convert: Callable[[str], object]) -> Callable[[str], object]:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from src.cli import UsageError, dry_run, fail
+from src.cli import UsageError, dry_run, dry_run_requested, fail
 from src.files import read_json
 from src.pipeline import check_target, execute
 from src.provenance import usable_cores
@@ -57,7 +57,7 @@ def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv
         except (OSError, ValueError):
             pass            # check_target names what is wrong with the run directory
     try:
-        with RunDirLock(Path(out), f"{prog} {' '.join(argv)}"):
+        with RunDirLock(Path(out), f"{prog} {' '.join(argv)}", check_only=dry_run_requested()):
             return _locked_train(prog, settings, Path(out), runner=runner, argv=argv, overwrite=overwrite,
                                  resume=resume, quiet=quiet, skip_analysis=skip_analysis, wandb=wandb)
     except RunDirError as err:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from src.cli import UsageError
+from src.cli import UsageError, read_user_file
 
 # the study's names -> ours (one table)
 TASKS = {"cnf": "cnf3", "dnf": "dnf3", "sparse_thres": "sparse_threshold"}
@@ -47,7 +47,6 @@ TOP = {"model", "patch", "task", "training", "wandb", "out_dir"}
 # copies) long before it costs memory or time.
 MAX_INCLUDE_DEPTH = 32          # files in one chain of includes
 MAX_FILES = 256                 # distinct files
-MAX_FILE_BYTES = 1 << 22        # 4 MiB a file
 MAX_VALUES = 200_000            # values of the whole composed config
 MAX_NESTING = 100               # levels of mappings and lists in the composed config
 
@@ -78,34 +77,6 @@ def load(path: str | Path) -> Any:
     return composer.expand(composer.parsed[root])
 
 
-def read_regular_file(path: Path, what: str = "config") -> str:
-    """The text of a regular file (UsageError, one line, naming it): a FIFO, device, socket or
-    directory is refused after a non-blocking open, a symlink loop or an unreadable file is named."""
-    import os
-    import stat
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise UsageError(f"{what} {path}: no such file") from None
-    except OSError as err:
-        raise UsageError(f"{what} {path}: cannot be read ({err.strerror or err})") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
-        os.close(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{what} {path}: is not a regular file; accepted: a YAML file")
-        raise UsageError(f"{what} {path}: is {info.st_size:,} bytes; accepted: at most {MAX_FILE_BYTES:,}")
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            data = handle.read(MAX_FILE_BYTES + 1)
-        except OSError as err:
-            raise UsageError(f"{what} {path}: cannot be read ({err.strerror or err})") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{what} {path}: is not a text file; accepted: a YAML config") from None
-
-
 class _Composer:
     """Reads each file of an include graph once (`parsed`: resolved path -> its YAML with
     `_Include` leaves), measures the composition before building it, then builds it."""
@@ -126,7 +97,7 @@ class _Composer:
         if len(self.parsed) >= MAX_FILES:
             raise UsageError(f"config {path}: the !includes name more than {MAX_FILES} files{where}")
         try:
-            text = read_regular_file(path, "config" if include is None else "!include")
+            text = read_user_file(path, "config" if include is None else "!include", "a YAML config")
         except UsageError as err:
             raise UsageError(f"{err}{where}") from None
         self.parsed[resolved] = self._parse(text, path, resolved)

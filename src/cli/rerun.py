@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from src.files import loads_json, read_json as read_json_file
-from src.cli import OneLineParser, path_text, UsageError, dry_run, fail, summary
+from src.cli import (OneLineParser, UsageError, dry_run, dry_run_requested, fail, path_text, read_user_file,
+                     summary)
+from src.files import loads_json
 from src.cli.command import adopt_threads, train_command, validated
 from src.overrides import apply_overrides
 from src.pipeline import check_target
@@ -33,16 +34,9 @@ GROUP_FORMAT = '{"runs": [{"settings": ..., "out": DIR}, ...]}'
 def read_json(flag: str, path: str, accepted: str):
     """The JSON document of a file (`-`: standard input, as the job engine sends it): UsageError
     naming the flag, the file and what is wrong with it, in one line."""
+    text = sys.stdin.read() if path == "-" else read_user_file(path, flag, accepted)
     try:
-        if path == "-":
-            return loads_json(sys.stdin.read())
-        if Path(path).exists() and not Path(path).is_file():
-            raise UsageError(f"{flag} {path}: is not a regular file; accepted: {accepted}")
-        return read_json_file(path)
-    except OSError as err:
-        raise UsageError(f"{flag} {path}: cannot be read ({err.strerror or err})") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{flag} {path}: is not a text file; accepted: {accepted}") from None
+        return loads_json(text)
     except json.JSONDecodeError as err:
         raise UsageError(f"{flag} {path}: is not JSON ({err.msg} at line {err.lineno}); accepted: "
                          f"{accepted}") from None
@@ -102,7 +96,7 @@ def together_command(path: str, *, argv: Sequence[str], overwrite: bool, quiet: 
     except UsageError as err:
         return fail(PROG, err)
     try:
-        with RunDirLocks(outs, f"{PROG} {' '.join(argv)}"):
+        with RunDirLocks(outs, f"{PROG} {' '.join(argv)}", check_only=dry_run_requested()):
             for s, out in zip(settings, outs):
                 check_target(s, out, overwrite=overwrite)
             if dry_run(PROG, f"train {len(settings)} seeds of {settings[0].describe()} together"):

@@ -7,6 +7,9 @@ replacement swaps the directory itself.
 
     with RunDirLock(out, "python -m runners.train ..."):     # RunBusy (one line) if taken
         ...check the target, train, write...
+
+A dry run (`check_only`) takes no lock and writes nothing: it only asks whether the place is
+writable.
 """
 from __future__ import annotations
 
@@ -19,11 +22,6 @@ from src.files import FILE_MODE
 from src.rundir.staging import RunDirError, unsafe_target
 
 LOCK_SUFFIX = ".lock"      # .<name>.lock beside the run directory <name>
-
-
-def dry_run_requested() -> bool:
-    """WORKBENCH_DRY_RUN=1 (src.cli.dry_run): the command checks and stops before its first write."""
-    return os.environ.get("WORKBENCH_DRY_RUN", "") not in ("", "0")
 
 
 class RunBusy(RunDirError):
@@ -41,15 +39,16 @@ class RunDirLock:
     lock taken on a file that was removed meanwhile is retaken on the new one, so two holders can
     never both believe they hold it)."""
 
-    def __init__(self, out: Path, command: str = ""):
-        self.out, self.path, self.command = Path(out), lock_path(Path(out)), command
+    def __init__(self, out: Path, command: str = "", check_only: bool = False):
+        self.out, self.path, self.command, self.check_only = Path(out), lock_path(Path(out)), command, check_only
         self.fd: int | None = None
+        self.made: list[Path] = []      # parents this lock created: removed at the end if still empty
 
     def __enter__(self) -> "RunDirLock":
         if unsafe_target(self.out):
             return self                 # never a run directory: the target's check refuses it
         try:
-            if dry_run_requested():     # a dry run writes nothing: only ask whether it could
+            if self.check_only:
                 self._check_writable()
             else:
                 self._take()
@@ -68,7 +67,7 @@ class RunDirLock:
         import fcntl
         missing = [p for p in (self.path.parent, *self.path.parent.parents) if not p.exists()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.made = missing             # removed again if they are still empty at the end
+        self.made = missing
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
             try:
@@ -90,8 +89,6 @@ class RunDirLock:
                  .encode())
         self.fd = fd
 
-    made: list = []
-
     def __exit__(self, *exc) -> None:
         if self.fd is None:
             return
@@ -111,8 +108,8 @@ class RunDirLock:
 class RunDirLocks:
     """Locks on several run directories (a group trained together), all or none (RunBusy)."""
 
-    def __init__(self, outs, command: str = ""):
-        self.locks = [RunDirLock(out, command) for out in outs]
+    def __init__(self, outs, command: str = "", check_only: bool = False):
+        self.locks = [RunDirLock(out, command, check_only) for out in outs]
         self.held: list[RunDirLock] = []
 
     def __enter__(self) -> "RunDirLocks":

@@ -13,7 +13,8 @@ import numpy as np
 
 from src.files import (atomic_save_npy, atomic_save_npz, atomic_write_bytes,
                        atomic_write_json, atomic_write_text, loads_json, read_json, read_jsonl)
-from src.params import unflatten_params
+from src.checkpoint import state_arrays
+from src.params import first_non_finite, unflatten_params
 from src.rundir.names import (ALIGNMENT, ANALYSIS, ATTENTION_STATS, ATTENTION_STATS_PNG,
                               ATTN_RAW, CHECKPOINT, CONFIG, MARKER, MARKER_TEXT, METADATA, METRICS,
                               NOISE_MASK, OOD, ORDERING, PARAMS, REPLACED, SUMMARY, analysis_module,
@@ -326,10 +327,7 @@ class RunDir:
                 elif name.endswith((".npz", ".npy")):
                     arrays = self.load_arrays(name)
                     if name in (PARAMS, CHECKPOINT):
-                        weights = {k: a for k, a in arrays.items()
-                                   if name == PARAMS or k.startswith(("params/", "opt_state/"))}
-                        bad = next((k for k, a in weights.items() if np.issubdtype(a.dtype, np.inexact)
-                                    and not np.all(np.isfinite(a))), None)
+                        bad = first_non_finite(arrays if name == PARAMS else state_arrays(arrays))
                         if bad is not None:
                             raise self.corrupt(name, f"its array {bad!r} is not finite (a run keeps only "
                                                      "finite parameters)")

@@ -82,8 +82,7 @@ class DynamicsSettings(Settings):
         t, tr, opts = self.task, self.train, self.model.options
         heads, rank = getattr(opts, "heads", 1), getattr(opts, "rank", 1)
         for path, value, low in (("model.options.heads", heads, 1), ("train.epochs", tr.epochs, 1),
-                                 ("train.log_every", tr.log_every, 1), ("train.batch_size", tr.batch_size, 0),
-                                 ("train.checkpoint_every", tr.checkpoint_every, 0)):
+                                 ("train.batch_size", tr.batch_size, 0)):
             require_int(path, value, low)
         require_int("model.options.rank", rank, 1, t.in_dim)
         require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)

@@ -152,9 +152,7 @@ class GPT2Settings(Settings):
         if tr.warmup_fraction is not None:
             require_number("train.warmup_fraction", tr.warmup_fraction, 0, high=1)
         require_number("train.weight_decay", tr.weight_decay, 0)
-        for key in ("log_every", "checkpoint_every"):
-            require_int(f"train.{key}", getattr(tr, key), 1)
-        require_int("train.keep_every", tr.keep_every, 0)
+        require_int("train.checkpoint_every", tr.checkpoint_every, 1)     # beyond the shared intervals
         try:   # the shared integer ranges and the memory estimate (src/bounds.py)
             check_sizes(("d", "model.n_dims", m.n_dims), ("width", "model.width", m.width),
                         ("heads", "model.n_head", m.n_head), ("layers", "model.n_layer", m.n_layer),

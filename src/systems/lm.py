@@ -93,10 +93,9 @@ class LMSettings(Settings):
         require(self.task.name in tasks, "task", self.task.name, ", ".join(tasks))
         for path, value in (("model.width", m.width), ("model.n_layer", m.n_layer), ("model.n_head", m.n_head),
                             ("train.batch_size", tr.batch_size), ("train.steps", tr.steps),
-                            ("train.log_every", tr.log_every), ("train.eval_size", tr.eval_size),
+                            ("train.eval_size", tr.eval_size),
                             ("pairs.n_points", pairs.n_points), ("pairs.n_dims", pairs.n_dims)):
             require_int(path, value, 1)
-        require_int("train.checkpoint_every", tr.checkpoint_every, 0)
         require(m.width % m.n_head == 0 and (m.width // m.n_head) % 2 == 0, "model.width", m.width,
                 f"an even multiple of model.n_head={m.n_head}")
         require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)

@@ -83,8 +83,6 @@ class LSASettings(Settings):
         require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
         require_number("train.adam_b1", tr.adam_b1, 0, high=1, open_high=True)
         require_number("train.adam_b2", tr.adam_b2, 0, high=1, open_high=True)
-        require_int("train.log_every", tr.log_every, 1)
-        require_int("train.checkpoint_every", tr.checkpoint_every, 0)
         try:   # the shared integer ranges (src/bounds.py): refuse absurd sizes before any work
             check_sizes(("d", "task.d", t.d), ("points", "task.num_context", t.num_context),
                         ("layers", "model.num_layers", m.num_layers),

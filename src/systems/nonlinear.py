@@ -63,8 +63,7 @@ class NonlinearSettings(Settings):
             accepted = [e.name for e in registry("task") if hasattr(e.options, "function")]
             raise SettingsError(f"task.name={t.name!r} is not accepted here; accepted: {', '.join(accepted)}")
         for path, value, low in (("train.steps", tr.steps, 1), ("train.batch_size", tr.batch_size, 1),
-                                 ("train.eval_size", tr.eval_size, 1), ("train.log_every", tr.log_every, 1),
-                                 ("train.checkpoint_every", tr.checkpoint_every, 0),
+                                 ("train.eval_size", tr.eval_size, 1),
                                  ("train.seed", tr.seed, 0), ("train.eval_seed", tr.eval_seed, 0)):
             require_int(path, value, low)
         require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
