@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from src import interrupts
+
 
 EXPLODED = 1e6          # a loss above EXPLODED x the first loss counts as diverged
 
@@ -187,8 +189,10 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
         return Progress(step, state, _concat(per_step), _stack(at_log), first_loss, list(history))
 
     while step < trainer.steps:
+        interrupts.check()                      # a Ctrl-C that a library swallowed stops here
         n = boundaries(trainer, step) - step
         chunk = trainer.run_chunk(state, step, n)
+        interrupts.wait(chunk.losses)           # Ctrl-C honoured while the chunk computes
         losses = np.asarray(chunk.losses)
         first_loss = float(losses[0]) if first_loss is None else first_loss
         bad = first_bad_step(losses, first_loss)

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from src import interrupts
 from src.loop import Chunk, LoopResult, Progress, Trainer, TrainState, first_bad_step_of_runs, train
 
 
@@ -94,6 +95,7 @@ class Together(Trainer):
         """The loop sees seed 0's losses, or NaN at a step where any seed diverges by the loop's
         rule against its own first loss; every seed's losses are in per_step["seed_loss"]."""
         out = self._chunk(state, self.seed_inputs, first, num_steps)
+        interrupts.wait(out.losses)                                      # Ctrl-C honoured meanwhile
         losses = np.asarray(out.losses).T                                # [n, S]
         if self.first_losses is None:
             self.first_losses = losses[0].copy()

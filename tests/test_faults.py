@@ -33,7 +33,12 @@ def runner(*args: str, module: str = "runners.run_concat_inputs_targets", **kw):
 
 
 def finish(proc, timeout: float = 240) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=timeout)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"still running after {timeout:g} s; it printed: {err[-2000:]!r}") from None
     return proc.returncode, out, err
 
 

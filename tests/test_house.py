@@ -27,6 +27,7 @@ SKIP_DIRS = {".venv", "tests", ".git", "runs", "report", ".originals"}
 LEVELS = [
     (0, ("src.registry", "src.settings", "src.cli", "src.config", "src.provenance", "src.optim",
          "src.overrides", "src.params", "src.stats", "src.files", "src.bounds", "src.rundir.names",
+         "src.interrupts",
          "plots.style", "src")),
     (1, ("src.tasks", "src.curricula", "src.metrics")),
     (2, ("src.models", "baselines")),

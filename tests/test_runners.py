@@ -117,6 +117,7 @@ def test_ctrl_c_leaves_no_half_written_file(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err
+    assert ("with --resume" in err) == (out / names.CHECKPOINT).is_file()   # offered only if true
     assert not list(out.rglob("*.tmp")) and not list(out.rglob(".*.tmp"))
     assert not (out / names.SUMMARY).exists()
     json.loads((out / names.CONFIG).read_text())

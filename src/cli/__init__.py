@@ -290,27 +290,6 @@ def pin_to_cpu() -> None:
         pass
 
 
-def _interrupt(signum, frame) -> None:
-    """SIGINT -> KeyboardInterrupt, but never inside a garbage-collector callback: an exception
-    raised there is printed and dropped by Python ("Exception ignored in: _xla_gc_callback"), so
-    a Ctrl-C that lands in JAX's gc hook would be lost. Then the signal is sent again 50 ms later."""
-    import gc
-    import os
-    import threading
-    hooks = {getattr(hook, "__code__", None) for hook in gc.callbacks}
-    while frame is not None:
-        if frame.f_code in hooks:
-            threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
-            return
-        frame = frame.f_back
-    global _INTERRUPTED
-    _INTERRUPTED = True
-    raise KeyboardInterrupt
-
-
-_INTERRUPTED = False   # set once our SIGINT handler has raised KeyboardInterrupt
-
-
 def _leave_now(code: int) -> None:
     """Exit at once after an interrupt: JAX's threads may still be running the computation the
     interrupt cut short, and a normal interpreter teardown under them can segfault (observed:
@@ -325,13 +304,6 @@ def _leave_now(code: int) -> None:
     os._exit(code)
 
 
-def catch_interrupts() -> None:
-    """Install `_interrupt` for SIGINT unless SIGINT is ignored or handled by someone else."""
-    import signal
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _interrupt)
-
-
 def guarded(main: Callable[[], int]) -> int:
     """Run a command line's `main()`: an unexpected exception becomes ONE line naming the error
     and a file with the full traceback (exit 1), never a 30-line trace on the terminal."""
@@ -340,13 +312,14 @@ def guarded(main: Callable[[], int]) -> int:
     import traceback
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     prog = f"python -m {spec.name}" if spec is not None else os.path.basename(sys.argv[0])
+    from src import interrupts
     die_with_parent()
     pin_to_cpu()
-    catch_interrupts()
+    interrupts.install()
     try:
         code = main()
     except KeyboardInterrupt:
-        if not _INTERRUPTED:
+        if not interrupts.requested():
             raise
         print(f"\n{prog}: interrupted", file=sys.stderr)
         _leave_now(130)
@@ -369,6 +342,6 @@ def guarded(main: Callable[[], int]) -> int:
         print(f"{prog}: error: unexpected {type(err).__name__}: {first[:300]} (full traceback: "
               f"{log}; please report it)", file=sys.stderr)
         return 1
-    if code == 130 and _INTERRUPTED:
+    if code == 130 and interrupts.requested():
         _leave_now(code)
     return code

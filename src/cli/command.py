@@ -76,10 +76,7 @@ def _locked_train(prog: str, settings: Settings, out: Path, *, runner: str, argv
                           start=start, progress=not quiet, skip_analysis=skip_analysis, wandb=wandb)
     except KeyboardInterrupt:
         remove_temporaries_below(out, own=True)     # a write the interrupt cut short
-        note = interrupted_note(out, replacing)
-        if not replacing:
-            note += "; or continue it: the same command with --resume"
-        print("\n" + note, file=sys.stderr)
+        print("\n" + interrupted_note(out, replacing), file=sys.stderr)
         return 130
     if outcome.result.diverged:
         print(f"{prog}: training stopped: {outcome.result.diverged}; parameters saved to "

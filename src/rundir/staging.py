@@ -10,7 +10,7 @@ from pathlib import Path
 
 from src.files import TMP_SUFFIX
 from src.provenance import ROOT
-from src.rundir.names import MARKER, REPLACED, STAGING, SUMMARY
+from src.rundir.names import CHECKPOINT, MARKER, REPLACED, STAGING, SUMMARY
 
 
 class RunDirError(Exception):
@@ -129,9 +129,12 @@ def will_replace(path: Path) -> bool:
 
 
 def interrupted_note(path: Path, replacing: bool) -> str:
-    """What an interrupted run leaves behind, in one line."""
+    """What an interrupted run leaves behind, in one line; --resume is offered only where a
+    checkpoint was written."""
     if replacing:
         return f"interrupted: the previous run in {path} is kept unchanged (the new one was discarded)"
-    return (f"interrupted: {path} is incomplete (every file in it is whole; no {SUMMARY}); "
-            "rerun with --overwrite")
+    note = f"interrupted: {path} is incomplete (every file in it is whole; no {SUMMARY}); rerun with --overwrite"
+    if (path / CHECKPOINT).is_file():
+        return note + "; or continue it from its checkpoint: the same command with --resume"
+    return note + f" (no {CHECKPOINT} was written yet, so --resume has nothing to continue)"
 
