@@ -18,6 +18,7 @@ Glossary: n steps of a chunk, K log points.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
@@ -148,6 +149,38 @@ def _concat(chunks: list[dict]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([np.asarray(c[k]) for c in chunks]) for k in keys}
 
 
+CHUNK_SECONDS = 5.0              # a chunk whose step time is known computes for about this long at most
+FIRST_STEP_PARAMS = 1_000_000    # a model this large starts with a one-step chunk on a CPU
+
+
+class ChunkSizer:
+    """Where the chunk that starts at a step ends: at the next log point, checkpoint or the end
+    (`boundaries`), sooner where steps are slow, so that the bar moves every few seconds. A model
+    of FIRST_STEP_PARAMS parameters or more on a CPU starts with one step; after each chunk the
+    cap is the largest power of two of steps that computes within CHUNK_SECONDS (few distinct
+    chunk lengths, each compiled once). How a run is chunked changes none of its numbers
+    (tests/test_resume.py reruns every system in one-step chunks)."""
+
+    def __init__(self, state: TrainState):
+        params = sum(int(np.size(leaf)) for leaf in jax.tree_util.tree_leaves(state.params))
+        slow = params >= FIRST_STEP_PARAMS and jax.default_backend() == "cpu"   # an accelerator's step is ms
+        self.cap = 1 if slow else None
+        self.compiled: set[int] = set()
+
+    def end(self, trainer: Trainer, step: int) -> int:
+        end = boundaries(trainer, step)
+        return end if self.cap is None else min(end, step + self.cap)
+
+    def measured(self, num_steps: int, dispatched_s: float, total_s: float) -> None:
+        """A chunk of `num_steps` took `total_s`, of which `dispatched_s` after run_chunk returned
+        (the computation alone where the length was new: its compilation comes before that)."""
+        seconds = total_s if num_steps in self.compiled else dispatched_s
+        self.compiled.add(num_steps)
+        if seconds > 0:
+            fit = max(1.0, CHUNK_SECONDS * num_steps / seconds)
+            self.cap = 2 ** int(math.log2(fit))
+
+
 def boundaries(trainer: Trainer, step: int) -> int:
     """The end of the chunk that starts at `step`: the next log point, checkpoint or the end."""
     stops = [trainer.steps, step + trainer.log_every - step % trainer.log_every]
@@ -188,11 +221,15 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
     def snapshot() -> Progress:
         return Progress(step, state, _concat(per_step), _stack(at_log), first_loss, list(history))
 
+    sizer = ChunkSizer(state)
     while step < trainer.steps:
         interrupts.check()                      # a Ctrl-C that a library swallowed stops here
-        n = boundaries(trainer, step) - step
+        n = sizer.end(trainer, step) - step
+        called = time.perf_counter()
         chunk = trainer.run_chunk(state, step, n)
+        dispatched = time.perf_counter()
         interrupts.wait(chunk.losses)           # Ctrl-C honoured while the chunk computes
+        sizer.measured(n, time.perf_counter() - dispatched, time.perf_counter() - called)
         losses = np.asarray(chunk.losses)
         first_loss = float(losses[0]) if first_loss is None else first_loss
         bad = first_bad_step(losses, first_loss)

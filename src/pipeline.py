@@ -12,6 +12,8 @@ is this run's (src/checkpoint.py); otherwise nothing is touched.
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
@@ -174,7 +176,7 @@ def _train_and_write_logged(run: RunDir, settings: Settings, trainer: SystemTrai
                    label=trainer.label)
     if not result.history:                      # the log exists even when nothing was logged
         logger.write()
-    _write_outputs(run, settings, trainer, result, skip_analysis)
+    _write_outputs(run, settings, trainer, result, skip_analysis, progress)
     return result
 
 
@@ -189,8 +191,9 @@ def write_checkpoint(run: RunDir, trainer: SystemTrainer, snapshot: Progress, di
 
 
 def _write_outputs(run: RunDir, settings: Settings, trainer: SystemTrainer, result: LoopResult,
-                   skip_analysis: bool) -> None:
-    """Everything a run writes after training: params, the system's files, the summary, analyses."""
+                   skip_analysis: bool, progress: bool = False) -> None:
+    """Everything a run writes after training: params, the system's files, the summary, analyses
+    (with `progress`, a line on stderr as each starts and ends: some take minutes)."""
     run.write_npz(names.PARAMS, trainer.params_arrays(result))
     files = trainer.outputs(result)
     for name, value in files.items():
@@ -204,8 +207,15 @@ def _write_outputs(run: RunDir, settings: Settings, trainer: SystemTrainer, resu
                "system": settings.system, **trainer.summary(result),
                "outputs": list(dict.fromkeys(expected))}
     run.write_json(names.SUMMARY, summary)
-    for entry in analyses:
+    for i, entry in enumerate(analyses, 1):
+        if progress:
+            hint = " (--skip_analysis leaves the analyses out)" if i == 1 else ""
+            print(f"{trainer.label}: analysis {i}/{len(analyses)} {entry.name} ...{hint}", file=sys.stderr, flush=True)
+        began = time.perf_counter()
         entry.build(None).run(run)
+        if progress:
+            print(f"{trainer.label}: analysis {entry.name} done in {time.perf_counter() - began:.1f} s",
+                  file=sys.stderr, flush=True)
     jax.block_until_ready(result.state.params)
 
 
@@ -230,6 +240,6 @@ def execute_together(settings_list: Sequence[Settings], outs: Sequence[Path], *,
             JsonlLogger(run.file(names.METRICS), rows=map(to_jsonable, result.history)).write()
             for step, snapshot in kept.items():
                 write_checkpoint(run, trainer, snapshot, settings.digest(), latest=step == result.step)
-            _write_outputs(run, settings, trainer, result, skip_analysis)
+            _write_outputs(run, settings, trainer, result, skip_analysis, progress)
         outcomes.append(Outcome(run, result, trainer))
     return outcomes

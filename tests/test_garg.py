@@ -1,6 +1,7 @@
 """limits_of_icl's system: Garg et al.'s tasks and curriculum, the baselines against closed forms
 and brute force, the YAML runner (bad keys, test_run) and icl_curve (its SIGKILL + --resume is in
 tests/test_resume.py)."""
+import json
 from pathlib import Path
 
 import jax
@@ -181,3 +182,21 @@ def test_a_config_sets_the_training_curriculum_and_a_growing_prompt_is_refused(t
     assert train_main(["--config", str(ROOT / "configs/lengthgen.yaml"), "--set", "training.noise_mode=label_noise",
                        "--set", "training.noise_p=0.2", "--out", str(tmp_path / "grow")]) == 2
     assert "fixed number of points" in capsys.readouterr().err and not (tmp_path / "grow").exists()
+
+
+def test_analyses_say_when_they_run_and_skip_analysis_leaves_them_out(tmp_path, capsys, monkeypatch):
+    """After training, each analysis prints a line as it starts and as it ends (some take minutes
+    at width 256); --skip_analysis writes none of their outputs."""
+    monkeypatch.chdir(ROOT)
+    tiny = ["--config", "configs/quick.yaml", "--set", "quick=false", "--set", "model.n_layer=1",
+            "--set", "model.n_embd=16", "--set", "training.train_steps=10", "--set", "training.eval_size=20"]
+    assert train_main([*tiny, "--out", str(tmp_path / "with")]) == 0
+    err = capsys.readouterr().err
+    starts = [line for line in err.splitlines() if ": analysis " in line and " ..." in line]
+    ends = [line for line in err.splitlines() if ": analysis " in line and " done in " in line]
+    assert starts and len(starts) == len(ends), err
+    assert train_main([*tiny, "--out", str(tmp_path / "without"), "--skip_analysis"]) == 0
+    assert ": analysis " not in capsys.readouterr().err
+    written = set(json.loads((tmp_path / "with" / "metrics_summary.json").read_text())["outputs"])
+    skipped = set(json.loads((tmp_path / "without" / "metrics_summary.json").read_text())["outputs"])
+    assert skipped < written and all((tmp_path / "without" / name).exists() for name in skipped)

@@ -22,6 +22,8 @@ def test_quick_mechanisms_study(tmp_path):
                            str(tmp_path / "runs"), "--report-dir", str(tmp_path / "report")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+    finished = [line for line in done.stdout.splitlines() if line.startswith("  done ")]
+    assert len(finished) == 2 and all("eval_loss" in line for line in finished), done.stdout   # a line per run
     results = json.loads((tmp_path / "report" / "mechanisms_results.json").read_text())["results"]
     assert set(results) == {"softmax_causal", "favor"}
     for record in results.values():

@@ -128,12 +128,24 @@ def test_sigkill_between_log_points_then_resume_gives_the_same_run_directory(sys
 
 
 @pytest.mark.parametrize("system", list(RUNS))
-def test_a_rerun_from_config_json_alone_is_bit_identical(system, tmp_path, monkeypatch):
+def test_a_rerun_from_config_json_alone_in_one_step_chunks_is_bit_identical(system, tmp_path, monkeypatch):
+    """The rerun is cut into chunks of one step, as the loop does for a slow model (ChunkSizer):
+    how a run is chunked changes none of its numbers."""
+    from src import loop
     monkeypatch.chdir(ROOT)
     runner, argv = argv_of(system, tmp_path)
     first, again = tmp_path / "first", tmp_path / "again"
     assert call(runner, [*argv, "--out", str(first)]) == 0
+    monkeypatch.setattr(loop, "FIRST_STEP_PARAMS", 0)       # one step first ...
+    monkeypatch.setattr(loop, "CHUNK_SECONDS", 0.0)         # ... and every chunk after
+    sizes, measured = [], loop.ChunkSizer.measured
+
+    def record(sizer, num_steps, *seconds):
+        sizes.append(num_steps)
+        measured(sizer, num_steps, *seconds)
+    monkeypatch.setattr(loop.ChunkSizer, "measured", record)
     assert call("runners.run", ["--config", str(first / "config.json"), "--out", str(again), "--quiet"]) == 0
+    assert set(sizes) == {1}
     assert read_run(first) == read_run(again)
     assert json.loads((first / "config.json").read_text())["settings"]["system"] == system
     assert sorted(p.name for p in first.rglob("*")) == sorted(p.name for p in again.rglob("*"))

@@ -258,7 +258,10 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--out", type=path_text(), default=None, help="run directory (overrides the config's out_dir)")
     parser.add_argument("--resume", action="store_true", help="continue out_dir from its checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="replace out_dir if it is one of our runs")
-    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--skip_analysis", action="store_true",
+                        help="do not run the analyses at the end (ICL curve, inductive bias, robustness; "
+                             "python -m analysis.<name> --run RUN runs one later)")
     parser.add_argument("--choices", action=PrintChoices)
     return parser
 
@@ -277,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out:      # several lengths: --out DIR gives DIR_max_length<L>
             out = Path(args.out + (out.name[out.name.rindex("_max_length"):] if len(runs) > 1 else ""))
         code = train_command(PROG, settings, out, runner="runners.train", argv=argv, overwrite=args.overwrite,
-                             resume=args.resume, quiet=args.quiet, wandb=spec)
+                             resume=args.resume, quiet=args.quiet, skip_analysis=args.skip_analysis, wandb=spec)
         if code:
             return code
     return 0

@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--overwrite", action="store_true", help="replace --out if it is one of our runs")
     o.add_argument("--resume", action="store_true", help="continue --out from its checkpoint")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument("--skip_analysis", action="store_true", help="do not run the analyses at the end")
     o.add_argument("--choices", action=PrintChoices)
     return p
 
@@ -180,4 +181,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, err)
     out = Path(args.out) if args.out else default_out(settings, args)
     return train_command(PROG, settings, out, runner=RUNNER, argv=argv, overwrite=args.overwrite,
-                         resume=args.resume, quiet=args.quiet)
+                         resume=args.resume, quiet=args.quiet, skip_analysis=args.skip_analysis)

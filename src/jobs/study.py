@@ -109,6 +109,43 @@ def study_dirs(args, study: str) -> tuple[Path, Path]:
     return runs_dir, report_dir
 
 
+def headline(path: Path) -> str:
+    """A run's headline number from its metrics_summary.json: eval_loss, else the first eval_*
+    number, else '' (no summary, or nothing to quote)."""
+    from src.files import read_json
+    from src.rundir import names
+    try:
+        summary = read_json(path / names.SUMMARY)
+    except (OSError, ValueError):
+        return ""
+    numbers = {k: v for k, v in summary.items() if k.startswith("eval_") and isinstance(v, (int, float))
+               and not isinstance(v, bool)}
+    key = "eval_loss" if "eval_loss" in numbers else next(iter(numbers), None)
+    return f" {key} {numbers[key]:.4g}" if key else ""
+
+
+def finished_line(say: Callable[[str], None], todo: Sequence[Job], start: float) -> Callable[[Job], None]:
+    """on_done for run_jobs: one line per run trained now, `  done NAME (12s; eval_loss 0.1234)
+    [3/10, about 2 min left]`, the time left from the jobs' costs done so far and the wall time."""
+    total = sum(j.cost for j in todo) or 1.0
+    done: list[Job] = []
+
+    def line(job: Job) -> None:
+        done.append(job)
+        if job.returncode != 0 or job.state not in ("complete", "diverged"):
+            return                      # run_jobs says FAILED with its log
+        spent = sum(j.cost for j in done)
+        left = (time.monotonic() - start) * (total - spent) / spent if spent < total else 0.0
+        eta = f", about {_duration(left)} left" if left > 0 else ""
+        say(f"  done {job.name} ({job.seconds:.0f}s;{headline(job.path)}) [{len(done)}/{len(todo)}{eta}]")
+    return line
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.0f} min" if seconds < 5400
+                                                    else f"{seconds / 3600:.1f} h")
+
+
 def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
               write_report: Callable[[float, dict], list[Path]], executor: Choice | None = None) -> int:
     """Train what a study's plan needs, then `write_report(seconds, git state at the start)`;
@@ -121,7 +158,8 @@ def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
     say = lambda message: print(message, flush=True)
     announce(say, prog, "runs", jobs, todo, workers, runs_dir)
     try:
-        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor)
+        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor,
+                          on_done=finished_line(say, todo, time.monotonic()))
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted; finished runs are kept in {runs_dir}; rerun to continue",
               file=sys.stderr)
