@@ -5,7 +5,8 @@
 #   make test                      the test suite (the studies' end-to-end quick runs: make test_studies)
 #   make golden                    every golden run of the four systems, bit for bit on a machine with its record
 #   make golden_record             record this machine's golden runs (checked against the others first)
-#   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps)
+#   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps; OVERWRITE=1
+#                                  retrains runs of another STEPS, as --overwrite does on any sweep or study)
 #   make dynamics                  Zhang et al.'s study (training dynamics of linear attention)
 #   make mechanisms                limits_of_icl's study (attention mechanisms on regression; long: see docs/mechanisms.md)
 #   make linear_attention          why unnormalised linear attention does not learn there (sum vs mean, learning rate)
@@ -41,6 +42,10 @@ JOBS ?=
 
 steps_flag = $(if $(strip $(1)),--steps $(strip $(1)))
 jobs_flag = $(if $(strip $(JOBS)),--jobs $(strip $(JOBS)))
+# OVERWRITE=1: a sweep or study retrains the runs it finds made with other settings or code
+# (e.g. after another STEPS) instead of refusing them
+OVERWRITE ?=
+overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
 .PHONY: gpu venv test test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
@@ -105,7 +110,7 @@ eval_order: $(STAMP)
 	$(RUNJ) -m eval_order --models lsa1,twolayer --ordering random,smallnorm2largenorm \
 	  --train_ordering auto --eval_ordering auto \
 	  --seeds $(ORDER_SEEDS) $(call steps_flag,$(STEPS)) $(jobs_flag) \
-	  --out results_order.csv --runs-dir runs/eval_order
+	  --out results_order.csv --runs-dir runs/eval_order $(overwrite_flag)
 	$(RUN) -m plots.fig_templates --from results_order.csv --out report/figures/order
 
 eval_noise: $(STAMP)
@@ -113,7 +118,7 @@ eval_noise: $(STAMP)
 	  --p 0.0,0.25 --sigma 0.5 --placement clean_first,noisy_first \
 	  --train_noise_mode auto --eval_noise_mode auto \
 	  --ordering random --seeds $(NOISE_SEEDS) $(call steps_flag,$(STEPS)) $(jobs_flag) \
-	  --out results_noise.csv --runs-dir runs/eval_noise
+	  --out results_noise.csv --runs-dir runs/eval_noise $(overwrite_flag)
 	$(RUN) -m plots.fig_templates --from results_noise.csv --out report/figures/noise
 
 # Training speed at batch 2048 (median ms/step, compile/eval time, FLOPs, floor) -> runs/bench/bench.json
@@ -131,58 +136,58 @@ reproduce_quick: $(STAMP)
 
 # Training dynamics of linear attention (Zhang et al. ICML 2025): report/DYNAMICS.md, report/dynamics_results.json
 dynamics: $(STAMP)
-	$(RUN) -m scripts.dynamics
+	$(RUN) -m scripts.dynamics $(overwrite_flag)
 
 dynamics_quick: $(STAMP)
-	$(RUN) -m scripts.dynamics --quick
+	$(RUN) -m scripts.dynamics --quick $(overwrite_flag)
 
 # Attention mechanisms on in-context regression (limits_of_icl): report/MECHANISMS.md
 mechanisms: $(STAMP)
-	$(RUN) -m scripts.mechanisms
+	$(RUN) -m scripts.mechanisms $(overwrite_flag)
 
 mechanisms_quick: $(STAMP)
-	$(RUN) -m scripts.mechanisms --quick
+	$(RUN) -m scripts.mechanisms --quick $(overwrite_flag)
 
 # The mechanisms study's linear attention, measured: sum vs mean over the context, two learning
 # rates, the ICL benchmark's normalised linear attention: report/LINEAR_ATTENTION.md
 linear_attention: $(STAMP)
-	$(RUN) -m scripts.linear_attention
+	$(RUN) -m scripts.linear_attention $(overwrite_flag)
 
 # Position encodings and length generalisation (Lin et al. AAAI 2025): report/LENGTHGEN.md
 lengthgen: $(STAMP)
-	$(RUN) -m scripts.lengthgen
+	$(RUN) -m scripts.lengthgen $(overwrite_flag)
 
 lengthgen_quick: $(STAMP)
-	$(RUN) -m scripts.lengthgen --quick
+	$(RUN) -m scripts.lengthgen --quick $(overwrite_flag)
 
 # The protocol sweeps (scripts/protocol_sweep.py): each study's headline cell under the protocols in
 # configs/sweeps/<study>/, 3 seeds: report/SWEEP_MECHANISMS.md, report/SWEEP_LENGTHGEN.md
 mechanisms_sweep: $(STAMP)
-	$(RUN) -m scripts.protocol_sweep mechanisms
+	$(RUN) -m scripts.protocol_sweep mechanisms $(overwrite_flag)
 
 lengthgen_sweep: $(STAMP)
-	$(RUN) -m scripts.protocol_sweep lengthgen
+	$(RUN) -m scripts.protocol_sweep lengthgen $(overwrite_flag)
 
 # Dynamic YaRN's recency on the length sweep's strongest protocol, per layer and head: report/YARN_RECENCY.md
 yarn_recency: $(STAMP)
-	$(RUN) -m scripts.yarn_recency
+	$(RUN) -m scripts.yarn_recency $(overwrite_flag)
 
 # Sequence mixers on the ICL benchmark (Zoology / miniseq): report/MIXERS.md
 # MIXERS_SEEDS: the study's training seeds (the shipped report: 0,1,2; MIXERS_SEEDS=0 for a third of it)
 MIXERS_SEEDS ?= 0,1,2
 mixers: $(STAMP)
-	$(RUN) -m scripts.mixers --seeds $(MIXERS_SEEDS)
+	$(RUN) -m scripts.mixers --seeds $(MIXERS_SEEDS) $(overwrite_flag)
 
 # the robustness battery over the mechanisms study's runs (reused when current; make mechanisms first
 # to share them) and two training-time curricula: report/ROBUSTNESS.md
 robustness: $(STAMP)
-	$(RUN) -m scripts.robustness
+	$(RUN) -m scripts.robustness $(overwrite_flag)
 
 robustness_quick: $(STAMP)
-	$(RUN) -m scripts.robustness --quick
+	$(RUN) -m scripts.robustness --quick $(overwrite_flag)
 
 mixers_quick: $(STAMP)
-	$(RUN) -m scripts.mixers --quick
+	$(RUN) -m scripts.mixers --quick $(overwrite_flag)
 
 # A study at its paper's own scale (configs/paper/<STUDY>.yaml) on whatever device JAX finds, after
 # printing the time and memory it expects (refused, exit 2, when it cannot fit): STUDY = mechanisms,

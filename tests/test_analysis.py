@@ -277,3 +277,17 @@ def test_module_entry_point_exit_status(tmp_path):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stdout == ""
     assert "python -m runners.run_concat_inputs_targets" in done.stderr
+
+
+def test_the_command_that_makes_a_missing_file_has_the_flag_it_needs_and_one_overwrite(tmp_path):
+    """A run trained without --save_attention: the hint for its attention files adds the flag, and
+    a recorded command that had --overwrite does not get a second one."""
+    from src.rundir.run import RunDir
+    run = tmp_path / "run"
+    run.mkdir()
+    for recorded in ("python -m runners.run_concat_inputs_targets --out RUN --steps 20",
+                     "python -m runners.run_concat_inputs_targets --out RUN --overwrite --steps 20"):
+        (run / names.CONFIG).write_text(json.dumps({"command": recorded}))
+        hint = RunDir(run).producer(names.attention_file(0, 0))
+        assert hint.split().count("--save_attention") == 1 and hint.split().count("--overwrite") == 1, hint
+        assert RunDir(run).producer(names.PARAMS).split().count("--save_attention") == 0

@@ -117,7 +117,9 @@ ROWS += [("train", ["--config", "configs/mechanisms.yaml", "--set", f"training.e
          ("train", ["--config", "configs/quick.yaml", "--set", "nokey"], "set"),
          ("train", ["--config", "configs/quick.yaml", "--set", "model.unknown_key=1"], "unknown_key"),
          ("train", ["--config", "configs/quick.yaml", "--out", "/"], "--out"),
-         ("train", ["--config", "configs/quick.yaml", "--resume", "--out", "/nonexistent/run"], "resume")]
+         ("train", ["--config", "configs/quick.yaml", "--resume", "--out", "/nonexistent/run"], "resume"),
+         ("train", ["configs/lengthgen/tasks/linear_regression/alibi.yaml", "--eval-only=True"],
+          "analysis.length_gen")]      # the length study's eval.sh: pointed at the analysis
 
 # the dynamics paper: runners.linattn
 for flag in ("--head", "--rank", "--in_dim", "--trainset_size", "--epoch", "--log_every"):

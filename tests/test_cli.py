@@ -44,3 +44,25 @@ def test_the_paper_runners_name_default_runs_by_the_flags_that_differ():
     loop = [name("--ordering", o, "--seed", "1") for o in ("random", "easy2hard", "hard2easy")]
     assert loop == ["runs/lsa1_seed1", "runs/lsa1_orderingeasy2hard_seed1", "runs/lsa1_orderinghard2easy_seed1"]
     assert name("--steps", "300", "--lr", "0.01") == "runs/lsa1_steps300_lr0.01_seed0"
+
+
+@pytest.mark.parametrize("argv, code", [(["runners.train", "--choices"], 141),
+                                        (["runners.run_concat_inputs_targets", "--help"], 0)])   # argparse's own
+def test_output_into_a_closed_pipe_stops_quietly(argv, code):
+    """`--choices | head`: the reader is gone; the command stops with SIGPIPE's status (141) and
+    says nothing (it used to print 'cannot write or read ... a run being replaced keeps its old
+    version', exit 1)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    read_end, write_end = os.pipe()
+    os.close(read_end)                       # every write to the pipe fails: EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", *argv], cwd=root, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+    finally:
+        os.close(write_end)
+    assert done.returncode == code and done.stderr == "", (done.returncode, done.stderr)

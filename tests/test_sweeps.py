@@ -225,3 +225,16 @@ def test_bad_grid_setting_is_refused_in_one_line(tmp_path, grid, words):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and words in lines[0], done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_runs_of_other_settings_are_refused_naming_the_flag_as_the_user_types_it(sweep):
+    """Another STEPS on the same runs directory: refused in one line that names --overwrite, and
+    under make (MAKELEVEL set) the make variable that passes it (OVERWRITE=1)."""
+    args = [a if a != "20" else "30" for a in sweep["args"]]           # --steps 30
+    for make_level, words in ((None, "or --overwrite to retrain"), ("1", "--overwrite (make: OVERWRITE=1)")):
+        env = {k: v for k, v in os.environ.items() if k != "MAKELEVEL"}
+        env.update({"PYTHONPATH": str(ROOT), **({"MAKELEVEL": make_level} if make_level else {})})
+        done = subprocess.run([sys.executable, "-m", "eval_order", *args, "--dry_run"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and words in lines[0], done.stderr

@@ -27,6 +27,11 @@ def dry_run_requested() -> bool:
     return os.environ.get(DRY_RUN, "") not in ("", "0")
 
 
+def overwrite_hint() -> str:
+    """How to ask for --overwrite where the user typed the command: under make, OVERWRITE=1."""
+    return "--overwrite (make: OVERWRITE=1)" if os.environ.get("MAKELEVEL") else "--overwrite"
+
+
 def dry_run(prog: str, what: str) -> bool:
     """True, after one line on stdout, when WORKBENCH_DRY_RUN=1: the command has checked its flags,
     settings and output places and stops before its first write (the docs' commands are tested
@@ -304,6 +309,26 @@ def _leave_now(code: int) -> None:
     os._exit(code)
 
 
+def _reader_gone() -> None:
+    """Standard output's reader went away (`--choices | head`): stop at once and quietly, with
+    the exit status of a process that SIGPIPE ended (141), as other command-line tools do."""
+    import os
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    os._exit(141)
+
+
+def _flush_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_gone()
+    except (OSError, ValueError):
+        pass
+
+
 def guarded(main: Callable[[], int]) -> int:
     """Run a command line's `main()`: an unexpected exception becomes ONE line naming the error
     and a file with the full traceback (exit 1), never a 30-line trace on the terminal."""
@@ -324,7 +349,10 @@ def guarded(main: Callable[[], int]) -> int:
         print(f"\n{prog}: interrupted", file=sys.stderr)
         _leave_now(130)
     except SystemExit:
+        _flush_stdout()
         raise
+    except BrokenPipeError:
+        _reader_gone()
     except OSError as err:   # the filesystem said no (read-only, full, not a directory, ...)
         where = f": {err.filename}" if getattr(err, "filename", None) else ""
         print(f"{prog}: error: cannot write or read{where}: {err.strerror or err}; nothing else "
@@ -344,4 +372,5 @@ def guarded(main: Callable[[], int]) -> int:
         return 1
     if code == 130 and interrupts.requested():
         _leave_now(code)
+    _flush_stdout()
     return code

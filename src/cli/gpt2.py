@@ -269,6 +269,12 @@ def build_parser() -> OneLineParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    evaluation = next((a for a in argv if a.split("=")[0] in ("--eval-only", "--eval_only")), None)
+    if evaluation is not None:     # the length study's eval.sh passes it to its train.py
+        return fail(PROG, f"{evaluation}: a trained run is evaluated by its analyses here, not by "
+                          "retraining; accepted: python -m analysis.length_gen --run RUN --factor 8 "
+                          "(eval.sh), analysis.recency (eval_attn.sh), analysis.prompt_tests "
+                          "(eval_atk.sh); docs/length_generalisation.md")
     args = parser.parse_args(argv)
     if (args.config is None) == (args.config_path is None):
         parser.error("one config is needed: CONFIG or --config CONFIG")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from src.cli import PARENT_ENV, UsageError
+from src.cli import PARENT_ENV, UsageError, overwrite_hint
 from src.files import to_jsonable
 from src.provenance import ROOT, code_fingerprint
 from src.registry import Choice, registry
@@ -346,5 +346,5 @@ def refuse_stale(jobs: Sequence[Job], runs_dir: Path, overwrite: bool) -> None:
     if stale and not overwrite:
         raise UsageError(f"--runs-dir={str(runs_dir)!r} holds {len(stale)} run(s) made with other "
                          f"settings or code (e.g. {stale[0].path}: {stale[0].detail}); accepted: "
-                         "another --runs-dir, or --overwrite to retrain them")
+                         f"another --runs-dir, or {overwrite_hint()} to retrain them")
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import OneLineParser, path_text, UsageError, dry_run, fail, int_at_least, positive_number
+from src.cli import OneLineParser, path_text, UsageError, dry_run, fail, int_at_least, positive_number, overwrite_hint
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.jobs.engine import TODO_STATES, RunsDirBusy, RunsDirLock, announce, run_jobs
 from src.jobs.engine import plan as replan
@@ -280,7 +280,7 @@ def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
                 raise GridError(f"--runs-dir={args.runs_dir!r} holds {len(stale)} finished run(s) made "
                                 f"with other settings or by other code (e.g. {stale[0].run.path}: "
                                 f"{stale[0].detail}); accepted: another "
-                                "--runs-dir, or --overwrite to retrain them")
+                                f"--runs-dir, or {overwrite_hint()} to retrain them")
         except (GridError, RunsDirBusy, UsageError) as err:
             return fail(parser.prog, err)
         if args.dry_run:

@@ -79,6 +79,12 @@ def analysis_module(name: str) -> str | None:
     return ANALYSIS_MODULES.get(name)
 
 
+def training_flag(name: str) -> str | None:
+    """The flag the training command needs to write file `name` (the von Oswald runners write
+    attn/ only with --save_attention), or None."""
+    return "--save_attention" if name.startswith(f"{ATTN}/") else None
+
+
 def attention_file(layer: int, head: int) -> str:
     return f"{ATTN}/layer{layer}_head{head}.npy"
 

@@ -18,7 +18,7 @@ from src.params import first_non_finite, unflatten_params
 from src.rundir.names import (ALIGNMENT, ANALYSIS, ATTENTION_STATS, ATTENTION_STATS_PNG,
                               ATTN_RAW, CHECKPOINT, CONFIG, MARKER, MARKER_TEXT, METADATA, METRICS,
                               NOISE_MASK, OOD, ORDERING, PARAMS, REPLACED, SUMMARY, analysis_module,
-                              attention_file)
+                              attention_file, training_flag)
 from src.rundir.staging import (CorruptArtifact, MissingArtifact, RunDirError, RunExists,
                                 WrongSystem, fresh_staging, remove_stale_siblings, unsafe_target, will_replace)
 
@@ -171,8 +171,12 @@ class RunDir:
                 command = recorded if isinstance(recorded, str) and recorded else command
             except (OSError, ValueError, AttributeError):
                 pass
+        words = command.split()
+        flag = training_flag(name)
+        if flag and flag not in words and words[:3] != ["python", "-m", "runners.run"]:
+            command += f" {flag}"          # the file is written only with that flag
         if self.path.is_dir() and any(self.path.iterdir()):
-            command += " --overwrite (retrains the run)"
+            command += (" (retrains the run)" if "--overwrite" in words else " --overwrite (retrains the run)")
         return command
 
     def corrupt(self, name: str, why: str) -> CorruptArtifact:
