@@ -120,3 +120,18 @@ def test_the_warm_up_then_linear_decay_is_hugging_faces():
     for step in range(total + 1):
         hf = step / warmup if step < warmup else max(0.0, (total - step) / (total - warmup))
         assert float(schedule(step)) == pytest.approx(3e-4 * hf, rel=1e-6, abs=1e-12)
+
+
+def test_the_docs_quote_the_memory_the_standard_size_is_refused_with(monkeypatch):
+    """README.md and docs/length_generalisation.md quote what the memory check computes for the
+    study's alibi config as typed (they said ~142 GiB while the tool said 32.0 GiB)."""
+    import re
+    from src import bounds
+    monkeypatch.setattr(bounds, "available_bytes", lambda: None)      # estimate, whatever is free here
+    settings, _ = read_config(str(ROOT / "configs/lengthgen/tasks/linear_regression/alibi.yaml"))
+    m, tr, c = settings.model, settings.train, settings.curriculum
+    needed = bounds.training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, width=m.width,
+                                   tokens=max(m.max_tokens, 2 * c.points.end), layers=m.n_layer, heads=m.n_head)
+    for doc in ("README.md", "docs/length_generalisation.md"):
+        quoted = re.findall(r"refused on a laptop in one line: about ([\d.]+) GiB", (ROOT / doc).read_text())
+        assert quoted and {float(q) for q in quoted} == {round(needed / 2**30, 1)}, (doc, quoted)
