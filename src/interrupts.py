@@ -70,6 +70,8 @@ def wait(tree) -> None:
     thread; elsewhere plain `jax.block_until_ready`). Errors of the computation surface when the
     caller reads the arrays."""
     import jax
+    if all(getattr(leaf, "is_ready", lambda: True)() for leaf in jax.tree_util.tree_leaves(tree)):
+        return                  # already computed (a seed group's chunk waits inside): no thread
     if threading.current_thread() is not threading.main_thread():
         jax.block_until_ready(tree)
         return

@@ -229,7 +229,8 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
         chunk = trainer.run_chunk(state, step, n)
         dispatched = time.perf_counter()
         interrupts.wait(chunk.losses)           # Ctrl-C honoured while the chunk computes
-        sizer.measured(n, time.perf_counter() - dispatched, time.perf_counter() - called)
+        computed = time.perf_counter()
+        sizer.measured(n, computed - dispatched, computed - called)
         losses = np.asarray(chunk.losses)
         first_loss = float(losses[0]) if first_loss is None else first_loss
         bad = first_bad_step(losses, first_loss)

@@ -159,7 +159,7 @@ def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
     announce(say, prog, "runs", jobs, todo, workers, runs_dir)
     try:
         report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor,
-                          on_done=finished_line(say, todo, time.monotonic()))
+                          on_done=finished_line(say, todo, start))
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted; finished runs are kept in {runs_dir}; rerun to continue",
               file=sys.stderr)

@@ -164,17 +164,19 @@ class RunDir:
         module = analysis_module(name)
         if module is not None:
             return f"python -m {module} --run {self.path}"
-        command = f"python -m runners.run --config {self.file(CONFIG)} --out {self.path}"
+        recorded = None
         if self.file(CONFIG).is_file():
             try:   # the command that made it (read directly: a corrupt config.json must not recurse)
                 recorded = loads_json(self.file(CONFIG).read_text()).get("command")
-                command = recorded if isinstance(recorded, str) and recorded else command
             except (OSError, ValueError, AttributeError):
                 pass
-        words = command.split()
-        flag = training_flag(name)
-        if flag and flag not in words and words[:3] != ["python", "-m", "runners.run"]:
-            command += f" {flag}"          # the file is written only with that flag
+        if isinstance(recorded, str) and recorded:
+            command, words, flag = recorded, recorded.split(), training_flag(name)
+            if flag and flag not in words:
+                command += f" {flag}"      # the file is written only with that flag
+        else:
+            command = f"python -m runners.run --config {self.file(CONFIG)} --out {self.path}"
+            words = command.split()
         if self.path.is_dir() and any(self.path.iterdir()):
             command += (" (retrains the run)" if "--overwrite" in words else " --overwrite (retrains the run)")
         return command
