@@ -11,6 +11,7 @@
 #   make mechanisms                limits_of_icl's study (attention mechanisms on regression; long: see docs/mechanisms.md)
 #   make linear_attention          why unnormalised linear attention does not learn there (sum vs mean, learning rate)
 #   make lengthgen                 Lin et al.'s study (position encodings, length generalisation)
+#   make lengthgen_laptop          its own alibi config at the laptop size, timed with its peak memory (docs quote it)
 #   make mechanisms_sweep          the protocol sweep that chose the mechanisms study's training settings
 #   make lengthgen_sweep           the protocol sweep of the length study's FIRE cell (budget against target)
 #   make yarn_recency              dynamic YaRN's attention on the last 20 % of a long prompt, per layer and head (stronger models)
@@ -48,7 +49,7 @@ OVERWRITE ?=
 overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
+.PHONY: gpu venv test test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -159,6 +160,11 @@ lengthgen: $(STAMP)
 
 lengthgen_quick: $(STAMP)
 	$(RUN) -m scripts.lengthgen --quick $(overwrite_flag)
+
+# The length study's own alibi config at the laptop size the docs give, and its eval.sh equivalent,
+# each timed with its peak memory: report/measurements/lengthgen_laptop.json (about 25 min on 2 cores)
+lengthgen_laptop: $(STAMP)
+	$(RUN) -m scripts.laptop_lengthgen $(overwrite_flag)
 
 # The protocol sweeps (scripts/protocol_sweep.py): each study's headline cell under the protocols in
 # configs/sweeps/<study>/, 3 seeds: report/SWEEP_MECHANISMS.md, report/SWEEP_LENGTHGEN.md

@@ -33,17 +33,54 @@ def curves(settings, model, params, state, n_points: int | None = None, batch=No
     """predictor -> [E, n] error of the model and of every applicable baseline (the task's
     error: squared error / d for regression, 0/1 error of sign ŷ for boolean tasks), on `batch`
     (default: the run's eval tasks at `n_points`)."""
-    import jax
-    from src.systems.gpt2 import eval_batch
+    from baselines.regression import row_wise
+    from src.batched import in_blocks
+    from src.systems.gpt2 import eval_batch, predictor
     batch = eval_batch(settings, n_points) if batch is None else batch
+    tasks, points, dims = batch.xs.shape
     objective = objective_of(settings.task.name)
-    prediction = jax.jit(model.apply)(params, state, batch.xs, batch.ys)
+    prediction = predictor(settings, model, params, state, points, tasks)(batch.xs, batch.ys)
     out = {"model": np.asarray(objective.point_errors(prediction, batch))}
+    rows = baseline_rows(points, dims, tasks)
     for entry in registry("baseline"):
         if entry.is_applicable(settings.task.name) and hasattr(entry.options, "k"):
-            guess = entry.build(entry.default_options())(batch.xs, batch.ys)
+            options = row_wise(entry.name, entry.default_options(), batch.xs, batch.ys)
+            guess = in_blocks(entry.build(options), rows)(batch.xs, batch.ys)
             out[entry.name] = np.asarray(objective.point_errors(guess, batch))
     return out
+
+
+def baseline_row_bytes(points: int, dims: int) -> int:
+    """Bytes a baseline needs per task (an over-estimate): least squares at every prefix holds
+    [n, n, d] masked copies and their SVDs, 3-NN [n, n, d] differences."""
+    from src.bounds import FLOAT_BYTES
+    return 3 * FLOAT_BYTES * points * points * (dims + 1)
+
+
+def baseline_rows(points: int, dims: int, tasks: int) -> int:
+    """Tasks a baseline predicts at once (src/batched.py)."""
+    from src.batched import block_rows
+    return block_rows(baseline_row_bytes(points, dims), tasks)
+
+
+def check_memory_for(settings, points: int, tasks: int, what: str) -> int:
+    """The bytes (an estimate) of evaluating `tasks` prompts of `points` points, a block at a
+    time (the model's, then each baseline's); AnalysisError (one line) before any work when they
+    cannot fit in the memory free."""
+    from src.bounds import check_memory, forward_bytes
+    from src.systems.gpt2 import eval_rows, prompt_bytes
+    m = settings.model
+    model_block = eval_rows(settings, points, tasks) * forward_bytes(
+        tokens=2 * points, width=m.width, layers=m.n_layer, heads=m.n_head)
+    dims = settings.curriculum.dims.end
+    baseline_block = baseline_rows(points, dims, tasks) * baseline_row_bytes(points, dims)
+    needed = 4 * prompt_bytes(tasks, points, dims) + max(model_block, baseline_block)
+    try:
+        check_memory(needed, what, accepted="fewer tasks (--eval_size) or points (--factor, --points)",
+                     parts=f"{tasks} prompts of {points} points, evaluated a block at a time")
+    except ValueError as err:
+        raise AnalysisError(str(err)) from None
+    return needed
 
 
 def curve_csv(rows: list[dict]) -> str:
@@ -108,6 +145,8 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     if n_points is not None and limit is not None and n_points > limit:
         raise AnalysisError(f"--points={n_points} is beyond the learned position table; accepted: at "
                             f"most n_positions={limit}")
+    check_memory_for(settings, n_points or settings.curriculum.points.end, settings.train.eval_size,
+                     "the ICL curve")
     rows = summarise(curves(settings, model, params, state, n_points))
     png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.seq_mixer.name} on "
                                  f"{settings.task.name}", settings.curriculum.points.end,

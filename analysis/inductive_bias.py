@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 from analysis.common import for_system, main_frame, register_analysis
-from analysis.icl_curve import load_run, points_limit
+from analysis.icl_curve import baseline_rows, load_run, points_limit
 from analysis.length_gen import judge
 from analysis.prompt_tests import duplication_indices
 from plots.style import new_figure, png_bytes
@@ -40,6 +40,19 @@ from src.tasks.objectives import objective_of
 
 MODULE = "analysis.inductive_bias"
 LEARNERS = ("least_squares", "averaging", "knn")
+# Each task gives L − block prompts of up to 2L tokens: the analysis reads the first tasks whose
+# prompts hold at most TOKEN_BUDGET tokens, and at least LEAST_TASKS (every study here reads all
+# its tasks: 400 x 11 prompts of 42 tokens; the length study's own config at the laptop size,
+# 101 prompts of 402 tokens a task, would read 1,000 x 40,602 tokens and took over 13 minutes for
+# 100 tasks on 2 cores)
+TOKEN_BUDGET = 2_000_000
+LEAST_TASKS = 32
+
+
+def tasks_within_budget(eval_size: int, prompts: int, length: int) -> int:
+    """Tasks read: all of eval_size where their `prompts` prompts of `length` points each fit
+    TOKEN_BUDGET tokens, else as many as fit, at least LEAST_TASKS."""
+    return min(eval_size, max(LEAST_TASKS, TOKEN_BUDGET // (prompts * 2 * length)))
 
 
 def block_size(settings) -> int:
@@ -63,21 +76,33 @@ def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> 
     """({model and each learner: [R] the error at the query of each prompt row (at position
     block + r of row r), mean over tasks}, {each learner: [R] the mean squared difference
     between its prediction at the query and the model's}); indices from `prompt_indices`."""
+    from src.batched import in_blocks
+    from src.systems.gpt2 import eval_rows
     objective = objective_of(settings.task.name)
     tasks, (rows, length) = batch.xs.shape[0], indices.shape
-    xs = batch.xs[:, indices].reshape(tasks * rows, length, -1)
-    ys = batch.ys[:, indices].reshape(tasks * rows, length)
-    picked = batch._replace(xs=xs, ys=ys)
-    predictions = {"model": jax.jit(model.apply)(params, state, xs, ys)}
-    for name in LEARNERS:
-        entry = registry("baseline").get(name)
-        predictions[name] = jax.jit(entry.build(entry.default_options()))(xs, ys)
+    apply = jax.jit(model.apply)
+    entries = {name: registry("baseline").get(name) for name in LEARNERS}
+    learners = {name: jax.jit(entry.build(entry.default_options())) for name, entry in entries.items()}
     query = length - rows + np.arange(rows)          # block + r
-    at_query = lambda values: np.asarray(values).reshape(tasks, rows, length)[:, np.arange(rows), query]
-    errors = {name: [float(e) for e in at_query(objective.point_errors(p, picked)).mean(axis=0)]
-              for name, p in predictions.items()}
-    model_at_query = at_query(predictions["model"])
-    gaps = {name: [float(g) for g in ((at_query(predictions[name]) - model_at_query) ** 2).mean(axis=0)]
+
+    def at_queries(task_xs, task_ys):
+        """{predictor: ([t, R] prediction at each row's query, [t, R] its error)} of t tasks'
+        R prompts each (the prompts of a few tasks exist at a time, not all tasks' at once)."""
+        count = task_xs.shape[0]
+        xs = task_xs[:, indices].reshape(count * rows, length, -1)
+        ys = task_ys[:, indices].reshape(count * rows, length)
+        picked = batch._replace(xs=xs, ys=ys)
+        at_query = lambda values: jax.numpy.reshape(values, (count, rows, length))[:, np.arange(rows), query]
+        predictions = {"model": apply(params, state, xs, ys), **{n: f(xs, ys) for n, f in learners.items()}}
+        return {name: (at_query(p), at_query(objective.point_errors(p, picked))) for name, p in predictions.items()}
+
+    prompts = min(eval_rows(settings, length, tasks * rows), baseline_rows(length, batch.xs.shape[2], tasks * rows))
+    per_block = max(1, prompts // rows)
+    found = {name: tuple(np.asarray(a) for a in pair)
+             for name, pair in in_blocks(at_queries, per_block)(batch.xs, batch.ys).items()}
+    errors = {name: [float(e) for e in found[name][1].mean(axis=0)] for name in found}
+    model_at_query = found["model"][0]
+    gaps = {name: [float(g) for g in ((found[name][0] - model_at_query) ** 2).mean(axis=0)]
             for name in LEARNERS}
     return errors, gaps
 
@@ -89,12 +114,14 @@ def inductive_bias(settings, model, params, state) -> dict:
     longest = trained if limit is None else min(trained, limit)
     block = block_size(settings)
     batch = eval_batch(settings, n_points=trained)
-    errors, gaps = query_errors(settings, model, params, state, batch, prompt_indices(block, longest))
+    tasks = tasks_within_budget(batch.xs.shape[0], longest - block, longest)
+    read = batch._replace(xs=batch.xs[:tasks], ys=batch.ys[:tasks], weights=batch.weights[:tasks], w=batch.w[:tasks])
+    errors, gaps = query_errors(settings, model, params, state, read, prompt_indices(block, longest))
     rows = {str(r): {name: errors[name][r] for name in errors} for r in range(longest - block)}
     verdict = judge(settings, model, params, state, batch)
     mean_gap = {name: float(np.mean(gaps[name])) for name in LEARNERS}
     return {"position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
-            "task": settings.task.name, "trained_points": trained, "block": block,
+            "task": settings.task.name, "trained_points": trained, "block": block, "tasks": tasks,
             "errors": rows, "prediction_gap": {str(r): {n: gaps[n][r] for n in LEARNERS} for r in range(len(rows))},
             "mean_gap": mean_gap, **verdict,
             "closest": min(mean_gap, key=mean_gap.get) if verdict["trained_enough"] else None}

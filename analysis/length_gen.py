@@ -24,7 +24,7 @@ import sys
 from typing import Sequence
 
 from analysis.common import main_frame
-from analysis.icl_curve import curve_csv, curves, figure, load_run, points_limit, summarise
+from analysis.icl_curve import check_memory_for, curve_csv, curves, figure, load_run, points_limit, summarise
 from plots.style import png_bytes
 from src import rundir as names
 from src.cli import guarded, int_at_least
@@ -43,14 +43,14 @@ def judge(settings, model, params, state, batch) -> dict:
     error at n = L − 1 (the eval tasks cut to L points) against the best constant prediction's
     (0, +1 or −1: the zero predictor for regression, the majority label for boolean tasks) on
     the same tasks. Trained enough: at most TRAINED_BELOW × the constant's error."""
-    import jax
     import jax.numpy as jnp
     import numpy as np
+    from src.systems.gpt2 import predictor
     trained = settings.curriculum.points.end
     short = batch._replace(xs=batch.xs[:, :trained], ys=batch.ys[:, :trained], weights=batch.weights[:, :trained])
     objective = objective_of(settings.task.name)
     last_error = lambda prediction: float(np.mean(np.asarray(objective.point_errors(prediction, short))[:, trained - 1]))
-    error = last_error(jax.jit(model.apply)(params, state, short.xs, short.ys))
+    error = last_error(predictor(settings, model, params, state, trained, short.xs.shape[0])(short.xs, short.ys))
     constant = min(last_error(jnp.full_like(short.ys, value)) for value in (0.0, 1.0, -1.0))
     ok = bool(math.isfinite(error) and error <= TRAINED_BELOW * constant)
     verdict = ("trained" if ok else f"{NOT_TRAINED}: its error at n = {trained - 1} is {error:.3g}, not below "
@@ -76,7 +76,10 @@ def usable_lengths(model_curve: list[float], trained_points: int, multiples=MULT
     return out
 
 
-def run(run_dir: RunDir, factor: int = 8) -> dict:
+def run(run_dir: RunDir, factor: int = 8, eval_size: int | None = None, announce: bool = False) -> dict:
+    """The curve out to `factor` × the trained points on the run's first `eval_size` eval tasks
+    (default: all of them), checked against the memory free before any work; `announce`
+    prints what it evaluates and the memory it expects."""
     from src.systems.gpt2 import eval_batch
     settings, model, params, state = load_run(run_dir)
     objective = objective_of(settings.task.name)
@@ -84,7 +87,15 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
     wanted = factor * trained
     limit = points_limit(settings)
     points = wanted if limit is None else min(wanted, limit)
+    tasks = settings.train.eval_size if eval_size is None else min(eval_size, settings.train.eval_size)
+    needed = check_memory_for(settings, points, tasks, "this length test")
+    if announce:
+        print(f"evaluating {tasks} tasks at up to {points} points, a block at a time: about "
+              f"{needed / 2**30:.1f} GiB", flush=True)
     batch = eval_batch(settings, points)
+    if tasks < batch.xs.shape[0]:       # the first `tasks` of the run's eval tasks
+        batch = batch._replace(xs=batch.xs[:tasks], ys=batch.ys[:tasks], weights=batch.weights[:tasks],
+                               w=batch.w[:tasks])
     rows = summarise(curves(settings, model, params, state, batch=batch))
     model_curve = [r["mean"] for r in rows if r["predictor"] == "model"]
     # the reference: the same eval tasks cut to exactly L points. For every encoding but
@@ -96,7 +107,7 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
     summary = {
         "position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
         "task": settings.task.name, "error": objective.describes, "trained_points": trained, "requested_points": wanted,
-        "evaluated_points": points,
+        "evaluated_points": points, "eval_tasks": tasks,
         "stopped_at": points if points < wanted else None,
         "reason": (f"the learned position table covers {limit} points; a learned absolute encoding "
                    "cannot index past it" if points < wanted else None),
@@ -115,10 +126,13 @@ def run(run_dir: RunDir, factor: int = 8) -> dict:
 def _flags(parser) -> None:
     parser.add_argument("--factor", type=int_at_least(1, 64), default=8,
                         help="evaluate out to this multiple of the trained number of points")
+    parser.add_argument("--eval_size", type=int_at_least(1), default=None,
+                        help="evaluate the first N of the run's eval tasks (default: all; the length "
+                             "study's original evaluates 1,280)")
 
 
 def _print(args, run_dir: RunDir) -> None:
-    summary = run(run_dir, args.factor)
+    summary = run(run_dir, args.factor, args.eval_size, announce=True)
     print(f"{summary['mixer']} + {summary['position']}: in-distribution error "
           f"{summary['in_distribution_error']:.3f} at n = {summary['trained_points'] - 1}")
     if not summary["trained_enough"]:

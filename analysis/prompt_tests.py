@@ -22,7 +22,6 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-import jax
 import numpy as np
 
 from analysis.common import main_frame
@@ -56,8 +55,9 @@ def serial_indices(block: int, points: int, placement: str) -> np.ndarray:
 def query_error(settings, model, params, state, batch, indices: np.ndarray) -> float:
     """The task's error at the last point of the prompt batch[:, indices], mean over tasks."""
     from src.tasks.objectives import objective_of
+    from src.systems.gpt2 import predictor
     xs, ys = batch.xs[:, indices], batch.ys[:, indices]
-    prediction = jax.jit(model.apply)(params, state, xs, ys)
+    prediction = predictor(settings, model, params, state, len(indices), xs.shape[0])(xs, ys)
     picked = batch._replace(xs=xs, ys=ys)
     return float(np.mean(np.asarray(objective_of(settings.task.name).point_errors(prediction, picked))[:, -1]))
 

@@ -34,9 +34,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from analysis.common import for_system, main_frame, register_analysis
-from analysis.icl_curve import load_run, points_limit
+from analysis.icl_curve import baseline_rows, load_run, points_limit
 from src import rundir as names
 from src.curricula import num_corrupted, ordering_key
+from src.batched import in_blocks
 from src.rundir import RunDir
 from src.tasks.regression import Tasks
 
@@ -44,8 +45,8 @@ JSON = names.ROBUSTNESS
 STRESS_SEED = 7
 
 
-def _last_point_error(model, params, state, xs, ys, dims) -> float:
-    prediction = jax.jit(model.apply)(params, state, xs, ys)
+def _last_point_error(predict, xs, ys, dims) -> float:
+    prediction = predict(xs, ys)
     return float(jnp.mean((prediction[:, -1] - ys[:, -1]) ** 2) / dims)
 
 
@@ -75,12 +76,13 @@ def _reorder(key, xs, ys, ordering: str):
 
 
 def robustness(settings, model, params, state) -> dict:
-    from src.systems.gpt2 import eval_batch
+    from src.systems.gpt2 import eval_batch, predictor
     batch = eval_batch(settings)
     xs, ys, dims = batch.xs, batch.ys, float(batch.dims)
     n, d = xs.shape[1], int(dims)
     key = jax.random.key(STRESS_SEED)
-    prediction = jax.jit(model.apply)(params, state, xs, ys)
+    predict = predictor(settings, model, params, state)      # in blocks of prompts (src/batched.py)
+    prediction = predict(xs, ys)
     per_point = np.asarray(jnp.mean((prediction - ys) ** 2, axis=0) / dims)
     out = {f"clean_n{k}": float(per_point[k]) if k < n else None
            for k in sorted({max(1, d // 2), d, 2 * d})}
@@ -88,21 +90,22 @@ def robustness(settings, model, params, state) -> dict:
     for name, mode, p, sigma in (("label_noise", "label_noise", 0.25, 0.5),
                                  ("random_pairs", "random_pairs", 0.2, 1.0)):
         cx, cy = _corrupt(jax.random.fold_in(key, len(name)), xs, ys, num_corrupted(p, n - 1), mode, sigma)
-        out[name] = _last_point_error(model, params, state, cx, cy, dims)
+        out[name] = _last_point_error(predict, cx, cy, dims)
     for placement in ("clean_first", "noisy_first"):   # SPEC §7's placements, label noise p 0.25
         cx, cy = _corrupt(jax.random.fold_in(key, 11), xs, ys, num_corrupted(0.25, n - 1),
                           "label_noise", 0.5, placement)
-        out[f"label_noise_{placement}"] = _last_point_error(model, params, state, cx, cy, dims)
+        out[f"label_noise_{placement}"] = _last_point_error(predict, cx, cy, dims)
     for ordering in ("random", "easy2hard"):
         ox, oy = _reorder(jax.random.fold_in(key, 3), xs, ys, ordering)
-        out[f"order_{ordering}"] = _last_point_error(model, params, state, ox, oy, dims)
+        out[f"order_{ordering}"] = _last_point_error(predict, ox, oy, dims)
     far = eval_batch(settings, alpha=2.0)
-    out["ood_alpha2"] = _last_point_error(model, params, state, far.xs, far.ys, float(far.dims))
+    out["ood_alpha2"] = _last_point_error(predict, far.xs, far.ys, float(far.dims))
     longer = math.ceil(1.5 * n)
     limit = points_limit(settings)
     if limit is None or longer <= limit:
         long = eval_batch(settings, n_points=longer)
-        out["length_1.5x"] = _last_point_error(model, params, state, long.xs, long.ys, float(long.dims))
+        out["length_1.5x"] = _last_point_error(predictor(settings, model, params, state, longer), long.xs, long.ys,
+                                               float(long.dims))
         out["length_points"] = longer
     else:
         out["length_1.5x"] = None
@@ -157,9 +160,11 @@ def battery(settings, model, params, state, size: int = BATTERY_SIZE, labels=Non
     n, d = xs.shape[1], xs.shape[2]
     scale = getattr(settings.task.options, "scale", 1.0)
     linear = bool(jnp.max(jnp.abs(ys - scale * jnp.einsum("bnd,bd->bn", xs, w))) < 1e-3)
-    model_predict = jax.jit(lambda x, y: model.apply(params, state, x, y))
+    model_predict = predictor(settings, model, params, state, n, xs.shape[0])
     baselines = {name: registry("baseline").get(name) for name in BATTERY_BASELINES}
-    compiled = {name: jax.jit(entry.build(entry.default_options())) for name, entry in baselines.items()}
+    rows = baseline_rows(n, d, xs.shape[0])          # in blocks of tasks (src/batched.py)
+    compiled = {name: in_blocks(jax.jit(entry.build(entry.default_options())), rows)
+                for name, entry in baselines.items()}
     out = {}
     for i, (label, name, options) in enumerate(battery_grid(n, d)):
         if labels is not None and label not in labels:

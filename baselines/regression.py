@@ -12,6 +12,7 @@ Every function maps xs [B, n, d], ys [B, n] -> ŷ [B, n] (ŷ_0 = 0: no examples 
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import jax
@@ -85,6 +86,15 @@ def tune_gd_eta(xs, ys, grid=np.linspace(0.05, 3.0, 60)) -> float:
     base = averaging(xs, ys)
     errors = [float(jnp.mean((eta * base - ys) ** 2)) for eta in grid]
     return float(grid[int(np.argmin(errors))])
+
+
+def row_wise(name: str, options, xs, ys):
+    """`options` of baseline `name` with every quantity it draws from the whole batch fixed on
+    this batch (gd_step's η, tuned on its first half when 0), so that the baseline predicts each
+    prompt on its own and can run a block of prompts at a time (src/batched.py)."""
+    if name == "gd_step" and not options.eta:
+        return dataclasses.replace(options, eta=tune_gd_eta(xs[: len(xs) // 2], ys[: len(ys) // 2]))
+    return options
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,9 @@ RANGES: dict[str, tuple[int, int]] = {
 }
 FLOAT_BYTES = 4
 HEADROOM = 0.8                 # use at most this fraction of the free memory
+# Evaluation and analyses run their prompts in blocks of at most this many estimated bytes
+# (src/batched.py); a fixed figure, not the memory free, so the blocks depend on settings only.
+EVAL_BLOCK_BYTES = 1 << 30
 
 
 def range_text(setting: str) -> str:
@@ -47,17 +50,32 @@ def check_sizes(*named: tuple[str, str, int], **values: int) -> None:
             raise ValueError(f"{label}={value!r} is out of range; accepted: {range_text(kind)}")
 
 
+def forward_bytes(*, tokens: int, width: int, layers: int, heads: int, keep_attention: bool = False) -> int:
+    """An estimate (an over-estimate on purpose) of the memory a forward pass needs per prompt,
+    in bytes: one layer's attention scores [H, T, T] and about eight [T, D] tensors at a time,
+    twice (the layer's and the residual stream's), or every layer's when the attention maps are
+    kept."""
+    per_layer = heads * tokens * tokens + 8 * tokens * width
+    return FLOAT_BYTES * per_layer * (layers + 1 if keep_attention else 2)
+
+
 def training_bytes(*, batch_size: int, eval_size: int, tokens: int, width: int, layers: int,
-                   heads: int, keep_attention: bool = False) -> int:
+                   heads: int, keep_attention: bool = False, hidden_ratio: float = 0.0,
+                   score_copies: int = 1) -> int:
     """An estimate (an over-estimate on purpose) of the memory one run needs, in bytes.
 
     Training keeps every layer's activations for the backward pass: per sequence and layer the
-    attention scores [H, T, T] and about eight [T, D] tensors, twice (forward and gradients).
+    attention scores [H, T, T] and about eight [T, D] tensors, twice (forward and gradients), and
+    a gated state sublayer's three [T, rD] tensors where `hidden_ratio` r is given, and
+    `score_copies` [H, T, T] tensors where a position bias or mask keeps more than the scores (the
+    length study's Llama with ALiBi, r = 4, 2 copies, at width 256 and 16 layers: 36.5 GiB; XLA
+    asked for 29.5 GB at once here).
     Evaluation runs the eval set in one batch, forward only: one layer's tensors at a time, twice
     (the layer's and the residual stream's), or every layer's when the attention maps are kept.
     Parameters: about 4 D^2 per layer, times 4 (values, gradients and Adam's two moments)."""
     per_layer = heads * tokens * tokens + 8 * tokens * width
-    train = 2 * batch_size * layers * per_layer
+    extra = (score_copies - 1) * heads * tokens * tokens + round(3 * hidden_ratio * tokens * width)
+    train = 2 * batch_size * layers * (per_layer + extra)
     evaluate = eval_size * per_layer * (layers + 1 if keep_attention else 2)
     params = 4 * layers * 4 * width * width
     return FLOAT_BYTES * (train + evaluate + params)
@@ -78,10 +96,11 @@ def available_bytes() -> int | None:
         return None
 
 
-def check_memory(needed: int, what: str = "this run") -> None:
+def check_memory(needed: int, what: str = "this run",
+                 accepted: str = "a smaller batch_size, eval_size, number of points or model",
+                 parts: str = "batch, eval set and model") -> None:
     """ValueError (one line) when `needed` bytes exceed HEADROOM of the free memory."""
     free = available_bytes()
     if free is not None and needed > HEADROOM * free:
-        raise ValueError(f"{what} needs about {needed / 2**30:.1f} GiB (batch, eval set and model) "
-                         f"but this machine has {free / 2**30:.1f} GiB free; accepted: a smaller "
-                         "batch_size, eval_size, number of points or model")
+        raise ValueError(f"{what} needs about {needed / 2**30:.1f} GiB ({parts}) "
+                         f"but this machine has {free / 2**30:.1f} GiB free; accepted: {accepted}")

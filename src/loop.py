@@ -76,6 +76,10 @@ class Trainer:
         """`at_end` records of the initial state (the log point at step 0), if any."""
         return {}
 
+    def work_per_step(self) -> float | None:
+        """Parameters x tokens a step reads (a step's cost, for the first chunk's size), or None."""
+        return None
+
     def headline(self, row: dict) -> dict[str, str]:
         """A few numbers of a row for the progress bar."""
         return {k: f"{v:.4f}" for k, v in row.items() if k.startswith("eval_") and isinstance(v, float)}
@@ -151,19 +155,27 @@ def _concat(chunks: list[dict]) -> dict[str, np.ndarray]:
 
 CHUNK_SECONDS = 5.0              # a chunk whose step time is known computes for about this long at most
 FIRST_STEP_PARAMS = 1_000_000    # a model this large starts with a one-step chunk on a CPU
+FIRST_STEP_WORK = 1e9            # ... and so does a step of this many parameter x token products
+# after the first chunk, chunks are at least this long: XLA compiles a one-step chunk less well
+# (the length study's width-64 Llama: 3.4-3.7 s a step in one-step chunks, 2.5-2.9 in 2- to 8-step ones)
+LEAST_STEPS = 2
 
 
 class ChunkSizer:
     """Where the chunk that starts at a step ends: at the next log point, checkpoint or the end
     (`boundaries`), sooner where steps are slow, so that the bar moves every few seconds. A model
     of FIRST_STEP_PARAMS parameters or more on a CPU starts with one step; after each chunk the
-    cap is the largest power of two of steps that computes within CHUNK_SECONDS (few distinct
-    chunk lengths, each compiled once). How a run is chunked changes none of its numbers
-    (tests/test_resume.py reruns every system in one-step chunks)."""
+    cap is the largest power of two of steps that computes within CHUNK_SECONDS, and at least
+    LEAST_STEPS (few distinct chunk lengths, each compiled once). So does a step whose `work` (the trainer's
+    `work_per_step`) is FIRST_STEP_WORK or more: the length study's width-64 Llama has 1.3e5
+    parameters but reads 64 prompts of 402 tokens a step (3.3e9; 2.5 s a step on 2 cores, and its
+    bar sat still for the 100 steps to the first log point). How a run is chunked changes none of
+    its numbers (tests/test_resume.py reruns every system in one-step chunks)."""
 
-    def __init__(self, state: TrainState):
+    def __init__(self, state: TrainState, work: float | None = None):
         params = sum(int(np.size(leaf)) for leaf in jax.tree_util.tree_leaves(state.params))
-        slow = params >= FIRST_STEP_PARAMS and jax.default_backend() == "cpu"   # an accelerator's step is ms
+        heavy = params >= FIRST_STEP_PARAMS or (work is not None and work >= FIRST_STEP_WORK)
+        slow = heavy and jax.default_backend() == "cpu"      # an accelerator's step is ms
         self.cap = 1 if slow else None
         self.compiled: set[int] = set()
 
@@ -178,7 +190,7 @@ class ChunkSizer:
         self.compiled.add(num_steps)
         if seconds > 0:
             fit = max(1.0, CHUNK_SECONDS * num_steps / seconds)
-            self.cap = 2 ** int(math.log2(fit))
+            self.cap = max(LEAST_STEPS, 2 ** int(math.log2(fit)))
 
 
 def boundaries(trainer: Trainer, step: int) -> int:
@@ -221,7 +233,7 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
     def snapshot() -> Progress:
         return Progress(step, state, _concat(per_step), _stack(at_log), first_loss, list(history))
 
-    sizer = ChunkSizer(state)
+    sizer = ChunkSizer(state, trainer.work_per_step())
     while step < trainer.steps:
         interrupts.check()                      # a Ctrl-C that a library swallowed stops here
         n = sizer.end(trainer, step) - step

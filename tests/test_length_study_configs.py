@@ -127,11 +127,25 @@ def test_the_docs_quote_the_memory_the_standard_size_is_refused_with(monkeypatch
     study's alibi config as typed (they said ~142 GiB while the tool said 32.0 GiB)."""
     import re
     from src import bounds
+    from src.systems.gpt2 import run_bytes
     monkeypatch.setattr(bounds, "available_bytes", lambda: None)      # estimate, whatever is free here
     settings, _ = read_config(str(ROOT / "configs/lengthgen/tasks/linear_regression/alibi.yaml"))
-    m, tr, c = settings.model, settings.train, settings.curriculum
-    needed = bounds.training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, width=m.width,
-                                   tokens=max(m.max_tokens, 2 * c.points.end), layers=m.n_layer, heads=m.n_head)
+    needed = run_bytes(settings)
     for doc in ("README.md", "docs/length_generalisation.md"):
         quoted = re.findall(r"refused on a laptop in one line: about ([\d.]+) GiB", (ROOT / doc).read_text())
         assert quoted and {float(q) for q in quoted} == {round(needed / 2**30, 1)}, (doc, quoted)
+
+
+def test_held_out_evaluation_follows_eval_steps_and_takes_eval_size(tmp_path):
+    """Its train.py logs the training batch's loss every logging_steps (ours: every step, in
+    training_log.csv) and evaluates held-out prompts only after training; ours evaluates at
+    eval_steps (100 in its configs; at logging_steps' 10 an evaluation of about 40 s would follow
+    every 25 s of training on 2 cores), and eval_size is taken as ours."""
+    settings, _ = read_config(str(TREE / "tasks/linear_regression/alibi.yaml"),
+                              ["model.hidden_size=64", "model.num_hidden_layers=2", "training.eval_size=100"])
+    assert (settings.train.log_every, settings.train.eval_size) == (100, 100)
+    tree = tiny_copy(tmp_path)
+    args = tree / "hyperparams" / "training_args.yaml"
+    args.write_text("\n".join(line for line in args.read_text().splitlines() if not line.startswith("eval_steps")))
+    settings, _ = read_config(str(tree / "tasks/linear_regression/alibi.yaml"))
+    assert settings.train.log_every == 2              # no eval_steps: logging_steps sets the log points

@@ -109,3 +109,22 @@ def test_step_flops_counts_forward_backward_and_scales_with_the_batch():
     # the dense layers' 6 x parameters x tokens (forward 2, backward 4), attention and the update on top
     assert 0.5 < f_small / (6 * params * tokens * 16) < 3.0
     assert matmul_rate((64, 32), repeats=3) > 1e6 and matmul_rate((4, 16, 32), repeats=3) > 1e6
+
+
+def test_a_slow_step_of_a_small_model_starts_with_a_one_step_chunk():
+    """The length study's width-64 Llama (1.3e5 parameters, 64 prompts of 402 tokens a step: 2.5 s
+    on 2 cores) starts with one step, as a large model does; our quick GPT-2 does not."""
+    from src.cli.gpt2 import read_config
+    from src.loop import FIRST_STEP_WORK, ChunkSizer, TrainState
+    from src.systems.gpt2 import GPT2Trainer
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    slow, _ = read_config(str(root / "configs/lengthgen/tasks/linear_regression/alibi.yaml"),
+                          ["model.hidden_size=64", "model.num_hidden_layers=2"])
+    quick, _ = read_config(str(root / "configs/quick.yaml"))
+    for settings, first in ((slow, 1), (quick, None)):
+        trainer = GPT2Trainer(settings)
+        state = TrainState(trainer.params0, None)
+        assert (trainer.work_per_step() >= FIRST_STEP_WORK) == (first == 1)
+        assert ChunkSizer(state, trainer.work_per_step()).cap == first
+    assert ChunkSizer(state).cap is None            # no estimate of the work: as before

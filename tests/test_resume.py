@@ -138,6 +138,7 @@ def test_a_rerun_from_config_json_alone_in_one_step_chunks_is_bit_identical(syst
     assert call(runner, [*argv, "--out", str(first)]) == 0
     monkeypatch.setattr(loop, "FIRST_STEP_PARAMS", 0)       # one step first ...
     monkeypatch.setattr(loop, "CHUNK_SECONDS", 0.0)         # ... and every chunk after
+    monkeypatch.setattr(loop, "LEAST_STEPS", 1)
     sizes, measured = [], loop.ChunkSizer.measured
 
     def record(sizer, num_steps, *seconds):

@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from src.bounds import check_memory, check_sizes, training_bytes
+from src.batched import block_rows, in_blocks
+from src.bounds import FLOAT_BYTES, check_memory, check_sizes, forward_bytes, training_bytes
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
 from src.curricula import is_exchangeable, num_corrupted, order
 from src.loop import Chunk, LoopResult, TrainState, scan_chunk
@@ -160,9 +161,7 @@ class GPT2Settings(Settings):
                         ("batch_size", "train.batch_size", tr.batch_size),
                         ("eval_size", "train.eval_size", tr.eval_size), ("steps", "train.steps", tr.steps),
                         ("seed", "train.seed", tr.seed), ("seed", "train.eval_seed", tr.eval_seed))
-            check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size,
-                                        tokens=max(m.max_tokens, 2 * c.points.end), width=m.width, layers=m.n_layer,
-                                        heads=m.n_head), "this run")
+            check_memory(run_bytes(self), "this run")
             encoding = m.encoding()      # the encoding's own checks, and whether the mixer takes it
             if not getattr(registry("seq_mixer").get(m.seq_mixer.name).build, "takes_any_position", False):
                 encoding.require_plain(m.seq_mixer.name)
@@ -187,6 +186,42 @@ def eval_batch(settings: GPT2Settings, n_points: int | None = None, alpha: float
     return jax.jit(lambda key: sampler(settings, points)(key, settings.train.eval_size,
                                                           c.dims.end, points, alpha))(
         jax.random.key(settings.train.eval_seed))
+
+
+def run_bytes(settings: GPT2Settings) -> int:
+    """src/bounds' over-estimate of a run's memory: training (attention's scores and weights, and
+    the state sublayer's hidden width), one block of eval_rows prompts (src/batched.py) and the
+    eval set in full."""
+    m, tr, c = settings.model, settings.train, settings.curriculum
+    hidden = getattr(m.state_mixer.options, "hidden_ratio", 0.0) or 0.0
+    return training_bytes(batch_size=tr.batch_size, eval_size=eval_rows(settings),
+                          tokens=max(m.max_tokens, 2 * c.points.end), width=m.width, layers=m.n_layer,
+                          heads=m.n_head, hidden_ratio=hidden, score_copies=2) + prompt_bytes(tr.eval_size, c.points.end, c.dims.end)
+
+
+def prompt_bytes(tasks: int, n_points: int, n_dims: int) -> int:
+    """Bytes of a RegressionBatch of `tasks` prompts: xs, ys, weights and the task vectors."""
+    return FLOAT_BYTES * tasks * (n_points * (n_dims + 2) + n_dims)
+
+
+def eval_rows(settings: GPT2Settings, n_points: int | None = None, tasks: int | None = None,
+              keep_attention: bool = False) -> int:
+    """Prompts of `n_points` (default: the curriculum's end) evaluated at once: as many as fit
+    in src.bounds.EVAL_BLOCK_BYTES by the forward pass's estimate, at most `tasks` (default:
+    eval_size)."""
+    m = settings.model
+    points = n_points or settings.curriculum.points.end
+    per_row = forward_bytes(tokens=2 * points, width=m.width, layers=m.n_layer, heads=m.n_head,
+                            keep_attention=keep_attention)
+    return block_rows(per_row, tasks or settings.train.eval_size)
+
+
+def predictor(settings: GPT2Settings, model, params, state, n_points: int | None = None,
+              tasks: int | None = None):
+    """predict(xs [E, n, d], ys [E, n]) -> [E, n]: the model's predictions, computed in blocks of
+    `eval_rows` prompts (the same numbers as one batch)."""
+    apply = jax.jit(model.apply)
+    return in_blocks(lambda xs, ys: apply(params, state, xs, ys), eval_rows(settings, n_points, tasks))
 
 
 def weighted_mse(prediction, batch: RegressionBatch) -> jax.Array:
@@ -279,7 +314,8 @@ class GPT2Trainer(SystemTrainer):
         self.train_key = train_key_of(settings)
         self._pure_chunk = make_chunk(settings, self.model, self.optimizer)
         self._chunk = jax.jit(self._pure_chunk, static_argnums=5)
-        self._predict = jax.jit(self.model.apply)
+        self._apply = jax.jit(self.model.apply)
+        self._rows = eval_rows(settings)
         self.objective = objective_of(settings.task.name)
         self._evaluation = None
 
@@ -309,12 +345,19 @@ class GPT2Trainer(SystemTrainer):
 
     def evaluate(self, state) -> dict[str, float]:
         ev, params = self.evaluation, state.params
-        errors = self.objective.mean_point_errors(self._predict(params, self.model_state, ev.xs, ev.ys), ev)
-        return {"eval_loss": float(weighted_mse(self._predict(params, self.model_state, ev.xs, ev.ys), ev)),
+        prediction = in_blocks(lambda xs, ys: self._apply(params, self.model_state, xs, ys), self._rows)(ev.xs, ev.ys)
+        errors = self.objective.mean_point_errors(prediction, ev)
+        return {"eval_loss": float(weighted_mse(prediction, ev)),
                 "eval_error_last": float(errors[-1]), "eval_error_mean": float(jnp.mean(errors))}
 
     def headline(self, row: dict) -> dict[str, str]:
         return {"error_last": f"{row['eval_error_last']:.4f}"}
+
+    def work_per_step(self) -> float:
+        """Parameters x tokens of a step: every step reads batch_size prompts of the curriculum's
+        last length (shorter prompts are masked, not cut)."""
+        params = sum(int(leaf.size) for leaf in jax.tree_util.tree_leaves(self.params0))
+        return float(params) * self.settings.train.batch_size * 2 * self.settings.curriculum.points.end
 
     def params_arrays(self, result: LoopResult) -> dict:
         return flatten_params(result.state.params)

@@ -1,0 +1,53 @@
+"""Evaluation within a memory budget: a predictor applied to a set of prompts a block of rows at
+a time, so that evaluating 1,000 tasks at 1,600 points needs the memory of a few tasks, not of
+all of them.
+
+    rows = block_rows(per_row_bytes, total_rows)       # from src.bounds' estimate, deterministic
+    predictions = in_blocks(jax.jit(predict), rows)(xs, ys)
+
+The block size depends on the settings only (never on the memory free now), so a run's numbers
+do not depend on what else the machine is doing, and a set that fits in one block (every golden
+run) is computed as one batch, as before. Every row is computed on its own, but XLA picks its
+matrix kernels by the number of rows, so a model's predictions in blocks may differ from one big
+batch's in float32's last digits: up to 5.4e-7 (about 1e-6 relative) measured on a width-16 GPT-2
+here, 0 on the length study's width-64 model in blocks of 64; the baselines gave the same bits
+(tests/test_batched.py states the tolerance, 1e-5 relative).
+
+Shapes: R rows (prompts), then whatever each array holds per row.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from src import bounds
+
+
+def block_rows(per_row_bytes: int, total_rows: int, budget: int | None = None) -> int:
+    """Rows per block: as many as fit in `budget` bytes (default src.bounds.EVAL_BLOCK_BYTES) by
+    the estimate, at least 1, at most `total_rows` (one block when everything fits: the path of one
+    big batch, unchanged)."""
+    budget = bounds.EVAL_BLOCK_BYTES if budget is None else budget
+    return max(1, min(total_rows, budget // max(1, per_row_bytes)))
+
+
+def in_blocks(predict: Callable, rows: int) -> Callable:
+    """`predict(*arrays)` (each array [R, ...], output [R, ...] or a tuple of such) computed
+    `rows` rows at a time and concatenated. The last block is filled up to `rows` with repeats of
+    its own rows (one compiled shape) and the repeats are dropped."""
+    import jax
+    import jax.numpy as jnp
+
+    def blocked(*arrays):
+        total = arrays[0].shape[0]
+        if total <= rows:
+            return predict(*arrays)
+        parts = []
+        for start in range(0, total, rows):
+            count = min(rows, total - start)
+            index = start + np.arange(rows) % count
+            block = predict(*(a[index] if count < rows else a[start:start + rows] for a in arrays))
+            parts.append(jax.tree_util.tree_map(lambda x: x[:count], block))
+        return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *parts)
+    return blocked
