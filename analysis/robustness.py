@@ -154,7 +154,7 @@ def battery(settings, model, params, state, size: int = BATTERY_SIZE, labels=Non
     mean over `size` tasks) for every point of battery_grid (or those of `labels`); the baselines of
     BATTERY_BASELINES that apply to the shifted prompts' task."""
     from src.registry import choice, registry
-    from src.systems.gpt2 import eval_batch
+    from src.systems.gpt2 import eval_batch, predictor
     base = eval_batch(settings)
     xs, ys, w, dims = base.xs[:size], base.ys[:size], base.w[:size], float(base.dims)
     n, d = xs.shape[1], xs.shape[2]
