@@ -44,8 +44,8 @@ def curves(settings, model, params, state, n_points: int | None = None, batch=No
     rows = baseline_rows(points, dims, tasks)
     for entry in registry("baseline"):
         if entry.is_applicable(settings.task.name) and hasattr(entry.options, "k"):
-            options = row_wise(entry.name, entry.default_options(), batch.xs, batch.ys)
-            guess = in_blocks(entry.build(options), rows)(batch.xs, batch.ys)
+            predict = row_wise(entry.build(entry.default_options()), batch.xs, batch.ys)
+            guess = in_blocks(predict, rows)(batch.xs, batch.ys)
             out[entry.name] = np.asarray(objective.point_errors(guess, batch))
     return out
 

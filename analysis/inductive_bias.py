@@ -115,8 +115,7 @@ def inductive_bias(settings, model, params, state) -> dict:
     block = block_size(settings)
     batch = eval_batch(settings, n_points=trained)
     tasks = tasks_within_budget(batch.xs.shape[0], longest - block, longest)
-    read = batch._replace(xs=batch.xs[:tasks], ys=batch.ys[:tasks], weights=batch.weights[:tasks], w=batch.w[:tasks])
-    errors, gaps = query_errors(settings, model, params, state, read, prompt_indices(block, longest))
+    errors, gaps = query_errors(settings, model, params, state, batch.first(tasks), prompt_indices(block, longest))
     rows = {str(r): {name: errors[name][r] for name in errors} for r in range(longest - block)}
     verdict = judge(settings, model, params, state, batch)
     mean_gap = {name: float(np.mean(gaps[name])) for name in LEARNERS}

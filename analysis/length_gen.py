@@ -94,8 +94,7 @@ def run(run_dir: RunDir, factor: int = 8, eval_size: int | None = None, announce
               f"{needed / 2**30:.1f} GiB", flush=True)
     batch = eval_batch(settings, points)
     if tasks < batch.xs.shape[0]:       # the first `tasks` of the run's eval tasks
-        batch = batch._replace(xs=batch.xs[:tasks], ys=batch.ys[:tasks], weights=batch.weights[:tasks],
-                               w=batch.w[:tasks])
+        batch = batch.first(tasks)
     rows = summarise(curves(settings, model, params, state, batch=batch))
     model_curve = [r["mean"] for r in rows if r["predictor"] == "model"]
     # the reference: the same eval tasks cut to exactly L points. For every encoding but

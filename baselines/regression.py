@@ -12,7 +12,6 @@ Every function maps xs [B, n, d], ys [B, n] -> ŷ [B, n] (ŷ_0 = 0: no examples 
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import jax
@@ -88,13 +87,24 @@ def tune_gd_eta(xs, ys, grid=np.linspace(0.05, 3.0, 60)) -> float:
     return float(grid[int(np.argmin(errors))])
 
 
-def row_wise(name: str, options, xs, ys):
-    """`options` of baseline `name` with every quantity it draws from the whole batch fixed on
-    this batch (gd_step's η, tuned on its first half when 0), so that the baseline predicts each
-    prompt on its own and can run a block of prompts at a time (src/batched.py)."""
-    if name == "gd_step" and not options.eta:
-        return dataclasses.replace(options, eta=tune_gd_eta(xs[: len(xs) // 2], ys[: len(ys) // 2]))
-    return options
+def row_wise(predict, xs, ys):
+    """A built baseline with every quantity it draws from the whole batch fixed on this batch
+    (its `fixed_on`, where it has one: gd_step's η tuned on the batch's first half), so that it
+    predicts each prompt on its own and can run a block of prompts at a time (src/batched.py)."""
+    fixed_on = getattr(predict, "fixed_on", None)
+    return predict if fixed_on is None else fixed_on(xs, ys)
+
+
+def _gd_step_predictor(options):
+    """One GD step at options.eta, or with η tuned on the batch's first half when it is 0."""
+    def fixed_on(xs, ys):
+        eta = options.eta or tune_gd_eta(xs[: len(xs) // 2], ys[: len(ys) // 2])
+        return lambda xs_, ys_: gd_step(xs_, ys_, eta)
+
+    def predict(xs, ys):
+        return fixed_on(xs, ys)(xs, ys)
+    predict.fixed_on = fixed_on
+    return predict
 
 
 @dataclass(frozen=True)
@@ -136,8 +146,7 @@ _register("least_squares", "minimum-norm least squares on the previous pairs",
 _register("averaging", "w = mean of y_j x_j over the previous pairs", lambda o: averaging)
 _register("knn", "mean label of the k nearest previous inputs (k = 3)",
           lambda o: (lambda xs, ys: knn(xs, ys, o.k)))
-_register("gd_step", "one GD step from 0, eta tuned (regression only)", lambda o: (
-    lambda xs, ys: gd_step(xs, ys, o.eta or tune_gd_eta(xs[: len(xs) // 2], ys[: len(ys) // 2]))),
+_register("gd_step", "one GD step from 0, eta tuned (regression only)", _gd_step_predictor,
           applies=_all_regression)
 _register("lasso", "l1-regularised least squares (ISTA); the sparse task",
           lambda o: (lambda xs, ys: lasso(xs, ys, o.alpha)),

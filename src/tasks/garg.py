@@ -68,6 +68,11 @@ class RegressionBatch(NamedTuple):
     w: jax.Array         # [B, d] task vectors
     dims: jax.Array      # [] current dimension (for the d-normalised error)
 
+    def first(self, tasks: int) -> "RegressionBatch":
+        """The batch's first `tasks` prompts."""
+        return self._replace(xs=self.xs[:tasks], ys=self.ys[:tasks], weights=self.weights[:tasks],
+                             w=self.w[:tasks])
+
 
 @dataclass(frozen=True)
 class GargTaskOptions:
