@@ -4,8 +4,11 @@ train_utils.train does, on the CPU). Prints a JSON line when warmed up, then rea
 input: each line read times one round of STEPS steps and prints {"ms_per_step": ...}.
 
 Runs under a scratch environment's Python that has torch and transformers, not ours:
-    SCRATCH/bin/python scripts/originals/limits_of_icl_step.py CHECKOUT WIDTH LAYERS HEADS BATCH DIMS POINTS WARMUP STEPS
-scripts/compare_originals.py drives it; nothing here imports this repository.
+    SCRATCH/bin/python scripts/originals/limits_of_icl_step.py CHECKOUT WIDTH LAYERS HEADS BATCH DIMS POINTS WARMUP STEPS [DEVICE [TF32]]
+DEVICE cpu (default) or cuda: on cuda the step is train_utils.train's (inputs and tasks drawn on
+the CPU, `.cuda()`, the point-wise metric on the GPU, `loss.item()`); TF32 1 allows TF32 matrix
+passes. scripts/compare_originals.py and scripts/device_paper_scale.py drive it; nothing here
+imports this repository.
 """
 import json
 import sys
@@ -16,6 +19,8 @@ from types import SimpleNamespace
 def main(argv):
     checkout = argv[0]
     width, layers, heads, batch, dims, points, warmup, steps = map(int, argv[1:9])
+    device = argv[9] if len(argv) > 9 else "cpu"
+    tf32 = len(argv) > 10 and argv[10] == "1"
     sys.path.insert(0, f"{checkout}/src")
     import torch
     from samplers import get_data_sampler
@@ -27,6 +32,10 @@ def main(argv):
                                         n_layer=layers, n_head=heads, attention_type="softmax_causal",
                                         attention_kwargs={}))
     model.train()
+    if device == "cuda":
+        model.cuda()
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     data, tasks = get_data_sampler("gaussian", n_dims=dims), get_task_sampler("linear_regression", dims, batch)
 
@@ -34,15 +43,21 @@ def main(argv):
         xs = data.sample_xs(points, batch, dims)
         task = tasks()
         ys = task.evaluate(xs)
+        if device == "cuda":
+            xs, ys = xs.cuda(), ys.cuda()
         optimizer.zero_grad()
-        loss = task.get_training_metric()(model(xs, ys), ys)
+        output = model(xs, ys)
+        loss = task.get_training_metric()(output, ys)
         loss.backward()
         optimizer.step()
+        if device == "cuda":                  # its point-wise metric, on the GPU
+            task.get_metric()(output.detach(), ys).mean(dim=0)
         return loss.detach().item()           # the original reads the loss every step
 
     for _ in range(warmup):
         step()
     print(json.dumps({"ready": True, "threads": torch.get_num_threads(), "torch": torch.__version__,
+                      "device": device, "tf32": tf32,
                       "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
     for line in sys.stdin:                   # one timed round per line read, until EOF
         begin = time.perf_counter()

@@ -44,12 +44,12 @@ PROG = "python -m runners.train"
 FAMILIES = ("gpt2", "nanogpt")        # limits_of_icl names both; they are one model here
 MODEL_KEYS = {"family", "n_dims", "n_embd", "n_head", "n_layer", "n_positions", "attention_type",
               "attention_kwargs", "position", "position_kwargs",
-              "dense_layout"}   # ours: flat | batched (src/models/sequence.py)
+              "dense_layout", "attention_kernel"}   # ours: src/models/sequence.py
 TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps", "keep_every_steps",
                  "task", "task_kwargs", "data", "num_tasks", "num_training_examples", "curriculum",
                  "log_every", "eval_size", "seed",
                  # ours (the length study's Trainer arguments land here: src/cli/length_study.py)
-                 "grad_clip", "warmup_fraction", "weight_decay",
+                 "grad_clip", "warmup_fraction", "weight_decay", "precision", "flat_update",
                  # ours: the pairs while training (the paper system's curricula), PAIR_KEYS
                  "ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement"}
 PAIR_KEYS = ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement")
@@ -135,7 +135,7 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
         return ours, raw
     renames = {"n_embd": "width"}
     ours_model = {renames.get(k, k): v for k, v in model.items()
-                  if k in ("n_dims", "n_embd", "n_head", "n_layer", "dense_layout")}
+                  if k in ("n_dims", "n_embd", "n_head", "n_layer", "dense_layout", "attention_kernel")}
     ours_model.setdefault("n_dims", dims_end)
     points = model.get("n_positions", points_end)     # the table covers n_positions points: 2 tokens each
     if isinstance(points, bool) or not isinstance(points, int) or points < 1:

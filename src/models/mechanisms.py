@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from src.models.positions import Encoding
 from src.registry import NoOptions, registry
 from src.settings import require_int
 
@@ -83,17 +84,40 @@ def recording_attention():
         _RECORDING.reset(token)
 
 
-def _softmax_attention(q, k, v, mask, position=None):
+ATTENTION_KERNELS = ("einsum", "fused")     # SequenceConfig.attention_kernel
+_FUSED = contextvars.ContextVar("fused_attention", default=False)
+
+
+@contextlib.contextmanager
+def fused_attention():
+    """While a model is traced inside this context, softmax attention whose position encoding
+    leaves the scores alone is jax.nn.dot_product_attention (`attention_kernel: fused`)."""
+    token = _FUSED.set(True)
+    try:
+        yield
+    finally:
+        _FUSED.reset(token)
+
+
+def _fusable(position) -> bool:
+    return position is None or type(position).logits is Encoding.logits
+
+
+def _softmax_attention(q, k, v, mask, position=None, window: int | None = None):
     """softmax(q kᵀ/√K) v over visible keys: q [B,T,H,K], k, v [B,T,H|1,K] -> [B,T,H,K]. A
-    position encoding (src/models/positions.py) may rotate q, k and adjust the scores."""
+    position encoding (src/models/positions.py) may rotate q, k and adjust the scores. The
+    softmax is taken in float32 whatever the inputs' precision (a no-op for float32 models)."""
     k, v = jnp.broadcast_to(k, q.shape), jnp.broadcast_to(v, q.shape)
     if position is not None:
         q, k = position.rotate(q, k)
+    if _FUSED.get() and not _RECORDING.get() and _fusable(position):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                            local_window_size=None if window is None else (window - 1, 0))
     scores = jnp.einsum("bthk,bshk->bhts", q, k) / math.sqrt(q.shape[-1])
     if position is not None:
         scores = position.logits(scores)
-    scores = jnp.where(mask, scores, -1e30)
-    weights = jax.nn.softmax(scores, axis=-1)
+    scores = jnp.where(mask, scores.astype(jnp.float32), -1e30)
+    weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
     if _RECORDING.get():
         hk.set_state("attention_weights", weights)
     return jnp.einsum("bhts,bshk->bthk", weights, v)
@@ -143,7 +167,7 @@ class SoftmaxCausal(_Mixer):
 
     def __call__(self, x):
         q, k, v = project_qkv(x, self.num_heads, self.kv_heads)
-        y = _softmax_attention(q, k, v, causal_mask(x.shape[1], self.window), self.position)
+        y = _softmax_attention(q, k, v, causal_mask(x.shape[1], self.window), self.position, self.window)
         return project_out(y, x.shape[-1])
 
 

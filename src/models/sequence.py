@@ -27,6 +27,12 @@ same; on XLA's CPU backend the backward pass of a dense layer on 3-D activations
 (about 1e-6 after tens of steps); the runs recorded before 2026-11-26, the golden runs among
 them, are `batched`.
 
+Attention kernel (`attention_kernel`): the softmax family's attention as two einsums around a
+softmax (`einsum`, the default and every recorded run's) or as `jax.nn.dot_product_attention`
+(`fused`: cuDNN's fused kernel on a GPU for bfloat16 inputs, XLA's own composition elsewhere),
+where the position encoding leaves the scores alone (learned, rope, nope, ...; alibi, fire and
+yarn adjust them and keep the einsums). The same function up to float rounding.
+
 Glossary: B batch, n pairs, d input dim, T tokens (2n for pairs), D width, H heads, V vocabulary.
 """
 from __future__ import annotations
@@ -40,6 +46,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
+from src.models.mechanisms import ATTENTION_KERNELS, fused_attention
 from src.registry import Choice, choice, registry
 from src.settings import choice_field, is_int, require, require_int, require_one_of
 
@@ -62,6 +69,7 @@ class SequenceConfig:
     state_mixer: Choice = choice_field("state_mixer", "mlp")
     biases: bool = True              # the read-in, read-out and state mixer Linear layers have biases
     dense_layout: str = "flat"       # Linear layers on [B·T, D] rows (flat) or on [B, T, D] (batched)
+    attention_kernel: str = "einsum"  # softmax attention as two einsums (einsum) or jax.nn.dot_product_attention (fused)
 
     def check(self) -> None:
         require(isinstance(self.preset, str) and re.fullmatch(r"[a-z][a-z0-9_]*", self.preset or ""),
@@ -74,6 +82,7 @@ class SequenceConfig:
         require(self.width % self.n_head == 0, "width", self.width, f"a multiple of n_head={self.n_head}")
         require(isinstance(self.biases, bool), "biases", self.biases, "true or false")
         require_one_of("dense_layout", self.dense_layout, tuple(DENSE_LAYOUTS))
+        require_one_of("attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
 
     def encoding(self):
         """The position encoding (src/models/positions.py), trained for `max_tokens` tokens."""
@@ -167,7 +176,8 @@ class SequenceModel(hk.Module):
 
     def __call__(self, *inputs, positions=None):
         c = self.config
-        with DENSE_LAYOUTS[c.dense_layout]():
+        kernel = fused_attention() if c.attention_kernel == "fused" else contextlib.nullcontext()
+        with DENSE_LAYOUTS[c.dense_layout](), kernel:
             return stack(c, *inputs, positions=positions)
 
 

@@ -62,6 +62,9 @@ class GPT2Train:
     # constant-rate Adam
     warmup_fraction: float | None = None   # warm-up over this fraction of the steps, then linear decay to 0
     weight_decay: float = 0.0        # > 0: AdamW
+    # how a step computes (none changes what is computed; the defaults are every recorded run's):
+    precision: str = "float32"       # float32 | tf32 (matrix passes in TF32 on GPUs) | bfloat16 (compute; float32 parameters and Adam)
+    flat_update: bool = False        # clipping and Adam on the parameters as one flat vector (fewer, larger kernels)
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,8 @@ class GPT2Settings(Settings):
         if tr.warmup_fraction is not None:
             require_number("train.warmup_fraction", tr.warmup_fraction, 0, high=1)
         require_number("train.weight_decay", tr.weight_decay, 0)
+        require_one_of("train.precision", tr.precision, tuple(PRECISIONS))
+        require(isinstance(tr.flat_update, bool), "train.flat_update", tr.flat_update, "true or false")
         require_int("train.checkpoint_every", tr.checkpoint_every, 1)     # beyond the shared intervals
         try:   # the shared integer ranges and the memory estimate (src/bounds.py)
             check_sizes(("d", "model.n_dims", m.n_dims), ("width", "model.width", m.width),
@@ -241,9 +246,30 @@ def init_model(settings: GPT2Settings, model):
 
 def optimizer_of(settings: GPT2Settings) -> optax.GradientTransformation:
     tr = settings.train
-    return make_optimizer(Optimizer("adamw" if tr.weight_decay > 0 else "adam", tr.learning_rate,
-                                    weight_decay=tr.weight_decay, grad_clip=tr.grad_clip,
-                                    warmup_fraction=tr.warmup_fraction, decay="linear"), tr.steps)
+    optimizer = make_optimizer(Optimizer("adamw" if tr.weight_decay > 0 else "adam", tr.learning_rate,
+                                         weight_decay=tr.weight_decay, grad_clip=tr.grad_clip,
+                                         warmup_fraction=tr.warmup_fraction, decay="linear"), tr.steps)
+    # one flat vector: the same update, its global norm summed in another order
+    return optax.flatten(optimizer) if tr.flat_update else optimizer
+
+
+def _apply_tf32(apply):
+    def forward(params, state, xs, ys):
+        with jax.default_matmul_precision("tensorfloat32"):
+            return apply(params, state, xs, ys)
+    return forward
+
+
+def _apply_bfloat16(apply):
+    def forward(params, state, xs, ys):
+        low = jax.tree_util.tree_map(lambda p: p.astype(jnp.bfloat16), params)
+        return apply(low, state, xs.astype(jnp.bfloat16), ys.astype(jnp.bfloat16)).astype(jnp.float32)
+    return forward
+
+
+# train.precision -> the training forward pass from model.apply: (params, state, xs, ys) -> ŷ [B, n]
+# float32. Parameters and the optimizer stay float32 in each; evaluation is always float32.
+PRECISIONS = {"float32": lambda apply: apply, "tf32": _apply_tf32, "bfloat16": _apply_bfloat16}
 
 
 def with_pair_curriculum(key, batch: RegressionBatch, curriculum: CurriculumConfig) -> RegressionBatch:
@@ -282,6 +308,7 @@ def make_chunk(settings: GPT2Settings, model, optimizer):
     tr, c = settings.train, settings.curriculum
     sample = sampler(settings)
     pairs = settings.train_curriculum
+    forward = PRECISIONS[tr.precision](model.apply)
 
     def one_step(carry, step, train_key):
         params, opt_state, state = carry
@@ -290,7 +317,7 @@ def make_chunk(settings: GPT2Settings, model, optimizer):
         if not is_exchangeable(pairs):      # the default draws nothing more (bit-identical runs)
             batch = with_pair_curriculum(jax.random.fold_in(jax.random.fold_in(train_key, step), 7), batch, pairs)
         loss, grads = jax.value_and_grad(
-            lambda p: weighted_mse(model.apply(p, state, batch.xs, batch.ys), batch))(params)
+            lambda p: weighted_mse(forward(p, state, batch.xs, batch.ys), batch))(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state, state), (loss, points, dims)
 

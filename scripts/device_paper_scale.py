@@ -1,0 +1,186 @@
+"""One device command for the paper cell (issue: the papers' own scale on one GPU), sized to a
+lent GPU's 10-minute command: what a step costs, limits_of_icl's own step beside it, and a sweep
+of training protocols for softmax attention at the paper's model size.
+
+    python -m scripts.device_paper_scale --out OUT --budget-s 560 --commit HASH \
+        --original .originals/limits_of_icl
+
+1. `scripts.bench_paper_cell` (every setting timed, two traced): OUT/paper_cell_bench.json.
+2. limits_of_icl's own step (scripts/originals/limits_of_icl_step.py on CUDA: float32, then TF32),
+   3 rounds of 50 steps each after 10 warm-up steps: OUT/original_step.json.
+3. The sweep: softmax attention at the paper's size (configs/paper/mechanisms.yaml) under
+   SWEEP's protocols at once on the device, each `python -m runners.train` with the fastest
+   setting step 1 measured, for as many steps as the time left allows (each run's steps from its
+   measured ms per step, the runs sharing the device), the curriculum compressed to its first 30 %;
+   each run evaluated by `scripts.paper_mechanisms --evaluate`: OUT/sweep.json.
+Everything is written as it comes, so a command stopped at its limit still brings back what it did.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from src.cli import OneLineParser, summary
+
+PROG = "python -m scripts.device_paper_scale"
+CONFIG = "configs/paper/mechanisms.yaml"
+# protocol -> runners.train overrides (besides the steps, the curriculum's interval and the setting)
+SWEEP = {"adam1e-4_b64": ["training.learning_rate=0.0001"],
+         "adam3e-4_b64": ["training.learning_rate=0.0003"],
+         "adam3e-4_b256": ["training.learning_rate=0.0003", "training.batch_size=256"],
+         "adam1e-3_b256_warm": ["training.learning_rate=0.001", "training.batch_size=256",
+                                "training.warmup_fraction=0.05", "training.grad_clip=1.0"]}
+CURRICULUM_SHARE = 0.3          # the curriculum reaches d = 20, 41 points at this share of the steps
+CURRICULUM_STEPS = 15           # its increments (dims 5 -> 20 by 1, points 11 -> 41 by 2)
+SETTING_SETS = {"float32": [], "float32_flat": ["training.flat_update=true"],
+                "tf32": ["training.precision=tf32"],
+                "tf32_fused_flat": ["training.precision=tf32", "training.flat_update=true",
+                                    "model.attention_kernel=fused"],
+                "bfloat16": ["training.precision=bfloat16"],
+                "bfloat16_fused": ["training.precision=bfloat16", "model.attention_kernel=fused"],
+                "bfloat16_fused_flat": ["training.precision=bfloat16", "training.flat_update=true",
+                                        "model.attention_kernel=fused"]}
+
+
+def log_to(path: Path):
+    def log(text: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {text}"
+        print(line, flush=True)
+        with open(path, "a") as f:
+            f.write(line + "\n")
+    return log
+
+
+def shell(command: str) -> str:
+    try:
+        return subprocess.run(command, shell=True, capture_output=True, text=True, timeout=30).stdout
+    except Exception as err:
+        return f"{type(err).__name__}: {err}"
+
+
+def original_step(checkout: str, tf32: bool, rounds: int = 3, timeout: float = 90.0) -> dict:
+    harness = Path(__file__).parent / "originals" / "limits_of_icl_step.py"
+    command = [sys.executable, str(harness), checkout, "256", "12", "8", "64", "20", "41", "10", "50", "cuda",
+               "1" if tf32 else "0"]
+    try:
+        done = subprocess.run(command, input="\n" * rounds, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    records = []
+    for line in done.stdout.splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            pass
+    ms = [r["ms_per_step"] for r in records if "ms_per_step" in r]
+    return {"ready": next((r for r in records if r.get("ready")), None), "rounds_ms": ms,
+            "exit": done.returncode, "stderr_tail": done.stderr[-800:] if done.returncode else ""}
+
+
+def fastest_setting(bench: dict) -> tuple[str, float, float | None]:
+    """(setting, ms per step at batch 64, ms per step at batch 256 or None) of the fastest single
+    run setting step 1 timed."""
+    timed = {k: v["ms_per_run_step"] for k, v in bench.get("variants", {}).items()
+             if "ms_per_run_step" in v and v.get("runs_together", 1) == 1 and k in SETTING_SETS}
+    if not timed:
+        return "float32", 13.0, None
+    best = min(timed, key=timed.get)
+    b256 = bench["variants"].get(best + "_b256", {}).get("ms_per_run_step")
+    return best, timed[best], b256
+
+
+def sweep_jobs(setting: str, ms64: float, ms256: float | None, seconds: float, runs_dir: Path,
+               extra: tuple = ()) -> list:
+    from scripts.paper_mechanisms import train_command
+    jobs = []
+    share = len(SWEEP)
+    for name, sets in SWEEP.items():
+        batch = 256 if "training.batch_size=256" in sets else 64
+        ms = ms64 if batch == 64 else (ms256 or 4 * ms64)
+        steps = max(200, int(0.8 * seconds * 1000 / (ms * share)) // 100 * 100)   # 20 % to spare
+        interval = max(1, int(CURRICULUM_SHARE * steps / CURRICULUM_STEPS))
+        sets = [*sets, *SETTING_SETS[setting], f"training.train_steps={steps}",
+                f"training.log_every={max(100, steps // 10 // 100 * 100)}", f"training.save_every_steps={steps}",
+                f"training.curriculum.dims.interval={interval}", f"training.curriculum.points.interval={interval}",
+                *extra]
+        jobs.append((name, train_command(CONFIG, "softmax_causal", sets, runs_dir / name)))
+    return jobs
+
+
+def main(argv=None) -> int:
+    parser = OneLineParser(prog=PROG, description=summary(__doc__))
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--budget-s", "--budget_s", dest="budget_s", type=float, default=560.0)
+    parser.add_argument("--commit", default="unknown")
+    parser.add_argument("--original", default=None, help="limits_of_icl's checkout (its src/)")
+    parser.add_argument("--bench-args", "--bench_args", dest="bench_args", default="",
+                        help="extra arguments for scripts.bench_paper_cell (e.g. --tiny on a CPU)")
+    parser.add_argument("--sweep-sets", "--sweep_sets", dest="sweep_sets", default="",
+                        help="extra runners.train overrides for every sweep run, space-separated (a CPU check)")
+    parser.add_argument("--skip", default="", help="comma list of bench, original, sweep")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    began = time.time()
+    deadline = began + args.budget_s
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = log_to(out / "device_paper_scale.log")
+    skip = set(args.skip.split(","))
+    info = {"commit": args.commit, "began_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+            "nvidia_smi": shell("nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv"),
+            "python": sys.version, "pip": shell(f"{sys.executable} -m pip list 2>/dev/null | grep -iE "
+                                                "'^(jax|jaxlib|jax-cuda|dm-haiku|optax|torch|numpy) '")}
+    (out / "device_info.json").write_text(json.dumps(info, indent=1))
+    log(f"commit {args.commit}; budget {args.budget_s:.0f} s")
+
+    bench_json = out / "paper_cell_bench.json"
+    # single runs first (and traced); runs together in a process of their own, so that a setting
+    # the device refuses there cannot take the others with it
+    parts = [(bench_json, "float32,float32_flat,tf32,tf32_fused_flat,bfloat16,bfloat16_fused,bfloat16_fused_flat,"
+                          "bfloat16_fused_flat_b256", "float32,bfloat16_fused_flat", 200),
+             (out / "paper_cell_bench_together.json", "bfloat16_fused_flat_x8,tf32_fused_flat_x8", "", 100)]
+    for target, variants, traced, limit in parts if "bench" not in skip else []:
+        command = [sys.executable, "-m", "scripts.bench_paper_cell", "--json", str(target), "--variants", variants,
+                   *(["--profile", traced] if traced else []), *args.bench_args.split()]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=min(limit, deadline - time.time()))
+            log("bench exit %d\n%s%s" % (done.returncode, done.stdout[-3000:], done.stderr[-2000:]))
+        except subprocess.TimeoutExpired as err:
+            log(f"bench timed out: {str(err.stdout)[-2000:] if err.stdout else ''}")
+    bench = json.loads(bench_json.read_text()) if bench_json.exists() else {}
+
+    if "original" not in skip and args.original:
+        record = {}
+        for tf32 in (False, True):
+            record["tf32" if tf32 else "float32"] = original_step(args.original, tf32)
+            (out / "original_step.json").write_text(json.dumps(record, indent=1))
+        log(f"original: {json.dumps({k: v.get('rounds_ms') or v.get('error') or v.get('stderr_tail') for k, v in record.items()})}")
+
+    if "sweep" not in skip:
+        from scripts.paper_mechanisms import run_all
+        setting, ms64, ms256 = fastest_setting(bench)
+        seconds = deadline - time.time() - 90         # compilation, evaluation and a margin
+        jobs = sweep_jobs(setting, ms64, ms256, max(seconds, 30), Path("runs/paper_sweep"),
+                          tuple(args.sweep_sets.split()))
+        log(f"sweep with {setting} ({ms64:.2f} ms/step at batch 64, {ms256} at 256) for {seconds:.0f} s")
+        for name, command in jobs:
+            log(f"  {name}: {' '.join(command[2:])}")
+
+        def save(results):
+            (out / "sweep.json").write_text(json.dumps({"setting": setting, "results": results}, indent=1))
+        results = run_all(jobs, parallel=len(jobs), deadline=deadline - 25, on_result=save, log=log)
+        for r in results:
+            errors = r.get("errors", {})
+            log(f"{r['name']}: exit {r['exit']}, {r.get('steps')} steps, standard "
+                f"{errors.get('standard', {}).get('model')}, 10 flipped {errors.get('10 dims flipped', {}).get('model')}")
+    log(f"done in {time.time() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    from src.cli import guarded
+
+    sys.exit(guarded(main))

@@ -1,0 +1,241 @@
+"""limits_of_icl's headline table at the paper's model size (GPT-2, 12 layers, width 256, 8 heads,
+d = 20, 41 points): each mechanism trained by `python -m runners.train` (the user's command; its
+runs in parallel on one device), evaluated on standard prompts and on the original notebook's
+shifts, beside the original's numbers. A GPU study.
+
+    python -m scripts.paper_mechanisms --config configs/paper/mechanisms.yaml --jobs 7
+    python -m scripts.paper_mechanisms --mechanisms softmax_causal --set training.learning_rate=3e-4
+    python -m scripts.paper_mechanisms --evaluate runs/paper_mechanisms/softmax_causal   # one run
+
+Error (the original's unit): squared error at the last point (40 in-context examples), not
+divided by d, so the zero estimator scores d = 20; mean over the run's eval tasks (eval_seed).
+Shifts (limits_of_icl's notebook; src/tasks/shifts.py) rewrite the eval prompts' inputs and
+recompute the labels from each task's weights: the query scaled x2.1; the context in one orthant
+and the query with 10 of its 20 signs flipped; the query orthogonal to the context (to d − 1 of
+its points). Results: --json (one record per run), --report (Markdown).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from src.cli import OneLineParser, UsageError, dry_run, summary
+
+PROG = "python -m scripts.paper_mechanisms"
+MECHANISMS = ("softmax_causal", "local", "mqa", "rela", "favor", "rebased", "linear")
+# label -> (shift, options)
+SHIFTS = {"query x2.1": ("scaled_query", {"scale": 2.1}),
+          "10 dims flipped": ("opposite_quadrants", {"num_flipped": 10}),
+          "orthogonal query": ("orthogonal_query", {})}
+SHIFT_SEED = 11
+# limits_of_icl's published figures at 40 examples (squared error, not divided by d): standard,
+# 10 dimensions flipped (None: not given)
+ORIGINAL = {"softmax_causal": (0.035, 0.20), "mqa": (0.041, 0.56), "favor": (0.083, 4.99),
+            "rebased": (0.088, 7.70), "rela": (0.158, 2.25), "local": (5.33, None), "linear": (None, None)}
+TRAINED = 0.05           # softmax at or under this on standard prompts: trained as the paper's
+
+
+def evaluate(run_dir: str) -> dict:
+    """{standard, <shift label>...: {model, least_squares}} of a finished gpt2 run (module docstring)."""
+    import jax
+    import jax.numpy as jnp
+    from analysis.icl_curve import load_run
+    from baselines.regression import least_squares
+    from src.registry import choice, registry
+    from src.rundir import RunDir
+    from src.systems.gpt2 import eval_batch, predictor
+    settings, model, params, state = load_run(RunDir(Path(run_dir)))
+    batch = eval_batch(settings)
+    xs, ys, w = batch.xs, batch.ys, batch.w
+    tasks, n, d = xs.shape
+    predict = predictor(settings, model, params, state, n, tasks)
+    fit = jax.jit(least_squares)
+
+    def last_errors(sx, sy) -> dict:
+        return {"model": float(jnp.mean((predict(sx, sy)[:, -1] - sy[:, -1]) ** 2)),
+                "least_squares": float(jnp.mean((fit(sx, sy)[:, -1] - sy[:, -1]) ** 2))}
+    out = {"standard": last_errors(xs, ys)}
+    for i, (label, (name, options)) in enumerate(SHIFTS.items()):
+        shift = registry("shift").get(name).build(choice("shift", name, **options).options)
+        context, query = shift.inputs(jax.random.fold_in(jax.random.key(SHIFT_SEED), i), xs, d)
+        sx = jnp.concatenate([context[:, :-1], query[:, None]], axis=1)
+        out[label] = last_errors(sx, jnp.einsum("bnd,bd->bn", sx, w))
+    summary_file = Path(run_dir) / "metrics_summary.json"
+    summary_json = json.loads(summary_file.read_text()) if summary_file.exists() else {}
+    return {"run": str(run_dir), "mechanism": settings.model.seq_mixer.name, "tasks": int(tasks),
+            "examples": int(n - 1), "steps": settings.train.steps, "errors": out,
+            "train_seconds": summary_json.get("train_seconds", summary_json.get("elapsed_s")),
+            "settings": {"batch_size": settings.train.batch_size, "learning_rate": settings.train.learning_rate,
+                         "precision": settings.train.precision, "flat_update": settings.train.flat_update,
+                         "attention_kernel": settings.model.attention_kernel,
+                         "warmup_fraction": settings.train.warmup_fraction,
+                         "curriculum_interval": settings.curriculum.dims.interval}}
+
+
+def device_env() -> dict:
+    """Runs sharing one GPU: each takes the memory it uses, not 75 % of the device."""
+    return {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "PYTHONUNBUFFERED": "1"}
+
+
+def train_command(config: str, mechanism: str, sets: Sequence[str], out: Path) -> list[str]:
+    command = [sys.executable, "-m", "runners.train", "--config", config, "--set",
+               f"model.attention_type={mechanism}", "--out", str(out), "--skip_analysis"]
+    for item in sets:
+        command += ["--set", item]
+    return command
+
+
+def run_all(jobs: list[tuple[str, list[str]]], *, parallel: int, deadline: float | None = None,
+            on_result=None, log=print) -> list[dict]:
+    """Train each (name, train command) with at most `parallel` at once, and evaluate each finished
+    run in a process of its own (`--evaluate`) while the others train; a job still running at
+    `deadline` (time.time()) is stopped and recorded as such."""
+    pending, running, evaluating, results = list(jobs), {}, {}, []
+
+    def finish(record):
+        log(f"finished {record['name']}: exit {record['exit']} in {record['wall_s']} s")
+        results.append(record)
+        if on_result is not None:
+            on_result(results)
+    while pending or running or evaluating:
+        while pending and len(running) < parallel:
+            name, command = pending.pop(0)
+            out = command[command.index("--out") + 1]
+            running[name] = (subprocess.Popen(command, env=device_env(), stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT, text=True), out, time.time())
+            log(f"started {name}")
+        time.sleep(1.0)
+        late = deadline is not None and time.time() > deadline
+        for name, (proc, out, began) in list(running.items()):
+            if proc.poll() is None and not late:
+                continue
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
+            text = proc.stdout.read() if proc.stdout else ""
+            del running[name]
+            record = {"name": name, "wall_s": round(time.time() - began, 1), "exit": proc.returncode,
+                      "log_tail": text[-1500:]}
+            if proc.returncode != 0:
+                finish(record)
+                continue
+            metrics = Path(out) / "metrics.jsonl"
+            if metrics.exists():
+                record["metrics"] = [json.loads(line) for line in metrics.read_text().splitlines()[-40:]]
+            evaluating[name] = (subprocess.Popen([sys.executable, "-m", "scripts.paper_mechanisms", "--evaluate", out],
+                                                 env=device_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                 text=True), record)
+        for name, (proc, record) in list(evaluating.items()):
+            if proc.poll() is None and not late:
+                continue
+            if proc.poll() is None:
+                proc.terminate()
+            stdout, stderr = proc.communicate()
+            del evaluating[name]
+            try:
+                record.update(json.loads(stdout.strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                record["evaluate_error"] = (stdout + stderr)[-1500:]
+            finish(record)
+    return results
+
+
+def write_report(results: list[dict], path: Path, header: Sequence[str]) -> None:
+    """The table beside the original's numbers and the claim's verdict (module docstring)."""
+    rows = {r["mechanism"]: r for r in results if "errors" in r}
+    lines = ["# limits_of_icl's mechanisms at the paper's model size", "", *header, "",
+             "Error: squared error at the last point (40 in-context examples), not divided by d (the "
+             "zero estimator scores 20); ours on the run's eval tasks, the original's from limits_of_icl.", "",
+             "| mechanism | steps | standard (ours) | standard (original) | query x2.1 | 10 dims flipped (ours) "
+             "| 10 dims flipped (original) | orthogonal query |", "|---|---|---|---|---|---|---|---|"]
+    fmt = lambda v: "—" if v is None else f"{v:.3f}"       # noqa: E731
+    for mechanism in MECHANISMS:
+        r = rows.get(mechanism)
+        if r is None:
+            continue
+        e = r["errors"]
+        original = ORIGINAL.get(mechanism, (None, None))
+        lines.append(f"| {mechanism} | {r['steps']} | {fmt(e['standard']['model'])} | {fmt(original[0])} | "
+                     f"{fmt(e['query x2.1']['model'])} | {fmt(e['10 dims flipped']['model'])} | {fmt(original[1])} | "
+                     f"{fmt(e['orthogonal query']['model'])} |")
+    any_row = next(iter(rows.values()), None)
+    if any_row is not None:
+        e = any_row["errors"]
+        lines += ["", f"Least squares on the same prompts: standard {fmt(e['standard']['least_squares'])}, "
+                      f"query x2.1 {fmt(e['query x2.1']['least_squares'])}, 10 dims flipped "
+                      f"{fmt(e['10 dims flipped']['least_squares'])}, orthogonal query "
+                      f"{fmt(e['orthogonal query']['least_squares'])}."]
+    lines += ["", "## The claim: kernelised attention breaks under opposite-quadrant shifts", "", verdict(rows)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def verdict(rows: dict) -> str:
+    soft = rows.get("softmax_causal")
+    if soft is None:
+        return "Not judged: no softmax run."
+    standard = soft["errors"]["standard"]["model"]
+    if standard > TRAINED:
+        return (f"Not judged: softmax attention's standard error is {standard:.3f}, above {TRAINED} (the "
+                f"original's 0.035): the models are not trained as the paper's.")
+    flipped = soft["errors"]["10 dims flipped"]["model"]
+    ratios = {m: rows[m]["errors"]["10 dims flipped"]["model"] / flipped for m in ("favor", "rebased") if m in rows}
+    text = ", ".join(f"{m} x{r:.1f}" for m, r in ratios.items())
+    holds = len(ratios) == 2 and all(r > 2.0 for r in ratios.values())
+    return (f"{'Holds' if holds else 'Does not hold'} at the paper's size: with 10 dimensions flipped the "
+            f"kernelised mechanisms' errors are {text} softmax's ({flipped:.3f}; the original: FAVOR+ x25, "
+            f"ReBased x38). Holding means both over x2.")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = OneLineParser(prog=PROG, description=summary(__doc__))
+    parser.add_argument("--config", default="configs/paper/mechanisms.yaml")
+    parser.add_argument("--mechanisms", default=",".join(MECHANISMS))
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="a runners.train override for every run (repeatable)")
+    parser.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default="runs/paper_mechanisms")
+    parser.add_argument("--jobs", type=int, default=len(MECHANISMS), help="runs at once on the device")
+    parser.add_argument("--json", default=None, help="the results (one record per run)")
+    parser.add_argument("--report", default=None, help="the Markdown table")
+    parser.add_argument("--evaluate", default=None, metavar="RUN", help="evaluate one finished run; print JSON")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.evaluate:
+        print(json.dumps(evaluate(args.evaluate)))
+        return 0
+    mechanisms = [m for m in args.mechanisms.split(",") if m]
+    from src.registry import registry
+    for m in mechanisms:
+        if m not in registry("seq_mixer"):
+            raise UsageError(f"--mechanisms: {m!r} is unknown; accepted: {', '.join(registry('seq_mixer').names())}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs={args.jobs} is not accepted; accepted: an integer >= 1")
+    from src.cli.gpt2 import read_config
+    for m in mechanisms:         # every run's settings checked before any is trained
+        read_config(args.config, [*args.sets, f"model.attention_type={m}"])
+    if dry_run(PROG, f"train {', '.join(mechanisms)} from {args.config}"):
+        return 0
+    jobs = [(m, train_command(args.config, m, args.sets, Path(args.runs_dir) / m)) for m in mechanisms]
+    began = time.time()
+
+    def save(results):
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(results, indent=1))
+    results = run_all(jobs, parallel=args.jobs, on_result=save)
+    if args.report:
+        import jax
+        write_report(results, Path(args.report), [f"- Device: {jax.devices()[0].device_kind}",
+                                                  f"- Command: `{PROG} {' '.join(sys.argv[1:])}`",
+                                                  f"- Wall time: {time.time() - began:.0f} s"])
+    return 0
+
+
+if __name__ == "__main__":
+    from src.cli import guarded
+
+    sys.exit(guarded(main))
