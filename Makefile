@@ -128,6 +128,7 @@ bench: $(STAMP)
 	$(RUN) -m scripts.bench_dynamics
 	$(RUN) -m scripts.bench_mechanisms
 	$(RUN) -m scripts.bench_recipe
+	$(RUN) -m scripts.bench_paper_cell --gpu-only
 
 reproduce: $(STAMP)
 	$(RUN) -m scripts.reproduce

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.cli import OneLineParser, UsageError, dry_run, summary
+from src.cli import OneLineParser, UsageError, dry_run, fail, summary
 
 PROG = "python -m scripts.bench_paper_cell"
 CONFIG = "configs/paper/mechanisms.yaml"
@@ -237,6 +237,13 @@ def profile(timed: Timed, top: int = 40, plane_pattern: str = r"^/device:GPU",
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except UsageError as err:
+        return fail(PROG, err)
+
+
+def _main(argv=None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma list of settings")
     parser.add_argument("--profile", default="", help="comma list of settings to trace (GPU)")
@@ -244,6 +251,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--chunk-steps", "--chunk_steps", dest="chunk_steps", type=int, default=50)
     parser.add_argument("--tiny", action="store_true", help="a tiny model (a CPU check, seconds)")
+    parser.add_argument("--gpu-only", "--gpu_only", dest="gpu_only", action="store_true",
+                        help="say so and stop where JAX finds no GPU (make bench)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     names = [n for n in args.variants.split(",") if n]
     traced = [n for n in args.profile.split(",") if n]
@@ -253,6 +262,10 @@ def main(argv=None) -> int:
     if args.rounds < 1 or args.chunk_steps < 1:
         raise UsageError(f"--rounds={args.rounds}, --chunk-steps={args.chunk_steps}: accepted: integers >= 1")
     if dry_run(PROG, f"time {', '.join(names)} at the paper cell"):
+        return 0
+    if args.gpu_only and jax.default_backend() != "gpu":
+        print(f"the paper cell (12 x 256, d 20, 41 points): not timed on {jax.default_backend()} (a step takes "
+              "seconds there; a GPU benchmark, docs/workbench.md)")
         return 0
     base = paper_settings(args.tiny)
     flops = step_flops(base)

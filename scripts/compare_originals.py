@@ -9,6 +9,10 @@ position — and the original, kept running between rounds), so that load on the
 on all alike. Prints the median ms/step of each side and the ratios, and writes
 runs/compare_originals/<cell>.json.
 
+With --paper-cell (and --device cuda on a GPU), also the paper cell (12 layers, width 256, 8 heads,
+d = 20, 41 points, batch 64) against limits_of_icl's step as its train.py runs it there: ours in
+float32 and in bfloat16 with the fused attention and flat update (scripts/bench_paper_cell.py).
+
 The originals run under another Python (a scratch environment with torch; see
 docs/workbench.md, "Against the original code") from checkouts of their repositories.
 
@@ -82,6 +86,21 @@ def mechanisms_sides(args) -> tuple[dict, dict]:
                   "original": Original(harness, "the mechanisms paper's code")}
 
 
+def paper_cell_sides(args) -> tuple[dict, dict]:
+    """(the paper cell, scripts/bench_paper_cell's; its sides: ours in float32 and in the fastest
+    setting, and the original's step on --device, float32 or with TF32 allowed (--tf32))."""
+    from scripts.bench_paper_cell import paper_settings, variant_settings
+    base = paper_settings()
+    m = base.model
+    cell = {"width": m.width, "layers": m.n_layer, "heads": m.n_head, "batch": base.train.batch_size,
+            "dims": m.n_dims, "points": base.curriculum.points.end}
+    harness = [args.torch_python, str(ROOT / "scripts" / "originals" / "limits_of_icl_step.py"), str(args.limits_of_icl),
+               *map(str, (*cell.values(), 10, args.paper_steps)), args.device, "1" if args.tf32 else "0"]
+    return cell, {"ours": ours(base, args.paper_steps),
+                  "ours_bfloat16_fused_flat": ours(variant_settings(base, "bfloat16_fused_flat"), args.paper_steps),
+                  "original": Original(harness, "the mechanisms paper's code at the paper cell")}
+
+
 def icl_sides(args) -> tuple[dict, dict]:
     """(the ICL benchmark's default cell, scripts/bench_recipe's; its sides)."""
     from scripts.bench_recipe import original_default_cell
@@ -97,6 +116,11 @@ def icl_sides(args) -> tuple[dict, dict]:
                   "original": Original(harness("bfloat16", "1"), "the ICL benchmark's code (bfloat16, compiled)"),
                   "original_float32_eager": Original(harness("float32", "0"),
                                                      "the ICL benchmark's code (float32, eager)")}
+
+
+def _backend() -> str:
+    import jax
+    return f"{jax.default_backend()} ({jax.devices()[0].device_kind})"
 
 
 def compare(name: str, cell: dict, sides: dict, rounds: int) -> dict:
@@ -116,7 +140,7 @@ def compare(name: str, cell: dict, sides: dict, rounds: int) -> dict:
     result = {"cell": cell, "rounds": rounds, "ms_per_step": times, "median_ms_per_step": median,
               "speed_up_over": {side: median[side] / median["ours"] for side in sides if side != "ours"},
               "originals": originals, "machine": platform.processor() or platform.machine(),
-              "ours": "float32, JAX on the CPU (default threads)"}
+              "ours": f"float32 unless the side's name says otherwise, JAX on {_backend()}"}
     atomic_write_json(OUT / f"{name}.json", result)
     print(f"{name}: median ms/step " + ", ".join(f"{k} {v:.1f}" for k, v in median.items()) + "; ours faster than "
           + ", ".join(f"{k} {v:.2f}x" for k, v in result["speed_up_over"].items())
@@ -132,6 +156,12 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds per cell (default 7)")
     parser.add_argument("--steps", type=int, default=100, help="steps per round at the mechanisms cell (default 100)")
     parser.add_argument("--icl-steps", type=int, default=4, help="steps per round at the ICL cell (default 4)")
+    parser.add_argument("--paper-cell", action="store_true",
+                        help="also the paper cell (12 x 256, d 20, 41 points; a GPU comparison) with --limits-of-icl")
+    parser.add_argument("--paper-steps", type=int, default=50, help="steps per round at the paper cell (default 50)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the original's step runs (cuda: as its train.py on a GPU)")
+    parser.add_argument("--tf32", action="store_true", help="the original with TF32 matrix passes allowed (cuda)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         return run(args)
@@ -148,13 +178,18 @@ def run(args) -> int:
             raise UsageError(f"{flag}={str(path)!r} has no {inside}; accepted: a checkout of that repository")
     if not Path(args.torch_python).is_file():
         raise UsageError(f"--torch-python={args.torch_python!r} is not a file; accepted: a Python with torch installed")
-    for flag, value in (("--rounds", args.rounds), ("--steps", args.steps), ("--icl-steps", args.icl_steps)):
+    if args.paper_cell and args.limits_of_icl is None:
+        raise UsageError("--paper-cell needs --limits-of-icl CHECKOUT; accepted: both")
+    for flag, value in (("--rounds", args.rounds), ("--steps", args.steps), ("--icl-steps", args.icl_steps),
+                        ("--paper-steps", args.paper_steps)):
         if value < 1:
             raise UsageError(f"{flag}={value} is not accepted; accepted: an integer >= 1")
     if dry_run(PROG, f"time {args.rounds} interleaved rounds per cell"):
         return 0
     if args.limits_of_icl is not None:
         compare("limits_of_icl", *mechanisms_sides(args), args.rounds)
+    if args.paper_cell:
+        compare("limits_of_icl_paper_cell", *paper_cell_sides(args), args.rounds)
     if args.miniseq is not None:
         compare("miniseq", *icl_sides(args), args.rounds)
     return 0

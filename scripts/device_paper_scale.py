@@ -8,7 +8,8 @@ of training protocols for softmax attention at the paper's model size.
 1. `scripts.bench_paper_cell` (every setting timed, two traced): OUT/paper_cell_bench.json.
 2. limits_of_icl's own step (scripts/originals/limits_of_icl_step.py on CUDA: float32, then TF32),
    3 rounds of 50 steps each after 10 warm-up steps: OUT/original_step.json.
-3. The sweep: softmax attention at the paper's size (configs/paper/mechanisms.yaml) under
+3. The sweep (or, with --table PROTOCOL, every mechanism under one protocol: OUT/table.json and
+   OUT/PAPER_SCALE_MECHANISMS.md): softmax attention at the paper's size (configs/paper/mechanisms.yaml) under
    SWEEP's protocols at once on the device, each `python -m runners.train` with the fastest
    setting step 1 measured, for as many steps as the time left allows (each run's steps from its
    measured ms per step, the runs sharing the device), the curriculum compressed to its first 30 %;
@@ -24,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from src.cli import OneLineParser, summary
+from src.cli import OneLineParser, UsageError, dry_run, fail, summary
 
 PROG = "python -m scripts.device_paper_scale"
 CONFIG = "configs/paper/mechanisms.yaml"
@@ -94,24 +95,34 @@ def fastest_setting(bench: dict) -> tuple[str, float, float | None]:
 
 
 def sweep_jobs(setting: str, ms64: float, ms256: float | None, seconds: float, runs_dir: Path,
-               extra: tuple = ()) -> list:
-    from scripts.paper_mechanisms import train_command
+               extra: tuple = (), table: str | None = None, fixed_steps: int | None = None) -> list:
+    """The sweep's runs (softmax under every protocol), or the table's (every mechanism under the
+    protocol `table`), each with the steps the time left allows on a shared device (or fixed_steps)."""
+    from scripts.paper_mechanisms import MECHANISMS, train_command
+    runs = [(m, m, SWEEP[table]) for m in MECHANISMS] if table else [(n, "softmax_causal", s) for n, s in SWEEP.items()]
     jobs = []
-    share = len(SWEEP)
-    for name, sets in SWEEP.items():
+    share = len(runs)
+    for name, mechanism, sets in runs:
         batch = 256 if "training.batch_size=256" in sets else 64
         ms = ms64 if batch == 64 else (ms256 or 4 * ms64)
-        steps = max(200, int(0.8 * seconds * 1000 / (ms * share)) // 100 * 100)   # 20 % to spare
+        steps = fixed_steps or max(200, int(0.8 * seconds * 1000 / (ms * share)) // 100 * 100)   # 20 % to spare
         interval = max(1, int(CURRICULUM_SHARE * steps / CURRICULUM_STEPS))
         sets = [*sets, *SETTING_SETS[setting], f"training.train_steps={steps}",
                 f"training.log_every={max(100, steps // 10 // 100 * 100)}", f"training.save_every_steps={steps}",
                 f"training.curriculum.dims.interval={interval}", f"training.curriculum.points.interval={interval}",
                 *extra]
-        jobs.append((name, train_command(CONFIG, "softmax_causal", sets, runs_dir / name)))
+        jobs.append((name, train_command(CONFIG, mechanism, sets, runs_dir / name)))
     return jobs
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except UsageError as err:
+        return fail(PROG, err)
+
+
+def _main(argv=None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget-s", "--budget_s", dest="budget_s", type=float, default=560.0)
@@ -121,8 +132,27 @@ def main(argv=None) -> int:
                         help="extra arguments for scripts.bench_paper_cell (e.g. --tiny on a CPU)")
     parser.add_argument("--sweep-sets", "--sweep_sets", dest="sweep_sets", default="",
                         help="extra runners.train overrides for every sweep run, space-separated (a CPU check)")
-    parser.add_argument("--skip", default="", help="comma list of bench, original, sweep")
+    parser.add_argument("--table", default=None, metavar="PROTOCOL",
+                        help=f"instead of the sweep, train every mechanism under this protocol ({', '.join(SWEEP)}) "
+                             "and write OUT/PAPER_SCALE_MECHANISMS.md")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="the steps of every sweep or table run (default: what the time left allows)")
+    parser.add_argument("--skip", default="", help="comma list of bench, original, sweep (the sweep or table)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.table is not None and args.table not in SWEEP:
+        raise UsageError(f"--table={args.table!r} is unknown; accepted: {', '.join(SWEEP)}")
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps={args.steps} is not accepted; accepted: an integer >= 1")
+    if args.budget_s < 60:
+        raise UsageError(f"--budget-s={args.budget_s:g} is not accepted; accepted: at least 60 seconds")
+    unknown = set(args.skip.split(",")) - {"", "bench", "original", "sweep"}
+    if unknown:
+        raise UsageError(f"--skip={args.skip!r} is not accepted; accepted: a comma list of bench, original, sweep")
+    if args.original and not Path(args.original, "src", "wrapper_model.py").is_file():
+        raise UsageError(f"--original={args.original!r} has no src/wrapper_model.py; accepted: a limits_of_icl checkout")
+    if dry_run(PROG, f"time the paper cell, then {'the table under ' + args.table if args.table else 'the sweep'} "
+                     f"within {args.budget_s:g} s into {args.out}"):
+        return 0
     began = time.time()
     deadline = began + args.budget_s
     out = Path(args.out)
@@ -163,15 +193,26 @@ def main(argv=None) -> int:
         from scripts.paper_mechanisms import run_all
         setting, ms64, ms256 = fastest_setting(bench)
         seconds = deadline - time.time() - 90         # compilation, evaluation and a margin
-        jobs = sweep_jobs(setting, ms64, ms256, max(seconds, 30), Path("runs/paper_sweep"),
-                          tuple(args.sweep_sets.split()))
+        jobs = sweep_jobs(setting, ms64, ms256, max(seconds, 30),
+                          Path("runs/paper_table" if args.table else "runs/paper_sweep"),
+                          tuple(args.sweep_sets.split()), args.table, args.steps)
         log(f"sweep with {setting} ({ms64:.2f} ms/step at batch 64, {ms256} at 256) for {seconds:.0f} s")
         for name, command in jobs:
             log(f"  {name}: {' '.join(command[2:])}")
 
         def save(results):
-            (out / "sweep.json").write_text(json.dumps({"setting": setting, "results": results}, indent=1))
+            (out / ("table.json" if args.table else "sweep.json")).write_text(
+                json.dumps({"setting": setting, "protocol": args.table, "commit": args.commit, "results": results},
+                           indent=1))
         results = run_all(jobs, parallel=len(jobs), deadline=deadline - 25, on_result=save, log=log)
+        if args.table:
+            from scripts.paper_mechanisms import write_report
+            write_report(results, out / "PAPER_SCALE_MECHANISMS.md",
+                         [f"- Produced {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from commit {args.commit}",
+                          f"- Device: {info['nvidia_smi'].splitlines()[-1] if info['nvidia_smi'] else '?'}",
+                          f"- Command: `{PROG} {' '.join(sys.argv[1:] if argv is None else argv)}` "
+                          f"({time.time() - began:.0f} s)",
+                          f"- Protocol {args.table}: {' '.join(SWEEP[args.table])}; setting {setting}"])
         for r in results:
             errors = r.get("errors", {})
             log(f"{r['name']}: exit {r['exit']}, {r.get('steps')} steps, standard "

@@ -35,6 +35,7 @@ from src.loop import Chunk, LoopResult, TrainState, scan_chunk
 from src.optim import Optimizer, make_optimizer
 from src.models.sequence import SequenceConfig, gpt2
 from src.params import flatten_params
+from src.precision import PRECISIONS
 from src.registry import Choice, registry
 import src.rundir.names as names
 from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, is_int, require,
@@ -102,6 +103,9 @@ class GPT2Settings(Settings):
 
     def loss_figure_file(self) -> str:
         return f"{self.model.seq_mixer.name}_loss.png"   # the original's {attention_type}_loss.jpg, as PNG
+
+    def loss_figure_label(self) -> str:
+        return "training loss: squared error, not / d"     # the eval figures' error is / d (title)
 
     def loss_figure_marks(self) -> list[int]:
         """The curriculum's boundaries: the steps at which the dimension or the points grow."""
@@ -251,25 +255,6 @@ def optimizer_of(settings: GPT2Settings) -> optax.GradientTransformation:
                                          warmup_fraction=tr.warmup_fraction, decay="linear"), tr.steps)
     # one flat vector: the same update, its global norm summed in another order
     return optax.flatten(optimizer) if tr.flat_update else optimizer
-
-
-def _apply_tf32(apply):
-    def forward(params, state, xs, ys):
-        with jax.default_matmul_precision("tensorfloat32"):
-            return apply(params, state, xs, ys)
-    return forward
-
-
-def _apply_bfloat16(apply):
-    def forward(params, state, xs, ys):
-        low = jax.tree_util.tree_map(lambda p: p.astype(jnp.bfloat16), params)
-        return apply(low, state, xs.astype(jnp.bfloat16), ys.astype(jnp.bfloat16)).astype(jnp.float32)
-    return forward
-
-
-# train.precision -> the training forward pass from model.apply: (params, state, xs, ys) -> ŷ [B, n]
-# float32. Parameters and the optimizer stay float32 in each; evaluation is always float32.
-PRECISIONS = {"float32": lambda apply: apply, "tf32": _apply_tf32, "bfloat16": _apply_bfloat16}
 
 
 def with_pair_curriculum(key, batch: RegressionBatch, curriculum: CurriculumConfig) -> RegressionBatch:
