@@ -57,8 +57,11 @@ def attention_figure(weights: np.ndarray, layer: int, head: int, layout: Layout,
     for index, (matrix, panel_title) in enumerate(panels):
         ax = figure.add_subplot(1, 2, index + 1)
         limit = float(np.max(np.abs(matrix))) or 1e-12
-        image = ax.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto",
-                          interpolation="nearest")
+        if np.min(weights) >= 0:     # softmax weights: a sequential map from 0
+            image = ax.imshow(matrix, cmap="viridis", vmin=0.0, vmax=limit, aspect="auto", interpolation="nearest")
+        else:                        # signed (linear attention): a diverging map around 0
+            image = ax.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto",
+                              interpolation="nearest")
         figure.colorbar(image, ax=ax, label="attention weight")
         ax.set_xlabel("key token")
         ax.set_ylabel("query token")
@@ -89,7 +92,8 @@ def run(run_dir: RunDir) -> list[str]:
         weights = np.load(path, allow_pickle=False)
         corrupted = mask[0] if mask is not None and mask.ndim == 2 and len(mask) else None
         figure = attention_figure(weights, layer, head, layout_of(m), settings.task.num_context,
-                                  corrupted, title=f"{run_dir.path.name} ({m.name})")
+                                  corrupted, title=f"{run_dir.path.name} ({m.name}): attention weights, "
+                                                   f"layer {layer} head {head}")
         pngs[names.attention_figure(layer, head)] = png_bytes(figure)
     for name, data in pngs.items():
         run_dir.write_bytes(name, data)

@@ -122,7 +122,8 @@ def attention_statistics(weights: Mapping[tuple[int, int], np.ndarray], noise_ma
 
 def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask: np.ndarray,
                       tokens_per_pair: int, stats: dict, title: str = ""):
-    """Histograms of the pair score, clean vs corrupted, one panel per layer/head."""
+    """Histograms of the pair score, clean vs corrupted, one panel per layer/head (a run with no
+    corrupted pair: the clean pairs' histogram alone, and no comparison)."""
     keys = sorted(weights)
     rows = max(layer for layer, _ in keys) + 1
     cols = max(head for _, head in keys) + 1
@@ -135,16 +136,18 @@ def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask:
                              tokens_per_pair)
         low, high = (float(score.min()), float(score.max())) if score.size else (0.0, 1.0)
         bins = np.linspace(low, high if high > low else low + 1.0, 41)
-        for values, label, color in ((score[~noise_mask], "clean", "tab:blue"),
-                                     (score[noise_mask], "corrupted", "tab:red")):
+        corrupted = bool(noise_mask.any())
+        for values, label, color in ((score[~noise_mask], "clean pairs", "tab:blue"),
+                                     (score[noise_mask], "corrupted pairs", "tab:red")):
             if values.size:
                 ax.hist(values, bins=bins, density=True, alpha=0.55, color=color,
                         label=f"{label} (n={values.size})")
-            else:
-                ax.plot([], [], color=color, label=f"{label} (none)")
         entry = by_key[(layer, head)]
-        auc = "n/a" if entry["auroc"] is None else f"{entry['auroc']:.3f}"
-        ax.set_title(f"layer {layer} head {head}: AUROC(clean vs corrupted) = {auc}", fontsize=9)
+        if corrupted:
+            auc = "n/a" if entry["auroc"] is None else f"{entry['auroc']:.3f}"
+            ax.set_title(f"layer {layer} head {head}: AUROC(clean vs corrupted) = {auc}", fontsize=9)
+        else:
+            ax.set_title(f"layer {layer} head {head} (no corrupted pairs: nothing to compare)", fontsize=9)
         ax.set_xlabel("|attention| of query to pair")
         ax.set_ylabel("density")
         ax.legend(fontsize=8)
@@ -180,7 +183,8 @@ def run(run_dir: RunDir) -> dict:
     except ValueError as err:
         raise AnalysisError(f"{run_dir.file(names.ATTN)}: {err}") from None
     figure = statistics_figure(weights, mask, tokens_per_pair, stats,
-                               title=f"{run_dir.path.name} ({model_name}, {stats['num_tasks']} tasks)")
+                               title=f"{run_dir.path.name} ({model_name}, {stats['num_tasks']} tasks): the query's "
+                                     f"attention to each context pair")
     png = png_bytes(figure)
     run_dir.write_json(names.ATTENTION_STATS, stats)
     run_dir.write_bytes(names.ATTENTION_STATS_PNG, png)

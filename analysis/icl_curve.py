@@ -108,6 +108,12 @@ def summarise(errors: dict[str, np.ndarray]) -> list[dict]:
     return rows
 
 
+# the predictors' names in words (legends)
+PREDICTOR_WORDS = {"model": "the trained model", "least_squares": "least squares", "knn": "3-nearest neighbours",
+                   "averaging": "averaging (mean of y·x)", "gd_step": "one GD step (η tuned)",
+                   "lasso": "lasso"}
+
+
 def figure(rows: list[dict], title: str, trained_points: int, metric: str = "error"):
     fig = new_figure(6.5, 4.2, constrained=True)
     ax = fig.add_subplot(1, 1, 1)
@@ -116,8 +122,9 @@ def figure(rows: list[dict], title: str, trained_points: int, metric: str = "err
         x = [r["n_examples"] for r in part]
         mean, ci = np.array([r["mean"] for r in part]), np.array([r["ci95"] for r in part])
         ax.plot(x, mean, marker="o" if name == "model" else None, lw=2 if name == "model" else 1,
-                color=f"C{i}", label=name)
-        ax.fill_between(x, mean - ci, mean + ci, color=f"C{i}", alpha=0.2, lw=0)
+                color=f"C{i}", label=PREDICTOR_WORDS.get(name, name.replace("_", " ")))
+        ax.fill_between(x, mean - ci, mean + ci, color=f"C{i}", alpha=0.2, lw=0,
+                        label="shaded: 95 % confidence interval over the eval tasks" if i == 0 else None)
     ax.axvline(trained_points - 1, color="0.5", ls=":", lw=1, label="trained length")
     ax.set_xlabel("in-context examples before the prediction")
     if metric == "error":      # the objective's reported number: regression error or sign accuracy

@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 from analysis.common import for_system, main_frame, register_analysis
-from analysis.icl_curve import baseline_rows, load_run, points_limit
+from analysis.icl_curve import PREDICTOR_WORDS, baseline_rows, load_run, points_limit
 from analysis.length_gen import judge
 from analysis.prompt_tests import duplication_indices
 from plots.style import new_figure, png_bytes
@@ -135,9 +135,9 @@ def figure(out: dict, title: str):
               "knn": ("-.", "C2", 1.2)}
     for name, (style, colour, width) in styles.items():
         ax.plot(n_examples, [out["errors"][str(r)][name] for r in copies], ls=style, color=colour, lw=width,
-                marker="o" if name == "model" else None, ms=3, label=name)
+                marker="o" if name == "model" else None, ms=3, label=PREDICTOR_WORDS.get(name, name))
     ax.set_xlabel(f"in-context examples: {out['block']} informative, then copies of the last")
-    ax.set_ylabel("error at the query")
+    ax.set_ylabel(f"{objective_of(out['task']).describes} at the query")
     note = "" if out["trained_enough"] else " (not trained enough to judge)"
     ax.set_title(f"{title}: {out['mixer']} + {out['position']}{note}", fontsize=8)
     ax.legend(fontsize=7)

@@ -20,7 +20,8 @@ from src.rundir import RunDir, names
 MODULE = "analysis.loss_figure"
 
 
-def figure(losses: dict[str, np.ndarray], unit: str, title: str, marks: Sequence[int] = ()):
+def figure(losses: dict[str, np.ndarray], unit: str, title: str, marks: Sequence[int] = (),
+           ylabel: str = "loss (the system's own: mean squared error)"):
     """The losses against steps; `marks`: steps drawn as dashed lines (curriculum boundaries)."""
     fig = new_figure(6.5, 4.2, constrained=True)
     ax = fig.add_subplot(1, 1, 1)
@@ -31,7 +32,7 @@ def figure(losses: dict[str, np.ndarray], unit: str, title: str, marks: Sequence
         ax.axvline(step, color="0.5", ls="--", lw=0.6, label="curriculum step boundary" if i == 0 else None)
     ax.set_yscale("log")
     ax.set_xlabel(f"training {unit}")
-    ax.set_ylabel("loss (the system's own: mean squared error)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     if len(losses) > 1 or len(marks):
         ax.legend(fontsize=8)
@@ -54,7 +55,7 @@ def run(run_dir: RunDir) -> str:
     unit = settings.unit
     losses = {"loss": losses.pop("loss"), **losses}
     run_dir.write_bytes(target, png_bytes(figure(losses, unit, f"{run_dir.path.name}: {settings.describe()}",
-                                                 settings.loss_figure_marks())))
+                                                 settings.loss_figure_marks(), settings.loss_figure_label())))
     return target
 
 

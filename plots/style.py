@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import math
+import os
+import sys
 import textwrap
 from typing import Sequence
 
@@ -31,8 +33,54 @@ def new_figure(width: float, height: float, constrained: bool = False) -> Figure
                   layout="constrained" if constrained else None)
 
 
+CHECK_FIGURES = "WORKBENCH_CHECK_FIGURES"      # =1: png_bytes refuses a figure with a problem
+
+
+def figure_problems(figure: Figure) -> list[str]:
+    """What a reader would miss in `figure`, drawn: no title (a suptitle, or a title on every
+    visible panel), a visible panel with data but no x or y label, and any text (titles, labels,
+    tick labels, legends) falling outside the canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    agg = FigureCanvasAgg(figure)
+    agg.draw()                               # lays out the text, constrained layouts included
+    renderer = agg.get_renderer()
+    canvas = figure.bbox
+    visible = [ax for ax in figure.axes if ax.get_visible() and ax.axison
+               and not hasattr(ax, "_colorbar")]     # a colour bar is labelled by its own label
+    problems = []
+    suptitle = figure._suptitle.get_text().strip() if figure._suptitle is not None else ""
+    if not suptitle and not all(ax.get_title().strip() for ax in visible):
+        problems.append("no title: neither a suptitle nor a title on every panel")
+    for i, ax in enumerate(visible):
+        has_data = bool(ax.lines or ax.collections or ax.patches or ax.images)
+        name = ax.get_title() or f"panel {i}"
+        if has_data and not ax.get_xlabel().strip() and not ax.images:
+            problems.append(f"{name}: no x label")
+        if has_data and not ax.get_ylabel().strip() and not ax.images:
+            problems.append(f"{name}: no y label")
+    parts = [(ax.get_title() or f"panel {i}", ax.get_tightbbox(renderer)) for i, ax in enumerate(visible)]
+    parts += [(f"text {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in figure.texts
+              if t.get_visible() and t.get_text().strip()]
+    parts += [("a legend", legend.get_window_extent(renderer)) for legend in figure.legends]
+    for name, box in parts:     # drawn text only: titles, labels, tick labels, legends
+        if box is not None and (box.x0 < canvas.x0 - 1 or box.y0 < canvas.y0 - 1 or box.x1 > canvas.x1 + 1
+                                or box.y1 > canvas.y1 + 1):
+            problems.append(f"{name}: outside the canvas")
+    return problems
+
+
 def png_bytes(figure: Figure) -> bytes:
-    """The figure as PNG bytes: white background, no version metadata."""
+    """The figure as PNG bytes: white background, no version metadata. With
+    WORKBENCH_CHECK_FIGURES=1 (the figures test) a figure with a `figure_problems` is refused
+    (=warn: they are printed to stderr)."""
+    check = os.environ.get(CHECK_FIGURES)
+    if check in ("1", "warn"):
+        problems = figure_problems(figure)
+        title = figure._suptitle.get_text() if figure._suptitle is not None else ""
+        if problems and check == "1":
+            raise ValueError(f"figure {title[:60]!r}: " + "; ".join(problems))
+        if problems:
+            print(f"FIGURE PROBLEMS {title[:60]!r}: " + "; ".join(problems), file=sys.stderr)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI, facecolor="white", metadata={"Software": None})
     return buffer.getvalue()

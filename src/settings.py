@@ -320,6 +320,10 @@ class Settings:
         """Steps the loss figure marks (curriculum boundaries), none by default."""
         return []
 
+    def loss_figure_label(self) -> str:
+        """The loss figure's y label: what the plotted loss is."""
+        return "loss (the system's own: mean squared error)"
+
     def check(self) -> None:
         """The system's own rules beyond types and registry options; SettingsError."""
 

@@ -16,7 +16,7 @@ def test_style_is_a_leaf_module():
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module}
-    assert imported <= {"__future__", "io", "math", "textwrap", "typing", "matplotlib", "numpy"}
+    assert imported <= {"__future__", "io", "math", "os", "sys", "textwrap", "typing", "matplotlib", "numpy"}
 
 
 def test_panels_hide_the_unused_cells_and_size_the_figure():
