@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.cli import OneLineParser, UsageError, dry_run, fail, summary
+from src.cli import OneLineParser, UsageError, dry_run, summary
 
 PROG = "python -m scripts.bench_paper_cell"
 CONFIG = "configs/paper/mechanisms.yaml"
@@ -237,13 +237,6 @@ def profile(timed: Timed, top: int = 40, plane_pattern: str = r"^/device:GPU",
 
 
 def main(argv=None) -> int:
-    try:
-        return _main(argv)
-    except UsageError as err:
-        return fail(PROG, err)
-
-
-def _main(argv=None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma list of settings")
     parser.add_argument("--profile", default="", help="comma list of settings to trace (GPU)")

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from src.cli import OneLineParser, UsageError, dry_run, fail, summary
+from src.cli import OneLineParser, UsageError, dry_run, summary
 
 PROG = "python -m scripts.device_paper_scale"
 CONFIG = "configs/paper/mechanisms.yaml"
@@ -116,13 +116,6 @@ def sweep_jobs(setting: str, ms64: float, ms256: float | None, seconds: float, r
 
 
 def main(argv=None) -> int:
-    try:
-        return _main(argv)
-    except UsageError as err:
-        return fail(PROG, err)
-
-
-def _main(argv=None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget-s", "--budget_s", dest="budget_s", type=float, default=560.0)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import OneLineParser, UsageError, dry_run, fail, summary
+from src.cli import OneLineParser, UsageError, dry_run, summary
 
 PROG = "python -m scripts.paper_mechanisms"
 MECHANISMS = ("softmax_causal", "local", "mqa", "rela", "favor", "rebased", "linear")
@@ -193,13 +193,6 @@ def verdict(rows: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        return _main(argv)
-    except UsageError as err:
-        return fail(PROG, err)
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--config", default="configs/paper/mechanisms.yaml")
     parser.add_argument("--mechanisms", default=",".join(MECHANISMS))

@@ -34,6 +34,16 @@ def test_unexpected_exception_is_one_line_and_a_log(capsys):
     assert guarded(lambda: 0) == 0
 
 
+def test_a_usage_error_raised_inside_main_is_one_line_and_exit_2(capsys):
+    from src.cli import UsageError
+
+    def refuses():
+        raise UsageError("--steps=0 is not accepted; accepted: an integer >= 1")
+    assert guarded(refuses) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("error: --steps=0 is not accepted; accepted: an integer >= 1")
+
+
 def test_the_paper_runners_name_default_runs_by_the_flags_that_differ():
     """runs/<model>[_<flag><value>...]_seed<seed>: a loop over any flag makes one run per value;
     output-only flags (--save_attention, --quiet) do not change the name."""

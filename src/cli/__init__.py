@@ -330,8 +330,9 @@ def _flush_stdout() -> None:
 
 
 def guarded(main: Callable[[], int]) -> int:
-    """Run a command line's `main()`: an unexpected exception becomes ONE line naming the error
-    and a file with the full traceback (exit 1), never a 30-line trace on the terminal."""
+    """Run a command line's `main()`: a UsageError it raises is one line and exit 2 (fail's); an
+    unexpected exception becomes ONE line naming the error and a file with the full traceback
+    (exit 1), never a 30-line trace on the terminal."""
     import os
     import tempfile
     import traceback
@@ -351,6 +352,8 @@ def guarded(main: Callable[[], int]) -> int:
     except SystemExit:
         _flush_stdout()
         raise
+    except UsageError as err:   # a bad flag found inside main: one line, exit 2, as fail() says it
+        return fail(prog, err)
     except BrokenPipeError:
         _reader_gone()
     except OSError as err:   # the filesystem said no (read-only, full, not a directory, ...)
