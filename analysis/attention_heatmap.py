@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 
 from analysis.common import main_frame  # noqa: E402
-from plots.style import new_figure, png_bytes  # noqa: E402
+from plots.style import new_figure, png_bytes, wrapped_title  # noqa: E402
 from src import rundir as names  # noqa: E402
 from src.models.layouts import Layout, layout_of  # noqa: E402
 from src.rundir import RunDir  # noqa: E402
@@ -49,7 +49,7 @@ def attention_figure(weights: np.ndarray, layer: int, head: int, layout: Layout,
 
     width = min(6.5, 1.6 + 0.3 * num_keys)
     height = min(5.5, 1.7 + 0.3 * num_queries)
-    figure = new_figure(2 * width + 0.6, height + 0.5)
+    figure = new_figure(2 * width + 0.6, height + 0.5, constrained=True)
     marked = corrupted is not None and bool(np.any(corrupted)) and num_keys <= MAX_TICKS
     first = f"layer {layer} head {head}: task 0" + (" (red keys: corrupted)" if marked else "")
     panels = ((weights[0], first),
@@ -75,8 +75,7 @@ def attention_figure(weights: np.ndarray, layer: int, head: int, layout: Layout,
         if num_queries <= MAX_TICKS:
             ax.set_yticks(range(num_queries), queries, fontsize=7)
     if title:
-        figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
+        wrapped_title(figure, title, fontsize=10)
     return figure
 
 

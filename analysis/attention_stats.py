@@ -27,7 +27,7 @@ import numpy as np
 
 from src.models.layouts import layout_of
 from analysis.common import AnalysisError, for_system, main_frame, register_analysis
-from plots.style import new_figure, png_bytes
+from plots.style import new_figure, png_bytes, wrapped_title
 from src.rundir import names
 from src.rundir import RunDir
 
@@ -127,7 +127,7 @@ def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask:
     keys = sorted(weights)
     rows = max(layer for layer, _ in keys) + 1
     cols = max(head for _, head in keys) + 1
-    figure = new_figure(4.2 * cols, 3.2 * rows)
+    figure = new_figure(4.2 * cols, 3.2 * rows, constrained=True)
     noise_mask = np.asarray(noise_mask, dtype=bool)
     by_key = {(e["layer"], e["head"]): e for e in stats["layers"]}
     for layer, head in keys:
@@ -153,8 +153,7 @@ def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask:
         ax.legend(fontsize=8)
         ax.set_facecolor("white")
     if title:
-        figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
+        wrapped_title(figure, title, fontsize=10)
     return figure
 
 

@@ -11,7 +11,7 @@ from src import rundir as names
 from src.files import atomic_write_bytes
 
 
-MIXER_WORDS = {"attention": "softmax attention", "linear_attention": "linear attention",
+MIXER_WORDS = {"attention": "softmax attention", "softmax_causal": "softmax attention", "linear_attention": "linear attention",
                "gated_linear_attn": "gated linear attention"}
 
 

@@ -59,7 +59,8 @@ def figure_problems(figure: Figure) -> list[str]:
         if has_data and not ax.get_ylabel().strip() and not ax.images:
             problems.append(f"{name}: no y label")
     parts = [(ax.get_title() or f"panel {i}", ax.get_tightbbox(renderer)) for i, ax in enumerate(visible)]
-    parts += [(f"text {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in figure.texts
+    texts = [*figure.texts, *([figure._suptitle] if figure._suptitle is not None else [])]
+    parts += [(f"text {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in texts
               if t.get_visible() and t.get_text().strip()]
     parts += [("a legend", legend.get_window_extent(renderer)) for legend in figure.legends]
     for name, box in parts:     # drawn text only: titles, labels, tick labels, legends

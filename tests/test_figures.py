@@ -59,16 +59,16 @@ def _figures(tmp_path):
                                      GPT2Settings().loss_figure_label())
     weights = rng.dirichlet(np.ones(21), size=(4, 1))                       # [tasks, queries, keys]
     layout = LAYOUTS.get("concat").build(LAYOUTS.get("concat").options())
-    yield "attention heatmap", attention_figure(weights, 0, 0, layout, 20, None, title="run (lsa1): attention")
+    yield "attention heatmap", attention_figure(weights, 0, 0, layout, 20, None, title="gd_twolayer (twolayer): attention weights, layer 1 head 0")
     signed = rng.normal(size=(4, 1, 21))
-    yield "signed heatmap", attention_figure(signed, 0, 0, layout, 20, None, title="run (lsa1): attention")
+    yield "signed heatmap", attention_figure(signed, 0, 0, layout, 20, None, title="gd_twolayer (twolayer): attention weights, layer 1 head 0")
     pairs = {(0, 0): weights[..., :20]}                                     # the keys of 20 pairs
     mask = np.zeros((4, 20), bool)
     stats = attention_statistics(pairs, mask, 1)
-    yield "attention stats, clean", statistics_figure(pairs, mask, 1, stats, title="run (lsa1): pairs")
+    yield "attention stats, clean", statistics_figure(pairs, mask, 1, stats, title="gd_lsa1 (lsa1, 1000 tasks): the query's attention to each context pair")
     mask[:, :5] = True
     stats = attention_statistics(pairs, mask, 1)
-    yield "attention stats, corrupted", statistics_figure(pairs, mask, 1, stats, title="run: pairs")
+    yield "attention stats, corrupted", statistics_figure(pairs, mask, 1, stats, title="gd_lsa1_noisy_label (lsa1, 1000 tasks): the query's attention to each context pair")
     record = {"theory_levels": [0.98, 0.6, 0.3], "drops": [{"epoch": 100}, {"epoch": 900}]}
     loss = np.concatenate([np.full(100, 0.98), np.full(800, 0.6), np.full(1100, 0.3)])
     yield "dynamics", dynamics.figure(loss, np.arange(0, 2000, 100), rng.random((20, 2, 4)), record,
