@@ -130,6 +130,9 @@ def main(argv=None) -> int:
                              "and write OUT/PAPER_SCALE_MECHANISMS.md")
     parser.add_argument("--steps", type=int, default=None,
                         help="the steps of every sweep or table run (default: what the time left allows)")
+    parser.add_argument("--bench-json", "--bench_json", dest="bench_json", default=None,
+                        help="an earlier call's paper_cell_bench.json: its fastest setting and step times are "
+                             "used and step 1 is skipped (the sweep or table in a call of its own)")
     parser.add_argument("--skip", default="", help="comma list of bench, original, sweep (the sweep or table)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.table is not None and args.table not in SWEEP:
@@ -141,6 +144,8 @@ def main(argv=None) -> int:
     unknown = set(args.skip.split(",")) - {"", "bench", "original", "sweep"}
     if unknown:
         raise UsageError(f"--skip={args.skip!r} is not accepted; accepted: a comma list of bench, original, sweep")
+    if args.bench_json and not Path(args.bench_json).is_file():
+        raise UsageError(f"--bench-json={args.bench_json!r} is not a file; accepted: a paper_cell_bench.json")
     if args.original and not Path(args.original, "src", "wrapper_model.py").is_file():
         raise UsageError(f"--original={args.original!r} has no src/wrapper_model.py; accepted: a limits_of_icl checkout")
     if dry_run(PROG, f"time the paper cell, then {'the table under ' + args.table if args.table else 'the sweep'} "
@@ -165,6 +170,9 @@ def main(argv=None) -> int:
     parts = [(bench_json, "float32,float32_flat,tf32,tf32_fused_flat,bfloat16,bfloat16_fused,bfloat16_fused_flat,"
                           "bfloat16_fused_flat_b256", "float32,bfloat16_fused_flat", 200),
              (out / "paper_cell_bench_together.json", "bfloat16_fused_flat_x8,tf32_fused_flat_x8", "", 100)]
+    if args.bench_json:
+        skip.add("bench")
+        bench_json.write_text(Path(args.bench_json).read_text())
     for target, variants, traced, limit in parts if "bench" not in skip else []:
         command = [sys.executable, "-m", "scripts.bench_paper_cell", "--json", str(target), "--variants", variants,
                    *(["--profile", traced] if traced else []), *args.bench_args.split()]
