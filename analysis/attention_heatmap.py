@@ -54,14 +54,13 @@ def attention_figure(weights: np.ndarray, layer: int, head: int, layout: Layout,
     first = f"layer {layer} head {head}: task 0" + (" (red keys: corrupted)" if marked else "")
     panels = ((weights[0], first),
               (weights.mean(axis=0), f"layer {layer} head {head}: mean over {weights.shape[0]} tasks"))
+    # softmax weights: a sequential map from 0; signed ones (linear attention): diverging around 0
+    sequential = bool(np.min(weights) >= 0)
     for index, (matrix, panel_title) in enumerate(panels):
         ax = figure.add_subplot(1, 2, index + 1)
         limit = float(np.max(np.abs(matrix))) or 1e-12
-        if np.min(weights) >= 0:     # softmax weights: a sequential map from 0
-            image = ax.imshow(matrix, cmap="viridis", vmin=0.0, vmax=limit, aspect="auto", interpolation="nearest")
-        else:                        # signed (linear attention): a diverging map around 0
-            image = ax.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto",
-                              interpolation="nearest")
+        image = ax.imshow(matrix, cmap="viridis" if sequential else "RdBu_r", vmin=0.0 if sequential else -limit,
+                          vmax=limit, aspect="auto", interpolation="nearest")
         figure.colorbar(image, ax=ax, label="attention weight")
         ax.set_xlabel("key token")
         ax.set_ylabel("query token")

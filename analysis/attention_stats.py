@@ -130,13 +130,13 @@ def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask:
     figure = new_figure(4.2 * cols, 3.2 * rows, constrained=True)
     noise_mask = np.asarray(noise_mask, dtype=bool)
     by_key = {(e["layer"], e["head"]): e for e in stats["layers"]}
+    corrupted = bool(noise_mask.any())
     for layer, head in keys:
         ax = figure.add_subplot(rows, cols, layer * cols + head + 1)
         score = pair_scores(np.asarray(weights[(layer, head)])[:, -1, :], noise_mask.shape[1],
                              tokens_per_pair)
         low, high = (float(score.min()), float(score.max())) if score.size else (0.0, 1.0)
         bins = np.linspace(low, high if high > low else low + 1.0, 41)
-        corrupted = bool(noise_mask.any())
         for values, label, color in ((score[~noise_mask], "clean pairs", "tab:blue"),
                                      (score[noise_mask], "corrupted pairs", "tab:red")):
             if values.size:

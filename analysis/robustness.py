@@ -40,6 +40,7 @@ from src.curricula import num_corrupted, ordering_key
 from src.batched import in_blocks
 from src.rundir import RunDir
 from src.tasks.regression import Tasks
+from src.tasks.shifts import shifted_prompts
 
 JSON = names.ROBUSTNESS
 STRESS_SEED = 7
@@ -182,9 +183,7 @@ def battery(settings, model, params, state, size: int = BATTERY_SIZE, labels=Non
             out[label] = {**record, "model": None, "reason": f"task {task!r} is not y = x·w"}
             continue
         else:
-            context, query = shift.inputs(key, xs, d)
-            sx = jnp.concatenate([context[:, :-1], query[:, None]], axis=1)
-            sy = scale * jnp.einsum("bnd,bd->bn", sx, w)
+            sx, sy = shifted_prompts(shift, key, xs, w, scale)
         record["model"] = _last_errors(model_predict, sx, sy, dims)
         for who, entry in baselines.items():
             if entry.is_applicable(task):

@@ -51,14 +51,14 @@ def figure_problems(figure: Figure) -> list[str]:
     suptitle = figure._suptitle.get_text().strip() if figure._suptitle is not None else ""
     if not suptitle and not all(ax.get_title().strip() for ax in visible):
         problems.append("no title: neither a suptitle nor a title on every panel")
-    for i, ax in enumerate(visible):
+    names = [ax.get_title() or f"panel {i}" for i, ax in enumerate(visible)]
+    for name, ax in zip(names, visible):
         has_data = bool(ax.lines or ax.collections or ax.patches or ax.images)
-        name = ax.get_title() or f"panel {i}"
         if has_data and not ax.get_xlabel().strip() and not ax.images:
             problems.append(f"{name}: no x label")
         if has_data and not ax.get_ylabel().strip() and not ax.images:
             problems.append(f"{name}: no y label")
-    parts = [(ax.get_title() or f"panel {i}", ax.get_tightbbox(renderer)) for i, ax in enumerate(visible)]
+    parts = [(name, ax.get_tightbbox(renderer)) for name, ax in zip(names, visible)]
     texts = [*figure.texts, *([figure._suptitle] if figure._suptitle is not None else [])]
     parts += [(f"text {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in texts
               if t.get_visible() and t.get_text().strip()]

@@ -14,9 +14,10 @@ each named setting with JAX's profiler and sums the device's kernel time by the 
 model or the step each kernel's name stack names (docs/workbench.md, "Where a paper-cell step
 goes").
 
-FLOPs by hand (XLA's cost analysis on a GPU leaves out the library's matrix products): a step is
-6 x (matrix-product parameters) x (tokens), plus attention's two [T, T] products, 12 x L x B x
-T² x D for forward and backward (the full square, as the masked products compute it).
+FLOPs by hand (XLA's cost analysis on a GPU leaves out the library's matrix products):
+scripts.paper_scale.step_work, 6 x (12 D² L matrix-product parameters, and the read-out) x (tokens),
+plus attention's two [T, T] products, 12 x L x B x T² x D for forward and backward (the full
+square, as the masked products compute it).
 """
 from __future__ import annotations
 
@@ -34,9 +35,10 @@ from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from scripts.paper_scale import step_work
 from src.cli import OneLineParser, UsageError, dry_run, summary
+from src.loop import chunk_timer
 
 PROG = "python -m scripts.bench_paper_cell"
 CONFIG = "configs/paper/mechanisms.yaml"
@@ -83,17 +85,6 @@ def variant_settings(base, name: str):
     return replace(base, train=replace(base.train, **train), model=replace(base.model, **model)).validate()
 
 
-def step_flops(settings) -> float:
-    """FLOPs of one training step counted by hand (module docstring)."""
-    m, tr = settings.model, settings.train
-    tokens = 2 * settings.curriculum.points.end
-    d, width, layers = m.n_dims, m.width, m.n_layer
-    per_layer = 4 * width * width + 2 * 4 * width * width         # qkv + out, the MLP's two
-    matrix_params = layers * per_layer + d * width + width
-    rows = tr.batch_size * tokens
-    return 6.0 * matrix_params * rows + 12.0 * layers * tr.batch_size * tokens ** 2 * width
-
-
 def bf16_rate(size: int = 8192, repeats: int = 10) -> float:
     """FLOP/s of a [size, size] @ [size, size] bfloat16 product on random data (median)."""
     a = jax.random.normal(jax.random.key(0), (size, size), jnp.bfloat16)
@@ -119,7 +110,8 @@ def make_trainer(settings, runs: int):
 
 
 class Timed:
-    """One setting: its trainer compiled for a chunk of `chunk_steps`, then timed in rounds."""
+    """One setting: its trainer's chunk of `chunk_steps` compiled (`warm`, src.loop.chunk_timer),
+    then timed in rounds."""
 
     def __init__(self, name: str, settings, chunk_steps: int):
         self.name, self.settings, self.chunk_steps = name, settings, chunk_steps
@@ -130,20 +122,13 @@ class Timed:
 
     def warm(self) -> None:
         begin = time.perf_counter()
-        with self.trainer.context():
-            self.state = self.trainer.init_state()
-            jax.block_until_ready(self.trainer.run_chunk(self.state, 0, self.chunk_steps).losses)
+        self.timer = chunk_timer(self.trainer, self.chunk_steps)
         self.compile_s = time.perf_counter() - begin
 
     def one_round(self) -> float:
         """ms per run-step of one more chunk."""
-        first = self.chunk_steps * (len(self.rounds) + 1)
-        with self.trainer.context():
-            begin = time.perf_counter()
-            jax.block_until_ready(self.trainer.run_chunk(self.state, first, self.chunk_steps).losses)
-            ms = 1000.0 * (time.perf_counter() - begin) / self.chunk_steps / self.runs
-        self.rounds.append(ms)
-        return ms
+        self.rounds.append(self.timer() / self.runs)
+        return self.rounds[-1]
 
 
 def _stat_text(event) -> str:
@@ -182,7 +167,7 @@ def op_names(timed: Timed) -> dict[str, str]:
     if timed.runs != 1:
         return {}
     try:
-        state = timed.state
+        state = trainer.init_state()
         text = trainer._chunk.lower(state.params, trainer.model_state, state.opt_state, trainer.train_key,
                                     0, timed.chunk_steps).compile().as_text()
     except Exception:
@@ -261,7 +246,7 @@ def main(argv=None) -> int:
               "seconds there; a GPU benchmark, docs/workbench.md)")
         return 0
     base = paper_settings(args.tiny)
-    flops = step_flops(base)
+    flops = step_work(base)
     out = {"device": str(jax.devices()[0].device_kind), "backend": jax.default_backend(), "jax": jax.__version__,
            "cell": "GPT-2 12 x 256, 8 heads, d 20, 41 points (82 tokens), batch 64" if not args.tiny else "tiny",
            "tflop_per_step": flops / 1e12, "variants": {}}
@@ -296,7 +281,7 @@ def main(argv=None) -> int:
         for t in timed.values():
             t.one_round()
     for name, t in timed.items():
-        ms, work = statistics.median(t.rounds), step_flops(t.settings)
+        ms, work = statistics.median(t.rounds), step_work(t.settings)
         out["variants"][name] = {"ms_per_run_step": ms, "rounds_ms": t.rounds, "runs_together": t.runs,
                                  "batch_size": t.settings.train.batch_size, "tflop_per_step": work / 1e12,
                                  "compile_s": round(t.compile_s, 1), "tflops": work / (ms / 1000) / 1e12,

@@ -72,15 +72,24 @@ def ours(settings, steps: int):
     return chunk_timer(build(settings), steps)
 
 
+def limits_of_icl_cell(settings, python: str, checkout, warmup: int, steps: int, *extra: str) -> tuple[dict, list[str]]:
+    """(the cell of gpt2 `settings` in the harness's terms, the command line of limits_of_icl's
+    harness under `python` from `checkout`, timing `steps` steps a round after `warmup`, then
+    `extra` arguments: DEVICE, TF32)."""
+    m = settings.model
+    cell = {"width": m.width, "layers": m.n_layer, "heads": m.n_head, "batch": settings.train.batch_size,
+            "dims": m.n_dims, "points": settings.curriculum.points.end}
+    harness = [python, str(ROOT / "scripts" / "originals" / "limits_of_icl_step.py"), str(checkout),
+               *map(str, (*cell.values(), warmup, steps)), *extra]
+    return cell, harness
+
+
 def mechanisms_sides(args) -> tuple[dict, dict]:
     """(the cell, read from configs/mechanisms.yaml; its sides)."""
     from src.cli.gpt2 import read_config
     base, _ = read_config(str(ROOT / "configs" / "mechanisms.yaml"))
     m = base.model
-    cell = {"width": m.width, "layers": m.n_layer, "heads": m.n_head, "batch": base.train.batch_size,
-            "dims": m.n_dims, "points": base.curriculum.points.end}
-    harness = [args.torch_python, str(ROOT / "scripts" / "originals" / "limits_of_icl_step.py"), str(args.limits_of_icl),
-               *map(str, (*cell.values(), 20, args.steps))]
+    cell, harness = limits_of_icl_cell(base, args.torch_python, args.limits_of_icl, 20, args.steps)
     return cell, {"ours": ours(base, args.steps),
                   "ours_before": ours(replace(base, model=replace(m, dense_layout="batched")).validate(), args.steps),
                   "original": Original(harness, "the mechanisms paper's code")}
@@ -91,11 +100,8 @@ def paper_cell_sides(args) -> tuple[dict, dict]:
     setting, and the original's step on --device, float32 or with TF32 allowed (--tf32))."""
     from scripts.bench_paper_cell import paper_settings, variant_settings
     base = paper_settings()
-    m = base.model
-    cell = {"width": m.width, "layers": m.n_layer, "heads": m.n_head, "batch": base.train.batch_size,
-            "dims": m.n_dims, "points": base.curriculum.points.end}
-    harness = [args.torch_python, str(ROOT / "scripts" / "originals" / "limits_of_icl_step.py"), str(args.limits_of_icl),
-               *map(str, (*cell.values(), 10, args.paper_steps)), args.device, "1" if args.tf32 else "0"]
+    cell, harness = limits_of_icl_cell(base, args.torch_python, args.limits_of_icl, 10, args.paper_steps, args.device,
+                                       "1" if args.tf32 else "0")
     return cell, {"ours": ours(base, args.paper_steps),
                   "ours_bfloat16_fused_flat": ours(variant_settings(base, "bfloat16_fused_flat"), args.paper_steps),
                   "original": Original(harness, "the mechanisms paper's code at the paper cell")}

@@ -64,9 +64,9 @@ def shell(command: str) -> str:
 
 
 def original_step(checkout: str, tf32: bool, rounds: int = 3, timeout: float = 90.0) -> dict:
-    harness = Path(__file__).parent / "originals" / "limits_of_icl_step.py"
-    command = [sys.executable, str(harness), checkout, "256", "12", "8", "64", "20", "41", "10", "50", "cuda",
-               "1" if tf32 else "0"]
+    from scripts.bench_paper_cell import paper_settings
+    from scripts.compare_originals import limits_of_icl_cell
+    _, command = limits_of_icl_cell(paper_settings(), sys.executable, checkout, 10, 50, "cuda", "1" if tf32 else "0")
     try:
         done = subprocess.run(command, input="\n" * rounds, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -49,10 +49,11 @@ def evaluate(run_dir: str) -> dict:
     from src.registry import choice, registry
     from src.rundir import RunDir
     from src.systems.gpt2 import eval_batch, predictor
+    from src.tasks.shifts import shifted_prompts
     settings, model, params, state = load_run(RunDir(Path(run_dir)))
     batch = eval_batch(settings)
     xs, ys, w = batch.xs, batch.ys, batch.w
-    tasks, n, d = xs.shape
+    tasks, n, _ = xs.shape
     predict = predictor(settings, model, params, state, n, tasks)
     fit = jax.jit(least_squares)
 
@@ -62,9 +63,7 @@ def evaluate(run_dir: str) -> dict:
     out = {"standard": last_errors(xs, ys)}
     for i, (label, (name, options)) in enumerate(SHIFTS.items()):
         shift = registry("shift").get(name).build(choice("shift", name, **options).options)
-        context, query = shift.inputs(jax.random.fold_in(jax.random.key(SHIFT_SEED), i), xs, d)
-        sx = jnp.concatenate([context[:, :-1], query[:, None]], axis=1)
-        out[label] = last_errors(sx, jnp.einsum("bnd,bd->bn", sx, w))
+        out[label] = last_errors(*shifted_prompts(shift, jax.random.fold_in(jax.random.key(SHIFT_SEED), i), xs, w))
     summary_file = Path(run_dir) / "metrics_summary.json"
     summary_json = json.loads(summary_file.read_text()) if summary_file.exists() else {}
     return {"run": str(run_dir), "mechanism": settings.model.seq_mixer.name, "tasks": int(tasks),

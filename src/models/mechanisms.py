@@ -84,7 +84,6 @@ def recording_attention():
         _RECORDING.reset(token)
 
 
-ATTENTION_KERNELS = ("einsum", "fused")     # SequenceConfig.attention_kernel
 _FUSED = contextvars.ContextVar("fused_attention", default=False)
 
 
@@ -97,6 +96,10 @@ def fused_attention():
         yield
     finally:
         _FUSED.reset(token)
+
+
+# SequenceConfig.attention_kernel -> the context its model is traced in
+ATTENTION_KERNELS = {"einsum": contextlib.nullcontext, "fused": fused_attention}
 
 
 def _fusable(position) -> bool:

@@ -46,7 +46,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import ATTENTION_KERNELS, fused_attention
+from src.models.mechanisms import ATTENTION_KERNELS
 from src.registry import Choice, choice, registry
 from src.settings import choice_field, is_int, require, require_int, require_one_of
 
@@ -82,7 +82,7 @@ class SequenceConfig:
         require(self.width % self.n_head == 0, "width", self.width, f"a multiple of n_head={self.n_head}")
         require(isinstance(self.biases, bool), "biases", self.biases, "true or false")
         require_one_of("dense_layout", self.dense_layout, tuple(DENSE_LAYOUTS))
-        require_one_of("attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
+        require_one_of("attention_kernel", self.attention_kernel, tuple(ATTENTION_KERNELS))
 
     def encoding(self):
         """The position encoding (src/models/positions.py), trained for `max_tokens` tokens."""
@@ -176,8 +176,7 @@ class SequenceModel(hk.Module):
 
     def __call__(self, *inputs, positions=None):
         c = self.config
-        kernel = fused_attention() if c.attention_kernel == "fused" else contextlib.nullcontext()
-        with DENSE_LAYOUTS[c.dense_layout](), kernel:
+        with DENSE_LAYOUTS[c.dense_layout](), ATTENTION_KERNELS[c.attention_kernel]():
             return stack(c, *inputs, positions=positions)
 
 

@@ -105,7 +105,7 @@ class GPT2Settings(Settings):
         return f"{self.model.seq_mixer.name}_loss.png"   # the original's {attention_type}_loss.jpg, as PNG
 
     def loss_figure_label(self) -> str:
-        return "training loss: squared error, not / d"     # the eval figures' error is / d (title)
+        return "training loss: squared error, not / d"     # the eval figures' error is divided by d
 
     def loss_figure_marks(self) -> list[int]:
         """The curriculum's boundaries: the steps at which the dimension or the points grow."""

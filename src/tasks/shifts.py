@@ -49,6 +49,14 @@ class Shift(NamedTuple):
     task: tuple[str, dict] | None = None
 
 
+def shifted_prompts(shift: Shift, key, xs: jax.Array, w: jax.Array, scale: float = 1.0):
+    """Prompts xs [B, n, d] rewritten by an input shift: its context before its query, the labels
+    recomputed from the task vectors w [B, d] (times `scale`): (xs [B, n, d], ys [B, n])."""
+    context, query = shift.inputs(key, xs, xs.shape[-1])
+    shifted = jnp.concatenate([context[:, :-1], query[:, None]], axis=1)
+    return shifted, scale * jnp.einsum("bnd,bd->bn", shifted, w)
+
+
 def _active(xs, dims) -> jax.Array:
     return jnp.arange(xs.shape[-1]) < dims
 
