@@ -35,6 +35,10 @@ SWEEP = {"adam1e-4_b64": ["training.learning_rate=0.0001"],
          "adam3e-4_b256": ["training.learning_rate=0.0003", "training.batch_size=256"],
          "adam1e-3_b256_warm": ["training.learning_rate=0.001", "training.batch_size=256",
                                 "training.warmup_fraction=0.05", "training.grad_clip=1.0"]}
+BUDGET_S = 560.0                # the default device budget of the whole command, seconds
+BENCH_LIMIT_S = 200             # the single-run settings and their traces
+TOGETHER_LIMIT_S = 100          # the runs trained together
+SWEEP_MARGIN_S = 90             # the sweep's runs stop this long before the budget ends (compilation, evaluation)
 CURRICULUM_SHARE = 0.3          # the curriculum reaches d = 20, 41 points at this share of the steps
 CURRICULUM_STEPS = 15           # its increments (dims 5 -> 20 by 1, points 11 -> 41 by 2)
 SETTING_SETS = {"float32": [], "float32_flat": ["training.flat_update=true"],
@@ -118,7 +122,7 @@ def sweep_jobs(setting: str, ms64: float, ms256: float | None, seconds: float, r
 def main(argv=None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--out", required=True)
-    parser.add_argument("--budget-s", "--budget_s", dest="budget_s", type=float, default=560.0)
+    parser.add_argument("--budget-s", "--budget_s", dest="budget_s", type=float, default=BUDGET_S)
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--original", default=None, help="limits_of_icl's checkout (its src/)")
     parser.add_argument("--bench-args", "--bench_args", dest="bench_args", default="",
@@ -168,8 +172,8 @@ def main(argv=None) -> int:
     # single runs first (and traced); runs together in a process of their own, so that a setting
     # the device refuses there cannot take the others with it
     parts = [(bench_json, "float32,float32_flat,tf32,tf32_fused_flat,bfloat16,bfloat16_fused,bfloat16_fused_flat,"
-                          "bfloat16_fused_flat_b256", "float32,bfloat16_fused_flat", 200),
-             (out / "paper_cell_bench_together.json", "bfloat16_fused_flat_x8,tf32_fused_flat_x8", "", 100)]
+                          "bfloat16_fused_flat_b256", "float32,bfloat16_fused_flat", BENCH_LIMIT_S),
+             (out / "paper_cell_bench_together.json", "bfloat16_fused_flat_x8,tf32_fused_flat_x8", "", TOGETHER_LIMIT_S)]
     if args.bench_json:
         skip.add("bench")
         bench_json.write_text(Path(args.bench_json).read_text())
@@ -193,7 +197,7 @@ def main(argv=None) -> int:
     if "sweep" not in skip:
         from scripts.paper_mechanisms import run_all
         setting, ms64, ms256 = fastest_setting(bench)
-        seconds = deadline - time.time() - 90         # compilation, evaluation and a margin
+        seconds = deadline - time.time() - SWEEP_MARGIN_S
         jobs = sweep_jobs(setting, ms64, ms256, max(seconds, 30),
                           Path("runs/paper_table" if args.table else "runs/paper_sweep"),
                           tuple(args.sweep_sets.split()), args.table, args.steps)

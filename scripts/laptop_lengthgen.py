@@ -9,13 +9,11 @@ figures); docs/length_generalisation.md and the README quote it (tests/test_docs
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from scripts import record_timing
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "report" / "measurements" / "lengthgen_laptop.json"
@@ -36,27 +34,17 @@ def eval_command(out: str) -> list[str]:
 
 
 def timed(args: list[str]) -> dict:
-    """Run `python args` here; its wall time (s), peak resident memory (GiB) and exit status."""
-    start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, *args], cwd=ROOT)
-    _, status, usage = os.wait4(child.pid, 0)          # this child's own resource use
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return {"command": "python " + " ".join(args), "exit": child.returncode,
-            "seconds": round(time.perf_counter() - start, 1),
-            "peak_rss_gib": round(usage.ru_maxrss * 1024 / 2**30, 2)}      # ru_maxrss: KiB on Linux
+    """Run `python args` here: its wall time, peak resident memory and exit status."""
+    record = record_timing.timed([sys.executable, *args])
+    return {**record, "command": "python " + " ".join(args)}
 
 
 def main(argv=None) -> int:
-    from plots.provenance import machine
-    from src.provenance import git_commit
     parser = argparse.ArgumentParser(prog="python -m scripts.laptop_lengthgen", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/laptop_lengthgen")
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
-    head = git_commit()
-    record = {"produced": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "commit": head.get("commit"), "dirty": head.get("dirty"), "machine": machine(),
-              "load_before": os.getloadavg()[0]}
+    record = record_timing.provenance()
     record["train"] = timed(train_command(args.out, args.overwrite))
     if record["train"]["exit"] != 0:
         print(json.dumps(record, indent=1))
