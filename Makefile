@@ -2,7 +2,8 @@
 # file makes it reinstall whenever requirements.txt changes.
 #
 #   make demo                      a short run of every system, with the paths of its figures (runs/demo/)
-#   make test                      the test suite (the studies' end-to-end quick runs: make test_studies)
+#   make test                      the test suite, under 10 minutes on 2 cores (the slow tier: make test_slow;
+#                                  the studies' end-to-end quick runs: make test_studies)
 #   make golden                    every golden run of the four systems, bit for bit on a machine with its record
 #   make golden_record             record this machine's golden runs (checked against the others first)
 #   make eval_order STEPS=300      the order sweep at 300 steps (default: the paper's steps; OVERWRITE=1
@@ -49,7 +50,7 @@ OVERWRITE ?=
 overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
+.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -71,7 +72,13 @@ venv: $(STAMP)
 TEST_JOBS ?= 2
 PYTEST = $(RUN) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 test: $(STAMP)
-	$(PYTEST) -m "not study" tests
+	$(PYTEST) -m "not study and not slow" tests
+
+# The slow tier (tests/slow_tests.py): end-to-end checks that train, kill and resume runs in
+# subprocesses, sweeps, Ray, whole config trees, the golden runs of the gpt2 and lm systems.
+# CI runs it after make test.
+test_slow: $(STAMP)
+	$(PYTEST) -m "slow and not study" tests
 
 # The studies' --quick forms end to end (reproduce, dynamics, mechanisms + robustness, mixers,
 # lengthgen): a few minutes more; CI runs them after make test.

@@ -21,6 +21,23 @@ else:
 def pytest_configure(config):
     config.addinivalue_line("markers", "study: runs a study's --quick form end to end (make test_studies; CI "
                             "runs it after make test)")
+    config.addinivalue_line("markers", "slow: an end-to-end check listed in tests/slow_tests.py (make test_slow; "
+                            "CI runs it after make test)")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Mark the slow tier (tests/slow_tests.py); a listed test of a collected file that no longer
+    exists stops the session, so the list follows renames."""
+    from slow_tests import SLOW_FILES, SLOW_TESTS
+    collected = {item.nodeid for item in items}
+    files = {nodeid.split("::")[0] for nodeid in collected}
+    for item in items:
+        if item.nodeid in SLOW_TESTS or item.nodeid.split("::")[0] in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+    whole_files = not any("::" in arg for arg in config.args) and not config.getoption("keyword")
+    missing = [nodeid for nodeid in SLOW_TESTS if nodeid.split("::")[0] in files and nodeid not in collected]
+    if whole_files and missing:
+        raise pytest.UsageError(f"tests/slow_tests.py names tests that do not exist: {missing}")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
