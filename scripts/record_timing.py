@@ -9,7 +9,6 @@ A command that fails is recorded too (its exit status says so) and this exits wi
 """
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -25,7 +24,8 @@ MEASUREMENTS = ROOT / "report" / "measurements"
 
 def timed(argv: list[str], cwd: Path = ROOT) -> dict:
     """Run argv; its wall time (s), the peak resident memory of its largest process (GiB; Linux's
-    ru_maxrss over the child and the descendants it waited for) and its exit status."""
+    ru_maxrss over the child and the descendants it waited for, so never below this recording
+    process's own size, about 0.15 GiB: the child starts as its copy) and its exit status."""
     start = time.perf_counter()
     child = subprocess.Popen(argv, cwd=cwd)
     _, status, usage = os.wait4(child.pid, 0)
@@ -49,11 +49,12 @@ def main(argv=None) -> int:
     parser = OneLineParser(prog="python -m scripts.record_timing", description=summary(__doc__))
     parser.add_argument("name", help="the record's name: report/measurements/<name>.json")
     parser.add_argument("--note", default="", help="what the docs should know about the conditions")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    argv = list(sys.argv[1:] if argv is None else argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, command = parser.parse_args(argv[:split]), argv[split + 1:]
     if not re.fullmatch(r"[a-z0-9_]+", args.name) or not command:
-        parser.error(f"name {args.name!r}: accepted lower-case letters, digits and _; then -- and a command")
+        parser.error(f"name {args.name!r} and command {' '.join(command)!r}: accepted a name of lower-case "
+                     "letters, digits and _, then -- and the command to time")
     record = provenance()
     if args.note:
         record["note"] = args.note
