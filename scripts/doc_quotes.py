@@ -9,7 +9,8 @@ quantities, one entry per quote with its ``occurrence``) and of which kind it is
 - ``measured`` (or ``estimate``, a figure computed from measured ones): either ``record``, a file
   under report/ that carries its own provenance (a study report's "Produced ... from commit ..."
   header and "Machine:" line, or a JSON record with "commit", "machine" and "produced") and holds
-  the figure; or ``commit``, ``date`` and ``machine``: the commit that wrote the measurement into
+  the figure (its number as written, or in a JSON record a number under a key ending in "seconds"
+  or "_gib" equal to it at the quote's precision: "6 minutes" holds 357.2 s); or ``commit``, ``date`` and ``machine``: the commit that wrote the measurement into
   the docs, its date, and the machine it was taken on.
 - ``setting``: a limit or setting of the code, with ``constant`` ("module:NAME", or
   "module:function(parameter)" for a default) and ``scale`` (what turns the constant into the
@@ -96,6 +97,43 @@ def numbers_of(figure: str) -> list[str]:
     return forms
 
 
+SECONDS = {"ms": 1e-3, "s": 1, "seconds": 1, "min": 60, "minutes": 60, "h": 3600, "hours": 3600}
+GIB = {"GiB": 1, "GB": 1e9 / 2**30, "MiB": 2**-10, "MB": 1e6 / 2**30, "KiB": 2**-20, "KB": 1e3 / 2**30}
+
+
+def in_units(figure: str) -> tuple[str, float, float]:
+    """A single figure as ("s" or "GiB", value, half its last digit's step): "5 min 57 s" ->
+    ("s", 357, 0.5); "6 minutes" -> ("s", 360, 30); "3.4 GiB" -> ("GiB", 3.4, 0.05)."""
+    match = FIGURE.fullmatch(figure)
+    if match["minutes"]:
+        return "s", int(match["minutes"]) * 60 + int(match["seconds"]), 0.5
+    number = match["low"].replace(",", "")
+    step = 10.0 ** -len(number.partition(".")[2])
+    unit = match["unit"]
+    scale, kind = (SECONDS[unit], "s") if unit in SECONDS else (GIB[unit], "GiB")
+    return kind, float(number) * scale, step * scale / 2
+
+
+def json_holds(record, figure: str) -> bool:
+    """Whether a JSON record holds the figure at its precision: a number under a key ending in
+    "seconds" (time) or "_gib" (memory), anywhere in the record."""
+    kind, value, half_step = in_units(figure)
+    suffix = "seconds" if kind == "s" else "_gib"
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if isinstance(item, (int, float)) and not isinstance(item, bool) and key.endswith(suffix):
+                    found.append(float(item))
+                walk(item)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+    walk(record)
+    return any(abs(number - value) <= half_step * (1 + 1e-9) for number in found)
+
+
 def provenance_problem(path: Path) -> str | None:
     """Why a record file does not say where it came from (None when it does)."""
     text = path.read_text()
@@ -135,9 +173,11 @@ def entry_problem(entry: dict, root: Path = ROOT) -> str | None:
             if problem:
                 return f"record {entry['record']}: {problem}"
             text = path.read_text()
-            if not any(re.search(rf"(?<![\d.,]){re.escape(n)}(?!\d)", text) for n in numbers_of(entry["figure"])):
-                return f"record {entry['record']} does not hold {entry['figure']}"
-            return None
+            if any(re.search(rf"(?<![\d.,]){re.escape(n)}(?!\d)", text) for n in numbers_of(entry["figure"])):
+                return None
+            if path.suffix == ".json" and json_holds(json.loads(text), entry["figure"]):
+                return None
+            return f"record {entry['record']} does not hold {entry['figure']}"
         if not re.fullmatch(r"[0-9a-f]{7,40}", str(entry.get("commit", ""))):
             return "no record and no commit (7-40 hex digits)"
         if not re.fullmatch(r"\d{4}-\d\d-\d\d", str(entry.get("date", ""))):

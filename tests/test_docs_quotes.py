@@ -72,6 +72,12 @@ def test_a_record_must_hold_the_figure_and_say_where_it_came_from(tmp_path):
     entry = {"doc": "README.md", "figure": "4 min 05 s", "kind": "measured", "record": "report/timing.json"}
     assert entry_problem(entry, tmp_path) is None
     assert "does not hold" in entry_problem({**entry, "figure": "4 min 06 s"}, tmp_path)
+    record.write_text(json.dumps({"commit": "a" * 40, "machine": "2 CPU cores", "produced": "2026-11-27",
+                                  "seconds": 357.2, "train": {"peak_rss_gib": 3.35}}))
+    for figure in ("6 minutes", "5 min 57 s", "3.4 GiB", "3,597 MB"):        # in the record's units
+        assert entry_problem({**entry, "figure": figure}, tmp_path) is None, figure
+    for figure in ("8 minutes", "5 min 58 s", "3.2 GiB"):
+        assert "does not hold" in entry_problem({**entry, "figure": figure}, tmp_path), figure
     record.write_text(json.dumps({"machine": "2 CPU cores", "seconds": 245}))
     assert "no commit, produced" in entry_problem(entry, tmp_path)
     assert "no record and no commit" in entry_problem({"doc": "x", "figure": "3 s", "kind": "measured"})
