@@ -55,6 +55,10 @@ def main(argv=None) -> int:
     if not re.fullmatch(r"[a-z0-9_]+", args.name) or not command:
         parser.error(f"name {args.name!r} and command {' '.join(command)!r}: accepted a name of lower-case "
                      "letters, digits and _, then -- and the command to time")
+    from src.cli import dry_run
+    if dry_run("python -m scripts.record_timing", f"time {' '.join(command)} into "
+               f"report/measurements/{args.name}.json"):
+        return 0
     record = provenance()
     if args.note:
         record["note"] = args.note

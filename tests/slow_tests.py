@@ -6,7 +6,8 @@ that the session collects no test for fails the session, so the list cannot rot.
 Seconds are each test's own time in `make test` on a fresh clone of 78e8684 (2026-11-27, 2 CPU
 cores, x86_64 AVX2-only AMD EPYC, pytest --durations): every test of 5 s or more there, but the
 golden runs of the paper's models and of the dynamics system and the unit checks of the models
-and analyses against closed forms and NumPy, which stay in `make test`."""
+and analyses against closed forms and NumPy, which stay in `make test`. Entries added since say
+where their seconds come from."""
 
 # whole files: every test in them trains, kills or resumes runs, most of them in subprocesses
 # (seconds: their tests among the suite's 150 slowest)
@@ -20,6 +21,11 @@ SLOW_FILES = {
 }
 
 SLOW_TESTS = {
+    # Zoology's mixers end to end (alone on 2 idle cores, 2026-11-27)
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_and_a_gpt2_config[delta_net]": 53.1,
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_and_a_gpt2_config[short_conv]": 45.0,
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_and_a_gpt2_config[base_conv]": 32.3,
+    # measured in make test on a fresh clone of 78e8684
     "tests/test_golden_systems.py::test_golden_system_run_matches_its_record[recipe_mqar_gla]": 92.7,
     "tests/test_golden_systems.py::test_golden_system_run_matches_its_record[gpt2_fire_curriculum]": 63.4,
     "tests/test_backbones.py::test_a_llama2_config_in_the_originals_keys_trains": 58.0,

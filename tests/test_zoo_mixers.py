@@ -1,0 +1,201 @@
+"""Zoology's mixers (src/models/mixers/): each against a step-by-step NumPy reimplementation of its
+definition (≤ 1e-5), causal bit for bit, and its options refused in one line."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from src.models.mixers import convolutions
+from src.models.mixers.delta_rule import chunked_delta_rule, recurrent_delta_rule
+from src.registry import registry
+
+WIDTH, HEADS, TOKENS = 12, 3, 23
+ZOO = {"short_conv": {}, "base_conv": {}, "base_conv_long": {"kernel_size": -1}, "delta_net": {},
+       "delta_net_no_beta": {"use_beta": False}}
+
+
+def mixer(name: str, **options):
+    entry = registry("seq_mixer").get(name.removesuffix("_long").removesuffix("_no_beta"))
+    opts = entry.options(**options)
+    f = hk.without_apply_rng(hk.transform(lambda x: entry.build(opts, width=WIDTH, num_heads=HEADS, name="m")(x)))
+    x = jax.random.normal(jax.random.key(1), (2, TOKENS, WIDTH))
+    params = f.init(jax.random.key(2), x)
+    return hk.Transformed(f.init, jax.jit(f.apply)), params, x
+
+
+def numpy_params(params) -> dict:
+    return {f"{module.split('/')[-1]}/{name}": np.asarray(value, np.float64)
+            for module, group in params.items() for name, value in group.items()}
+
+
+def conv_numpy(x, w, b):
+    """y_t = b + Σ_j w[k−1−j] x_{t−j}, one output at a time."""
+    k = w.shape[0]
+    y = np.zeros_like(x) + b
+    for t in range(x.shape[1]):
+        for j in range(min(k, t + 1)):
+            y[:, t] += w[k - 1 - j] * x[:, t - j]
+    return y
+
+
+def test_short_conv_is_a_depthwise_causal_convolution():
+    f, params, x = mixer("short_conv", kernel_size=3)
+    p = numpy_params(params)
+    expected = conv_numpy(np.asarray(x, np.float64), p["m/w"], p["m/b"])
+    assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5
+
+
+def test_base_conv_gates_the_convolution_by_a_projection_plus_the_input():
+    f, params, x = mixer("base_conv")
+    p = numpy_params(params)
+    xn = np.asarray(x, np.float64)
+    expected = conv_numpy(xn, p["short_conv/w"], p["short_conv/b"]) * (xn @ p["projection/w"] + p["projection/b"]) + xn
+    assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5
+
+
+def long_filter_numpy(p: dict, length: int, max_length: int, width: int) -> np.ndarray:
+    """Zoology's implicit filter, written out: positions (t, cos, −sin), an MLP with one shared
+    sine frequency, an exponential decay over the channels."""
+    i = np.arange(length)
+    t = i / (max_length - 1)
+    z = np.stack([t, np.cos(2 * math.pi * 1e-4 * i / max_length), -np.sin(2 * math.pi * 1e-4 * i / max_length)], -1)
+    sine = p["long_conv/frequency"]
+    h = np.sin(sine * (z @ p["filter_in/w"] + p["filter_in/b"]))
+    for k in range(2):
+        h = np.sin(sine * (h @ p[f"filter_{k}/w"] + p[f"filter_{k}/b"]))
+    h = h @ p["filter_out/w"]
+    deltas = np.linspace(math.log(1e-2) / 1.5, math.log(1e-2) / 0.3, width)
+    return h * np.exp(-t[:, None] * np.abs(deltas)[None])
+
+
+@pytest.mark.parametrize("fft", [False, True])
+def test_base_conv_with_the_implicit_long_filter(fft, monkeypatch):
+    if fft:
+        monkeypatch.setattr(convolutions, "FFT_FROM", 1)
+    f, params, x = mixer("base_conv_long", kernel_size=-1)
+    p = numpy_params(params)
+    xn = np.asarray(x, np.float64)
+    filt = long_filter_numpy(p, TOKENS, TOKENS, WIDTH)
+    conv = np.zeros_like(xn)
+    for t in range(TOKENS):
+        for s in range(t + 1):
+            conv[:, t] += filt[t - s] * xn[:, s]
+    expected = (conv + xn) * (xn @ p["projection/w"] + p["projection/b"]) + xn
+    assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5
+
+
+def test_a_fixed_max_length_keeps_the_filter_and_refuses_longer_inputs():
+    entry = registry("seq_mixer").get("base_conv")
+    opts = entry.options(kernel_size=-1, max_length=40)
+    f = hk.without_apply_rng(hk.transform(lambda x: entry.build(opts, width=WIDTH, num_heads=HEADS)(x)))
+    x = jax.random.normal(jax.random.key(3), (1, 30, WIDTH))
+    params = f.init(jax.random.key(4), x)
+    assert np.array_equal(np.asarray(f.apply(params, x[:, :20])), np.asarray(f.apply(params, x))[:, :20])
+    with pytest.raises(ValueError, match="41 tokens exceed max_length=40"):
+        f.apply(params, jnp.zeros((1, 41, WIDTH)))
+
+
+def delta_net_numpy(p: dict, x: np.ndarray, use_beta: bool) -> np.ndarray:
+    """DeltaNet written out one position at a time (module docstring of delta_rule)."""
+    b, t, d = x.shape
+    size = d // HEADS
+
+    def branch(name):
+        u = conv_numpy(x @ p[f"{name}_proj/w"], p[f"m/{name}_conv"], 0.0)
+        return (u / (1 + np.exp(-u))).reshape(b, t, HEADS, size)
+    q, k, v = branch("q"), branch("k"), branch("v")
+    q, k = (a / np.sqrt((a * a).sum(-1, keepdims=True) + 1e-6) for a in (q, k))
+    beta = 1 / (1 + np.exp(-(x @ p["beta/w"]))) if use_beta else np.ones((b, t, HEADS))
+    state = np.zeros((b, HEADS, size, size))
+    y = np.zeros((b, t, HEADS, size))
+    for i in range(t):
+        u = beta[:, i, :, None] * (v[:, i] - np.einsum("bhkv,bhk->bhv", state, k[:, i]))
+        state = state + k[:, i, :, :, None] * u[:, :, None, :]
+        y[:, i] = np.einsum("bhkv,bhk->bhv", state, q[:, i] / math.sqrt(size))
+    y = y / np.sqrt((y * y).mean(-1, keepdims=True) + 1e-5) * p["norm/scale"]
+    return y.reshape(b, t, d) @ p["out/w"]
+
+
+@pytest.mark.parametrize("use_beta", [True, False])
+def test_delta_net_is_the_delta_rule(use_beta):
+    f, params, x = mixer("delta_net" if use_beta else "delta_net_no_beta", use_beta=use_beta)
+    expected = delta_net_numpy(numpy_params(params), np.asarray(x, np.float64), use_beta)
+    assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5
+
+
+@pytest.mark.parametrize("tokens, chunk", [(37, 8), (16, 16), (5, 16)])
+def test_the_chunked_delta_rule_is_the_recurrent_one(tokens, chunk):
+    keys = jax.random.split(jax.random.key(tokens), 4)
+    q, k, v = (jax.random.normal(key, (2, tokens, 2, 6)) for key in keys[:3])
+    k = k / jnp.linalg.norm(k, axis=-1, keepdims=True)
+    beta = jax.random.uniform(keys[3], (2, tokens, 2))
+    chunked = np.asarray(jax.jit(chunked_delta_rule, static_argnames="chunk")(q, k, v, beta, chunk=chunk))
+    assert np.abs(chunked - np.asarray(jax.jit(recurrent_delta_rule)(q, k, v, beta))).max() <= 1e-5
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_changing_inputs_from_t_on_leaves_every_earlier_output_bit_identical(name):
+    f, params, x = mixer(name, **ZOO[name])
+    changed = x.at[:, 11:].set(jax.random.normal(jax.random.key(9), (2, TOKENS - 11, WIDTH)))
+    before, after = np.asarray(f.apply(params, x)), np.asarray(f.apply(params, changed))
+    assert np.array_equal(before[:, :11], after[:, :11])
+    assert not np.allclose(before[:, 11:], after[:, 11:], atol=1e-3)
+
+
+@pytest.mark.parametrize("name, options, words", [
+    ("short_conv", {"kernel_size": 0}, "kernel_size=0; accepted: an integer >= 1"),
+    ("base_conv", {"kernel_size": -2}, "kernel_size=-2; accepted: -1 (long) or an integer >= 1"),
+    ("base_conv", {"max_length": -1}, "accepted: filter_order >= 1 and max_length >= 0"),
+    ("base_conv", {"filter_order": 2.5}, "filter_order=2.5; accepted: an integer"),
+    ("delta_net", {"conv_size": 0}, "conv_size=0; accepted: an integer >= 1"),
+    ("delta_net", {"use_beta": "yes"}, "use_beta='yes'; accepted: true or false"),
+])
+def test_bad_options_are_one_line(name, options, words):
+    entry = registry("seq_mixer").get(name)
+    with pytest.raises(ValueError) as err:
+        entry.build(entry.options(**options), width=WIDTH, num_heads=HEADS)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_long_convolution_through_an_fft_is_causal_to_float32_rounding(monkeypatch):
+    """The FFT mixes every position, so earlier outputs move in their last bits (said in the docs)."""
+    monkeypatch.setattr(convolutions, "FFT_FROM", 1)
+    x = jax.random.normal(jax.random.key(0), (2, 40, 6))
+    filt = jax.random.normal(jax.random.key(1), (40, 6))
+    before = np.asarray(convolutions.causal_long_conv(x, filt))
+    after = np.asarray(convolutions.causal_long_conv(x.at[:, 20:].set(3.0), filt))
+    assert np.abs(before[:, :20] - after[:, :20]).max() <= 1e-5
+    assert np.abs(before[:, 20:] - after[:, 20:]).max() > 1e-2
+
+
+@pytest.mark.parametrize("name", ["short_conv", "base_conv", "delta_net"])
+def test_each_trains_three_steps_through_the_recipe_and_a_gpt2_config(name, tmp_path):
+    """runners.recipe (`model.seq_mixer:<name>`, MQAR) and runners.train (a GPT-2 YAML's
+    `attention_type`), 3 steps each, complete run directories (the slow tier: tests/slow_tests.py)."""
+    import subprocess
+    import sys
+
+    from src.cli.gpt2 import main as train_main
+    from src.rundir import RunDir
+    root = Path(__file__).resolve().parent.parent
+    recipe = subprocess.run(
+        [sys.executable, "-m", "runners.recipe", "wandb:None", "task:mqar", f"model.seq_mixer:{name}",
+         "model.state_mixer:mlp", "--task.vocab_size", "32", "--task.seq_len", "16", "--task.num_pairs", "2",
+         "--model.width", "12", "--model.n_head", "3", "--train.train_steps", "3", "--train.log_every", "3",
+         "--train.eval_size", "8", "--out", str(tmp_path / "recipe")],
+        cwd=root, capture_output=True, text=True, timeout=600)
+    assert recipe.returncode == 0, recipe.stderr[-2000:]
+    assert RunDir(tmp_path / "recipe").load_json("metrics_summary.json")["seq_mixer"] == name
+    code = train_main([str(root / "configs" / "quick.yaml"), "--set", f"model.attention_type={name}",
+                       "--set", "model.n_embd=12", "--set", "model.n_head=3", "--set", "model.n_layer=1",
+                       "--set", "training.train_steps=3", "--set", "training.eval_size=8",
+                       "--out", str(tmp_path / "train"), "--quiet", "--skip_analysis"])
+    assert code == 0
+    run = RunDir(tmp_path / "train")
+    assert run.is_complete() and run.load_json("metrics_summary.json")["steps"] == 3
