@@ -212,5 +212,7 @@ def describe_all() -> str:
         for entry in reg:
             opts = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(entry.options)
                              if f.default is not dataclasses.MISSING)
-            lines.append(f"  {entry.name:22s} {entry.doc}" + (f"  [{opts}]" if opts else ""))
+            state = getattr(entry.build, "state_doc", "")       # sequence mixers: recurrent state
+            lines.append(f"  {entry.name:22s} {entry.doc}" + (f"  [{opts}]" if opts else "")
+                         + (f"  [state: {state}]" if state else ""))
     return "\n".join(lines)

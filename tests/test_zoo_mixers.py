@@ -199,3 +199,22 @@ def test_each_trains_three_steps_through_the_recipe_and_a_gpt2_config(name, tmp_
     assert code == 0
     run = RunDir(tmp_path / "train")
     assert run.is_complete() and run.load_json("metrics_summary.json")["steps"] == 3
+
+
+def test_every_sequence_mixer_declares_its_recurrent_state():
+    """Floats per sequence and layer at D = 12, H = 3 (K = 4), T = 23, written out by hand."""
+    from src.models.mechanisms import state_floats
+    reg = registry("seq_mixer")
+    expected = {"softmax_causal": 2 * 23 * 12, "local": 2 * 8 * 12, "mqa": 2 * 23 * 4, "rela": 2 * 23 * 12,
+                "favor": 3 * 64 * 5, "rebased": 3 * 4 * 5, "linear": 3 * 16, "linear_attention": 3 * 16,
+                "gated_linear_attn": 3 * 16, "mamba": 24 * (16 + 3), "short_conv": 3 * 12,
+                "base_conv": 2 * 12, "delta_net": 3 * 16 + 3 * 3 * 12}
+    assert set(reg.names()) == set(expected), "a mixer without a state size written out here"
+    for name, floats in expected.items():
+        entry = reg.get(name)
+        assert entry.build.state_doc
+        assert state_floats(name, entry.default_options(), width=12, num_heads=3, tokens=23) == floats, name
+    base = reg.get("base_conv")
+    assert state_floats("base_conv", base.options(kernel_size=-1), width=12, num_heads=3, tokens=23) == 23 * 12
+    hedgehog = reg.get("linear_attention").options(feature_map="hedgehog")
+    assert state_floats("linear_attention", hedgehog, width=12, num_heads=3, tokens=23) == 3 * 8 * 4

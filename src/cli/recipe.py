@@ -304,7 +304,9 @@ def print_choices() -> None:
     for component, kind in COMPONENTS.items():
         print(f"{component} choices:")
         for name in choices(kind):
-            print(f"  {component}:{name:22s} {entry_of(kind, name).doc}")
+            entry = entry_of(kind, name)
+            state = getattr(entry.build, "state_doc", "")
+            print(f"  {component}:{name:22s} {entry.doc}" + (f"  [state: {state}]" if state else ""))
     print(f"wandb choices: {', '.join(f'wandb:{n}' for n in WANDB_CHOICES)} (on: an offline wandb run in "
           f"the run directory, besides metrics.jsonl)")
 

@@ -274,11 +274,14 @@ def _check(width: int, num_heads: int) -> None:
         raise ValueError(f"n_embd={width} must be divisible by n_head={num_heads}")
 
 
-def register_mixer(name: str, options, doc: str, make, *, softmax: bool = False):
+def register_mixer(name: str, options, doc: str, make, *, softmax: bool = False, state=None, state_doc: str = ""):
     """Register mixer `name`; `make(options, num_heads, module_name, position)` builds it. A
     softmax-family mixer takes any position encoding (it rotates q, k and adjusts scores); the
     others only those acting on the embeddings (require_plain). Options with a `check()` method
-    are checked first (ValueError naming the option)."""
+    are checked first (ValueError naming the option). `state(options, width, num_heads, tokens)`
+    is the floats of recurrent state the mixer keeps per sequence and layer to produce its next
+    output (what generation would carry: the keys and values of attention, a recurrent mixer's
+    state), `state_doc` the same as a formula for `--choices`."""
     def build(opts, *, width: int, num_heads: int, position=None, name: str | None = None):
         _check(width, num_heads)
         if hasattr(opts, "check"):
@@ -289,21 +292,35 @@ def register_mixer(name: str, options, doc: str, make, *, softmax: bool = False)
     build.mixer_name = name
     build.takes_any_position = softmax
     build.forms_softmax_weights = softmax   # recorded under recording_attention (analysis.recency)
+    build.state_floats, build.state_doc = state, state_doc
     MIXERS.register(name, options, doc=doc)(build)
 
 
+def state_floats(name: str, options, *, width: int, num_heads: int, tokens: int) -> int:
+    """Floats of recurrent state mixer `name` keeps per sequence and layer after `tokens` tokens
+    (register_mixer's `state`)."""
+    return int(MIXERS.get(name).build.state_floats(options, width, num_heads, tokens))
+
+
 register_mixer("softmax_causal", NoOptions, "causal scaled dot-product softmax attention",
-          lambda o, h, n, p: SoftmaxCausal(h, position=p, name=n), softmax=True)
+          lambda o, h, n, p: SoftmaxCausal(h, position=p, name=n), softmax=True,
+          state=lambda o, d, h, t: 2 * t * d, state_doc="2·T·D (every key and value)")
 register_mixer("local", LocalOptions, "causal softmax attention over the last `window` keys",
-          lambda o, h, n, p: SoftmaxCausal(h, window=o.window, position=p, name=n), softmax=True)
+          lambda o, h, n, p: SoftmaxCausal(h, window=o.window, position=p, name=n), softmax=True,
+          state=lambda o, d, h, t: 2 * min(t, o.window) * d, state_doc="2·min(T, window)·D")
 register_mixer("mqa", NoOptions, "multi-query: H query heads share one key/value head",
-          lambda o, h, n, p: SoftmaxCausal(h, kv_heads=1, position=p, name=n), softmax=True)
+          lambda o, h, n, p: SoftmaxCausal(h, kv_heads=1, position=p, name=n), softmax=True,
+          state=lambda o, d, h, t: 2 * t * (d // h), state_doc="2·T·K (one key and value head)")
 register_mixer("rela", NoOptions, "ReLU(q k / sqrt K) attention, gated RMSNorm output (ReLA)",
-          lambda o, h, n, p: ReLA(h, name=n))
+          lambda o, h, n, p: ReLA(h, name=n),
+          state=lambda o, d, h, t: 2 * t * d, state_doc="2·T·D (every key and value)")
 register_mixer("favor", FavorOptions, "FAVOR+ positive orthogonal random features, causal prefix sums",
-          lambda o, h, n, p: Favor(h, o.num_features, name=n))
+          lambda o, h, n, p: Favor(h, o.num_features, name=n),
+          state=lambda o, d, h, t: h * o.num_features * (d // h + 1), state_doc="H·m·(K + 1) (sums and normaliser)")
 register_mixer("rebased", NoOptions, "ReBased: (gamma LN(u) + beta)^2 features, normalised prefix sums",
-          lambda o, h, n, p: ReBased(h, name=n))
+          lambda o, h, n, p: ReBased(h, name=n),
+          state=lambda o, d, h, t: h * (d // h) * (d // h + 1), state_doc="H·K·(K + 1) (sums and normaliser)")
 register_mixer("linear", LinearOptions, "plain causal linear attention, no normalisation (scale: sum) "
           "or divided by the visible tokens (scale: mean)",
-          lambda o, h, n, p: LinearAttention(h, o.scale, name=n))
+          lambda o, h, n, p: LinearAttention(h, o.scale, name=n),
+          state=lambda o, d, h, t: h * (d // h) ** 2, state_doc="H·K²")

@@ -167,7 +167,10 @@ class GatedLinearAttention(hk.Module):
 
 register_mixer("linear_attention", LinearAttentionOptions,
           "ICL benchmark: causal linear attention with a feature map, per-head RMSNorm output",
-          lambda o, h, n, p: LinearAttentionMixer(h, o.feature_map, name=n))
+          lambda o, h, n, p: LinearAttentionMixer(h, o.feature_map, name=n),
+          state=lambda o, d, h, t: h * (2 if o.feature_map == "hedgehog" else 1) * (d // h) ** 2,
+          state_doc="H·K'·K (K' = 2K for hedgehog, else K)")
 register_mixer("gated_linear_attn", GLAOptions,
           "ICL benchmark: GLA, data-dependent low-rank decay, RMSNorm x swish-gate output",
-          lambda o, h, n, p: GatedLinearAttention(h, o.gate_rank, o.gate_temperature, name=n))
+          lambda o, h, n, p: GatedLinearAttention(h, o.gate_rank, o.gate_temperature, name=n),
+          state=lambda o, d, h, t: h * (d // h) ** 2, state_doc="H·K²")

@@ -159,4 +159,6 @@ class Mamba(hk.Module):
 
 register_mixer("mamba", MambaOptions,
                "Mamba: selective state space (input-dependent Δ, B, C; diagonal A), gated, causal conv",
-               lambda o, h, n, p: Mamba(o, name=n))
+               lambda o, h, n, p: Mamba(o, name=n),
+               state=lambda o, d, h, t: o.expand * d * (o.state_size + o.conv_kernel - 1),
+               state_doc="E·(N + conv_kernel − 1), E = expand·D")

@@ -158,7 +158,10 @@ class BaseConv(hk.Module):
 
 register_mixer("short_conv", ShortConvOptions,
                "Zoology: depthwise causal convolution over the last kernel_size tokens, with a bias",
-               lambda o, h, n, p: ShortConv(o.kernel_size, name=n))
+               lambda o, h, n, p: ShortConv(o.kernel_size, name=n),
+               state=lambda o, d, h, t: (o.kernel_size - 1) * d, state_doc="(kernel_size − 1)·D")
 register_mixer("base_conv", BaseConvOptions,
                "Zoology: BaseConv, conv(x) * (x W + c) + x; kernel_size -1 for Hyena's implicit long filter",
-               lambda o, h, n, p: BaseConv(o, name=n))
+               lambda o, h, n, p: BaseConv(o, name=n),
+               state=lambda o, d, h, t: (t if o.kernel_size == -1 else o.kernel_size - 1) * d,
+               state_doc="(kernel_size − 1)·D; T·D for the long filter")

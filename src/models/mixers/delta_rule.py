@@ -120,4 +120,6 @@ class DeltaNet(hk.Module):
 
 register_mixer("delta_net", DeltaNetOptions,
                "Zoology: DeltaNet, the delta rule over a matrix state per head (chunked), short convs on q, k, v",
-               lambda o, h, n, p: DeltaNet(h, o, name=n))
+               lambda o, h, n, p: DeltaNet(h, o, name=n),
+               state=lambda o, d, h, t: h * (d // h) ** 2 + 3 * (o.conv_size - 1) * d,
+               state_doc="H·K² + 3·(conv_size − 1)·D")
