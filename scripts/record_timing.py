@@ -45,7 +45,7 @@ def provenance() -> dict:
 
 
 def main(argv=None) -> int:
-    from src.cli import OneLineParser, summary
+    from src.cli import OneLineParser, dry_run, summary
     parser = OneLineParser(prog="python -m scripts.record_timing", description=summary(__doc__))
     parser.add_argument("name", help="the record's name: report/measurements/<name>.json")
     parser.add_argument("--note", default="", help="what the docs should know about the conditions")
@@ -55,7 +55,6 @@ def main(argv=None) -> int:
     if not re.fullmatch(r"[a-z0-9_]+", args.name) or not command:
         parser.error(f"name {args.name!r} and command {' '.join(command)!r}: accepted a name of lower-case "
                      "letters, digits and _, then -- and the command to time")
-    from src.cli import dry_run
     if dry_run("python -m scripts.record_timing", f"time {' '.join(command)} into "
                f"report/measurements/{args.name}.json"):
         return 0

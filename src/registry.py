@@ -212,7 +212,12 @@ def describe_all() -> str:
         for entry in reg:
             opts = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(entry.options)
                              if f.default is not dataclasses.MISSING)
-            state = getattr(entry.build, "state_doc", "")       # sequence mixers: recurrent state
-            lines.append(f"  {entry.name:22s} {entry.doc}" + (f"  [{opts}]" if opts else "")
-                         + (f"  [state: {state}]" if state else ""))
+            lines.append(f"  {entry.name:22s} {entry.doc}" + (f"  [{opts}]" if opts else "") + state_note(entry))
     return "\n".join(lines)
+
+
+def state_note(entry: Entry) -> str:
+    """"  [state: <formula>]" for a sequence mixer that declares its recurrent state
+    (src.models.mechanisms.register_mixer), "" for any other entry."""
+    state = getattr(entry.build, "state_doc", "")
+    return f"  [state: {state}]" if state else ""

@@ -107,7 +107,7 @@ def delta_net_numpy(p: dict, x: np.ndarray, use_beta: bool) -> np.ndarray:
     size = d // HEADS
 
     def branch(name):
-        u = conv_numpy(x @ p[f"{name}_proj/w"], p[f"m/{name}_conv"], 0.0)
+        u = conv_numpy(x @ p[f"{name}_proj/w"], p[f"{name}_conv/w"], 0.0)
         return (u / (1 + np.exp(-u))).reshape(b, t, HEADS, size)
     q, k, v = branch("q"), branch("k"), branch("v")
     q, k = (a / np.sqrt((a * a).sum(-1, keepdims=True) + 1e-6) for a in (q, k))

@@ -25,7 +25,7 @@ from src.cli import UsageError, fail
 from src.cli.command import train_command, validated
 from src.cli.recipe_names import describe as describe_original_tasks, spelled_as_typed, translate
 from src.models.sequence import lm
-from src.registry import Choice, registry
+from src.registry import Choice, registry, state_note
 from src.systems.lm import LMSettings, LMTrain, PairShape
 from src.tracking import WandbSpec
 from src.tasks.objectives import objective_of, tasks_for
@@ -305,8 +305,7 @@ def print_choices() -> None:
         print(f"{component} choices:")
         for name in choices(kind):
             entry = entry_of(kind, name)
-            state = getattr(entry.build, "state_doc", "")
-            print(f"  {component}:{name:22s} {entry.doc}" + (f"  [state: {state}]" if state else ""))
+            print(f"  {component}:{name:22s} {entry.doc}{state_note(entry)}")
     print(f"wandb choices: {', '.join(f'wandb:{n}' for n in WANDB_CHOICES)} (on: an offline wandb run in "
           f"the run directory, besides metrics.jsonl)")
 

@@ -108,15 +108,18 @@ class BaseConvOptions:
 
 
 class ShortConv(hk.Module):
-    def __init__(self, kernel_size: int, name=None):
+    """The depthwise causal convolution, parameters w [k, D] and (with_bias) b [D] drawn as a
+    PyTorch Conv1d's, uniform within ±1/√k."""
+
+    def __init__(self, kernel_size: int, with_bias: bool = True, name=None):
         super().__init__(name=name)
-        self.kernel_size = kernel_size
+        self.kernel_size, self.with_bias = kernel_size, with_bias
 
     def __call__(self, x):
         d, k = x.shape[-1], self.kernel_size
         init = hk.initializers.RandomUniform(-1 / math.sqrt(k), 1 / math.sqrt(k))   # Conv1d's fan-in k
         weights = hk.get_parameter("w", [k, d], x.dtype, init)
-        bias = hk.get_parameter("b", [d], x.dtype, init)
+        bias = hk.get_parameter("b", [d], x.dtype, init) if self.with_bias else 0.0
         return causal_depthwise_conv(x, weights, bias)
 
 

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from src.models.mechanisms import project_out, register_mixer
-from src.models.mixers.convolutions import causal_depthwise_conv
+from src.models.mixers.convolutions import ShortConv
 
 CHUNK = 16
 NORM_EPS = 1e-5                 # the output RMSNorm's (Zoology's norm_eps)
@@ -99,11 +99,8 @@ class DeltaNet(hk.Module):
 
     def _branch(self, x, name: str):
         """SiLU(causal conv (no bias) of x W), [B, T, D]."""
-        d, k = x.shape[-1], self.options.conv_size
-        projected = hk.Linear(d, with_bias=False, name=f"{name}_proj")(x)
-        init = hk.initializers.RandomUniform(-1 / math.sqrt(k), 1 / math.sqrt(k))
-        weights = hk.get_parameter(f"{name}_conv", [k, d], x.dtype, init)
-        return jax.nn.silu(causal_depthwise_conv(projected, weights, 0.0))
+        projected = hk.Linear(x.shape[-1], with_bias=False, name=f"{name}_proj")(x)
+        return jax.nn.silu(ShortConv(self.options.conv_size, with_bias=False, name=f"{name}_conv")(projected))
 
     def __call__(self, x):
         b, t, d = x.shape
