@@ -39,6 +39,10 @@ BUDGET_S = 560.0                # the default device budget of the whole command
 BENCH_LIMIT_S = 200             # the single-run settings and their traces
 TOGETHER_LIMIT_S = 100          # the runs trained together
 SWEEP_MARGIN_S = 90             # the sweep's runs stop this long before the budget ends (compilation, evaluation)
+# measured on one H200, 2026-11-27 (report/measurements/gpu_2026-11-27): four runs sharing the
+# device each ran 4.6x (batch 64) and 5.1x (batch 256) slower than one alone, and compiled in ~60 s
+SHARING_COST = 1.3              # a shared run's step time over (its time alone x the runs sharing)
+COMPILE_S = 60.0                # seconds of each run's start before its first step
 CURRICULUM_SHARE = 0.3          # the curriculum reaches d = 20, 41 points at this share of the steps
 CURRICULUM_STEPS = 15           # its increments (dims 5 -> 20 by 1, points 11 -> 41 by 2)
 SETTING_SETS = {"float32": [], "float32_flat": ["training.flat_update=true"],
@@ -99,17 +103,21 @@ def fastest_setting(bench: dict) -> tuple[str, float, float | None]:
 
 
 def sweep_jobs(setting: str, ms64: float, ms256: float | None, seconds: float, runs_dir: Path,
-               extra: tuple = (), table: str | None = None, fixed_steps: int | None = None) -> list:
-    """The sweep's runs (softmax under every protocol), or the table's (every mechanism under the
-    protocol `table`), each with the steps the time left allows on a shared device (or fixed_steps)."""
+               extra: tuple = (), table: str | None = None, fixed_steps: int | None = None,
+               mechanisms: tuple = ()) -> list:
+    """The sweep's runs (softmax under every protocol), or the table's (`mechanisms`, default all,
+    under the protocol `table`), each with the steps the time left allows on a shared device
+    (SHARING_COST, COMPILE_S, 20 % to spare), or fixed_steps."""
     from scripts.paper_mechanisms import MECHANISMS, train_command
-    runs = [(m, m, SWEEP[table]) for m in MECHANISMS] if table else [(n, "softmax_causal", s) for n, s in SWEEP.items()]
+    runs = ([(m, m, SWEEP[table]) for m in (mechanisms or MECHANISMS)] if table
+            else [(n, "softmax_causal", s) for n, s in SWEEP.items()])
     jobs = []
     share = len(runs)
     for name, mechanism, sets in runs:
         batch = 256 if "training.batch_size=256" in sets else 64
         ms = ms64 if batch == 64 else (ms256 or 4 * ms64)
-        steps = fixed_steps or max(200, int(0.8 * seconds * 1000 / (ms * share)) // 100 * 100)   # 20 % to spare
+        steps = fixed_steps or max(200, int(0.8 * (seconds - COMPILE_S) * 1000 / (ms * share * SHARING_COST))
+                                   // 100 * 100)
         interval = max(1, int(CURRICULUM_SHARE * steps / CURRICULUM_STEPS))
         sets = [*sets, *SETTING_SETS[setting], f"training.train_steps={steps}",
                 f"training.log_every={max(100, steps // 10 // 100 * 100)}", f"training.save_every_steps={steps}",
@@ -132,6 +140,10 @@ def main(argv=None) -> int:
     parser.add_argument("--table", default=None, metavar="PROTOCOL",
                         help=f"instead of the sweep, train every mechanism under this protocol ({', '.join(SWEEP)}) "
                              "and write OUT/PAPER_SCALE_MECHANISMS.md")
+    parser.add_argument("--mechanisms", default="",
+                        help="with --table: a comma list of the mechanisms to train (default all); the table in two calls")
+    parser.add_argument("--with-table", "--with_table", dest="with_table", default=None,
+                        help="with --table: an earlier call's table.json, whose mechanisms join this call's report")
     parser.add_argument("--steps", type=int, default=None,
                         help="the steps of every sweep or table run (default: what the time left allows)")
     parser.add_argument("--bench-json", "--bench_json", dest="bench_json", default=None,
@@ -141,6 +153,19 @@ def main(argv=None) -> int:
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.table is not None and args.table not in SWEEP:
         raise UsageError(f"--table={args.table!r} is unknown; accepted: {', '.join(SWEEP)}")
+    from scripts.paper_mechanisms import MECHANISMS
+    mechanisms = tuple(m for m in args.mechanisms.split(",") if m)
+    if set(mechanisms) - set(MECHANISMS):
+        raise UsageError(f"--mechanisms={args.mechanisms!r} is not accepted; accepted: a comma list of {', '.join(MECHANISMS)}")
+    if (mechanisms or args.with_table) and args.table is None:
+        raise UsageError("--mechanisms and --with-table are not accepted without --table; accepted: --table PROTOCOL with them")
+    earlier = []
+    if args.with_table:
+        try:
+            earlier = json.loads(Path(args.with_table).read_text())["results"]
+            assert isinstance(earlier, list) and all(isinstance(r, dict) and "name" in r for r in earlier)
+        except (OSError, ValueError, KeyError, TypeError, AssertionError):
+            raise UsageError(f"--with-table={args.with_table!r} is not accepted; accepted: a table.json of this command") from None
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps={args.steps} is not accepted; accepted: an integer >= 1")
     if args.budget_s < 60:
@@ -200,7 +225,7 @@ def main(argv=None) -> int:
         seconds = deadline - time.time() - SWEEP_MARGIN_S
         jobs = sweep_jobs(setting, ms64, ms256, max(seconds, 30),
                           Path("runs/paper_table" if args.table else "runs/paper_sweep"),
-                          tuple(args.sweep_sets.split()), args.table, args.steps)
+                          tuple(args.sweep_sets.split()), args.table, args.steps, mechanisms)
         log(f"sweep with {setting} ({ms64:.2f} ms/step at batch 64, {ms256} at 256) for {seconds:.0f} s")
         for name, command in jobs:
             log(f"  {name}: {' '.join(command[2:])}")
@@ -212,12 +237,16 @@ def main(argv=None) -> int:
         results = run_all(jobs, parallel=len(jobs), deadline=deadline - 25, on_result=save, log=log)
         if args.table:
             from scripts.paper_mechanisms import write_report
-            write_report(results, out / "PAPER_SCALE_MECHANISMS.md",
+            trained_now = {r["name"] for r in results}
+            joined = [r for r in earlier if r["name"] not in trained_now] + results
+            write_report(joined, out / "PAPER_SCALE_MECHANISMS.md",
                          [f"- Produced {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from commit {args.commit}",
                           f"- Device: {info['nvidia_smi'].splitlines()[-1] if info['nvidia_smi'] else '?'}",
                           f"- Command: `{PROG} {' '.join(sys.argv[1:] if argv is None else argv)}` "
                           f"({time.time() - began:.0f} s)",
-                          f"- Protocol {args.table}: {' '.join(SWEEP[args.table])}; setting {setting}"])
+                          f"- Protocol {args.table}: {' '.join(SWEEP[args.table])}; setting {setting}",
+                          *([f"- Joined with {args.with_table}: {', '.join(r['name'] for r in earlier if r['name'] not in trained_now)}"]
+                            if earlier else [])])
         for r in results:
             errors = r.get("errors", {})
             log(f"{r['name']}: exit {r['exit']}, {r.get('steps')} steps, standard "
