@@ -158,7 +158,7 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     check_memory_for(settings, n_points or settings.curriculum.points.end, settings.train.eval_size,
                      "the ICL curve")
     rows = summarise(curves(settings, model, params, state, n_points))
-    png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.seq_mixer.name} on "
+    png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.mixer_label()} on "
                                  f"{settings.task.name}", settings.curriculum.points.end,
                            objective_of(settings.task.name).metric))
     run_dir.write_text(CSV, curve_csv(rows))

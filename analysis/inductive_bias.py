@@ -119,7 +119,7 @@ def inductive_bias(settings, model, params, state) -> dict:
     rows = {str(r): {name: errors[name][r] for name in errors} for r in range(longest - block)}
     verdict = judge(settings, model, params, state, batch)
     mean_gap = {name: float(np.mean(gaps[name])) for name in LEARNERS}
-    return {"position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
+    return {"position": settings.model.position.name, "mixer": settings.model.mixer_label(),
             "task": settings.task.name, "trained_points": trained, "block": block, "tasks": tasks,
             "errors": rows, "prediction_gap": {str(r): {n: gaps[n][r] for n in LEARNERS} for r in range(len(rows))},
             "mean_gap": mean_gap, **verdict,

@@ -104,7 +104,7 @@ def run(run_dir: RunDir, factor: int = 8, eval_size: int | None = None, announce
     verdict = judge(settings, model, params, state, batch)
     reference = verdict["in_distribution_error"]
     summary = {
-        "position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
+        "position": settings.model.position.name, "mixer": settings.model.mixer_label(),
         "task": settings.task.name, "error": objective.describes, "trained_points": trained, "requested_points": wanted,
         "evaluated_points": points, "eval_tasks": tasks,
         "stopped_at": points if points < wanted else None,
@@ -115,7 +115,7 @@ def run(run_dir: RunDir, factor: int = 8, eval_size: int | None = None, announce
         "multiples": usable_lengths(model_curve, trained, reference=reference, judged=verdict["trained_enough"])}
     run_dir.write_text(names.LENGTH_GEN_CSV, curve_csv(rows))
     run_dir.write_json(names.LENGTH_GEN_JSON, summary)
-    title = (f"{run_dir.path.name}: {settings.model.seq_mixer.name} + {settings.model.position.name}, "
+    title = (f"{run_dir.path.name}: {settings.model.mixer_label()} + {settings.model.position.name}, "
              f"trained on {trained} points" + (f" (stopped at {points}: learned table)"
                                                if summary["stopped_at"] else ""))
     run_dir.write_bytes(names.LENGTH_GEN_PNG, png_bytes(figure(rows, title, trained, objective.metric)))

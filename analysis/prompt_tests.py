@@ -79,7 +79,7 @@ def prompt_tests(settings, model, params, state, factor: int = 4) -> dict:
                for p in PLACEMENTS} for n in lengths}
     note = (f"prompts longer than the learned position table (n_positions={settings.model.max_tokens // 2}) "
             "are skipped (null)") if limit is not None else None
-    return {"position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
+    return {"position": settings.model.position.name, "mixer": settings.model.mixer_label(),
             "task": settings.task.name, "trained_points": trained, "block": block,
             "duplication": duplication, "serial_position": serial, "note": note}
 

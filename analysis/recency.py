@@ -41,8 +41,8 @@ def _forms_softmax_weights(mixer: str) -> bool:
 
 
 def applies(settings) -> bool:
-    """Whether the run's sequence mixer forms softmax weights to read (its registry entry says)."""
-    return _forms_softmax_weights(settings.model.seq_mixer.name)
+    """Whether every layer's sequence mixer forms softmax weights to read (its registry entry says)."""
+    return all(_forms_softmax_weights(m.name) for m in settings.model.layer_mixers())
 
 
 def attention_weights(settings, params, state, xs, ys) -> np.ndarray:
@@ -59,7 +59,7 @@ def attention_weights(settings, params, state, xs, ys) -> np.ndarray:
     if len(layers) != settings.model.n_layer:
         from src.registry import registry
         accepted = [m for m in registry("seq_mixer").names() if _forms_softmax_weights(m)]
-        raise AnalysisError(f"the mixer {settings.model.seq_mixer.name!r} forms no softmax weights to "
+        raise AnalysisError(f"the mixer {settings.model.mixer_label()!r} forms no softmax weights to "
                             f"read; accepted: {', '.join(accepted)}")
     return np.stack([np.asarray(w) for w in layers])
 
@@ -89,7 +89,7 @@ def run(run_dir: RunDir, factor: int = 4, bins: int = 10) -> dict:
     settings, model, params, state = load_run(run_dir)
     trained = settings.curriculum.points.end
     limit = points_limit(settings)
-    out = {"position": settings.model.position.name, "mixer": settings.model.seq_mixer.name,
+    out = {"position": settings.model.position.name, "mixer": settings.model.mixer_label(),
            "task": settings.task.name, "trained_points": trained, "bins": bins,
            **judge(settings, model, params, state, eval_batch(settings, n_points=trained)), "lengths": {}}
     for points in dict.fromkeys((trained, factor * trained)):

@@ -66,7 +66,7 @@ def evaluate(run_dir: str) -> dict:
         out[label] = last_errors(*shifted_prompts(shift, jax.random.fold_in(jax.random.key(SHIFT_SEED), i), xs, w))
     summary_file = Path(run_dir) / "metrics_summary.json"
     summary_json = json.loads(summary_file.read_text()) if summary_file.exists() else {}
-    return {"run": str(run_dir), "mechanism": settings.model.seq_mixer.name, "tasks": int(tasks),
+    return {"run": str(run_dir), "mechanism": settings.model.mixer_label(), "tasks": int(tasks),
             "examples": int(n - 1), "steps": settings.train.steps, "errors": out,
             "train_seconds": summary_json.get("train_seconds", summary_json.get("elapsed_s")),
             "settings": {"batch_size": settings.train.batch_size, "learning_rate": settings.train.learning_rate,

@@ -89,6 +89,24 @@ def require_one_of(path: str, value: Any, accepted) -> None:
     require(value in tuple(accepted), path, value, ", ".join(map(str, accepted)))
 
 
+def choices_field(kind: str) -> Any:
+    """A dataclass field holding several Choices of registry `kind` (a tuple, empty by default),
+    left out of `to_dict` while empty, so that the records and digests of settings that never
+    use it stay as they were before it existed."""
+    return field(default=(), metadata={"registry": kind, "omit_if_empty": True})
+
+
+def without_empty(tree: Any, raw: dict) -> dict:
+    """`raw` (dataclasses.asdict of `tree`) without the empty choices_field values, at any depth."""
+    for f in dataclasses.fields(tree):
+        value = getattr(tree, f.name)
+        if f.metadata.get("omit_if_empty") and value == ():
+            raw.pop(f.name, None)
+        elif dataclasses.is_dataclass(value) and isinstance(raw.get(f.name), dict):
+            without_empty(value, raw[f.name])
+    return raw
+
+
 def choice_field(kind: str, name: str, **options) -> Any:
     """A dataclass field holding a Choice of registry `kind` (default: `name` with `options`)."""
     def default() -> Choice:
@@ -130,6 +148,10 @@ def _describe(annotation) -> str:
 
 def _read_value(annotation, meta: Mapping, value, path: str):
     kind = meta.get("registry")
+    if kind is not None and typing.get_origin(annotation) is tuple:       # several choices (choices_field)
+        if not isinstance(value, (list, tuple)):
+            raise SettingsError(f"{path}={value!r} is not accepted; accepted: a list of names of registry {kind!r}")
+        return tuple(read_choice(kind, v, f"{path}[{i}]") for i, v in enumerate(value))
     if kind is not None:
         return read_choice(kind, value, path)
     origin = typing.get_origin(annotation)
@@ -228,7 +250,12 @@ def check_tree(tree: Any, prefix: str = "") -> None:
     for f in dataclasses.fields(tree):
         value, path = getattr(tree, f.name), prefix + f.name
         kind = f.metadata.get("registry")
-        if kind is not None:
+        if kind is not None and typing.get_origin(hints[f.name]) is tuple:
+            if not isinstance(value, tuple):
+                raise SettingsError(f"{path}={value!r} is not accepted; accepted: a list of choices of registry {kind!r}")
+            for i, item in enumerate(value):
+                check_choice(kind, item, f"{path}[{i}]")
+        elif kind is not None:
             check_choice(kind, value, path)
         elif dataclasses.is_dataclass(value):
             check_tree(value, path + ".")
@@ -334,7 +361,7 @@ class Settings:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "system": self.system, "schema_version": SCHEMA_VERSION}
+        return {**without_empty(self, dataclasses.asdict(self)), "system": self.system, "schema_version": SCHEMA_VERSION}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]):

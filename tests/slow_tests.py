@@ -12,7 +12,7 @@ where their seconds come from."""
 # whole files: every test in them trains, kills or resumes runs, most of them in subprocesses
 # (seconds: their tests among the suite's 150 slowest)
 SLOW_FILES = {
-    "tests/test_resume.py": 387,
+    "tests/test_resume.py": 446,    # 387, plus lm_hybrid's two tests added since (59 s alone, 2026-11-27)
     "tests/test_ray.py": 83,
     "tests/test_faults.py": 123,
     "tests/test_read_back.py": 47,
@@ -21,10 +21,16 @@ SLOW_FILES = {
 }
 
 SLOW_TESTS = {
-    # Zoology's mixers end to end (alone on 2 idle cores, 2026-11-27)
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_and_a_gpt2_config[delta_net]": 53.1,
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_and_a_gpt2_config[short_conv]": 45.0,
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_and_a_gpt2_config[base_conv]": 32.3,
+    # Zoology's mixers end to end: recipe, GPT-2 YAML, length-study layout (2 cores, 2026-11-27, beside other work)
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[gated_delta_net]": 73.6,
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[short_conv]": 72.6,
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[delta_net]": 65.5,
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[h3]": 58.5,
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[rwkv7]": 57.9,
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[hyena]": 57.6,
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[mamba2]": 50.7,
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[base_conv]": 44.8,
+    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[based]": 36.4,
     # measured in make test on a fresh clone of 78e8684
     "tests/test_golden_systems.py::test_golden_system_run_matches_its_record[recipe_mqar_gla]": 92.7,
     "tests/test_golden_systems.py::test_golden_system_run_matches_its_record[gpt2_fire_curriculum]": 63.4,

@@ -16,12 +16,15 @@ from src.models.mixers.delta_rule import chunked_delta_rule, recurrent_delta_rul
 from src.registry import registry
 
 WIDTH, HEADS, TOKENS = 12, 3, 23
-ZOO = {"short_conv": {}, "base_conv": {}, "base_conv_long": {"kernel_size": -1}, "delta_net": {},
-       "delta_net_no_beta": {"use_beta": False}}
+ZOO = {"short_conv": {}, "base_conv": {}, "base_conv@long": {"kernel_size": -1}, "delta_net": {},
+       "delta_net@no_beta": {"use_beta": False}, "gated_delta_net": {}, "gated_delta_net@gate": {"use_gate": True},
+       "based": {"feature_dim": 5}, "hyena": {"filter_order": 8}, "h3": {"d_state": 8}, "h3@wide": {"head_dim": 3}}
 
 
 def mixer(name: str, **options):
-    entry = registry("seq_mixer").get(name.removesuffix("_long").removesuffix("_no_beta"))
+    """(transformed, params, x [2, TOKENS, WIDTH]) of mixer `name` (a label `<mixer>@<variant>` names
+    the mixer before the @)."""
+    entry = registry("seq_mixer").get(name.split("@")[0])
     opts = entry.options(**options)
     f = hk.without_apply_rng(hk.transform(lambda x: entry.build(opts, width=WIDTH, num_heads=HEADS, name="m")(x)))
     x = jax.random.normal(jax.random.key(1), (2, TOKENS, WIDTH))
@@ -78,7 +81,7 @@ def long_filter_numpy(p: dict, length: int, max_length: int, width: int) -> np.n
 def test_base_conv_with_the_implicit_long_filter(fft, monkeypatch):
     if fft:
         monkeypatch.setattr(convolutions, "FFT_FROM", 1)
-    f, params, x = mixer("base_conv_long", kernel_size=-1)
+    f, params, x = mixer("base_conv", kernel_size=-1)
     p = numpy_params(params)
     xn = np.asarray(x, np.float64)
     filt = long_filter_numpy(p, TOKENS, TOKENS, WIDTH)
@@ -124,19 +127,58 @@ def delta_net_numpy(p: dict, x: np.ndarray, use_beta: bool) -> np.ndarray:
 
 @pytest.mark.parametrize("use_beta", [True, False])
 def test_delta_net_is_the_delta_rule(use_beta):
-    f, params, x = mixer("delta_net" if use_beta else "delta_net_no_beta", use_beta=use_beta)
+    f, params, x = mixer("delta_net", use_beta=use_beta)
     expected = delta_net_numpy(numpy_params(params), np.asarray(x, np.float64), use_beta)
     assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5
 
 
+@pytest.mark.parametrize("gated", [False, True])
 @pytest.mark.parametrize("tokens, chunk", [(37, 8), (16, 16), (5, 16)])
-def test_the_chunked_delta_rule_is_the_recurrent_one(tokens, chunk):
-    keys = jax.random.split(jax.random.key(tokens), 4)
-    q, k, v = (jax.random.normal(key, (2, tokens, 2, 6)) for key in keys[:3])
+def test_the_chunked_delta_rule_is_the_recurrent_one(tokens, chunk, gated):
+    """Values of another size than the keys; with a decay (Gated DeltaNet) down to α = e^-4."""
+    keys = jax.random.split(jax.random.key(tokens), 6)
+    q, k = (jax.random.normal(key, (2, tokens, 2, 6)) for key in keys[:2])
+    v = jax.random.normal(keys[2], (2, tokens, 2, 10))
     k = k / jnp.linalg.norm(k, axis=-1, keepdims=True)
     beta = jax.random.uniform(keys[3], (2, tokens, 2))
-    chunked = np.asarray(jax.jit(chunked_delta_rule, static_argnames="chunk")(q, k, v, beta, chunk=chunk))
-    assert np.abs(chunked - np.asarray(jax.jit(recurrent_delta_rule)(q, k, v, beta))).max() <= 1e-5
+    log_alpha = -4 * jax.random.uniform(keys[4], (2, tokens, 2)) if gated else None
+    chunked = np.asarray(jax.jit(chunked_delta_rule, static_argnames="chunk")(q, k, v, beta, log_alpha, chunk=chunk))
+    recurrent = np.asarray(jax.jit(recurrent_delta_rule)(q, k, v, beta, log_alpha))
+    assert np.abs(chunked - recurrent).max() <= 1e-5
+
+
+def gated_delta_net_numpy(p: dict, x: np.ndarray, use_gate: bool, expand_v: int = 2) -> np.ndarray:
+    """Gated DeltaNet written out one position at a time (delta_rule's docstring)."""
+    b, t, d = x.shape
+    size = d // HEADS
+    values = expand_v * size
+    silu = lambda u: u / (1 + np.exp(-u))                                   # noqa: E731
+    softplus = lambda u: np.log1p(np.exp(u))                                # noqa: E731
+    q, k = (silu(conv_numpy(x @ p[f"{n}_proj/w"], p[f"{n}_conv/w"], 0.0)).reshape(b, t, HEADS, size) for n in "qk")
+    v = silu(conv_numpy(x @ p["v_proj/w"], p["v_conv/w"], 0.0)).reshape(b, t, HEADS, values)
+    q, k = (a / np.sqrt((a * a).sum(-1, keepdims=True) + 1e-6) for a in (q, k))
+    beta = 1 / (1 + np.exp(-(x @ p["beta/w"])))
+    alpha = np.exp(-np.exp(p["m/A_log"]) * softplus(x @ p["alpha/w"] + p["m/dt_bias"]))
+    state = np.zeros((b, HEADS, size, values))
+    y = np.zeros((b, t, HEADS, values))
+    for i in range(t):
+        state = alpha[:, i, :, None, None] * state
+        u = beta[:, i, :, None] * (v[:, i] - np.einsum("bhkv,bhk->bhv", state, k[:, i]))
+        state = state + k[:, i, :, :, None] * u[:, :, None, :]
+        y[:, i] = np.einsum("bhkv,bhk->bhv", state, q[:, i] / math.sqrt(size))
+    y = y / np.sqrt((y * y).mean(-1, keepdims=True) + 1e-5) * p["m/norm_scale"]
+    if use_gate:
+        y = y * silu(x @ p["gate/w"]).reshape(b, t, HEADS, values)
+    return y.reshape(b, t, HEADS * values) @ p["out/w"]
+
+
+@pytest.mark.parametrize("use_gate", [False, True])
+def test_gated_delta_net_is_the_gated_delta_rule(use_gate):
+    f, params, x = mixer("gated_delta_net", use_gate=use_gate)
+    p = numpy_params(params)
+    assert 0 < np.exp(p["m/A_log"]).min() and np.exp(p["m/A_log"]).max() <= 16        # A ~ U(0, 16)
+    expected = gated_delta_net_numpy(p, np.asarray(x, np.float64), use_gate)
+    assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5
 
 
 @pytest.mark.parametrize("name", sorted(ZOO))
@@ -148,6 +190,94 @@ def test_changing_inputs_from_t_on_leaves_every_earlier_output_bit_identical(nam
     assert not np.allclose(before[:, 11:], after[:, 11:], atol=1e-3)
 
 
+def based_numpy(p: dict, x: np.ndarray, feature_dim: int) -> np.ndarray:
+    """Based as Zoology's linear view: the Taylor features written out (the full f² outer
+    product), running sums of φ(k) vᵀ and φ(k), one position at a time."""
+    b, t, d = x.shape
+    size, f = d // HEADS, feature_dim
+    q, k = ((x @ p[f"{n}/w"]).reshape(b, t, HEADS, f) for n in "qk")
+    v = (x @ p["v/w"]).reshape(b, t, HEADS, size)
+
+    def phi(u):
+        outer = (u[..., :, None] * u[..., None, :]).reshape(*u.shape[:-1], f * f)
+        return np.concatenate([np.ones(u.shape[:-1] + (1,)), u / f ** 0.25, outer / (math.sqrt(2) * math.sqrt(f))], -1)
+    sums = np.zeros((b, HEADS, 1 + f + f * f, size))
+    norms = np.zeros((b, HEADS, 1 + f + f * f))
+    y = np.zeros((b, t, HEADS, size))
+    for i in range(t):
+        sums += phi(k[:, i])[..., None] * v[:, i, :, None, :]
+        norms += phi(k[:, i])
+        y[:, i] = np.einsum("bhe,bhek->bhk", phi(q[:, i]), sums) / (np.einsum("bhe,bhe->bh", phi(q[:, i]), norms)[..., None] + 1e-12)
+    return y.reshape(b, t, d) @ p["out/w"]
+
+
+@pytest.mark.parametrize("feature_dim", [5, 16])
+def test_based_is_normalised_linear_attention_with_taylor_features(feature_dim):
+    f, params, x = mixer("based", feature_dim=feature_dim)
+    expected = based_numpy(numpy_params(params), np.asarray(x, np.float64), feature_dim)
+    assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5
+
+
+def causal_filter_numpy(u: np.ndarray, filt: np.ndarray) -> np.ndarray:
+    """y_t = Σ_{s≤t} filt_{t−s} ⊙ u_s, one output at a time; u [B, T, C], filt [T, C]."""
+    y = np.zeros_like(u)
+    for t in range(u.shape[1]):
+        for s in range(t + 1):
+            y[:, t] += filt[t - s] * u[:, s]
+    return y
+
+
+def test_hyena_gates_an_implicit_long_convolution():
+    f, params, x = mixer("hyena", filter_order=8)
+    p = numpy_params(params)
+    xn = np.asarray(x, np.float64)
+    projected = conv_numpy(xn @ p["in_proj/w"] + p["in_proj/b"], p["short_filter/w"], p["short_filter/b"])
+    x1, x2, v = projected[..., :WIDTH], projected[..., WIDTH:2 * WIDTH], projected[..., 2 * WIDTH:]
+    v = v * x1
+    p["long_conv/frequency"] = p["filter/frequency"]
+    filt = long_filter_numpy(p, TOKENS, TOKENS, WIDTH)
+    y = (causal_filter_numpy(v, filt) + p["m/skip"] * v) * x2
+    expected = y @ p["out_proj/w"] + p["out_proj/b"]
+    assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5
+
+
+def h3_numpy(p: dict, x: np.ndarray, n: int, size: int) -> np.ndarray:
+    """H3 written out: the shift SSM as its N-tap filter, the diagonal SSM as a complex recurrence
+    s_t = dA s_{t−1} + u_t read as 2 Re Σ C' s_t, one position at a time."""
+    b, t, d = x.shape
+    heads = d // size
+    q, k, v = (x @ p[f"{name}/w"] + p[f"{name}/b"] for name in "qkv")
+    taps = np.zeros((n, d))
+    for j in range(n):
+        for m in range(n - j):
+            taps[j] += p["m/shift_b"][:, m] * p["m/shift_c"][:, m + j]
+    shifted = np.zeros_like(k)
+    for i in range(t):
+        for j in range(min(n, i + 1)):
+            shifted[:, i] += taps[j] * k[:, i - j]
+    k = shifted + p["m/shift_skip"] * k
+    a = -np.exp(p["m/a_real"]) + 1j * p["m/a_imag"]                          # [H', N/2]
+    dt = np.exp(p["m/log_dt"])[:, None]
+    d_a = (1 + dt * a / 2) / (1 - dt * a / 2)
+    c_prime = (p["m/b_re"] + 1j * p["m/b_im"]) * (p["m/c_re"] + 1j * p["m/c_im"]) * dt / (1 - dt * a / 2)
+    kv = k.reshape(b, t, heads, size, 1) * v.reshape(b, t, heads, 1, size)
+    modes = np.zeros((b, heads, size, size, n // 2), complex)
+    out = np.zeros((b, t, heads, size))
+    for i in range(t):
+        modes = d_a[None, :, None, None, :] * modes + kv[:, i, ..., None]
+        y = 2 * np.real(np.sum(c_prime[None, :, None, None, :] * modes, -1)) + p["m/skip"][None, :, None, None] * kv[:, i]
+        out[:, i] = np.einsum("bhi,bhij->bhj", q[:, i].reshape(b, heads, size), y)
+    return out.reshape(b, t, d) @ p["out/w"] + p["out/b"]
+
+
+@pytest.mark.parametrize("n, size", [(8, 2), (30, 3), (64, 2)])
+def test_h3_is_a_shift_ssm_and_a_diagonal_ssm_over_k_v_products(n, size):
+    """d_state below, near and above the 23 tokens; head_dim 2 and 3."""
+    f, params, x = mixer("h3", d_state=n, head_dim=size)
+    expected = h3_numpy(numpy_params(params), np.asarray(x, np.float64), n, size)
+    assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5
+
+
 @pytest.mark.parametrize("name, options, words", [
     ("short_conv", {"kernel_size": 0}, "kernel_size=0; accepted: an integer >= 1"),
     ("base_conv", {"kernel_size": -2}, "kernel_size=-2; accepted: -1 (long) or an integer >= 1"),
@@ -155,11 +285,20 @@ def test_changing_inputs_from_t_on_leaves_every_earlier_output_bit_identical(nam
     ("base_conv", {"filter_order": 2.5}, "filter_order=2.5; accepted: an integer"),
     ("delta_net", {"conv_size": 0}, "conv_size=0; accepted: an integer >= 1"),
     ("delta_net", {"use_beta": "yes"}, "use_beta='yes'; accepted: true or false"),
+    ("gated_delta_net", {"expand_v": 0}, "expand_v=0; accepted: an integer >= 1"),
+    ("gated_delta_net", {"use_gate": 1}, "use_gate=1; accepted: true or false"),
+    ("based", {"feature_dim": 0}, "feature_dim=0; accepted: an integer >= 1"),
+    ("hyena", {"filter_order": 0}, "filter_order=0; accepted: an integer >= 1"),
+    ("hyena", {"max_length": -3}, "max_length=-3; accepted: an integer >= 0"),
+    ("h3", {"d_state": 7}, "d_state=7; accepted: an even integer >= 2"),
+    ("h3", {"head_dim": 5}, "head_dim=5; accepted: a divisor of the width 12"),
 ])
 def test_bad_options_are_one_line(name, options, words):
+    """Refused when the model is built (h3's head_dim against the width: when it first sees x)."""
     entry = registry("seq_mixer").get(name)
     with pytest.raises(ValueError) as err:
-        entry.build(entry.options(**options), width=WIDTH, num_heads=HEADS)
+        hk.transform(lambda x: entry.build(entry.options(**options), width=WIDTH, num_heads=HEADS)(x)).init(
+            jax.random.key(0), jnp.zeros((1, 4, WIDTH)))
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
@@ -174,10 +313,15 @@ def test_the_long_convolution_through_an_fft_is_causal_to_float32_rounding(monke
     assert np.abs(before[:, 20:] - after[:, 20:]).max() > 1e-2
 
 
-@pytest.mark.parametrize("name", ["short_conv", "base_conv", "delta_net"])
-def test_each_trains_three_steps_through_the_recipe_and_a_gpt2_config(name, tmp_path):
-    """runners.recipe (`model.seq_mixer:<name>`, MQAR) and runners.train (a GPT-2 YAML's
-    `attention_type`), 3 steps each, complete run directories (the slow tier: tests/slow_tests.py)."""
+ZOO_MIXERS = ["short_conv", "base_conv", "delta_net", "gated_delta_net", "based", "hyena", "h3", "mamba2", "rwkv7"]
+
+
+@pytest.mark.parametrize("name", ZOO_MIXERS)
+def test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout(name, tmp_path):
+    """runners.recipe (`model.seq_mixer:<name>`, MQAR), runners.train with a GPT-2 YAML
+    (`attention_type`) and with the length study's layout (configs/lengthgen.yaml, its Llama with
+    `attention_type` in place of attention and no position encoding inside it), 3 steps each,
+    complete run directories (the slow tier: tests/slow_tests.py)."""
     import subprocess
     import sys
 
@@ -192,13 +336,20 @@ def test_each_trains_three_steps_through_the_recipe_and_a_gpt2_config(name, tmp_
         cwd=root, capture_output=True, text=True, timeout=600)
     assert recipe.returncode == 0, recipe.stderr[-2000:]
     assert RunDir(tmp_path / "recipe").load_json("metrics_summary.json")["seq_mixer"] == name
-    code = train_main([str(root / "configs" / "quick.yaml"), "--set", f"model.attention_type={name}",
-                       "--set", "model.n_embd=12", "--set", "model.n_head=3", "--set", "model.n_layer=1",
-                       "--set", "training.train_steps=3", "--set", "training.eval_size=8",
-                       "--out", str(tmp_path / "train"), "--quiet", "--skip_analysis"])
-    assert code == 0
-    run = RunDir(tmp_path / "train")
-    assert run.is_complete() and run.load_json("metrics_summary.json")["steps"] == 3
+    small = ["--set", "training.train_steps=3", "--set", "training.eval_size=8", "--quiet", "--skip_analysis"]
+    runs = {"train": (configs := root / "configs") / "quick.yaml",
+            "lengthgen": configs / "lengthgen.yaml"}
+    sets = {"train": ["--set", f"model.attention_type={name}", "--set", "model.n_embd=12", "--set", "model.n_head=3",
+                      "--set", "model.n_layer=1"],
+            "lengthgen": ["--set", f"model.attention_type={name}", "--set", "model.position=nope",
+                          "--set", "model.hidden_size=12", "--set", "model.num_attention_heads=3",
+                          "--set", "model.num_hidden_layers=1", "--set", "training.batch_size=8",
+                          "--set", "training.log_every=3", "--set", "training.save_every_steps=3"]}
+    for run, config in runs.items():
+        assert train_main([str(config), *sets[run], *small, "--out", str(tmp_path / run)]) == 0, run
+        done = RunDir(tmp_path / run)
+        assert done.is_complete() and done.load_json("metrics_summary.json")["steps"] == 3, run
+        assert done.load_json("config.json")["settings"]["model"]["seq_mixer"]["name"] == name, run
 
 
 def test_every_sequence_mixer_declares_its_recurrent_state():
@@ -208,7 +359,10 @@ def test_every_sequence_mixer_declares_its_recurrent_state():
     expected = {"softmax_causal": 2 * 23 * 12, "local": 2 * 8 * 12, "mqa": 2 * 23 * 4, "rela": 2 * 23 * 12,
                 "favor": 3 * 64 * 5, "rebased": 3 * 4 * 5, "linear": 3 * 16, "linear_attention": 3 * 16,
                 "gated_linear_attn": 3 * 16, "mamba": 24 * (16 + 3), "short_conv": 3 * 12,
-                "base_conv": 2 * 12, "delta_net": 3 * 16 + 3 * 3 * 12}
+                "base_conv": 2 * 12, "delta_net": 3 * 16 + 3 * 3 * 12,
+                "gated_delta_net": 3 * 4 * 8 + 3 * 4 * 12, "based": 3 * (1 + 16 + 136) * 5,
+                "hyena": 23 * 12 + 2 * 36, "h3": 64 * 12 * 3, "mamba2": 3 * 8 * 16 + 3 * (24 + 32),
+                "rwkv7": 3 * 16 + 12}
     assert set(reg.names()) == set(expected), "a mixer without a state size written out here"
     for name, floats in expected.items():
         entry = reg.get(name)

@@ -24,12 +24,25 @@ from src.models.sequence import llama, mamba
 COMMON = {"type", "family", "max_length", "hidden_size", "num_hidden_layers",
           "dense_layout"}   # ours: flat | batched (src/models/sequence.py)
 LLAMA_KEYS = COMMON | {"num_attention_heads", "hidden_act", "rope_theta", "intermediate_size", "rms_norm_eps",
-                       "position", "position_kwargs"}
+                       "position", "position_kwargs", "attention_type", "attention_kwargs", "attention_types"}
 MAMBA_KEYS = COMMON | {"state_size", "expand", "conv_kernel", "time_step_rank", "layer_norm_epsilon"}
 # our settings' paths in the base_model's names, for refusals
 OURS_TO_BACKBONE = {"model.width": "model.hidden_size", "model.n_layer": "model.num_hidden_layers",
                     "model.n_head": "model.num_attention_heads", "model.max_tokens": "model.max_length",
-                    "model.position.options": "model.position_kwargs"}
+                    "model.position.options": "model.position_kwargs",
+                    "model.seq_mixer.options": "model.attention_kwargs", "model.seq_mixer": "model.attention_type",
+                    "model.seq_mixers": "model.attention_types"}
+
+
+def hybrid_mapping(model: dict, seq_mixer: dict) -> list | None:
+    """model.attention_types (ours) as our `seq_mixers`: a list of names or {name, options}; an
+    entry naming the model's seq_mixer takes its options (None: no such key)."""
+    if "attention_types" not in model:
+        return None
+    layers = model["attention_types"]
+    if not isinstance(layers, list):
+        raise UsageError(f"model.attention_types={layers!r} is not accepted; accepted: a list of mixer names")
+    return [seq_mixer if item == seq_mixer["name"] else item for item in layers]
 
 
 def _int(model: dict, key: str, default=None, low: int = 1) -> int:
@@ -96,6 +109,14 @@ def _llama_model(model: dict) -> dict:
     norm["eps"] = _number(model, "rms_norm_eps", norm["eps"])
     preset["state_mixer"]["options"]["hidden_ratio"] = _int(model, "intermediate_size", round(ratio * width)) / width
     preset.update(n_head=_int(model, "num_attention_heads"), position={"name": position, "options": position_options})
+    if "attention_type" in model or "attention_kwargs" in model:
+        options = model.get("attention_kwargs") or {}
+        if not isinstance(options, dict):
+            raise UsageError(f"model.attention_kwargs={options!r} is not accepted; accepted: a mapping")
+        preset["seq_mixer"] = {"name": model.get("attention_type", preset["seq_mixer"]["name"]), "options": options}
+    layers = hybrid_mapping(model, preset["seq_mixer"])
+    if layers is not None:
+        preset["seq_mixers"] = layers
     return preset
 
 

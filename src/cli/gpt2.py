@@ -5,6 +5,9 @@ the settings of system `gpt2` (src/systems/gpt2.py).
 
     model:    family (gpt2 | nanogpt), n_dims, n_embd, n_head, n_layer, n_positions,
               attention_type (a seq_mixer), attention_kwargs (its options), position, position_kwargs;
+              ours: attention_types, a hybrid stack's mixers (a list repeating over the layers; each
+              a name at its defaults, attention_type's options where it names that mixer, or
+              {name, options});
               or one of the length study's backbones in its base_model keys (Hugging Face's
               names; src/cli/backbones.py): family Llama2 (hidden_size, num_hidden_layers,
               num_attention_heads, hidden_act, rope_theta, max_length, ... and our position,
@@ -34,7 +37,7 @@ from typing import Any, Sequence
 from src.cli import OneLineParser, path_text, PrintChoices, UsageError, fail, summary
 from src.cli import length_study
 from src.cli.length_study import mapping_of, refuse_unknown
-from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model
+from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model, hybrid_mapping
 from src.cli.command import train_command
 from src.settings import SettingsError, read_tree
 from src.systems.gpt2 import GPT2Settings
@@ -44,7 +47,7 @@ PROG = "python -m runners.train"
 FAMILIES = ("gpt2", "nanogpt")        # limits_of_icl names both; they are one model here
 MODEL_KEYS = {"family", "n_dims", "n_embd", "n_head", "n_layer", "n_positions", "attention_type",
               "attention_kwargs", "position", "position_kwargs",
-              "dense_layout", "attention_kernel"}   # ours: src/models/sequence.py
+              "dense_layout", "attention_kernel", "attention_types"}   # ours: src/models/sequence.py
 TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps", "keep_every_steps",
                  "task", "task_kwargs", "data", "num_tasks", "num_training_examples", "curriculum",
                  "log_every", "eval_size", "seed",
@@ -56,6 +59,7 @@ PAIR_KEYS = ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placemen
 TOP_KEYS = {"model", "training", "out_dir", "test_run", "quick", "wandb", "inherit"}
 # YAML key -> our settings path (a trailing dot maps every key under it)
 YAML_TO_OURS = {"model.attention_type": "model.seq_mixer", "model.attention_kwargs": "model.seq_mixer.options",
+                "model.attention_types": "model.seq_mixers",
                 "model.n_embd": "model.width",
                 "model.position_kwargs": "model.position.options", "training.task": "task",
                 "training.task_kwargs": "task.options", "training.curriculum.": "curriculum.",
@@ -146,6 +150,9 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     ours_model.update(preset="gpt2", inputs="pairs", max_tokens=2 * points)
     ours_model["seq_mixer"] = {"name": model.get("attention_type", "softmax_causal"),
                                "options": mapping_of("model.attention_kwargs", model.get("attention_kwargs"))}
+    layers = hybrid_mapping(model, ours_model["seq_mixer"])
+    if layers is not None:
+        ours_model["seq_mixers"] = layers
     ours_model["position"] = {"name": model.get("position", "learned"),
                               "options": mapping_of("model.position_kwargs", model.get("position_kwargs"))}
     ours["model"] = ours_model

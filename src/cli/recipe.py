@@ -92,6 +92,7 @@ def build_cli_types():
         n_layer: int = 2
         n_head: int = 4
         dense_layout: str = "flat"   # Linear layers on [B·T, D] rows (flat) or [B, T, D] (batched: runs before 2026-11-26)
+        seq_mixers: str = ""         # a hybrid stack: the layers' sequence mixers, a comma list repeating over the layers (each at its defaults, or model.seq_mixer's options where it names that mixer)
 
     @dataclass(frozen=True)
     class Recipe:
@@ -143,6 +144,7 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
     types |= {f"--pairs.{f.name}": f.type for f in dataclasses.fields(PairShape)}
     types |= {f"--model.{n}": "int" for n in ("width", "n_layer", "n_head")}
     types["--model.dense_layout"] = "str"
+    types["--model.seq_mixers"] = "str"
     for component, name in chosen.items():
         for f in dataclasses.fields(variants[component][name]):
             types[f"--{component}.{f.name}"] = f.type
@@ -209,13 +211,29 @@ def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool]:
     train = LMTrain(**{flag_to_field.get(f.name, f.name): getattr(tr, f.name)
                        for f in dataclasses.fields(RecipeTrain)})
     settings = lm_settings(task, seq, state, width=m.width, n_layer=m.n_layer, n_head=m.n_head,
-                           train=train, pairs=pairs, dense_layout=m.dense_layout)
+                           train=train, pairs=pairs, dense_layout=m.dense_layout,
+                           seq_mixers=hybrid_mixers(m.seq_mixers, seq))
     return settings, Path(parsed.out), parsed.overwrite, parsed.resume, parsed.quiet
+
+
+def hybrid_mixers(text: str, chosen: Choice) -> tuple[Choice, ...]:
+    """--model.seq_mixers 'base_conv,based': the hybrid's mixers at their defaults, or `chosen`'s
+    options where a name is the chosen model.seq_mixer (UsageError, one line, for a bad name)."""
+    names = [n.strip() for n in text.split(",")] if text.strip() else []
+    known = choices("seq_mixer")
+    mixers = []
+    for name in names:
+        name = ALIASES["seq_mixer"].get(name, name)
+        if name not in known and name not in registry("seq_mixer").names():
+            raise UsageError(f"--model.seq_mixers={text!r}: {name!r} is unknown; accepted: a comma list of "
+                             f"{', '.join(known)}")
+        mixers.append(chosen if name == chosen.name else Choice(name, entry_of("seq_mixer", name).default_options()))
+    return tuple(mixers)
 
 
 def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
                 n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
-                dense_layout: str = "flat") -> LMSettings:
+                dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = ()) -> LMSettings:
     """The recipe's settings: the model's input kind, length and vocabulary follow the task;
     validated (UsageError, one line, in the recipe's flags)."""
     inputs = objective_of(task.name).inputs
@@ -223,13 +241,14 @@ def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: 
                      else (2 * pairs.n_points, 8192))   # (the pair tasks read no vocabulary)
     model = lm(width=width, n_layer=n_layer, n_head=n_head, max_len=length, vocab_size=vocab,
                n_dims=pairs.n_dims, inputs=inputs, seq_mixer=seq_mixer, state_mixer=state_mixer)
-    model = replace(model, dense_layout=dense_layout)
+    model = replace(model, dense_layout=dense_layout, seq_mixers=seq_mixers)
     return validated(LMSettings(task=task, model=model, train=train, pairs=pairs), FLAGS)
 
 
 # our settings -> the recipe's flags, for messages
 FLAGS = {"task.options.": "--task.", "task": "task", "model.seq_mixer.options.": "--model.seq_mixer.",
          "model.width": "--model.width", "model.dense_layout": "--model.dense_layout",
+         "model.seq_mixers": "--model.seq_mixers",
          "model.n_layer": "--model.n_layer", "model.n_head": "--model.n_head",
          "train.steps": "--train.train_steps", "train.": "--train.", "pairs.": "--pairs."}
 

@@ -6,7 +6,9 @@ whose every part comes from the settings, and its presets.
     + a position encoding (registry "position": a learned table added here, or one acting
       inside softmax attention: rope, alibi, fire, yarn, …)
     n_layer blocks:  h += seq_mixer(norm(h));  h += state_mixer(norm(h))
-              (registries "norm", "seq_mixer", "state_mixer")
+              (registries "norm", "seq_mixer", "state_mixer"); a hybrid stack takes its layers'
+              sequence mixers from `seq_mixers`, repeating (layer i: seq_mixers[i mod len]),
+              e.g. Zoology's Based model (base_conv, based) or MAD's striped hybrids
     final norm, read-out   pairs: Linear(D -> 1) at every x token, ŷ_i from the pairs before i [B, n]
                            tokens: Linear(D -> V) logits [B, T, V]
 
@@ -48,7 +50,7 @@ import jax.numpy as jnp
 
 from src.models.mechanisms import ATTENTION_KERNELS
 from src.registry import Choice, choice, registry
-from src.settings import choice_field, is_int, require, require_int, require_one_of
+from src.settings import choice_field, choices_field, is_int, require, require_int, require_one_of
 
 INPUTS = ("pairs", "tokens")
 
@@ -70,6 +72,7 @@ class SequenceConfig:
     biases: bool = True              # the read-in, read-out and state mixer Linear layers have biases
     dense_layout: str = "flat"       # Linear layers on [B·T, D] rows (flat) or on [B, T, D] (batched)
     attention_kernel: str = "einsum"  # softmax attention as two einsums (einsum) or jax.nn.dot_product_attention (fused)
+    seq_mixers: tuple[Choice, ...] = choices_field("seq_mixer")   # a hybrid stack's mixers, repeating; empty: seq_mixer everywhere
 
     def check(self) -> None:
         require(isinstance(self.preset, str) and re.fullmatch(r"[a-z][a-z0-9_]*", self.preset or ""),
@@ -83,6 +86,24 @@ class SequenceConfig:
         require(isinstance(self.biases, bool), "biases", self.biases, "true or false")
         require_one_of("dense_layout", self.dense_layout, tuple(DENSE_LAYOUTS))
         require_one_of("attention_kernel", self.attention_kernel, tuple(ATTENTION_KERNELS))
+
+    def layer_mixer(self, layer: int) -> Choice:
+        """The sequence mixer of block `layer`."""
+        return self.seq_mixers[layer % len(self.seq_mixers)] if self.seq_mixers else self.seq_mixer
+
+    def layer_mixers(self) -> list[Choice]:
+        return [self.layer_mixer(i) for i in range(self.n_layer)]
+
+    def state_floats(self, tokens: int) -> int:
+        """Floats of recurrent state the stack's sequence mixers keep per sequence after `tokens`
+        tokens, summed over the layers (register_mixer's `state`)."""
+        from src.models.mechanisms import state_floats
+        return sum(state_floats(m.name, m.options, width=self.width, num_heads=self.n_head, tokens=tokens)
+                   for m in self.layer_mixers())
+
+    def mixer_label(self) -> str:
+        """The mixer's name, or a hybrid's pattern joined by '+' (base_conv+based)."""
+        return "+".join(m.name for m in self.seq_mixers) if self.seq_mixers else self.seq_mixer.name
 
     def encoding(self):
         """The position encoding (src/models/positions.py), trained for `max_tokens` tokens."""
@@ -148,15 +169,16 @@ def interleave(xs: jax.Array, ys: jax.Array) -> jax.Array:
 
 
 class Block(hk.Module):
-    def __init__(self, config: SequenceConfig, position, name: str | None = None):
+    def __init__(self, config: SequenceConfig, position, layer: int = 0, name: str | None = None):
         super().__init__(name=name)
-        self.config, self.position = config, position
+        self.config, self.position, self.layer = config, position, layer
 
     def __call__(self, h):
         c = self.config
         norm = registry("norm").get(c.norm.name)
-        mixer = registry("seq_mixer").get(c.seq_mixer.name).build(
-            c.seq_mixer.options, width=c.width, num_heads=c.n_head, position=self.position, name="seq_mixer")
+        chosen = c.layer_mixer(self.layer)
+        mixer = registry("seq_mixer").get(chosen.name).build(
+            chosen.options, width=c.width, num_heads=c.n_head, position=self.position, name="seq_mixer")
         state = registry("state_mixer").get(c.state_mixer.name).build(c.state_mixer.options, bias=c.biases)
         h = h + mixer(norm.build(c.norm.options, name="norm_seq")(h))
         if state is None:              # no state sublayer (the Mamba block)
@@ -198,7 +220,7 @@ def stack(c: SequenceConfig, *inputs, positions=None):
     if absolute is not None:
         h = h + absolute
     for layer in range(c.n_layer):
-        h = Block(c, position, name=f"block_{layer}")(h)
+        h = Block(c, position, layer, name=f"block_{layer}")(h)
     h = registry("norm").get(c.norm.name).build(c.norm.options, name="norm_final")(h)
     if positions is not None:
         h = jnp.take_along_axis(h, positions[..., None], axis=1)    # [B, K, D]

@@ -99,10 +99,10 @@ class GPT2Settings(Settings):
         return super().from_dict(raw)
 
     def describe(self) -> str:
-        return f"{self.model.seq_mixer.name} + {self.model.position.name} on {self.task.name}"
+        return f"{self.model.mixer_label()} + {self.model.position.name} on {self.task.name}"
 
     def loss_figure_file(self) -> str:
-        return f"{self.model.seq_mixer.name}_loss.png"   # the original's {attention_type}_loss.jpg, as PNG
+        return f"{self.model.mixer_label()}_loss.png"   # the original's {attention_type}_loss.jpg, as PNG
 
     def loss_figure_label(self) -> str:
         return "training loss: squared error, not / d"     # the eval figures' error is divided by d
@@ -172,8 +172,8 @@ class GPT2Settings(Settings):
                         ("seed", "train.seed", tr.seed), ("seed", "train.eval_seed", tr.eval_seed))
             check_memory(run_bytes(self), "this run")
             encoding = m.encoding()      # the encoding's own checks, and whether the mixer takes it
-            if not getattr(registry("seq_mixer").get(m.seq_mixer.name).build, "takes_any_position", False):
-                encoding.require_plain(m.seq_mixer.name)
+            for mixer in [c.name for c in m.layer_mixers() if not registry("seq_mixer").get(c.name).build.takes_any_position]:
+                encoding.require_plain(mixer)
             # the task's own checks at this shape (k <= d, ...), traced without drawing anything
             jax.eval_shape(lambda key: sampler(self)(key, 1, c.dims.end, c.points.end), jax.random.key(0))
         except SettingsError:
@@ -383,14 +383,14 @@ class GPT2Trainer(SystemTrainer):
 
     def summary(self, result: LoopResult) -> dict:
         last = result.history[-1] if result.history else {}
-        return {"model": self.settings.model.seq_mixer.name, "task": self.settings.task.name,
+        return {"model": self.settings.model.mixer_label(), "task": self.settings.task.name,
                 "steps": result.step, "train_seconds": round(result.seconds, 3),
                 **{k: v for k, v in last.items() if k != "step"},
                 "error_metric": self.objective.describes}
 
     def report(self, result: LoopResult, run) -> str:
         last = result.history[-1]["eval_error_last"] if result.history else float("nan")
-        return (f"{self.settings.model.seq_mixer.name}: {result.step} steps in {result.seconds:.1f}s | "
+        return (f"{self.settings.model.mixer_label()}: {result.step} steps in {result.seconds:.1f}s | "
                 f"eval error at the last point {last:.4f}")
 
 

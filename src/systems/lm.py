@@ -85,7 +85,7 @@ class LMSettings(Settings):
         return super().from_dict(raw)
 
     def describe(self) -> str:
-        return f"{self.task.name} / {self.model.seq_mixer.name} / {self.model.state_mixer.name}"
+        return f"{self.task.name} / {self.model.mixer_label()} / {self.model.state_mixer.name}"
 
     def check(self) -> None:
         m, tr, pairs = self.model, self.train, self.pairs
@@ -251,7 +251,7 @@ class LMTrainer(SystemTrainer):
         s, metric = self.settings, self.objective.metric
         last = result.history[-1] if result.history else {}
         by_position = self.scores(result.state.params)["by_position"] if result.history else np.array([])
-        return {"task": s.task.name, "seq_mixer": s.model.seq_mixer.name,
+        return {"task": s.task.name, "seq_mixer": s.model.mixer_label(),
                 "state_mixer": s.model.state_mixer.name, "steps": result.step,
                 "parameters": parameter_count(result.state.params), "train_seconds": round(result.seconds, 3),
                 **{k: v for k, v in last.items() if k != "step"},
@@ -259,7 +259,7 @@ class LMTrainer(SystemTrainer):
 
     def report(self, result: LoopResult, run) -> str:
         s, f = self.settings, result.final
-        return (f"{s.task.name} / {s.model.seq_mixer.name} / {s.model.state_mixer.name}: {result.step} "
+        return (f"{s.task.name} / {s.model.mixer_label()} / {s.model.state_mixer.name}: {result.step} "
                 f"steps in {result.seconds:.1f}s | " + ", ".join(
                     f"{k[5:]} {v:.4f}" for k, v in f.items() if k in ("eval_accuracy", "eval_error")))
 
