@@ -50,7 +50,7 @@ OVERWRITE ?=
 overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
+.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -202,6 +202,15 @@ robustness_quick: $(STAMP)
 
 mixers_quick: $(STAMP)
 	$(RUN) -m scripts.mixers --quick $(overwrite_flag)
+
+# Zoology's mixer zoo on MQAR (configs/zoo.yaml): attention, the gated convolutions and the
+# small-state mixers, best of two learning rates per cell: report/ZOO.md
+ZOO_SEEDS ?= 0
+zoo: $(STAMP)
+	$(RUN) -m scripts.zoo --seeds $(ZOO_SEEDS) $(overwrite_flag)
+
+zoo_quick: $(STAMP)
+	$(RUN) -m scripts.zoo --quick $(overwrite_flag)
 
 # A study at its paper's own scale (configs/paper/<STUDY>.yaml) on whatever device JAX finds, after
 # printing the time and memory it expects (refused, exit 2, when it cannot fit): STUDY = mechanisms,

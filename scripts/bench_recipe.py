@@ -8,6 +8,10 @@ cells. Part of `make bench`.
   original default the original recipe's own default cell, attention only: V = 8,192, width 128,
                    8 heads, batch 256 (3-step chunks: about 2 s a step)
 
+Zoology's mixers (src/models/mixers/) at the study cell, beside attention's row there, each at
+its registry defaults, and Zoology's Based model as a hybrid stack (a base_conv layer, then
+based).
+
     python -m scripts.bench_recipe
 """
 from __future__ import annotations
@@ -23,6 +27,8 @@ from src.systems.lm import LMTrain
 
 SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the original's names
 CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}      # cell -> heads
+ZOO = ("short_conv", "base_conv", "hyena", "h3", "based", "delta_net", "gated_delta_net", "mamba2", "rwkv7")
+HYBRIDS = {"base_conv+based": ("base_conv", "based")}
 
 
 def original_default_cell(dense_layout: str = "flat", logits: str = "scored"):
@@ -48,6 +54,12 @@ def main(argv=None) -> int:
             settings = lm_settings(choice("task", "mqar", vocab_size=256), Choice(mixer.name, mixer.default_options()),
                                    choice("state_mixer", "mlp"), width=64, n_layer=2, n_head=heads)
             print(speed_row(f"{name:18} {cell:26}", settings, rate, width=45))
+    for name in (*ZOO, *HYBRIDS):
+        layers = tuple(choice("seq_mixer", n) for n in HYBRIDS.get(name, ()))
+        mixer = layers[-1] if layers else choice("seq_mixer", name)
+        settings = lm_settings(choice("task", "mqar", vocab_size=256), mixer, choice("state_mixer", "mlp"),
+                               width=64, n_layer=2, n_head=1, seq_mixers=layers)
+        print(speed_row(f"{name:18} {'study cell (1 head)':26}", settings, rate, width=45))
     settings = original_default_cell()
     big_rate = matmul_rate((256 * 64, 128))
     print(f"{'attention':18} {'original default (8 heads)':26} (V 8192, width 128, batch 256; matmul "

@@ -175,15 +175,22 @@ class MixerJob(Job):
     seq_len: int = 0
 
 
+def mixer_choices(mixer: str) -> tuple[Choice, tuple[Choice, ...]]:
+    """(seq_mixer, seq_mixers) of a study's mixer name: one mixer at its defaults, or a hybrid
+    stack 'a+b' (layer i takes the i-th name, repeating; seq_mixer is the last)."""
+    layers = tuple(Choice(e.name, e.default_options()) for e in (entry_of("seq_mixer", n) for n in mixer.split("+")))
+    return layers[-1], (layers if len(layers) > 1 else ())
+
+
 def _job(runs_dir: Path, name: str, mixer: str, task_choice: Choice, *, width: int, heads: int,
          steps: int, seed: int, shape: PairShape = PairShape(), batch_size: int | None = None,
          learning_rate: float | None = None, **labels) -> MixerJob:
-    seq = entry_of("seq_mixer", mixer)
+    seq, layers = mixer_choices(mixer)
     train = LMTrain(steps=steps, seed=seed)
     train = replace(train, **{k: v for k, v in (("batch_size", batch_size), ("learning_rate", learning_rate))
                               if v is not None})
-    settings = lm_settings(task_choice, Choice(seq.name, seq.default_options()), choice("state_mixer", "mlp"),
-                           width=width, n_layer=2, n_head=heads, train=train, pairs=shape)
+    settings = lm_settings(task_choice, seq, choice("state_mixer", "mlp"),
+                           width=width, n_layer=2, n_head=heads, train=train, pairs=shape, seq_mixers=layers)
     model, train = settings.model, settings.train
     return MixerJob(name, settings, runs_dir / name, cost=train.steps * model.width, mixer=mixer,
                     width=model.width, heads=model.n_head, steps=train.steps, seed=train.seed,

@@ -1,0 +1,139 @@
+"""The report of scripts.zoo (Zoology's mixer zoo on MQAR): report/ZOO.md, report/zoo_results.json
+and report/figures/zoo/accuracy_state.png (MQAR accuracy against the recurrent state each model
+keeps per sequence, one panel per cell) from the runs' metrics_summary.json.
+
+A cell (T, κ, width) of a mixer is the best of the learning rates tried (Zoology's protocol), then
+the mean over seeds. State: floats per sequence summed over the model's layers after T tokens
+(src/models/sequence.py `state_floats`; attention grows with T). The verdict names each cell where
+a gated convolution falls at least FALL below attention, and where the input-dependent mixers
+with a small state stand between the two.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from plots.mixers_report import _pm, best_of_rates, collect
+from plots.provenance import header
+from plots.report_index import write_index
+from plots.style import new_figure, png_bytes
+from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
+from src.stats import over_seeds
+
+REPORT, RESULTS, FIG_DIR = "ZOO.md", "zoo_results.json", "figures/zoo"
+REFERENCE = "attention"
+GATED_CONVOLUTIONS = ("base_conv", "hyena", "h3")
+SMALL_STATE = ("base_conv+based", "delta_net", "gated_delta_net", "mamba2", "rwkv7")
+FALL = 0.3                      # a gated convolution "falls" this far below attention
+# Zoology's figure 2 (2 layers, 1 head, no MLP, widths 64-512, best of four rates; ANCHORS.md)
+ZOOLOGY = ("attention ≈ 1.0 in every cell; the gated convolutions fall as T grows at a fixed width "
+           "(at T = 256, width 64, every gated convolution ≤ 0.15)")
+
+
+def cells_of(rows: list[dict]) -> list[tuple[int, int, int]]:
+    return sorted({(r["seq_len"], r["kappa"], r["width"]) for r in rows})
+
+
+def mean_of(rows: list[dict], mixer: str, cell: tuple) -> float | None:
+    t, kappa, width = cell
+    stats = over_seeds([r["accuracy"] for r in rows if r["mixer"] == mixer and r["seq_len"] == t
+                        and r["kappa"] == kappa and r["width"] == width and r["accuracy"] is not None])
+    return stats["mean"] if stats["n"] else None
+
+
+def verdict(rows: list[dict], mixers: Sequence[str]) -> list[str]:
+    """Where the gated convolutions fall at least FALL below attention, and where the small-state
+    mixers stand, cell by cell, with the numbers."""
+    lines = []
+    for cell in cells_of(rows):
+        reference = mean_of(rows, REFERENCE, cell)
+        if reference is None:
+            continue
+        t, kappa, width = cell
+        gaps = {m: reference - a for m in mixers if m in GATED_CONVOLUTIONS
+                and (a := mean_of(rows, m, cell)) is not None}
+        fallen = sorted(m for m, gap in gaps.items() if gap >= FALL)
+        small = {m: a for m in mixers if m in SMALL_STATE and (a := mean_of(rows, m, cell)) is not None}
+        worst_conv = min((reference - g for g in gaps.values()), default=None)
+        words = (f"all {len(fallen)} gated convolutions fall ≥ {FALL} below it" if fallen and len(fallen) == len(gaps)
+                 else f"{', '.join(fallen)} fall ≥ {FALL} below it" if fallen
+                 else f"no gated convolution falls {FALL} below it")
+        between = ", ".join(f"{m} {a:.3f}" for m, a in small.items())
+        lines.append(f"- T = {t}, κ = {kappa}, width {width}: attention {reference:.3f}; {words} "
+                     f"({', '.join(f'{m} {reference - g:.3f}' for m, g in gaps.items())}); "
+                     f"small-state mixers: {between or 'none run'}"
+                     + (f" (best gated convolution {max(reference - g for g in gaps.values()):.3f}, worst "
+                        f"{worst_conv:.3f})" if worst_conv is not None else "") + ".")
+    return lines
+
+
+def figure_state(rows: list[dict], mixers: Sequence[str]):
+    """Accuracy against the model's recurrent state (log scale), one panel per cell."""
+    cells = cells_of(rows)
+    fig = new_figure(4.2 * len(cells), 3.8, constrained=True)
+    axes = fig.subplots(1, len(cells), squeeze=False)[0]
+    colours = {m: f"C{i % 10}" for i, m in enumerate(mixers)}
+    for ax, cell in zip(axes, cells):
+        t, kappa, width = cell
+        for mixer in mixers:
+            points = [(r["state_floats"], r["accuracy"]) for r in rows if r["mixer"] == mixer and
+                      (r["seq_len"], r["kappa"], r["width"]) == cell and r["accuracy"] is not None]
+            if points:
+                xs, ys = zip(*points)
+                ax.scatter([np.mean(xs)], [np.mean(ys)], color=colours[mixer], label=mixer, s=30,
+                           marker="*" if mixer == REFERENCE else "o")
+        ax.set_xscale("log")
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_title(f"T = {t}, κ = {kappa}, width {width}", fontsize=9)
+        ax.set_xlabel("recurrent state (floats per sequence)")
+        ax.set_ylabel("MQAR accuracy")
+    axes[-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle("Zoology's mixers on MQAR: accuracy against recurrent state size", fontsize=10)
+    return fig
+
+
+def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
+                 head: dict) -> list[Path]:
+    state = {job.name: job.settings.model.state_floats(job.seq_len) for job in jobs}
+    every = [{**r, "state_floats": state[r["run"]]} for r in collect(jobs)]
+    rows = best_of_rates(every)
+    mixers = list(dict.fromkeys(job.mixer for job in jobs))
+    figures = []
+    if rows:
+        atomic_write_bytes(report_dir / FIG_DIR / "accuracy_state.png", png_bytes(figure_state(rows, mixers)))
+        figures.append(f"{FIG_DIR}/accuracy_state.png")
+    found = verdict(rows, mixers)
+    atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
+                                             "results": [{k: v for k, v in r.items() if k != "curve"} for r in rows],
+                                             "every_rate": [{k: r[k] for k in ("run", "mixer", "seq_len", "kappa", "width",
+                                                                                "seed", "learning_rate", "accuracy")}
+                                                            for r in every],
+                                             "verdict": found, "figures": figures})
+    seeds = sorted({r["seed"] for r in rows})
+    rates = sorted({r["learning_rate"] for r in every})
+    lines = header("Zoology's mixer zoo on MQAR", quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines += [f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the best of the learning rates "
+              f"{', '.join(f'{r:g}' for r in rates)} (Zoology's protocol), then the mean over the seeds"
+              + (" ± the sample std" if len(seeds) > 1 else "") + ".",
+              "- Model: the `lm` family, 2 layers, 1 head, the MLP state mixer (Zoology's figure 2 has none), "
+              "learned positions for every mixer, AdamW (weight decay 0.1, 3 % warm-up, cosine). A name a+b is a "
+              "hybrid stack: layer 1 a, layer 2 b (base_conv+based is Zoology's Based model).",
+              f"- Beside Zoology's figure 2, at a smaller scale (V = 256 here, 8,192 there; widths and steps a "
+              f"CPU affords): {ZOOLOGY}.", "",
+              "## Where the gated convolutions fall", "", *(found or ["- no cell has attention's runs"]), ""]
+    for cell in cells_of(rows):
+        t, kappa, width = cell
+        lines += [f"## T = {t}, κ = {kappa}, width {width}", "", "| mixer | accuracy | state (floats) | rate chosen |",
+                  "|---|---|---|---|"]
+        for mixer in mixers:
+            mine = [r for r in rows if r["mixer"] == mixer and (r["seq_len"], r["kappa"], r["width"]) == cell]
+            if mine:
+                stats = over_seeds([r["accuracy"] for r in mine if r["accuracy"] is not None])
+                chosen = "/".join(sorted({f"{r['learning_rate']:g}" for r in mine}))
+                lines.append(f"| {mixer} | {_pm(stats)} | {mine[0]['state_floats']:,} | {chosen} |")
+        lines.append("")
+    lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
+    atomic_write_text(report_dir / REPORT, "\n".join(lines))
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

@@ -1,0 +1,71 @@
+"""Zoology's mixer zoo on MQAR (Arora et al. 2023, figure 2, at a CPU's scale): attention beside
+the gated convolutions (BaseConv, Hyena, H3) and the input-dependent mixers with a small recurrent
+state (Zoology's Based model, a BaseConv layer then Based; DeltaNet, Gated DeltaNet, Mamba-2;
+RWKV-7 by --mixers), over sequence lengths and widths, each cell the best of a small learning-rate sweep
+(Zoology's protocol). `make zoo` runs configs/zoo.yaml for seed 0.
+
+    python -m scripts.zoo                              # configs/zoo.yaml, every mixer, seed 0
+    python -m scripts.zoo --mixers attention,hyena     # any registered mixers, or hybrids a+b
+    python -m scripts.zoo --quick                      # width 16, T 64, κ 4, 40 steps (smoke test)
+    python -m scripts.zoo --config configs/paper/zoo.yaml   # Zoology's own grid (a GPU study)
+
+Each run is the recipe's settings (`python -m runners.recipe task:mqar model.seq_mixer:<mixer>
+model.state_mixer:mlp ...`; a hybrid adds --model.seq_mixers a,b), 2 layers, 1 head, made by the
+job engine (finished runs are reused). Report: report/ZOO.md, report/zoo_results.json and
+report/figures/zoo/accuracy_state.png (plots/zoo_report.py; quick: under report/quick).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from typing import Sequence
+
+from plots.zoo_report import write_report
+from scripts.mixers import Cell, Grid, make_jobs, read_grid
+from src.cli import UsageError, fail, guarded, seed_list
+from src.jobs.study import finish_study, study_dirs, study_parser
+from src.registry import registry
+
+PROG = "python -m scripts.zoo"
+CONFIG = "configs/zoo.yaml"
+ZOO = ("attention", "base_conv", "hyena", "h3", "base_conv+based", "delta_net", "gated_delta_net", "mamba2")
+# rwkv7 is left out of the default: 636 ms a step at the study cell on 2 cores, 14x attention's
+# (its per-channel decays make every chunk a [C, C, K] tensor); --mixers ...,rwkv7 adds it
+QUICK_GRID = Grid(cells=(Cell(seq_len=64, kappa=4, steps=40),), widths=(16,), learning_rates=(3e-3,))
+
+
+def mixer_names(text: str | None) -> list[str]:
+    """--mixers: registered sequence mixers (attention for causal softmax) or hybrids a+b."""
+    names = [m.strip() for m in (text or ",".join(ZOO)).split(",") if m.strip()]
+    known = ["attention", *registry("seq_mixer").names()]
+    bad = next((part for m in names for part in m.split("+") if part not in known), None)
+    if not names or bad is not None:
+        raise UsageError(f"--mixers={text!r} is not accepted ({bad!r} is unknown); accepted: a comma list of "
+                         f"{', '.join(known)}, or hybrids a+b of them")
+    return names
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = study_parser(PROG, __doc__, "width 16, T 64, κ 4, 40 steps (a smoke test)")
+    parser.add_argument("--mixers", default=None, help=f"comma list (default: {', '.join(ZOO)})")
+    parser.add_argument("--seeds", default="0", help="comma list of training seeds (default: 0)")
+    parser.add_argument("--config", default=None, help=f"a YAML grid (scripts.mixers' keys; default {CONFIG})")
+    args = parser.parse_args(argv)
+    try:
+        runs_dir, report_dir = study_dirs(args, "zoo")
+        mixers = mixer_names(args.mixers)
+        seeds = seed_list(args.seeds)
+        grid = QUICK_GRID if args.quick and not args.config else read_grid(args.config or CONFIG)
+        if grid.boolean:
+            raise UsageError(f"--config={args.config!r}: boolean=true is not accepted here; accepted: MQAR cells "
+                             "only (the boolean tasks are scripts.mixers')")
+    except UsageError as err:
+        return fail(PROG, err)
+    grid = replace(grid, heads=1)
+    return finish_study(PROG, argv, args, runs_dir, report_dir,
+                        lambda: make_jobs(runs_dir, mixers, seeds, False, grid), write_report)
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main))
