@@ -121,8 +121,9 @@ def causal_depthwise_conv(u, kernel, bias):
     return sum(kernel[j] * padded[:, j:j + t] for j in range(k)) + bias
 
 
-def _dt_bias_init(shape, dtype):
-    """The inverse softplus of Δ ~ logUniform(DT_MIN, DT_MAX), floored at DT_FLOOR."""
+def dt_bias_init(shape, dtype):
+    """The inverse softplus of Δ ~ logUniform(DT_MIN, DT_MAX), floored at DT_FLOOR (Mamba's Δ bias;
+    Mamba-2's and Gated DeltaNet's too)."""
     key = hk.next_rng_key()
     log_dt = jax.random.uniform(key, shape, dtype, math.log(DT_MIN), math.log(DT_MAX))
     dt = jnp.maximum(jnp.exp(log_dt), DT_FLOOR)
@@ -148,7 +149,7 @@ class Mamba(hk.Module):
                              [rank, rank + n], axis=-1)
         dt_weight = hk.get_parameter("dt_proj_w", (rank, inner),
                                      init=hk.initializers.RandomUniform(-rank ** -0.5, rank ** -0.5))
-        dt_bias = hk.get_parameter("dt_proj_b", (inner,), init=_dt_bias_init)
+        dt_bias = hk.get_parameter("dt_proj_b", (inner,), init=dt_bias_init)
         delta = jax.nn.softplus(dt @ dt_weight + dt_bias)
         a_log = hk.get_parameter("A_log", (inner, n), init=lambda shape, dtype: jnp.broadcast_to(
             jnp.log(jnp.arange(1, n + 1, dtype=dtype)), shape))

@@ -45,6 +45,7 @@ import jax.numpy as jnp
 
 from src.models.mechanisms import project_out, register_mixer
 from src.models.mixers.convolutions import ShortConv
+from src.models.state_space import dt_bias_init
 
 CHUNK = 16
 NORM_EPS = 1e-5                 # the output RMSNorm's (Zoology's norm_eps)
@@ -190,14 +191,6 @@ class GatedDeltaNetOptions:
             raise ValueError(f"use_gate={self.use_gate!r}; accepted: true or false")
 
 
-def _log_uniform_inverse_softplus(shape, dtype):
-    """dt_bias: the inverse softplus of dt ~ logUniform(0.001, 0.1), floored at 1e-4 (Mamba's and
-    Gated DeltaNet's initialisation)."""
-    u = jax.random.uniform(hk.next_rng_key(), shape, dtype)
-    dt = jnp.maximum(jnp.exp(u * (math.log(0.1) - math.log(0.001)) + math.log(0.001)), 1e-4)
-    return dt + jnp.log(-jnp.expm1(-dt))
-
-
 class GatedDeltaNet(hk.Module):
     def __init__(self, num_heads: int, options: GatedDeltaNetOptions, name=None):
         super().__init__(name=name)
@@ -218,7 +211,7 @@ class GatedDeltaNet(hk.Module):
         beta = jax.nn.sigmoid(hk.Linear(h, with_bias=False, name="beta")(x))
         a_log = hk.get_parameter("A_log", [h], x.dtype,
                                  lambda shape, dtype: jnp.log(jax.random.uniform(hk.next_rng_key(), shape, dtype, 0.0, 16.0)))
-        dt_bias = hk.get_parameter("dt_bias", [h], x.dtype, _log_uniform_inverse_softplus)
+        dt_bias = hk.get_parameter("dt_bias", [h], x.dtype, dt_bias_init)
         log_alpha = -jnp.exp(a_log) * jax.nn.softplus(hk.Linear(h, with_bias=False, name="alpha")(x) + dt_bias)
         y = chunked_delta_rule(q / math.sqrt(size), k, v, beta, log_alpha)
         scale = hk.get_parameter("norm_scale", [values], x.dtype, jnp.ones)    # one weight shared by the heads

@@ -47,10 +47,10 @@ import jax.numpy as jnp
 
 from src.models.mechanisms import register_mixer
 from src.models.mixers.convolutions import ShortConv
+from src.models.state_space import dt_bias_init
 
 CHUNK = 64
 NORM_EPS = 1e-5                          # the gated RMSNorm's (Zoology's)
-DT_MIN, DT_MAX, DT_FLOOR = 1e-3, 1e-1, 1e-4
 A_MIN, A_MAX = 1.0, 16.0                 # A_init_range
 
 
@@ -119,13 +119,6 @@ class Mamba2Options:
                 raise ValueError(f"{name}={value!r}; accepted: an integer >= 1")
 
 
-def _dt_bias_init(shape, dtype):
-    """The inverse softplus of Δ ~ logUniform(DT_MIN, DT_MAX), floored at DT_FLOOR."""
-    log_dt = jax.random.uniform(hk.next_rng_key(), shape, dtype, math.log(DT_MIN), math.log(DT_MAX))
-    dt = jnp.maximum(jnp.exp(log_dt), DT_FLOOR)
-    return dt + jnp.log(-jnp.expm1(-dt))
-
-
 def _a_log_init(shape, dtype):
     """log A, A ~ U(A_MIN, A_MAX)."""
     return jnp.log(jax.random.uniform(hk.next_rng_key(), shape, dtype, A_MIN, A_MAX))
@@ -148,7 +141,7 @@ class Mamba2(hk.Module):
         z, xbc, dt = jnp.split(zxbcdt, [inner, 2 * inner + 2 * n], axis=-1)
         xbc = jax.nn.silu(ShortConv(o.d_conv, name="conv")(xbc))
         u, b, c = jnp.split(xbc, [inner, inner + n], axis=-1)
-        dt_bias = hk.get_parameter("dt_bias", [h], x.dtype, _dt_bias_init)
+        dt_bias = hk.get_parameter("dt_bias", [h], x.dtype, dt_bias_init)
         a_log = hk.get_parameter("A_log", [h], x.dtype, _a_log_init)
         skip = hk.get_parameter("D", [h], x.dtype, hk.initializers.Constant(1.0))
         delta = jax.nn.softplus(dt + dt_bias)
