@@ -50,7 +50,10 @@ def evaluate(run_dir: str) -> dict:
     from src.rundir import RunDir
     from src.systems.gpt2 import eval_batch, predictor
     from src.tasks.shifts import shifted_prompts
+    began = time.time()
+    note = lambda what: print(f"[evaluate {time.time() - began:.1f} s] {what}", file=sys.stderr, flush=True)
     settings, model, params, state = load_run(RunDir(Path(run_dir)))
+    note("run loaded")
     batch = eval_batch(settings)
     xs, ys, w = batch.xs, batch.ys, batch.w
     tasks, n, _ = xs.shape
@@ -61,9 +64,11 @@ def evaluate(run_dir: str) -> dict:
         return {"model": float(jnp.mean((predict(sx, sy)[:, -1] - sy[:, -1]) ** 2)),
                 "least_squares": float(jnp.mean((fit(sx, sy)[:, -1] - sy[:, -1]) ** 2))}
     out = {"standard": last_errors(xs, ys)}
+    note("standard prompts")
     for i, (label, (name, options)) in enumerate(SHIFTS.items()):
         shift = registry("shift").get(name).build(choice("shift", name, **options).options)
         out[label] = last_errors(*shifted_prompts(shift, jax.random.fold_in(jax.random.key(SHIFT_SEED), i), xs, w))
+        note(label)
     summary_file = Path(run_dir) / "metrics_summary.json"
     summary_json = json.loads(summary_file.read_text()) if summary_file.exists() else {}
     return {"run": str(run_dir), "mechanism": settings.model.mixer_label(), "tasks": int(tasks),
@@ -132,14 +137,15 @@ def run_all(jobs: list[tuple[str, list[str]]], *, parallel: int, deadline: float
         for name, (proc, record) in list(evaluating.items()):
             if proc.poll() is None and not late:
                 continue
-            if proc.poll() is None:
+            stopped = proc.poll() is None
+            if stopped:
                 proc.terminate()
             stdout, stderr = proc.communicate()
             del evaluating[name]
             try:
                 record.update(json.loads(stdout.strip().splitlines()[-1]))
             except (ValueError, IndexError):
-                record["evaluate_error"] = (stdout + stderr)[-1500:]
+                record["evaluate_error"] = (("stopped at the deadline; " if stopped else "") + stdout + stderr)[-1500:]
             finish(record)
     return results
 
