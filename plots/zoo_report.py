@@ -24,12 +24,24 @@ from src.stats import over_seeds
 
 REPORT, RESULTS, FIG_DIR = "ZOO.md", "zoo_results.json", "figures/zoo"
 REFERENCE = "attention"
-GATED_CONVOLUTIONS = ("base_conv", "hyena", "h3")
-SMALL_STATE = ("base_conv+based", "delta_net", "gated_delta_net", "mamba2", "rwkv7")
+GATED_CONVOLUTIONS = {"base_conv", "hyena", "h3", "short_conv"}   # a study mixer all of whose layers are these
+# the study's spellings of the models in Zoology's figure 2 and the Based paper (others: their own name)
+ZOOLOGY_NAMES = {"attention": "Attention", "base_conv+base_conv:kernel_size=-1": "BaseConv (fig. 2)",
+                 "hyena": "Hyena (fig. 2)", "h3": "H3 (fig. 2)", "rwkv7": "RWKV (fig. 2: RWKV-4; here RWKV-7)",
+                 "base_conv+based": "Based (Based paper)", "delta_net": "DeltaNet", "gated_delta_net": "Gated DeltaNet",
+                 "mamba2": "Mamba-2"}
 FALL = 0.3                      # a gated convolution "falls" this far below attention
 # Zoology's figure 2 (2 layers, 1 head, no MLP, widths 64-512, best of four rates; ANCHORS.md)
 ZOOLOGY = ("attention ≈ 1.0 in every cell; the gated convolutions fall as T grows at a fixed width "
            "(at T = 256, width 64, every gated convolution ≤ 0.15)")
+
+
+def kind_of(mixer: str) -> str:
+    """attention, a gated convolution (every layer BaseConv, Hyena, H3 or a short convolution, any
+    options) or an input-dependent mixer with a small state (anything else)."""
+    layers = {part.split(":")[0].strip() for part in mixer.split("+")}
+    return ("reference" if mixer == REFERENCE else "gated convolution" if layers <= GATED_CONVOLUTIONS
+            else "small state")
 
 
 def cells_of(rows: list[dict]) -> list[tuple[int, int, int]]:
@@ -52,10 +64,10 @@ def verdict(rows: list[dict], mixers: Sequence[str]) -> list[str]:
         if reference is None:
             continue
         t, kappa, width = cell
-        gaps = {m: reference - a for m in mixers if m in GATED_CONVOLUTIONS
+        gaps = {m: reference - a for m in mixers if kind_of(m) == "gated convolution"
                 and (a := mean_of(rows, m, cell)) is not None}
         fallen = sorted(m for m, gap in gaps.items() if gap >= FALL)
-        small = {m: a for m in mixers if m in SMALL_STATE and (a := mean_of(rows, m, cell)) is not None}
+        small = {m: a for m in mixers if kind_of(m) == "small state" and (a := mean_of(rows, m, cell)) is not None}
         worst_conv = min((reference - g for g in gaps.values()), default=None)
         words = (f"all {len(fallen)} gated convolutions fall ≥ {FALL} below it" if fallen and len(fallen) == len(gaps)
                  else f"{', '.join(fallen)} fall ≥ {FALL} below it" if fallen
@@ -94,6 +106,21 @@ def figure_state(rows: list[dict], mixers: Sequence[str]):
     return fig
 
 
+def beside_zoology(rows: list[dict], mixers: Sequence[str]) -> list[str]:
+    """One table, a row per mixer: its model in Zoology's papers, its kind and its accuracy in
+    every cell (mean over seeds), beside what figure 2 shows."""
+    cells = cells_of(rows)
+    head = " | ".join(f"T {t}, κ {kappa}, w {width}" for t, kappa, width in cells)
+    lines = ["## Beside Zoology's figure 2", "",
+             f"Zoology (figure 2, V = 8,192, widths 64–512, 2 layers, no MLP): {ZOOLOGY}. Here:", "",
+             f"| mixer | Zoology's model | kind | {head} |", "|---|---|---|" + "---|" * len(cells)]
+    for mixer in mixers:
+        means = [mean_of(rows, mixer, cell) for cell in cells]
+        lines.append(f"| {mixer} | {ZOOLOGY_NAMES.get(mixer, '—')} | {kind_of(mixer)} | "
+                     + " | ".join("—" if a is None else f"{a:.3f}" for a in means) + " |")
+    return lines + [""]
+
+
 def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
                  head: dict) -> list[Path]:
     state = {job.name: job.settings.model.state_floats(job.seq_len) for job in jobs}
@@ -119,10 +146,13 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
               + (" ± the sample std" if len(seeds) > 1 else "") + ".",
               "- Model: the `lm` family, 2 layers, 1 head, the MLP state mixer (Zoology's figure 2 has none), "
               "learned positions for every mixer, AdamW (weight decay 0.1, 3 % warm-up, cosine). A name a+b is a "
-              "hybrid stack: layer 1 a, layer 2 b (base_conv+based is Zoology's Based model).",
+              "hybrid stack: layer 1 a, layer 2 b (base_conv+based is Zoology's Based model); name:option=value "
+              "sets an option (base_conv+base_conv:kernel_size=-1 is figure 2's BaseConv: a short convolution, "
+              "kernel 3, in layer 1, the implicit long convolution in layer 2).",
               f"- Beside Zoology's figure 2, at a smaller scale (V = 256 here, 8,192 there; widths and steps a "
               f"CPU affords): {ZOOLOGY}.", "",
               "## Where the gated convolutions fall", "", *(found or ["- no cell has attention's runs"]), ""]
+    lines += beside_zoology(rows, mixers)
     for cell in cells_of(rows):
         t, kappa, width = cell
         lines += [f"## T = {t}, κ = {kappa}, width {width}", "", "| mixer | accuracy | state (floats) | rate chosen |",

@@ -9,8 +9,9 @@ cells. Part of `make bench`.
                    8 heads, batch 256 (3-step chunks: about 2 s a step)
 
 Zoology's mixers (src/models/mixers/) at the study cell, beside attention's row there, each at
-its registry defaults, and Zoology's Based model as a hybrid stack (a base_conv layer, then
-based).
+its registry defaults, and the zoo study's hybrid stacks (scripts/zoo.py's spellings): Zoology's
+Based model (a base_conv layer, then based) and figure 2's BaseConv (kernel 3, then the long
+convolution).
 
     python -m scripts.bench_recipe
 """
@@ -20,6 +21,7 @@ import sys
 
 from scripts.bench_mechanisms import HEADER, speed_row
 from src.cli import OneLineParser, dry_run, summary
+from src.cli.mixer_spec import mixer_stack
 from src.cli.recipe import entry_of, lm_settings
 from src.loop import matmul_rate
 from src.registry import Choice, choice
@@ -28,7 +30,7 @@ from src.systems.lm import LMTrain
 SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the original's names
 CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}      # cell -> heads
 ZOO = ("short_conv", "base_conv", "hyena", "h3", "based", "delta_net", "gated_delta_net", "mamba2", "rwkv7")
-HYBRIDS = {"base_conv+based": ("base_conv", "based")}
+HYBRIDS = ("base_conv+based", "base_conv+base_conv:kernel_size=-1")
 
 
 def original_default_cell(dense_layout: str = "flat", logits: str = "scored"):
@@ -55,10 +57,9 @@ def main(argv=None) -> int:
                                    choice("state_mixer", "mlp"), width=64, n_layer=2, n_head=heads)
             print(speed_row(f"{name:18} {cell:26}", settings, rate, width=45))
     for name in (*ZOO, *HYBRIDS):
-        layers = tuple(choice("seq_mixer", n) for n in HYBRIDS.get(name, ()))
-        mixer = layers[-1] if layers else choice("seq_mixer", name)
-        settings = lm_settings(choice("task", "mqar", vocab_size=256), mixer, choice("state_mixer", "mlp"),
-                               width=64, n_layer=2, n_head=1, seq_mixers=layers)
+        layers = mixer_stack(name, "+", "HYBRIDS")
+        settings = lm_settings(choice("task", "mqar", vocab_size=256), layers[-1], choice("state_mixer", "mlp"),
+                               width=64, n_layer=2, n_head=1, seq_mixers=layers if len(layers) > 1 else ())
         print(speed_row(f"{name:18} {'study cell (1 head)':26}", settings, rate, width=45))
     settings = original_default_cell()
     big_rate = matmul_rate((256 * 64, 128))

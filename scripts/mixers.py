@@ -37,7 +37,7 @@ from typing import Sequence
 from plots.mixers_report import Check, write_report
 from src.cli import UsageError, fail, guarded, seed_list
 from src.cli.length_study import load as load_yaml
-from src.cli.recipe import entry_of, lm_settings
+from src.cli.recipe import lm_settings, mixer_stack
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser
 from src.registry import Choice, choice
@@ -176,10 +176,17 @@ class MixerJob(Job):
 
 
 def mixer_choices(mixer: str) -> tuple[Choice, tuple[Choice, ...]]:
-    """(seq_mixer, seq_mixers) of a study's mixer name: one mixer at its defaults, or a hybrid
-    stack 'a+b' (layer i takes the i-th name, repeating; seq_mixer is the last)."""
-    layers = tuple(Choice(e.name, e.default_options()) for e in (entry_of("seq_mixer", n) for n in mixer.split("+")))
+    """(seq_mixer, seq_mixers) of a study's mixer spelling: one mixer (`name` or
+    `name:option=value`), or a hybrid stack `a+b` (layer i takes the i-th, repeating; seq_mixer is
+    the last)."""
+    layers = mixer_stack(mixer, "+", "--mixers")
     return layers[-1], (layers if len(layers) > 1 else ())
+
+
+def run_label(mixer: str) -> str:
+    """A study mixer's spelling as a run-name part: `base_conv:kernel_size=-1` is
+    `base_conv_kernel_size-1`."""
+    return mixer.replace(":", "_").replace("=", "")
 
 
 def _job(runs_dir: Path, name: str, mixer: str, task_choice: Choice, *, width: int, heads: int,
@@ -217,13 +224,13 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick
                         task = choice("task", "mqar", vocab_size=grid.vocab_size, num_pairs=cell.kappa,
                                       seq_len=cell.seq_len)
                         name = (f"mqar_k{cell.kappa}" + (f"_T{cell.seq_len}" if name_length else "")
-                                + f"_{mixer}_w{width}" + (f"_lr{rate:g}" if name_rate else "") + f"_seed{seed}")
+                                + f"_{run_label(mixer)}_w{width}" + (f"_lr{rate:g}" if name_rate else "") + f"_seed{seed}")
                         jobs.append(_job(runs_dir, name, mixer, task, width=width, heads=grid.heads,
                                          steps=cell.steps, seed=seed, batch_size=cell.batch_size,
                                          learning_rate=rate, task="mqar", pairs=cell.kappa,
                                          vocab_size=grid.vocab_size, seq_len=cell.seq_len))
             for task, shape in boolean.items():
-                jobs.append(_job(runs_dir, f"{task}_{mixer}_seed{seed}", mixer, choice("task", task),
+                jobs.append(_job(runs_dir, f"{task}_{run_label(mixer)}_seed{seed}", mixer, choice("task", task),
                                  width=64, heads=4, steps=boolean_steps, seed=seed, shape=shape,
                                  task=task, pairs=0))
     return plan(jobs)

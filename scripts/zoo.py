@@ -1,11 +1,12 @@
 """Zoology's mixer zoo on MQAR (Arora et al. 2023, figure 2, at a CPU's scale): attention beside
 the gated convolutions (BaseConv, Hyena, H3) and the input-dependent mixers with a small recurrent
-state (Zoology's Based model, a BaseConv layer then Based; DeltaNet, Gated DeltaNet, Mamba-2;
-RWKV-7 by --mixers), over sequence lengths and widths, each cell the best of a small learning-rate sweep
+state (Zoology's Based model, a BaseConv layer then Based; DeltaNet, Gated DeltaNet, Mamba-2,
+RWKV-7), over sequence lengths and widths, each cell the best of a small learning-rate sweep
 (Zoology's protocol). `make zoo` runs configs/zoo.yaml for seed 0.
 
     python -m scripts.zoo                              # configs/zoo.yaml, every mixer, seed 0
     python -m scripts.zoo --mixers attention,hyena     # any registered mixers, or hybrids a+b
+    python -m scripts.zoo --mixers base_conv:kernel_size=5   # name:option=value sets an option
     python -m scripts.zoo --quick                      # width 16, T 64, κ 4, 40 steps (smoke test)
     python -m scripts.zoo --config configs/paper/zoo.yaml   # Zoology's own grid (a GPU study)
 
@@ -21,27 +22,28 @@ from dataclasses import replace
 from typing import Sequence
 
 from plots.zoo_report import write_report
-from scripts.mixers import Cell, Grid, make_jobs, read_grid
+from scripts.mixers import Cell, Grid, make_jobs, mixer_choices, read_grid
 from src.cli import UsageError, fail, guarded, seed_list
 from src.jobs.study import finish_study, study_dirs, study_parser
-from src.registry import registry
 
 PROG = "python -m scripts.zoo"
 CONFIG = "configs/zoo.yaml"
-ZOO = ("attention", "base_conv", "hyena", "h3", "base_conv+based", "delta_net", "gated_delta_net", "mamba2")
-# rwkv7 is left out of the default: 636 ms a step at the study cell on 2 cores, 14x attention's
-# (its per-channel decays make every chunk a [C, C, K] tensor); --mixers ...,rwkv7 adds it
+# Zoology's figure-2 models (BaseConv alternates a short and the long convolution by layer, as its
+# configs do) and the Based paper's, as the study spells them (a+b: a hybrid stack; name:option=value)
+ZOO = ("attention", "base_conv+base_conv:kernel_size=-1", "hyena", "h3", "rwkv7", "base_conv+based", "delta_net",
+       "gated_delta_net", "mamba2")
 QUICK_GRID = Grid(cells=(Cell(seq_len=64, kappa=4, steps=40),), widths=(16,), learning_rates=(3e-3,))
 
 
 def mixer_names(text: str | None) -> list[str]:
-    """--mixers: registered sequence mixers (attention for causal softmax) or hybrids a+b."""
+    """--mixers: registered sequence mixers (attention for causal softmax), each `name` or
+    `name:option=value[:...]`, or hybrids a+b of them (UsageError, one line, for a bad one)."""
     names = [m.strip() for m in (text or ",".join(ZOO)).split(",") if m.strip()]
-    known = ["attention", *registry("seq_mixer").names()]
-    bad = next((part for m in names for part in m.split("+") if part not in known), None)
-    if not names or bad is not None:
-        raise UsageError(f"--mixers={text!r} is not accepted ({bad!r} is unknown); accepted: a comma list of "
-                         f"{', '.join(known)}, or hybrids a+b of them")
+    if not names:
+        raise UsageError(f"--mixers={text!r} is not accepted; accepted: a comma list of mixers "
+                         "(python -m runners.recipe --choices), name:option=value, or hybrids a+b")
+    for name in names:
+        mixer_choices(name)
     return names
 
 

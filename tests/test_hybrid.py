@@ -86,7 +86,7 @@ def test_the_recipe_flag_builds_the_hybrid_and_refuses_an_unknown_name():
     names = [m.name for m in settings.model.seq_mixers]
     assert names == ["base_conv", "based", "softmax_causal"]
     assert settings.model.seq_mixers[1].options.feature_dim == 4              # the chosen mixer's options
-    with pytest.raises(UsageError, match=r"--model.seq_mixers='base_conv,flash': 'flash' is unknown; accepted: a comma list of attention"):
+    with pytest.raises(UsageError, match=r"--model.seq_mixers='base_conv,flash': 'flash' is unknown; accepted: attention, base_conv"):
         parse(["task:mqar", "--model.seq_mixers", "base_conv,flash"])
 
 

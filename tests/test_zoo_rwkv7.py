@@ -120,6 +120,27 @@ def test_the_chunked_rwkv7_is_the_recurrent_one(tokens, chunk):
     assert np.abs(chunked - np.asarray(jax.jit(recurrent_rwkv7)(r, w, k, v, -kappa, kappa * a))).max() <= 1e-5
 
 
+@pytest.mark.parametrize("tokens, chunk", [(37, 8), (64, 16)])
+def test_the_factorised_chunks_are_the_elementwise_ones_at_rwkv7s_decays(tokens, chunk):
+    """The mixer's form (e^{G_t − G_s} as e^{G_t} e^{−G_s}, matrix products) against the elementwise
+    one and the recurrence, values and gradients, at RWKV-7's decays (w >= −e^{−½})."""
+    keys = jax.random.split(jax.random.key(tokens + 1), 7)
+    r, k, v = (jax.random.normal(key, (2, tokens, 2, 6)) for key in keys[:3])
+    w = -math.exp(-0.5) * jax.random.uniform(keys[3], (2, tokens, 2, 6))
+    kappa = jax.random.normal(keys[4], (2, tokens, 2, 6))
+    kappa = kappa / jnp.linalg.norm(kappa, axis=-1, keepdims=True)
+    a = jax.random.uniform(keys[5], (2, tokens, 2, 6))
+    probe = jax.random.normal(keys[6], (2, tokens, 2, 6))
+    inputs = (r, w, k, v, -kappa, kappa * a)
+    forms = [lambda *x: chunked_rwkv7(*x, chunk=chunk, factorised=True),
+             lambda *x: chunked_rwkv7(*x, chunk=chunk), recurrent_rwkv7]
+    values = [np.asarray(jax.jit(f)(*inputs)) for f in forms]
+    grads = [jax.jit(jax.grad(lambda x, f=f: jnp.sum(f(*x) * probe)))(inputs) for f in forms]
+    assert np.abs(values[0] - values[2]).max() <= 1e-5 and np.abs(values[0] - values[1]).max() <= 1e-5
+    for factorised, elementwise in zip(grads[0], grads[1]):
+        assert np.abs(np.asarray(factorised) - np.asarray(elementwise)).max() <= 1e-4
+
+
 def test_rwkv7_changing_inputs_from_t_on_leaves_every_earlier_output_bit_identical():
     f, params, x = rwkv7_case()
     params = rwkv7_params(params)

@@ -3,13 +3,14 @@ its runs named and sized as configs/zoo.yaml says (hybrids included), the report
 off numbers, and `--quick` end to end (make test_studies)."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from plots.zoo_report import verdict
+from plots.zoo_report import kind_of, verdict
 from scripts import zoo
 from scripts.mixers import make_jobs, read_grid
 from src.cli import UsageError
@@ -17,24 +18,42 @@ from src.cli import UsageError
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_mixers_are_registered_names_or_hybrids_and_anything_else_is_refused():
+def test_mixers_are_registered_names_with_options_or_hybrids_and_anything_else_is_refused():
     assert zoo.mixer_names(None) == list(zoo.ZOO)
     assert zoo.mixer_names("attention, base_conv+based") == ["attention", "base_conv+based"]
-    with pytest.raises(UsageError, match=r"--mixers='attention,base_conv\+flash' is not accepted \('flash' is unknown\)"):
-        zoo.mixer_names("attention,base_conv+flash")
+    for bad, words in [("attention,base_conv+flash", "--mixers='base_conv+flash': 'flash' is unknown; accepted: attention,"),
+                       ("base_conv:kernel_size=-2", "base_conv: kernel_size=-2; accepted: -1 (long) or an integer >= 1"),
+                       ("base_conv:kernel=3", "has no option 'kernel'; accepted: filter_order, kernel_size, max_length"),
+                       ("base_conv:kernel_size", "'kernel_size' is not accepted; accepted: name:option=value"),
+                       ("based++base_conv", "an empty entry"), (" , ", "is not accepted; accepted: a comma list")]:
+        with pytest.raises(UsageError, match=re.escape(words)) as err:
+            zoo.mixer_names(bad)
+        assert "\n" not in str(err.value)
+
+
+def test_zoologys_baseconv_alternates_a_short_and_the_long_convolution_by_layer(tmp_path):
+    jobs = make_jobs(tmp_path, ["base_conv+base_conv:kernel_size=-1"], [0], False, read_grid(zoo.CONFIG))
+    job = next(j for j in jobs if j.seq_len == 64)
+    assert job.name == "mqar_k4_T64_base_conv+base_conv_kernel_size-1_w64_seed0"
+    assert [m.options.kernel_size for m in job.settings.model.layer_mixers()] == [3, -1]
+    # the short convolution keeps its last 2 inputs, the long one every input
+    assert job.settings.model.state_floats(64) == 2 * 64 + 64 * 64
+    assert kind_of("base_conv+base_conv:kernel_size=-1") == "gated convolution"
+    assert kind_of("base_conv+based") == kind_of("rwkv7") == "small state" and kind_of("attention") == "reference"
 
 
 def test_the_grid_makes_every_mixer_at_every_cell_and_rate_with_its_state(tmp_path):
     grid = read_grid(zoo.CONFIG)
     assert [(c.seq_len, c.kappa) for c in grid.cells] == [(64, 4), (128, 8)] and grid.widths == (64,)
     jobs = make_jobs(tmp_path, list(zoo.ZOO), [0], False, grid)
-    assert len(jobs) == len(zoo.ZOO) * 2 * 2
-    based = next(j for j in jobs if j.name == "mqar_k8_T128_base_conv+based_w64_lr0.003_seed0")
+    assert len(jobs) == len(zoo.ZOO) * 2 and grid.learning_rates == (0.003,)
+    assert read_grid("configs/zoo_rates.yaml").learning_rates == (0.001, 0.003)
+    based = next(j for j in jobs if j.name == "mqar_k8_T128_base_conv+based_w64_seed0")
     model = based.settings.model
     assert [m.name for m in model.layer_mixers()] == ["base_conv", "based"] and model.n_head == 1
     # a BaseConv layer keeps (3 − 1) D; Based (f = 16, one head of 64) E (K + 1), E = 1 + 16 + 136
     assert model.state_floats(128) == 2 * 64 + 153 * 65
-    attention = next(j for j in jobs if j.name == "mqar_k8_T128_attention_w64_lr0.003_seed0")
+    attention = next(j for j in jobs if j.name == "mqar_k8_T128_attention_w64_seed0")
     assert attention.settings.model.state_floats(128) == 2 * (2 * 128 * 64)     # both layers' keys and values
 
 

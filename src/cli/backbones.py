@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from src.cli import UsageError
+from src.cli.mixer_spec import mixer_of
 from src.models.sequence import llama, mamba
 
 COMMON = {"type", "family", "max_length", "hidden_size", "num_hidden_layers",
@@ -35,14 +36,17 @@ OURS_TO_BACKBONE = {"model.width": "model.hidden_size", "model.n_layer": "model.
 
 
 def hybrid_mapping(model: dict, seq_mixer: dict) -> list | None:
-    """model.attention_types (ours) as our `seq_mixers`: a list of names or {name, options}; an
-    entry naming the model's seq_mixer takes its options (None: no such key)."""
+    """model.attention_types (ours) as our `seq_mixers`: a list of names, `name:option=value`
+    spellings (src.cli.mixer_spec) or {name, options}; an entry naming the model's seq_mixer takes its
+    options (None: no such key)."""
     if "attention_types" not in model:
         return None
     layers = model["attention_types"]
     if not isinstance(layers, list):
         raise UsageError(f"model.attention_types={layers!r} is not accepted; accepted: a list of mixer names")
-    return [seq_mixer if item == seq_mixer["name"] else item for item in layers]
+    return [seq_mixer if item == seq_mixer["name"] else
+            mixer_of(item, "model.attention_types").to_dict() if isinstance(item, str) and ":" in item else item
+            for item in layers]
 
 
 def _int(model: dict, key: str, default=None, low: int = 1) -> int:

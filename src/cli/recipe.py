@@ -25,6 +25,7 @@ from src.cli import UsageError, fail
 from src.cli.command import train_command, validated
 from src.cli.recipe_names import describe as describe_original_tasks, spelled_as_typed, translate
 from src.models.sequence import lm
+from src.cli.mixer_spec import ALIASES, mixer_stack
 from src.registry import Choice, registry, state_note
 from src.systems.lm import LMSettings, LMTrain, PairShape
 from src.tracking import WandbSpec
@@ -32,11 +33,9 @@ from src.tasks.objectives import objective_of, tasks_for
 
 PROG = "python -m runners.recipe"
 COMPONENTS = {"task": "task", "model.seq_mixer": "seq_mixer", "model.state_mixer": "state_mixer"}
-# the original's names -> registry entries (a table, never a branch): the ICL benchmark calls causal softmax
-# attention `attention`
-ALIASES = {"seq_mixer": {"attention": "softmax_causal"}}
 # The defaults: the original's recipe (T = 64, κ = 8, 2 layers, MLP) at a size that trains on 2 CPU
 # cores (vocabulary 256 instead of 8,192, width 64 with 4 heads instead of 128 with 8).
+VALUE_WITH_COLON = {"--model.seq_mixers"}     # flags whose value may hold name:option=value (not a component)
 DEFAULT_TASK = {"mqar": {"vocab_size": 256}}
 DEFAULT_CHOICE = {"task": "mqar", "model.seq_mixer": "attention", "model.state_mixer": "mlp"}
 
@@ -92,7 +91,7 @@ def build_cli_types():
         n_layer: int = 2
         n_head: int = 4
         dense_layout: str = "flat"   # Linear layers on [B·T, D] rows (flat) or [B, T, D] (batched: runs before 2026-11-26)
-        seq_mixers: str = ""         # a hybrid stack: the layers' sequence mixers, a comma list repeating over the layers (each at its defaults, or model.seq_mixer's options where it names that mixer)
+        seq_mixers: str = ""         # a hybrid stack: the layers' sequence mixers, a comma list repeating over the layers (name or name:option=value; a bare name takes its defaults, or model.seq_mixer's options where it names that mixer)
 
     @dataclass(frozen=True)
     class Recipe:
@@ -120,7 +119,10 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
     chosen = dict(DEFAULT_CHOICE)
     picked: dict[str, str] = {}
     kept, notes = [], []
-    for token in argv:
+    for previous, token in zip([None, *argv], argv):
+        if previous in VALUE_WITH_COLON:          # tyro reads a value with ':' only as --flag=value
+            kept[-1] = f"{previous}={token}"
+            continue
         if ":" in token and not token.startswith("-"):
             component, _, name = token.partition(":")
             if component == "wandb":
@@ -217,18 +219,8 @@ def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool]:
 
 
 def hybrid_mixers(text: str, chosen: Choice) -> tuple[Choice, ...]:
-    """--model.seq_mixers 'base_conv,based': the hybrid's mixers at their defaults, or `chosen`'s
-    options where a name is the chosen model.seq_mixer (UsageError, one line, for a bad name)."""
-    names = [n.strip() for n in text.split(",")] if text.strip() else []
-    known = choices("seq_mixer")
-    mixers = []
-    for name in names:
-        name = ALIASES["seq_mixer"].get(name, name)
-        if name not in known and name not in registry("seq_mixer").names():
-            raise UsageError(f"--model.seq_mixers={text!r}: {name!r} is unknown; accepted: a comma list of "
-                             f"{', '.join(known)}")
-        mixers.append(chosen if name == chosen.name else Choice(name, entry_of("seq_mixer", name).default_options()))
-    return tuple(mixers)
+    """--model.seq_mixers 'base_conv,based' (see mixer_stack)."""
+    return mixer_stack(text, ",", "--model.seq_mixers", chosen)
 
 
 def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
