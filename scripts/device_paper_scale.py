@@ -43,6 +43,10 @@ SWEEP_MARGIN_S = 90             # the sweep's runs stop this long before the bud
 # device each ran 4.6x (batch 64) and 5.1x (batch 256) slower than one alone, and compiled in ~60 s
 SHARING_COST = 1.3              # a shared run's step time over (its time alone x the runs sharing)
 COMPILE_S = 60.0                # seconds of each run's start before its first step
+# each run's evaluation after training (a process of its own: 22 s to load on an H200, 2026-11-27,
+# then one compilation; before its least squares moved to the host, four evaluations did not end
+# in 130-180 s and one alone not in 35 s, so none of those runs has its shifts)
+EVAL_S = 60.0
 CURRICULUM_SHARE = 0.3          # the curriculum reaches d = 20, 41 points at this share of the steps
 CURRICULUM_STEPS = 15           # its increments (dims 5 -> 20 by 1, points 11 -> 41 by 2)
 SETTING_SETS = {"float32": [], "float32_flat": ["training.flat_update=true"],
@@ -107,7 +111,7 @@ def sweep_jobs(setting: str, ms64: float, ms256: float | None, seconds: float, r
                mechanisms: tuple = ()) -> list:
     """The sweep's runs (softmax under every protocol), or the table's (`mechanisms`, default all,
     under the protocol `table`), each with the steps the time left allows on a shared device
-    (SHARING_COST, COMPILE_S, 20 % to spare), or fixed_steps."""
+    (SHARING_COST, COMPILE_S, EVAL_S, 20 % to spare), or fixed_steps."""
     from scripts.paper_mechanisms import MECHANISMS, train_command
     runs = ([(m, m, SWEEP[table]) for m in (mechanisms or MECHANISMS)] if table
             else [(n, "softmax_causal", s) for n, s in SWEEP.items()])
@@ -116,7 +120,7 @@ def sweep_jobs(setting: str, ms64: float, ms256: float | None, seconds: float, r
     for name, mechanism, sets in runs:
         batch = 256 if "training.batch_size=256" in sets else 64
         ms = ms64 if batch == 64 else (ms256 or 4 * ms64)
-        steps = fixed_steps or max(200, int(0.8 * (seconds - COMPILE_S) * 1000 / (ms * share * SHARING_COST))
+        steps = fixed_steps or max(200, int(0.8 * (seconds - COMPILE_S - EVAL_S) * 1000 / (ms * share * SHARING_COST))
                                    // 100 * 100)
         interval = max(1, int(CURRICULUM_SHARE * steps / CURRICULUM_STEPS))
         sets = [*sets, *SETTING_SETS[setting], f"training.train_steps={steps}",
