@@ -96,11 +96,19 @@ def choices_field(kind: str) -> Any:
     return field(default=(), metadata={"registry": kind, "omit_if_empty": True})
 
 
+def added_field(default: Any) -> Any:
+    """A dataclass field added after runs were recorded: left out of `to_dict` while at its
+    `default`, so that those records and digests stay as they were."""
+    return field(default=default, metadata={"omit_if_default": True})
+
+
 def without_empty(tree: Any, raw: dict) -> dict:
-    """`raw` (dataclasses.asdict of `tree`) without the empty choices_field values, at any depth."""
+    """`raw` (dataclasses.asdict of `tree`) without the empty choices_field values and the
+    added_field values at their defaults, at any depth."""
     for f in dataclasses.fields(tree):
         value = getattr(tree, f.name)
-        if f.metadata.get("omit_if_empty") and value == ():
+        if (f.metadata.get("omit_if_empty") and value == ()) or (f.metadata.get("omit_if_default")
+                                                                 and value == f.default):
             raw.pop(f.name, None)
         elif dataclasses.is_dataclass(value) and isinstance(raw.get(f.name), dict):
             without_empty(value, raw[f.name])

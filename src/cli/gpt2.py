@@ -117,10 +117,9 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     if family in FAMILIES:
         refuse_unknown("model.", model, MODEL_KEYS)
     refuse_unknown("training.", training, TRAINING_KEYS)
-    for key in ("num_tasks", "num_training_examples"):
-        if training.pop(key, None) is not None:
-            raise UsageError(f"training.{key}={raw['training'][key]!r} is not supported (fresh tasks every "
-                             "step); accepted: null")
+    for key in ("num_tasks", "num_training_examples"):      # null (the originals' default): fresh every step
+        if key in training and training[key] is None:
+            training.pop(key)
     curriculum = mapping_of("training.curriculum", training.pop("curriculum", None))
     refuse_unknown("training.curriculum.", curriculum, {"dims", "points"})
     curriculum = {k: mapping_of(f"training.curriculum.{k}", v) for k, v in curriculum.items()}

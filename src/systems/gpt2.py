@@ -15,8 +15,7 @@ labels are not targets). Clean pairs in random order leave a batch's distributio
 default draws nothing more: its runs are bit-identical to those made before this setting existed.
 
 Files: training_log.csv (step, loss, n_points, n_dims: the original's), plus what the analyses
-write (analysis/icl_curve.*, analysis/robustness.json, <mixer>_loss.png).
-Shapes: B batch, n points, d dims.
+write (analysis/icl_curve.*, analysis/robustness.json, <mixer>_loss.png). Shapes: B batch, n points, d dims.
 """
 from __future__ import annotations
 
@@ -38,10 +37,11 @@ from src.params import flatten_params
 from src.precision import PRECISIONS
 from src.registry import Choice, registry
 import src.rundir.names as names
-from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, is_int, require,
+from src.settings import (EVAL_SEED, Settings, SettingsError, added_field, choice_field, is_int, require,
                           require_int, require_number, require_one_of)
 from src.systems import SystemTrainer, register_system
 from src.tasks.garg import Curriculum, RegressionBatch
+from src.tasks.pools import check_pool, pooled
 from src.tasks.regression import Tasks
 from src.tasks.objectives import objective_of, tasks_for
 
@@ -66,6 +66,8 @@ class GPT2Train:
     # how a step computes (none changes what is computed; the defaults are every recorded run's):
     precision: str = "float32"       # float32 | tf32 (matrix passes in TF32 on GPUs) | bfloat16 (compute; float32 parameters and Adam)
     flat_update: bool = False        # clipping and Adam on the parameters as one flat vector (fewer, larger kernels)
+    num_tasks: int = added_field(0)               # a pool of task vectors (src/tasks/pools.py); 0: fresh
+    num_training_examples: int = added_field(0)   # a pool of whole prompts; 0: fresh
 
 
 @dataclass(frozen=True)
@@ -143,9 +145,8 @@ class GPT2Settings(Settings):
                     f"curriculum.dims.end={c.dims.end}: the boolean task {self.task.name!r} takes a "
                     "fixed dimension")
         pc = self.train_curriculum
-        require_one_of("train_curriculum.ordering", pc.ordering, ORDERINGS)
-        require_one_of("train_curriculum.noise_mode", pc.noise_mode, NOISE_MODES)
-        require_one_of("train_curriculum.noise_placement", pc.noise_placement, PLACEMENTS)
+        for key, accepted in (("ordering", ORDERINGS), ("noise_mode", NOISE_MODES), ("noise_placement", PLACEMENTS)):
+            require_one_of(f"train_curriculum.{key}", getattr(pc, key), accepted)
         require_number("train_curriculum.noise_p", pc.noise_p, 0, high=1)
         require_number("train_curriculum.noise_sigma", pc.noise_sigma, 0)
         if not is_exchangeable(pc):
@@ -163,6 +164,7 @@ class GPT2Settings(Settings):
         require_one_of("train.precision", tr.precision, tuple(PRECISIONS))
         require(isinstance(tr.flat_update, bool), "train.flat_update", tr.flat_update, "true or false")
         require_int("train.checkpoint_every", tr.checkpoint_every, 1)     # beyond the shared intervals
+        check_pool("train.", tr.num_tasks, tr.num_training_examples, self.task.name)
         try:   # the shared integer ranges and the memory estimate (src/bounds.py)
             check_sizes(("d", "model.n_dims", m.n_dims), ("width", "model.width", m.width),
                         ("heads", "model.n_head", m.n_head), ("layers", "model.n_layer", m.n_layer),
@@ -215,9 +217,8 @@ def prompt_bytes(tasks: int, n_points: int, n_dims: int) -> int:
 
 def eval_rows(settings: GPT2Settings, n_points: int | None = None, tasks: int | None = None,
               keep_attention: bool = False) -> int:
-    """Prompts of `n_points` (default: the curriculum's end) evaluated at once: as many as fit
-    in src.bounds.EVAL_BLOCK_BYTES by the forward pass's estimate, at most `tasks` (default:
-    eval_size)."""
+    """Prompts of `n_points` (default: the curriculum's end) evaluated at once: as many as fit in
+    src.bounds.EVAL_BLOCK_BYTES by the forward pass's estimate, at most `tasks` (default: eval_size)."""
     m = settings.model
     points = n_points or settings.curriculum.points.end
     per_row = forward_bytes(tokens=2 * points, width=m.width, layers=m.n_layer, heads=m.n_head,
@@ -253,14 +254,13 @@ def optimizer_of(settings: GPT2Settings) -> optax.GradientTransformation:
     optimizer = make_optimizer(Optimizer("adamw" if tr.weight_decay > 0 else "adam", tr.learning_rate,
                                          weight_decay=tr.weight_decay, grad_clip=tr.grad_clip,
                                          warmup_fraction=tr.warmup_fraction, decay="linear"), tr.steps)
-    # one flat vector: the same update, its global norm summed in another order
-    return optax.flatten(optimizer) if tr.flat_update else optimizer
+    return optax.flatten(optimizer) if tr.flat_update else optimizer    # flat: the same update, its norm summed in another order
 
 
 def with_pair_curriculum(key, batch: RegressionBatch, curriculum: CurriculumConfig) -> RegressionBatch:
-    """The context pairs (every point before the last) corrupted, ordered and placed by
-    `curriculum`, relative to the last point; corrupted points leave the loss. Random pairs get a
-    fresh input on the active coordinates and a label ~ N(0, σ²)."""
+    """The context pairs (every point before the last) corrupted, ordered and placed by `curriculum`,
+    relative to the last point; corrupted points leave the loss. Random pairs get a fresh input on
+    the active coordinates and a label ~ N(0, σ²)."""
     xs, ys = batch.xs, batch.ys
     b, n, d = xs.shape
     k_pick, k_x, k_y, k_order = jax.random.split(key, 4)
@@ -291,7 +291,7 @@ def make_chunk(settings: GPT2Settings, model, optimizer):
     """The pure chunk (not jitted): chunk(params, model_state, opt_state, train_key, first_step,
     num_steps) -> (params, opt_state, losses, points, dims), each of the last three [num_steps]."""
     tr, c = settings.train, settings.curriculum
-    sample = sampler(settings)
+    sample = pooled(sampler(settings), tr.seed, tr.num_tasks, tr.num_training_examples)
     pairs = settings.train_curriculum
     forward = PRECISIONS[tr.precision](model.apply)
 

@@ -133,17 +133,24 @@ def _weights(key, b, d, dims, kind: str, sparsity: int) -> jax.Array:
 
 def make_sampler(kind: str, options: GargTaskOptions, n_points: int, n_dims: int):
     """(key, batch_size, dims, points) -> RegressionBatch at shape [B, n_points, n_dims]."""
-    def sample(key, batch_size: int, dims, points, alpha: float = 1.0) -> RegressionBatch:
+    def sample(key, batch_size: int, dims, points, alpha: float = 1.0, task_keys=None) -> RegressionBatch:
+        """task_keys [B]: each prompt's task parameters drawn from its own key (a pool of tasks,
+        src/tasks/pools.py); None: from `key`, as always."""
         k_x, k_w, k_e = jax.random.split(key, 3)
         xs = alpha * sample_inputs(k_x, (batch_size, n_points, n_dims), options.data)
         xs = jnp.where(jnp.arange(n_dims) < dims, xs, 0.0)
-        w = _weights(k_w, batch_size, n_dims, dims, kind, options.sparsity)
+        if task_keys is None:
+            w = _weights(k_w, batch_size, n_dims, dims, kind, options.sparsity)
+            bias = jax.random.normal(k_e, (batch_size, 1))
+        else:
+            w = jax.vmap(lambda k: _weights(k, 1, n_dims, dims, kind, options.sparsity)[0])(task_keys)
+            bias = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, 2), (1,)))(task_keys)
         features = xs ** 2 / math.sqrt(3) if kind == "quadratic" else xs
         ys = options.scale * jnp.einsum("bnd,bd->bn", features, w)
         if kind == "noisy":
             ys = ys + options.noise_std * jax.random.normal(k_e, ys.shape)
         if kind == "affine":
-            ys = ys + options.bias_std * jax.random.normal(k_e, (batch_size, 1))
+            ys = ys + options.bias_std * bias
         weights = (jnp.arange(n_points) < points).astype(jnp.float32)[None].repeat(batch_size, 0)
         if getattr(options, "renormalize", False):
             ys = ys * jnp.sqrt(jnp.asarray(dims, jnp.float32)) / _std_over_points(ys, weights)
