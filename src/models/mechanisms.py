@@ -51,6 +51,17 @@ def causal_mask(t: int, window: int | None = None) -> jax.Array:
     return jnp.asarray(mask)
 
 
+def local_global_mask(t: int, window: int | None, global_positions: tuple = ()) -> jax.Array:
+    """[T, T] bool, limits_of_icl's `local_global`: the causal window, and every global position g
+    (a token index) both seen by every later query and, as a query, seeing every earlier key."""
+    mask = np.array(causal_mask(t, window))
+    for g in global_positions:
+        if g < t:
+            mask[g, : g + 1] = True
+            mask[g:, g] = True
+    return jnp.asarray(mask)
+
+
 def project_qkv(x: jax.Array, num_heads: int, kv_heads: int | None = None):
     """One fused projection [D, (H + 2 H_kv) K] (called inside a mixer module), split into
     q [B, T, H, K] and k, v [B, T, H_kv, K]."""
@@ -106,14 +117,14 @@ def _fusable(position) -> bool:
     return position is None or type(position).logits is Encoding.logits
 
 
-def _softmax_attention(q, k, v, mask, position=None, window: int | None = None):
+def _softmax_attention(q, k, v, mask, position=None, window: int | None = None, fusable: bool = True):
     """softmax(q kᵀ/√K) v over visible keys: q [B,T,H,K], k, v [B,T,H|1,K] -> [B,T,H,K]. A
     position encoding (src/models/positions.py) may rotate q, k and adjust the scores. The
     softmax is taken in float32 whatever the inputs' precision (a no-op for float32 models)."""
     k, v = jnp.broadcast_to(k, q.shape), jnp.broadcast_to(v, q.shape)
     if position is not None:
         q, k = position.rotate(q, k)
-    if _FUSED.get() and not _RECORDING.get() and _fusable(position):
+    if fusable and _FUSED.get() and not _RECORDING.get() and _fusable(position):
         return jax.nn.dot_product_attention(q, k, v, is_causal=True,
                                             local_window_size=None if window is None else (window - 1, 0))
     scores = jnp.einsum("bthk,bshk->bhts", q, k) / math.sqrt(q.shape[-1])
@@ -132,6 +143,18 @@ class LocalOptions:
 
     def check(self) -> None:
         require_int("window", self.window, 1)
+
+
+@dataclass(frozen=True)
+class LocalGlobalOptions:
+    """limits_of_icl's `local_global` under its own keys (token indices, x and y tokens counted)."""
+    local_window_size: int = 0                   # keys in [t − W + 1, t]; 0: every earlier key (its None)
+    global_attn_indices: tuple[int, ...] = ()    # seen by every later query, and see every earlier key
+
+    def check(self) -> None:
+        require_int("local_window_size", self.local_window_size, 0)
+        for i, g in enumerate(self.global_attn_indices):
+            require_int(f"global_attn_indices[{i}]", g, 0)
 
 
 @dataclass(frozen=True)
@@ -164,13 +187,18 @@ class SoftmaxCausal(_Mixer):
     """Softmax attention; a position encoding (src/models/positions.py) may rotate q and k and
     adjust the scores (bias, temperature)."""
     def __init__(self, num_heads, window: int | None = None, kv_heads: int | None = None,
-                 position=None, name=None):
+                 position=None, global_positions: tuple = (), name=None):
         super().__init__(num_heads, name)
         self.window, self.kv_heads, self.position = window, kv_heads, position
+        self.global_positions = tuple(global_positions)
 
     def __call__(self, x):
         q, k, v = project_qkv(x, self.num_heads, self.kv_heads)
-        y = _softmax_attention(q, k, v, causal_mask(x.shape[1], self.window), self.position, self.window)
+        if self.global_positions:                  # a mask the fused kernel cannot take: the einsum path
+            mask = local_global_mask(x.shape[1], self.window, self.global_positions)
+            y = _softmax_attention(q, k, v, mask, self.position, self.window, fusable=False)
+        else:
+            y = _softmax_attention(q, k, v, causal_mask(x.shape[1], self.window), self.position, self.window)
         return project_out(y, x.shape[-1])
 
 
@@ -308,6 +336,13 @@ register_mixer("softmax_causal", NoOptions, "causal scaled dot-product softmax a
 register_mixer("local", LocalOptions, "causal softmax attention over the last `window` keys",
           lambda o, h, n, p: SoftmaxCausal(h, window=o.window, position=p, name=n), softmax=True,
           state=lambda o, d, h, t: 2 * min(t, o.window) * d, state_doc="2·min(T, window)·D")
+register_mixer("local_global", LocalGlobalOptions, "limits_of_icl: causal softmax over a window of "
+               "local_window_size keys plus global positions (global_attn_indices)",
+               lambda o, h, n, p: SoftmaxCausal(h, window=o.local_window_size or None, position=p,
+                                                global_positions=o.global_attn_indices, name=n), softmax=True,
+               state=lambda o, d, h, t: 2 * d * (t if o.global_attn_indices or not o.local_window_size
+                                                 else min(t, o.local_window_size)),
+               state_doc="2·min(T, W)·D; 2·T·D with global positions")
 register_mixer("mqa", NoOptions, "multi-query: H query heads share one key/value head",
           lambda o, h, n, p: SoftmaxCausal(h, kv_heads=1, position=p, name=n), softmax=True,
           state=lambda o, d, h, t: 2 * t * (d // h), state_doc="2·T·K (one key and value head)")
