@@ -137,8 +137,9 @@ def test_plateau_rule_on_a_synthetic_staircase():
     (["--epoch", "0"], "--epoch"), (["--icl", "1.5"], "--icl"), (["--icl", "-0.1"], "--icl"),
     (["--model", "mlp"], "--cubic_feat"), (["--lr", "0"], "--lr"), (["--init", "nan"], "--init"),
     (["--model", "attnX"], "--model"), (["--rank", "2"], "--rank"),
-    (["--icl", "c"], '--icl "$c"'), (["--softmax"], "--softmax"), (["--vary_len"], "--vary_len"),
-    (["--track_value"], "--track_value"), (["--out_dim", "2"], "--out_dim"),
+    (["--icl", "c"], '--icl "$c"'), (["--softmax"], "--softmax"),
+    (["--vary_len", "--optimizer", "sgd", "--batch_size", "10"], "--vary_len"),
+    (["--track_value", "--model", "mlp", "--cubic_feat"], "--track_value"), (["--out_dim", "2"], "--out_dim"),
     (["--model", "attnS", "--restricted"], "--restricted"), (["--init_convention", "big"], "--init_convention"),
 ])
 def test_bad_flags_exit_2_with_one_line(flags, words, tmp_path, capsys):

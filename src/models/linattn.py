@@ -97,6 +97,7 @@ class DynamicsModel:
     kq: Callable[[dict], jax.Array]                             # [H, n, n] key-query maps
     gamma: Callable[[dict], jax.Array]                          # [H, D, D] per head: h -> ŷ/x_q
     original_init: OriginalInit = OriginalInit()
+    value_y: Callable[[dict], jax.Array] | None = None          # [H] each head's value y -> y weight (attention)
 
     def init(self, key: jax.Array, in_dim: int, scale: float, convention: str = "original") -> dict:
         """The initial parameters (small initialisation; `convention` in INIT_CONVENTIONS). Both
@@ -145,7 +146,8 @@ def _attention(values: Callable, maps: Callable, shapes: Callable,
         return (v[:, -1, None, None] * w[:, :-1, :-1]
                 + jnp.einsum("hi,hj->hij", v[:, :-1], w[:, -1, :-1]))
 
-    return DynamicsModel(shapes, coefficients, features, predict, maps, gamma, original_init)
+    return DynamicsModel(shapes, coefficients, features, predict, maps, gamma, original_init,
+                         lambda params: values(params)[:, -1])
 
 
 def _restricted_values(params):

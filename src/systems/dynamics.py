@@ -34,7 +34,7 @@ from src.models.linattn import INIT_CONVENTIONS
 from src.optim import Optimizer, make_optimizer
 from src.registry import Choice
 import src.rundir.names as names
-from src.settings import (Settings, SettingsError, choice_field, require, require_int,
+from src.settings import (Settings, SettingsError, added_field, choice_field, require, require_int,
                           require_number, require_one_of)
 from src.systems import Arrays, SystemTrainer, register_system
 from src.tasks.linattn import DynamicsTaskConfig, SequenceSet, make_sets
@@ -58,6 +58,8 @@ class DynamicsTrain:
     normalize: bool = False     # divide X Xᵀ (and z) by N, as the paper's formulas; the original's code does not
     float64: bool = False       # train in float64 (exactness checks)
     checkpoint_every: int = 1000   # epochs between checkpoints (and at the end); for --resume
+    vary_len: bool = added_field(False)      # the original's --vary_len: the loss over every prefix 2..N, ŷ / its length
+    track_value: bool = added_field(False)   # the original's --track_value: each head's value y -> y weight per epoch
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,12 @@ class DynamicsSettings(Settings):
                 f"{tr.optimizer!r})")
         require(tr.batch_size <= t.trainset_size, "train.batch_size", tr.batch_size,
                 f"at most task.trainset_size={t.trainset_size}")
+        if tr.vary_len:
+            require(tr.optimizer != "sgd" and not tr.normalize and self.model.name != "cubic_mlp", "train.vary_len",
+                    True, "false with optimizer sgd, normalize or the cubic_mlp (the original: attention, full "
+                    "batch; it divides by each prefix's length itself)")
+        require(not tr.track_value or self.model.name != "cubic_mlp", "train.track_value", tr.track_value,
+                "false for cubic_mlp (it has no value; the original's --track_value fails there too)")
         try:   # the shared integer ranges and a memory estimate (src/bounds.py)
             check_sizes(("d", "task.in_dim", t.in_dim), ("points", "task.seq_len", t.seq_len),
                         ("eval_size", "task.trainset_size", t.trainset_size), ("heads", "model.options.heads", heads),
@@ -127,6 +135,20 @@ def moments(features: Callable[[jax.Array], jax.Array], data: SequenceSet, dtype
     return Moments(gram / size, cross / size, jnp.asarray(np.mean(data.targets ** 2), dtype))
 
 
+def prefix_moments(features: Callable[[jax.Array], jax.Array], data: SequenceSet, dtype) -> Moments:
+    """The moments of the original's --vary_len loss: the mean over prefix lengths n = 2..T of the
+    loss on the first n tokens, token n's y hidden and predicted (features: ŷ divided by n)."""
+    tokens, total = np.asarray(data.tokens), 0.0
+    count = tokens.shape[1] - 1
+    for n in range(2, tokens.shape[1] + 1):
+        prefix = tokens[:, :n].copy()
+        targets = prefix[:, -1, -1].copy() if n < tokens.shape[1] else np.asarray(data.targets)
+        prefix[:, -1, -1] = 0.0
+        m = moments(lambda x, n=n: features(x) / n, SequenceSet(prefix, targets), dtype)
+        total = m if isinstance(total, float) else Moments(*(a + b for a, b in zip(total, m)))
+    return Moments(*(a / count for a in total))
+
+
 def quadratic_loss(t: jax.Array, m: Moments) -> jax.Array:
     """(1/P) Σ (F t − y)² from the moments."""
     return t @ m.gram @ t - 2.0 * m.cross @ t + m.energy
@@ -156,8 +178,12 @@ class DynamicsTrainer(SystemTrainer):
             return
         tr, dtype, model = self.settings.train, self.dtype, self.model
         sets = self.sets if self.sets is not None else make_sets(self.settings.task)
-        featurize = lambda tokens: model.features(tokens, tr.normalize)
-        train_m = moments(featurize, sets["train"], dtype)
+        if tr.vary_len:    # the original divides ŷ by the tokens it reads, also on the test sets
+            featurize = lambda tokens: model.features(tokens, False) / tokens.shape[1]
+            train_m = prefix_moments(lambda tokens: model.features(tokens, False), sets["train"], dtype)
+        else:
+            featurize = lambda tokens: model.features(tokens, tr.normalize)
+            train_m = moments(featurize, sets["train"], dtype)
         tests = {name: moments(featurize, data, dtype) for name, data in sets.items() if name != "train"}
         features = (featurize(jnp.asarray(sets["train"].tokens, dtype)) if tr.batch_size else None)
         targets = jnp.asarray(sets["train"].targets, dtype)
@@ -167,6 +193,8 @@ class DynamicsTrainer(SystemTrainer):
             p, state = carry
             value, grads = jax.value_and_grad(lambda q: quadratic_loss(model.coefficients(q), train_m))(p)
             test_values = {n: quadratic_loss(model.coefficients(p), m) for n, m in tests.items()}
+            if tr.track_value:        # before the update, as the loss and the original's record
+                test_values["value_yy"] = model.value_y(p)
             if tr.batch_size:   # minibatch SGD: one pass over a fresh permutation
                 order = jax.random.permutation(jax.random.fold_in(jax.random.key(tr.seed), index),
                                                targets.shape[0])
@@ -216,7 +244,8 @@ class DynamicsTrainer(SystemTrainer):
         p, opt_state, values, test_values, (sv, gamma) = self._interval(state.params, state.opt_state,
                                                                         first, num_steps)
         return Chunk(TrainState(p, opt_state), values,
-                     {f"{name}_loss": test_values[name] for name in self.tests},
+                     {("value_yy" if name == "value_yy" else f"{name}_loss"): series
+                      for name, series in test_values.items()},
                      {"singular_values": sv, "gamma_diag": gamma})
 
     def row(self, state, step, losses) -> dict | None:
@@ -245,7 +274,7 @@ class DynamicsTrainer(SystemTrainer):
 
     def summary(self, result: LoopResult) -> dict:
         s, loss = self.settings, result.per_step["loss"]
-        final = {f"final_{k}": float(v[-1]) if len(v) else None
+        final = {f"final_{k}": (np.asarray(v[-1]).tolist() if np.ndim(v) > 1 else float(v[-1])) if len(v) else None
                  for k, v in result.per_step.items() if k != "loss"}
         return {"model": s.model.name, "seed": s.train.seed, "epochs": int(len(loss)),
                 "epochs_requested": s.train.epochs,
