@@ -50,7 +50,7 @@ OVERWRITE ?=
 overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
+.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -211,6 +211,14 @@ zoo: $(STAMP)
 
 zoo_quick: $(STAMP)
 	$(RUN) -m scripts.zoo --quick $(overwrite_flag)
+
+# Task diversity (Raventós et al. 2023; configs/task_diversity.yaml): pretraining pools of 2 .. 8,192
+# task vectors and fresh tasks, 3 seeds, the model beside dMMSE and ridge (report/TASK_DIVERSITY.md)
+task_diversity: $(STAMP)
+	$(RUN) -m scripts.task_diversity $(overwrite_flag)
+
+task_diversity_quick: $(STAMP)
+	$(RUN) -m scripts.task_diversity --quick $(overwrite_flag)
 
 # A study at its paper's own scale (configs/paper/<STUDY>.yaml) on whatever device JAX finds, after
 # printing the time and memory it expects (refused, exit 2, when it cannot fit): STUDY = mechanisms,

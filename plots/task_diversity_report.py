@@ -1,0 +1,136 @@
+"""The report of scripts.task_diversity: report/TASK_DIVERSITY.md, report/task_diversity_results.json
+and report/figures/task_diversity/error_pool.png.
+
+Each finished run is evaluated on EVAL_PROMPTS prompts of its pool (drawn as in training, fresh
+inputs and noise) and on its eval set (fresh tasks from the prior), beside dMMSE over the run's
+pool and ridge under the prior (baselines/bayes.py, the task's noise σ, prior τ = 1). Error: squared
+error / d, averaged over the prompt's points (Raventós et al.'s measure), then over seeds. The
+model "tracks" whichever estimator its error on prior prompts is closer to; the threshold is the
+smallest pool size from which it tracks ridge at every larger size run.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import jax
+import numpy as np
+
+from analysis.icl_curve import load_run
+from baselines.bayes import dmmse, ridge
+from plots.provenance import header
+from plots.report_index import write_index
+from plots.style import new_figure, png_bytes
+from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
+from src.stats import over_seeds
+from src.systems.gpt2 import eval_batch, predictor, sampler
+from src.tasks.pools import pooled, task_pool
+
+REPORT, RESULTS, FIG_DIR = "TASK_DIVERSITY.md", "task_diversity_results.json", "figures/task_diversity"
+EVAL_PROMPTS, POOL_EVAL_SEED = 1000, 29
+ESTIMATORS = ("model", "dmmse", "ridge")
+
+
+def evaluate(job) -> dict:
+    """{prompts ("pool", "prior") -> {estimator -> error}} of one finished run (module docstring)."""
+    settings, model, params, state = load_run(job.run)
+    tr, c = settings.train, settings.curriculum
+    dims, points, noise = c.dims.end, c.points.end, settings.task.options.noise_std
+    sample = sampler(settings)
+    batches = {"prior": eval_batch(settings)}
+    pool = None
+    if tr.num_tasks:
+        pool = task_pool(sample, tr.seed, tr.num_tasks, dims, points)
+        batches["pool"] = jax.jit(lambda key: pooled(sample, tr.seed, tr.num_tasks)(key, EVAL_PROMPTS, dims, points))(
+            jax.random.key(POOL_EVAL_SEED))
+    out = {}
+    for name, batch in batches.items():
+        predict = predictor(settings, model, params, state, points, batch.xs.shape[0])
+        guesses = {"model": predict(batch.xs, batch.ys), "ridge": ridge(batch.xs, batch.ys, noise, 1.0)}
+        if pool is not None:
+            guesses["dmmse"] = dmmse(batch.xs, batch.ys, pool, noise)
+        out[name] = {k: float(np.mean((np.asarray(g) - np.asarray(batch.ys)) ** 2) / dims) for k, g in guesses.items()}
+    return out
+
+
+def collect(jobs: Sequence) -> list[dict]:
+    rows = []
+    for job in jobs:
+        if job.run.path.is_dir() and (job.run.path / "params.npz").exists():
+            rows.append({"run": job.name, "num_tasks": job.num_tasks, "seed": job.seed, "errors": evaluate(job)})
+    return rows
+
+
+def mean_error(rows, size: int, prompts: str, estimator: str) -> dict:
+    return over_seeds([r["errors"][prompts][estimator] for r in rows if r["num_tasks"] == size
+                       and estimator in r["errors"].get(prompts, {})])
+
+
+def threshold(rows: list[dict]) -> tuple[int | None, list[str]]:
+    """(the smallest finite pool from which the model tracks ridge on prior prompts at every larger
+    pool run, or None; one line per pool size with the numbers)."""
+    sizes = sorted({r["num_tasks"] for r in rows if r["num_tasks"]})
+    lines, tracks = [], {}
+    for size in sizes:
+        m, d, r = (mean_error(rows, size, "prior", e)["mean"] for e in ESTIMATORS)
+        tracks[size] = "ridge" if abs(m - r) < abs(m - d) else "dMMSE"
+        lines.append(f"- M = {size}: model {m:.4f}, dMMSE {d:.4f}, ridge {r:.4f} on prior prompts: "
+                     f"closer to {tracks[size]}")
+    found = next((s for i, s in enumerate(sizes) if all(tracks[t] == "ridge" for t in sizes[i:])), None)
+    return found, lines
+
+
+def figure(rows: list[dict]):
+    sizes = sorted({r["num_tasks"] for r in rows}, key=lambda s: s or math.inf)
+    finite = [s for s in sizes if s]
+    x = {s: (math.log2(s) if s else (math.log2(max(finite)) + 2 if finite else 0)) for s in sizes}
+    fig = new_figure(9, 3.6, constrained=True)
+    for ax, prompts in zip(fig.subplots(1, 2), ("pool", "prior")):
+        for estimator, style in zip(ESTIMATORS, ("o-", "s--", "^:")):
+            points = [(x[s], mean_error(rows, s, prompts, estimator)) for s in sizes]
+            points = [(px, st) for px, st in points if st["n"]]
+            if points:
+                ax.errorbar([p[0] for p in points], [p[1]["mean"] for p in points],
+                            yerr=[p[1].get("std") or 0 for p in points], fmt=style, label=estimator, ms=4)
+        ax.set_xticks([x[s] for s in sizes], [f"2^{int(math.log2(s))}" if s else "∞" for s in sizes], fontsize=7)
+        ax.set_xlabel("pretraining pool size M")
+        ax.set_ylabel("squared error / d, mean over points")
+        ax.set_title(f"prompts from the {'pool' if prompts == 'pool' else 'prior (tasks never seen)'}", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle("Task diversity: the model beside dMMSE and ridge", fontsize=10)
+    return fig
+
+
+def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
+                 head: dict) -> list[Path]:
+    rows = collect(jobs)
+    found, lines = threshold(rows)
+    figures = []
+    if rows:
+        atomic_write_bytes(report_dir / FIG_DIR / "error_pool.png", png_bytes(figure(rows)))
+        figures.append(f"{FIG_DIR}/error_pool.png")
+    statement = (f"From M = {found} on, at every larger pool run, the model's error on prior prompts is closer to "
+                 "ridge than to dMMSE; below it, closer to dMMSE." if found is not None else
+                 "At no pool size run does the model track ridge at that size and every larger one.")
+    atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
+                                             "results": rows, "threshold": found, "per_pool": lines,
+                                             "figures": figures})
+    out = header("Task diversity: dMMSE or ridge (Raventós et al. 2023)", quick=quick, head=head,
+                 command=command, seconds=seconds, jobs=jobs)
+    out += ["- Noisy linear regression, d = 8, 16 points, σ = 0.5; pretraining tasks from a pool of M vectors "
+            "drawn once (training.num_tasks; ∞: fresh every step). Error: squared error / d averaged over the "
+            f"points, mean over seeds {sorted({r['seed'] for r in rows})}; dMMSE over the run's own pool, ridge "
+            "with the prior's λ = σ².", "", "## Where the model switches", "", statement, "", *lines, "",
+            "| M | pool: model | pool: dMMSE | pool: ridge | prior: model | prior: dMMSE | prior: ridge |",
+            "|---|---|---|---|---|---|---|"]
+    for size in sorted({r["num_tasks"] for r in rows}, key=lambda s: s or math.inf):
+        cells = []
+        for prompts in ("pool", "prior"):
+            for estimator in ESTIMATORS:
+                stats = mean_error(rows, size, prompts, estimator)
+                cells.append(f"{stats['mean']:.4f}" if stats["n"] else "—")
+        out.append(f"| {size or '∞'} | " + " | ".join(cells) + " |")
+    out += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
+    atomic_write_text(report_dir / REPORT, "\n".join(out))
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

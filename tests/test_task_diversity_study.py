@@ -1,0 +1,63 @@
+"""The task-diversity study (scripts/task_diversity.py, plots/task_diversity_report.py): its pools
+refused in one line, its runs sized as configs/task_diversity.yaml says with their pool, the
+threshold read off numbers, and `--quick` end to end (make test_studies)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plots.task_diversity_report import threshold
+from scripts import task_diversity as study
+from src.cli import UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_pools_are_integers_at_least_zero():
+    assert study.pool_sizes(None, False) == study.POOLS and study.pool_sizes(None, True) == study.QUICK_POOLS
+    assert study.pool_sizes("4, 64,0", False) == (4, 64, 0)
+    for bad in ("", "4,-1", "four"):
+        with pytest.raises(UsageError, match="accepted: a comma list of integers >= 0"):
+            study.pool_sizes(bad, False)
+
+
+def test_every_pool_and_seed_is_one_run_of_the_config_with_its_pool(tmp_path):
+    jobs = study.make_jobs(tmp_path, (2, 0), (0, 1), False)
+    assert sorted(j.name for j in jobs) == ["pool2_seed0", "pool2_seed1", "poolfresh_seed0", "poolfresh_seed1"]
+    pool = next(j for j in jobs if j.name == "pool2_seed1").settings
+    assert pool.train.num_tasks == 2 and pool.train.seed == 1 and pool.task.name == "noisy_linear_regression"
+    assert pool.curriculum.dims.end == 8 and pool.curriculum.points.end == 16 and pool.task.options.noise_std == 0.5
+    assert next(j for j in jobs if j.name == "poolfresh_seed0").settings.train.num_tasks == 0
+
+
+def rows(**by_size):
+    out = []
+    for size, (model, dmmse, ridge) in by_size.items():
+        out.append({"num_tasks": int(size[1:]), "seed": 0,
+                    "errors": {"prior": {"model": model, "dmmse": dmmse, "ridge": ridge}}})
+    return out
+
+
+def test_the_threshold_is_where_the_model_tracks_ridge_from_then_on():
+    found, lines = threshold(rows(m2=(1.5, 1.6, 0.4), m8=(0.5, 1.2, 0.4), m32=(1.0, 1.1, 0.4), m128=(0.45, 1.0, 0.4)))
+    assert found == 128                              # 8 tracks ridge, 32 does not: from 128 on
+    assert lines[0] == "- M = 2: model 1.5000, dMMSE 1.6000, ridge 0.4000 on prior prompts: closer to dMMSE"
+    assert threshold(rows(m2=(1.5, 1.6, 0.4)))[0] is None
+
+
+@pytest.mark.study
+def test_quick_task_diversity_study_writes_its_report(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "scripts.task_diversity", "--quick", "--runs-dir",
+                           str(tmp_path / "runs"), "--report-dir", str(tmp_path / "report")],
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((tmp_path / "report" / "task_diversity_results.json").read_text())
+    assert {r["num_tasks"] for r in results["results"]} == {2, 0}
+    pool2 = next(r for r in results["results"] if r["num_tasks"] == 2)["errors"]
+    assert set(pool2) == {"pool", "prior"} and set(pool2["pool"]) == {"model", "dmmse", "ridge"}
+    assert "| 2 |" in (tmp_path / "report" / "TASK_DIVERSITY.md").read_text()
+    assert (tmp_path / "report" / "figures" / "task_diversity" / "error_pool.png").stat().st_size > 1000
