@@ -71,13 +71,13 @@ def threshold(rows: list[dict]) -> tuple[int | None, list[str]]:
     """(the smallest finite pool from which the model tracks ridge on prior prompts at every larger
     pool run, or None; one line per pool size with the numbers)."""
     sizes = sorted({r["num_tasks"] for r in rows if r["num_tasks"]})
-    lines, tracks = [], {}
+    lines, nearer_ridge = [], {}
     for size in sizes:
         m, d, r = (mean_error(rows, size, "prior", e)["mean"] for e in ESTIMATORS)
-        tracks[size] = "ridge" if abs(m - r) < abs(m - d) else "dMMSE"
+        nearer_ridge[size] = abs(m - r) < abs(m - d)
         lines.append(f"- M = {size}: model {m:.4f}, dMMSE {d:.4f}, ridge {r:.4f} on prior prompts: "
-                     f"closer to {tracks[size]}")
-    found = next((s for i, s in enumerate(sizes) if all(tracks[t] == "ridge" for t in sizes[i:])), None)
+                     f"closer to {'ridge' if nearer_ridge[size] else 'dMMSE'}")
+    found = next((s for i, s in enumerate(sizes) if all(nearer_ridge[t] for t in sizes[i:])), None)
     return found, lines
 
 
