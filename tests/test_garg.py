@@ -200,3 +200,21 @@ def test_analyses_say_when_they_run_and_skip_analysis_leaves_them_out(tmp_path, 
     written = set(json.loads((tmp_path / "with" / "metrics_summary.json").read_text())["outputs"])
     skipped = set(json.loads((tmp_path / "without" / "metrics_summary.json").read_text())["outputs"])
     assert skipped < written and all((tmp_path / "without" / name).exists() for name in skipped)
+
+
+def test_linear_classification_is_the_sign_of_a_linear_task_scored_by_sign():
+    from src.cli.gpt2 import settings_from_config
+    from src.tasks.objectives import objective_of
+    entry = registry("task").get("linear_classification")
+    batch = entry.build(entry.default_options(), n_points=11, n_dims=5)(jax.random.key(3), 16, 3, 11)
+    ys = np.asarray(batch.ys)
+    assert set(np.unique(ys)) == {-1.0, 1.0}
+    assert np.array_equal(ys, np.sign(np.einsum("bnd,bd->bn", np.asarray(batch.xs), np.asarray(batch.w))))
+    assert not np.asarray(batch.w)[:, 3:].any()                    # the curriculum's inactive dimensions
+    assert objective_of("linear_classification").name == "sign" and not objective_of("linear_classification").continuous_labels
+    raw = {"model": {"family": "gpt2", "n_dims": 5, "n_embd": 16, "n_head": 2, "n_layer": 2, "n_positions": 11},
+           "training": {"task": "linear_classification", "train_steps": 3, "num_tasks": 8,
+                        "curriculum": {"dims": {"start": 5, "end": 5, "inc": 1, "interval": 100},
+                                       "points": {"start": 11, "end": 11, "inc": 2, "interval": 100}}}}
+    settings = settings_from_config(raw)[0]
+    assert settings.task.name == "linear_classification" and settings.train.num_tasks == 8

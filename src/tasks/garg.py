@@ -12,6 +12,9 @@ pure, jittable function of a key and the step.
   quadratic_regression      y = (x ⊙ x)·w / √3
   uniform_linear_regression y = x·w with w ~ U(−√3, √3)^d (unit variance; limits_of_icl)
   affine_regression         y = x·w + b, b ~ N(0, bias_std²) per task (limits_of_icl)
+  linear_classification     y = sign(x·w) (Garg et al.; the `sign` objective: scored by the 0/1 error of
+                            sign ŷ and trained on the squared error of the ±1 labels, where Garg's code
+                            trains it on the cross-entropy of sigmoid(ŷ))
   outlier_regression        y = x·w, then each pair is replaced by (x = 1, y = 1) with probability
                             `outlier_prob` (the ICL benchmark's `outlier` regression; the replaced
                             pairs stay in the loss and the error, as there)
@@ -90,6 +93,11 @@ class GargTaskOptions:
 
 
 @dataclass(frozen=True)
+class ClassificationOptions(GargTaskOptions):
+    objective: ClassVar[str] = "sign"         # ±1 labels: the 0/1 error of sign ŷ
+
+
+@dataclass(frozen=True)
 class NoisyOptions(GargTaskOptions):
     renormalize: bool = False     # y · √d / std(y) per task (std over its points, ddof 1)
 
@@ -149,6 +157,8 @@ def make_sampler(kind: str, options: GargTaskOptions, n_points: int, n_dims: int
         ys = options.scale * jnp.einsum("bnd,bd->bn", features, w)
         if kind == "noisy":
             ys = ys + options.noise_std * jax.random.normal(k_e, ys.shape)
+        if kind == "classification":
+            ys = jnp.sign(ys)
         if kind == "affine":
             ys = ys + options.bias_std * bias
         weights = (jnp.arange(n_points) < points).astype(jnp.float32)[None].repeat(batch_size, 0)
@@ -180,5 +190,7 @@ _register("noisy_linear_regression", "noisy", "Garg et al.: y = x·w + noise_std
 _register("quadratic_regression", "quadratic", "Garg et al.: y = (x ⊙ x)·w / sqrt(3)")
 _register("outlier_regression", "outlier", "the ICL benchmark: y = x·w with a fraction outlier_prob of pairs "
           "replaced by (x = 1, y = 1)", OutlierOptions)
+_register("linear_classification", "classification", "Garg et al.: y = sign(x·w), x, w ~ N(0, I) (scored by "
+          "sign; trained on the squared error of the +-1 labels, Garg's on cross-entropy)", ClassificationOptions)
 _register("uniform_linear_regression", "uniform_w", "limits_of_icl: y = x·w, w ~ U(-sqrt 3, sqrt 3)^d")
 _register("affine_regression", "affine", "limits_of_icl: y = x·w + b, b ~ N(0, bias_std^2) per task", AffineOptions)

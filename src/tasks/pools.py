@@ -23,7 +23,7 @@ from src.settings import require, require_int
 
 POOL_TAG = 3          # the pool's key is fold_in(key(seed), POOL_TAG) (1: the training batches)
 # the tasks whose samplers take a task key per prompt (src/tasks/garg.py's make_sampler)
-TASK_POOL_TASKS = ("linear_regression", "sparse_linear_regression", "noisy_linear_regression",
+TASK_POOL_TASKS = ("linear_regression", "sparse_linear_regression", "noisy_linear_regression", "linear_classification",
                    "quadratic_regression", "uniform_linear_regression", "affine_regression", "outlier_regression")
 
 
