@@ -356,7 +356,7 @@ def test_every_sequence_mixer_declares_its_recurrent_state():
     """Floats per sequence and layer at D = 12, H = 3 (K = 4), T = 23, written out by hand."""
     from src.models.mechanisms import state_floats
     reg = registry("seq_mixer")
-    expected = {"softmax_causal": 2 * 23 * 12, "local": 2 * 8 * 12, "mqa": 2 * 23 * 4, "rela": 2 * 23 * 12,
+    expected = {"softmax_causal": 2 * 23 * 12, "local": 2 * 8 * 12, "local_global": 2 * 23 * 12, "mqa": 2 * 23 * 4, "rela": 2 * 23 * 12,
                 "favor": 3 * 64 * 5, "rebased": 3 * 4 * 5, "linear": 3 * 16, "linear_attention": 3 * 16,
                 "gated_linear_attn": 3 * 16, "mamba": 24 * (16 + 3), "short_conv": 3 * 12,
                 "base_conv": 2 * 12, "delta_net": 3 * 16 + 3 * 3 * 12,
