@@ -106,10 +106,24 @@ def _yarn_recency(data: dict) -> str:
 
 
 # report -> (its results JSON, its headline)
+def _zoo(data: dict) -> str:
+    """Where the gated convolutions fall (the report's verdict, first clause of each cell)."""
+    verdict = data.get("verdict") or []
+    return " ".join(line.lstrip("- ").split("; small-state")[0] + ";" for line in verdict) or "n/a"
+
+
+def _task_diversity(data: dict) -> str:
+    found = data.get("threshold")
+    return (f"the model tracks ridge from pool size M = {found} on" if found is not None
+            else "the model does not track ridge at any pool size run")
+
+
 REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "REPRODUCTION.md": ("reproduce_results.json", _reproduction),
     "MECHANISMS.md": ("mechanisms_results.json", _mechanisms),
     "MIXERS.md": ("mixers_results.json", _mixers),
+    "ZOO.md": ("zoo_results.json", _zoo),
+    "TASK_DIVERSITY.md": ("task_diversity_results.json", _task_diversity),
     "LENGTHGEN.md": ("lengthgen_results.json", _lengthgen),
     "DYNAMICS.md": ("dynamics_results.json", _dynamics),
     "ROBUSTNESS.md": ("robustness_results.json", _robustness),
