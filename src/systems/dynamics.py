@@ -192,9 +192,9 @@ class DynamicsTrainer(SystemTrainer):
         def epoch(carry, index):
             p, state = carry
             value, grads = jax.value_and_grad(lambda q: quadratic_loss(model.coefficients(q), train_m))(p)
-            test_values = {n: quadratic_loss(model.coefficients(p), m) for n, m in tests.items()}
+            per_epoch = {f"{n}_loss": quadratic_loss(model.coefficients(p), m) for n, m in tests.items()}
             if tr.track_value:        # before the update, as the loss and the original's record
-                test_values["value_yy"] = model.value_y(p)
+                per_epoch["value_yy"] = model.value_y(p)
             if tr.batch_size:   # minibatch SGD: one pass over a fresh permutation
                 order = jax.random.permutation(jax.random.fold_in(jax.random.key(tr.seed), index),
                                                targets.shape[0])
@@ -210,13 +210,13 @@ class DynamicsTrainer(SystemTrainer):
             else:
                 updates, state = optimizer.update(grads, state, p)
                 p = optax.apply_updates(p, updates)
-            return (p, state), (value, test_values)
+            return (p, state), (value, per_epoch)
 
         @partial(jax.jit, static_argnums=3)
         def interval(p, state, first, count):
             """`count` epochs from epoch `first`, then the record at the end."""
-            (p, state), (values, test_values) = jax.lax.scan(epoch, (p, state), first + jnp.arange(count))
-            return p, state, values, test_values, self._record(p)
+            (p, state), (values, per_epoch) = jax.lax.scan(epoch, (p, state), first + jnp.arange(count))
+            return p, state, values, per_epoch, self._record(p)
 
         self.tests, self._interval, self._ready = tests, interval, True
 
@@ -241,12 +241,9 @@ class DynamicsTrainer(SystemTrainer):
 
     def run_chunk(self, state, first, num_steps) -> Chunk:
         self._prepare()
-        p, opt_state, values, test_values, (sv, gamma) = self._interval(state.params, state.opt_state,
+        p, opt_state, values, per_epoch, (sv, gamma) = self._interval(state.params, state.opt_state,
                                                                         first, num_steps)
-        return Chunk(TrainState(p, opt_state), values,
-                     {("value_yy" if name == "value_yy" else f"{name}_loss"): series
-                      for name, series in test_values.items()},
-                     {"singular_values": sv, "gamma_diag": gamma})
+        return Chunk(TrainState(p, opt_state), values, per_epoch, {"singular_values": sv, "gamma_diag": gamma})
 
     def row(self, state, step, losses) -> dict | None:
         """Rows at about 20 points of the run (the original prints the loss that often)."""
