@@ -23,6 +23,8 @@ SLOW_FILES = {
 SLOW_TESTS = {
     # a finite pool through runners.train (2 cores, 2026-11-27, while a study ran on both cores)
     "tests/test_pools.py::test_a_limits_of_icl_config_with_num_tasks_64_trains": 46.8,
+    # Garg's LSTM through runners.train (2 cores, 2026-11-28, while a study ran on both cores)
+    "tests/test_lstm.py::test_an_lstm_config_trains_through_runners_train": 18.3,
     # Zoology's mixers end to end: recipe, GPT-2 YAML, length-study layout (2 cores, 2026-11-27, beside other work)
     "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[gated_delta_net]": 73.6,
     "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[short_conv]": 72.6,

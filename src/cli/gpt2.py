@@ -3,7 +3,8 @@
 reading the original's YAML schema with a safe loader (no object construction from the file) into
 the settings of system `gpt2` (src/systems/gpt2.py).
 
-    model:    family (gpt2 | nanogpt), n_dims, n_embd, n_head, n_layer, n_positions,
+    model:    family (gpt2 | nanogpt | lstm: Garg et al.'s recurrent model, n_dims, n_embd, n_layer,
+              n_positions only), n_dims, n_embd, n_head, n_layer, n_positions,
               attention_type (a seq_mixer), attention_kwargs (its options), position, position_kwargs;
               ours: attention_types, a hybrid stack's mixers (a list repeating over the layers; each
               a name at its defaults, attention_type's options where it names that mixer, or
@@ -30,6 +31,7 @@ keep_every_steps), so `--resume` continues a killed run bit for bit.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -39,12 +41,15 @@ from src.cli import length_study
 from src.cli.length_study import mapping_of, refuse_unknown
 from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model, hybrid_mapping
 from src.cli.command import train_command
+from src.models.sequence import lstm
 from src.settings import SettingsError, read_tree
 from src.systems.gpt2 import GPT2Settings
 from src.tracking import WandbSpec, wandb_spec
 
 PROG = "python -m runners.train"
 FAMILIES = ("gpt2", "nanogpt")        # limits_of_icl names both; they are one model here
+RECURRENT = {"lstm": lstm}            # Garg et al.'s recurrent model (src/models/mixers/lstm.py)
+RECURRENT_KEYS = {"family", "n_dims", "n_embd", "n_layer", "n_positions", "dense_layout"}
 MODEL_KEYS = {"family", "n_dims", "n_embd", "n_head", "n_layer", "n_positions", "attention_type",
               "attention_kwargs", "position", "position_kwargs",
               "dense_layout", "attention_kernel", "attention_types"}   # ours: src/models/sequence.py
@@ -112,10 +117,13 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     refuse_unknown("", raw, TOP_KEYS)
     model, training = mapping_of("model", raw.get("model")), mapping_of("training", raw.get("training"))
     family = model.get("family", "gpt2")
-    if family not in FAMILIES and family not in BACKBONES:
-        raise UsageError(f"model.family={family!r} is unknown; accepted: {', '.join((*FAMILIES, *BACKBONES))}")
+    if family not in FAMILIES and family not in BACKBONES and family not in RECURRENT:
+        raise UsageError(f"model.family={family!r} is unknown; accepted: "
+                         f"{', '.join((*FAMILIES, *RECURRENT, *BACKBONES))}")
     if family in FAMILIES:
         refuse_unknown("model.", model, MODEL_KEYS)
+    if family in RECURRENT:
+        refuse_unknown("model.", model, RECURRENT_KEYS)
     refuse_unknown("training.", training, TRAINING_KEYS)
     for key in ("num_tasks", "num_training_examples"):      # null (the originals' default): fresh every step
         if key in training and training[key] is None:
@@ -136,17 +144,14 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     if family in BACKBONES:
         ours["model"] = backbone_model(model, dims_end, points_end)
         return ours, raw
+    if family in RECURRENT:
+        ours["model"] = _recurrent_model(family, model, dims_end, points_end)
+        return ours, raw
     renames = {"n_embd": "width"}
     ours_model = {renames.get(k, k): v for k, v in model.items()
                   if k in ("n_dims", "n_embd", "n_head", "n_layer", "dense_layout", "attention_kernel")}
     ours_model.setdefault("n_dims", dims_end)
-    points = model.get("n_positions", points_end)     # the table covers n_positions points: 2 tokens each
-    if isinstance(points, bool) or not isinstance(points, int) or points < 1:
-        raise UsageError(f"model.n_positions={points!r} is not accepted; accepted: an integer >= 1")
-    if isinstance(points_end, int) and points < points_end:    # our model.max_tokens, in the original's unit
-        raise UsageError(f"model.n_positions={points} is not accepted; accepted: >= "
-                         f"training.curriculum.points.end={points_end} (the points the run trains on)")
-    ours_model.update(preset="gpt2", inputs="pairs", max_tokens=2 * points)
+    ours_model.update(preset="gpt2", inputs="pairs", max_tokens=2 * _points(model, points_end))
     ours_model["seq_mixer"] = {"name": model.get("attention_type", "softmax_causal"),
                                "options": mapping_of("model.attention_kwargs", model.get("attention_kwargs"))}
     layers = hybrid_mapping(model, ours_model["seq_mixer"])
@@ -156,6 +161,29 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
                               "options": mapping_of("model.position_kwargs", model.get("position_kwargs"))}
     ours["model"] = ours_model
     return ours, raw
+
+
+def _points(model: dict, points_end) -> int:
+    """model.n_positions (default: the points the run trains on), checked: our model.max_tokens
+    is two tokens per point."""
+    points = model.get("n_positions", points_end)
+    if isinstance(points, bool) or not isinstance(points, int) or points < 1:
+        raise UsageError(f"model.n_positions={points!r} is not accepted; accepted: an integer >= 1")
+    if isinstance(points_end, int) and points < points_end:
+        raise UsageError(f"model.n_positions={points} is not accepted; accepted: >= "
+                         f"training.curriculum.points.end={points_end} (the points the run trains on)")
+    return points
+
+
+def _recurrent_model(family: str, model: dict, dims_end, points_end) -> dict:
+    """Our model mapping of a recurrent family's block: its preset with the block's sizes."""
+    preset = dataclasses.asdict(RECURRENT[family]())
+    preset.update({("width" if k == "n_embd" else k): v for k, v in model.items()
+                   if k in ("n_dims", "n_embd", "n_layer", "dense_layout")})
+    if "n_dims" not in model:
+        preset["n_dims"] = dims_end
+    preset["max_tokens"] = 2 * _points(model, points_end)
+    return preset
 
 
 def settings_from_config(raw: Any) -> tuple[GPT2Settings, Path | None]:

@@ -2,6 +2,7 @@
 
   layer_norm  (x − mean) / sqrt(var + ε) · scale + offset (GPT-2)
   rms_norm    x / sqrt(mean x² + ε) · scale (Llama, the Zoology recipe)
+  none        x unchanged (Garg et al.'s LSTM stack has no norm)
 
 Each builder returns a Haiku module factory `(name) -> module`.
 """
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 import haiku as hk
 
-from src.registry import registry
+from src.registry import NoOptions, registry
 from src.settings import require_number
 
 NORMS = registry("norm")
@@ -33,3 +34,8 @@ def build_layer_norm(options: NormOptions, name: str | None = None):
 @NORMS.register("rms_norm", NormOptions, doc="root-mean-square norm with scale (Llama, Zoology)")
 def build_rms_norm(options: NormOptions, name: str | None = None):
     return hk.RMSNorm(-1, eps=options.eps, name=name)
+
+
+@NORMS.register("none", NoOptions, doc="no normalisation: x unchanged (the lstm preset)")
+def build_no_norm(options: NoOptions, name: str | None = None):
+    return lambda x: x

@@ -5,7 +5,7 @@ whose every part comes from the settings, and its presets.
               tokens: Embed(V, D)
     + a position encoding (registry "position": a learned table added here, or one acting
       inside softmax attention: rope, alibi, fire, yarn, …)
-    n_layer blocks:  h += seq_mixer(norm(h));  h += state_mixer(norm(h))
+    n_layer blocks:  h += seq_mixer(norm(h));  h += state_mixer(norm(h))  (`residual` false: h = seq_mixer(norm(h)))
               (registries "norm", "seq_mixer", "state_mixer"); a hybrid stack takes its layers'
               sequence mixers from `seq_mixers`, repeating (layer i: seq_mixers[i mod len]),
               e.g. Zoology's Based model (base_conv, based) or MAD's striped hybrids
@@ -13,7 +13,8 @@ whose every part comes from the settings, and its presets.
                            tokens: Linear(D -> V) logits [B, T, V]
 
 Presets (the only place the originals' models are named): `gpt2` (Garg et al.: layer norm, GELU
-MLP, learned positions, read-out at the x tokens), `lm` (the Zoology recipe: RMS norm, the
+MLP, learned positions, read-out at the x tokens), `lstm` (Garg et al.'s recurrent model: LSTM
+layers stacked with no residual, norm or position encoding, `residual` false), `lm` (the Zoology recipe: RMS norm, the
 state mixer of choice, a truncated-normal learned table), and the length study's two backbones
 (Lin et al. AAAI 2025, Hugging Face's models): `llama` (RMS norm ε 1e-6, SwiGLU with hidden 4D,
 the position encoding inside attention, rope by default, no biases; sizes tiny / small / standard
@@ -50,7 +51,7 @@ import jax.numpy as jnp
 
 from src.models.mechanisms import ATTENTION_KERNELS
 from src.registry import Choice, choice, registry
-from src.settings import choice_field, choices_field, is_int, require, require_int, require_one_of
+from src.settings import added_field, choice_field, choices_field, is_int, require, require_int, require_one_of
 
 INPUTS = ("pairs", "tokens")
 
@@ -73,6 +74,7 @@ class SequenceConfig:
     dense_layout: str = "flat"       # Linear layers on [B·T, D] rows (flat) or on [B, T, D] (batched)
     attention_kernel: str = "einsum"  # softmax attention as two einsums (einsum) or jax.nn.dot_product_attention (fused)
     seq_mixers: tuple[Choice, ...] = choices_field("seq_mixer")   # a hybrid stack's mixers, repeating; empty: seq_mixer everywhere
+    residual: bool = added_field(True)   # h += mixer(norm(h)) (True) or h = mixer(norm(h)) (the lstm preset's plain stack)
 
     def check(self) -> None:
         require(isinstance(self.preset, str) and re.fullmatch(r"[a-z][a-z0-9_]*", self.preset or ""),
@@ -84,6 +86,7 @@ class SequenceConfig:
                 "vocab_size", self.vocab_size, "an integer >= 2 for token inputs")
         require(self.width % self.n_head == 0, "width", self.width, f"a multiple of n_head={self.n_head}")
         require(isinstance(self.biases, bool), "biases", self.biases, "true or false")
+        require(isinstance(self.residual, bool), "residual", self.residual, "true or false")
         require_one_of("dense_layout", self.dense_layout, tuple(DENSE_LAYOUTS))
         require_one_of("attention_kernel", self.attention_kernel, tuple(ATTENTION_KERNELS))
 
@@ -161,6 +164,15 @@ def mamba(size: str = "standard", n_dims: int = 20, max_tokens: int = 102, mixer
     return replace(config, **overrides)
 
 
+def lstm(n_dims: int = 5, n_embd: int = 64, n_layer: int = 3, n_positions: int = 11) -> SequenceConfig:
+    """Garg et al.'s recurrent model: the read-in, n_layer LSTM layers of width n_embd stacked
+    plainly (no residual, no norm, no position encoding, no state sublayer: torch's
+    nn.LSTM(num_layers)), the read-out at the x tokens."""
+    return SequenceConfig("lstm", "pairs", n_embd, n_layer, 1, n_dims, 0, 2 * n_positions,
+                          choice("position", "nope"), choice("norm", "none"), choice("seq_mixer", "lstm"),
+                          choice("state_mixer", "none"), residual=False)
+
+
 def interleave(xs: jax.Array, ys: jax.Array) -> jax.Array:
     """x_1, (y_1, 0, ...), x_2, ...: xs [B, n, d], ys [B, n] -> tokens [B, 2n, d]."""
     b, n, d = xs.shape
@@ -180,7 +192,8 @@ class Block(hk.Module):
         mixer = registry("seq_mixer").get(chosen.name).build(
             chosen.options, width=c.width, num_heads=c.n_head, position=self.position, name="seq_mixer")
         state = registry("state_mixer").get(c.state_mixer.name).build(c.state_mixer.options, bias=c.biases)
-        h = h + mixer(norm.build(c.norm.options, name="norm_seq")(h))
+        mixed = mixer(norm.build(c.norm.options, name="norm_seq")(h))
+        h = h + mixed if c.residual else mixed
         if state is None:              # no state sublayer (the Mamba block)
             return h
         normed = norm.build(c.norm.options, name="norm_state")(h)
@@ -259,7 +272,7 @@ class Model(NamedTuple):
 
 @registry("family").register("sequence", SequenceConfig,
                              doc="pre-norm blocks of a sequence mixer and a state mixer, every part "
-                                 "from the settings (presets gpt2, lm, llama, mamba)")
+                                 "from the settings (presets gpt2, lstm, lm, llama, mamba)")
 def build_sequence(config: SequenceConfig) -> Model:
     transformed = hk.without_apply_rng(hk.transform_with_state(
         lambda *inputs, positions=None: SequenceModel(config)(*inputs, positions=positions)))
