@@ -25,6 +25,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "batch_size": (1, 1 << 20),
     "eval_size": (1, 1 << 22),
     "steps": (1, 10 ** 9),
+    "pool": (1, 1 << 24),          # a finite pool's task vectors or prompts (src/tasks/pools.py)
 }
 FLOAT_BYTES = 4
 HEADROOM = 0.8                 # use at most this fraction of the free memory

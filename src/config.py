@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from src.registry import Choice
-from src.settings import EVAL_SEED, choice_field, require_int, require_number
+from src.settings import EVAL_SEED, added_field, choice_field, require_int, require_number
 ORDERINGS = ("random", "smallnorm2largenorm", "easy2hard", "hard2easy")
 NOISE_MODES = ("clean", "label_noise", "random_pairs")
 PLACEMENTS = ("mixed", "clean_first", "noisy_first")
@@ -84,3 +84,5 @@ class TrainConfig:
     seed: int = 0
     eval_seed: int = EVAL_SEED
     checkpoint_every: int = 1000   # steps between checkpoints (and at the end); for --resume
+    num_tasks: int = added_field(0)               # a pool of task vectors (src/tasks/pools.py); 0: fresh
+    num_training_examples: int = added_field(0)   # a pool of whole prompts; 0: fresh

@@ -59,6 +59,10 @@ def together_refusal(settings_list: Sequence) -> str | None:
     seeds = [s.train.seed for s in settings_list]
     if len(set(seeds)) != len(seeds):
         return f"train.seed repeats ({seeds})"
+    train = settings_list[0].train
+    if getattr(train, "num_tasks", 0) or getattr(train, "num_training_examples", 0):
+        return ("a finite pool (train.num_tasks, train.num_training_examples) is drawn from each seed outside "
+                "the program; such seeds train one at a time")
     if build(settings_list[0]).seed_parts() is None:
         return f"system {settings_list[0].system!r} does not train seeds together"
     return None

@@ -92,3 +92,31 @@ def test_a_limits_of_icl_config_with_num_tasks_64_trains(tmp_path):
     refused = subprocess.run([sys.executable, "-m", "runners.train", "--config", str(path), "--out", str(tmp_path / "bad")],
                              cwd=root, capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and "training.num_tasks=0.5" in refused.stderr and not (tmp_path / "bad").exists()
+
+
+def test_the_papers_own_system_trains_on_a_pool_of_tasks_or_of_prompts():
+    """von Oswald et al.'s sampler (system lsa): a pool of 32 task vectors (labels recomputed from
+    them), a pool of 5 prompts; evaluation and the record without a pool as before; seeds with a
+    pool are not batched together (each seed draws its own pool)."""
+    from src.cli.lsa import settings_for
+    from src.eval_set import task_sampler
+    from src.tasks.pools import pooled_tasks
+    from src.together import together_refusal
+    base = settings_for("lsa1", batch_size=16, eval_size=32)
+    assert "num_tasks" not in base.to_dict()["train"] and pooled_tasks(task_sampler(base.task), 0) is not None
+    settings = settings_for("lsa1", batch_size=16, eval_size=32, num_tasks=32)
+    sample = pooled_tasks(task_sampler(settings.task), settings.train.seed, 32)
+    batches = [sample(jax.random.fold_in(jax.random.key(1), step), 16) for step in range(20)]
+    w = np.concatenate([np.asarray(b.w) for b in batches])
+    assert distinct_rows(w) == 32 and all(distinct_rows(np.asarray(b.w)) == 16 for b in batches)
+    for b in batches[:3]:
+        np.testing.assert_allclose(np.asarray(b.context_y), np.einsum("bnd,bd->bn", b.context_x, b.w), atol=1e-6)
+        np.testing.assert_allclose(np.asarray(b.query_y), np.einsum("bd,bd->b", b.query_x, b.w), atol=1e-6)
+    assert distinct_rows(np.concatenate([np.asarray(b.context_x).reshape(16, -1) for b in batches])) == 320
+    prompts = pooled_tasks(task_sampler(settings.task), 0, 0, 5)
+    xs = np.concatenate([np.asarray(prompts(jax.random.key(s), 16).context_x).reshape(16, -1) for s in range(6)])
+    assert distinct_rows(xs) == 5
+    assert settings.to_dict()["train"]["num_tasks"] == 32
+    assert "pool" in together_refusal([settings, settings_for("lsa1", seed=1, batch_size=16, eval_size=32, num_tasks=32)])
+    with pytest.raises(UsageError, match=r"train.num_tasks=-2 is not accepted"):
+        settings_for("lsa1", num_tasks=-2)

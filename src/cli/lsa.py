@@ -131,6 +131,12 @@ def build_parser(prog: str, description: str, model_name: str) -> argparse.Argum
                              % (defaults.steps, model_name))
     parser.add_argument("--batch_size", type=bounded("batch_size"), default=defaults.batch_size,
                         help="fresh tasks per step")
+    parser.add_argument("--num_tasks", type=bounded("pool"), default=None,
+                        help="train on a pool of this many task vectors drawn once from --seed "
+                             "(Garg et al.'s training.num_tasks; default: fresh tasks every step)")
+    parser.add_argument("--num_training_examples", type=bounded("pool"), default=None,
+                        help="train on a pool of this many whole prompts drawn once from --seed "
+                             "(Garg et al.'s training.num_training_examples; default: fresh)")
     parser.add_argument("--lr", type=_positive_float, default=None,
                         help="Adam learning rate (default: 1e-3, or 5e-4 when depth > 3)")
     parser.add_argument("--adam_b2", type=_beta, default=defaults.adam_b2,
@@ -166,6 +172,7 @@ def settings_from_args(args: argparse.Namespace, model_name: str) -> LSASettings
     return settings_for(model_name, num_layers=getattr(args, "num_layers", None), seed=args.seed,
                         steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr,
                         adam_b2=args.adam_b2, log_every=args.log_every, eval_size=args.eval_size,
+                        num_tasks=args.num_tasks, num_training_examples=args.num_training_examples,
                         train_curriculum=train_c, eval_curriculum=eval_c,
                         save_attention=getattr(args, "save_attention", False), sets=args.overrides)
 

@@ -4,7 +4,8 @@ scored against one tuned step of gradient descent on a fixed eval set, with the 
 noise curricula of context pairs (SPEC §1–§7).
 
 Loss: the paper's ½ mean (ŷ − y_q)². Training draws fresh tasks every step from
-fold_in(train_key, step), applies the train curriculum (skipped when it cannot change the
+fold_in(train_key, step) (or from a finite pool of task vectors or prompts, train.num_tasks /
+train.num_training_examples, src/tasks/pools.py), applies the train curriculum (skipped when it cannot change the
 distribution), builds the tokens and takes an Adam step, whole log intervals in one lax.scan.
 
 Files (besides config, metrics, summary, params, checkpoint): ordering_idx.npy, noise_mask.npy
@@ -37,6 +38,7 @@ import src.rundir.names as names
 from src.settings import (Settings, SettingsError, require, require_int, require_number,
                           require_one_of)
 from src.systems import Arrays, SystemTrainer, keyed_seed_parts, register_system
+from src.tasks.pools import check_pool, pooled_tasks
 
 ATTENTION_TASKS = 1000  # eval tasks whose attention is saved with save_attention
 
@@ -83,6 +85,7 @@ class LSASettings(Settings):
         require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
         require_number("train.adam_b1", tr.adam_b1, 0, high=1, open_high=True)
         require_number("train.adam_b2", tr.adam_b2, 0, high=1, open_high=True)
+        check_pool("train.", tr.num_tasks, tr.num_training_examples, t.name, pool_tasks=(t.name,))
         try:   # the shared integer ranges (src/bounds.py): refuse absurd sizes before any work
             check_sizes(("d", "task.d", t.d), ("points", "task.num_context", t.num_context),
                         ("layers", "model.num_layers", m.num_layers),
@@ -226,8 +229,9 @@ SUMMARY_METRICS = ("eval_loss", "gd_loss", "align_cos", "l2_pred_diff", "model_d
 def make_train_chunk(settings: LSASettings, model, optimizer):
     """The pure chunk (not jitted): chunk(params, opt_state, train_key, first_step, num_steps) ->
     (params, opt_state, losses [num_steps])."""
-    task, batch_size, curriculum = settings.task, settings.train.batch_size, settings.train_curriculum
-    sample = task_sampler(task)
+    task, tr, curriculum = settings.task, settings.train, settings.train_curriculum
+    batch_size = tr.batch_size
+    sample = pooled_tasks(task_sampler(task), tr.seed, tr.num_tasks, tr.num_training_examples)
 
     def loss_fn(params, tokens, targets):
         return loss(model.apply(params, tokens).prediction, targets)

@@ -10,7 +10,10 @@ A batch takes B members: the first B of a fresh permutation when the pool holds 
 `randperm(M)[:B]`, every member at most once a batch), else B independent uniform draws
 (Raventós et al.'s pools of 2, 4, ... tasks, smaller than a batch). Member i of a pool is drawn
 from key i of `pool_keys(seed, size)`: the pool is a pure function of the run's seed. Only the
-training batches draw from the pool; evaluation draws fresh tasks, as in the originals.
+training batches draw from the pool; evaluation draws fresh tasks, as in the originals. The
+pools serve the GPT-2 family (`pooled`) and von Oswald et al.'s system (`pooled_tasks`).
+Seeds with a pool train one at a time (the pool is drawn from each run's seed outside the
+program that src/together.py batches over seeds).
 
 Glossary: B prompts in a batch, M / N pool size.
 """
@@ -27,16 +30,17 @@ TASK_POOL_TASKS = ("linear_regression", "sparse_linear_regression", "noisy_linea
                    "quadratic_regression", "uniform_linear_regression", "affine_regression", "outlier_regression")
 
 
-def check_pool(prefix: str, num_tasks, num_training_examples, task_name: str) -> None:
-    """Sizes >= 0, one pool at most, a pool of tasks only for a task that takes task keys
-    (SettingsError, one line, naming `prefix`num_tasks ...)."""
+def check_pool(prefix: str, num_tasks, num_training_examples, task_name: str,
+               pool_tasks: tuple[str, ...] = TASK_POOL_TASKS) -> None:
+    """Sizes >= 0, one pool at most, a pool of tasks only for one of `pool_tasks` (SettingsError,
+    one line, naming `prefix`num_tasks ...)."""
     require_int(f"{prefix}num_tasks", num_tasks, 0)
     require_int(f"{prefix}num_training_examples", num_training_examples, 0)
     require(not (num_tasks and num_training_examples), f"{prefix}num_training_examples", num_training_examples,
             f"0 with {prefix}num_tasks={num_tasks} (one pool: of tasks or of prompts)")
     if num_tasks:
-        require(task_name in TASK_POOL_TASKS, f"{prefix}num_tasks", num_tasks,
-                f"0 for the task {task_name!r} (a pool of tasks applies to {', '.join(TASK_POOL_TASKS)}; "
+        require(task_name in pool_tasks, f"{prefix}num_tasks", num_tasks,
+                f"0 for the task {task_name!r} (a pool of tasks applies to {', '.join(pool_tasks)}; "
                 f"{prefix}num_training_examples pools whole prompts of any task)")
 
 
@@ -69,6 +73,30 @@ def pooled(sample, seed: int, num_tasks: int = 0, num_training_examples: int = 0
             chosen = keys[members(jax.random.fold_in(key, POOL_TAG), num_training_examples, batch_size)]
             rows = jax.vmap(lambda k: sample(k, 1, dims, points, alpha))(chosen)
             return jax.tree_util.tree_map(lambda a: a[:, 0] if a.ndim >= 2 else a[0], rows)
+        return from_prompt_pool
+    return sample
+
+
+def pooled_tasks(sample, seed: int, num_tasks: int = 0, num_training_examples: int = 0):
+    """The same pools for von Oswald et al.'s sampler `sample(key, batch_size, alpha=1) -> Tasks`
+    (src/tasks/regression.py): member i of a pool of tasks is the task vector w of
+    `sample(key i, 1)`, and a batch takes fresh inputs with its members' vectors (y = w·x
+    recomputed); a pool of prompts holds whole Tasks. `sample` itself when both sizes are 0."""
+    from src.tasks.regression import with_task_vectors
+    if num_tasks:
+        vectors = jax.vmap(lambda k: sample(k, 1).w[0])(pool_keys(seed, num_tasks))      # [M, d]
+
+        def from_task_pool(key, batch_size, alpha=1.0):
+            chosen = vectors[members(jax.random.fold_in(key, POOL_TAG), num_tasks, batch_size)]
+            return with_task_vectors(sample(key, batch_size, alpha), chosen)
+        return from_task_pool
+    if num_training_examples:
+        keys = pool_keys(seed, num_training_examples)
+
+        def from_prompt_pool(key, batch_size, alpha=1.0):
+            chosen = keys[members(jax.random.fold_in(key, POOL_TAG), num_training_examples, batch_size)]
+            rows = jax.vmap(lambda k: sample(k, 1, alpha))(chosen)
+            return jax.tree_util.tree_map(lambda a: a[:, 0], rows)
         return from_prompt_pool
     return sample
 

@@ -40,6 +40,12 @@ def sample_tasks(key: jax.Array, batch_size: int, task: TaskConfig, alpha: float
     return Tasks(context_x, context_y, query_x, query_y, w)
 
 
+def with_task_vectors(tasks: Tasks, w: jax.Array) -> Tasks:
+    """`tasks` with task vectors w [B, d] in place of theirs, labels y = w·x recomputed."""
+    return Tasks(tasks.context_x, jnp.einsum("bnd,bd->bn", tasks.context_x, w), tasks.query_x,
+                 jnp.einsum("bd,bd->b", tasks.query_x, w), w)
+
+
 def random_pair_inputs(key: jax.Array, shape: tuple[int, ...], task: TaskConfig,
                        alpha: float = 1.0) -> jax.Array:
     """Fresh inputs x' [*shape, d] from the task's input distribution (for random pairs)."""
