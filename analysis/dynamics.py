@@ -22,6 +22,10 @@ strength Σ_h |v_h,y (W_KQ,h)_ii| over the heads (dynamics.npz `gamma_diag` hold
 diagonals); its rise epoch is when it first reaches half of its value at the start of the last
 plateau (drift along flat directions after convergence does not count).
 
+Softmax attention (the original's --softmax) is not the linear model these levels and
+loadings belong to: its record has the plateaus and drops without the theory (no
+`theory_levels`, `component_rise_epochs`; its dynamics.npz has no `gamma_diag`).
+
 Writes analysis/dynamics.json and analysis/dynamics.png (loss with the theory levels;
 singular values of every head's W_KQ over training).
 """
@@ -39,6 +43,10 @@ from src.rundir import RunDir
 from src.tasks.linattn import DynamicsTaskConfig, SequenceSet, input_eigenvalues, make_sets
 
 MODULE = "analysis.dynamics"
+RULE = ("flat: |L(t+w) - L(t)| < 2 % L(t), w = max(5, 0.1 t); plateau: a run of flat epochs (plus its last "
+        "window) lasting >= max(15, 0.25 start) epochs, level = median, merged within 5 %; drop epoch: first "
+        "loss below the geometric mean of two consecutive plateau levels (or of the initial / final loss when "
+        "the run starts / ends falling)")
 
 
 def plateaus(loss: np.ndarray, window_fraction: float = 0.1, min_window: int = 5,
@@ -139,19 +147,23 @@ def rise_epochs(log_epochs: np.ndarray, gamma_diag: np.ndarray, order: np.ndarra
 
 def analyse(loss, log_epochs, singular_values, gamma_diag, data: SequenceSet,
             task: DynamicsTaskConfig) -> dict:
-    """The dynamics.json record."""
+    """The dynamics.json record; gamma_diag None (softmax attention): without the linear
+    model's theory levels and component rise epochs."""
     found = plateaus(loss)
-    theory = principal_levels(data, task)
+    theory = principal_levels(data, task) if gamma_diag is not None else []
     for plateau in found:
+        if not theory:
+            break
         m = int(np.argmin([abs(plateau["level"] - t) for t in theory]))
         plateau.update(theory_m=m, theory_level=theory[m],
                        difference=plateau["level"] - theory[m])
     order = np.argsort(-input_eigenvalues(task.in_dim, task.white_cov), kind="stable")
-    return {"rule": "flat: |L(t+w) - L(t)| < 2 % L(t), w = max(5, 0.1 t); plateau: a run of flat "
-                    "epochs (plus its last window) lasting >= max(15, 0.25 start) epochs, level = "
-                    "median, merged within 5 %; drop epoch: first loss below the geometric mean of "
-                    "two consecutive plateau levels (or of the initial / final loss when the run "
-                    "starts / ends falling)",
+    if gamma_diag is None:
+        return {"rule": RULE, "epochs": int(len(loss)), "final_loss": float(loss[-1]) if len(loss) else None,
+                "plateaus": found, "drops": drops(loss, found),
+                "eigenvalues": input_eigenvalues(task.in_dim, task.white_cov).tolist(),
+                "theory": "none: softmax attention is not the linear model of the principal-component levels"}
+    return {"rule": RULE,
             "epochs": int(len(loss)), "final_loss": float(loss[-1]) if len(loss) else None,
             "plateaus": found, "drops": drops(loss, found), "theory_levels": theory,
             "eigenvalues": input_eigenvalues(task.in_dim, task.white_cov).tolist(),
@@ -164,7 +176,7 @@ def figure(loss, log_epochs, singular_values, record: dict, title: str):
     ax = fig.add_subplot(1, 2, 1)
     epochs = np.arange(1, len(loss) + 1)
     ax.plot(epochs, loss, color="C0", lw=1.5, label="training loss (MSE)")
-    for m, level in enumerate(record["theory_levels"]):
+    for m, level in enumerate(record.get("theory_levels", [])):
         ax.axhline(level, color="0.5", ls=":", lw=1)
         ax.text(epochs[-1], level, f" m={m}", va="center", fontsize=7, color="0.3")
     for drop in record["drops"]:
@@ -172,7 +184,9 @@ def figure(loss, log_epochs, singular_values, record: dict, title: str):
     ax.set_xscale("log")
     ax.set_xlabel("epoch (full-batch updates), log scale")
     ax.set_ylabel("loss: mean (ŷ − y)² (squared label units)")
-    ax.set_title("loss; dotted: least squares on the top-m principal directions;\nred: drops", fontsize=9)
+    ax.set_title("loss; dotted: least squares on the top-m principal directions;\nred: drops"
+                 if "theory_levels" in record else "loss (softmax attention: no principal-component "
+                 "levels);\nred: drops", fontsize=9)
     ax = fig.add_subplot(1, 2, 2)
     sv = np.asarray(singular_values)            # [K, H, n]
     for head in range(sv.shape[1]):
@@ -193,7 +207,8 @@ def load_dynamics(run_dir: RunDir) -> tuple[dict, object]:
     """(dynamics.npz arrays, settings) of a run of system `dynamics` (python -m runners.linattn)."""
     settings = run_dir.load_settings("dynamics")    # Missing/CorruptArtifact, WrongSystem: one line
     arrays = run_dir.load_arrays(names.DYNAMICS)
-    missing = [k for k in ("loss", "log_epochs", "singular_values", "gamma_diag") if k not in arrays]
+    needed = ("loss", "log_epochs", "singular_values") + (() if settings.train.softmax else ("gamma_diag",))
+    missing = [k for k in needed if k not in arrays]
     if missing:
         raise AnalysisError(f"{run_dir.file(names.DYNAMICS)} has no array {missing[0]!r}; recreate it "
                             f"with: {run_dir.producer(names.DYNAMICS)}")
@@ -209,7 +224,7 @@ def run(run_dir: RunDir) -> dict:
                             "(a smaller --init or --lr)")
     train_set = make_sets(settings.task)["train"]
     record = analyse(arrays["loss"], arrays["log_epochs"], arrays["singular_values"],
-                     arrays["gamma_diag"], train_set, settings.task)
+                     arrays.get("gamma_diag"), train_set, settings.task)
     png = png_bytes(figure(arrays["loss"], arrays["log_epochs"], arrays["singular_values"], record,
                            f"{run_dir.path.name} ({settings.model.name})"))
     run_dir.write_json(names.DYNAMICS_JSON, record)

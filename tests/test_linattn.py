@@ -137,7 +137,7 @@ def test_plateau_rule_on_a_synthetic_staircase():
     (["--epoch", "0"], "--epoch"), (["--icl", "1.5"], "--icl"), (["--icl", "-0.1"], "--icl"),
     (["--model", "mlp"], "--cubic_feat"), (["--lr", "0"], "--lr"), (["--init", "nan"], "--init"),
     (["--model", "attnX"], "--model"), (["--rank", "2"], "--rank"),
-    (["--icl", "c"], '--icl "$c"'), (["--softmax"], "--softmax"),
+    (["--icl", "c"], '--icl "$c"'), (["--softmax", "--normalize"], "--softmax"),
     (["--vary_len", "--optimizer", "sgd", "--batch_size", "10"], "--vary_len"),
     (["--track_value", "--model", "mlp", "--cubic_feat"], "--track_value"), (["--out_dim", "2"], "--out_dim"),
     (["--model", "attnS", "--restricted"], "--restricted"), (["--init_convention", "big"], "--init_convention"),

@@ -6,6 +6,7 @@
     python -m runners.linattn --model mlp --cubic_feat --head 8 --init 1e-6 --show
     python -m runners.linattn --model attnS --head 5 --init 1e-2 --epoch 10001 --lr 0.02 --show
     python -m runners.linattn --model attnS --head 9 --KQ_dim 1 --in_dim 8 --seq_len 32 ...
+    python -m runners.linattn --model attnS --head 2 --softmax ...      # softmax attention
 
 Run directory: config.json, metrics.jsonl (about 20 rows), metrics_summary.json, params.npz,
 checkpoint.npz, dynamics.npz (loss and test losses at every epoch, singular values of every
@@ -63,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                    default=task.testset_size, help="sequences in each test set (in-context, in-weight)")
     g.add_argument("--white_cov", action="store_true", help="x ~ N(0, I/D) instead of eigenvalues ∝ 1..D")
     g.add_argument("--show", action="store_true", help=f"write the loss figure ({names.LOSS_PNG}); no window")
-    for flag, meaning in NOT_YET.items():
-        g.add_argument(flag, action="store_true", help=f"{meaning} (not implemented here: refused)")
+    g.add_argument("--softmax", action="store_true",
+                   help="softmax attention: softmax over the keys (all tokens, the query included) of each head's "
+                        "scores (attnM, attnS; the loss computed from the sequences, not from moments)")
     g.add_argument("--vary_len", action="store_true",
                    help="the loss averaged over every prefix length 2..N, each prediction divided by its length")
     g.add_argument("--track_value", action="store_true",
@@ -98,11 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# the original's flags this system does not implement yet -> their meaning
-NOT_YET = {"--softmax": "softmax attention instead of linear (its loss is no quadratic of the moments this "
-                        "system trains on)"}
-
-
 def icl_fraction(text: str) -> float:
     """--icl: a number in [0, 1]; the README's loop writes `--icl c` for `--icl "$c"`."""
     try:
@@ -114,15 +111,14 @@ def icl_fraction(text: str) -> float:
 
 def settings_from_args(args: argparse.Namespace) -> DynamicsSettings:
     """The validated settings of the original's flags (UsageError, one line)."""
-    for flag in NOT_YET:
-        if getattr(args, flag[2:]):
-            raise UsageError(f"{flag}: {NOT_YET[flag]} is not implemented here; accepted: the command "
-                             f"without {flag}")
     if args.out_dim != 1:
         raise UsageError(f"--out_dim={args.out_dim} is not accepted; accepted: 1 (scalar y; the "
                          f"original's default)")
     entry = registry("dynamics_model").get(SEED_MODELS[args.model])
     fields = {f.name for f in dataclasses.fields(entry.options)}
+    if args.softmax and getattr(entry.options, "reads_cubic_feature", False):
+        raise UsageError(f"--softmax has no effect with --model {args.model} (the two-layer network has no "
+                         "attention scores; the original's MLP ignores it); accepted: --model attnM or attnS")
     if getattr(entry.options, "reads_cubic_feature", False) and not args.cubic_feat:
         raise UsageError(f"--model {args.model} needs --cubic_feat (the two-layer network reads the "
                          f"cubic feature z); accepted: --model {args.model} --cubic_feat")
@@ -143,7 +139,7 @@ def settings_from_args(args: argparse.Namespace) -> DynamicsSettings:
                        batch_size=args.batch_size, init=args.init, init_convention=args.init_convention,
                        seed=args.seed, log_every=args.log_every, normalize=args.normalize,
                        float64=args.float64, checkpoint_every=args.checkpoint_every, vary_len=args.vary_len,
-                       track_value=args.track_value)
+                       track_value=args.track_value, softmax=args.softmax)
     settings = DynamicsSettings(task=task, model=choice("dynamics_model", entry.name, **options), train=tr,
                                 show=args.show)
     return validated(settings, FLAGS)
@@ -160,7 +156,7 @@ def default_out(settings: DynamicsSettings, args: argparse.Namespace) -> Path:
 # our options that change a run: dest -> its word in the default run name
 OUR_NAMED_FLAGS = {"init_convention": "init_", "restricted": "restricted", "optimizer": "",
                    "batch_size": "batch", "normalize": "normalized", "float64": "float64", "vary_len": "vary_len",
-                   "track_value": "track_value"}
+                   "track_value": "track_value", "softmax": "softmax"}
 
 
 def _fields(model: str) -> set[str]:
@@ -174,7 +170,8 @@ FLAGS = {"task.in_dim": "--in_dim", "task.seq_len": "--seq_len", "task.trainset_
          "train.init": "--init", "train.batch_size": "--batch_size", "train.optimizer": "--optimizer",
          "train.log_every": "--log_every", "train.seed": "--seed", "task.seed": "--seed",
          "train.checkpoint_every": "--checkpoint_every", "train.init_convention": "--init_convention",
-         "task.testset_size": "--testset_size", "train.vary_len": "--vary_len", "train.track_value": "--track_value"}
+         "task.testset_size": "--testset_size", "train.vary_len": "--vary_len", "train.track_value": "--track_value",
+         "train.softmax": "--softmax"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

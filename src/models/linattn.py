@@ -15,6 +15,8 @@ a_h Σ_n y_n x_nᵀ B_h x_q (`mlp_params_from_restricted` is the parameter map).
 Every model is linear in a coefficient tensor t(θ) of fixed features F of a sequence,
 ŷ = F · t(θ): attention F = X Xᵀ ⊗ x̃_q, t = Σ_h v_h ⊗ W_KQ,h ((D+1)³ entries); cubic_mlp
 F = vec(z), t = Σ_h a_h B_h (D² entries). Full-batch training uses this (src/systems/dynamics.py).
+The attention models with softmax scoring (the original's --softmax) are not linear in any fixed
+features: their direct forward pass and loss are src/models/linattn_softmax.py.
 
 Initialisation (`init`, INIT_CONVENTIONS): "original" draws as the original code does for its
 `--init`: ATTN_S's W_K, W_Q, W_V have std init/√(entries of the torch layer) (H·R·(D+1) and
@@ -98,6 +100,7 @@ class DynamicsModel:
     gamma: Callable[[dict], jax.Array]                          # [H, D, D] per head: h -> ŷ/x_q
     original_init: OriginalInit = OriginalInit()
     value_y: Callable[[dict], jax.Array] | None = None          # [H] each head's value y -> y weight (attention)
+    values: Callable[[dict], jax.Array] | None = None           # [H, D+1] each head's value v_h (attention)
 
     def init(self, key: jax.Array, in_dim: int, scale: float, convention: str = "original") -> dict:
         """The initial parameters (small initialisation; `convention` in INIT_CONVENTIONS). Both
@@ -147,7 +150,7 @@ def _attention(values: Callable, maps: Callable, shapes: Callable,
                 + jnp.einsum("hi,hj->hij", v[:, :-1], w[:, -1, :-1]))
 
     return DynamicsModel(shapes, coefficients, features, predict, maps, gamma, original_init,
-                         lambda params: values(params)[:, -1])
+                         lambda params: values(params)[:, -1], values)
 
 
 def _restricted_values(params):

@@ -8,11 +8,14 @@ nn.MSELoss; no ½). Every model is ŷ = F t(θ) (src/models/linattn.py), so the 
 is the quadratic L(θ) = t G t − 2 bᵀ t + c of the set's moments G = FᵀF/P, b = Fᵀy/P,
 c = yᵀy/P, computed once: an epoch costs O(F²) whatever P is. The loss and the test losses are
 recorded at the parameters before each epoch's update (as the original code does). A step of the one loop is
-an epoch here.
+an epoch here. With `softmax` (the original's --softmax, attention models only) the loss is no
+quadratic of moments: each epoch computes it from the sequences themselves, the gradient by
+jax.grad (src/models/linattn_softmax.py), an O(P·T·H·D) pass (O(P·T²·H·D) with vary_len).
 
 Files: dynamics.npz (loss and test losses at every epoch, log_epochs, singular values of every
-head's W_KQ and the per-head principal-component diagonals at every log point), plus the
-dynamics analysis and, with `show`, the loss figure.
+head's W_KQ and the per-head principal-component diagonals at every log point; with softmax no
+diagonals: they are the linear model's coefficients of h ⊗ x_q), plus the dynamics analysis and,
+with `show`, the loss figure.
 Shapes: P sequences, F features, E epochs, K log points, H heads, D input dimension.
 """
 from __future__ import annotations
@@ -31,6 +34,7 @@ import optax
 from src.bounds import check_memory, check_sizes
 from src.loop import Chunk, LoopResult, TrainState
 from src.models.linattn import INIT_CONVENTIONS
+from src.models.linattn_softmax import chunk_size, loss as softmax_loss
 from src.optim import Optimizer, make_optimizer
 from src.registry import Choice
 import src.rundir.names as names
@@ -60,6 +64,7 @@ class DynamicsTrain:
     checkpoint_every: int = 1000   # epochs between checkpoints (and at the end); for --resume
     vary_len: bool = added_field(False)      # the original's --vary_len: the loss over every prefix 2..N, ŷ / its length
     track_value: bool = added_field(False)   # the original's --track_value: each head's value y -> y weight per epoch
+    softmax: bool = added_field(False)       # the original's --softmax: softmax over the keys (direct loss, no moments)
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,11 @@ class DynamicsSettings(Settings):
                     "batch; it divides by each prefix's length itself)")
         require(not tr.track_value or self.model.name != "cubic_mlp", "train.track_value", tr.track_value,
                 "false for cubic_mlp (it has no value; the original's --track_value fails there too)")
+        if tr.softmax:
+            require(self.model.name != "cubic_mlp", "train.softmax", True, "false for cubic_mlp (it has no "
+                    "attention scores to take a softmax of; the original's MLP ignores --softmax)")
+            require(not tr.normalize, "train.softmax", True, "false with normalize (the 1/N of X Xᵀ, a linear "
+                    "model's moment; softmax weights already sum to 1 over the keys)")
         try:   # the shared integer ranges and a memory estimate (src/bounds.py)
             check_sizes(("d", "task.in_dim", t.in_dim), ("points", "task.seq_len", t.seq_len),
                         ("eval_size", "task.trainset_size", t.trainset_size), ("heads", "model.options.heads", heads),
@@ -109,9 +119,12 @@ class DynamicsSettings(Settings):
                         ("seed", "task.seed", t.seed))
             if t.testset_size:
                 check_sizes(("eval_size", "task.testset_size", t.testset_size))
-            # the sequences are held as [n, in_dim + 1, seq_len] floats (train and test) plus moments
+            # the sequences are held as [n, in_dim + 1, seq_len] floats (train and test) plus moments;
+            # with softmax, about 6 arrays of one chunk's scores (src/models/linattn_softmax.py)
+            scores = (6 * 8 * heads * t.seq_len * (t.seq_len if tr.vary_len else 1)
+                      * min(t.trainset_size, chunk_size(heads, t.seq_len, tr.vary_len)) if tr.softmax else 0)
             check_memory(8 * (t.trainset_size + t.testset_size) * (t.in_dim + 1) * t.seq_len
-                         + 8 * (t.in_dim + 1) ** 4, "this run")
+                         + 8 * (t.in_dim + 1) ** 4 + scores, "this run")
         except ValueError as err:
             raise SettingsError(str(err)) from None
 
@@ -173,37 +186,27 @@ class DynamicsTrainer(SystemTrainer):
         return jax.enable_x64(True) if self.settings.train.float64 else contextlib.nullcontext()
 
     def _prepare(self) -> None:
-        """The data, their moments and the compiled interval (inside `context`)."""
+        """The data, their losses and the compiled interval (inside `context`)."""
         if self._ready:
             return
-        tr, dtype, model = self.settings.train, self.dtype, self.model
+        tr, model = self.settings.train, self.model
         sets = self.sets if self.sets is not None else make_sets(self.settings.task)
-        if tr.vary_len:    # the original divides ŷ by the tokens it reads, also on the test sets
-            featurize = lambda tokens: model.features(tokens, False) / tokens.shape[1]
-            train_m = prefix_moments(lambda tokens: model.features(tokens, False), sets["train"], dtype)
-        else:
-            featurize = lambda tokens: model.features(tokens, tr.normalize)
-            train_m = moments(featurize, sets["train"], dtype)
-        tests = {name: moments(featurize, data, dtype) for name, data in sets.items() if name != "train"}
-        features = (featurize(jnp.asarray(sets["train"].tokens, dtype)) if tr.batch_size else None)
-        targets = jnp.asarray(sets["train"].targets, dtype)
-        optimizer = self.optimizer
+        train_loss, tests, batch_loss = (self._direct_losses if tr.softmax else self._moment_losses)(sets)
+        size, optimizer = len(sets["train"].targets), self.optimizer
 
         def epoch(carry, index):
             p, state = carry
-            value, grads = jax.value_and_grad(lambda q: quadratic_loss(model.coefficients(q), train_m))(p)
-            per_epoch = {f"{n}_loss": quadratic_loss(model.coefficients(p), m) for n, m in tests.items()}
+            value, grads = jax.value_and_grad(train_loss)(p)
+            per_epoch = {f"{n}_loss": loss(p) for n, loss in tests.items()}
             if tr.track_value:        # before the update, as the loss and the original's record
                 per_epoch["value_yy"] = model.value_y(p)
             if tr.batch_size:   # minibatch SGD: one pass over a fresh permutation
-                order = jax.random.permutation(jax.random.fold_in(jax.random.key(tr.seed), index),
-                                               targets.shape[0])
-                batches = order[: targets.shape[0] // tr.batch_size * tr.batch_size].reshape(-1, tr.batch_size)
+                order = jax.random.permutation(jax.random.fold_in(jax.random.key(tr.seed), index), size)
+                batches = order[: size // tr.batch_size * tr.batch_size].reshape(-1, tr.batch_size)
 
                 def step(inner, rows):
                     q, s = inner
-                    g = jax.grad(lambda r: jnp.mean((features[rows] @ model.coefficients(r)
-                                                     - targets[rows]) ** 2))(q)
+                    g = jax.grad(lambda r: batch_loss(r, rows))(q)
                     u, s = optimizer.update(g, s, q)
                     return (optax.apply_updates(q, u), s), None
                 (p, state), _ = jax.lax.scan(step, (p, state), batches)
@@ -218,15 +221,46 @@ class DynamicsTrainer(SystemTrainer):
             (p, state), (values, per_epoch) = jax.lax.scan(epoch, (p, state), first + jnp.arange(count))
             return p, state, values, per_epoch, self._record(p)
 
-        self.tests, self._interval, self._ready = tests, interval, True
+        self._interval, self._ready = interval, True
 
-    def _record(self, p):
+    def _moment_losses(self, sets: dict[str, SequenceSet]):
+        """(θ -> training loss, {test set: θ -> loss}, (θ, rows) -> minibatch loss) of a linear
+        model ŷ = F t(θ): the training and test losses from their moments."""
+        tr, dtype, model = self.settings.train, self.dtype, self.model
+        if tr.vary_len:    # the original divides ŷ by the tokens it reads, also on the test sets
+            featurize = lambda tokens: model.features(tokens, False) / tokens.shape[1]
+            train_m = prefix_moments(lambda tokens: model.features(tokens, False), sets["train"], dtype)
+        else:
+            featurize = lambda tokens: model.features(tokens, tr.normalize)
+            train_m = moments(featurize, sets["train"], dtype)
+        tests = {name: moments(featurize, data, dtype) for name, data in sets.items() if name != "train"}
+        features = (featurize(jnp.asarray(sets["train"].tokens, dtype)) if tr.batch_size else None)
+        targets = jnp.asarray(sets["train"].targets, dtype)
+        on = lambda m: lambda q: quadratic_loss(model.coefficients(q), m)
+        return (on(train_m), {name: on(m) for name, m in tests.items()},
+                lambda q, rows: jnp.mean((features[rows] @ model.coefficients(q) - targets[rows]) ** 2))
+
+    def _direct_losses(self, sets: dict[str, SequenceSet]):
+        """The same three of softmax attention, from the sequences themselves (vary_len: the
+        training loss over every prefix, ŷ / T on the test sets, as the moments path)."""
+        tr, model = self.settings.train, self.model
+        data = {n: (jnp.asarray(d.tokens, self.dtype), jnp.asarray(d.targets, self.dtype)) for n, d in sets.items()}
+        on = lambda x, y, **how: lambda q: softmax_loss(model.values(q), model.kq(q), x, y, **how)
+        tokens, targets = data["train"]
+        return (on(*data["train"], prefixes=tr.vary_len),
+                {name: on(*d, per_length=tr.vary_len) for name, d in data.items() if name != "train"},
+                lambda q, rows: on(tokens[rows], targets[rows])(q))
+
+    def _record(self, p) -> dict:
         """Singular values of every head's W_KQ (NaN for a W_KQ that overflowed: LAPACK is never
-        handed a non-finite matrix) and the per-head principal-component diagonals."""
+        handed a non-finite matrix) and (not with softmax) the per-head principal-component diagonals."""
         kq = self.model.kq(p)
         finite = jnp.all(jnp.isfinite(kq))
         singular_values = jnp.linalg.svd(jnp.where(finite, kq, 0.0), compute_uv=False)
-        return jnp.where(finite, singular_values, jnp.nan), jnp.diagonal(self.model.gamma(p), axis1=1, axis2=2)
+        records = {"singular_values": jnp.where(finite, singular_values, jnp.nan)}
+        if not self.settings.train.softmax:
+            records["gamma_diag"] = jnp.diagonal(self.model.gamma(p), axis1=1, axis2=2)
+        return records
 
     def init_state(self) -> TrainState:
         tr = self.settings.train
@@ -236,14 +270,12 @@ class DynamicsTrainer(SystemTrainer):
         return TrainState(params, self.optimizer.init(params))
 
     def initial_records(self, state) -> dict:
-        sv, gamma = jax.jit(self._record)(state.params)
-        return {"singular_values": np.asarray(sv), "gamma_diag": np.asarray(gamma)}
+        return {k: np.asarray(v) for k, v in jax.jit(self._record)(state.params).items()}
 
     def run_chunk(self, state, first, num_steps) -> Chunk:
         self._prepare()
-        p, opt_state, values, per_epoch, (sv, gamma) = self._interval(state.params, state.opt_state,
-                                                                        first, num_steps)
-        return Chunk(TrainState(p, opt_state), values, per_epoch, {"singular_values": sv, "gamma_diag": gamma})
+        p, opt_state, values, per_epoch, records = self._interval(state.params, state.opt_state, first, num_steps)
+        return Chunk(TrainState(p, opt_state), values, per_epoch, records)
 
     def row(self, state, step, losses) -> dict | None:
         """Rows at about 20 points of the run (the original prints the loss that often)."""
@@ -262,8 +294,9 @@ class DynamicsTrainer(SystemTrainer):
         """dynamics.npz: losses per epoch as float64 (exact copies of the float32 values), the
         records per log point as trained."""
         at_log = result.at_log
+        gamma = {} if self.settings.train.softmax else {"gamma_diag": at_log["gamma_diag"]}
         return Arrays({"loss": np.asarray(result.per_step["loss"], np.float64), "log_epochs": at_log["step"],
-                       "singular_values": at_log["singular_values"], "gamma_diag": at_log["gamma_diag"],
+                       "singular_values": at_log["singular_values"], **gamma,
                        **{k: np.asarray(v, np.float64) for k, v in result.per_step.items() if k != "loss"}})
 
     def outputs(self, result: LoopResult) -> dict:
