@@ -4,9 +4,11 @@ and report/figures/task_diversity/error_pool.png.
 Each finished run is evaluated on EVAL_PROMPTS prompts of its pool (drawn as in training, fresh
 inputs and noise) and on its eval set (fresh tasks from the prior), beside dMMSE over the run's
 pool and ridge under the prior (baselines/bayes.py, the task's noise σ, prior τ = 1). Error: squared
-error / d, averaged over the prompt's points (Raventós et al.'s measure), then over seeds. The
-model "tracks" whichever estimator its error on prior prompts is closer to; the threshold is the
-smallest pool size from which it tracks ridge at every larger size run.
+error / d, averaged over the prompt's points, then over seeds. Distance (Raventós et al.'s
+ΔdMMSE, Δridge): the squared difference / d of the model's predictions from an estimator's, on the
+same prompts, averaged likewise. The model "tracks" the estimator whose predictions are nearer its
+own on prior prompts (errors alone mislead where dMMSE and ridge err alike, at large pools); the
+threshold is the smallest pool size from which it tracks ridge at every larger size run.
 """
 from __future__ import annotations
 
@@ -50,7 +52,10 @@ def evaluate(job) -> dict:
         guesses = {"model": predict(batch.xs, batch.ys), "ridge": ridge(batch.xs, batch.ys, noise, 1.0)}
         if pool is not None:
             guesses["dmmse"] = dmmse(batch.xs, batch.ys, pool, noise)
-        out[name] = {k: float(np.mean((np.asarray(g) - np.asarray(batch.ys)) ** 2) / dims) for k, g in guesses.items()}
+        guesses = {k: np.asarray(g) for k, g in guesses.items()}
+        out[name] = {k: float(np.mean((g - np.asarray(batch.ys)) ** 2) / dims) for k, g in guesses.items()}
+        out[name].update({f"distance_{k}": float(np.mean((guesses["model"] - g) ** 2) / dims)
+                          for k, g in guesses.items() if k != "model"})
     return out
 
 
@@ -68,15 +73,17 @@ def mean_error(rows, size: int, prompts: str, estimator: str) -> dict:
 
 
 def threshold(rows: list[dict]) -> tuple[int | None, list[str]]:
-    """(the smallest finite pool from which the model tracks ridge on prior prompts at every larger
-    pool run, or None; one line per pool size with the numbers)."""
+    """(the smallest finite pool from which the model's predictions on prior prompts are nearer
+    ridge's than dMMSE's at every larger pool run, or None; one line per pool size with the numbers)."""
     sizes = sorted({r["num_tasks"] for r in rows if r["num_tasks"]})
     lines, nearer_ridge = [], {}
     for size in sizes:
         m, d, r = (mean_error(rows, size, "prior", e)["mean"] for e in ESTIMATORS)
-        nearer_ridge[size] = abs(m - r) < abs(m - d)
-        lines.append(f"- M = {size}: model {m:.4f}, dMMSE {d:.4f}, ridge {r:.4f} on prior prompts: "
-                     f"closer to {'ridge' if nearer_ridge[size] else 'dMMSE'}")
+        to_d, to_r = (mean_error(rows, size, "prior", f"distance_{e}")["mean"] for e in ("dmmse", "ridge"))
+        nearer_ridge[size] = to_r < to_d
+        lines.append(f"- M = {size}: on prior prompts, error: model {m:.4f}, dMMSE {d:.4f}, ridge {r:.4f}; "
+                     f"the model's distance to dMMSE {to_d:.4f}, to ridge {to_r:.4f}: nearer "
+                     f"{'ridge' if nearer_ridge[size] else 'dMMSE'}")
     found = next((s for i, s in enumerate(sizes) if all(nearer_ridge[t] for t in sizes[i:])), None)
     return found, lines
 
@@ -85,20 +92,25 @@ def figure(rows: list[dict]):
     sizes = sorted({r["num_tasks"] for r in rows}, key=lambda s: s or math.inf)
     finite = [s for s in sizes if s]
     x = {s: (math.log2(s) if s else (math.log2(max(finite)) + 2 if finite else 0)) for s in sizes}
-    fig = new_figure(9, 3.6, constrained=True)
-    for ax, prompts in zip(fig.subplots(1, 2), ("pool", "prior")):
-        for estimator, style in zip(ESTIMATORS, ("o-", "s--", "^:")):
-            points = [(x[s], mean_error(rows, s, prompts, estimator)) for s in sizes]
+    fig = new_figure(9, 6.6, constrained=True)
+    axes = fig.subplots(2, 2)
+    panels = [(prompts, ESTIMATORS, "squared error / d, mean over points") for prompts in ("pool", "prior")]
+    panels += [(prompts, ("distance_dmmse", "distance_ridge"), "model's distance to the estimator / d")
+               for prompts in ("pool", "prior")]
+    for ax, (prompts, series, ylabel) in zip(axes.flat, panels):
+        for name, style in zip(series, ("o-", "s--", "^:")):
+            points = [(x[s], mean_error(rows, s, prompts, name)) for s in sizes]
             points = [(px, st) for px, st in points if st["n"]]
             if points:
                 ax.errorbar([p[0] for p in points], [p[1]["mean"] for p in points],
-                            yerr=[p[1].get("std") or 0 for p in points], fmt=style, label=estimator, ms=4)
+                            yerr=[p[1].get("std") or 0 for p in points], fmt=style, ms=4,
+                            label=name.replace("distance_", "to "))
         ax.set_xticks([x[s] for s in sizes], [f"2^{int(math.log2(s))}" if s else "∞" for s in sizes], fontsize=7)
         ax.set_xlabel("pretraining pool size M")
-        ax.set_ylabel("squared error / d, mean over points")
+        ax.set_ylabel(ylabel, fontsize=8)
         ax.set_title(f"prompts from the {'pool' if prompts == 'pool' else 'prior (tasks never seen)'}", fontsize=9)
         ax.legend(fontsize=7)
-    fig.suptitle("Task diversity: the model beside dMMSE and ridge", fontsize=10)
+    fig.suptitle("Task diversity: the model beside dMMSE and ridge (errors, then distances)", fontsize=10)
     return fig
 
 
@@ -110,9 +122,9 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     if rows:
         atomic_write_bytes(report_dir / FIG_DIR / "error_pool.png", png_bytes(figure(rows)))
         figures.append(f"{FIG_DIR}/error_pool.png")
-    statement = (f"From M = {found} on, at every larger pool run, the model's error on prior prompts is closer to "
-                 "ridge than to dMMSE; below it, closer to dMMSE." if found is not None else
-                 "At no pool size run does the model track ridge at that size and every larger one.")
+    statement = (f"From M = {found} on, at every larger pool run, the model's predictions on prior prompts are "
+                 "nearer ridge's than dMMSE's; below it, nearer dMMSE's." if found is not None else
+                 "At no pool size run are the model's predictions nearer ridge's at that size and every larger one.")
     atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
                                              "results": rows, "threshold": found, "per_pool": lines,
                                              "figures": figures})
@@ -121,7 +133,9 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     out += ["- Noisy linear regression, d = 8, 16 points, σ = 0.5; pretraining tasks from a pool of M vectors "
             "drawn once (training.num_tasks; ∞: fresh every step). Error: squared error / d averaged over the "
             f"points, mean over seeds {sorted({r['seed'] for r in rows})}; dMMSE over the run's own pool, ridge "
-            "with the prior's λ = σ².", "", "## Where the model switches", "", statement, "", *lines, "",
+            "with the prior's λ = σ². Distance: the squared difference / d of the model's predictions from the "
+            "estimator's on the same prompts (Raventós et al.'s ΔdMMSE, Δridge).", "",
+            "## Where the model switches", "", statement, "", *lines, "",
             "| M | pool: model | pool: dMMSE | pool: ridge | prior: model | prior: dMMSE | prior: ridge |",
             "|---|---|---|---|---|---|---|"]
     for size in sorted({r["num_tasks"] for r in rows}, key=lambda s: s or math.inf):
@@ -131,6 +145,12 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
                 stats = mean_error(rows, size, prompts, estimator)
                 cells.append(f"{stats['mean']:.4f}" if stats["n"] else "—")
         out.append(f"| {size or '∞'} | " + " | ".join(cells) + " |")
+    out += ["", "Distances of the model's predictions (squared difference / d):", "",
+            "| M | pool: to dMMSE | pool: to ridge | prior: to dMMSE | prior: to ridge |", "|---|---|---|---|---|"]
+    for size in sorted({r["num_tasks"] for r in rows}, key=lambda s: s or math.inf):
+        cells = [mean_error(rows, size, prompts, f"distance_{e}") for prompts in ("pool", "prior")
+                 for e in ("dmmse", "ridge")]
+        out.append(f"| {size or '∞'} | " + " | ".join(f"{c['mean']:.4f}" if c["n"] else "—" for c in cells) + " |")
     out += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(out))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

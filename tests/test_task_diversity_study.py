@@ -35,17 +35,21 @@ def test_every_pool_and_seed_is_one_run_of_the_config_with_its_pool(tmp_path):
 
 def rows(**by_size):
     out = []
-    for size, (model, dmmse, ridge) in by_size.items():
+    for size, (model, dmmse, ridge, to_dmmse, to_ridge) in by_size.items():
         out.append({"num_tasks": int(size[1:]), "seed": 0,
-                    "errors": {"prior": {"model": model, "dmmse": dmmse, "ridge": ridge}}})
+                    "errors": {"prior": {"model": model, "dmmse": dmmse, "ridge": ridge,
+                                         "distance_dmmse": to_dmmse, "distance_ridge": to_ridge}}})
     return out
 
 
-def test_the_threshold_is_where_the_model_tracks_ridge_from_then_on():
-    found, lines = threshold(rows(m2=(1.5, 1.6, 0.4), m8=(0.5, 1.2, 0.4), m32=(1.0, 1.1, 0.4), m128=(0.45, 1.0, 0.4)))
-    assert found == 128                              # 8 tracks ridge, 32 does not: from 128 on
-    assert lines[0] == "- M = 2: model 1.5000, dMMSE 1.6000, ridge 0.4000 on prior prompts: closer to dMMSE"
-    assert threshold(rows(m2=(1.5, 1.6, 0.4)))[0] is None
+def test_the_threshold_is_where_the_models_predictions_are_nearer_ridges_from_then_on():
+    found, lines = threshold(rows(m2=(1.5, 1.6, 0.4, 0.1, 1.2), m8=(0.5, 1.2, 0.4, 0.9, 0.2),
+                                  m32=(1.0, 1.1, 0.4, 0.3, 0.5), m128=(0.45, 1.0, 0.4, 0.7, 0.1),
+                                  m512=(0.45, 0.44, 0.4, 0.3, 0.1)))
+    assert found == 128          # 8 is nearer ridge, 32 is not: from 128 on (512 errs nearer dMMSE, predicts nearer ridge)
+    assert lines[0] == ("- M = 2: on prior prompts, error: model 1.5000, dMMSE 1.6000, ridge 0.4000; the model's "
+                        "distance to dMMSE 0.1000, to ridge 1.2000: nearer dMMSE")
+    assert threshold(rows(m2=(1.5, 1.6, 0.4, 0.1, 1.2)))[0] is None
 
 
 @pytest.mark.study
@@ -58,6 +62,7 @@ def test_quick_task_diversity_study_writes_its_report(tmp_path):
     results = json.loads((tmp_path / "report" / "task_diversity_results.json").read_text())
     assert {r["num_tasks"] for r in results["results"]} == {2, 0}
     pool2 = next(r for r in results["results"] if r["num_tasks"] == 2)["errors"]
-    assert set(pool2) == {"pool", "prior"} and set(pool2["pool"]) == {"model", "dmmse", "ridge"}
+    assert set(pool2) == {"pool", "prior"}
+    assert set(pool2["pool"]) == {"model", "dmmse", "ridge", "distance_dmmse", "distance_ridge"}
     assert "| 2 |" in (tmp_path / "report" / "TASK_DIVERSITY.md").read_text()
     assert (tmp_path / "report" / "figures" / "task_diversity" / "error_pool.png").stat().st_size > 1000
