@@ -28,14 +28,18 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(session, config, items):
     """Mark the slow tier (tests/slow_tests.py); a listed test of a collected file that no longer
     exists stops the session, so the list follows renames."""
-    from slow_tests import SLOW_FILES, SLOW_TESTS
+    from slow_tests import ONE_OF, SLOW_FILES, SLOW_TESTS
     collected = {item.nodeid for item in items}
     files = {nodeid.split("::")[0] for nodeid in collected}
     for item in items:
         if item.nodeid in SLOW_TESTS or item.nodeid.split("::")[0] in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
     whole_files = not any("::" in arg for arg in config.args) and not config.getoption("keyword")
-    missing = [nodeid for nodeid in SLOW_TESTS if nodeid.split("::")[0] in files and nodeid not in collected]
+    either = set().union(*ONE_OF)
+    missing = [nodeid for nodeid in SLOW_TESTS if nodeid.split("::")[0] in files and nodeid not in collected
+               and nodeid not in either]
+    missing += [" or ".join(sorted(group)) for group in ONE_OF
+                if next(iter(group)).split("::")[0] in files and not group & collected]
     if whole_files and missing:
         raise pytest.UsageError(f"tests/slow_tests.py names tests that do not exist: {missing}")
 
