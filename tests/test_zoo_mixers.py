@@ -362,7 +362,7 @@ def test_every_sequence_mixer_declares_its_recurrent_state():
                 "base_conv": 2 * 12, "delta_net": 3 * 16 + 3 * 3 * 12,
                 "gated_delta_net": 3 * 4 * 8 + 3 * 4 * 12, "based": 3 * (1 + 16 + 136) * 5,
                 "hyena": 23 * 12 + 2 * 36, "h3": 64 * 12 * 3, "mamba2": 3 * 8 * 16 + 3 * (24 + 32),
-                "rwkv7": 3 * 16 + 12}
+                "rwkv7": 3 * 16 + 12, "lstm": 2 * 12}
     assert set(reg.names()) == set(expected), "a mixer without a state size written out here"
     for name, floats in expected.items():
         entry = reg.get(name)
