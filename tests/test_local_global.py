@@ -61,3 +61,13 @@ def test_the_originals_local_global_config_reads_as_typed():
     raw["model"]["attention_kwargs"] = {"global_attn_indices": [3, "x"]}
     with pytest.raises(UsageError, match=r"global_attn_indices\[1\]='x' is not accepted"):
         settings_from_config(raw)
+
+
+def test_the_mask_builds_inside_a_traced_program():
+    """Training traces the model: the mask with global positions is a NumPy constant (found by
+    a short run of limits_of_icl's config: the mask was once read back from a traced array)."""
+    import jax
+    import jax.numpy as jnp
+    from src.models.mechanisms import local_global_mask
+    out = jax.jit(lambda x: jnp.where(local_global_mask(6, 2, (0, 3)), x, 0.0))(jnp.ones((6, 6)))
+    np.testing.assert_array_equal(np.asarray(out, bool), original_mask(6, 2, (0, 3)))

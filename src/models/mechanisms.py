@@ -44,17 +44,22 @@ EPS = 1e-6
 
 def causal_mask(t: int, window: int | None = None) -> jax.Array:
     """[T, T] bool: key s visible from query t (s <= t, and s > t − window if given)."""
+    return jnp.asarray(_causal_mask(t, window))
+
+
+def _causal_mask(t: int, window: int | None = None) -> np.ndarray:
+    """`causal_mask` in NumPy (a constant of the traced program: built before any jnp call)."""
     rows, cols = np.arange(t)[:, None], np.arange(t)[None, :]
     mask = cols <= rows
     if window is not None:
         mask &= cols > rows - window
-    return jnp.asarray(mask)
+    return mask
 
 
 def local_global_mask(t: int, window: int | None, global_positions: tuple = ()) -> jax.Array:
     """[T, T] bool, limits_of_icl's `local_global`: the causal window, and every global position g
     (a token index) both seen by every later query and, as a query, seeing every earlier key."""
-    mask = np.array(causal_mask(t, window))
+    mask = _causal_mask(t, window)
     for g in global_positions:
         if g < t:
             mask[g, : g + 1] = True
