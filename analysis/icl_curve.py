@@ -1,6 +1,6 @@
 """Error vs number of in-context examples for a regression run of the `gpt2` family, with
 every applicable baseline (least squares, averaging, 3-NN, one GD step; Lasso on the sparse
-task): Garg et al.'s normalisation, squared error / d (the zero predictor scores 1 on
+task; for a run trained on a pool of tasks with label noise, dMMSE over its pool and ridge): Garg et al.'s normalisation, squared error / d (the zero predictor scores 1 on
 N(0, I) tasks), mean and 95 % interval (1.96 standard errors) over the fixed eval tasks.
 
     python -m analysis.icl_curve --run runs/<exp> [--points N]
@@ -47,7 +47,28 @@ def curves(settings, model, params, state, n_points: int | None = None, batch=No
             predict = row_wise(entry.build(entry.default_options()), batch.xs, batch.ys)
             guess = in_blocks(predict, rows)(batch.xs, batch.ys)
             out[entry.name] = np.asarray(objective.point_errors(guess, batch))
+    for name, guess in bayes_predictions(settings, batch).items():
+        out[name] = np.asarray(objective.point_errors(guess, batch))
     return out
+
+
+def bayes_predictions(settings, batch) -> dict:
+    """{name -> ŷ [E, n]} of the Bayes estimators of a run trained on a pool of task vectors
+    (train.num_tasks) of a task with label noise: dMMSE over the run's own pool and ridge under
+    the prior (baselines/bayes.py); {} for every other run, whose curves stay as recorded."""
+    noise = getattr(settings.task.options, "noise_std", None)
+    if not settings.train.num_tasks or not noise:
+        return {}
+    from baselines.bayes import dmmse, ridge
+    from src.systems.gpt2 import sampler
+    from src.tasks.pools import task_pool
+    from src.batched import block_rows, in_blocks
+    tasks, points, dims = batch.xs.shape
+    size = settings.train.num_tasks
+    pool = task_pool(sampler(settings), settings.train.seed, size, dims, points)
+    rows = block_rows(3 * 4 * points * (size + points * dims), tasks)     # [n, M] posteriors, [n, d, d] grams
+    return {"dmmse": in_blocks(lambda x, y: dmmse(x, y, pool, noise), rows)(batch.xs, batch.ys),
+            "ridge": in_blocks(lambda x, y: ridge(x, y, noise, 1.0), rows)(batch.xs, batch.ys)}
 
 
 def baseline_row_bytes(points: int, dims: int) -> int:
@@ -111,7 +132,8 @@ def summarise(errors: dict[str, np.ndarray]) -> list[dict]:
 # the predictors' names in words (legends)
 PREDICTOR_WORDS = {"model": "the trained model", "least_squares": "least squares", "knn": "3-nearest neighbours",
                    "averaging": "averaging (mean of y·x)", "gd_step": "one GD step (η tuned)",
-                   "lasso": "lasso"}
+                   "lasso": "lasso", "dmmse": "dMMSE (posterior mean over the run's pool)",
+                   "ridge": "ridge (posterior mean under the prior)"}
 
 
 def figure(rows: list[dict], title: str, trained_points: int, metric: str = "error"):

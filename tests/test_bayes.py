@@ -58,3 +58,29 @@ def test_ridge_is_a_registered_baseline_for_regression():
     assert entry.is_applicable("noisy_linear_regression") and not entry.is_applicable("conjunction")
     xs, ys = prompts()
     assert np.allclose(entry.build(entry.default_options())(xs, ys), ridge(xs, ys, 0.5, 1.0))
+
+
+def test_the_icl_curve_of_a_pooled_noisy_run_draws_dmmse_over_its_pool_and_ridge(monkeypatch):
+    """Only a run trained on a pool of tasks with label noise gains the two curves (every other
+    run's curve stays as recorded); a block at a time equals one batch."""
+    from analysis.icl_curve import curves
+    from src import bounds
+    from src.cli.gpt2 import settings_from_config
+    from src.systems.gpt2 import eval_batch, init_model, make_model, sampler
+    from src.tasks.objectives import objective_of
+    from src.tasks.pools import task_pool
+    from tests.test_pools import config
+    pooled = settings_from_config(config(task="noisy_linear_regression", task_kwargs={"noise_std": 0.5},
+                                         num_tasks=6, eval_size=24))[0]
+    fresh = settings_from_config(config(task="noisy_linear_regression", eval_size=24))[0]
+    model = make_model(pooled)
+    params, state = init_model(pooled, model)
+    table = curves(pooled, model, params, state)
+    assert {"dmmse", "ridge"} <= set(table) and not {"dmmse", "ridge"} & set(curves(fresh, model, params, state))
+    batch = eval_batch(pooled)
+    pool = task_pool(sampler(pooled), pooled.train.seed, 6, 5, 11)
+    objective = objective_of(pooled.task.name)
+    np.testing.assert_allclose(table["dmmse"], objective.point_errors(dmmse(batch.xs, batch.ys, pool, 0.5), batch), rtol=1e-5)
+    np.testing.assert_allclose(table["ridge"], objective.point_errors(ridge(batch.xs, batch.ys, 0.5, 1.0), batch), rtol=1e-5)
+    monkeypatch.setattr(bounds, "EVAL_BLOCK_BYTES", 3 * 4 * 11 * (6 + 55) * 5)       # 5 prompts a block
+    np.testing.assert_allclose(curves(pooled, model, params, state)["dmmse"], table["dmmse"], rtol=1e-6)
