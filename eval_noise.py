@@ -19,7 +19,7 @@ DEFAULTS = DriverDefaults.of("eval_noise", __doc__, figures="noise",
                             noise_mode="label_noise,random_pairs", p="0.0,0.25", sigma="0.5",
                             placement="clean_first,noisy_first")
 
-from src.cli import guarded  # noqa: E402
+from src.process import guarded
 
 if __name__ == "__main__":
     sys.exit(guarded(lambda: main(DEFAULTS)))

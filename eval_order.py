@@ -18,7 +18,7 @@ from src.jobs.sweep import DriverDefaults, main
 
 DEFAULTS = DriverDefaults.of("eval_order", __doc__, figures="order", ordering=",".join(ORDERINGS))
 
-from src.cli import guarded  # noqa: E402
+from src.process import guarded
 
 if __name__ == "__main__":
     sys.exit(guarded(lambda: main(DEFAULTS)))

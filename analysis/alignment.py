@@ -16,7 +16,8 @@ from typing import Sequence
 
 from analysis.common import for_system, load_run, main_frame, register_analysis, tuned_eta
 from src.rundir import names
-from src.cli import positive_number, guarded
+from src.flags import positive_number
+from src.process import guarded
 from src.metrics import make_scorer
 from src.rundir import RunDir
 from src.eval_set import EvalSet, make_eval_set

@@ -15,7 +15,7 @@ import math
 import sys
 from typing import Any, Callable, NamedTuple, Sequence
 
-from src.cli import OneLineParser, dry_run, summary
+from src.flags import OneLineParser, dry_run, summary
 from src.models.attention_only import Model, build_model
 from src.registry import registry
 from src.rundir import MissingArtifact, RunDir, RunDirError, names

@@ -19,7 +19,8 @@ import numpy as np
 from analysis.common import AnalysisError, for_system, main_frame, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
-from src.cli import int_at_least, guarded
+from src.flags import int_at_least
+from src.process import guarded
 from src.registry import registry
 from src.rundir import RunDir
 from src.models.sequence import canonical_param_name

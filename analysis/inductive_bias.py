@@ -33,7 +33,7 @@ from analysis.length_gen import judge
 from analysis.prompt_tests import duplication_indices
 from plots.style import new_figure, png_bytes
 from src import rundir as names
-from src.cli import guarded
+from src.process import guarded
 from src.registry import registry
 from src.rundir import RunDir
 from src.tasks.objectives import objective_of

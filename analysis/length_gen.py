@@ -27,7 +27,8 @@ from analysis.common import main_frame
 from analysis.icl_curve import check_memory_for, curve_csv, curves, figure, load_run, points_limit, summarise
 from plots.style import png_bytes
 from src import rundir as names
-from src.cli import guarded, int_at_least
+from src.flags import int_at_least
+from src.process import guarded
 from src.rundir import RunDir
 from src.tasks.objectives import objective_of
 

@@ -70,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded, summary
+    from src.flags import summary
+    from src.process import guarded
 
     sys.exit(guarded(main))

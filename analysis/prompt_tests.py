@@ -28,7 +28,8 @@ from analysis.common import main_frame
 from analysis.icl_curve import load_run, points_limit
 from plots.style import new_figure, png_bytes
 from src import rundir as names
-from src.cli import guarded, int_at_least
+from src.flags import int_at_least
+from src.process import guarded
 from src.rundir import RunDir
 
 MODULE = "analysis.prompt_tests"

@@ -10,6 +10,6 @@ from analysis.attention_heatmap import attention_figure, main, run
 __all__ = ["attention_figure", "main", "run"]
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

@@ -30,7 +30,8 @@ from plots.results_table import (has_values, label_column, load_results, mean_st
 from plots.style import (line_colors, line_legend, model_colors, new_figure, panels,
                          png_bytes, wrapped_title)
 from src import rundir as names
-from src.cli import OneLineParser, dry_run, guarded, summary
+from src.flags import OneLineParser, dry_run, summary
+from src.process import guarded
 from src.rundir import RunDir
 from src.stats import STD_LABEL
 from src.files import atomic_write_bytes

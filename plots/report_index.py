@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from src.cli import OneLineParser, dry_run, guarded, summary
+from src.flags import OneLineParser, dry_run, summary
+from src.process import guarded
 from src.files import atomic_write_text
 
 PROG = "python -m plots.report_index"

@@ -8,6 +8,6 @@ import sys
 from src.cli.linattn import main  # noqa: F401 - runners.linattn.main(argv)
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

@@ -10,6 +10,6 @@ import sys
 from src.cli.recipe import main  # noqa: F401 - runners.recipe.main(argv)
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

@@ -9,7 +9,8 @@ bare settings mapping. Same settings and seed give the same metrics, bit for bit
 """
 import sys
 
-from src.cli import guarded, summary
+from src.flags import summary
+from src.process import guarded
 from src.cli.rerun import main as rerun_main
 
 

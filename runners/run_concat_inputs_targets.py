@@ -7,7 +7,8 @@ is compared with one (K) step(s) of gradient descent on the same eval tasks.
 """
 import sys
 
-from src.cli import guarded, summary
+from src.flags import summary
+from src.process import guarded
 from src.cli.lsa import main as lsa_main
 
 

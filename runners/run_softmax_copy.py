@@ -8,7 +8,8 @@ sinusoidal positional encoding of size 10 (model width 20).
 """
 import sys
 
-from src.cli import guarded, summary
+from src.flags import summary
+from src.process import guarded
 from src.cli.lsa import main as lsa_main
 
 

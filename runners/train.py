@@ -9,6 +9,6 @@ import sys
 from src.cli.gpt2 import main  # noqa: F401 - runners.train.main(argv)
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jax
 
-from src.cli import dry_run, summary
+from src.flags import dry_run, summary
 from src.models.layouts import model_width, num_tokens
 
 from src.files import atomic_write_json
@@ -128,6 +128,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded, summary
+    from src.flags import summary
+    from src.process import guarded
 
     sys.exit(guarded(main))

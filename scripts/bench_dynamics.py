@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 
-from src.cli import OneLineParser, dry_run, summary
+from src.flags import OneLineParser, dry_run, summary
 from src.loop import matmul_rate, step_flops, train
 from src.registry import choice
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer
@@ -73,6 +73,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

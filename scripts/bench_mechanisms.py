@@ -13,7 +13,7 @@ import sys
 
 from dataclasses import replace
 
-from src.cli import OneLineParser, dry_run, summary
+from src.flags import OneLineParser, dry_run, summary
 from src.cli.gpt2 import read_config
 from src.loop import matmul_rate, ms_per_step, step_flops
 from src.registry import choice, registry
@@ -55,6 +55,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from scripts.paper_scale import step_work
-from src.cli import OneLineParser, UsageError, dry_run, summary
+from src.flags import OneLineParser, UsageError, dry_run, summary
 from src.loop import chunk_timer
 
 PROG = "python -m scripts.bench_paper_cell"
@@ -303,6 +303,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

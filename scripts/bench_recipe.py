@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 
 from scripts.bench_mechanisms import HEADER, speed_row
-from src.cli import OneLineParser, dry_run, summary
+from src.flags import OneLineParser, dry_run, summary
 from src.cli.mixer_spec import mixer_stack
 from src.cli.recipe import entry_of, lm_settings
 from src.loop import matmul_rate
@@ -71,6 +71,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

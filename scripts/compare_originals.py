@@ -28,7 +28,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from src.cli import OneLineParser, UsageError, dry_run, fail, summary
+from src.flags import OneLineParser, UsageError, dry_run, fail, summary
 from src.files import atomic_write_json
 
 PROG = "python -m scripts.compare_originals"
@@ -202,6 +202,6 @@ def run(args) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

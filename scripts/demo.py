@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import OneLineParser, dry_run, guarded, summary
+from src.flags import OneLineParser, dry_run, summary
+from src.process import guarded
 from src.jobs.engine import child_env
 
 PROG = "python -m scripts.demo"

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from src.cli import OneLineParser, UsageError, dry_run, summary
+from src.flags import OneLineParser, UsageError, dry_run, summary
 
 PROG = "python -m scripts.device_paper_scale"
 CONFIG = "configs/paper/mechanisms.yaml"
@@ -260,6 +260,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

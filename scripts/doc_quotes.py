@@ -198,7 +198,7 @@ def entry_problem(entry: dict, root: Path = ROOT) -> str | None:
 
 
 def main(argv=None) -> int:
-    from src.cli import OneLineParser, summary
+    from src.flags import OneLineParser, summary
     OneLineParser(prog="python -m scripts.doc_quotes", description=summary(__doc__)).parse_args(argv)
     known = ledger()
     problems = []

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.lengthgen_report import FACTOR, PROBE_FACTOR, write_report
-from src.cli import UsageError, fail, guarded
+from src.flags import UsageError, fail
+from src.process import guarded
 from src.cli.gpt2 import read_config
 from src.models.sequence import mamba
 from src.jobs.engine import Job, plan

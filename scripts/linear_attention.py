@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.mechanisms_report import write_report
-from src.cli import UsageError, fail, guarded
+from src.flags import UsageError, fail
+from src.process import guarded
 from src.cli.gpt2 import read_config
 from src import rundir as names
 from src.jobs.engine import Job, plan

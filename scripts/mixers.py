@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.mixers_report import Check, write_report
-from src.cli import UsageError, fail, guarded, seed_list
+from src.flags import UsageError, fail, seed_list
+from src.process import guarded
 from src.cli.length_study import load as load_yaml
 from src.cli.recipe import lm_settings, mixer_stack
 from src.jobs.engine import Job, plan

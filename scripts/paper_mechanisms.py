@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from src.cli import OneLineParser, UsageError, dry_run, summary
+from src.flags import OneLineParser, UsageError, dry_run, summary
 
 PROG = "python -m scripts.paper_mechanisms"
 MECHANISMS = ("softmax_causal", "local", "mqa", "rela", "favor", "rebased", "linear")
@@ -250,6 +250,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
 
     sys.exit(guarded(main))

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from src.bounds import FLOAT_BYTES, HEADROOM, available_bytes, training_bytes
-from src.cli import OneLineParser, UsageError, dry_run, fail, guarded, int_at_least, summary
+from src.flags import OneLineParser, UsageError, dry_run, fail, int_at_least, summary
+from src.process import guarded
 
 PROG = "python -m scripts.paper_scale"
 

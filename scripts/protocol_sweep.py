@@ -25,7 +25,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from src.cli import UsageError, fail, guarded
+from src.flags import UsageError, fail
+from src.process import guarded
 from src.cli.length_study import load as load_yaml
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser

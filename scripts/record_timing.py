@@ -45,7 +45,7 @@ def provenance() -> dict:
 
 
 def main(argv=None) -> int:
-    from src.cli import OneLineParser, dry_run, summary
+    from src.flags import OneLineParser, dry_run, summary
     parser = OneLineParser(prog="python -m scripts.record_timing", description=summary(__doc__))
     parser.add_argument("name", help="the record's name: report/measurements/<name>.json")
     parser.add_argument("--note", default="", help="what the docs should know about the conditions")

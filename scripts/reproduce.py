@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
-from src.cli import OneLineParser, UsageError, dry_run, fail, guarded, summary
+from src.flags import OneLineParser, UsageError, dry_run, fail, summary
+from src.process import guarded
 from src.cli.lsa import settings_for
 from src.jobs.engine import (LOGS, TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, run_jobs,
                              use_compilation_cache)

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.robustness_report import write_report
-from src.cli import UsageError, fail, guarded
+from src.flags import UsageError, fail
+from src.process import guarded
 from src.config import CurriculumConfig
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser

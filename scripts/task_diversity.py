@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.task_diversity_report import write_report
-from src.cli import UsageError, fail, guarded, seed_list
+from src.flags import UsageError, fail, seed_list
+from src.process import guarded
 from src.cli.gpt2 import read_config
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser

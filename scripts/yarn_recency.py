@@ -26,7 +26,8 @@ from typing import Sequence
 import numpy as np
 
 from analysis.recency import TAIL, tail_mass_by_head
-from src.cli import UsageError, fail, guarded
+from src.flags import UsageError, fail
+from src.process import guarded
 from src.jobs.study import finish_study, study_dirs, study_parser
 
 PROG = "python -m scripts.yarn_recency"

@@ -23,7 +23,8 @@ from typing import Sequence
 
 from plots.zoo_report import write_report
 from scripts.mixers import Cell, Grid, make_jobs, mixer_choices, read_grid
-from src.cli import UsageError, fail, guarded, seed_list
+from src.flags import UsageError, fail, seed_list
+from src.process import guarded
 from src.jobs.study import finish_study, study_dirs, study_parser
 
 PROG = "python -m scripts.zoo"

@@ -13,7 +13,7 @@ Two things follow, and this module answers both:
   of minutes delays it by minutes. `wait(tree)` blocks on another thread and waits on an event,
   which a signal interrupts at once (0.07 s), whatever the jaxlib version does in its own wait.
 
-    install()                         # a command's entry point (src.cli.guarded)
+    install()                         # a command's entry point (src.process.guarded)
     check()                           # KeyboardInterrupt if a Ctrl-C was swallowed
     wait(chunk.losses)                # block until computed, Ctrl-C honoured meanwhile
 """

@@ -103,7 +103,7 @@ def test_a_llama2_config_in_the_originals_keys_trains(tmp_path):
 
 
 def test_a_max_length_list_trains_one_run_per_length_as_its_train_py(tmp_path, capsys, monkeypatch):
-    from src.cli import DRY_RUN
+    from src.flags import DRY_RUN
     from src.cli.gpt2 import read_run_configs
     small = {**LLAMA_TINY, "hidden_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1,
              "max_length": [24, 102], "position": "learned"}
@@ -146,7 +146,7 @@ def test_a_mamba_config_in_the_originals_keys_trains(tmp_path):
     ({"family": "Llama3"}, "model.family='Llama3' is unknown"),
 ])
 def test_llama2_keys_are_refused_by_name(tmp_path, change, words):
-    from src.cli import UsageError
+    from src.flags import UsageError
     from src.cli.gpt2 import read_config
     with pytest.raises(UsageError) as refused:
         read_config(str(write_config(tmp_path, {**LLAMA_TINY, **change})))

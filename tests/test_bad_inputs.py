@@ -2,7 +2,7 @@
 Each row must end before any work with exit code != 0 and ONE line on stderr that names the flag,
 key or file (no traceback, no "unexpected" error), and must create nothing.
 
-The commands run in-process (their `main(argv)` through `src.cli.guarded`), so 150+ rows cost
+The commands run in-process (their `main(argv)` through `src.process.guarded`), so 150+ rows cost
 seconds: every refusal happens while flags and settings are checked, before JAX compiles.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from src.rundir.__main__ import check_main
 from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli
 from src.cli import recipe as recipe_cli, rerun
 from src.jobs import sweep
-from src.cli import guarded
+from src.process import guarded
 
 ROOT = Path(__file__).resolve().parent.parent
 

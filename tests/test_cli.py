@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from src.cli import OneLineParser, guarded, int_at_least, number_in, seed
+from src.flags import OneLineParser, int_at_least, number_in, seed
+from src.process import guarded
 
 
 def test_typed_flags_one_line(capsys):
@@ -35,7 +36,7 @@ def test_unexpected_exception_is_one_line_and_a_log(capsys):
 
 
 def test_a_usage_error_raised_inside_main_is_one_line_and_exit_2(capsys):
-    from src.cli import UsageError
+    from src.flags import UsageError
 
     def refuses():
         raise UsageError("--steps=0 is not accepted; accepted: an integer >= 1")

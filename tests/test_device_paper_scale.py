@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scripts import device_paper_scale as dps
-from src.cli import UsageError
+from src.flags import UsageError
 
 MEASURED = Path("report/measurements/gpu_2026-11-27/paper_cell_bench.json")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from src.cli import DRY_RUN
+from src.flags import DRY_RUN
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

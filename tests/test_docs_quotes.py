@@ -89,7 +89,7 @@ def test_a_setting_is_read_from_the_code():
     entry = {"doc": "x", "figure": "5 s", "kind": "setting", "constant": "src.loop:CHUNK_SECONDS"}
     assert entry_problem(entry) is None
     assert "docs quote 6 s" in entry_problem({**entry, "figure": "6 s"})
-    assert entry_problem({**entry, "figure": "4 MiB", "constant": "src.cli:MAX_FILE_BYTES", "scale": 2 ** -20}) is None
+    assert entry_problem({**entry, "figure": "4 MiB", "constant": "src.flags:MAX_FILE_BYTES", "scale": 2 ** -20}) is None
     assert entry_problem({**entry, "figure": "3 s", "constant": "src.jobs.ray:_reachable(timeout_s)"}) is None
     assert "cannot be read" in entry_problem({**entry, "constant": "src.loop:NO_SUCH"})
 

@@ -25,7 +25,8 @@ import eval_order
 from analysis import alignment
 from analysis import dynamics as dynamics_analysis
 from scripts import mechanisms
-from src.cli import gpt2 as gpt2_cli, guarded, linattn as linattn_cli, lsa as lsa_cli, recipe as recipe_cli, rerun
+from src.process import guarded
+from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli, recipe as recipe_cli, rerun
 from src.jobs import sweep
 
 ROOT = Path(__file__).resolve().parent.parent

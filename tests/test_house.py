@@ -1,8 +1,9 @@
 """Tests that keep the house standing (ARCHITECTURE.md):
 
-1. imports follow the flow settings -> tasks -> models -> systems and the loop -> run directory ->
-   analyses -> pipeline and command lines -> jobs -> figures -> entry points, with no circle,
-   and nothing imports runners/;
+1. imports follow the flow flags, process guards, settings -> tasks -> models -> systems and the
+   loop -> run directory -> analyses -> pipeline and the papers' dialects (src/cli/) -> jobs ->
+   figures -> entry points, with no circle; nothing imports runners/, and no analysis, plot or
+   baseline imports a dialect;
 2. no module outside a registry entry compares the name of a registered thing (of any kind);
 3. one of each: one training loop, one run-directory writer, one Settings base, one optimizer
    factory; every settings tree is a Settings and every Choice field names its registry;
@@ -25,7 +26,7 @@ SKIP_DIRS = {".venv", "tests", ".git", "runs", "report", ".originals"}
 # Module-name prefixes and their level; a module may import only modules of its level or
 # lower. The longest matching prefix wins.
 LEVELS = [
-    (0, ("src.registry", "src.settings", "src.cli", "src.config", "src.provenance", "src.optim",
+    (0, ("src.registry", "src.settings", "src.flags", "src.process", "src.config", "src.provenance", "src.optim",
          "src.overrides", "src.params", "src.stats", "src.files", "src.bounds", "src.rundir.names",
          "src.interrupts",
          "plots.style", "src")),
@@ -35,8 +36,7 @@ LEVELS = [
          "src.together")),
     (4, ("src.rundir",)),
     (5, ("analysis",)),
-    (6, ("src.pipeline", "src.cli.command", "src.cli.lsa", "src.cli.linattn", "src.cli.gpt2", "src.cli.backbones",
-         "src.cli.recipe", "src.cli.rerun")),
+    (6, ("src.pipeline", "src.cli")),     # the papers' dialects (flags and process guards: level 0)
     (7, ("src.jobs", "eval_order", "eval_noise")),
     (8, ("plots",)),
     (9, ("scripts", "runners")),
@@ -122,6 +122,17 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
             if found:
                 return found
     return []
+
+
+def test_analyses_plots_and_baselines_import_no_dialect():
+    """The papers' dialects (src/cli/) sit above analyses, plots and baselines: what those share
+    with the command lines is in src/flags.py and src/process.py (issue 44's re-floored layer).
+    Still to move: the studies' settings (scripts/ read configs through src.cli.gpt2) and the
+    paper's sweep (src/jobs/grid.py)."""
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {target}" for module, path in MODULES.items()
+           if module.split(".")[0] in ("analysis", "plots", "baselines")
+           for target, line in imports_of(path) if target == "src.cli" or target.startswith("src.cli.")]
+    assert not bad, "\n".join(bad)
 
 
 def test_imports_have_no_circle():

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from src.cli import UsageError
+from src.flags import UsageError
 from src.models.sequence import build_sequence, lm
 from src.registry import choice
 from src.settings import SettingsError, read_tree

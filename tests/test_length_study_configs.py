@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from src.cli import UsageError
+from src.flags import UsageError
 from src.cli.gpt2 import main as train_main, read_config
 from src.cli.length_study import load
 from src.rundir import RunDir

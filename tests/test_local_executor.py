@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from src.cli import CPU_ENV
+from src.process import CPU_ENV
 from src.jobs.engine import Job
 from src.jobs.local import LocalExecutorOptions, build_local
 from src.provenance import usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
-# what a runner does first (src.cli.guarded): keep to its core; then report where it may run
-PROBE = ("import json, os, sys, time; sys.path.insert(0, sys.argv[1]); from src.cli import pin_to_cpu; "
+# what a runner does first (src.process.guarded): keep to its core; then report where it may run
+PROBE = ("import json, os, sys, time; sys.path.insert(0, sys.argv[1]); from src.process import pin_to_cpu; "
          "pin_to_cpu(); print(json.dumps([os.environ.get('ICL_WORKBENCH_CPU'), sorted(os.sched_getaffinity(0))])); "
          "time.sleep(1.0)")
 

@@ -5,7 +5,7 @@ in one line; and its YAML in the original's keys."""
 import numpy as np
 import pytest
 
-from src.cli import UsageError
+from src.flags import UsageError
 from src.cli.gpt2 import settings_from_config
 from tests.test_mechanisms import B, H, K, T, X, out_projection, run, split_qkv
 

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from src.cli import UsageError
+from src.flags import UsageError
 from src.cli.gpt2 import settings_from_config
 from src.models.mixers.lstm import lstm_scan
 from src.models.sequence import build_sequence, lstm

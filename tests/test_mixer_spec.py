@@ -3,7 +3,7 @@
 recipe's --model.seq_mixers and a YAML's model.attention_types; every bad spelling one line."""
 import pytest
 
-from src.cli import UsageError
+from src.flags import UsageError
 from src.cli.mixer_spec import mixer_of, mixer_stack
 from src.registry import choice
 

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from src.cli import UsageError
+from src.flags import UsageError
 from src.cli.gpt2 import settings_from_config
 from src.systems.gpt2 import GPT2Settings, eval_batch, sampler
 from src.tasks.pools import distinct_rows, members, pooled, task_pool

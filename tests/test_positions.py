@@ -185,7 +185,7 @@ def test_gpt2_with_learned_positions_says_it_cannot_index_past_its_table():
 
 
 def test_the_config_refuses_an_encoding_its_mixer_cannot_take_and_a_bad_yarn_scale():
-    from src.cli import UsageError
+    from src.flags import UsageError
     from src.cli.gpt2 import settings_from_config
     base = {"model": {"n_dims": 5, "n_positions": 11}, "training": {}}
     for model, words in (({"attention_type": "favor", "position": "alibi"}, "does not form"),

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from scripts import protocol_sweep
-from src.cli import UsageError
+from src.flags import UsageError
 from src.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent

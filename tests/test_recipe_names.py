@@ -100,7 +100,7 @@ def test_renormalised_noise_gives_each_task_std_sqrt_d():
 
 
 def test_a_loop_over_the_benchmarks_command_makes_one_run_each(tmp_path, monkeypatch, capsys):
-    from src.cli import DRY_RUN
+    from src.flags import DRY_RUN
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(DRY_RUN, "1")          # where each iteration's run would go (training: test_recipe)
     for kind in ("conjunction", "parity"):

@@ -191,7 +191,7 @@ def test_a_rerun_adopts_the_xla_flags_and_the_core_its_run_was_trained_with(tmp_
     core in ICL_WORKBENCH_CPU), and XLA's CPU code rounds differently with its thread count (a
     GPT-2 run on 2 cores: other parameter bytes). The run records its XLA_FLAGS and its CPUs, and
     `runners.run --config` trains with them: one CPU again, same bytes."""
-    from src.cli import CPU_ENV
+    from src.process import CPU_ENV
     from src.jobs.engine import SINGLE_THREAD_XLA
     from src.provenance import usable_cores
     argv = ["--config", "configs/quick.yaml", "--set", "model.n_layer=1", "--set", "training.eval_size=50",

@@ -11,7 +11,7 @@ import pytest
 
 from plots.task_diversity_report import threshold
 from scripts import task_diversity as study
-from src.cli import UsageError
+from src.flags import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ import pytest
 from plots.zoo_report import kind_of, verdict
 from scripts import zoo
 from scripts.mixers import make_jobs, read_grid
-from src.cli import UsageError
+from src.flags import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 

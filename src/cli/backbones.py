@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from src.cli import UsageError
+from src.flags import UsageError
 from src.cli.mixer_spec import mixer_of
 from src.models.sequence import llama, mamba
 

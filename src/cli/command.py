@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from src.cli import UsageError, dry_run, dry_run_requested, fail
+from src.flags import UsageError, dry_run, dry_run_requested, fail
 from src.files import read_json
 from src.pipeline import check_target, execute
 from src.provenance import usable_cores

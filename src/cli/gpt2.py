@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from src.cli import OneLineParser, path_text, PrintChoices, UsageError, fail, summary
+from src.flags import OneLineParser, path_text, PrintChoices, UsageError, fail, summary
 from src.cli import length_study
 from src.cli.length_study import mapping_of, refuse_unknown
 from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model, hybrid_mapping

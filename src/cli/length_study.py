@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from src.cli import UsageError, read_user_file
+from src.flags import UsageError, read_user_file
 
 # the study's names -> ours (one table)
 TASKS = {"cnf": "cnf3", "dnf": "dnf3", "sparse_thres": "sparse_threshold"}

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import (OneLineParser, path_text, summary, PrintChoices, UsageError, changed_flags, fail, int_at_least,
-                     number_in, positive_number, seed)
+from src.flags import (OneLineParser, path_text, summary, PrintChoices, UsageError, changed_flags, fail,
+    int_at_least, number_in, positive_number, seed)
 from src.cli.command import train_command, validated
 from src.registry import choice, registry
 from src.rundir import names

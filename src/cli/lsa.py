@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import (OneLineParser, path_text, PrintChoices, UsageError, bounded, changed_flags, fail, non_negative_number,
-                     number_in, or_auto, positive_number, seed)
+from src.flags import (OneLineParser, path_text, PrintChoices, UsageError, bounded, changed_flags, fail,
+    non_negative_number, number_in, or_auto, positive_number, seed)
 from src.cli.command import train_command, validated
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
 from src.overrides import apply_overrides

@@ -4,7 +4,7 @@ joined by a separator (the recipe's `--model.seq_mixers base_conv,based`, a stud
 `base_conv+based`). One resolver for every place that names mixers; errors are one line."""
 from __future__ import annotations
 
-from src.cli import UsageError
+from src.flags import UsageError
 from src.registry import Choice, UnknownChoice, registry
 
 # the original's names -> registry entries (a table, never a branch): the ICL benchmark calls causal softmax

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Sequence, Union
 
-from src.cli import UsageError, fail
+from src.flags import UsageError, fail
 from src.cli.command import train_command, validated
 from src.cli.recipe_names import describe as describe_original_tasks, spelled_as_typed, translate
 from src.models.sequence import lm

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from src.cli import UsageError
+from src.flags import UsageError
 
 BOOLEAN_TYPES = ("dnf3", "cnf3", "int_halfspace", "sparse_threshold", "parity", "sparse_parity",
                  "disjunction", "conjunction")

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import (OneLineParser, UsageError, dry_run, dry_run_requested, fail, path_text, read_user_file,
-                     summary)
+from src.flags import (OneLineParser, UsageError, dry_run, dry_run_requested, fail, path_text,
+    read_user_file, summary)
 from src.files import loads_json
 from src.cli.command import adopt_threads, train_command, validated
 from src.overrides import apply_overrides

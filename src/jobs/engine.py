@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from src.cli import PARENT_ENV, UsageError, overwrite_hint
+from src.flags import UsageError, overwrite_hint
+from src.process import PARENT_ENV
 from src.files import to_jsonable
 from src.provenance import ROOT, code_fingerprint
 from src.registry import Choice, registry
@@ -161,7 +162,7 @@ def child_env(runs_dir: Path, single_thread: bool) -> dict:
     by the runs (same programs, same results, much less compile time), one thread each when
     several run at once (`single_thread`)."""
     env = dict(os.environ)
-    env[PARENT_ENV] = str(os.getpid())     # the runner dies with this driver (src.cli.guarded)
+    env[PARENT_ENV] = str(os.getpid())     # the runner dies with this driver (src.process.guarded)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if not env.get("JAX_COMPILATION_CACHE_DIR"):
         env["JAX_COMPILATION_CACHE_DIR"] = str((runs_dir / JAX_CACHE).resolve())

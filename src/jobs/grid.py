@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import UsageError, choices_list, comma_items, number_list, seed_list
+from src.flags import UsageError, choices_list, comma_items, number_list, seed_list
 from src.cli.lsa import CURRICULUM_FIELDS, curriculum_of, settings_for
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.jobs.engine import Job, plan

@@ -1,7 +1,7 @@
 """The local executor (registry "executor" entry `local`): each run is a child process
 `python -m runners.run --config - --out DIR --quiet` reading its settings on standard input,
-one thread and one core each when several run at once (src.cli.pin_to_cpu), dying with its
-driver (src.cli.die_with_parent).
+one thread and one core each when several run at once (src.process.pin_to_cpu), dying with its
+driver (src.process.die_with_parent).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from src.cli import CPU_ENV
+from src.process import CPU_ENV
 from src.files import atomic_write_text
 from src.jobs.engine import child_env, stop_processes
 from src.provenance import usable_cores

@@ -7,7 +7,7 @@ worker (`python -m runners.run --config - ...`, the settings on standard input),
 temporary directory there, and returns the run directory as a tar archive; the driver unpacks
 it beside the target and swaps it in atomically (src.rundir.install_archive).
 The code travels as Ray's `working_dir` (the repository without .venv, runs, .git). A worker that
-dies is retried (`max_retries`), and the runner dies with its worker (src.cli.die_with_parent).
+dies is retried (`max_retries`), and the runner dies with its worker (src.process.die_with_parent).
 Results are those of the local executor: the same command, one thread per run.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from src.cli import PARENT_ENV
+from src.process import PARENT_ENV
 from src.files import atomic_write_text
 from src.jobs.engine import RUNNER, SINGLE_THREAD_ENV, child_env
 from src.provenance import ROOT

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from src.cli import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, summary
+from src.flags import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, summary
 from src.files import atomic_write_bytes, atomic_write_text
 from src.jobs.engine import (TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, plan, refuse_stale,
                              run_jobs, use_compilation_cache)

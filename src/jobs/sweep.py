@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from src.cli import OneLineParser, path_text, UsageError, dry_run, fail, int_at_least, positive_number, overwrite_hint
+from src.flags import (OneLineParser, path_text, UsageError, dry_run, fail, int_at_least, positive_number,
+    overwrite_hint)
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.jobs.engine import TODO_STATES, RunsDirBusy, RunsDirLock, announce, run_jobs
 from src.jobs.engine import plan as replan

@@ -22,7 +22,7 @@ def check_main(argv: list[str] | None = None) -> int:
         print("usage: python -m src.rundir [--figs] RUN_DIR [RUN_DIR ...]  "
               "(exit 1 naming every missing artifact)", file=sys.stderr)
         return 2
-    from src.cli import dry_run
+    from src.flags import dry_run
     if dry_run("python -m src.rundir", f"check {' '.join(runs)}"):
         return 0
     bad = 0
@@ -48,6 +48,6 @@ def check_main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from src.cli import guarded
+    from src.process import guarded
     raise SystemExit(guarded(check_main))
 
