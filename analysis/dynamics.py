@@ -151,22 +151,18 @@ def analyse(loss, log_epochs, singular_values, gamma_diag, data: SequenceSet,
     model's theory levels and component rise epochs."""
     found = plateaus(loss)
     theory = principal_levels(data, task) if gamma_diag is not None else []
-    for plateau in found:
-        if not theory:
-            break
+    for plateau in found if theory else ():
         m = int(np.argmin([abs(plateau["level"] - t) for t in theory]))
         plateau.update(theory_m=m, theory_level=theory[m],
                        difference=plateau["level"] - theory[m])
-    order = np.argsort(-input_eigenvalues(task.in_dim, task.white_cov), kind="stable")
+    record = {"rule": RULE, "epochs": int(len(loss)), "final_loss": float(loss[-1]) if len(loss) else None,
+              "plateaus": found, "drops": drops(loss, found)}
+    eigenvalues = input_eigenvalues(task.in_dim, task.white_cov)
     if gamma_diag is None:
-        return {"rule": RULE, "epochs": int(len(loss)), "final_loss": float(loss[-1]) if len(loss) else None,
-                "plateaus": found, "drops": drops(loss, found),
-                "eigenvalues": input_eigenvalues(task.in_dim, task.white_cov).tolist(),
+        return {**record, "eigenvalues": eigenvalues.tolist(),
                 "theory": "none: softmax attention is not the linear model of the principal-component levels"}
-    return {"rule": RULE,
-            "epochs": int(len(loss)), "final_loss": float(loss[-1]) if len(loss) else None,
-            "plateaus": found, "drops": drops(loss, found), "theory_levels": theory,
-            "eigenvalues": input_eigenvalues(task.in_dim, task.white_cov).tolist(),
+    order = np.argsort(-eigenvalues, kind="stable")
+    return {**record, "theory_levels": theory, "eigenvalues": eigenvalues.tolist(),
             "component_rise_epochs": rise_epochs(np.asarray(log_epochs), np.asarray(gamma_diag), order,
                                                  found[-1]["start"] if found else len(loss))}
 

@@ -43,6 +43,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from baselines.regression import BASELINES, _all_regression
 from src.optim import Optimizer, make_optimizer
@@ -197,7 +198,7 @@ def _two_layer_nn(xs, ys, seed, learning_rate, batch_size, *, hidden, steps):
             params, state = carry
             mask = minibatch_mask(jax.random.fold_in(batches, t), i, n, batch_size)
             updates, state = optimizer.update(jax.grad(loss)(params, x, y, mask), state, params)
-            return (jax.tree_util.tree_map(jnp.add, params, updates), state), None
+            return (optax.apply_updates(params, updates), state), None
         (params, _), _ = jax.lax.scan(step, (params, optimizer.init(params)), jnp.arange(steps))
         return jnp.where(i > 0, network(params, x[i]), 0.0)
 

@@ -56,6 +56,17 @@ def members(key, pool_size: int, batch_size: int) -> jax.Array:
     return jax.random.randint(key, (batch_size,), 0, pool_size)
 
 
+def chosen(pool, key, batch_size: int):
+    """The B members of `pool` [M, ...] (keys or task vectors) that the batch at `key` takes."""
+    return pool[members(jax.random.fold_in(key, POOL_TAG), pool.shape[0], batch_size)]
+
+
+def stacked(draw_one, keys):
+    """One prompt per key, `draw_one(key)` a batch of one, stacked into a batch of len(keys)."""
+    rows = jax.vmap(draw_one)(keys)
+    return jax.tree_util.tree_map(lambda a: a[:, 0] if a.ndim >= 2 else a[0], rows)
+
+
 def pooled(sample, seed: int, num_tasks: int = 0, num_training_examples: int = 0):
     """The sampler `sample(key, batch_size, dims, points)` with its training prompts drawn from a
     pool (module docstring); `sample` itself when both sizes are 0."""
@@ -63,16 +74,13 @@ def pooled(sample, seed: int, num_tasks: int = 0, num_training_examples: int = 0
         keys = pool_keys(seed, num_tasks)
 
         def from_task_pool(key, batch_size, dims, points, alpha=1.0):
-            chosen = keys[members(jax.random.fold_in(key, POOL_TAG), num_tasks, batch_size)]
-            return sample(key, batch_size, dims, points, alpha, task_keys=chosen)
+            return sample(key, batch_size, dims, points, alpha, task_keys=chosen(keys, key, batch_size))
         return from_task_pool
     if num_training_examples:
         keys = pool_keys(seed, num_training_examples)
 
         def from_prompt_pool(key, batch_size, dims, points, alpha=1.0):
-            chosen = keys[members(jax.random.fold_in(key, POOL_TAG), num_training_examples, batch_size)]
-            rows = jax.vmap(lambda k: sample(k, 1, dims, points, alpha))(chosen)
-            return jax.tree_util.tree_map(lambda a: a[:, 0] if a.ndim >= 2 else a[0], rows)
+            return stacked(lambda k: sample(k, 1, dims, points, alpha), chosen(keys, key, batch_size))
         return from_prompt_pool
     return sample
 
@@ -87,16 +95,13 @@ def pooled_tasks(sample, seed: int, num_tasks: int = 0, num_training_examples: i
         vectors = jax.vmap(lambda k: sample(k, 1).w[0])(pool_keys(seed, num_tasks))      # [M, d]
 
         def from_task_pool(key, batch_size, alpha=1.0):
-            chosen = vectors[members(jax.random.fold_in(key, POOL_TAG), num_tasks, batch_size)]
-            return with_task_vectors(sample(key, batch_size, alpha), chosen)
+            return with_task_vectors(sample(key, batch_size, alpha), chosen(vectors, key, batch_size))
         return from_task_pool
     if num_training_examples:
         keys = pool_keys(seed, num_training_examples)
 
         def from_prompt_pool(key, batch_size, alpha=1.0):
-            chosen = keys[members(jax.random.fold_in(key, POOL_TAG), num_training_examples, batch_size)]
-            rows = jax.vmap(lambda k: sample(k, 1, alpha))(chosen)
-            return jax.tree_util.tree_map(lambda a: a[:, 0], rows)
+            return stacked(lambda k: sample(k, 1, alpha), chosen(keys, key, batch_size))
         return from_prompt_pool
     return sample
 
