@@ -50,7 +50,7 @@ OVERWRITE ?=
 overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
+.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals mechanisms_sweep lengthgen_sweep yarn_recency
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -219,6 +219,15 @@ task_diversity: $(STAMP)
 
 task_diversity_quick: $(STAMP)
 	$(RUN) -m scripts.task_diversity --quick $(overwrite_flag)
+
+# The matrix (configs/matrix.yaml): every registered sequence mixer on von Oswald et al.'s in-context
+# linear regression, 3 seeds, each with the same analyses (loss vs one GD step, GD alignment, ICL
+# curve, robustness, length) -> report/MATRIX.md and a heat-map
+matrix: $(STAMP)
+	$(RUN) -m scripts.matrix $(overwrite_flag)
+
+matrix_quick: $(STAMP)
+	$(RUN) -m scripts.matrix --quick $(overwrite_flag)
 
 # A study at its paper's own scale (configs/paper/<STUDY>.yaml) on whatever device JAX finds, after
 # printing the time and memory it expects (refused, exit 2, when it cannot fit): STUDY = mechanisms,

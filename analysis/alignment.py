@@ -2,19 +2,26 @@
 
     python -m analysis.alignment --run runs/<exp> [--eta 0.1]
 
-Writes runs/<exp>/analysis/alignment.json:
+Runs of the paper's system (runners.run_*) and regression runs of the GPT-2 family (any sequence
+mixer; there the last point of each eval prompt is the query and the points before it the
+context). Writes runs/<exp>/analysis/alignment.json:
   model_loss    ½ mean (ŷ_TF − y_q)²         gd_loss     ½ mean (ŷ_GD − y_q)²
   l2_pred_diff  mean |ŷ_TF − ŷ_GD|
   align_cos     mean cos(s_TF, s_GD), s = ∂ŷ/∂x_q ∈ R^d per task
   model_diff    mean ‖s_TF − s_GD‖
   eta, eta_source ("tuned": the run's gd_eta, tuned at α = 1; "flag": --eta), num_tasks
+GPT-2 family runs also get least_squares_loss and zero_loss (the same loss of least squares on the
+context and of predicting 0); their η is tuned on held-out prompts of the run's task (a grid of
+0.001 to 25 in steps of 0.1, SPEC §2) drawn from TUNE_SEED. The GPT-2 family gets the file at the
+end of training on von Oswald et al.'s task (`data: von_oswald`); on any other regression run this
+command writes it.
 """
 from __future__ import annotations
 
 import sys
 from typing import Sequence
 
-from analysis.common import for_system, load_run, main_frame, register_analysis, tuned_eta
+from analysis.common import AnalysisError, for_system, load_run, main_frame, register_analysis, tuned_eta
 from src.rundir import names
 from src.flags import positive_number
 from src.process import guarded
@@ -40,8 +47,64 @@ def alignment_metrics(model: Model, params, eval_set: EvalSet) -> dict:
     }
 
 
+TUNE_SEED = 20231      # held-out prompts that tune a GPT-2 family run's GD step (not its eval seed)
+
+
+def query_predictor(settings, model, params, state):
+    """predict(xs [E, n, d], ys [E, n]) -> (ŷ [E], s [E, d]): a GPT-2 family model's prediction at
+    the last point (the query) and its sensitivity s = ∂ŷ/∂x_q to the query's input (SPEC §5), a
+    block of prompts at a time. Prompts are independent, so the gradient of Σ ŷ holds each one's."""
+    import jax
+    import jax.numpy as jnp
+    from src.batched import in_blocks
+    from src.systems.gpt2 import eval_rows
+
+    def last(xs, ys):
+        total = lambda x: (lambda p: (jnp.sum(p), p))(model.apply(params, state, x, ys)[:, -1])
+        grad, prediction = jax.grad(total, has_aux=True)(xs)
+        return prediction, grad[:, -1]
+    # the backward pass keeps the forward's activations beside its own: a third of the forward's rows
+    return in_blocks(jax.jit(last), max(1, eval_rows(settings) // 3))
+
+
+def pair_alignment(settings, model, params, state, eta: float | None = None) -> dict:
+    """A GPT-2 family run's alignment with one GD step on its eval prompts [E, n, d] (the last
+    point the query): a JSON-ready dict; `eta` None tunes it on E held-out prompts."""
+    import jax
+    import jax.numpy as jnp
+    from baselines.gd_step import gd_reference, tune_eta
+    from baselines.regression import least_squares
+    from src.metrics import alignment, loss
+    from src.systems.gpt2 import eval_batch, sampler
+    from src.tasks.garg import query_tasks
+    batch = eval_batch(settings)
+    size, points, dims = batch.xs.shape
+    eta_source = "flag" if eta is not None else "tuned"
+    if eta is None:
+        held_out = jax.jit(lambda key: sampler(settings)(key, size, dims, points))(jax.random.key(TUNE_SEED))
+        eta, _ = tune_eta(query_tasks(held_out))
+    tasks = query_tasks(batch)
+    prediction, sensitivity = query_predictor(settings, model, params, state)(batch.xs, batch.ys)
+    scores = alignment(prediction, sensitivity, gd_reference(tasks, float(eta)), tasks.query_y)
+    squares = least_squares(batch.xs, batch.ys)[:, -1]
+    return {"model_loss": float(scores["eval_loss"]), "gd_loss": float(scores["gd_loss"]),
+            "least_squares_loss": float(loss(squares, tasks.query_y)),
+            "zero_loss": float(loss(jnp.zeros_like(tasks.query_y), tasks.query_y)),
+            **{k: float(scores[k]) for k in ("align_cos", "l2_pred_diff", "model_diff")},
+            "eta": float(eta), "eta_source": eta_source, "num_tasks": int(size)}
+
+
 def run(run_dir: RunDir, eta: float | None = None) -> dict:
     """Compute and write analysis/alignment.json; `eta` overrides the run's tuned step size."""
+    if for_system("gpt2")(run_dir.load_settings("lsa", "gpt2")):
+        from analysis.icl_curve import load_run as load_pair_run
+        settings, model, params, state = load_pair_run(run_dir)
+        if not _regression(settings):
+            raise AnalysisError(f"{run_dir.path} trained on {settings.task.name}, whose labels are not real "
+                                "numbers; accepted: a regression run (GD's step is a regression estimator)")
+        result = pair_alignment(settings, model, params, state, eta)
+        run_dir.write_json(names.ALIGNMENT, result)
+        return result
     loaded = load_run(run_dir)
     eta_source = "flag" if eta is not None else "tuned"
     eta = tuned_eta(run_dir) if eta is None else float(eta)
@@ -51,8 +114,22 @@ def run(run_dir: RunDir, eta: float | None = None) -> dict:
     return result
 
 
-register_analysis("alignment", run, "model vs one GD step: align_cos, l2_pred_diff, model_diff",
-                  for_system("lsa"), [names.ALIGNMENT])
+def _regression(settings) -> bool:
+    from src.tasks.objectives import objective_of
+    return objective_of(settings.task.name).continuous_labels
+
+
+def _paper_task(settings) -> bool:
+    """A GPT-2 family run on von Oswald et al.'s inputs (the matrix study's task)."""
+    return getattr(settings.task.options, "data", None) == "von_oswald" and _regression(settings)
+
+
+def _applies(settings) -> bool:
+    return for_system("lsa")(settings) or for_system("gpt2", when=_paper_task)(settings)
+
+
+register_analysis("alignment", run, "model vs one GD step: align_cos, l2_pred_diff, model_diff (the paper's "
+                  "system; the GPT-2 family on von Oswald et al.'s task)", _applies, [names.ALIGNMENT])
 
 
 def _eta_flag(parser) -> None:

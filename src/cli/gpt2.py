@@ -83,8 +83,9 @@ def _task(training: dict) -> dict:
             "options": mapping_of("training.task_kwargs", training.pop("task_kwargs", None))}
     data = training.pop("data", None)
     if data is not None:   # the inputs' distribution of the regression tasks (boolean tasks: ±1)
-        if data not in ("gaussian", "uniform"):
-            raise UsageError(f"training.data={data!r} is unknown; accepted: gaussian, uniform")
+        from src.tasks.garg import DATA
+        if data not in DATA:
+            raise UsageError(f"training.data={data!r} is unknown; accepted: {', '.join(DATA)}")
         from src.registry import registry
         options = registry("task").get(task["name"]).options if task["name"] in registry("task") else None
         if options is not None and hasattr(options, "data"):

@@ -16,15 +16,16 @@ import math
 import shlex
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from src.flags import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, summary
 from src.files import atomic_write_bytes, atomic_write_text
 from src.jobs.engine import (TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, plan, refuse_stale,
                              run_jobs, use_compilation_cache)
 from src.registry import Choice, registry
-from src.settings import SettingsError
+from src.settings import Settings, SettingsError
 
 
 def add_executor_flags(parser) -> None:
@@ -67,6 +68,49 @@ def executor_of(args, connect: bool = True) -> Choice:
     except (ValueError, ConnectionError) as err:
         raise UsageError(str(err)) from None
     return Choice(entry.name, options)
+
+
+def read_settings(path: str):
+    """A study's base Settings from a file in the workbench's own schema, YAML (safe loader) or
+    JSON: the `settings` mapping of a run's config.json, with `system` and any keys whose defaults
+    differ (the rest take their defaults), read and validated by its system. UsageError (one
+    line, naming the file, the key, the value and what is accepted) for anything else."""
+    import yaml
+    from src.systems import settings_from_record
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise UsageError(f"--config={path!r} cannot be read ({err.strerror or err}); accepted: a "
+                         "readable settings file") from None
+    except yaml.YAMLError as err:
+        raise UsageError(f"--config={path!r} is not YAML ({' '.join(str(err).split())[:160]}); accepted: "
+                         "a mapping in the workbench's settings schema") from None
+    if not isinstance(raw, dict) or "system" not in raw:
+        raise UsageError(f"--config={path!r} holds no settings mapping with a `system` key; accepted: a run's "
+                         "config.json `settings` (any key left out takes its default)")
+    try:
+        return settings_from_record(raw)
+    except SettingsError as err:
+        raise UsageError(f"{path}: {err}") from None
+
+
+@dataclass
+class CellJob(Job):
+    """A run of a study's grid: one cell (the settings the study varies) and one seed."""
+    cell: str = ""
+    seed: int = 0
+
+
+def cell_jobs(runs_dir: Path, cells: Mapping[str, Settings], seeds: Sequence[int]) -> list[CellJob]:
+    """The study grid `cells` x `seeds`: run `<cell>_seed<seed>` of each cell's settings with
+    train.seed = seed, validated; cost = its steps. Planned (src/jobs/engine.plan)."""
+    jobs = []
+    for cell, settings in cells.items():
+        for seed in seeds:
+            seeded = replace(settings, train=replace(settings.train, seed=seed)).validate()
+            name = f"{cell}_seed{seed}"
+            jobs.append(CellJob(name, seeded, runs_dir / name, cost=float(seeded.train.steps), cell=cell, seed=seed))
+    return plan(jobs)
 
 
 def study_parser(prog: str, doc: str, quick_help: str) -> OneLineParser:

@@ -20,7 +20,9 @@ pure, jittable function of a key and the step.
                             pairs stay in the loss and the error, as there)
 noisy_linear_regression with `renormalize` rescales each task's labels to standard deviation √d
 over its points (the ICL benchmark's `renormalize_noisy`).
-Samplers: gaussian x ~ N(0, I_d); uniform x ~ U(−√3, √3)^d (unit variance).
+Samplers: gaussian x ~ N(0, I_d); uniform x ~ U(−√3, √3)^d (unit variance); von_oswald
+x ~ U(−1/2, 1/2)^d (von Oswald et al.'s input range a = 1, SPEC §1: with linear_regression and
+d = 10, 11 points, the GD paper's task in this family's layout, the last point being the query).
 
 Glossary: B tasks, n points, d dims.
 """
@@ -34,6 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from src.registry import registry
+from src.tasks.regression import Tasks
 from src.settings import require_int, require_number, require_one_of
 
 TASKS = registry("task")
@@ -65,6 +68,7 @@ class Curriculum:
 
 
 class RegressionBatch(NamedTuple):
+    """A batch of prompts of (x, y) pairs, each point predicted from the points before it."""
     xs: jax.Array        # [B, n, d] (zero beyond the current dims)
     ys: jax.Array        # [B, n]
     weights: jax.Array   # [B, n] 1 for the current points
@@ -77,16 +81,22 @@ class RegressionBatch(NamedTuple):
                              w=self.w[:tasks])
 
 
+def query_tasks(batch: RegressionBatch) -> Tasks:
+    """The batch in von Oswald et al.'s form (SPEC §1): the last point is the query, the points
+    before it the context; every point is taken as it is (all the curriculum's dims and points)."""
+    return Tasks(batch.xs[:, :-1], batch.ys[:, :-1], batch.xs[:, -1], batch.ys[:, -1], batch.w)
+
+
 @dataclass(frozen=True)
 class GargTaskOptions:
     objective: ClassVar[str] = "regression"   # registry "objective": squared error / d
-    data: str = "gaussian"        # gaussian | uniform
+    data: str = "gaussian"        # gaussian | uniform | von_oswald
     sparsity: int = 3             # sparse_linear_regression: non-zero coordinates
     noise_std: float = 0.5        # noisy_linear_regression
     scale: float = 1.0            # y multiplied by this (Garg's `scale`)
 
     def check(self) -> None:
-        require_one_of("data", self.data, ("gaussian", "uniform"))
+        require_one_of("data", self.data, DATA)
         require_int("sparsity", self.sparsity, 1, 4096)
         require_number("noise_std", self.noise_std, 0.0)
         require_number("scale", self.scale, 0.0, open_low=True)
@@ -120,9 +130,14 @@ class OutlierOptions(GargTaskOptions):
         require_number("outlier_prob", self.outlier_prob, 0.0, high=1.0)
 
 
+DATA = ("gaussian", "uniform", "von_oswald")
+
+
 def sample_inputs(key, shape, data: str) -> jax.Array:
     if data == "uniform":
         return jax.random.uniform(key, shape, minval=-math.sqrt(3), maxval=math.sqrt(3))
+    if data == "von_oswald":
+        return jax.random.uniform(key, shape, minval=-0.5, maxval=0.5)
     return jax.random.normal(key, shape)
 
 

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 from src.registry import registry
 from src.settings import require_int, require_number, require_one_of
-from src.tasks.garg import RegressionBatch, sample_inputs
+from src.tasks.garg import DATA, RegressionBatch, sample_inputs
 
 TASKS = registry("task")
 
@@ -31,12 +31,12 @@ TASKS = registry("task")
 @dataclass(frozen=True)
 class Relu2nnOptions:
     objective: ClassVar[str] = "regression"
-    data: str = "gaussian"        # gaussian | uniform
+    data: str = "gaussian"        # src/tasks/garg.py DATA
     scale: float = 1.0
     hidden: int = 100             # h, the network's hidden units
 
     def check(self) -> None:
-        require_one_of("data", self.data, ("gaussian", "uniform"))
+        require_one_of("data", self.data, DATA)
         require_number("scale", self.scale, 0.0, open_low=True)
         require_int("hidden", self.hidden, 1, 65536)
 
@@ -48,7 +48,7 @@ class DecisionTreeOptions:
     depth: int = 4
 
     def check(self) -> None:
-        require_one_of("data", self.data, ("gaussian", "uniform"))
+        require_one_of("data", self.data, DATA)
         require_int("depth", self.depth, 1, 16)
 
 

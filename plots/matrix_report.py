@@ -1,0 +1,168 @@
+"""The matrix study's report (scripts/matrix.py): every sequence mixer x every analysis of von
+Oswald et al.'s question, read from what the registered analyses wrote into each run
+(analysis/alignment.json, analysis/icl_curve.csv, analysis/robustness.json), mean and standard
+deviation over seeds. Writes report/MATRIX.md, report/matrix_results.json and the heat-map
+report/figures/matrix/heatmap.png.
+
+The columns (one number per run, then over seeds):
+  loss_vs_gd      the model's loss at the query / one tuned GD step's, on the same eval prompts
+  align_cos       mean cosine of the model's sensitivity ∂ŷ/∂x_q with GD's (1: GD's direction)
+  l2_pred_diff    mean |ŷ_model − ŷ_GD|
+  icl_vs_gd       the ICL curve: the model's error / GD's, averaged over 1 .. N in-context examples
+  label_noise, random_pairs, order_random, ood_alpha2, length_1.5x
+                  the robustness stresses: the model's error under each / its clean error at the query
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from plots.provenance import header
+from plots.report_index import write_index
+from plots.style import new_figure, png_bytes
+from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
+from src.rundir import RunDirError, names
+from src.stats import over_seeds
+
+REPORT, RESULTS, FIG_DIR = "MATRIX.md", "matrix_results.json", "figures/matrix"
+STRESSES = ("label_noise", "random_pairs", "order_random", "ood_alpha2", "length_1.5x")
+COLUMNS = ("loss_vs_gd", "align_cos", "l2_pred_diff", "icl_vs_gd") + STRESSES
+# the direction in which a column is nearer one GD step or more robust (the heat-map's light end)
+BETTER_HIGH = {"align_cos"}
+WORDS = {"loss_vs_gd": "loss / GD", "align_cos": "sensitivity cos", "l2_pred_diff": "|ŷ − ŷ_GD|",
+         "icl_vs_gd": "ICL curve / GD", "label_noise": "label noise", "random_pairs": "random pairs",
+         "order_random": "random order", "ood_alpha2": "inputs x2", "length_1.5x": "length 1.5x"}
+
+
+def icl_vs_gd(run) -> float | None:
+    """The model's error / one GD step's, averaged over 1 .. N examples (analysis/icl_curve.csv)."""
+    if not run.exists(names.ICL_CURVE_CSV):
+        return None
+    table: dict = {}
+    for row in csv.DictReader(io.StringIO(run.file(names.ICL_CURVE_CSV).read_text())):
+        table.setdefault(row["predictor"], {})[int(row["n_examples"])] = float(row["mean"])
+    model, gd = table.get("model", {}), table.get("gd_step", {})
+    ratios = [model[k] / gd[k] for k in model if k >= 1 and gd.get(k)]
+    return float(np.mean(ratios)) if ratios else None
+
+
+def run_row(job) -> dict:
+    """One run's numbers for every column (None where an analysis is missing or not applicable)."""
+    run = job.run
+    row = {"mixer": job.cell, "seed": job.seed, "run": str(job.path)}
+    try:
+        align = run.load_json(names.ALIGNMENT)
+        stress = run.load_json(names.ROBUSTNESS)
+    except RunDirError:
+        return row
+    row.update({k: align.get(k) for k in ("model_loss", "gd_loss", "least_squares_loss", "zero_loss",
+                                          "align_cos", "l2_pred_diff", "eta")})
+    row["loss_vs_gd"] = align["model_loss"] / align["gd_loss"] if align.get("gd_loss") else None
+    row["icl_vs_gd"] = icl_vs_gd(run)
+    clean = stress.get("clean_last")          # the error at the query, no stress
+    row["clean_error"] = clean
+    for key in STRESSES:
+        value = stress.get(key)
+        row[key] = value / clean if isinstance(value, float) and clean else None
+    return row
+
+
+def summarise(rows: list[dict]) -> dict:
+    """mixer -> column -> over_seeds (mean, std, n, values)."""
+    out = {}
+    for mixer in dict.fromkeys(r["mixer"] for r in rows):
+        mine = [r for r in rows if r["mixer"] == mixer]
+        out[mixer] = {c: over_seeds([r.get(c) for r in mine])
+                      for c in COLUMNS + ("model_loss", "gd_loss", "least_squares_loss", "zero_loss", "clean_error")}
+    return out
+
+
+def heatmap(summary: dict):
+    """Mixers (rows) x analyses (columns), each column's colour scaled from its best mixer (light)
+    to its worst (dark), the mean over seeds written in each cell."""
+    mixers = sorted(summary, key=lambda m: _sort_key(summary[m]["loss_vs_gd"]["mean"]))
+    values = np.array([[summary[m][c]["mean"] for c in COLUMNS] for m in mixers], dtype=float)
+    shade = np.full_like(values, np.nan)
+    for j, column in enumerate(COLUMNS):
+        col = values[:, j]
+        finite = np.isfinite(col)
+        if finite.any():
+            low, high = np.min(col[finite]), np.max(col[finite])
+            scaled = (col - low) / (high - low) if high > low else np.zeros_like(col)
+            shade[:, j] = 1 - scaled if column in BETTER_HIGH else scaled
+    fig = new_figure(1.0 + 0.95 * len(COLUMNS), 1.2 + 0.32 * len(mixers), constrained=True)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.imshow(np.ma.masked_invalid(shade), cmap="Blues", vmin=-0.15, vmax=1.15, aspect="auto")
+    for i in range(len(mixers)):
+        for j in range(len(COLUMNS)):
+            v = values[i, j]
+            text = "n/a" if not math.isfinite(v) else (f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}")
+            ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                    color="white" if math.isfinite(shade[i, j]) and shade[i, j] > 0.6 else "black")
+    ax.set_xticks(range(len(COLUMNS)), [WORDS[c] for c in COLUMNS], rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(mixers)), mixers, fontsize=8)
+    ax.set_title("Sequence mixers on von Oswald et al.'s regression (mean over seeds); each column shaded "
+                 "from its best mixer (light) to its worst (dark)", fontsize=8)
+    return fig
+
+
+def _sort_key(value) -> float:
+    return value if isinstance(value, float) and math.isfinite(value) else math.inf
+
+
+def _cell(stats: dict, digits: int = 3) -> str:
+    if not stats or not stats["n"] or not math.isfinite(stats["mean"]):
+        return "n/a"
+    spread = f" ± {stats['std']:.{digits}f}" if stats["n"] > 1 else ""
+    return f"{stats['mean']:.{digits}f}{spread}"
+
+
+def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
+                 head: dict) -> list[Path]:
+    rows = [run_row(job) for job in jobs]
+    summary = summarise(rows)
+    figures = []
+    if summary:
+        atomic_write_bytes(report_dir / FIG_DIR / "heatmap.png", png_bytes(heatmap(summary)))
+        figures.append(f"{FIG_DIR}/heatmap.png")
+    ranked = sorted(summary, key=lambda m: _sort_key(summary[m]["loss_vs_gd"]["mean"]))
+    atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
+                                             "columns": list(COLUMNS), "results": rows, "summary": summary,
+                                             "figures": figures})
+    seeds = sorted({r["seed"] for r in rows})
+    gd = over_seeds([r.get("gd_loss") for r in rows])
+    out = header("The matrix: every sequence mixer on von Oswald et al.'s regression", quick=quick, head=head,
+                 command=command, seconds=seconds, jobs=jobs)
+    out += [f"- Task: von Oswald et al.'s in-context linear regression (d = 10, 10 context pairs and a query, "
+            "x ~ U(−1/2, 1/2)^d, w ~ N(0, I), no noise) in the GPT-2 family's layout; every mixer at the same size "
+            f"and protocol (configs/matrix.yaml); seeds {seeds}; mean ± standard deviation over seeds.",
+            f"- Loss: the paper's ½ mean (ŷ − y_q)² at the query over the {rows and jobs[0].settings.train.eval_size} "
+            f"fixed eval prompts. One GD step (η tuned on held-out prompts): {_cell(gd)}; least squares on the "
+            f"context: {_cell(over_seeds([r.get('least_squares_loss') for r in rows]), 4)} (N = d: it interpolates); "
+            f"predicting 0: {_cell(over_seeds([r.get('zero_loss') for r in rows]))}.",
+            "- Columns (plots/matrix_report.py): loss / GD; the cosine of the model's sensitivity ∂ŷ/∂x_q with "
+            "GD's and the mean |ŷ − ŷ_GD| (analysis/alignment.py); the ICL curve's error / GD's averaged over "
+            "1..10 examples (analysis/icl_curve.py); each robustness stress's error / the model's clean error at "
+            "the query (analysis/robustness.py: 25 % noisy labels, 20 % random pairs, random order, inputs "
+            "scaled by 2, 1.5x the trained length).", "",
+            "## Loss and GD alignment", "",
+            "| mixer | loss | loss / GD | sensitivity cos | \\|ŷ − ŷ_GD\\| | ICL curve / GD |",
+            "|---|---|---|---|---|---|"]
+    for mixer in ranked:
+        s = summary[mixer]
+        out.append(f"| {mixer} | {_cell(s['model_loss'], 4)} | {_cell(s['loss_vs_gd'])} | {_cell(s['align_cos'])} | "
+                   f"{_cell(s['l2_pred_diff'])} | {_cell(s['icl_vs_gd'])} |")
+    out += ["", "## Robustness and length (error under the stress / clean error)", "",
+            "| mixer | clean error | " + " | ".join(WORDS[k] for k in STRESSES) + " |",
+            "|---|---|" + "---|" * len(STRESSES)]
+    for mixer in ranked:
+        s = summary[mixer]
+        out.append(f"| {mixer} | {_cell(s['clean_error'], 4)} | " + " | ".join(_cell(s[k], 2) for k in STRESSES) + " |")
+    out += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
+    atomic_write_text(report_dir / REPORT, "\n".join(out))
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]
