@@ -119,12 +119,22 @@ def _task_diversity(data: dict) -> str:
             else "the model does not track ridge at any pool size run")
 
 
+def _matrix(data: dict) -> str:
+    """The mixers nearest one GD step: loss / GD and the sensitivity cosine (mean over seeds)."""
+    summary = data.get("summary", {})
+    key = lambda m: (summary[m].get("loss_vs_gd") or {}).get("mean", float("inf"))
+    ranked = sorted(summary, key=key)
+    parts = [f"{m} {_mean(summary[m].get('loss_vs_gd'))} (cos {_mean(summary[m].get('align_cos'))})" for m in ranked[:3]]
+    return ("loss / one GD step's, lowest three (sensitivity cosine with GD): " + ", ".join(parts)) if parts else "n/a"
+
+
 REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "REPRODUCTION.md": ("reproduce_results.json", _reproduction),
     "MECHANISMS.md": ("mechanisms_results.json", _mechanisms),
     "MIXERS.md": ("mixers_results.json", _mixers),
     "ZOO.md": ("zoo_results.json", _zoo),
     "TASK_DIVERSITY.md": ("task_diversity_results.json", _task_diversity),
+    "MATRIX.md": ("matrix_results.json", _matrix),
     "LENGTHGEN.md": ("lengthgen_results.json", _lengthgen),
     "DYNAMICS.md": ("dynamics_results.json", _dynamics),
     "ROBUSTNESS.md": ("robustness_results.json", _robustness),
