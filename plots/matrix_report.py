@@ -8,7 +8,7 @@ The columns (one number per run, then over seeds):
   loss_vs_gd      the model's loss at the query / one tuned GD step's, on the same eval prompts
   align_cos       mean cosine of the model's sensitivity ∂ŷ/∂x_q with GD's (1: GD's direction)
   l2_pred_diff    mean |ŷ_model − ŷ_GD|
-  icl_vs_gd       the ICL curve: the model's error / GD's, averaged over 1 .. N in-context examples
+  icl_vs_gd       the ICL curve: the model's error / one tuned GD step's, averaged over 1 .. N examples
   label_noise, random_pairs, order_random, ood_alpha2, length_1.5x
                   the robustness stresses: the model's error under each / its clean error at the query
 """
@@ -39,20 +39,41 @@ WORDS = {"loss_vs_gd": "loss / GD", "align_cos": "sensitivity cos", "l2_pred_dif
          "order_random": "random order", "ood_alpha2": "inputs x2", "length_1.5x": "length 1.5x"}
 
 
-def icl_vs_gd(run) -> float | None:
-    """The model's error / one GD step's, averaged over 1 .. N examples (analysis/icl_curve.csv)."""
+def gd_curve(settings) -> np.ndarray:
+    """[n] one GD step's error (squared error / d) with k = 0 .. n−1 examples on the run's eval
+    prompts, η tuned at every k (the grid of SPEC §2 in ŷ = (η/k) Σ y_i x_i·x_q) on as many
+    held-out prompts (analysis.alignment's TUNE_SEED). The icl_curve analysis's own gd_step tunes one
+    η for all k on a grid that ended at 3 when the study's runs were trained, fit for unit-variance
+    inputs; on U(−1/2, 1/2)^d the best η is about 6 at k = N (SPEC §1), so the report draws its own."""
+    import jax
+    from analysis.alignment import TUNE_SEED
+    from baselines.gd_step import ETA_GRID
+    from baselines.regression import averaging
+    from src.systems.gpt2 import eval_batch, sampler
+    batch = eval_batch(settings)
+    size, points, dims = batch.xs.shape
+    held = sampler(settings)(jax.random.key(TUNE_SEED), size, dims, points)
+    grid = np.asarray(ETA_GRID, dtype=np.float64)[:, None]
+    held_base, held_ys = np.asarray(averaging(held.xs, held.ys), np.float64), np.asarray(held.ys, np.float64)
+    best = grid[np.argmin([np.mean((eta * held_base - held_ys) ** 2, axis=0) for eta in grid[:, 0]], axis=0), 0]
+    base, ys = np.asarray(averaging(batch.xs, batch.ys), np.float64), np.asarray(batch.ys, np.float64)
+    return np.mean((best[None] * base - ys) ** 2, axis=0) / dims
+
+
+def icl_vs_gd(run, gd: np.ndarray) -> float | None:
+    """The model's error / one tuned GD step's (gd_curve), averaged over 1 .. N examples; the
+    model's from analysis/icl_curve.csv."""
     if not run.exists(names.ICL_CURVE_CSV):
         return None
-    table: dict = {}
-    for row in csv.DictReader(io.StringIO(run.file(names.ICL_CURVE_CSV).read_text())):
-        table.setdefault(row["predictor"], {})[int(row["n_examples"])] = float(row["mean"])
-    model, gd = table.get("model", {}), table.get("gd_step", {})
-    ratios = [model[k] / gd[k] for k in model if k >= 1 and gd.get(k)]
+    model = {int(r["n_examples"]): float(r["mean"]) for r in csv.DictReader(
+        io.StringIO(run.file(names.ICL_CURVE_CSV).read_text())) if r["predictor"] == "model"}
+    ratios = [model[k] / gd[k] for k in model if 1 <= k < len(gd) and gd[k] > 0]
     return float(np.mean(ratios)) if ratios else None
 
 
-def run_row(job) -> dict:
-    """One run's numbers for every column (None where an analysis is missing or not applicable)."""
+def run_row(job, gd: np.ndarray) -> dict:
+    """One run's numbers for every column (None where an analysis is missing or not applicable);
+    `gd`: gd_curve of its settings."""
     run = job.run
     row = {"mixer": job.cell, "seed": job.seed, "run": str(job.path)}
     try:
@@ -63,7 +84,7 @@ def run_row(job) -> dict:
     row.update({k: align.get(k) for k in ("model_loss", "gd_loss", "least_squares_loss", "zero_loss",
                                           "align_cos", "l2_pred_diff", "eta")})
     row["loss_vs_gd"] = align["model_loss"] / align["gd_loss"] if align.get("gd_loss") else None
-    row["icl_vs_gd"] = icl_vs_gd(run)
+    row["icl_vs_gd"] = icl_vs_gd(run, gd)
     clean = stress.get("clean_last")          # the error at the query, no stress
     row["clean_error"] = clean
     for key in STRESSES:
@@ -124,7 +145,13 @@ def _cell(stats: dict, digits: int = 3) -> str:
 
 def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
                  head: dict) -> list[Path]:
-    rows = [run_row(job) for job in jobs]
+    curves: dict = {}      # one GD curve per eval set (every run of the study shares one)
+    rows = []
+    for job in jobs:
+        key = (job.settings.task, job.settings.curriculum, job.settings.train.eval_size, job.settings.train.eval_seed)
+        if key not in curves:
+            curves[key] = gd_curve(job.settings)
+        rows.append(run_row(job, curves[key]))
     summary = summarise(rows)
     figures = []
     if summary:
@@ -146,8 +173,8 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
             f"context: {_cell(over_seeds([r.get('least_squares_loss') for r in rows]), 4)} (N = d: it interpolates); "
             f"predicting 0: {_cell(over_seeds([r.get('zero_loss') for r in rows]))}.",
             "- Columns (plots/matrix_report.py): loss / GD; the cosine of the model's sensitivity ∂ŷ/∂x_q with "
-            "GD's and the mean |ŷ − ŷ_GD| (analysis/alignment.py); the ICL curve's error / GD's averaged over "
-            "1..10 examples (analysis/icl_curve.py); each robustness stress's error / the model's clean error at "
+            "GD's and the mean |ŷ − ŷ_GD| (analysis/alignment.py); the model's ICL curve (analysis/icl_curve.py) / "
+            "one GD step's with η tuned at every number of examples, averaged over 1..10 examples; each robustness stress's error / the model's clean error at "
             "the query (analysis/robustness.py: 25 % noisy labels, 20 % random pairs, random order, inputs "
             "scaled by 2, 1.5x the trained length).", "",
             "## Loss and GD alignment", "",
