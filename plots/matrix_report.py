@@ -132,6 +132,27 @@ def heatmap(summary: dict):
     return fig
 
 
+def reading(summary: dict, zero_loss: float) -> list[str]:
+    """What the table says, computed: the mixers below one GD step's loss, within 10 % above it,
+    those that did not learn (loss within 1 % of predicting 0), and mixers whose numbers are equal
+    in every column (the same model under two names)."""
+    mean = lambda m, c: summary[m][c]["mean"]
+    ranked = sorted(summary, key=lambda m: _sort_key(mean(m, "loss_vs_gd")))
+    below = [m for m in ranked if mean(m, "loss_vs_gd") < 1]
+    near = [m for m in ranked if 1 <= mean(m, "loss_vs_gd") < 1.1]
+    flat = [m for m in ranked if math.isfinite(zero_loss) and mean(m, "model_loss") >= 0.99 * zero_loss]
+    ratios = lambda mixers: ", ".join(f"{m} ({mean(m, 'loss_vs_gd'):.3f})" for m in mixers) or "none"
+    lines = [f"- Below one GD step's loss (loss / GD, mean over seeds): {ratios(below)}.",
+             f"- Within 10 % above it: {ratios(near)}.",
+             f"- Did not learn at this protocol (loss within 1 % of predicting 0, {zero_loss:.3f}): {', '.join(flat) or 'none'}."]
+    groups: dict = {}
+    for m in ranked:
+        groups.setdefault(tuple(round(mean(m, c), 12) for c in COLUMNS), []).append(m)
+    for same in (g for g in groups.values() if len(g) > 1):
+        lines.append(f"- Equal in every column: {', '.join(same)} (the same model under two names at these options).")
+    return lines
+
+
 def _sort_key(value) -> float:
     return value if isinstance(value, float) and math.isfinite(value) else math.inf
 
@@ -177,6 +198,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
             "one GD step's with η tuned at every number of examples, averaged over 1..10 examples; each robustness stress's error / the model's clean error at "
             "the query (analysis/robustness.py: 25 % noisy labels, 20 % random pairs, random order, inputs "
             "scaled by 2, 1.5x the trained length).", "",
+            "## Reading", "", *reading(summary, over_seeds([r.get("zero_loss") for r in rows])["mean"]), "",
             "## Loss and GD alignment", "",
             "| mixer | loss | loss / GD | sensitivity cos | \\|ŷ − ŷ_GD\\| | ICL curve / GD |",
             "|---|---|---|---|---|---|"]
