@@ -13,7 +13,7 @@ then act on the eval set only). Rerunning the same command trains only what is m
 """
 import sys
 
-from src.jobs.sweep import DriverDefaults, main
+from src.cli.sweep import DriverDefaults, main
 
 DEFAULTS = DriverDefaults.of("eval_noise", __doc__, figures="noise",
                             noise_mode="label_noise,random_pairs", p="0.0,0.25", sigma="0.5",

@@ -14,7 +14,7 @@ is exactly invariant to the order of its context (SPEC §7).
 import sys
 
 from src.config import ORDERINGS
-from src.jobs.sweep import DriverDefaults, main
+from src.cli.sweep import DriverDefaults, main
 
 DEFAULTS = DriverDefaults.of("eval_order", __doc__, figures="order", ordering=",".join(ORDERINGS))
 

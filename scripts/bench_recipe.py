@@ -21,11 +21,10 @@ import sys
 
 from scripts.bench_mechanisms import HEADER, speed_row
 from src.flags import OneLineParser, dry_run, summary
-from src.cli.mixer_spec import mixer_stack
-from src.cli.recipe import entry_of, lm_settings
+from src.mixer_spec import mixer_stack, registry_entry
 from src.loop import matmul_rate
 from src.registry import Choice, choice
-from src.systems.lm import LMTrain
+from src.systems.lm import LMTrain, lm_settings
 
 SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the original's names
 CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}      # cell -> heads
@@ -36,7 +35,7 @@ HYBRIDS = ("base_conv+based", "base_conv+base_conv:kernel_size=-1")
 def original_default_cell(dense_layout: str = "flat", logits: str = "scored"):
     """The ICL benchmark recipe's own default cell, attention + MLP (MQAR V = 8,192, T = 64, κ = 8;
     width 128, 2 layers, 8 heads, batch 256), validated settings."""
-    mixer = entry_of("seq_mixer", "attention")
+    mixer = registry_entry("seq_mixer", "attention")
     return lm_settings(choice("task", "mqar"), Choice(mixer.name, mixer.default_options()), choice("state_mixer", "mlp"),
                        width=128, n_layer=2, n_head=8, train=LMTrain(batch_size=256, logits=logits),
                        dense_layout=dense_layout)
@@ -51,7 +50,7 @@ def main(argv=None) -> int:
     print(f"{'seq_mixer':18} {'cell':26} {HEADER}   MQAR V=256 T=64 kappa=8, width 64, 2 layers, batch 64; "
           f"matmul [4096, 64] @ [64, 64]: {rate / 1e9:.1f} GFLOP/s")
     for name in SEQ_MIXERS:
-        mixer = entry_of("seq_mixer", name)
+        mixer = registry_entry("seq_mixer", name)
         for cell, heads in CELLS.items():
             settings = lm_settings(choice("task", "mqar", vocab_size=256), Choice(mixer.name, mixer.default_options()),
                                    choice("state_mixer", "mlp"), width=64, n_layer=2, n_head=heads)

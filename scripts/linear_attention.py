@@ -77,7 +77,7 @@ def run_name(variant: Variant, seed: int) -> str:
 
 
 def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool) -> list:
-    from src.cli.lsa import settings_for
+    from src.presets import preset_settings
     base, _ = read_config(CONFIG)
     jobs = []
     for variant in VARIANTS:
@@ -90,7 +90,7 @@ def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool) -> list:
                                      mechanism=variant.label, seed=seed))
     for label, model, sets in GD_PAPER:
         for seed in seeds:
-            settings = settings_for(model, seed=seed, sets=sets, steps=GD_QUICK_STEPS if quick else None)
+            settings = preset_settings(model, seed=seed, sets=sets, steps=GD_QUICK_STEPS if quick else None)
             name = f"{model}{'_linear_copy' if sets else ''}_seed{seed}"
             jobs.append(GDPaperJob(name, settings, runs_dir / name, cost=3 * settings.train.steps,
                                    label=label, seed=seed))

@@ -37,12 +37,12 @@ from typing import Sequence
 from plots.mixers_report import Check, write_report
 from src.flags import UsageError, fail, seed_list
 from src.process import guarded
-from src.cli.length_study import load as load_yaml
-from src.cli.recipe import lm_settings, mixer_stack
+from src.yaml_includes import load as load_yaml
+from src.mixer_spec import mixer_stack
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser
 from src.registry import Choice, choice
-from src.systems.lm import LMTrain, PairShape
+from src.systems.lm import LMTrain, PairShape, lm_settings
 
 PROG = "python -m scripts.mixers"
 SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the original's names, and Mamba

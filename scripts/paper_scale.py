@@ -226,7 +226,7 @@ def estimate(study: PaperStudy, runs_dir: Path, rows, quick: bool, config: str, 
 def tiny_config(study: PaperStudy, folder: Path) -> str:
     """The study's paper config with its model (or grid) shrunk, written into `folder`."""
     import yaml
-    from src.cli.length_study import load
+    from src.yaml_includes import load
     from src.files import atomic_write_text
     path = folder / Path(study.config).name
     atomic_write_text(path, yaml.safe_dump(study.shrink(load(study.config)), sort_keys=False))

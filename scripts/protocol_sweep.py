@@ -27,7 +27,7 @@ import numpy as np
 
 from src.flags import UsageError, fail
 from src.process import guarded
-from src.cli.length_study import load as load_yaml
+from src.yaml_includes import load as load_yaml
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser
 from src.provenance import checkout_path

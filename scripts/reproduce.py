@@ -34,7 +34,7 @@ from typing import Sequence
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
 from src.flags import OneLineParser, UsageError, dry_run, fail, summary
 from src.process import guarded
-from src.cli.lsa import settings_for
+from src.presets import preset_settings
 from src.jobs.engine import (LOGS, TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, run_jobs,
                              use_compilation_cache)
 from src.jobs.engine import plan as launch_plan
@@ -241,7 +241,7 @@ def make_jobs(plan: Plan) -> list[ReproJob]:
     def add(part: str, model: str, seed: int, k: int, name: str) -> None:
         steps = plan.steps[model]
         spec = MODEL_PRESETS[model]
-        settings = settings_for(model, num_layers=None if spec.fixed_depth else k, seed=seed,
+        settings = preset_settings(model, num_layers=None if spec.fixed_depth else k, seed=seed,
                                 steps=steps, batch_size=plan.batch_size, eval_size=plan.eval_size,
                                 log_every=_log_every(plan, steps))
         jobs.append(ReproJob(name, settings, plan.runs_dir / name, cost=spec.relative_cost(k, steps),

@@ -6,14 +6,16 @@
             (width 20), [softmax, linear] scoring, separate weights, key size 20
 
 No block (no MLP, no norm): the attention-only family. `preset(name, num_layers)` gives
-the reference settings of SPEC §4 (steps, lr, init, clipping).
+the reference settings of SPEC §4 (steps, lr, init, clipping); `preset_settings` the settings the
+paper's runners make of their flags, for the runners (src/cli/lsa.py) and the studies alike.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from src.config import ModelConfig, TrainConfig
+from src.config import CurriculumConfig, ModelConfig, TrainConfig
+from src.overrides import apply_overrides
 from src.registry import choice
 from src.systems.lsa import LSASettings
 
@@ -79,3 +81,28 @@ def preset(name: str, num_layers: int | None = None, **train_overrides: Any) -> 
         raise ValueError(f"num_layers={layers} must be >= 1")
     train = replace(TrainConfig(steps=spec.steps, learning_rate=reference_lr(layers)), **train_overrides)
     return LSASettings(model=spec.model(name, layers), train=train).validate()
+
+
+# the names earlier versions gave two training settings, accepted by `--set` (train.lr=...)
+SET_ALIASES = {"train.lr": "train.learning_rate", "train.grad_clip_norm": "train.grad_clip"}
+
+
+def preset_settings(model_name: str, *, num_layers: int | None = None, seed: int = 0,
+                   steps: int | None = None, learning_rate: float | None = None,
+                   train_curriculum: CurriculumConfig = CurriculumConfig(),
+                   eval_curriculum: CurriculumConfig = CurriculumConfig(), save_attention: bool = False,
+                   sets: Sequence[str] = (), validate: bool = True, **train) -> LSASettings:
+    """A named model's settings as the paper's runners make them: the preset (lsa1 with K > 1
+    layers is lsa_rec), the training values given (None: the preset's), the curricula, then the
+    `sets` overrides (`path=value`); validated unless `validate` is False. ValueError, one line."""
+    spec = MODEL_PRESETS[model_name]
+    if num_layers and num_layers != spec.layers and spec.deeper:
+        model_name = spec.deeper
+    base = preset(model_name, None if MODEL_PRESETS[model_name].fixed_depth else num_layers)
+    given = {k: v for k, v in train.items() if v is not None}
+    train_cfg = replace(base.train, seed=seed, steps=steps or base.train.steps,
+                        learning_rate=learning_rate or base.train.learning_rate, **given)
+    settings = replace(base, train=train_cfg, train_curriculum=train_curriculum,
+                       eval_curriculum=eval_curriculum, save_attention=save_attention)
+    settings = apply_overrides(settings, sets, SET_ALIASES)
+    return settings.validate() if validate else settings

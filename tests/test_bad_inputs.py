@@ -26,7 +26,7 @@ from scripts import mixers as mixers_study
 from src.rundir.__main__ import check_main
 from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli
 from src.cli import recipe as recipe_cli, rerun
-from src.jobs import sweep
+from src.cli import sweep
 from src.process import guarded
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,7 +27,7 @@ from analysis import dynamics as dynamics_analysis
 from scripts import mechanisms
 from src.process import guarded
 from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli, recipe as recipe_cli, rerun
-from src.jobs import sweep
+from src.cli import sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))

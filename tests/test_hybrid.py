@@ -50,7 +50,7 @@ def test_a_hybrid_is_not_its_first_mixer_alone():
 
 
 def test_config_json_keeps_a_hybrid_and_leaves_plain_settings_as_before():
-    from src.cli.recipe import lm_settings
+    from src.systems.lm import lm_settings
     task = choice("task", "mqar", vocab_size=20, seq_len=12, num_pairs=2)
     plain = lm_settings(task, choice("seq_mixer", "softmax_causal"), choice("state_mixer", "mlp"),
                         width=16, n_layer=2, n_head=2)
@@ -69,7 +69,7 @@ def test_config_json_keeps_a_hybrid_and_leaves_plain_settings_as_before():
     ([{"name": "based", "options": {"feature_dim": 0}}], "model.seq_mixers[0].options.feature_dim=0"),
 ])
 def test_a_bad_hybrid_in_a_record_is_refused_in_one_line(value, words):
-    from src.cli.recipe import lm_settings
+    from src.systems.lm import lm_settings
     task = choice("task", "mqar", vocab_size=20, seq_len=12, num_pairs=2)
     raw = lm_settings(task, choice("seq_mixer", "softmax_causal"), choice("state_mixer", "mlp"),
                       width=16, n_layer=2, n_head=2).to_dict()

@@ -8,7 +8,7 @@ import pytest
 
 from src.flags import UsageError
 from src.cli.gpt2 import main as train_main, read_config
-from src.cli.length_study import load
+from src.yaml_includes import load
 from src.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,10 +1,10 @@
-"""One spelling of a sequence mixer with its options (src/cli/mixer_spec.py), `name` or
+"""One spelling of a sequence mixer with its options (src/mixer_spec.py), `name` or
 `name:option=value[:...]`, and hybrid stacks of them: the same Choices from a study's list, the
 recipe's --model.seq_mixers and a YAML's model.attention_types; every bad spelling one line."""
 import pytest
 
 from src.flags import UsageError
-from src.cli.mixer_spec import mixer_of, mixer_stack
+from src.mixer_spec import mixer_of, mixer_stack
 from src.registry import choice
 
 

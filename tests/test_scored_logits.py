@@ -15,7 +15,7 @@ from dataclasses import replace
 
 
 def _settings(task: Choice, logits: str) -> LMSettings:
-    from src.cli.recipe import lm_settings
+    from src.systems.lm import lm_settings
     return lm_settings(task, choice("seq_mixer", "softmax_causal"), choice("state_mixer", "mlp"), width=32,
                        n_layer=2, n_head=2, train=LMTrain(batch_size=16, logits=logits))
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from src.flags import UsageError
-from src.cli.mixer_spec import mixer_of
+from src.mixer_spec import mixer_of
 from src.models.sequence import llama, mamba
 
 COMMON = {"type", "family", "max_length", "hidden_size", "num_hidden_layers",
@@ -37,7 +37,7 @@ OURS_TO_BACKBONE = {"model.width": "model.hidden_size", "model.n_layer": "model.
 
 def hybrid_mapping(model: dict, seq_mixer: dict) -> list | None:
     """model.attention_types (ours) as our `seq_mixers`: a list of names, `name:option=value`
-    spellings (src.cli.mixer_spec) or {name, options}; an entry naming the model's seq_mixer takes its
+    spellings (src.mixer_spec) or {name, options}; an entry naming the model's seq_mixer takes its
     options (None: no such key)."""
     if "attention_types" not in model:
         return None

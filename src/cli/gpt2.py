@@ -39,6 +39,7 @@ from typing import Any, Sequence
 from src.flags import OneLineParser, path_text, PrintChoices, UsageError, fail, summary
 from src.cli import length_study
 from src.cli.length_study import mapping_of, refuse_unknown
+from src.yaml_includes import load as load_yaml
 from src.cli.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model, hybrid_mapping
 from src.cli.command import train_command
 from src.models.sequence import lstm
@@ -236,7 +237,7 @@ def read_run_configs(path: str, sets: Sequence[str] = ()) -> list[tuple[GPT2Sett
     """(settings, out_dir, wandb block) of each run a config file makes: one, or one per entry of a
     length-study backbone's `max_length` list, as its train.py trains them (out_dir _max_length<L>).
     Every run is validated before the first trains (UsageError, one line)."""
-    raw = length_study.load(path)
+    raw = load_yaml(path)
     if isinstance(raw, dict):
         raw = apply_sets(raw, sets)
     lengths = _max_lengths(raw)

@@ -20,12 +20,11 @@ from src.flags import (OneLineParser, path_text, PrintChoices, UsageError, bound
     non_negative_number, number_in, or_auto, positive_number, seed)
 from src.cli.command import train_command, validated
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
-from src.overrides import apply_overrides
-from src.presets import MODEL_PRESETS, preset
+from src.presets import MODEL_PRESETS, SET_ALIASES, preset_settings, preset
 from src.systems.lsa import ATTENTION_TASKS, LSASettings
 
 # earlier names of settings -> ours (accepted by --set and --grid, used in messages)
-ALIASES = {"train.lr": "train.learning_rate", "train.grad_clip_norm": "train.grad_clip"}
+ALIASES = SET_ALIASES
 
 CURRICULUM_FIELDS = ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement")
 _probability = number_in(0.0, 1.0)
@@ -177,28 +176,12 @@ def settings_from_args(args: argparse.Namespace, model_name: str) -> LSASettings
                         save_attention=getattr(args, "save_attention", False), sets=args.overrides)
 
 
-def settings_for(model_name: str, *, num_layers: int | None = None, seed: int = 0,
-                 steps: int | None = None, learning_rate: float | None = None,
-                 train_curriculum: CurriculumConfig = CurriculumConfig(),
-                 eval_curriculum: CurriculumConfig = CurriculumConfig(), save_attention: bool = False,
-                 sets: Sequence[str] = (), **train) -> LSASettings:
-    """The settings a runner makes of its flags: the preset (lsa1 with K > 1 layers is lsa_rec),
-    the training flags (None: the preset's), the curricula, then `--set` overrides; validated
-    (UsageError, one line, in the runners' words)."""
-    spec = MODEL_PRESETS[model_name]
-    if num_layers and num_layers != spec.layers and spec.deeper:
-        model_name = spec.deeper
+def settings_for(model_name: str, **given) -> LSASettings:
+    """The settings a runner makes of its flags (src.presets.preset_settings: the preset, the
+    training flags, the curricula, then `--set` overrides), validated; UsageError, one line, in
+    the runners' words."""
     try:
-        base = preset(model_name, None if MODEL_PRESETS[model_name].fixed_depth else num_layers)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    given = {k: v for k, v in train.items() if v is not None}
-    train_cfg = replace(base.train, seed=seed, steps=steps or base.train.steps,
-                        learning_rate=learning_rate or base.train.learning_rate, **given)
-    settings = replace(base, train=train_cfg, train_curriculum=train_curriculum,
-                       eval_curriculum=eval_curriculum, save_attention=save_attention)
-    try:
-        settings = apply_overrides(settings, sets, ALIASES)
+        settings = preset_settings(model_name, validate=False, **given)
     except ValueError as err:
         raise UsageError(str(err)) from None
     return validated(settings, {ours: theirs for theirs, ours in ALIASES.items()})

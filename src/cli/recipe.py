@@ -17,17 +17,16 @@ exit 2); so are the task's sizes (κ against the vocabulary, T against 2κ + que
 """
 import dataclasses
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Sequence, Union
 
 from src.flags import UsageError, fail
 from src.cli.command import train_command, validated
 from src.cli.recipe_names import describe as describe_original_tasks, spelled_as_typed, translate
-from src.models.sequence import lm
-from src.cli.mixer_spec import ALIASES, mixer_stack
+from src.mixer_spec import ALIASES, mixer_stack, registry_entry
 from src.registry import Choice, registry, state_note
-from src.systems.lm import LMSettings, LMTrain, PairShape
+from src.systems.lm import LMSettings, LMTrain, PairShape, lm_settings_unchecked
 from src.tracking import WandbSpec
 from src.tasks.objectives import objective_of, tasks_for
 
@@ -50,7 +49,8 @@ def choices(kind: str) -> list[str]:
 
 
 def entry_of(kind: str, name: str):
-    return registry(kind).get(ALIASES.get(kind, {}).get(name, name))
+    """The registry entry a component's name picks (the original's aliases applied)."""
+    return registry_entry(kind, name)
 
 
 # The recipe's training flags (--train.*): LMTrain's fields, `steps` under the flag name the
@@ -226,15 +226,11 @@ def hybrid_mixers(text: str, chosen: Choice) -> tuple[Choice, ...]:
 def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
                 n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
                 dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = ()) -> LMSettings:
-    """The recipe's settings: the model's input kind, length and vocabulary follow the task;
-    validated (UsageError, one line, in the recipe's flags)."""
-    inputs = objective_of(task.name).inputs
-    length, vocab = ((task.options.tokens(), task.options.vocab_size) if inputs == "tokens"
-                     else (2 * pairs.n_points, 8192))   # (the pair tasks read no vocabulary)
-    model = lm(width=width, n_layer=n_layer, n_head=n_head, max_len=length, vocab_size=vocab,
-               n_dims=pairs.n_dims, inputs=inputs, seq_mixer=seq_mixer, state_mixer=state_mixer)
-    model = replace(model, dense_layout=dense_layout, seq_mixers=seq_mixers)
-    return validated(LMSettings(task=task, model=model, train=train, pairs=pairs), FLAGS)
+    """The recipe's settings (src.systems.lm.lm_settings), validated: a UsageError, one line, in
+    the recipe's flags."""
+    return validated(lm_settings_unchecked(task, seq_mixer, state_mixer, width=width, n_layer=n_layer,
+                                           n_head=n_head, train=train, pairs=pairs, dense_layout=dense_layout,
+                                           seq_mixers=seq_mixers), FLAGS)
 
 
 # our settings -> the recipe's flags, for messages

@@ -9,7 +9,7 @@ Glossary: B batch, T tokens, V vocabulary, n points, d dims.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import jax
@@ -125,6 +125,29 @@ class LMSettings(Settings):
             jax.eval_shape(lambda key: sampler(self)(key, 1), jax.random.key(0))
         except ValueError as err:
             raise SettingsError(str(err)) from None
+
+
+def lm_settings_unchecked(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
+                          n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
+                          dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = ()) -> LMSettings:
+    """The ICL benchmark recipe's settings, not yet validated: the model's input kind, length and
+    vocabulary follow the task."""
+    inputs = objective_of(task.name).inputs
+    length, vocab = ((task.options.tokens(), task.options.vocab_size) if inputs == "tokens"
+                     else (2 * pairs.n_points, 8192))   # (the pair tasks read no vocabulary)
+    model = lm(width=width, n_layer=n_layer, n_head=n_head, max_len=length, vocab_size=vocab,
+               n_dims=pairs.n_dims, inputs=inputs, seq_mixer=seq_mixer, state_mixer=state_mixer)
+    model = replace(model, dense_layout=dense_layout, seq_mixers=seq_mixers)
+    return LMSettings(task=task, model=model, train=train, pairs=pairs)
+
+
+def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
+                n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
+                dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = ()) -> LMSettings:
+    """lm_settings_unchecked's settings, validated (SettingsError, one line, in our dotted paths)."""
+    return lm_settings_unchecked(task, seq_mixer, state_mixer, width=width, n_layer=n_layer, n_head=n_head,
+                                 train=train, pairs=pairs, dense_layout=dense_layout,
+                                 seq_mixers=seq_mixers).validate()
 
 
 def sampler(settings: LMSettings):

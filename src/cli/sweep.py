@@ -1,4 +1,4 @@
-"""The sweep drivers' command line (`eval_order`, `eval_noise`): flags -> grid (src/jobs/grid.py)
+"""The sweep drivers' command line (`eval_order`, `eval_noise`): flags -> grid (src/cli/sweep_grid.py)
 -> the job engine (src/jobs/engine.py) -> the results CSV, rebuilt from the run directories.
 
 The whole grid is checked before anything runs (exit 2 and one line naming the flag, the
@@ -24,7 +24,7 @@ from src.flags import (OneLineParser, path_text, UsageError, dry_run, fail, int_
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.jobs.engine import TODO_STATES, RunsDirBusy, RunsDirLock, announce, run_jobs
 from src.jobs.engine import plan as replan
-from src.jobs.grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
+from src.cli.sweep_grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
 from src.jobs.study import (add_executor_flags, check_directory, executor_of, keep_foreign_csv,
                             write_csv)
 from src.presets import MODEL_PRESETS

@@ -12,6 +12,12 @@ from src.registry import Choice, UnknownChoice, registry
 ALIASES = {"seq_mixer": {"attention": "softmax_causal"}}
 
 
+def registry_entry(kind: str, name: str):
+    """The registry entry of `kind` that `name` names, the original's aliases applied
+    (`attention` is softmax_causal)."""
+    return registry(kind).get(ALIASES.get(kind, {}).get(name, name))
+
+
 def seq_mixer_names() -> list[str]:
     """Every registered sequence mixer, the original's aliases first."""
     aliases = ALIASES["seq_mixer"]
