@@ -82,16 +82,28 @@ def for_system(*systems: str, when: Callable[[Any], bool] | None = None) -> Call
 
 class Analysis(NamedTuple):
     """A registered per-run analysis: `run(run_dir)` writes its files, `outputs(settings)` names
-    them (a finished run is complete when they exist)."""
+    those a finished run must have (it is complete when they exist), `files` every file it can write
+    (fnmatch patterns; the one list src.rundir's `producer` reads to say which command recreates a
+    missing file) and `module` the module whose `python -m ... --run RUN` writes them."""
     run: Callable[[RunDir], Any]
     outputs: Callable[[Any], list[str]]
+    module: str
+    files: tuple[str, ...]
+
+
+def on_request(settings) -> bool:
+    """The `applies` of an analysis run only by its own command, never at the end of training."""
+    return False
 
 
 def register_analysis(name: str, run: Callable, doc: str, applies: Callable[[Any], bool],
-                      outputs: Sequence[str] | Callable[[Any], list[str]] = ()) -> None:
-    """Register `run(run_dir)` as the per-run analysis `name` (registry "analysis")."""
+                      outputs: Sequence[str] | Callable[[Any], list[str]] = (), files: Sequence[str] = ()) -> None:
+    """Register `run(run_dir)` as the per-run analysis `name` (registry "analysis"), written by the
+    module that defines `run`; `files` defaults to a fixed `outputs` list."""
     listed = outputs if callable(outputs) else (lambda settings, fixed=tuple(outputs): list(fixed))
-    registry("analysis").register(name, applies=applies, doc=doc)(lambda options: Analysis(run, listed))
+    written = tuple(files) or (() if callable(outputs) else tuple(outputs))
+    analysis = Analysis(run, listed, run.__module__, written)
+    registry("analysis").register(name, applies=applies, doc=doc)(lambda options: analysis)
 
 
 def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser], None],

@@ -23,7 +23,7 @@ import math
 import sys
 from typing import Sequence
 
-from analysis.common import main_frame
+from analysis.common import main_frame, on_request, register_analysis
 from analysis.icl_curve import check_memory_for, curve_csv, curves, figure, load_run, points_limit, summarise
 from plots.style import png_bytes
 from src import rundir as names
@@ -145,6 +145,10 @@ def _print(args, run_dir: RunDir) -> None:
     if summary["reason"]:
         print(f"  curve stopped at {summary['stopped_at']} points: {summary['reason']}")
     print(f"-> {run_dir.file(names.LENGTH_GEN_PNG)}")
+
+
+register_analysis("length_gen", run, "error beyond the trained length, by multiple of it (Lin et al., AAAI 2025; on request)",
+                  on_request, files=[names.LENGTH_GEN_CSV, names.LENGTH_GEN_JSON, names.LENGTH_GEN_PNG])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

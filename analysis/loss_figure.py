@@ -61,7 +61,7 @@ def run(run_dir: RunDir) -> str:
 
 register_analysis("loss_figure", run, "the training loss over steps (gpt2; dynamics with --show)",
                   lambda settings: settings.loss_figure_file() is not None,
-                  lambda settings: [settings.loss_figure_file()])
+                  lambda settings: [settings.loss_figure_file()], files=[names.LOSS_PNG, f"{names.FIGS}/*_loss.png"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common import main_frame
+from analysis.common import main_frame, on_request, register_analysis
 from analysis.icl_curve import load_run, points_limit
 from plots.style import new_figure, png_bytes
 from src import rundir as names
@@ -136,6 +136,10 @@ def _print(args, run_dir: RunDir) -> None:
     if out["note"]:
         print(f"  {out['note']}")
     print(f"-> {run_dir.file(names.SERIAL_POSITION_PNG)}")
+
+
+register_analysis("prompt_tests", run, "duplicated and lost-in-the-middle prompts (Lin et al.; on request)",
+                  on_request, files=[names.PROMPT_TESTS_JSON, names.DUPLICATION_PNG, names.SERIAL_POSITION_PNG])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

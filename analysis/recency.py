@@ -24,7 +24,7 @@ import haiku as hk
 import jax
 import numpy as np
 
-from analysis.common import AnalysisError, main_frame
+from analysis.common import AnalysisError, main_frame, on_request, register_analysis
 from analysis.icl_curve import load_run, points_limit
 from plots.style import new_figure, png_bytes
 from src import rundir as names
@@ -148,6 +148,10 @@ def _print(args, run_dir: RunDir) -> None:
                                       "attention mass on the last 20% of the prompt per layer " +
                                       ", ".join(f"{v:.2f}" for v in cell["last_20pct"])))
     print(f"-> {run_dir.file(names.RECENCY_PNG)}")
+
+
+register_analysis("recency", run, "where the prediction token's attention falls, by relative position (Lin et al.; on request)",
+                  on_request, files=[names.RECENCY_CSV, names.RECENCY_JSON, names.RECENCY_PNG])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -206,7 +206,8 @@ def _regression(settings) -> bool:
 
 
 register_analysis("robustness", run, "noise, order, OOD and length stress tests (gpt2 family, "
-                  "regression tasks)", for_system("gpt2", when=_regression), [JSON])
+                  "regression tasks)", for_system("gpt2", when=_regression), [JSON],
+                  files=[JSON, names.SHIFTS_JSON])     # shifts.json: with --battery
 
 
 def run_battery(run_dir: RunDir, size: int = BATTERY_SIZE, labels=None) -> dict:

@@ -291,3 +291,34 @@ def test_the_command_that_makes_a_missing_file_has_the_flag_it_needs_and_one_ove
         hint = RunDir(run).producer(names.attention_file(0, 0))
         assert hint.split().count("--save_attention") == 1 and hint.split().count("--overwrite") == 1, hint
         assert RunDir(run).producer(names.PARAMS).split().count("--save_attention") == 0
+
+
+def test_every_analysis_output_is_named_by_the_registered_analysis_that_writes_it():
+    """The analysis registry is the one list of analysis outputs (issue 44): every file name under
+    analysis/ in src/rundir/names.py maps to the registered module that writes it, and that
+    module's source names the constant."""
+    from src.rundir import names as run_names
+    outputs = {key: value for key, value in vars(run_names).items()
+               if key.isupper() and isinstance(value, str) and value.startswith(f"{run_names.ANALYSIS}/")}
+    assert len(outputs) >= 20
+    for key, value in outputs.items():
+        module = run_names.analysis_module(value)
+        assert module is not None, f"{key} = {value!r}: no registered analysis lists it in its files"
+        source = (ROOT / (module.replace(".", "/") + ".py")).read_text()
+        assert key in source or value in source, f"{module} does not write {key}"
+
+
+def test_a_newly_registered_analysis_is_its_own_files_producer(tmp_path):
+    """Registering an analysis is all it takes for a missing output to name its command."""
+    from analysis.common import on_request, register_analysis
+    from src.registry import registry
+    from src.rundir import RunDir
+
+    def toy(run_dir):
+        return None
+    register_analysis("toy_for_a_test", toy, "a test's analysis", on_request, files=["analysis/toy_*.json"])
+    try:
+        assert RunDir(tmp_path).producer("analysis/toy_one.json") == f"python -m {__name__} --run {tmp_path}"
+        assert registry("analysis").get("toy_for_a_test").build(None).outputs(None) == []
+    finally:
+        registry("analysis")._entries.pop("toy_for_a_test")

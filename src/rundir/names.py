@@ -55,28 +55,18 @@ STAGING = ".staging-"     # .<name>.staging-<pid>: a replacement being trained
 REPLACED = ".replaced-"   # .<name>.replaced-<pid>: the old run during the swap
 
 
-# the analysis (python -m <module> --run RUN) that writes each analysis output
-ANALYSIS_MODULES = {
-    ALIGNMENT: "analysis.alignment", OOD: "analysis.ood_eval",
-    ATTENTION_STATS: "analysis.attention_stats", ATTENTION_STATS_PNG: "analysis.attention_stats",
-    ICL_CURVE_CSV: "analysis.icl_curve", ICL_CURVE_PNG: "analysis.icl_curve",
-    ROBUSTNESS: "analysis.robustness", SHIFTS_JSON: "analysis.robustness", DYNAMICS_JSON: "analysis.dynamics", DYNAMICS_PNG: "analysis.dynamics",
-    LENGTH_GEN_CSV: "analysis.length_gen", LENGTH_GEN_JSON: "analysis.length_gen",
-    LENGTH_GEN_PNG: "analysis.length_gen", RECENCY_CSV: "analysis.recency", RECENCY_JSON: "analysis.recency",
-    RECENCY_PNG: "analysis.recency", PROMPT_TESTS_JSON: "analysis.prompt_tests",
-    DUPLICATION_PNG: "analysis.prompt_tests", SERIAL_POSITION_PNG: "analysis.prompt_tests",
-    INDUCTIVE_BIAS_JSON: "analysis.inductive_bias", INDUCTIVE_BIAS_PNG: "analysis.inductive_bias",
-    LOSS_PNG: "analysis.loss_figure",
-}
-
-
 def analysis_module(name: str) -> str | None:
-    """The analysis module that writes file `name` of a run, or None (training writes it)."""
-    if name.startswith(f"{FIGS}/attention_"):
+    """The analysis module that writes file `name` of a run, or None (training writes it): read
+    from the registered analyses' `files` (analysis/common.py register_analysis), the one list."""
+    from fnmatch import fnmatchcase
+    from src.registry import registry
+    if name.startswith(f"{FIGS}/attention_"):      # a plot of the saved attention, not an analysis
         return "plots.attention_quick"
-    if name.endswith("_loss.png"):           # the GPT-2 system's <mixer>_loss.png
-        return "analysis.loss_figure"
-    return ANALYSIS_MODULES.get(name)
+    for entry in registry("analysis"):
+        analysis = entry.build(None)
+        if any(fnmatchcase(name, pattern) for pattern in analysis.files):
+            return analysis.module
+    return None
 
 
 def training_flag(name: str) -> str | None:
