@@ -117,7 +117,7 @@ def test_read_settings_takes_the_run_schema_and_refuses_in_one_line(tmp_path):
     assert read_settings(str(full)).digest() == settings.digest()
     cases = {"missing.yaml": None, "list.yaml": "- 1\n", "nosystem.yaml": "model: {}\n",
              "badkey.yaml": "system: gpt2\nmodel: {}\ntask: linear_regression\ncurriculum: {}\ntrain: {stepz: 3}\n",
-             "badyaml.yaml": "system: [\n"}
+             "badyaml.yaml": "system: [\n", "bad.json": "{system: gpt2"}
     for name, text in cases.items():
         if text is not None:
             (tmp_path / name).write_text(text)
@@ -148,8 +148,9 @@ def test_the_matrix_is_every_registered_sequence_mixer_and_names_a_bad_one(tmp_p
 
 
 def test_a_config_of_another_system_is_refused_in_one_line(tmp_path):
-    other = tmp_path / "lsa.yaml"
-    other.write_text("system: lsa\n")
+    from src.presets import preset
+    other = tmp_path / "lsa.json"
+    other.write_text(json.dumps(preset("lsa1").to_dict()))
     with pytest.raises(UsageError, match="system='lsa' is not accepted; accepted: gpt2"):
         study.make_jobs(tmp_path, ["softmax_causal"], (0,), False, config=str(other))
 
@@ -170,3 +171,4 @@ def test_quick_matrix_study_writes_its_report(tmp_path):
     text = (tmp_path / "report" / "MATRIX.md").read_text()
     assert "| softmax_causal |" in text and "| lstm |" in text
     assert (tmp_path / "report" / "figures" / "matrix" / "heatmap.png").stat().st_size > 10_000
+

@@ -75,13 +75,17 @@ def read_settings(path: str):
     JSON: the `settings` mapping of a run's config.json, with `system` and any keys whose defaults
     differ (the rest take their defaults), read and validated by its system. UsageError (one
     line, naming the file, the key, the value and what is accepted) for anything else."""
+    import json
     import yaml
     from src.systems import settings_from_record
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
+    try:       # JSON by its suffix: YAML 1.1 reads a JSON number such as 1e-05 as text
+        text = Path(path).read_text()
+        raw = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
     except OSError as err:
         raise UsageError(f"--config={path!r} cannot be read ({err.strerror or err}); accepted: a "
                          "readable settings file") from None
+    except ValueError as err:          # JSONDecodeError
+        raise UsageError(f"--config={path!r} is not JSON ({err}); accepted: a run's config.json `settings`") from None
     except yaml.YAMLError as err:
         raise UsageError(f"--config={path!r} is not YAML ({' '.join(str(err).split())[:160]}); accepted: "
                          "a mapping in the workbench's settings schema") from None
