@@ -102,7 +102,9 @@ def register_analysis(name: str, run: Callable, doc: str, applies: Callable[[Any
     module that defines `run`; `files` defaults to a fixed `outputs` list."""
     listed = outputs if callable(outputs) else (lambda settings, fixed=tuple(outputs): list(fixed))
     written = tuple(files) or (() if callable(outputs) else tuple(outputs))
-    analysis = Analysis(run, listed, run.__module__, written)
+    # the module's own name, also when it runs as __main__ (python -m analysis.x, runpy): its spec's
+    module = getattr(getattr(run, "__globals__", {}).get("__spec__"), "name", None) or run.__module__
+    analysis = Analysis(run, listed, module, written)
     registry("analysis").register(name, applies=applies, doc=doc)(lambda options: analysis)
 
 

@@ -324,3 +324,14 @@ def test_a_newly_registered_analysis_is_its_own_files_producer(tmp_path):
         assert registry("analysis").get("toy_for_a_test").build(None).outputs(None) == []
     finally:
         registry("analysis")._entries.pop("toy_for_a_test")
+
+
+def test_an_analysis_run_as_main_is_still_named_by_its_module(monkeypatch):
+    """python -m analysis.<name> executes the module as __main__ and registers it again: the
+    producer of its files stays `analysis.<name>`, not `__main__`."""
+    import runpy
+    from src.rundir import names as run_names
+    monkeypatch.setattr(sys, "argv", ["analysis.icl_curve", "--help"])
+    with pytest.raises(SystemExit):
+        runpy.run_module("analysis.icl_curve", run_name="__main__")
+    assert run_names.analysis_module(run_names.ICL_CURVE_CSV) == "analysis.icl_curve"
