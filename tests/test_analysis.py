@@ -331,6 +331,7 @@ def test_an_analysis_run_as_main_is_still_named_by_its_module(monkeypatch):
     producer of its files stays `analysis.<name>`, not `__main__`."""
     import runpy
     from src.rundir import names as run_names
+    assert run_names.analysis_module(run_names.ICL_CURVE_CSV) == "analysis.icl_curve"   # entries loaded first
     monkeypatch.setattr(sys, "argv", ["analysis.icl_curve", "--help"])
     with pytest.raises(SystemExit):
         runpy.run_module("analysis.icl_curve", run_name="__main__")
