@@ -9,8 +9,8 @@ was never shown. `make task_diversity` runs it.
     python -m scripts.task_diversity --quick     # pools 2 and fresh, 60 steps, 1 seed (a smoke test)
     python -m scripts.task_diversity --pools 4,64,0   # any pool sizes (0: fresh tasks every step)
 
-Each run is configs/task_diversity.yaml (read as `python -m runners.train` reads it) with its
-training.num_tasks and seed, made by the job engine (finished runs are reused); the report is
+Each run is configs/task_diversity.yaml (the workbench's own settings schema, src.jobs.study.read_settings)
+with its train.num_tasks and seed, made by the job engine (finished runs are reused); the report is
 report/TASK_DIVERSITY.md, report/task_diversity_results.json and
 report/figures/task_diversity/error_pool.png (quick: under report/quick; plots/task_diversity_report.py).
 """
@@ -24,9 +24,8 @@ from typing import Sequence
 from plots.task_diversity_report import write_report
 from src.flags import UsageError, fail, seed_list
 from src.process import guarded
-from src.cli.gpt2 import read_config
 from src.jobs.engine import Job, plan
-from src.jobs.study import finish_study, study_dirs, study_parser
+from src.jobs.study import finish_study, read_settings, study_dirs, study_parser
 
 PROG = "python -m scripts.task_diversity"
 CONFIG = "configs/task_diversity.yaml"
@@ -58,7 +57,7 @@ def pool_sizes(text: str | None, quick: bool) -> tuple[int, ...]:
 
 def make_jobs(runs_dir: Path, pools: Sequence[int], seeds: Sequence[int], quick: bool,
               config: str = CONFIG) -> list[Job]:
-    base, _ = read_config(config)
+    base = read_settings(config)
     jobs = []
     for size in pools:
         for seed in seeds:
