@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from src.flags import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, summary
+from src.flags import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, read_user_file, summary
 from src.files import atomic_write_bytes, atomic_write_text
 from src.jobs.engine import (TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, plan, refuse_stale,
                              run_jobs, use_compilation_cache)
@@ -75,20 +75,19 @@ def read_settings(path: str):
     JSON: the `settings` mapping of a run's config.json, with `system` and any keys whose defaults
     differ (the rest take their defaults), read and validated by its system. UsageError (one
     line, naming the file, the key, the value and what is accepted) for anything else."""
-    import json
-    import yaml
+    from src.files import loads_json
+    from src.provenance import checkout_path
     from src.systems import settings_from_record
-    try:       # JSON by its suffix: YAML 1.1 reads a JSON number such as 1e-05 as text
-        text = Path(path).read_text()
-        raw = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except OSError as err:
-        raise UsageError(f"--config={path!r} cannot be read ({err.strerror or err}); accepted: a "
-                         "readable settings file") from None
-    except ValueError as err:          # JSONDecodeError
-        raise UsageError(f"--config={path!r} is not JSON ({err}); accepted: a run's config.json `settings`") from None
-    except yaml.YAMLError as err:
-        raise UsageError(f"--config={path!r} is not YAML ({' '.join(str(err).split())[:160]}); accepted: "
-                         "a mapping in the workbench's settings schema") from None
+    from src.yaml_includes import load
+    if str(path).endswith(".json"):    # JSON by its suffix: YAML 1.1 reads a JSON number such as 1e-05 as text
+        text = read_user_file(checkout_path(path), "--config", "a run's config.json `settings`")
+        try:
+            raw = loads_json(text)
+        except ValueError as err:      # JSONDecodeError, or nested too deeply
+            raise UsageError(f"--config={path!r} is not JSON ({err}); accepted: a run's config.json "
+                             "`settings`") from None
+    else:                              # a regular file, safe loader, bounded (like every YAML config here)
+        raw = load(path)
     if not isinstance(raw, dict) or "system" not in raw:
         raise UsageError(f"--config={path!r} holds no settings mapping with a `system` key; accepted: a run's "
                          "config.json `settings` (any key left out takes its default)")
