@@ -21,7 +21,8 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from analysis.common import AnalysisError, for_system, load_run, main_frame, register_analysis, tuned_eta
+from analysis.common import (AnalysisError, for_system, load_run, main_frame, register_analysis, regression_task,
+                             tuned_eta)
 from src.rundir import names
 from src.flags import positive_number
 from src.process import guarded
@@ -99,7 +100,7 @@ def run(run_dir: RunDir, eta: float | None = None) -> dict:
     if for_system("gpt2")(run_dir.load_settings("lsa", "gpt2")):
         from analysis.icl_curve import load_run as load_pair_run
         settings, model, params, state = load_pair_run(run_dir)
-        if not _regression(settings):
+        if not regression_task(settings):
             raise AnalysisError(f"{run_dir.path} trained on {settings.task.name}, whose labels are not real "
                                 "numbers; accepted: a regression run (GD's step is a regression estimator)")
         result = pair_alignment(settings, model, params, state, eta)
@@ -114,14 +115,10 @@ def run(run_dir: RunDir, eta: float | None = None) -> dict:
     return result
 
 
-def _regression(settings) -> bool:
-    from src.tasks.objectives import objective_of
-    return objective_of(settings.task.name).continuous_labels
-
-
 def _paper_task(settings) -> bool:
     """A GPT-2 family run on von Oswald et al.'s inputs (the matrix study's task)."""
-    return getattr(settings.task.options, "data", None) == "von_oswald" and _regression(settings)
+    from src.tasks.garg import GD_PAPER_INPUTS
+    return getattr(settings.task.options, "data", None) in GD_PAPER_INPUTS and regression_task(settings)
 
 
 def _applies(settings) -> bool:

@@ -80,6 +80,13 @@ def for_system(*systems: str, when: Callable[[Any], bool] | None = None) -> Call
     return applies
 
 
+def regression_task(settings) -> bool:
+    """A run whose task has real-valued labels (a regression estimator such as GD's step, or
+    Gaussian label noise, applies to it)."""
+    from src.tasks.objectives import objective_of
+    return objective_of(settings.task.name).continuous_labels
+
+
 class Analysis(NamedTuple):
     """A registered per-run analysis: `run(run_dir)` writes its files, `outputs(settings)` names
     those a finished run must have (it is complete when they exist), `files` every file it can write

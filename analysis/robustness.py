@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.common import for_system, main_frame, register_analysis
+from analysis.common import for_system, main_frame, register_analysis, regression_task
 from analysis.icl_curve import baseline_rows, load_run, points_limit
 from src import rundir as names
 from src.curricula import num_corrupted, ordering_key
@@ -199,14 +199,8 @@ def run(run_dir: RunDir) -> dict:
     return record
 
 
-def _regression(settings) -> bool:
-    """A regression task (the stresses add Gaussian label noise)."""
-    from src.tasks.objectives import objective_of
-    return objective_of(settings.task.name).continuous_labels
-
-
 register_analysis("robustness", run, "noise, order, OOD and length stress tests (gpt2 family, "
-                  "regression tasks)", for_system("gpt2", when=_regression), [JSON],
+                  "regression tasks)", for_system("gpt2", when=regression_task), [JSON],
                   files=[JSON, names.SHIFTS_JSON])     # shifts.json: with --battery
 
 

@@ -130,15 +130,18 @@ class OutlierOptions(GargTaskOptions):
         require_number("outlier_prob", self.outlier_prob, 0.0, high=1.0)
 
 
-DATA = ("gaussian", "uniform", "von_oswald")
+# the inputs' distributions (`data`, the module docstring's samplers): name -> (key, shape) -> x
+INPUTS = {"gaussian": lambda key, shape: jax.random.normal(key, shape),
+          "uniform": lambda key, shape: jax.random.uniform(key, shape, minval=-math.sqrt(3), maxval=math.sqrt(3)),
+          "von_oswald": lambda key, shape: jax.random.uniform(key, shape, minval=-0.5, maxval=0.5)}
+DATA = tuple(INPUTS)
+# von Oswald et al.'s inputs: the GPT-2 family's regression runs on them get the GD paper's alignment
+# analysis at the end of training (analysis/alignment.py)
+GD_PAPER_INPUTS = ("von_oswald",)
 
 
 def sample_inputs(key, shape, data: str) -> jax.Array:
-    if data == "uniform":
-        return jax.random.uniform(key, shape, minval=-math.sqrt(3), maxval=math.sqrt(3))
-    if data == "von_oswald":
-        return jax.random.uniform(key, shape, minval=-0.5, maxval=0.5)
-    return jax.random.normal(key, shape)
+    return INPUTS[data](key, shape)
 
 
 def _weights(key, b, d, dims, kind: str, sparsity: int) -> jax.Array:
