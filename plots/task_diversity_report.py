@@ -63,7 +63,7 @@ def collect(jobs: Sequence) -> list[dict]:
     rows = []
     for job in jobs:
         if job.run.path.is_dir() and (job.run.path / "params.npz").exists():
-            rows.append({"run": job.name, "num_tasks": job.num_tasks, "seed": job.seed, "errors": evaluate(job)})
+            rows.append({"run": job.name, "num_tasks": job.settings.train.num_tasks, "seed": job.seed, "errors": evaluate(job)})
     return rows
 
 

@@ -17,15 +17,15 @@ report/figures/task_diversity/error_pool.png (quick: under report/quick; plots/t
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from plots.task_diversity_report import write_report
 from src.flags import UsageError, fail, seed_list
 from src.process import guarded
-from src.jobs.engine import Job, plan
-from src.jobs.study import finish_study, read_settings, study_dirs, study_parser
+from src.jobs.engine import Job
+from src.jobs.study import cell_jobs, finish_study, read_settings, study_dirs, study_parser
 
 PROG = "python -m scripts.task_diversity"
 CONFIG = "configs/task_diversity.yaml"
@@ -33,12 +33,6 @@ POOLS = (2, 8, 32, 128, 512, 2048, 8192, 0)     # 0: fresh tasks every step (an 
 SEEDS = (0, 1, 2)
 QUICK = {"steps": 60, "log_every": 30, "checkpoint_every": 60, "eval_size": 200}
 QUICK_POOLS = (2, 0)
-
-
-@dataclass
-class PoolJob(Job):
-    num_tasks: int = 0
-    seed: int = 0
 
 
 def pool_sizes(text: str | None, quick: bool) -> tuple[int, ...]:
@@ -57,15 +51,11 @@ def pool_sizes(text: str | None, quick: bool) -> tuple[int, ...]:
 
 def make_jobs(runs_dir: Path, pools: Sequence[int], seeds: Sequence[int], quick: bool,
               config: str = CONFIG) -> list[Job]:
+    """Run pool<M>_seed<s> (poolfresh for M = 0) of the config with train.num_tasks = M."""
     base = read_settings(config)
-    jobs = []
-    for size in pools:
-        for seed in seeds:
-            name = f"pool{size or 'fresh'}_seed{seed}"
-            train = replace(base.train, seed=seed, num_tasks=size, **(QUICK if quick else {}))
-            settings = replace(base, train=train).validate()
-            jobs.append(PoolJob(name, settings, runs_dir / name, cost=settings.train.steps, num_tasks=size, seed=seed))
-    return plan(jobs)
+    cells = {f"pool{size or 'fresh'}": replace(base, train=replace(base.train, num_tasks=size, **(QUICK if quick else {})))
+             for size in pools}
+    return cell_jobs(runs_dir, cells, seeds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
