@@ -106,7 +106,7 @@ def summarise(rows: list[dict]) -> dict:
 def heatmap(summary: dict):
     """Mixers (rows) x analyses (columns), each column's colour scaled from its best mixer (light)
     to its worst (dark), the mean over seeds written in each cell."""
-    mixers = sorted(summary, key=lambda m: _sort_key(summary[m]["loss_vs_gd"]["mean"]))
+    mixers = by_loss(summary)
     values = np.array([[summary[m][c]["mean"] for c in COLUMNS] for m in mixers], dtype=float)
     shade = np.full_like(values, np.nan)
     for j, column in enumerate(COLUMNS):
@@ -137,7 +137,7 @@ def reading(summary: dict, zero_loss: float) -> list[str]:
     those that did not learn (loss within 1 % of predicting 0), and mixers whose numbers are equal
     in every column (the same model under two names)."""
     mean = lambda m, c: summary[m][c]["mean"]
-    ranked = sorted(summary, key=lambda m: _sort_key(mean(m, "loss_vs_gd")))
+    ranked = by_loss(summary)
     below = [m for m in ranked if mean(m, "loss_vs_gd") < 1]
     near = [m for m in ranked if 1 <= mean(m, "loss_vs_gd") < 1.1]
     flat = [m for m in ranked if math.isfinite(zero_loss) and mean(m, "model_loss") >= 0.99 * zero_loss]
@@ -151,6 +151,11 @@ def reading(summary: dict, zero_loss: float) -> list[str]:
     for same in (g for g in groups.values() if len(g) > 1):
         lines.append(f"- Equal in every column: {', '.join(same)} (the same model under two names at these options).")
     return lines
+
+
+def by_loss(summary: dict) -> list[str]:
+    """The mixers from the lowest loss / GD to the highest (missing ones last): every table's order."""
+    return sorted(summary, key=lambda m: _sort_key(summary[m]["loss_vs_gd"]["mean"]))
 
 
 def _sort_key(value) -> float:
@@ -178,7 +183,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     if summary:
         atomic_write_bytes(report_dir / FIG_DIR / "heatmap.png", png_bytes(heatmap(summary)))
         figures.append(f"{FIG_DIR}/heatmap.png")
-    ranked = sorted(summary, key=lambda m: _sort_key(summary[m]["loss_vs_gd"]["mean"]))
+    ranked = by_loss(summary)
     atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
                                              "columns": list(COLUMNS), "results": rows, "summary": summary,
                                              "figures": figures})
