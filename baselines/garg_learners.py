@@ -43,10 +43,9 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from baselines.regression import BASELINES, _all_regression
-from src.optim import Optimizer, make_optimizer
+from src.optim import Optimizer, gradient_step, make_optimizer
 from src.settings import require_int, require_number
 
 XGBOOST_VERSION = "3.2.0"      # the xgboost-cpu release recommended (current on PyPI when written)
@@ -189,6 +188,8 @@ def _two_layer_nn(xs, ys, seed, learning_rate, batch_size, *, hidden, steps):
     def loss(params, x, y, mask):
         return jnp.sum(mask * (network(params, x) - y) ** 2) / jnp.maximum(mask.sum(), 1.0)
 
+    step_on = gradient_step(loss, optimizer)
+
     def fit_and_predict(key, i, x, y):
         """One prompt x [n, d], y [n] at prefix i: train from the prefix's init, predict x_i."""
         params = init_network(jax.random.fold_in(key, 0), d, hidden)
@@ -197,8 +198,8 @@ def _two_layer_nn(xs, ys, seed, learning_rate, batch_size, *, hidden, steps):
         def step(carry, t):
             params, state = carry
             mask = minibatch_mask(jax.random.fold_in(batches, t), i, n, batch_size)
-            updates, state = optimizer.update(jax.grad(loss)(params, x, y, mask), state, params)
-            return (optax.apply_updates(params, updates), state), None
+            params, state, _ = step_on(params, state, x, y, mask)
+            return (params, state), None
         (params, _), _ = jax.lax.scan(step, (params, optimizer.init(params)), jnp.arange(steps))
         return jnp.where(i > 0, network(params, x[i]), 0.0)
 

@@ -20,11 +20,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from src.config import TaskConfig
 from src.metrics import loss
-from src.optim import Optimizer, make_optimizer
+from src.optim import Optimizer, gradient_step, make_optimizer
 from src.tasks.regression import Tasks, sample_tasks
 
 
@@ -62,13 +61,13 @@ def _loss(params: GDPlusParams, tasks: Tasks) -> jax.Array:
 def _fit(init: GDPlusParams, key: jax.Array, task: TaskConfig, steps: int, batch_size: int,
          lr: float) -> tuple[GDPlusParams, jax.Array]:
     optimizer = make_optimizer(Optimizer("adam", lr), steps)
+    step_on = gradient_step(_loss, optimizer)
 
     def step(carry, index):
         params, opt_state = carry
         tasks = sample_tasks(jax.random.fold_in(key, index), batch_size, task)
-        value, grads = jax.value_and_grad(_loss)(params, tasks)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), value
+        params, opt_state, value = step_on(params, opt_state, tasks)
+        return (params, opt_state), value
 
     (params, _), losses = jax.lax.scan(step, (init, optimizer.init(init)), jnp.arange(steps))
     return params, losses

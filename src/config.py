@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from src.registry import Choice
-from src.settings import EVAL_SEED, added_field, choice_field, require_int, require_number
+from src.settings import added_field, choice_field, require_int, require_number
+from src.train_settings import StepTrain
 ORDERINGS = ("random", "smallnorm2largenorm", "easy2hard", "hard2easy")
 NOISE_MODES = ("clean", "label_noise", "random_pairs")
 PLACEMENTS = ("mixed", "clean_first", "noisy_first")
@@ -67,22 +68,16 @@ class CurriculumConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation and logging (SPEC §4)."""
+class TrainConfig(StepTrain):
+    """Optimisation and logging (SPEC §4); the shared fields and their check: src.train_settings.StepTrain."""
     steps: int = 5000
     batch_size: int = 2048
-    learning_rate: float = 1e-3
+    eval_size: int = 10_000
     adam_b1: float = 0.9
     # 0.98 is the reference code's value (its config sets b2 = 0.98 for every model).
     # SPEC §4 writes 0.999; with 0.999 the twolayer copy model never learns to copy
     # (stalls at loss ≈ 0.389, see README "Adam β2"), with 0.98 it reaches GD. lsa1 and
     # lsa_rec give the same results with either value.
     adam_b2: float = 0.98
-    grad_clip: float = 10.0     # global-norm clipping of the gradient
-    log_every: int = 100
-    eval_size: int = 10_000
-    seed: int = 0
-    eval_seed: int = EVAL_SEED
-    checkpoint_every: int = 1000   # steps between checkpoints (and at the end); for --resume
     num_tasks: int = added_field(0)               # a pool of task vectors (src/tasks/pools.py); 0: fresh
     num_training_examples: int = added_field(0)   # a pool of whole prompts; 0: fresh

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
+import jax
 import optax
 
 
@@ -55,3 +57,14 @@ def make_optimizer(opt: Optimizer, total_steps: int) -> optax.GradientTransforma
     if opt.grad_clip > 0:
         return optax.chain(optax.clip_by_global_norm(opt.grad_clip), core)
     return core
+
+
+def gradient_step(loss_fn: Callable[..., jax.Array], optimizer: optax.GradientTransformation):
+    """The one gradient step of the workbench, the system's loss injected:
+    step(params, opt_state, *batch) -> (params, opt_state, loss), with loss = loss_fn(params, *batch)
+    (a scalar) at the parameters before the update. Pure: call it inside a jitted scan."""
+    def step(params, opt_state, *batch):
+        value, grads = jax.value_and_grad(loss_fn)(params, *batch)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+    return step

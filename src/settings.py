@@ -33,7 +33,6 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from src.bounds import RANGES
 from src.registry import Choice, UnknownChoice, registry
 
 SCHEMA_VERSION = 3
@@ -298,38 +297,6 @@ def _own_check(part: Any, path: str) -> None:
             raise SettingsError(f"{path}.{err}") from None
 
 
-# intervals of the loop every system's `train` may have, with their least value (0: never); the
-# most is a run's most steps (src.bounds.RANGES["steps"]). A system may ask more (GPT-2: a
-# checkpoint interval >= 1).
-INTERVALS = {"log_every": 1, "checkpoint_every": 0, "keep_every": 0}
-
-
-# scales of `train` that enter the computation as floats: they must be representable in it
-SCALES = ("learning_rate", "init")
-
-
-def check_intervals(settings: Any) -> None:
-    """What every system's `train` shares, checked once for all (SettingsError naming the key): the
-    loop's intervals (log points, checkpoints) are integers within the bounds of a run's length, and
-    the learning rate and initial scale are representable in the training precision (float32, or
-    float64 where `train.float64`)."""
-    train = getattr(settings, "train", None)
-    if train is None:
-        return
-    most_steps = RANGES["steps"][1]
-    for name, low in INTERVALS.items():
-        if hasattr(train, name):
-            require_int(f"train.{name}", getattr(train, name), low, most_steps)
-    import numpy as np
-    precision = np.float64 if getattr(train, "float64", False) is True else np.float32
-    largest = float(np.finfo(precision).max)
-    for name in SCALES:
-        value = getattr(train, name, None)
-        if is_number(value) and abs(value) > largest:
-            require(False, f"train.{name}", value, f"a number of magnitude at most {largest:.6g} (the "
-                    f"largest {precision.__name__} the run trains in)")
-
-
 @dataclass(frozen=True)
 class Settings:
     """The base of every system's settings tree (see the module docstring)."""
@@ -363,8 +330,7 @@ class Settings:
         """The system's own rules beyond types and registry options; SettingsError."""
 
     def validate(self) -> "Settings":
-        check_tree(self)
-        check_intervals(self)
+        check_tree(self)      # types, registry options and each part's own check (src.train_settings')
         self.check()
         return self
 

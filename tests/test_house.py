@@ -257,6 +257,29 @@ def test_one_loop_one_writer_one_optimizer_factory():
     assert loops == ["src.loop"], loops
 
 
+def test_one_gradient_step():
+    """The optimizer's update is applied in src.optim.gradient_step alone; every system's chunk
+    and every fitted baseline injects its loss there."""
+    assert {p.split(":")[0] for p in _calls("apply_updates")} == {"src.optim"}
+    assert {p.split(":")[0] for p in _calls("optimizer.update")} == {"src.optim"}
+
+
+def test_one_train_settings_check():
+    """Every system's train settings are the one subtree (src.settings.TrainLoop, or StepTrain for
+    the systems that draw a batch per step), and no system checks a shared field itself."""
+    import inspect
+    import typing
+    from src.train_settings import OPTIMIZER_KNOBS, StepTrain, TrainLoop
+    for entry in registry("system"):
+        train = typing.get_type_hints(entry.options)["train"]
+        assert issubclass(train, TrainLoop), entry.name
+        assert "check" not in vars(train), f"{train.__name__} checks its fields itself"
+        shared = [f.name for f in dataclasses.fields(StepTrain if issubclass(train, StepTrain) else TrainLoop)]
+        shared += [k for k in OPTIMIZER_KNOBS if k in {f.name for f in dataclasses.fields(train)}]
+        source = inspect.getsource(entry.options.check)
+        assert not [n for n in shared if f'"train.{n}"' in source], entry.name
+
+
 def test_every_settings_tree_is_a_settings_and_every_choice_field_names_its_registry():
     import typing
     from src.registry import Choice

@@ -25,6 +25,7 @@ ATTENTION_STATS = f"{ANALYSIS}/attention_stats.json"
 ATTENTION_STATS_PNG = f"{ANALYSIS}/attention_stats.png"
 ATTN = "attn"
 ATTN_RAW = f"{ATTN}/attention.npz"
+ATTENTION_TASKS = 1000  # eval tasks whose attention weights save_attention writes under attn/ (the first)
 FIGS = "figs"
 DYNAMICS = "dynamics.npz"                       # training-dynamics runs (runners.linattn)
 DYNAMICS_JSON = f"{ANALYSIS}/dynamics.json"

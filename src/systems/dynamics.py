@@ -29,17 +29,17 @@ from typing import Callable, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from src.bounds import check_memory, check_sizes
 from src.loop import Chunk, LoopResult, TrainState
 from src.models.linattn import INIT_CONVENTIONS
 from src.models.linattn_softmax import chunk_size, loss as softmax_loss
-from src.optim import Optimizer, make_optimizer
+from src.optim import Optimizer, gradient_step, make_optimizer
 from src.registry import Choice
 import src.rundir.names as names
 from src.settings import (Settings, SettingsError, added_field, choice_field, require, require_int,
                           require_number, require_one_of)
+from src.train_settings import TrainLoop
 from src.systems import Arrays, SystemTrainer, register_system
 from src.tasks.linattn import DynamicsTaskConfig, SequenceSet, make_sets
 
@@ -50,18 +50,18 @@ MOMENT_CHUNK = 4096     # sequences per chunk when accumulating the moments
 
 
 @dataclass(frozen=True)
-class DynamicsTrain:
+class DynamicsTrain(TrainLoop):
+    """Full-batch (or minibatch SGD) training on fixed sets, counted in epochs; the shared fields
+    and their check: src.train_settings.TrainLoop (log_every and checkpoint_every count epochs)."""
+    scales: ClassVar[tuple[str, ...]] = ("learning_rate", "init")
     epochs: int = 6001
-    learning_rate: float = 1e-3
     optimizer: str = "gd"       # gd (full batch) | sgd (minibatches of batch_size) | adam (full batch)
     batch_size: int = 0         # 0 = full batch (gd, adam); >= 1 for sgd
     init: float = 1e-6          # initial scale: std init (or init/√entries, init_convention)
     init_convention: str = "original"   # src.models.linattn.INIT_CONVENTIONS
-    seed: int = 0               # initialisation (and SGD shuffling)
     log_every: int = 10         # epochs between records of W_KQ's singular values
     normalize: bool = False     # divide X Xᵀ (and z) by N, as the paper's formulas; the original's code does not
     float64: bool = False       # train in float64 (exactness checks)
-    checkpoint_every: int = 1000   # epochs between checkpoints (and at the end); for --resume
     vary_len: bool = added_field(False)      # the original's --vary_len: the loss over every prefix 2..N, ŷ / its length
     track_value: bool = added_field(False)   # the original's --track_value: each head's value y -> y weight per epoch
     softmax: bool = added_field(False)       # the original's --softmax: softmax over the keys (direct loss, no moments)
@@ -92,7 +92,6 @@ class DynamicsSettings(Settings):
                                  ("train.batch_size", tr.batch_size, 0)):
             require_int(path, value, low)
         require_int("model.options.rank", rank, 1, t.in_dim)
-        require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
         require_number("train.init", tr.init, 0, open_low=True)
         require_one_of("train.optimizer", tr.optimizer, OPTIMIZERS)
         require_one_of("train.init_convention", tr.init_convention, INIT_CONVENTIONS)
@@ -115,8 +114,7 @@ class DynamicsSettings(Settings):
         try:   # the shared integer ranges and a memory estimate (src/bounds.py)
             check_sizes(("d", "task.in_dim", t.in_dim), ("points", "task.seq_len", t.seq_len),
                         ("eval_size", "task.trainset_size", t.trainset_size), ("heads", "model.options.heads", heads),
-                        ("steps", "train.epochs", tr.epochs), ("seed", "train.seed", tr.seed),
-                        ("seed", "task.seed", t.seed))
+                        ("steps", "train.epochs", tr.epochs), ("seed", "task.seed", t.seed))
             if t.testset_size:
                 check_sizes(("eval_size", "task.testset_size", t.testset_size))
             # the sequences are held as [n, in_dim + 1, seq_len] floats (train and test) plus moments;
@@ -192,27 +190,26 @@ class DynamicsTrainer(SystemTrainer):
         tr, model = self.settings.train, self.model
         sets = self.sets if self.sets is not None else make_sets(self.settings.task)
         train_loss, tests, batch_loss = (self._direct_losses if tr.softmax else self._moment_losses)(sets)
-        size, optimizer = len(sets["train"].targets), self.optimizer
+        size = len(sets["train"].targets)
+        full_batch_step, minibatch_step = (gradient_step(train_loss, self.optimizer),
+                                           gradient_step(batch_loss, self.optimizer))
 
         def epoch(carry, index):
             p, state = carry
-            value, grads = jax.value_and_grad(train_loss)(p)
             per_epoch = {f"{n}_loss": loss(p) for n, loss in tests.items()}
             if tr.track_value:        # before the update, as the loss and the original's record
                 per_epoch["value_yy"] = model.value_y(p)
             if tr.batch_size:   # minibatch SGD: one pass over a fresh permutation
+                value = train_loss(p)
                 order = jax.random.permutation(jax.random.fold_in(jax.random.key(tr.seed), index), size)
                 batches = order[: size // tr.batch_size * tr.batch_size].reshape(-1, tr.batch_size)
 
                 def step(inner, rows):
-                    q, s = inner
-                    g = jax.grad(lambda r: batch_loss(r, rows))(q)
-                    u, s = optimizer.update(g, s, q)
-                    return (optax.apply_updates(q, u), s), None
+                    q, s, _ = minibatch_step(*inner, rows)
+                    return (q, s), None
                 (p, state), _ = jax.lax.scan(step, (p, state), batches)
             else:
-                updates, state = optimizer.update(grads, state, p)
-                p = optax.apply_updates(p, updates)
+                p, state, value = full_batch_step(p, state)
             return (p, state), (value, per_epoch)
 
         @partial(jax.jit, static_argnums=3)

@@ -31,14 +31,15 @@ from src.bounds import FLOAT_BYTES, check_memory, check_sizes, forward_bytes, tr
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
 from src.curricula import is_exchangeable, num_corrupted, order
 from src.loop import Chunk, LoopResult, TrainState, scan_chunk
-from src.optim import Optimizer, make_optimizer
+from src.optim import Optimizer, gradient_step, make_optimizer
 from src.models.sequence import SequenceConfig, gpt2
 from src.params import flatten_params
 from src.precision import PRECISIONS
 from src.registry import Choice, registry
 import src.rundir.names as names
-from src.settings import (EVAL_SEED, Settings, SettingsError, added_field, choice_field, is_int, require,
+from src.settings import (Settings, SettingsError, added_field, choice_field, is_int, require,
                           require_int, require_number, require_one_of)
+from src.train_settings import StepTrain
 from src.systems import SystemTrainer, register_system
 from src.tasks.garg import Curriculum, RegressionBatch
 from src.tasks.pools import check_pool, pooled
@@ -48,17 +49,12 @@ from src.tasks.objectives import objective_of, tasks_for
 
 
 @dataclass(frozen=True)
-class GPT2Train:
-    batch_size: int = 64
-    learning_rate: float = 1e-3
+class GPT2Train(StepTrain):
+    """Garg et al.'s training; the shared fields and their check: src.train_settings.StepTrain
+    (checkpoint_every is the original's save_every_steps)."""
     steps: int = 6000
     log_every: int = 250
-    checkpoint_every: int = 1000     # the original's save_every_steps
     keep_every: int = 0              # also keep checkpoint_<step>.npz (the original's keep_every_steps); 0 = no
-    eval_size: int = 1000
-    seed: int = 0
-    eval_seed: int = EVAL_SEED
-    grad_clip: float = 10.0
     # the length study's loop (AdamW, warm-up then linear decay); the defaults are Garg et al.'s
     # constant-rate Adam
     warmup_fraction: float | None = None   # warm-up over this fraction of the steps, then linear decay to 0
@@ -156,22 +152,13 @@ class GPT2Settings(Settings):
             require(objective_of(self.task.name).continuous_labels or pc.noise_mode != "label_noise",
                     "train_curriculum.noise_mode", pc.noise_mode, f"clean or random_pairs for the task "
                     f"{self.task.name!r} (its labels are not real numbers)")
-        require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
-        require_number("train.grad_clip", tr.grad_clip, 0)          # 0: no clipping
-        if tr.warmup_fraction is not None:
-            require_number("train.warmup_fraction", tr.warmup_fraction, 0, high=1)
-        require_number("train.weight_decay", tr.weight_decay, 0)
         require_one_of("train.precision", tr.precision, tuple(PRECISIONS))
         require(isinstance(tr.flat_update, bool), "train.flat_update", tr.flat_update, "true or false")
-        require_int("train.checkpoint_every", tr.checkpoint_every, 1)     # beyond the shared intervals
         check_pool("train.", tr.num_tasks, tr.num_training_examples, self.task.name)
         try:   # the shared integer ranges and the memory estimate (src/bounds.py)
             check_sizes(("d", "model.n_dims", m.n_dims), ("width", "model.width", m.width),
                         ("heads", "model.n_head", m.n_head), ("layers", "model.n_layer", m.n_layer),
-                        ("points", "model.max_tokens", m.max_tokens),
-                        ("batch_size", "train.batch_size", tr.batch_size),
-                        ("eval_size", "train.eval_size", tr.eval_size), ("steps", "train.steps", tr.steps),
-                        ("seed", "train.seed", tr.seed), ("seed", "train.eval_seed", tr.eval_seed))
+                        ("points", "model.max_tokens", m.max_tokens))
             check_memory(run_bytes(self), "this run")
             encoding = m.encoding()      # the encoding's own checks, and whether the mixer takes it
             for mixer in [c.name for c in m.layer_mixers() if not registry("seq_mixer").get(c.name).build.takes_any_position]:
@@ -294,6 +281,8 @@ def make_chunk(settings: GPT2Settings, model, optimizer):
     sample = pooled(sampler(settings), tr.seed, tr.num_tasks, tr.num_training_examples)
     pairs = settings.train_curriculum
     forward = PRECISIONS[tr.precision](model.apply)
+    step_on = gradient_step(lambda p, state, batch: weighted_mse(forward(p, state, batch.xs, batch.ys), batch),
+                            optimizer)
 
     def one_step(carry, step, train_key):
         params, opt_state, state = carry
@@ -301,10 +290,8 @@ def make_chunk(settings: GPT2Settings, model, optimizer):
         batch = sample(jax.random.fold_in(train_key, step), tr.batch_size, dims, points)
         if not is_exchangeable(pairs):      # the default draws nothing more (bit-identical runs)
             batch = with_pair_curriculum(jax.random.fold_in(jax.random.fold_in(train_key, step), 7), batch, pairs)
-        loss, grads = jax.value_and_grad(
-            lambda p: weighted_mse(forward(p, state, batch.xs, batch.ys), batch))(params)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state, state), (loss, points, dims)
+        params, opt_state, loss = step_on(params, opt_state, state, batch)
+        return (params, opt_state, state), (loss, points, dims)
 
     scanned = scan_chunk(one_step)
 

@@ -15,16 +15,16 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from src.bounds import check_memory, check_sizes, training_bytes
 from src.loop import Chunk, LoopResult, TrainState, scan_chunk
-from src.optim import Optimizer, make_optimizer
+from src.optim import Optimizer, gradient_step, make_optimizer
 from src.models.sequence import SequenceConfig, lm, parameter_count
 from src.params import flatten_params
 from src.registry import Choice, registry
 from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require, require_int,
-                          require_number, require_one_of)
+                          require_one_of)
+from src.train_settings import StepTrain
 from src.systems import SystemTrainer, register_system
 from src.tasks.objectives import objective_of, tasks_for
 
@@ -33,18 +33,16 @@ LOGITS = {"scored": True, "all": False}     # train.logits -> the read-out at th
 
 
 @dataclass(frozen=True)
-class LMTrain:
-    batch_size: int = 64
+class LMTrain(StepTrain):
+    """The ICL benchmark's training; the shared fields and their check: src.train_settings.StepTrain."""
     steps: int = 1500
     learning_rate: float = 3e-3       # the ICL benchmark: 1e-3 at batch 256; we train at batch 64
+    grad_clip: float = 3.0
+    eval_size: int = 512
+    eval_seed: int = EVAL_SEED + 1
+    checkpoint_every: int = 500
     weight_decay: float = 0.1
     warmup_fraction: float = 0.03
-    grad_clip: float = 3.0
-    log_every: int = 100
-    eval_size: int = 512
-    seed: int = 0
-    eval_seed: int = EVAL_SEED + 1
-    checkpoint_every: int = 500       # steps between checkpoints (and at the end); for --resume
     # the training loss's logits: only at the scored positions (`scored`: for tasks that score a
     # fixed number per sequence, MQAR's κ queries; the read-out [D, V] is most of the step at
     # V = 8,192) or at every position, masked (`all`: the records before 2026-11-26)
@@ -92,16 +90,10 @@ class LMSettings(Settings):
         tasks = tasks_for("tokens", "pairs")
         require(self.task.name in tasks, "task", self.task.name, ", ".join(tasks))
         for path, value in (("model.width", m.width), ("model.n_layer", m.n_layer), ("model.n_head", m.n_head),
-                            ("train.batch_size", tr.batch_size), ("train.steps", tr.steps),
-                            ("train.eval_size", tr.eval_size),
                             ("pairs.n_points", pairs.n_points), ("pairs.n_dims", pairs.n_dims)):
             require_int(path, value, 1)
         require(m.width % m.n_head == 0 and (m.width // m.n_head) % 2 == 0, "model.width", m.width,
                 f"an even multiple of model.n_head={m.n_head}")
-        require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
-        require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
-        require_number("train.weight_decay", tr.weight_decay, 0)
-        require_number("train.warmup_fraction", tr.warmup_fraction, 0, high=1, open_high=True)
         require_one_of("train.logits", tr.logits, tuple(LOGITS))
         objective = objective_of(self.task.name)
         require(m.inputs == objective.inputs, "model.inputs", m.inputs,
@@ -116,9 +108,7 @@ class LMSettings(Settings):
         try:
             check_sizes(("width", "model.width", m.width), ("layers", "model.n_layer", m.n_layer),
                         ("heads", "model.n_head", m.n_head), ("points", "pairs.n_points", pairs.n_points),
-                        ("d", "pairs.n_dims", pairs.n_dims), ("batch_size", "train.batch_size", tr.batch_size),
-                        ("eval_size", "train.eval_size", tr.eval_size), ("steps", "train.steps", tr.steps),
-                        ("seed", "train.seed", tr.seed), ("seed", "train.eval_seed", tr.eval_seed))
+                        ("d", "pairs.n_dims", pairs.n_dims))
             check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, tokens=tokens,
                                         width=m.width, layers=m.n_layer, heads=m.n_head), "this run")
             # the task's own checks at this shape (k <= d, ...), traced without drawing anything
@@ -224,13 +214,13 @@ class LMTrainer(SystemTrainer):
         optimizer, sample = self.optimizer, self.sample
         loss_of = training_loss(self.settings, self.apply, self.objective)
         batch_size = self.settings.train.batch_size
+        step_on = gradient_step(loss_of, optimizer)
 
         def one_step(carry, step, train_key):
             params, opt_state = carry
             batch = sample(jax.random.fold_in(train_key, step), batch_size)
-            loss, grads = jax.value_and_grad(loss_of)(params, batch)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), loss
+            params, opt_state, loss = step_on(params, opt_state, batch)
+            return (params, opt_state), loss
 
         scanned = scan_chunk(one_step)
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import jax
-import optax
 
 from src.bounds import check_memory, check_sizes, training_bytes
 from src.config import (NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, ModelConfig,
@@ -28,7 +27,7 @@ from src.config import (NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Mo
 from src.curricula import apply_curriculum, is_exchangeable, num_corrupted
 from src.eval_set import make_eval_set, make_evaluator, task_sampler
 from src.loop import Chunk, LoopResult, TrainState, scan_chunk
-from src.optim import Optimizer, make_optimizer
+from src.optim import Optimizer, gradient_step, make_optimizer
 from src.metrics import loss
 from src.models.attention_only import build_model
 from src.models.layouts import layout_of, make_tokens
@@ -40,7 +39,7 @@ from src.settings import (Settings, SettingsError, require, require_int, require
 from src.systems import Arrays, SystemTrainer, keyed_seed_parts, register_system
 from src.tasks.pools import check_pool, pooled_tasks
 
-ATTENTION_TASKS = 1000  # eval tasks whose attention is saved with save_attention
+ATTENTION_TASKS = names.ATTENTION_TASKS
 
 
 @dataclass(frozen=True)
@@ -81,18 +80,11 @@ class LSASettings(Settings):
         require_int("model.key_size", m.key_size, 0)
         require_number("model.init_scale", m.init_scale, 0, open_low=True)
         require_number("model.clip_value", m.clip_value, 0)
-        require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
-        require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
-        require_number("train.adam_b1", tr.adam_b1, 0, high=1, open_high=True)
-        require_number("train.adam_b2", tr.adam_b2, 0, high=1, open_high=True)
         check_pool("train.", tr.num_tasks, tr.num_training_examples, t.name, pool_tasks=(t.name,))
         try:   # the shared integer ranges (src/bounds.py): refuse absurd sizes before any work
             check_sizes(("d", "task.d", t.d), ("points", "task.num_context", t.num_context),
                         ("layers", "model.num_layers", m.num_layers),
-                        ("heads", "model.num_heads", m.num_heads), ("steps", "train.steps", tr.steps),
-                        ("batch_size", "train.batch_size", tr.batch_size),
-                        ("eval_size", "train.eval_size", tr.eval_size), ("seed", "train.seed", tr.seed),
-                        ("seed", "train.eval_seed", tr.eval_seed))
+                        ("heads", "model.num_heads", m.num_heads))
             if m.key_size:
                 check_sizes(("width", "model.key_size", m.key_size))
             check_memory(run_bytes(self), "this run")
@@ -235,6 +227,7 @@ def make_train_chunk(settings: LSASettings, model, optimizer):
 
     def loss_fn(params, tokens, targets):
         return loss(model.apply(params, tokens).prediction, targets)
+    step_on = gradient_step(loss_fn, optimizer)
 
     def one_step(carry, step, train_key):
         params, opt_state = carry
@@ -243,9 +236,8 @@ def make_train_chunk(settings: LSASettings, model, optimizer):
         if not is_exchangeable(curriculum):  # a random shuffle of i.i.d. pairs changes nothing
             tasks = apply_curriculum(key_curriculum, tasks, curriculum, task).tasks
         tokens = make_tokens(tasks, model.config)
-        value, grads = jax.value_and_grad(loss_fn)(params, tokens, tasks.query_y)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), value
+        params, opt_state, value = step_on(params, opt_state, tokens, tasks.query_y)
+        return (params, opt_state), value
 
     scanned = scan_chunk(one_step)
 

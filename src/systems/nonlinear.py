@@ -17,33 +17,30 @@ from typing import ClassVar
 
 import jax
 import numpy as np
-import optax
 
 from src.bounds import check_memory, check_sizes, training_bytes
 from src.loop import Chunk, LoopResult, TrainState, scan_chunk
 from src.metrics import loss
-from src.optim import Optimizer, make_optimizer
+from src.optim import Optimizer, gradient_step, make_optimizer
 from src.params import flatten_params
 from src.registry import Choice, registry
-from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require_int,
-                          require_number)
+from src.settings import Settings, SettingsError, choice_field
+from src.train_settings import StepTrain
 from src.systems import SystemTrainer, keyed_seed_parts, register_system
 
 
 @dataclass(frozen=True)
-class NonlinearTrain:
+class NonlinearTrain(StepTrain):
+    """The reference notebook's training; the shared fields and their check: src.train_settings.StepTrain."""
     steps: int = 20_000          # the reference notebook's
     batch_size: int = 2048
-    learning_rate: float = 1e-3
-    adam_b1: float = 0.9
-    adam_b2: float = 0.98
-    grad_clip: float = 100.0     # global-norm clipping (the notebook's grad_clip_value)
-    warmup_fraction: float | None = None   # linear warm-up then cosine decay to 0; None: constant (the notebook's)
-    seed: int = 0
+    grad_clip: float = 100.0     # the notebook's grad_clip_value
     eval_size: int = 10_000
-    eval_seed: int = EVAL_SEED
     log_every: int = 500
     checkpoint_every: int = 0
+    adam_b1: float = 0.9
+    adam_b2: float = 0.98
+    warmup_fraction: float | None = None   # linear warm-up then cosine decay to 0; None: constant (the notebook's)
 
 
 @dataclass(frozen=True)
@@ -62,21 +59,9 @@ class NonlinearSettings(Settings):
         if not hasattr(t.options, "function"):
             accepted = [e.name for e in registry("task") if hasattr(e.options, "function")]
             raise SettingsError(f"task.name={t.name!r} is not accepted here; accepted: {', '.join(accepted)}")
-        for path, value, low in (("train.steps", tr.steps, 1), ("train.batch_size", tr.batch_size, 1),
-                                 ("train.eval_size", tr.eval_size, 1),
-                                 ("train.seed", tr.seed, 0), ("train.eval_seed", tr.eval_seed, 0)):
-            require_int(path, value, low)
-        require_number("train.learning_rate", tr.learning_rate, 0, open_low=True)
-        require_number("train.grad_clip", tr.grad_clip, 0, open_low=True)
-        if tr.warmup_fraction is not None:
-            require_number("train.warmup_fraction", tr.warmup_fraction, 0, high=1, open_high=True)
-        require_number("train.adam_b1", tr.adam_b1, 0, high=1, open_high=True)
-        require_number("train.adam_b2", tr.adam_b2, 0, high=1, open_high=True)
         try:
             check_sizes(("points", "task.options.num_context", t.options.num_context),
-                        ("d", "task.options.d", t.options.d), ("steps", "train.steps", tr.steps),
-                        ("batch_size", "train.batch_size", tr.batch_size),
-                        ("eval_size", "train.eval_size", tr.eval_size),
+                        ("d", "task.options.d", t.options.d),
                         ("width", "model.options.width", self.model.options.width))
             m = self.model.options
             check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size,
@@ -129,13 +114,13 @@ class NonlinearTrainer(SystemTrainer):
 
         def loss_fn(params, tasks):
             return loss(model.apply(params, tasks), tasks.query_y)
+        step_on = gradient_step(loss_fn, optimizer)
 
         def one_step(carry, step, train_key):
             params, opt_state = carry
             tasks = sample(jax.random.fold_in(train_key, step), batch_size)
-            value, grads = jax.value_and_grad(loss_fn)(params, tasks)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), value
+            params, opt_state, value = step_on(params, opt_state, tasks)
+            return (params, opt_state), value
         scanned = scan_chunk(one_step)
 
         def chunk(params, opt_state, train_key, first_step, num_steps):
