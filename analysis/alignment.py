@@ -21,8 +21,9 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from analysis.common import (AnalysisError, for_system, load_run, main_frame, register_analysis, regression_task,
-                             tuned_eta)
+from analysis.common import (AnalysisError, for_capability, for_system, load_run, main_frame, pairs_of,
+                             register_analysis, regression_task, tuned_eta)
+from src.read_side import PredictsPairs, has, systems_with
 from src.rundir import names
 from src.flags import positive_number
 from src.process import guarded
@@ -58,14 +59,13 @@ def query_predictor(settings, model, params, state):
     import jax
     import jax.numpy as jnp
     from src.batched import in_blocks
-    from src.systems.gpt2 import eval_rows
 
     def last(xs, ys):
         total = lambda x: (lambda p: (jnp.sum(p), p))(model.apply(params, state, x, ys)[:, -1])
         grad, prediction = jax.grad(total, has_aux=True)(xs)
         return prediction, grad[:, -1]
     # the backward pass keeps the forward's activations beside its own: a third of the forward's rows
-    return in_blocks(jax.jit(last), max(1, eval_rows(settings) // 3))
+    return in_blocks(jax.jit(last), max(1, pairs_of(settings).rows() // 3))
 
 
 def pair_alignment(settings, model, params, state, eta: float | None = None) -> dict:
@@ -76,13 +76,13 @@ def pair_alignment(settings, model, params, state, eta: float | None = None) -> 
     from baselines.gd_step import gd_reference, tune_eta
     from baselines.regression import least_squares
     from src.metrics import alignment, loss
-    from src.systems.gpt2 import eval_batch, sampler
     from src.tasks.garg import query_tasks
-    batch = eval_batch(settings)
+    pairs = pairs_of(settings)
+    batch = pairs.prompts()
     size, points, dims = batch.xs.shape
     eta_source = "flag" if eta is not None else "tuned"
     if eta is None:
-        held_out = jax.jit(lambda key: sampler(settings)(key, size, dims, points))(jax.random.key(TUNE_SEED))
+        held_out = jax.jit(lambda key: pairs.sampler()(key, size, dims, points))(jax.random.key(TUNE_SEED))
         eta, _ = tune_eta(query_tasks(held_out))
     tasks = query_tasks(batch)
     prediction, sensitivity = query_predictor(settings, model, params, state)(batch.xs, batch.ys)
@@ -97,7 +97,7 @@ def pair_alignment(settings, model, params, state, eta: float | None = None) -> 
 
 def run(run_dir: RunDir, eta: float | None = None) -> dict:
     """Compute and write analysis/alignment.json; `eta` overrides the run's tuned step size."""
-    if for_system("gpt2")(run_dir.load_settings("lsa", "gpt2")):
+    if has(PredictsPairs, run_dir.load_settings("lsa", *systems_with(PredictsPairs))):
         from analysis.icl_curve import load_run as load_pair_run
         settings, model, params, state = load_pair_run(run_dir)
         if not regression_task(settings):
@@ -122,7 +122,7 @@ def _paper_task(settings) -> bool:
 
 
 def _applies(settings) -> bool:
-    return for_system("lsa")(settings) or for_system("gpt2", when=_paper_task)(settings)
+    return for_system("lsa")(settings) or for_capability(PredictsPairs, when=_paper_task)(settings)
 
 
 register_analysis("alignment", run, "model vs one GD step: align_cos, l2_pred_diff, model_diff (the paper's "

@@ -16,10 +16,11 @@ import sys
 from typing import Any, Callable, NamedTuple, Sequence
 
 from src.flags import OneLineParser, dry_run, summary
-from src.models.attention_only import Model, build_model
+from src.models.attention_only import Model
+from src.read_side import PredictsPairs, PredictsQueries, has, read_side
 from src.registry import registry
 from src.rundir import MissingArtifact, RunDir, RunDirError, names
-from src.systems.lsa import LSASettings
+from src.settings import Settings
 
 
 class AnalysisError(Exception):
@@ -48,20 +49,30 @@ def run_cli(prog: str, work: Callable[[], None]) -> int:
 
 
 class LoadedRun(NamedTuple):
-    settings: LSASettings
+    settings: Settings
     model: Model
     params: dict
 
 
 def load_run(run: RunDir) -> LoadedRun:
     """Settings, model and parameters of a finished run of the paper's system (config.json +
-    params.npz): MissingArtifact / CorruptArtifact / WrongSystem (one line) when unusable."""
-    import jax
+    params.npz, through the system's read side): MissingArtifact / CorruptArtifact / WrongSystem
+    (one line) when unusable."""
     settings = run.load_settings("lsa")
-    run.require(names.PARAMS)
-    model = build_model(settings.task, settings.model)
-    like = jax.eval_shape(model.init, jax.random.PRNGKey(0))   # shapes only: nothing computed
-    return LoadedRun(settings, model, run.load_params(like=like))
+    return LoadedRun(settings, *read_side(PredictsQueries, settings).restore(run))
+
+
+def pairs_of(settings) -> PredictsPairs:
+    """The read side of a run that predicts (x, y) pairs (src/read_side.py)."""
+    return read_side(PredictsPairs, settings)
+
+
+def for_capability(capability: type, when: Callable[[Any], bool] | None = None) -> Callable[[Any], bool]:
+    """An `applies` predicate: runs whose system has `capability` (src/read_side.py) and, with
+    `when`, whose settings pass it."""
+    def applies(settings) -> bool:
+        return has(capability, settings) and (when is None or bool(when(settings)))
+    return applies
 
 
 def tuned_eta(run: RunDir) -> float:

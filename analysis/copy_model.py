@@ -11,8 +11,7 @@ import numpy as np
 from analysis.common import load_run, tuned_eta
 from analysis.one_step_gd import PAPER_GD_LOSS
 from analysis.seed_runs import curves, statuses, summary
-from src.rundir import RunDir
-from src.systems.lsa import ATTENTION_TASKS
+from src.rundir import RunDir, names
 from src.stats import over_seeds
 from src.tasks.regression import take_tasks
 from src.eval_set import make_eval_set
@@ -26,11 +25,11 @@ COPY_KEYS = ("copy_own", "copy_next", "copy_prev", "copy_other")
 
 def first_layer_attention(run: RunDir) -> np.ndarray:
     """Mean first-layer attention of a trained interleaved model over the first
-    ATTENTION_TASKS eval tasks (the ones `--save_attention` saves): [T, S] (rows: every
+    ATTENTION_TASKS eval tasks (src/rundir/names.py: the ones `--save_attention` saves): [T, S] (rows: every
     token as query, cols: context tokens)."""
     item = load_run(run)
     eval_set = make_eval_set(item.settings, gd_eta=tuned_eta(run))
-    tasks = take_tasks(eval_set.tasks, slice(0, ATTENTION_TASKS))
+    tasks = take_tasks(eval_set.tasks, slice(0, names.ATTENTION_TASKS))
     return capture_attention(item.model, item.params, tasks)[0].mean(axis=(0, 1))  # tasks, heads
 
 
@@ -66,7 +65,7 @@ def copy_model(twolayer_runs: Sequence[RunDir]) -> dict:
         "curves": curves(twolayer_runs, ("eval_loss", "gd_loss") + COPY_KEYS),
         "attention_partner": over_seeds([p["partner"] for p in patterns]),
         "attention_fixed_pair": over_seeds([p["fixed_pair"] for p in patterns]),
-        "attention_tasks": ATTENTION_TASKS,
+        "attention_tasks": names.ATTENTION_TASKS,
         "attention_map_seed": summaries[0].get("seed"),
         "attention_map": np.round(maps[0], 4).tolist(),   # [T, S] of the first seed
         "paper": {"gd_loss": PAPER_GD_LOSS, "max_gap": 0.05},

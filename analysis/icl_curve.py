@@ -16,14 +16,14 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common import AnalysisError, for_system, main_frame, register_analysis
+from analysis.common import AnalysisError, for_capability, main_frame, pairs_of, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.flags import int_at_least
 from src.process import guarded
 from src.registry import registry
+from src.read_side import PredictsPairs, systems_with
 from src.rundir import RunDir
-from src.models.sequence import canonical_param_name
 from src.tasks.objectives import objective_of
 
 MODULE = "analysis.icl_curve"
@@ -36,11 +36,11 @@ def curves(settings, model, params, state, n_points: int | None = None, batch=No
     (default: the run's eval tasks at `n_points`)."""
     from baselines.regression import row_wise
     from src.batched import in_blocks
-    from src.systems.gpt2 import eval_batch, predictor
-    batch = eval_batch(settings, n_points) if batch is None else batch
+    pairs = pairs_of(settings)
+    batch = pairs.prompts(n_points) if batch is None else batch
     tasks, points, dims = batch.xs.shape
     objective = objective_of(settings.task.name)
-    prediction = predictor(settings, model, params, state, points, tasks)(batch.xs, batch.ys)
+    prediction = pairs.predictor(model, params, state, points, tasks)(batch.xs, batch.ys)
     out = {"model": np.asarray(objective.point_errors(prediction, batch))}
     rows = baseline_rows(points, dims, tasks)
     for entry in registry("baseline"):
@@ -61,12 +61,11 @@ def bayes_predictions(settings, batch) -> dict:
     if not settings.train.num_tasks or not noise:
         return {}
     from baselines.bayes import dmmse, ridge
-    from src.systems.gpt2 import sampler
     from src.tasks.pools import task_pool
     from src.batched import block_rows, in_blocks
     tasks, points, dims = batch.xs.shape
     size = settings.train.num_tasks
-    pool = task_pool(sampler(settings), settings.train.seed, size, dims, points)
+    pool = task_pool(pairs_of(settings).sampler(), settings.train.seed, size, dims, points)
     rows = block_rows(3 * 4 * points * (size + points * dims), tasks)     # [n, M] posteriors, [n, d, d] grams
     return {"dmmse": in_blocks(lambda x, y: dmmse(x, y, pool, noise), rows)(batch.xs, batch.ys),
             "ridge": in_blocks(lambda x, y: ridge(x, y, noise, 1.0), rows)(batch.xs, batch.ys)}
@@ -93,13 +92,12 @@ def check_memory_for(settings, points: int, tasks: int, what: str) -> int:
     time (the model's, then each baseline's); AnalysisError (one line) before any work when they
     cannot fit in the memory free."""
     from src.bounds import check_memory, forward_bytes
-    from src.systems.gpt2 import eval_rows, prompt_bytes
-    m = settings.model
-    model_block = eval_rows(settings, points, tasks) * forward_bytes(
+    pairs, m = pairs_of(settings), settings.model
+    model_block = pairs.rows(points, tasks) * forward_bytes(
         tokens=2 * points, width=m.width, layers=m.n_layer, heads=m.n_head)
     dims = settings.curriculum.dims.end
     baseline_block = baseline_rows(points, dims, tasks) * baseline_row_bytes(points, dims)
-    needed = 4 * prompt_bytes(tasks, points, dims) + max(model_block, baseline_block)
+    needed = 4 * pairs.prompt_bytes(tasks, points, dims) + max(model_block, baseline_block)
     try:
         check_memory(needed, what, accepted="fewer tasks (--eval_size) or points (--factor, --points)",
                      parts=f"{tasks} prompts of {points} points, evaluated a block at a time")
@@ -116,8 +114,7 @@ def curve_csv(rows: list[dict]) -> str:
 
 def points_limit(settings) -> int | None:
     """The most points the run's position encoding can index (a learned table), or None."""
-    tokens = settings.model.encoding().max_tokens()
-    return None if tokens is None else tokens // 2
+    return pairs_of(settings).points_limit()
 
 
 def summarise(errors: dict[str, np.ndarray]) -> list[dict]:
@@ -162,14 +159,11 @@ def figure(rows: list[dict], title: str, trained_points: int, metric: str = "err
 
 
 def load_run(run: RunDir):
-    """(settings, model, params, state) of a finished run of system gpt2 (runners.train):
-    settings read and validated by the system, parameters checked against its model."""
-    from src.systems.gpt2 import init_model, make_model
-    settings = run.load_settings("gpt2")     # Missing/CorruptArtifact, WrongSystem: one line
-    model = make_model(settings)
-    params, state = init_model(settings, model)
-    loaded = run.load_params(like=params, rename=canonical_param_name)   # older names read too
-    return settings, model, loaded, state
+    """(settings, model, params, state) of a finished run whose system predicts pairs (the GPT-2
+    family): settings read and validated by the system, parameters checked against its model by
+    the system's read side (src/read_side.py)."""
+    settings = run.load_settings(*systems_with(PredictsPairs))   # Missing/CorruptArtifact, WrongSystem: one line
+    return (settings, *pairs_of(settings).restore(run))
 
 
 def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
@@ -189,8 +183,8 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     return rows
 
 
-register_analysis("icl_curve", run, "error vs in-context examples with the baselines (gpt2 family)",
-                  for_system("gpt2"), [CSV, PNG])
+register_analysis("icl_curve", run, "error vs in-context examples with the baselines (runs that predict "
+                  "pairs: the GPT-2 family)", for_capability(PredictsPairs), [CSV, PNG])
 
 
 def _points_flag(parser) -> None:

@@ -27,13 +27,14 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from analysis.common import for_system, main_frame, register_analysis
+from analysis.common import for_capability, main_frame, pairs_of, register_analysis
 from analysis.icl_curve import PREDICTOR_WORDS, baseline_rows, load_run, points_limit
 from analysis.length_gen import judge
 from analysis.prompt_tests import duplication_indices
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.process import guarded
+from src.read_side import PredictsPairs
 from src.registry import registry
 from src.rundir import RunDir
 from src.tasks.objectives import objective_of
@@ -77,7 +78,6 @@ def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> 
     block + r of row r), mean over tasks}, {each learner: [R] the mean squared difference
     between its prediction at the query and the model's}); indices from `prompt_indices`."""
     from src.batched import in_blocks
-    from src.systems.gpt2 import eval_rows
     objective = objective_of(settings.task.name)
     tasks, (rows, length) = batch.xs.shape[0], indices.shape
     apply = jax.jit(model.apply)
@@ -96,7 +96,7 @@ def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> 
         predictions = {"model": apply(params, state, xs, ys), **{n: f(xs, ys) for n, f in learners.items()}}
         return {name: (at_query(p), at_query(objective.point_errors(p, picked))) for name, p in predictions.items()}
 
-    prompts = min(eval_rows(settings, length, tasks * rows), baseline_rows(length, batch.xs.shape[2], tasks * rows))
+    prompts = min(pairs_of(settings).rows(length, tasks * rows), baseline_rows(length, batch.xs.shape[2], tasks * rows))
     per_block = max(1, prompts // rows)
     found = {name: tuple(np.asarray(a) for a in pair)
              for name, pair in in_blocks(at_queries, per_block)(batch.xs, batch.ys).items()}
@@ -108,12 +108,11 @@ def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> 
 
 
 def inductive_bias(settings, model, params, state) -> dict:
-    from src.systems.gpt2 import eval_batch
     trained = settings.curriculum.points.end
     limit = points_limit(settings)
     longest = trained if limit is None else min(trained, limit)
     block = block_size(settings)
-    batch = eval_batch(settings, n_points=trained)
+    batch = pairs_of(settings).prompts(trained)
     tasks = tasks_within_budget(batch.xs.shape[0], longest - block, longest)
     errors, gaps = query_errors(settings, model, params, state, batch.first(tasks), prompt_indices(block, longest))
     rows = {str(r): {name: errors[name][r] for name in errors} for r in range(longest - block)}
@@ -167,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 register_analysis("inductive_bias", run, "the model vs least squares, averaging, 3-NN as copies fill the prompt",
-                  for_system("gpt2"), [names.INDUCTIVE_BIAS_JSON, names.INDUCTIVE_BIAS_PNG])
+                  for_capability(PredictsPairs), [names.INDUCTIVE_BIAS_JSON, names.INDUCTIVE_BIAS_PNG])
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import math
 import sys
 from typing import Sequence
 
-from analysis.common import main_frame, on_request, register_analysis
+from analysis.common import main_frame, on_request, pairs_of, register_analysis
 from analysis.icl_curve import check_memory_for, curve_csv, curves, figure, load_run, points_limit, summarise
 from plots.style import png_bytes
 from src import rundir as names
@@ -46,12 +46,11 @@ def judge(settings, model, params, state, batch) -> dict:
     the same tasks. Trained enough: at most TRAINED_BELOW × the constant's error."""
     import jax.numpy as jnp
     import numpy as np
-    from src.systems.gpt2 import predictor
     trained = settings.curriculum.points.end
     short = batch._replace(xs=batch.xs[:, :trained], ys=batch.ys[:, :trained], weights=batch.weights[:, :trained])
     objective = objective_of(settings.task.name)
     last_error = lambda prediction: float(np.mean(np.asarray(objective.point_errors(prediction, short))[:, trained - 1]))
-    error = last_error(predictor(settings, model, params, state, trained, short.xs.shape[0])(short.xs, short.ys))
+    error = last_error(pairs_of(settings).predictor(model, params, state, trained, short.xs.shape[0])(short.xs, short.ys))
     constant = min(last_error(jnp.full_like(short.ys, value)) for value in (0.0, 1.0, -1.0))
     ok = bool(math.isfinite(error) and error <= TRAINED_BELOW * constant)
     verdict = ("trained" if ok else f"{NOT_TRAINED}: its error at n = {trained - 1} is {error:.3g}, not below "
@@ -81,7 +80,6 @@ def run(run_dir: RunDir, factor: int = 8, eval_size: int | None = None, announce
     """The curve out to `factor` × the trained points on the run's first `eval_size` eval tasks
     (default: all of them), checked against the memory free before any work; `announce`
     prints what it evaluates and the memory it expects."""
-    from src.systems.gpt2 import eval_batch
     settings, model, params, state = load_run(run_dir)
     objective = objective_of(settings.task.name)
     trained = settings.curriculum.points.end
@@ -93,7 +91,7 @@ def run(run_dir: RunDir, factor: int = 8, eval_size: int | None = None, announce
     if announce:
         print(f"evaluating {tasks} tasks at up to {points} points, a block at a time: about "
               f"{needed / 2**30:.1f} GiB", flush=True)
-    batch = eval_batch(settings, points)
+    batch = pairs_of(settings).prompts(points)
     if tasks < batch.xs.shape[0]:       # the first `tasks` of the run's eval tasks
         batch = batch.first(tasks)
     rows = summarise(curves(settings, model, params, state, batch=batch))

@@ -24,9 +24,9 @@ from analysis.seed_runs import curves, half_sq_se, statuses, summary, zero_loss
 from baselines.gd_step import tune_eta as tune_gd_eta, gd_predictions
 from baselines.kernel import build_kernel_gd_step, build_kernel_ridge
 from src.metrics import loss
-from src.rundir import RunDir, names
+from src.rundir import RunDir
 from src.stats import over_seeds
-from src.systems.nonlinear import NonlinearSettings, build_feature_model, make_eval_tasks
+from src.read_side import PredictsQueries, read_side
 
 GD_ETAS = np.geomspace(1e-4, 25.0, 400)     # raw-input GD: x spans ±5, so η is small
 EXAMPLE_TASKS = 3                           # functions drawn in the figure
@@ -34,21 +34,15 @@ GRID = 200                                  # query points per drawn function
 MODELS = ("mlp_lsa", "features_gd")
 
 
-def load_predictor(run: RunDir, tasks):
-    """ŷ(tasks) -> [B] of a finished run of the `nonlinear` system (`tasks`: any batch of its
-    task, for the parameters' shapes)."""
-    settings: NonlinearSettings = run.load_settings("nonlinear")
-    run.require(names.PARAMS)
-    model = build_feature_model(settings)
-    params = run.load_params(like=jax.eval_shape(model.init, jax.random.key(0), tasks))
-    return jax.jit(lambda batch: model.apply(params, batch))
+def load_predictor(run: RunDir):
+    """ŷ(tasks) -> [B] of a finished run of the `nonlinear` system, through its read side."""
+    side = read_side(PredictsQueries, run.load_settings("nonlinear"))
+    return side.predictor(*side.restore(run))
 
 
-def fixed_baselines(settings: NonlinearSettings, tasks) -> dict:
+def fixed_baselines(settings, tasks) -> dict:
     """Tuned on held-out tasks, scored on the eval `tasks`: {name: {loss, hyper, prediction}}."""
-    import dataclasses
-    held_out = make_eval_tasks(dataclasses.replace(
-        settings, train=dataclasses.replace(settings.train, eval_seed=settings.train.eval_seed + 1)))
+    held_out = read_side(PredictsQueries, settings).prompts(seed=settings.train.eval_seed + 1)
     out = {}
     eta, _ = tune_gd_eta(held_out, GD_ETAS)
     prediction = gd_predictions(tasks, eta)
@@ -69,9 +63,9 @@ def nonlinear(runs: dict[str, Sequence[RunDir]]) -> dict:
     """runs: {"mlp_lsa": [one run per seed], "features_gd": [the same seeds]} -> results."""
     first = runs["mlp_lsa"][0]
     settings = first.load_settings("nonlinear")
-    tasks = make_eval_tasks(settings)
+    tasks = read_side(PredictsQueries, settings).prompts()
     fixed = fixed_baselines(settings, tasks)
-    predictors = {model: [load_predictor(r, tasks) for r in group] for model, group in runs.items()}
+    predictors = {model: [load_predictor(r) for r in group] for model, group in runs.items()}
     predictions, finals = {}, {}
     for model, group in predictors.items():
         predictions[model] = [np.asarray(predict(tasks)) for predict in group]
@@ -99,7 +93,7 @@ def nonlinear(runs: dict[str, Sequence[RunDir]]) -> dict:
     }
 
 
-def grid_tasks(settings: NonlinearSettings, key: jax.Array, grid: np.ndarray):
+def grid_tasks(settings, key: jax.Array, grid: np.ndarray):
     """One random function and its N context pairs, queried at every grid point: FunctionTasks
     of G tasks (the same function and context) and the function's values on the grid [G]."""
     from src.tasks.nonlinear import FunctionTasks
@@ -114,7 +108,7 @@ def grid_tasks(settings: NonlinearSettings, key: jax.Array, grid: np.ndarray):
     return FunctionTasks(jnp.repeat(context_x, g, 0), jnp.repeat(f(context_x), g, 0), query_x, values), values
 
 
-def examples(settings: NonlinearSettings, predictors: dict, fixed: dict) -> list[dict]:
+def examples(settings, predictors: dict, fixed: dict) -> list[dict]:
     """Predictions of each learner (model -> its first seed's predictor) along x for a few random
     functions (the figure's panels)."""
     half = settings.task.options.input_range / 2.0

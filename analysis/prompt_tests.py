@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common import main_frame, on_request, register_analysis
+from analysis.common import main_frame, on_request, pairs_of, register_analysis
 from analysis.icl_curve import load_run, points_limit
 from plots.style import new_figure, png_bytes
 from src import rundir as names
@@ -56,21 +56,19 @@ def serial_indices(block: int, points: int, placement: str) -> np.ndarray:
 def query_error(settings, model, params, state, batch, indices: np.ndarray) -> float:
     """The task's error at the last point of the prompt batch[:, indices], mean over tasks."""
     from src.tasks.objectives import objective_of
-    from src.systems.gpt2 import predictor
     xs, ys = batch.xs[:, indices], batch.ys[:, indices]
-    prediction = predictor(settings, model, params, state, len(indices), xs.shape[0])(xs, ys)
+    prediction = pairs_of(settings).predictor(model, params, state, len(indices), xs.shape[0])(xs, ys)
     picked = batch._replace(xs=xs, ys=ys)
     return float(np.mean(np.asarray(objective_of(settings.task.name).point_errors(prediction, picked))[:, -1]))
 
 
 def prompt_tests(settings, model, params, state, factor: int = 4) -> dict:
-    from src.systems.gpt2 import eval_batch
     d = settings.curriculum.dims.end
     trained = settings.curriculum.points.end
     limit = points_limit(settings)
     block = min(2 * d, trained - 2)
     lengths = list(dict.fromkeys((trained, factor * trained)))
-    batch = eval_batch(settings, n_points=max(block + 2, *lengths))
+    batch = pairs_of(settings).prompts(max(block + 2, *lengths))
     too_long = lambda n: limit is not None and n > limit
     duplication = {str(r): None if too_long(block + r + 1) else
                    query_error(settings, model, params, state, batch, duplication_indices(block, r))

@@ -24,7 +24,7 @@ import haiku as hk
 import jax
 import numpy as np
 
-from analysis.common import AnalysisError, main_frame, on_request, register_analysis
+from analysis.common import AnalysisError, main_frame, on_request, pairs_of, register_analysis
 from analysis.icl_curve import load_run, points_limit
 from plots.style import new_figure, png_bytes
 from src import rundir as names
@@ -86,19 +86,18 @@ def tail_mass_by_head(weights: np.ndarray) -> np.ndarray:
 
 def run(run_dir: RunDir, factor: int = 4, bins: int = 10) -> dict:
     from analysis.length_gen import judge
-    from src.systems.gpt2 import eval_batch
     settings, model, params, state = load_run(run_dir)
     trained = settings.curriculum.points.end
     limit = points_limit(settings)
     out = {"position": settings.model.position.name, "mixer": settings.model.mixer_label(),
            "task": settings.task.name, "trained_points": trained, "bins": bins,
-           **judge(settings, model, params, state, eval_batch(settings, n_points=trained)), "lengths": {}}
+           **judge(settings, model, params, state, pairs_of(settings).prompts(trained)), "lengths": {}}
     for points in dict.fromkeys((trained, factor * trained)):
         if limit is not None and points > limit:
             out["lengths"][str(points)] = {"skipped": f"{points} points are past the learned position "
                                                       f"table (n_positions={settings.model.max_tokens // 2})"}
             continue
-        batch = eval_batch(settings, n_points=points)
+        batch = pairs_of(settings).prompts(points)
         profile, tail = recency_profile(attention_weights(settings, params, state, batch.xs, batch.ys), bins)
         out["lengths"][str(points)] = {"profile": profile.round(6).tolist(),
                                        "last_20pct": tail.round(6).tolist()}

@@ -33,11 +33,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.common import for_system, main_frame, register_analysis, regression_task
+from analysis.common import for_capability, main_frame, pairs_of, register_analysis, regression_task
 from analysis.icl_curve import baseline_rows, load_run, points_limit
 from src import rundir as names
 from src.curricula import num_corrupted, ordering_key
 from src.batched import in_blocks
+from src.read_side import PredictsPairs
 from src.rundir import RunDir
 from src.tasks.regression import Tasks
 from src.tasks.shifts import shifted_prompts
@@ -77,12 +78,12 @@ def _reorder(key, xs, ys, ordering: str):
 
 
 def robustness(settings, model, params, state) -> dict:
-    from src.systems.gpt2 import eval_batch, predictor
-    batch = eval_batch(settings)
+    pairs = pairs_of(settings)
+    batch = pairs.prompts()
     xs, ys, dims = batch.xs, batch.ys, float(batch.dims)
     n, d = xs.shape[1], int(dims)
     key = jax.random.key(STRESS_SEED)
-    predict = predictor(settings, model, params, state)      # in blocks of prompts (src/batched.py)
+    predict = pairs.predictor(model, params, state)      # in blocks of prompts (src/batched.py)
     prediction = predict(xs, ys)
     per_point = np.asarray(jnp.mean((prediction - ys) ** 2, axis=0) / dims)
     out = {f"clean_n{k}": float(per_point[k]) if k < n else None
@@ -99,13 +100,13 @@ def robustness(settings, model, params, state) -> dict:
     for ordering in ("random", "easy2hard"):
         ox, oy = _reorder(jax.random.fold_in(key, 3), xs, ys, ordering)
         out[f"order_{ordering}"] = _last_point_error(predict, ox, oy, dims)
-    far = eval_batch(settings, alpha=2.0)
+    far = pairs.prompts(alpha=2.0)
     out["ood_alpha2"] = _last_point_error(predict, far.xs, far.ys, float(far.dims))
     longer = math.ceil(1.5 * n)
     limit = points_limit(settings)
     if limit is None or longer <= limit:
-        long = eval_batch(settings, n_points=longer)
-        out["length_1.5x"] = _last_point_error(predictor(settings, model, params, state, longer), long.xs, long.ys,
+        long = pairs.prompts(longer)
+        out["length_1.5x"] = _last_point_error(pairs.predictor(model, params, state, longer), long.xs, long.ys,
                                                float(long.dims))
         out["length_points"] = longer
     else:
@@ -155,13 +156,12 @@ def battery(settings, model, params, state, size: int = BATTERY_SIZE, labels=Non
     mean over `size` tasks) for every point of battery_grid (or those of `labels`); the baselines of
     BATTERY_BASELINES that apply to the shifted prompts' task."""
     from src.registry import choice, registry
-    from src.systems.gpt2 import eval_batch, predictor
-    base = eval_batch(settings)
+    base = pairs_of(settings).prompts()
     xs, ys, w, dims = base.xs[:size], base.ys[:size], base.w[:size], float(base.dims)
     n, d = xs.shape[1], xs.shape[2]
     scale = getattr(settings.task.options, "scale", 1.0)
     linear = bool(jnp.max(jnp.abs(ys - scale * jnp.einsum("bnd,bd->bn", xs, w))) < 1e-3)
-    model_predict = predictor(settings, model, params, state, n, xs.shape[0])
+    model_predict = pairs_of(settings).predictor(model, params, state, n, xs.shape[0])
     baselines = {name: registry("baseline").get(name) for name in BATTERY_BASELINES}
     rows = baseline_rows(n, d, xs.shape[0])          # in blocks of tasks (src/batched.py)
     compiled = {name: in_blocks(jax.jit(entry.build(entry.default_options())), rows)
@@ -200,7 +200,7 @@ def run(run_dir: RunDir) -> dict:
 
 
 register_analysis("robustness", run, "noise, order, OOD and length stress tests (gpt2 family, "
-                  "regression tasks)", for_system("gpt2", when=regression_task), [JSON],
+                  "regression tasks)", for_capability(PredictsPairs, when=regression_task), [JSON],
                   files=[JSON, names.SHIFTS_JSON])     # shifts.json: with --battery
 
 

@@ -49,10 +49,11 @@ def gd_curve(settings) -> np.ndarray:
     from analysis.alignment import TUNE_SEED
     from baselines.gd_step import ETA_GRID
     from baselines.regression import averaging
-    from src.systems.gpt2 import eval_batch, sampler
-    batch = eval_batch(settings)
+    from analysis.common import pairs_of
+    pairs = pairs_of(settings)
+    batch = pairs.prompts()
     size, points, dims = batch.xs.shape
-    held = sampler(settings)(jax.random.key(TUNE_SEED), size, dims, points)
+    held = pairs.sampler()(jax.random.key(TUNE_SEED), size, dims, points)
     grid = np.asarray(ETA_GRID, dtype=np.float64)[:, None]
     held_base, held_ys = np.asarray(averaging(held.xs, held.ys), np.float64), np.asarray(held.ys, np.float64)
     best = grid[np.argmin([np.mean((eta * held_base - held_ys) ** 2, axis=0) for eta in grid[:, 0]], axis=0), 0]

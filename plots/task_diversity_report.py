@@ -19,6 +19,7 @@ from typing import Sequence
 import jax
 import numpy as np
 
+from analysis.common import pairs_of
 from analysis.icl_curve import load_run
 from baselines.bayes import dmmse, ridge
 from plots.provenance import header
@@ -26,7 +27,6 @@ from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.stats import over_seeds
-from src.systems.gpt2 import eval_batch, predictor, sampler
 from src.tasks.pools import pooled, task_pool
 
 REPORT, RESULTS, FIG_DIR = "TASK_DIVERSITY.md", "task_diversity_results.json", "figures/task_diversity"
@@ -39,8 +39,9 @@ def evaluate(job) -> dict:
     settings, model, params, state = load_run(job.run)
     tr, c = settings.train, settings.curriculum
     dims, points, noise = c.dims.end, c.points.end, settings.task.options.noise_std
-    sample = sampler(settings)
-    batches = {"prior": eval_batch(settings)}
+    pairs = pairs_of(settings)
+    sample = pairs.sampler()
+    batches = {"prior": pairs.prompts()}
     pool = None
     if tr.num_tasks:
         pool = task_pool(sample, tr.seed, tr.num_tasks, dims, points)
@@ -48,7 +49,7 @@ def evaluate(job) -> dict:
             jax.random.key(POOL_EVAL_SEED))
     out = {}
     for name, batch in batches.items():
-        predict = predictor(settings, model, params, state, points, batch.xs.shape[0])
+        predict = pairs.predictor(model, params, state, points, batch.xs.shape[0])
         guesses = {"model": predict(batch.xs, batch.ys), "ridge": ridge(batch.xs, batch.ys, noise, 1.0)}
         if pool is not None:
             guesses["dmmse"] = dmmse(batch.xs, batch.ys, pool, noise)

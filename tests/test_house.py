@@ -257,6 +257,15 @@ def test_one_loop_one_writer_one_optimizer_factory():
     assert loops == ["src.loop"], loops
 
 
+def test_analyses_and_plots_import_no_system():
+    """An analysis reads a run through its system's read side, asked for by capability
+    (src/read_side.py; the read sides are src/systems/read_sides.py): nothing under analysis/ or
+    plots/ imports src.systems or a module in it."""
+    found = [f"{m}:{line} imports {i}" for m, path in MODULES.items() if m.split(".")[0] in ("analysis", "plots")
+             for i, line in imports_of(path) if i == "src.systems" or i.startswith("src.systems.")]
+    assert not found, found
+
+
 def test_one_gradient_step():
     """The optimizer's update is applied in src.optim.gradient_step alone; every system's chunk
     and every fitted baseline injects its loss there."""

@@ -1,0 +1,115 @@
+"""The read side (src/read_side.py, src/systems/read_sides.py): a trained run's model and the
+prompts it is evaluated on, asked for by capability. Each system's read side gives back the
+numbers its own trainer scored; analyses that ask for a capability apply to every system that
+has it."""
+from dataclasses import replace
+
+import jax
+import numpy as np
+import pytest
+
+from src.metrics import loss
+from src.pipeline import execute
+from src.read_side import (PredictsPairs, PredictsQueries, ReadSideError, has, read_side,
+                           register_read_side, systems_with)
+from src.registry import registry
+from src.rundir import RunDir, names
+
+FLAGS = dict(runner="test", argv=[], progress=False, skip_analysis=True)
+
+
+def settings_of(system: str):
+    return registry("system").get(system).options()
+
+
+def test_the_capabilities_of_the_systems():
+    assert systems_with(PredictsPairs) == ("gpt2",)
+    assert systems_with(PredictsQueries) == ("lsa", "nonlinear")
+    for system in ("lm", "dynamics"):
+        assert not has(PredictsPairs, settings_of(system)) and not has(PredictsQueries, settings_of(system))
+
+
+def test_a_run_without_the_capability_is_refused_in_one_line():
+    with pytest.raises(ReadSideError) as err:
+        read_side(PredictsPairs, settings_of("dynamics"))
+    assert str(err.value) == "a run of system 'dynamics' does not predict (x, y) pairs; accepted: a run of 'gpt2'"
+
+
+def test_a_read_side_must_be_a_capability():
+    with pytest.raises(TypeError, match="not a subclass of a capability"):
+        register_read_side("toy")(object)
+
+
+@pytest.fixture(scope="module")
+def gpt2_run(tmp_path_factory):
+    settings = settings_of("gpt2")
+    c = settings.curriculum
+    settings = replace(settings, model=replace(settings.model, n_dims=5, width=16, n_layer=1, n_head=2, max_tokens=22),
+                       curriculum=replace(c, dims=replace(c.dims, start=5, end=5, inc=0),
+                                          points=replace(c.points, start=11, end=11, inc=0)),
+                       train=replace(settings.train, steps=20, log_every=10, eval_size=32)).validate()
+    return execute(settings, tmp_path_factory.mktemp("read_side") / "gpt2", **FLAGS).run
+
+
+def test_the_pair_read_side_gives_the_trainers_own_eval_numbers(gpt2_run):
+    settings = gpt2_run.load_settings()
+    pairs = read_side(PredictsPairs, settings)
+    model, params, state = pairs.restore(gpt2_run)
+    batch = pairs.prompts()
+    assert batch.xs.shape == (32, 11, 5) and batch.ys.shape == (32, 11)
+    prediction = pairs.predictor(model, params, state)(batch.xs, batch.ys)
+    mse = float(np.sum(np.asarray(batch.weights) * (np.asarray(prediction) - np.asarray(batch.ys)) ** 2)
+                / np.sum(np.asarray(batch.weights)))
+    recorded = gpt2_run.load_json(names.SUMMARY)["eval_loss"]
+    assert mse == pytest.approx(recorded, rel=1e-5)
+    fresh = pairs.sampler(16)(jax.random.key(3), 4, 5, 16)
+    assert fresh.xs.shape == (4, 16, 5) and pairs.prompts(16).xs.shape == (32, 16, 5)
+    assert pairs.points_limit() == 11 and pairs.rows() >= 1
+    assert pairs.prompt_bytes(2, 11, 5) == 4 * 2 * (11 * 7 + 5)
+
+
+def test_the_query_read_side_gives_the_paper_systems_eval_loss(tmp_path, small_settings):
+    run = execute(small_settings(steps=20, batch_size=64, eval_size=256), tmp_path / "lsa", **FLAGS).run
+    side = read_side(PredictsQueries, run.load_settings())
+    tasks = side.prompts()
+    prediction = side.predictor(*side.restore(run))(tasks)
+    assert prediction.shape == (256,)
+    assert float(loss(prediction, tasks.query_y)) == pytest.approx(run.load_json(names.SUMMARY)["eval_loss"], rel=1e-5)
+    other = side.prompts(seed=5)
+    assert not np.array_equal(np.asarray(other.query_y), np.asarray(tasks.query_y))
+
+
+def test_the_nonlinear_read_side_gives_its_eval_loss(tmp_path):
+    settings = settings_of("nonlinear")
+    settings = replace(settings, train=replace(settings.train, steps=10, batch_size=32, eval_size=64, log_every=5)).validate()
+    run = execute(settings, tmp_path / "nonlinear", **FLAGS).run
+    side = read_side(PredictsQueries, run.load_settings())
+    tasks = side.prompts()
+    prediction = side.predictor(*side.restore(run))(tasks)
+    assert float(loss(prediction, tasks.query_y)) == pytest.approx(run.load_json(names.SUMMARY)["eval_loss"], rel=1e-5)
+
+
+def test_analyses_that_ask_for_pairs_apply_to_every_system_that_predicts_pairs():
+    """An analysis registered by capability applies to every system with it, and to no other."""
+    for entry in registry("analysis"):
+        if entry.name not in ("icl_curve", "inductive_bias"):
+            continue
+        for system in registry("system").names():
+            assert entry.is_applicable(settings_of(system)) == has(PredictsPairs, settings_of(system)), (entry.name, system)
+
+
+def test_every_evaluation_shift_applies_to_every_system_that_predicts_pairs(gpt2_run):
+    """The robustness battery asks for PredictsPairs: for each such system, every registered
+    shift is in its grid and gives a finite error for the model and its baselines."""
+    from analysis.robustness import battery, battery_grid
+    for system in systems_with(PredictsPairs):
+        run = {"gpt2": gpt2_run}[system]       # a finished run of each system with the capability
+        settings = run.load_settings()
+        model, params, state = read_side(PredictsPairs, settings).restore(run)
+        grid = battery_grid(11, 5)
+        assert {shift for _, shift, _ in grid} == set(registry("shift").names())
+        first = list({shift: label for label, shift, _ in reversed(grid)}.values())
+        results = battery(settings, model, params, state, size=8, labels=first)
+        assert set(results) == set(first)
+        for label, row in results.items():
+            assert np.isfinite(row["model"]), (system, label, row)
