@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from src.config import CurriculumConfig, TaskConfig
+from src.tasks.paper_form import is_paper_task, paper_form_sampler
 from src.tasks.regression import Tasks, random_pair_inputs
 
 
@@ -35,7 +36,8 @@ def corrupt(key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig, task: Ta
     """Corrupt exactly round(p*N) uniformly chosen pairs per task.
 
     label_noise:  y_i <- y_i + sigma * eps, eps ~ N(0, 1)
-    random_pairs: (x_i, y_i) <- (x', y'), x' ~ U(-alpha*a/2, alpha*a/2)^d, y' ~ N(0, sigma^2)
+    random_pairs: (x_i, y_i) <- (x', y'), x' ~ U(-alpha*a/2, alpha*a/2)^d (a pair task: x' from
+                  its own inputs), y' ~ N(0, sigma^2)
     Returns the corrupted tasks and the noise mask [B, N] (original order).
     """
     b, n, d = tasks.context_x.shape
@@ -49,7 +51,8 @@ def corrupt(key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig, task: Ta
     if curriculum.noise_mode == "label_noise":
         noisy_y = tasks.context_y + sigma * jax.random.normal(key_y, (b, n))
         return tasks._replace(context_y=jnp.where(mask, noisy_y, tasks.context_y)), mask
-    fresh_x = random_pair_inputs(key_x, (b, n), task, alpha)
+    fresh_x = (random_pair_inputs(key_x, (b, n), task, alpha) if is_paper_task(task)
+               else paper_form_sampler(task)(key_x, b, alpha).context_x)   # a pair task's own inputs
     fresh_y = sigma * jax.random.normal(key_y, (b, n))
     return tasks._replace(context_x=jnp.where(mask[..., None], fresh_x, tasks.context_x),
                           context_y=jnp.where(mask, fresh_y, tasks.context_y)), mask

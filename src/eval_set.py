@@ -17,6 +17,7 @@ from src.config import CurriculumConfig, TaskConfig
 from src.curricula import CurriculumOutput, apply_curriculum
 from src.metrics import Reference, make_scorer
 from src.registry import registry
+from src.tasks.paper_form import paper_form_sampler
 from src.tasks.regression import Tasks
 
 # The reference predictor every run of the paper's system is scored against (registry "baseline").
@@ -28,8 +29,9 @@ def reference_baseline():
 
 
 def task_sampler(task: TaskConfig):
-    """(key, batch_size, alpha=1) -> Tasks, from the task's registry entry."""
-    return registry("task").get(task.name).build(task)
+    """(key, batch_size, alpha=1) -> Tasks, from the task's registry entry (a pair task in the
+    paper's form: src/tasks/paper_form.py)."""
+    return paper_form_sampler(task)
 
 
 class EvalSet(NamedTuple):

@@ -37,6 +37,7 @@ import src.rundir.names as names
 from src.settings import (Settings, SettingsError, require, require_int, require_number,
                           require_one_of)
 from src.systems import Arrays, SystemTrainer, keyed_seed_parts, register_system
+from src.tasks.paper_form import is_paper_task, paper_tasks
 from src.tasks.pools import check_pool, pooled_tasks
 
 ATTENTION_TASKS = names.ATTENTION_TASKS
@@ -67,8 +68,13 @@ class LSASettings(Settings):
 
     def check(self) -> None:
         t, m, tr = self.task, self.model, self.train
-        tasks = [e.name for e in registry("task") if e.options is TaskConfig]
+        tasks = paper_tasks()           # its own task and every pair task (src/tasks/paper_form.py)
         require(t.name in tasks, "task.name", t.name, ", ".join(tasks))
+        own = is_paper_task(t)
+        for name in ("input_range", "weight_scale"):   # the uniform task's own parameters
+            require(own or getattr(t, name) == 1.0, f"task.{name}", getattr(t, name),
+                    f"1.0 for the pair task {t.name!r} (it draws with its own options; {name} is "
+                    "uniform_regression's)")
         for kind, name, path in (("family", m.family, "model.family"),
                                  *(("scoring", s, "model.mixers") for s in m.mixers)):
             require(name in registry(kind), path, name, ", ".join(registry(kind).names()))
@@ -80,7 +86,8 @@ class LSASettings(Settings):
         require_int("model.key_size", m.key_size, 0)
         require_number("model.init_scale", m.init_scale, 0, open_low=True)
         require_number("model.clip_value", m.clip_value, 0)
-        check_pool("train.", tr.num_tasks, tr.num_training_examples, t.name, pool_tasks=(t.name,))
+        check_pool("train.", tr.num_tasks, tr.num_training_examples, t.name,
+                   pool_tasks=tuple(e.name for e in registry("task") if e.options is TaskConfig))
         try:   # the shared integer ranges (src/bounds.py): refuse absurd sizes before any work
             check_sizes(("d", "task.d", t.d), ("points", "task.num_context", t.num_context),
                         ("layers", "model.num_layers", m.num_layers),
@@ -88,6 +95,8 @@ class LSASettings(Settings):
             if m.key_size:
                 check_sizes(("width", "model.key_size", m.key_size))
             check_memory(run_bytes(self), "this run")
+            # the task's own checks at this shape (k <= d, ...), traced without drawing anything
+            jax.eval_shape(lambda key: task_sampler(t)(key, 1), jax.random.key(0))
         except ValueError as err:
             raise SettingsError(str(err)) from None
         for phase in ("train", "eval"):
