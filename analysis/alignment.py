@@ -21,9 +21,9 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from analysis.common import (AnalysisError, for_capability, for_system, load_run, main_frame, pairs_of,
+from analysis.common import (AnalysisError, for_capability, load_run, main_frame, pairs_of,
                              register_analysis, regression_task, tuned_eta)
-from src.read_side import PredictsPairs, has, systems_with
+from src.read_side import PredictsPairs, ScoredAgainstGD, has, systems_with
 from src.rundir import names
 from src.flags import positive_number
 from src.process import guarded
@@ -97,7 +97,7 @@ def pair_alignment(settings, model, params, state, eta: float | None = None) -> 
 
 def run(run_dir: RunDir, eta: float | None = None) -> dict:
     """Compute and write analysis/alignment.json; `eta` overrides the run's tuned step size."""
-    if has(PredictsPairs, run_dir.load_settings("lsa", *systems_with(PredictsPairs))):
+    if has(PredictsPairs, run_dir.load_settings(*systems_with(ScoredAgainstGD), *systems_with(PredictsPairs))):
         from analysis.icl_curve import load_run as load_pair_run
         settings, model, params, state = load_pair_run(run_dir)
         if not regression_task(settings):
@@ -122,7 +122,7 @@ def _paper_task(settings) -> bool:
 
 
 def _applies(settings) -> bool:
-    return for_system("lsa")(settings) or for_capability(PredictsPairs, when=_paper_task)(settings)
+    return for_capability(ScoredAgainstGD)(settings) or for_capability(PredictsPairs, when=_paper_task)(settings)
 
 
 register_analysis("alignment", run, "model vs one GD step: align_cos, l2_pred_diff, model_diff (the paper's "

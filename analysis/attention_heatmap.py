@@ -22,7 +22,8 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 
-from analysis.common import main_frame  # noqa: E402
+from analysis.common import main_frame, settings_with  # noqa: E402
+from src.read_side import ExposesAttention  # noqa: E402
 from plots.style import new_figure, png_bytes, wrapped_title  # noqa: E402
 from src import rundir as names  # noqa: E402
 from src.models.layouts import Layout, layout_of  # noqa: E402
@@ -80,7 +81,7 @@ def attention_figure(weights: np.ndarray, layer: int, head: int, layout: Layout,
 
 def run(run_dir: RunDir) -> list[str]:
     """Render figs/attention_layer{L}_head{H}.png for every saved layer/head; returns names."""
-    settings = run_dir.load_settings("lsa")
+    settings = settings_with(run_dir, ExposesAttention)
     m = settings.model
     heads = [(layer, head) for layer in range(m.num_layers) for head in range(m.num_heads)]
     paths = {key: run_dir.require(names.attention_file(*key)) for key in heads}

@@ -26,7 +26,8 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 
 from src.models.layouts import layout_of
-from analysis.common import AnalysisError, for_system, main_frame, register_analysis
+from analysis.common import AnalysisError, for_capability, main_frame, register_analysis, settings_with
+from src.read_side import ExposesAttention
 from plots.style import new_figure, png_bytes, wrapped_title
 from src.rundir import names
 from src.rundir import RunDir
@@ -160,7 +161,7 @@ def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask:
 def load_attention(run_dir: RunDir) -> tuple[dict, np.ndarray, str, str]:
     """({(layer, head): [tasks, queries, keys]}, noise_mask [tasks, N], tokens per pair,
     model name)."""
-    settings = run_dir.load_settings("lsa")
+    settings = settings_with(run_dir, ExposesAttention)
     m = settings.model
     paths = {(layer, head): run_dir.require(names.attention_file(layer, head))
              for layer in range(m.num_layers) for head in range(m.num_heads)}
@@ -190,7 +191,7 @@ def run(run_dir: RunDir) -> dict:
     return stats
 
 
-needs_attention = for_system("lsa", when=lambda settings: settings.save_attention)
+needs_attention = for_capability(ExposesAttention)
 register_analysis("attention_stats", run, "attention to clean vs corrupted pairs, AUROC (needs attn/)",
                   needs_attention, [names.ATTENTION_STATS, names.ATTENTION_STATS_PNG])
 register_analysis("attention_heatmaps", lambda run_dir: render_heatmaps(run_dir),

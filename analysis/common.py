@@ -17,7 +17,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from src.flags import OneLineParser, dry_run, summary
 from src.models.attention_only import Model
-from src.read_side import PredictsPairs, PredictsQueries, has, read_side
+from src.read_side import PredictsPairs, ScoredAgainstGD, has, read_side, systems_with
 from src.registry import registry
 from src.rundir import MissingArtifact, RunDir, RunDirError, names
 from src.settings import Settings
@@ -55,11 +55,16 @@ class LoadedRun(NamedTuple):
 
 
 def load_run(run: RunDir) -> LoadedRun:
-    """Settings, model and parameters of a finished run of the paper's system (config.json +
+    """Settings, model and parameters of a finished run scored against GD (the paper's system: config.json +
     params.npz, through the system's read side): MissingArtifact / CorruptArtifact / WrongSystem
     (one line) when unusable."""
-    settings = run.load_settings("lsa")
-    return LoadedRun(settings, *read_side(PredictsQueries, settings).restore(run))
+    settings = settings_with(run, ScoredAgainstGD)
+    return LoadedRun(settings, *read_side(ScoredAgainstGD, settings).restore(run))
+
+
+def settings_with(run: RunDir, capability: type) -> Settings:
+    """The run's validated Settings; WrongSystem (one line) unless its system has `capability`."""
+    return run.load_settings(*systems_with(capability))
 
 
 def pairs_of(settings) -> PredictsPairs:
@@ -82,13 +87,6 @@ def tuned_eta(run: RunDir) -> float:
         raise AnalysisError(f"{run.file(names.SUMMARY)} has no valid gd_eta ({eta!r}); "
                             f"recreate it with: {run.producer(names.SUMMARY)}")
     return float(eta)
-
-
-def for_system(*systems: str, when: Callable[[Any], bool] | None = None) -> Callable[[Any], bool]:
-    """An `applies` predicate: runs of one of `systems` (and, with `when`, whose settings pass it)."""
-    def applies(settings) -> bool:
-        return getattr(settings, "system", None) in systems and (when is None or bool(when(settings)))
-    return applies
 
 
 def regression_task(settings) -> bool:

@@ -36,7 +36,8 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common import AnalysisError, for_system, main_frame, register_analysis
+from analysis.common import AnalysisError, for_capability, main_frame, register_analysis, settings_with
+from src.read_side import TracksDynamics
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.rundir import RunDir
@@ -201,7 +202,7 @@ def figure(loss, log_epochs, singular_values, record: dict, title: str):
 
 def load_dynamics(run_dir: RunDir) -> tuple[dict, object]:
     """(dynamics.npz arrays, settings) of a run of system `dynamics` (python -m runners.linattn)."""
-    settings = run_dir.load_settings("dynamics")    # Missing/CorruptArtifact, WrongSystem: one line
+    settings = settings_with(run_dir, TracksDynamics)    # Missing/CorruptArtifact, WrongSystem: one line
     arrays = run_dir.load_arrays(names.DYNAMICS)
     needed = ("loss", "log_epochs", "singular_values") + (() if settings.train.softmax else ("gamma_diag",))
     missing = [k for k in needed if k not in arrays]
@@ -229,7 +230,7 @@ def run(run_dir: RunDir) -> dict:
 
 
 register_analysis("dynamics", run, "plateaus and drops of the loss vs the principal-component theory",
-                  for_system("dynamics"), [names.DYNAMICS_JSON, names.DYNAMICS_PNG])
+                  for_capability(TracksDynamics), [names.DYNAMICS_JSON, names.DYNAMICS_PNG])
 
 
 def _print_staircase(args, run_dir) -> None:

@@ -20,13 +20,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from analysis.common import settings_with
 from analysis.seed_runs import curves, half_sq_se, statuses, summary, zero_loss
 from baselines.gd_step import tune_eta as tune_gd_eta, gd_predictions
 from baselines.kernel import build_kernel_gd_step, build_kernel_ridge
 from src.metrics import loss
 from src.rundir import RunDir
 from src.stats import over_seeds
-from src.read_side import PredictsQueries, read_side
+from src.read_side import LearnsFunctions, read_side
 
 GD_ETAS = np.geomspace(1e-4, 25.0, 400)     # raw-input GD: x spans ±5, so η is small
 EXAMPLE_TASKS = 3                           # functions drawn in the figure
@@ -36,13 +37,13 @@ MODELS = ("mlp_lsa", "features_gd")
 
 def load_predictor(run: RunDir):
     """ŷ(tasks) -> [B] of a finished run of the `nonlinear` system, through its read side."""
-    side = read_side(PredictsQueries, run.load_settings("nonlinear"))
+    side = read_side(LearnsFunctions, settings_with(run, LearnsFunctions))
     return side.predictor(*side.restore(run))
 
 
 def fixed_baselines(settings, tasks) -> dict:
     """Tuned on held-out tasks, scored on the eval `tasks`: {name: {loss, hyper, prediction}}."""
-    held_out = read_side(PredictsQueries, settings).prompts(seed=settings.train.eval_seed + 1)
+    held_out = read_side(LearnsFunctions, settings).prompts(seed=settings.train.eval_seed + 1)
     out = {}
     eta, _ = tune_gd_eta(held_out, GD_ETAS)
     prediction = gd_predictions(tasks, eta)
@@ -62,8 +63,8 @@ def fixed_baselines(settings, tasks) -> dict:
 def nonlinear(runs: dict[str, Sequence[RunDir]]) -> dict:
     """runs: {"mlp_lsa": [one run per seed], "features_gd": [the same seeds]} -> results."""
     first = runs["mlp_lsa"][0]
-    settings = first.load_settings("nonlinear")
-    tasks = read_side(PredictsQueries, settings).prompts()
+    settings = settings_with(first, LearnsFunctions)
+    tasks = read_side(LearnsFunctions, settings).prompts()
     fixed = fixed_baselines(settings, tasks)
     predictors = {model: [load_predictor(r) for r in group] for model, group in runs.items()}
     predictions, finals = {}, {}

@@ -8,7 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common import tuned_eta
+from analysis.common import settings_with, tuned_eta
+from src.read_side import ScoredAgainstGD
 from analysis.seed_runs import curves, half_sq_se, statuses, summary
 from src.rundir import RunDir
 from src.stats import over_seeds
@@ -23,7 +24,7 @@ def one_step_gd(lsa1_runs: Sequence[RunDir]) -> dict:
     """Final loss and alignment of the trained lsa1 models vs one tuned GD step, and their
     curves over training (all read from the run directories)."""
     summaries = [summary(r) for r in lsa1_runs]
-    settings = lsa1_runs[0].load_settings("lsa")
+    settings = settings_with(lsa1_runs[0], ScoredAgainstGD)
     eval_set = make_eval_set(settings, gd_eta=tuned_eta(lsa1_runs[0]))
     zero_loss = float(0.5 * np.mean(np.asarray(eval_set.tasks.query_y, np.float64) ** 2))
     final = {k: over_seeds([s.get(k) for s in summaries]) for k in CURVE_KEYS}

@@ -17,7 +17,8 @@ import math
 import sys
 from typing import Sequence
 
-from analysis.common import for_system, load_run, main_frame, register_analysis, tuned_eta
+from analysis.common import for_capability, load_run, main_frame, register_analysis, tuned_eta
+from src.read_side import ScoredAgainstGD
 from src.rundir import names
 from src.flags import positive_number
 from src.process import guarded
@@ -76,7 +77,7 @@ def run(run_dir: RunDir, alphas: Sequence[float] = DEFAULT_ALPHAS) -> list[dict]
 
 
 register_analysis("ood", run, "loss of the model and of GD vs the input range alpha",
-                  for_system("lsa"), [names.OOD])
+                  for_capability(ScoredAgainstGD), [names.OOD])
 
 
 def _alphas_flag(parser) -> None:

@@ -7,11 +7,16 @@ class that knows its insides (src/systems/<name>.py); an analysis asks for the c
     batch = pairs.prompts(n_points)                   # its fixed eval prompts: xs [E, n, d], ys [E, n]
     ŷ = pairs.predictor(model, params, state, n_points)(batch.xs, batch.ys)     # [E, n]
 
-Capabilities:
-    PredictsPairs    a sequence model of (x, y) pairs that predicts every y_i from the pairs
-                     before it (Garg et al.'s GPT-2 family: gpt2)
-    PredictsQueries  a model of one query after N context pairs, scored on the system's fixed
-                     eval tasks (von Oswald et al.'s lsa and nonlinear)
+Capabilities (the systems that have them):
+    PredictsPairs      a sequence model of (x, y) pairs that predicts every y_i from the pairs
+                       before it (Garg et al.'s GPT-2 family: gpt2)
+    PredictsQueries    a model of one query after N context pairs, on the system's fixed eval
+                       tasks (von Oswald et al.'s lsa and nonlinear)
+    ScoredAgainstGD    scored against one tuned GD step on the paper's eval set, with its
+                       curricula (lsa)
+    ExposesAttention   saved its attention weights under attn/ (lsa with save_attention)
+    LearnsFunctions    predicts a query of a non-linear function (the sine regression: nonlinear)
+    TracksDynamics     recorded W_KQ's singular values per epoch (Zhang et al.'s dynamics)
 Shapes: E prompts, n points, d input dimensions.
 """
 from __future__ import annotations
@@ -29,6 +34,11 @@ class Capability:
 
     def __init__(self, settings: Any):
         self.settings = settings
+
+    @classmethod
+    def offered(cls, settings: Any) -> bool:
+        """Whether a run of these settings has it (e.g. only when it saved what it needs)."""
+        return True
 
     def restore(self, run) -> tuple:
         """The trained model and its parameters read from RunDir `run` (checked against the model;
@@ -87,6 +97,27 @@ class PredictsQueries(Capability):
         raise NotImplementedError
 
 
+class ScoredAgainstGD(PredictsQueries):
+    words = "score against one tuned GD step on the paper's eval set"
+
+    def eval_set(self, alpha: float = 1.0, gd_eta: float | None = None):
+        """src.eval_set.EvalSet of the run's eval tasks (inputs scaled by alpha), GD's η tuned
+        unless given."""
+        raise NotImplementedError
+
+
+class ExposesAttention(Capability):
+    words = "save its attention weights (attn/)"
+
+
+class LearnsFunctions(PredictsQueries):
+    words = "predict a query of a non-linear function"
+
+
+class TracksDynamics(Capability):
+    words = "record W_KQ's singular values per epoch"
+
+
 # capability -> system name -> its read side (a subclass of the capability)
 READ_SIDES: dict[type, dict[str, type]] = {}
 
@@ -94,8 +125,8 @@ READ_SIDES: dict[type, dict[str, type]] = {}
 def register_read_side(system: str):
     """Class decorator: `side` (a subclass of one or more capabilities) is `system`'s read side."""
     def register(side: type) -> type:
-        capabilities = [c for c in side.__mro__[1:] if c is not Capability and issubclass(c, Capability)
-                        and Capability in c.__bases__]
+        capabilities = [c for c in side.__mro__ if c is not Capability and issubclass(c, Capability)
+                        and c.__module__ == __name__]
         if not capabilities:
             raise TypeError(f"{side.__name__} is not a subclass of a capability")
         for capability in capabilities:
@@ -116,15 +147,16 @@ def systems_with(capability: type) -> tuple[str, ...]:
 
 
 def has(capability: type, settings: Any) -> bool:
-    """Whether `settings`' system has `capability` (an analysis's `applies` predicate)."""
-    return getattr(settings, "system", None) in _sides(capability)
+    """Whether a run of `settings` has `capability` (an analysis's `applies` predicate)."""
+    side = _sides(capability).get(getattr(settings, "system", None))
+    return side is not None and side.offered(settings)
 
 
 def read_side(capability: type, settings: Any):
     """The read side of `settings`' system for `capability`; ReadSideError (one line) if it has none."""
     sides = _sides(capability)
     system = getattr(settings, "system", None)
-    if system not in sides:
+    if not has(capability, settings):
         raise ReadSideError(f"a run of system {system!r} does not {capability.words}; accepted: a run of "
                             f"{' or '.join(map(repr, systems_with(capability))) or 'no registered system'}")
     return sides[system](settings)

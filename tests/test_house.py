@@ -264,6 +264,12 @@ def test_analyses_and_plots_import_no_system():
     found = [f"{m}:{line} imports {i}" for m, path in MODULES.items() if m.split(".")[0] in ("analysis", "plots")
              for i, line in imports_of(path) if i == "src.systems" or i.startswith("src.systems.")]
     assert not found, found
+    # nor names one: a run is read by capability (analysis.common.settings_with), not load_settings("lsa")
+    named = [f"{m}:{node.lineno}" for m, path in MODULES.items() if m.split(".")[0] in ("analysis", "plots")
+             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
+             and ast.unparse(node.func).endswith("load_settings")
+             and any(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)]
+    assert not named, named
 
 
 def test_one_gradient_step():

@@ -10,8 +10,8 @@ import pytest
 
 from src.metrics import loss
 from src.pipeline import execute
-from src.read_side import (PredictsPairs, PredictsQueries, ReadSideError, has, read_side,
-                           register_read_side, systems_with)
+from src.read_side import (ExposesAttention, LearnsFunctions, PredictsPairs, PredictsQueries, ReadSideError,
+                           ScoredAgainstGD, TracksDynamics, has, read_side, register_read_side, systems_with)
 from src.registry import registry
 from src.rundir import RunDir, names
 
@@ -27,6 +27,16 @@ def test_the_capabilities_of_the_systems():
     assert systems_with(PredictsQueries) == ("lsa", "nonlinear")
     for system in ("lm", "dynamics"):
         assert not has(PredictsPairs, settings_of(system)) and not has(PredictsQueries, settings_of(system))
+    assert systems_with(ScoredAgainstGD) == systems_with(ExposesAttention) == ("lsa",)
+    assert systems_with(LearnsFunctions) == ("nonlinear",) and systems_with(TracksDynamics) == ("dynamics",)
+
+
+def test_a_capability_may_depend_on_what_the_run_saved():
+    lsa = settings_of("lsa")
+    assert not has(ExposesAttention, lsa) and has(ExposesAttention, replace(lsa, save_attention=True))
+    with pytest.raises(ReadSideError, match="does not save its attention weights"):
+        read_side(ExposesAttention, lsa)
+    assert has(ScoredAgainstGD, lsa) and has(PredictsQueries, lsa)      # whatever it saved
 
 
 def test_a_run_without_the_capability_is_refused_in_one_line():

@@ -2,9 +2,11 @@
 prompts it is evaluated on from a run, by capability. The only code outside a system's own file
 that knows its insides; analyses import none of it.
 
-    gpt2       PredictsPairs     Garg et al.'s GPT-2 family (any mixer, any position encoding)
-    lsa        PredictsQueries   von Oswald et al.'s attention-only models on the paper's eval set
-    nonlinear  PredictsQueries   the MLP + LSA model on the sine-regression eval tasks
+    gpt2       PredictsPairs                     Garg et al.'s GPT-2 family (any mixer, any position)
+    lsa        ScoredAgainstGD (PredictsQueries)  von Oswald et al.'s attention-only models
+               ExposesAttention                   ... when it saved its attention (save_attention)
+    nonlinear  LearnsFunctions (PredictsQueries)  the MLP + LSA model on the sine-regression tasks
+    dynamics   TracksDynamics                     Zhang et al.'s linear attention on fixed sets
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from src.eval_set import make_eval_set
 from src.models.attention_only import build_model
 from src.models.layouts import make_tokens
 from src.models.sequence import canonical_param_name
-from src.read_side import PredictsPairs, PredictsQueries, register_read_side
+from src.read_side import (ExposesAttention, LearnsFunctions, PredictsPairs, ScoredAgainstGD, TracksDynamics,
+                           register_read_side)
 from src.registry import registry
 from src.rundir.names import PARAMS
 from src.systems import gpt2, nonlinear
@@ -51,7 +54,7 @@ class GPT2Pairs(PredictsPairs):
 
 
 @register_read_side("lsa")
-class LSAQueries(PredictsQueries):
+class LSAQueries(ScoredAgainstGD):
     def restore(self, run) -> tuple:
         run.require(PARAMS)
         model = build_model(self.settings.task, self.settings.model)
@@ -64,9 +67,24 @@ class LSAQueries(PredictsQueries):
     def predictor(self, model, params):
         return jax.jit(lambda tasks: model.apply(params, make_tokens(tasks, model.config)).prediction)
 
+    def eval_set(self, alpha=1.0, gd_eta=None):
+        return make_eval_set(self.settings, alpha, gd_eta)
+
+
+@register_read_side("lsa")
+class LSAAttention(ExposesAttention):
+    @classmethod
+    def offered(cls, settings) -> bool:
+        return bool(settings.save_attention)
+
+
+@register_read_side("dynamics")
+class DynamicsRecord(TracksDynamics):
+    """Its files (dynamics.npz, metrics) are the record; nothing to restore."""
+
 
 @register_read_side("nonlinear")
-class NonlinearQueries(PredictsQueries):
+class NonlinearQueries(LearnsFunctions):
     def restore(self, run) -> tuple:
         run.require(PARAMS)
         model = nonlinear.build_feature_model(self.settings)
