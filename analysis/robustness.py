@@ -22,6 +22,9 @@ limits_of_icl's notebook and Garg et al.'s evaluation (battery_grid), each on 1,
 at the trained shape, for the model and the least-squares, averaging, 3-NN and (sparse tasks)
 Lasso baselines on the same shifted tasks: analysis/shifts.json. Input shifts need a task whose
 labels are x·w (checked on the run's own eval tasks); otherwise they are null, with the reason.
+The battery needs only the prediction at the last point, so it also runs on the paper's models
+(system lsa, on the pair form of their eval tasks: `--battery` alone, the stress tests need every
+point's prediction): any run that answers pair prompts (src/read_side.py).
 """
 from __future__ import annotations
 
@@ -33,12 +36,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.common import for_capability, main_frame, pairs_of, register_analysis, regression_task
+from analysis.common import for_capability, main_frame, pairs_of, register_analysis, regression_task, settings_with
 from analysis.icl_curve import baseline_rows, load_run, points_limit
 from src import rundir as names
 from src.curricula import num_corrupted, ordering_key
 from src.batched import in_blocks
-from src.read_side import PredictsPairs
+from src.read_side import AnswersPairPrompts, PredictsPairs, has, read_side
 from src.rundir import RunDir
 from src.tasks.regression import Tasks
 from src.tasks.shifts import shifted_prompts
@@ -148,20 +151,26 @@ def _last_errors(predict, xs, ys, dims) -> float:
     return float(jnp.mean((predict(xs, ys)[:, -1] - ys[:, -1]) ** 2) / dims)
 
 
+def _query_errors(predict_query, xs, ys, dims) -> float:
+    return float(jnp.mean((predict_query(xs, ys) - ys[:, -1]) ** 2) / dims)
+
+
 BATTERY_BASELINES = ("least_squares", "averaging", "knn", "lasso")   # each where its entry applies
 
 
-def battery(settings, model, params, state, size: int = BATTERY_SIZE, labels=None) -> dict:
+def battery(side: AnswersPairPrompts, restored: tuple, size: int = BATTERY_SIZE, labels=None) -> dict:
     """{label: {shift, options, task, model, <baseline>...}} (squared error / d at the last point,
-    mean over `size` tasks) for every point of battery_grid (or those of `labels`); the baselines of
-    BATTERY_BASELINES that apply to the shifted prompts' task."""
+    mean over `size` tasks) for every point of battery_grid (or those of `labels`), of the run
+    whose read side is `side` (any system that answers pair prompts: src/read_side.py) and whose
+    restored model is `restored`; the baselines of BATTERY_BASELINES that apply to the shifted
+    prompts' task."""
     from src.registry import choice, registry
-    base = pairs_of(settings).prompts()
+    base = side.pair_prompts()
     xs, ys, w, dims = base.xs[:size], base.ys[:size], base.w[:size], float(base.dims)
     n, d = xs.shape[1], xs.shape[2]
-    scale = getattr(settings.task.options, "scale", 1.0)
+    scale = side.label_scale()
     linear = bool(jnp.max(jnp.abs(ys - scale * jnp.einsum("bnd,bd->bn", xs, w))) < 1e-3)
-    model_predict = pairs_of(settings).predictor(model, params, state, n, xs.shape[0])
+    model_predict = side.query_predictor(restored, n, xs.shape[0])
     baselines = {name: registry("baseline").get(name) for name in BATTERY_BASELINES}
     rows = baseline_rows(n, d, xs.shape[0])          # in blocks of tasks (src/batched.py)
     compiled = {name: in_blocks(jax.jit(entry.build(entry.default_options())), rows)
@@ -172,19 +181,19 @@ def battery(settings, model, params, state, size: int = BATTERY_SIZE, labels=Non
             continue
         key = jax.random.fold_in(jax.random.key(BATTERY_SEED), i)
         shift = registry("shift").get(name).build(choice("shift", name, **options).options)
-        task = shift.task[0] if shift.task is not None else settings.task.name
+        task = shift.task[0] if shift.task is not None else side.task_name()
         record = {"shift": name, "options": options, "task": task}
         if shift.task is not None:
             draw = registry("task").get(task).build(choice("task", task, **shift.task[1]).options,
                                                     n_points=n, n_dims=d)
-            batch = draw(key, size, settings.curriculum.dims.end, n)
+            batch = draw(key, size, d, n)
             sx, sy = batch.xs, batch.ys
         elif not linear:
             out[label] = {**record, "model": None, "reason": f"task {task!r} is not y = x·w"}
             continue
         else:
             sx, sy = shifted_prompts(shift, key, xs, w, scale)
-        record["model"] = _last_errors(model_predict, sx, sy, dims)
+        record["model"] = _query_errors(model_predict, sx, sy, dims)
         for who, entry in baselines.items():
             if entry.is_applicable(task):
                 record[who] = _last_errors(compiled[who], sx, sy, dims)
@@ -205,16 +214,19 @@ register_analysis("robustness", run, "noise, order, OOD and length stress tests 
 
 
 def run_battery(run_dir: RunDir, size: int = BATTERY_SIZE, labels=None) -> dict:
-    settings, model, params, state = load_run(run_dir)
-    record = battery(settings, model, params, state, size, labels)
+    side = read_side(AnswersPairPrompts, settings_with(run_dir, AnswersPairPrompts))
+    record = battery(side, side.restore(run_dir), size, labels)
     run_dir.write_json(names.SHIFTS_JSON, record)
     return record
 
 
 def _print_record(args, run_dir) -> None:
-    for key, value in run(run_dir).items():
-        print(f"{key:16s} {value:.4f}" if isinstance(value, float) else f"{key:16s} {value}")
-    print(f"-> {run_dir.file(JSON)}")
+    # the stress tests read every point's prediction; the battery, the last point's only
+    battery_only = args.battery and not has(PredictsPairs, settings_with(run_dir, AnswersPairPrompts))
+    if not battery_only:
+        for key, value in run(run_dir).items():
+            print(f"{key:16s} {value:.4f}" if isinstance(value, float) else f"{key:16s} {value}")
+        print(f"-> {run_dir.file(JSON)}")
     if args.battery:
         for label, r in run_battery(run_dir).items():
             cells = " ".join(f"{k} {r[k]:.4f}" for k in ("model", "least_squares", "averaging", "knn", "lasso")

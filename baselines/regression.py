@@ -120,16 +120,21 @@ class CurveBaseline:
         require_number("eta", self.eta, 0.0)
 
 
+# what a model of these tasks reads: (x, y) pairs, or context pairs and a query (von Oswald et al.'s
+# form of the same prompts, src/tasks/paper_form.py)
+PAIR_INPUTS = ("pairs", "query")
+
+
 def _all_regression(task_name: str) -> bool:
     """x/y-pair tasks with real-valued labels (their objective says so)."""
     objective = _objective(task_name)
-    return objective is not None and objective.inputs == "pairs" and objective.continuous_labels
+    return objective is not None and objective.inputs in PAIR_INPUTS and objective.continuous_labels
 
 
 def _regression_or_boolean(task_name: str) -> bool:
     """Every x/y-pair task: regression, and boolean (scored by the sign of the prediction)."""
     objective = _objective(task_name)
-    return objective is not None and objective.inputs == "pairs"
+    return objective is not None and objective.inputs in PAIR_INPUTS
 
 
 def _objective(task_name: str):

@@ -12,6 +12,8 @@ Capabilities (the systems that have them):
                        before it (Garg et al.'s GPT-2 family: gpt2)
     PredictsQueries    a model of one query after N context pairs, on the system's fixed eval
                        tasks (von Oswald et al.'s lsa and nonlinear)
+    AnswersPairPrompts predicts the last point of a prompt of (x, y) pairs, so every evaluation
+                       shift applies to it (gpt2, and lsa on the pair form of its prompts)
     ScoredAgainstGD    scored against one tuned GD step on the paper's eval set, with its
                        curricula (lsa)
     ExposesAttention   saved its attention weights under attn/ (lsa with save_attention)
@@ -95,6 +97,31 @@ class PredictsQueries(Capability):
     def predictor(self, model, params) -> Callable:
         """predict(tasks) -> ŷ [B] at the query (jitted)."""
         raise NotImplementedError
+
+
+class AnswersPairPrompts(Capability):
+    words = "predict the last point of a prompt of (x, y) pairs"
+
+    def restore(self, run) -> tuple:
+        """The trained model and parameters (what query_predictor takes)."""
+        raise NotImplementedError
+
+    def pair_prompts(self, alpha: float = 1.0):
+        """The run's fixed eval prompts as pairs (a batch: xs [E, n, d], ys [E, n], weights, w
+        [E, d], dims) at its trained length; the last point is the query."""
+        raise NotImplementedError
+
+    def query_predictor(self, restored: tuple, n_points: int, tasks: int | None = None) -> Callable:
+        """predict(xs [E, n, d], ys [E, n]) -> ŷ [E] at the last point, in blocks of prompts."""
+        raise NotImplementedError
+
+    def task_name(self) -> str:
+        """The registered task the prompts are drawn from."""
+        return self.settings.task.name
+
+    def label_scale(self) -> float:
+        """s of the task's labels y = s·(x·w) where they are linear (1 unless the task scales them)."""
+        return 1.0
 
 
 class ScoredAgainstGD(PredictsQueries):

@@ -10,7 +10,7 @@ import pytest
 
 from src.metrics import loss
 from src.pipeline import execute
-from src.read_side import (ExposesAttention, LearnsFunctions, PredictsPairs, PredictsQueries, ReadSideError,
+from src.read_side import (AnswersPairPrompts, ExposesAttention, LearnsFunctions, PredictsPairs, PredictsQueries, ReadSideError,
                            ScoredAgainstGD, TracksDynamics, has, read_side, register_read_side, systems_with)
 from src.registry import registry
 from src.rundir import RunDir, names
@@ -108,18 +108,40 @@ def test_analyses_that_ask_for_pairs_apply_to_every_system_that_predicts_pairs()
             assert entry.is_applicable(settings_of(system)) == has(PredictsPairs, settings_of(system)), (entry.name, system)
 
 
-def test_every_evaluation_shift_applies_to_every_system_that_predicts_pairs(gpt2_run):
-    """The robustness battery asks for PredictsPairs: for each such system, every registered
-    shift is in its grid and gives a finite error for the model and its baselines."""
+@pytest.fixture(scope="module")
+def lsa_run(tmp_path_factory):
+    from src.presets import preset
+    s = preset("lsa1")
+    s = replace(s, task=replace(s.task, d=5, num_context=10),
+                train=replace(s.train, steps=20, batch_size=64, eval_size=64, log_every=10)).validate()
+    return execute(s, tmp_path_factory.mktemp("read_side") / "lsa", **FLAGS).run
+
+
+def test_every_evaluation_shift_applies_to_every_system_that_answers_pair_prompts(gpt2_run, lsa_run):
+    """The shift battery asks for AnswersPairPrompts (gpt2, and the paper's lsa on the pair form of
+    its prompts): for each such system, every registered shift is in the grid and gives a finite
+    error for the model and for least squares."""
     from analysis.robustness import battery, battery_grid
-    for system in systems_with(PredictsPairs):
-        run = {"gpt2": gpt2_run}[system]       # a finished run of each system with the capability
-        settings = run.load_settings()
-        model, params, state = read_side(PredictsPairs, settings).restore(run)
+    assert systems_with(AnswersPairPrompts) == ("gpt2", "lsa")
+    for system in systems_with(AnswersPairPrompts):
+        run = {"gpt2": gpt2_run, "lsa": lsa_run}[system]   # a finished run of each system with it
+        side = read_side(AnswersPairPrompts, run.load_settings())
         grid = battery_grid(11, 5)
         assert {shift for _, shift, _ in grid} == set(registry("shift").names())
         first = list({shift: label for label, shift, _ in reversed(grid)}.values())
-        results = battery(settings, model, params, state, size=8, labels=first)
+        results = battery(side, side.restore(run), size=8, labels=first)
         assert set(results) == set(first)
         for label, row in results.items():
-            assert np.isfinite(row["model"]), (system, label, row)
+            assert np.isfinite(row["model"]) and np.isfinite(row["least_squares"]), (system, label, row)
+
+
+def test_the_paper_models_query_on_a_pair_prompt_is_its_own_prediction(lsa_run):
+    """The lsa read side's pair prompts are its eval tasks with the query last, and its query
+    predictor gives the model's own eval loss on them."""
+    side = read_side(AnswersPairPrompts, lsa_run.load_settings())
+    prompts = side.pair_prompts()
+    assert prompts.xs.shape == (64, 11, 5) and float(prompts.dims) == 5.0
+    predict = side.query_predictor(side.restore(lsa_run), 11)
+    prediction = np.asarray(predict(prompts.xs, prompts.ys))
+    half_mse = 0.5 * float(np.mean((prediction - np.asarray(prompts.ys[:, -1])) ** 2))
+    assert half_mse == pytest.approx(lsa_run.load_json(names.SUMMARY)["eval_loss"], rel=1e-5)

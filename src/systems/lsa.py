@@ -112,10 +112,15 @@ def run_bytes(settings: LSASettings) -> int:
     """src.bounds' memory estimate for one run (tokens N + 1, width at most 2 (d + 1) plus the
     layout's positional part)."""
     t, m, tr = settings.task, settings.model, settings.train
-    width = 2 * (t.d + 1) + int(getattr(m.layout.options, "pe_size", 0) or 0) + m.key_size
     return training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, tokens=t.num_context + 1,
-                          width=width, layers=m.num_layers, heads=m.num_heads,
+                          width=token_width(settings), layers=m.num_layers, heads=m.num_heads,
                           keep_attention=settings.save_attention)
+
+
+def token_width(settings: LSASettings) -> int:
+    """A token's width at most: 2 (d + 1) plus the layout's positional part and the key size."""
+    m = settings.model
+    return 2 * (settings.task.d + 1) + int(getattr(m.layout.options, "pe_size", 0) or 0) + m.key_size
 
 
 def upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:

@@ -14,19 +14,26 @@ import dataclasses
 
 import jax
 
-from src.eval_set import make_eval_set
+import jax.numpy as jnp
+
+from src.batched import block_rows, in_blocks
+from src.bounds import forward_bytes
+from src.eval_set import draw_tasks, make_eval_set
 from src.models.attention_only import build_model
 from src.models.layouts import make_tokens
 from src.models.sequence import canonical_param_name
-from src.read_side import (ExposesAttention, LearnsFunctions, PredictsPairs, ScoredAgainstGD, TracksDynamics,
-                           register_read_side)
+from src.read_side import (AnswersPairPrompts, ExposesAttention, LearnsFunctions, PredictsPairs, ScoredAgainstGD,
+                           TracksDynamics, register_read_side)
 from src.registry import registry
 from src.rundir.names import PARAMS
 from src.systems import gpt2, nonlinear
+from src.systems.lsa import token_width
+from src.tasks.garg import pair_batch
+from src.tasks.regression import Tasks
 
 
 @register_read_side("gpt2")
-class GPT2Pairs(PredictsPairs):
+class GPT2Pairs(PredictsPairs, AnswersPairPrompts):
     def restore(self, run) -> tuple:
         model = gpt2.make_model(self.settings)
         params, state = gpt2.init_model(self.settings, model)
@@ -52,9 +59,19 @@ class GPT2Pairs(PredictsPairs):
         tokens = self.settings.model.encoding().max_tokens()
         return None if tokens is None else tokens // 2
 
+    def pair_prompts(self, alpha=1.0):
+        return self.prompts(None, alpha)
+
+    def label_scale(self) -> float:
+        return getattr(self.settings.task.options, "scale", 1.0)
+
+    def query_predictor(self, restored, n_points, tasks=None):
+        predict = self.predictor(*restored, n_points, tasks)
+        return lambda xs, ys: predict(xs, ys)[:, -1]
+
 
 @register_read_side("lsa")
-class LSAQueries(ScoredAgainstGD):
+class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
     def restore(self, run) -> tuple:
         run.require(PARAMS)
         model = build_model(self.settings.task, self.settings.model)
@@ -69,6 +86,25 @@ class LSAQueries(ScoredAgainstGD):
 
     def eval_set(self, alpha=1.0, gd_eta=None):
         return make_eval_set(self.settings, alpha, gd_eta)
+
+    def pair_prompts(self, alpha=1.0):
+        tr = self.settings.train
+        clean, _ = draw_tasks(jax.random.key(tr.eval_seed), tr.eval_size, self.settings.task,
+                              self.settings.eval_curriculum, alpha)        # the eval set's clean tasks
+        return pair_batch(clean)
+
+    def query_predictor(self, restored, n_points, tasks=None):
+        """The paper's model reads the context and the query of any prompt (its width is d + 1 per
+        token, whatever the number of pairs)."""
+        model, params = restored
+        m = self.settings.model
+
+        def at_query(xs, ys):
+            tasks = Tasks(xs[:, :-1], ys[:, :-1], xs[:, -1], ys[:, -1], jnp.zeros_like(xs[:, -1]))
+            return model.apply(params, make_tokens(tasks, model.config)).prediction
+        rows = block_rows(forward_bytes(tokens=2 * n_points, width=token_width(self.settings),
+                                        layers=m.num_layers, heads=m.num_heads), tasks or self.settings.train.eval_size)
+        return in_blocks(jax.jit(at_query), rows)
 
 
 @register_read_side("lsa")

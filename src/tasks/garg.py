@@ -87,6 +87,15 @@ def query_tasks(batch: RegressionBatch) -> Tasks:
     return Tasks(batch.xs[:, :-1], batch.ys[:, :-1], batch.xs[:, -1], batch.ys[:, -1], batch.w)
 
 
+def pair_batch(tasks: Tasks) -> "RegressionBatch":
+    """von Oswald et al.'s tasks as prompts of N + 1 pairs, the query last (query_tasks' inverse):
+    every point scored, every dimension active."""
+    xs = jnp.concatenate([tasks.context_x, tasks.query_x[:, None]], axis=1)
+    ys = jnp.concatenate([tasks.context_y, tasks.query_y[:, None]], axis=1)
+    return RegressionBatch(xs, ys, jnp.ones(ys.shape, ys.dtype), tasks.w,
+                           jnp.asarray(xs.shape[-1], jnp.float32))
+
+
 @dataclass(frozen=True)
 class GargTaskOptions:
     objective: ClassVar[str] = "regression"   # registry "objective": squared error / d
