@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -32,16 +31,13 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
-from src.flags import OneLineParser, UsageError, dry_run, fail, summary
+from src.flags import OneLineParser, UsageError, fail, summary
 from src.process import guarded
 from src.presets import preset_settings
-from src.jobs.engine import (LOGS, TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, run_jobs,
-                             use_compilation_cache)
-from src.jobs.engine import plan as launch_plan
-from src.jobs.study import add_executor_flags, check_directory, executor_of
+from src.jobs.engine import Job
+from src.jobs.study import add_executor_flags, check_directory, finish_study
 from src.presets import MODEL_PRESETS
-from src.provenance import git_commit
-from src.registry import Choice, choice
+from src.registry import choice
 
 PROG = "python -m scripts.reproduce"
 SEEDS = (0, 1, 2)
@@ -120,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", default=str(os.cpu_count() or 1),
                    help=f"training runs in parallel (default: os.cpu_count() = {os.cpu_count() or 1})")
     p.add_argument("--quiet", action="store_true", help="print only the summary lines")
+    p.add_argument("--overwrite", action="store_true",
+                   help="retrain runs of --runs-dir made with other settings or code (default: refuse, one line)")
     add_executor_flags(p)
     return p
 
@@ -173,7 +171,6 @@ class Plan:
     report_dir: Path
     jobs: int
     quiet: bool
-    executor: Choice | None = None
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -214,7 +211,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
                                          "finite numbers > 0"))),
         distractors=tuple(sorted(distractors)),
         runs_dir=runs_dir, report_dir=report_dir,
-        jobs=_int("--jobs", args.jobs, 1), quiet=args.quiet, executor=executor_of(args))
+        jobs=_int("--jobs", args.jobs, 1), quiet=args.quiet)
 
 
 # ---------------------------------------------------------------------------
@@ -270,20 +267,6 @@ def nonlinear_settings(plan: Plan, model: str, seed: int):
                              train=train).validate()
 
 
-def train_jobs(plan: Plan, jobs: list[ReproJob], say) -> list[ReproJob]:
-    """Train what is missing, incomplete or stale; returns the jobs that failed."""
-    launch_plan(jobs)
-    todo = [j for j in jobs if j.state in TODO_STATES]
-    workers = max(1, min(plan.jobs, len(todo)))
-    announce(say, PROG, "training runs", jobs, todo, workers, plan.runs_dir)
-
-    def done(job: ReproJob) -> None:
-        if job.returncode == 0 and job.state == "complete":
-            say(f"  done {job.name} ({job.seconds:.0f}s)")
-    return run_jobs(todo, workers=workers, runs_dir=plan.runs_dir, say=say, on_done=done,
-                    executor=plan.executor).failed
-
-
 # ---------------------------------------------------------------------------
 # Evaluation, figures, report
 
@@ -331,61 +314,50 @@ def part_times(jobs: list[Job], eval_seconds: dict) -> dict:
     return {part: train.get(part, 0.0) + eval_seconds.get(part, 0.0) for part in eval_seconds}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        plan = make_plan(args)
-        if dry_run(PROG, f"train and evaluate into {plan.runs_dir} and write {plan.report_dir}"):
-            return 0
-        _lock = RunsDirLock(plan.runs_dir, shlex.join([PROG, *argv])).__enter__()   # held to exit
-    except (FlagError, RunsDirBusy) as err:
-        return fail(PROG, err)
-    say = (lambda m: None) if plan.quiet else (lambda m: print(m, flush=True))
-    use_compilation_cache(plan.runs_dir)
-    command = "python -m scripts.reproduce" + ("" if not argv else " " + shlex.join(argv))
-    head, start = git_commit(), time.monotonic()     # git state before anything is written
-    jobs = make_jobs(plan)
-    try:
-        failed = train_jobs(plan, jobs, say)
-    except KeyboardInterrupt:
-        print(f"\n{PROG}: interrupted; finished runs are kept in {plan.runs_dir}. Rerun the same "
-              "command to train only the missing ones.", file=sys.stderr)
-        return 130
-    if failed:
-        print(f"{PROG}: {len(failed)} training runs failed ({', '.join(j.name for j in failed)}); "
-              f"logs in {plan.runs_dir / LOGS}. Rerun the same command to retry them.",
-              file=sys.stderr)
-        return 1
-    train_seconds = time.monotonic() - start
-    say(f"{PROG}: training done ({fmt_seconds(train_seconds)}); evaluating")
-
+def write_everything(plan: Plan, jobs: list[Job], say, seconds: float, command: str, head) -> list[Path]:
+    """After training (`seconds` of it): every experiment evaluated in-process, the checks, the
+    figures, report/REPRODUCTION.md and reproduction_results.json; the paths written."""
     from analysis.paper_checks import checks as compute_checks
     from plots.paper_report import write_figures, write_report
     from src.files import atomic_write_json
+    say(f"{PROG}: training done ({fmt_seconds(seconds)}); evaluating")
+    start = time.monotonic()
     results, eval_seconds = evaluate(plan, jobs, say)
     checks = compute_checks(results)
-    seconds = part_times(jobs, eval_seconds)
+    parts = part_times(jobs, eval_seconds)
     figures = write_figures(plan, results)
-    total = time.monotonic() - start
+    total = seconds + time.monotonic() - start
     atomic_write_json(plan.report_dir / RESULTS, {
         "command": command, "quick": plan.quick, "seeds": list(plan.seeds), "ks": list(plan.ks),
         "steps": plan.steps, "batch_size": plan.batch_size, "eval_size": plan.eval_size,
         "runs": {j.name: {"path": str(j.path), "part": j.part, "state": j.state,
                           "subprocess_seconds": round(j.seconds, 3)} for j in jobs},
         "results": results, "checks": checks,
-        "seconds": {"total": total, "training_wall": train_seconds, "parts": seconds,
+        "seconds": {"total": total, "training_wall": seconds, "parts": parts,
                     "evaluation": eval_seconds},
         "figures": [p for p, _ in figures]})
-    write_report(plan, jobs, results, checks, seconds, figures, total, command,
+    write_report(plan, jobs, results, checks, parts, figures, total, command,
                  QUICK if plan.quick else FULL, head)
     for c in checks:
         print(f"{c['status']:8s} {c['name']}: {c['detail']}")
-    print(f"{PROG}: wrote {plan.report_dir / REPORT}, {plan.report_dir / RESULTS} and "
-          f"{len(figures)} figures in {plan.report_dir / FIG_DIR} ({fmt_seconds(total)})")
-    return 0
+    return [plan.report_dir / REPORT, plan.report_dir / RESULTS, plan.report_dir / FIG_DIR]
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The study frame (src/jobs/study.py): flags checked, runs planned under the runs-directory
+    lock (finished runs reused, runs of other settings refused unless --overwrite), trained, then
+    evaluated and reported."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        plan = make_plan(args)
+    except FlagError as err:
+        return fail(PROG, err)
+    say = (lambda m: None) if plan.quiet else (lambda m: print(m, flush=True))
+    frame_args = argparse.Namespace(**{**vars(args), "jobs": plan.jobs})
+    return finish_study(PROG, argv, frame_args, plan.runs_dir, plan.report_dir, lambda: make_jobs(plan),
+                        lambda jobs, report_dir, quick, seconds, command, head: write_everything(
+                            plan, jobs, say, seconds, command, head), quiet=plan.quiet)
 
 if __name__ == "__main__":
     sys.exit(guarded(main))

@@ -194,15 +194,16 @@ def _duration(seconds: float) -> str:
 
 
 def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
-              write_report: Callable[[float, dict], list[Path]], executor: Choice | None = None) -> int:
+              write_report: Callable[[float, dict], list[Path]], executor: Choice | None = None,
+              quiet: bool = False) -> int:
     """Train what a study's plan needs, then `write_report(seconds, git state at the start)`;
-    the exit code (0, 1 when runs failed, 130 when interrupted)."""
+    the exit code (0, 1 when runs failed, 130 when interrupted). `quiet`: no progress lines."""
     from src.provenance import git_commit
     use_compilation_cache(runs_dir)
     head, start = git_commit(), time.monotonic()     # git state before anything is written
     todo = [j for j in jobs if j.state in TODO_STATES]
     workers = max(1, min(workers, len(todo)))
-    say = lambda message: print(message, flush=True)
+    say = (lambda message: None) if quiet else (lambda message: print(message, flush=True))
     announce(say, prog, "runs", jobs, todo, workers, runs_dir)
     try:
         report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor,
@@ -221,7 +222,8 @@ def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
 
 
 def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_dir: Path,
-                 make_jobs: Callable[[], list[Job]], write_report: Callable[..., list[Path]]) -> int:
+                 make_jobs: Callable[[], list[Job]], write_report: Callable[..., list[Path]],
+                 quiet: bool = False) -> int:
     """Plan (one-line refusal of stale runs), train what is missing, write the report."""
     command = " ".join([prog, shlex.join(argv)]).strip()
     with contextlib.ExitStack() as hold:
@@ -237,7 +239,7 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
             return fail(prog, err)
         return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
             jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head),
-            executor=executor)
+            executor=executor, quiet=quiet)
 
 
 def _cell(value) -> str:
