@@ -14,7 +14,7 @@ import sys
 from dataclasses import replace
 
 from src.flags import OneLineParser, dry_run, summary
-from src.cli.gpt2 import read_config
+from src.formats.limits_of_icl import read_config
 from src.loop import matmul_rate, ms_per_step, step_flops
 from src.registry import choice, registry
 from src.systems import build

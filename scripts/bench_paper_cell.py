@@ -70,7 +70,7 @@ KERNEL_PARTS = [("matrix products (no name stack)", r"gemm|cublas|cutlass|wgmma|
 
 def paper_settings(tiny: bool = False):
     """The paper cell: configs/paper/mechanisms.yaml at the curriculum's end (d = 20, 41 points)."""
-    from src.cli.gpt2 import read_config
+    from src.formats.limits_of_icl import read_config
     settings, _ = read_config(CONFIG)
     c = settings.curriculum
     curriculum = replace(c, dims=replace(c.dims, start=c.dims.end), points=replace(c.points, start=c.points.end))

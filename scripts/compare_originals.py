@@ -86,7 +86,7 @@ def limits_of_icl_cell(settings, python: str, checkout, warmup: int, steps: int,
 
 def mechanisms_sides(args) -> tuple[dict, dict]:
     """(the cell, read from configs/mechanisms.yaml; its sides)."""
-    from src.cli.gpt2 import read_config
+    from src.formats.limits_of_icl import read_config
     base, _ = read_config(str(ROOT / "configs" / "mechanisms.yaml"))
     m = base.model
     cell, harness = limits_of_icl_cell(base, args.torch_python, args.limits_of_icl, 20, args.steps)

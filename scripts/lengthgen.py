@@ -28,7 +28,7 @@ from typing import Sequence
 from plots.lengthgen_report import FACTOR, PROBE_FACTOR, write_report
 from src.flags import UsageError, fail
 from src.process import guarded
-from src.cli.gpt2 import read_config
+from src.formats.limits_of_icl import read_config
 from src.models.sequence import mamba
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser

@@ -29,7 +29,7 @@ from typing import Sequence
 from plots.mechanisms_report import write_report
 from src.flags import UsageError, fail
 from src.process import guarded
-from src.cli.gpt2 import read_config
+from src.formats.limits_of_icl import read_config
 from src import rundir as names
 from src.jobs.engine import Job, plan
 from src.stats import format_pm, over_seeds

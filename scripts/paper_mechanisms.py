@@ -228,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"--mechanisms: {m!r} is unknown; accepted: {', '.join(registry('seq_mixer').names())}")
     if args.jobs < 1:
         raise UsageError(f"--jobs={args.jobs} is not accepted; accepted: an integer >= 1")
-    from src.cli.gpt2 import read_config
+    from src.formats.limits_of_icl import read_config
     for m in mechanisms:         # every run's settings checked before any is trained
         read_config(args.config, [*args.sets, f"model.attention_type={m}"])
     if dry_run(PROG, f"train {', '.join(mechanisms)} from {args.config}"):

@@ -1,9 +1,9 @@
 """The length study's configuration files as they are in its repository (Lin et al., AAAI 2025:
 IKMLab/length-generalization-with-icl, configs/): `!include` composition and its layout, read
-into the mechanisms paper's YAML schema that src/cli/gpt2.py turns into settings.
+into the mechanisms paper's YAML schema that src/formats/limits_of_icl.py turns into settings.
 
     configs/tasks/<task>/<encoding>.yaml
-        model:    !include ../../base_model/llama/standard.yaml     (src/cli/backbones.py)
+        model:    !include ../../base_model/llama/standard.yaml     (src/formats/backbones.py)
         patch:    !include ../../patch/alibi/alibi.yaml             {name, rope_scaling: {type}}
         task:     {data, name, curriculum: !include ../../hyperparams/curriculum/dim-50_pts-200.yaml}
         training: !include ../../hyperparams/training_args.yaml     (Hugging Face TrainingArguments)
