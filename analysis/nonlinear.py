@@ -95,9 +95,9 @@ def nonlinear(runs: dict[str, Sequence[RunDir]]) -> dict:
 
 
 def grid_tasks(settings, key: jax.Array, grid: np.ndarray):
-    """One random function and its N context pairs, queried at every grid point: FunctionTasks
+    """One random function and its N context pairs, queried at every grid point: Tasks
     of G tasks (the same function and context) and the function's values on the grid [G]."""
-    from src.tasks.nonlinear import FunctionTasks
+    from src.tasks.regression import Tasks
     options = settings.task.options
     key_f, key_x = jax.random.split(key)
     f = options.function(key_f, 1)
@@ -106,7 +106,7 @@ def grid_tasks(settings, key: jax.Array, grid: np.ndarray):
     query_x = jnp.asarray(grid, jnp.float32).reshape(-1, 1) * jnp.ones((1, options.d))
     values = f(query_x[None])[0]
     g = len(grid)
-    return FunctionTasks(jnp.repeat(context_x, g, 0), jnp.repeat(f(context_x), g, 0), query_x, values), values
+    return Tasks(jnp.repeat(context_x, g, 0), jnp.repeat(f(context_x), g, 0), query_x, values), values
 
 
 def examples(settings, predictors: dict, fixed: dict) -> list[dict]:

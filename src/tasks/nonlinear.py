@@ -19,21 +19,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, ClassVar, NamedTuple
+from typing import Callable, ClassVar
 
 import jax
 import jax.numpy as jnp
 
 from src.registry import registry
 from src.settings import require, require_int, require_number
-
-
-class FunctionTasks(NamedTuple):
-    """A batch of non-linear regression tasks (the names of src.tasks.regression.Tasks)."""
-    context_x: jax.Array  # [B, N, d]
-    context_y: jax.Array  # [B, N]
-    query_x: jax.Array    # [B, d]
-    query_y: jax.Array    # [B]
+from src.tasks.regression import Tasks
 
 
 @dataclass(frozen=True)
@@ -94,15 +87,16 @@ class RandomMLPOptions:
         return lambda x: scale * jnp.sum(v * jax.nn.relu(jnp.einsum("bmd,bhd->bmh", x, w) + b), -1)
 
 
-def sample_function_tasks(key: jax.Array, batch_size: int, options, alpha: float = 1.0) -> FunctionTasks:
+def sample_function_tasks(key: jax.Array, batch_size: int, options, alpha: float = 1.0) -> Tasks:
     """Draw B tasks of `options` (SineOptions | RandomMLPOptions): N context pairs and a query
-    from one random function each, inputs ~ U(−alpha·a/2, alpha·a/2)^d."""
+    from one random function each, inputs ~ U(−alpha·a/2, alpha·a/2)^d (Tasks without task
+    vectors: w None)."""
     key_f, key_x = jax.random.split(key)
     n, d, half = options.num_context, options.d, alpha * options.input_range / 2.0
     f = options.function(key_f, batch_size)
     x = jax.random.uniform(key_x, (batch_size, n + 1, d), minval=-half, maxval=half)
     y = f(x)
-    return FunctionTasks(x[:, :n], y[:, :n], x[:, n], y[:, n])
+    return Tasks(x[:, :n], y[:, :n], x[:, n], y[:, n])
 
 
 def _register(name: str, options: type, doc: str) -> None:

@@ -19,12 +19,13 @@ from src.registry import registry
 
 
 class Tasks(NamedTuple):
-    """A batch of raw regression tasks."""
+    """A batch of in-context tasks in von Oswald et al.'s form: N context pairs and a query (the
+    same prompts as a pair batch, src.tasks.garg.RegressionBatch: query_tasks / pair_batch)."""
     context_x: jax.Array  # [B, N, d]
     context_y: jax.Array  # [B, N]
     query_x: jax.Array    # [B, d]
     query_y: jax.Array    # [B]
-    w: jax.Array          # [B, d]
+    w: jax.Array | None = None   # [B, d] the task vectors; None where a task has none (src/tasks/nonlinear.py)
 
 
 def sample_tasks(key: jax.Array, batch_size: int, task: TaskConfig, alpha: float = 1.0) -> Tasks:
@@ -55,7 +56,7 @@ def random_pair_inputs(key: jax.Array, shape: tuple[int, ...], task: TaskConfig,
 
 def take_tasks(tasks: Tasks, index: slice | np.ndarray) -> Tasks:
     """The sub-batch `index` of every field."""
-    return Tasks(*(field[index] for field in tasks))
+    return Tasks(*(None if field is None else field[index] for field in tasks))
 
 
 def empty_tasks(task: TaskConfig) -> Tasks:
