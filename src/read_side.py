@@ -1,6 +1,6 @@
 """The read side of a trained run, by capability: what an analysis may ask of a run without
 naming its system or importing the system's code. A system registers, per capability it has, a
-class that knows its insides (src/systems/<name>.py); an analysis asks for the capability.
+class that knows its insides (src/systems/read_sides.py); an analysis asks for the capability.
 
     pairs = read_side(PredictsPairs, settings)       # any run whose system predicts (x, y) pairs
     model, params, state = pairs.restore(run)         # the trained model, parameters checked
