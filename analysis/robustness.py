@@ -23,8 +23,9 @@ at the trained shape, for the model and the least-squares, averaging, 3-NN and (
 Lasso baselines on the same shifted tasks: analysis/shifts.json. Input shifts need a task whose
 labels are x·w (checked on the run's own eval tasks); otherwise they are null, with the reason.
 The battery needs only the prediction at the last point, so it also runs on the paper's models
-(system lsa, on the pair form of their eval tasks: `--battery` alone, the stress tests need every
-point's prediction): any run that answers pair prompts (src/read_side.py).
+(system lsa, on the pair form of their eval tasks) and on the ICL benchmark's models trained on a
+pair task (system lm): `--battery` alone there, the stress tests need every point's prediction;
+any run that answers pair prompts (src/read_side.py).
 """
 from __future__ import annotations
 

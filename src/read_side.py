@@ -13,7 +13,8 @@ Capabilities (the systems that have them):
     PredictsQueries    a model of one query after N context pairs, on the system's fixed eval
                        tasks (von Oswald et al.'s lsa and nonlinear)
     AnswersPairPrompts predicts the last point of a prompt of (x, y) pairs, so every evaluation
-                       shift applies to it (gpt2, and lsa on the pair form of its prompts)
+                       shift applies to it (gpt2; lm on its pair tasks; lsa on the pair form of
+                       its prompts)
     ScoredAgainstGD    scored against one tuned GD step on the paper's eval set, with its
                        curricula (lsa)
     ExposesAttention   saved its attention weights under attn/ (lsa with save_attention)

@@ -117,14 +117,42 @@ def lsa_run(tmp_path_factory):
     return execute(s, tmp_path_factory.mktemp("read_side") / "lsa", **FLAGS).run
 
 
-def test_every_evaluation_shift_applies_to_every_system_that_answers_pair_prompts(gpt2_run, lsa_run):
-    """The shift battery asks for AnswersPairPrompts (gpt2, and the paper's lsa on the pair form of
-    its prompts): for each such system, every registered shift is in the grid and gives a finite
-    error for the model and for least squares."""
+@pytest.fixture(scope="module")
+def lm_run(tmp_path_factory):
+    """The ICL benchmark's model on a pair task (linear regression, 11 points of d = 5)."""
+    from src.registry import choice
+    from src.systems.lm import LMTrain, PairShape, lm_settings
+    settings = lm_settings(choice("task", "linear_regression"), choice("seq_mixer", "softmax_causal"),
+                           choice("state_mixer", "mlp"), width=16, n_layer=1, n_head=2,
+                           train=LMTrain(steps=20, log_every=10, eval_size=32, checkpoint_every=0),
+                           pairs=PairShape(n_points=11, n_dims=5))
+    return execute(settings, tmp_path_factory.mktemp("read_side") / "lm", **FLAGS).run
+
+
+def test_an_lm_pair_run_answers_pair_prompts_with_its_trained_model(lm_run):
+    from src.loop import TrainState
+    from src.systems.lm import LMTrainer
+    settings = lm_run.load_settings()
+    side = read_side(AnswersPairPrompts, settings)
+    model, params, state = side.restore(lm_run)
+    trainer = LMTrainer(settings)
+    assert trainer.evaluate(TrainState(params, None))["eval_loss"] == lm_run.load_json(names.SUMMARY)["eval_loss"]
+    prompts = side.pair_prompts()
+    np.testing.assert_array_equal(prompts.xs, trainer.evaluation.xs)        # the run's own eval batch
+    np.testing.assert_allclose(side.query_predictor((model, params, state), 11)(prompts.xs, prompts.ys),
+                               trainer.apply(params, prompts.xs, prompts.ys)[:, -1], rtol=1e-5, atol=1e-6)   # jitted: rounded alike to 1e-7
+    mqar = settings_of("lm")
+    assert mqar.task.name == "mqar" and not has(AnswersPairPrompts, mqar)   # a token task: not offered
+
+
+def test_every_evaluation_shift_applies_to_every_system_that_answers_pair_prompts(gpt2_run, lsa_run, lm_run):
+    """The shift battery asks for AnswersPairPrompts (gpt2; lm on its pair tasks; the paper's lsa
+    on the pair form of its prompts): for each such system, every registered shift is in the grid
+    and gives a finite error for the model and for least squares."""
     from analysis.robustness import battery, battery_grid
-    assert systems_with(AnswersPairPrompts) == ("gpt2", "lsa")
+    assert systems_with(AnswersPairPrompts) == ("gpt2", "lm", "lsa")
     for system in systems_with(AnswersPairPrompts):
-        run = {"gpt2": gpt2_run, "lsa": lsa_run}[system]   # a finished run of each system with it
+        run = {"gpt2": gpt2_run, "lm": lm_run, "lsa": lsa_run}[system]   # a finished run of each
         side = read_side(AnswersPairPrompts, run.load_settings())
         grid = battery_grid(11, 5)
         assert {shift for _, shift, _ in grid} == set(registry("shift").names())

@@ -3,6 +3,7 @@ prompts it is evaluated on from a run, by capability. The only code outside a sy
 that knows its insides; analyses import none of it.
 
     gpt2       PredictsPairs                     Garg et al.'s GPT-2 family (any mixer, any position)
+    lm         AnswersPairPrompts                the ICL benchmark's models on its pair tasks
     lsa        ScoredAgainstGD (PredictsQueries)  von Oswald et al.'s attention-only models
                ExposesAttention                   ... when it saved its attention (save_attention)
     nonlinear  LearnsFunctions (PredictsQueries)  the MLP + LSA model on the sine-regression tasks
@@ -26,7 +27,8 @@ from src.read_side import (AnswersPairPrompts, ExposesAttention, LearnsFunctions
                            TracksDynamics, register_read_side)
 from src.registry import registry
 from src.rundir.names import PARAMS
-from src.systems import gpt2, nonlinear
+from src.tasks.objectives import objective_of
+from src.systems import gpt2, lm, nonlinear
 from src.systems.lsa import token_width
 from src.tasks.garg import pair_batch
 from src.tasks.regression import Tasks
@@ -68,6 +70,37 @@ class GPT2Pairs(PredictsPairs, AnswersPairPrompts):
     def query_predictor(self, restored, n_points, tasks=None):
         predict = self.predictor(*restored, n_points, tasks)
         return lambda xs, ys: predict(xs, ys)[:, -1]
+
+
+@register_read_side("lm")
+class LMPairs(AnswersPairPrompts):
+    """An lm run on a pair task (regression or boolean; not the token tasks)."""
+    @classmethod
+    def offered(cls, settings) -> bool:
+        return objective_of(settings.task.name).inputs == "pairs"
+
+    def restore(self, run) -> tuple:
+        s = self.settings
+        model = lm.make_model(s)
+        example = lm.sampler(s)(jax.random.key(0), 1)
+        params, state = model.init(jax.random.key(s.train.seed), example.xs, example.ys)
+        return model, run.load_params(like=params, rename=canonical_param_name), state
+
+    def pair_prompts(self, alpha=1.0):
+        s, shape = self.settings, self.settings.pairs
+        draw = registry("task").get(s.task.name).build(s.task.options, n_points=shape.n_points, n_dims=shape.n_dims)
+        return jax.jit(lambda key: draw(key, s.train.eval_size, shape.n_dims, shape.n_points, alpha))(
+            jax.random.key(s.train.eval_seed))     # at alpha = 1 the run's own eval batch
+
+    def query_predictor(self, restored, n_points, tasks=None):
+        model, params, state = restored
+        m = self.settings.model
+        rows = block_rows(forward_bytes(tokens=2 * n_points, width=m.width, layers=m.n_layer, heads=m.n_head),
+                          tasks or self.settings.train.eval_size)
+        return in_blocks(jax.jit(lambda xs, ys: model.apply(params, state, xs, ys)[:, -1]), rows)
+
+    def label_scale(self) -> float:
+        return getattr(self.settings.task.options, "scale", 1.0)
 
 
 @register_read_side("lsa")
