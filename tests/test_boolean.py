@@ -40,7 +40,7 @@ def test_parity_labels_vary_within_a_sequence(draws):
 
 @pytest.mark.parametrize("name", SPARSE)
 def test_sparse_classes_have_exactly_k_relevant_coordinates(draws, name):
-    assert (np.asarray(draws[name].support).sum(1) == K).all()
+    assert (np.asarray(draws[name].w).sum(1) == K).all()
 
 
 def test_dnf_and_cnf_terms_have_exactly_k_literals():

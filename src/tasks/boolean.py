@@ -1,10 +1,11 @@
 """Boolean function classes for in-context learning (Bhattamishra et al. 2023, as used by seeds
 001 and 002): a function f: {±1}^d -> {±1} drawn per sequence, then n inputs and their labels.
 
-    sample(key, name, batch, n_points, d, options) -> BooleanBatch(xs [B, n, d], ys [B, n],
-                                                                   support [B, d] bool)
+    sample(key, name, batch, n_points, d, options) -> RegressionBatch(xs [B, n, d], ys [B, n],
+                                                     weights [B, n] (1), w [B, d] (0/1), dims d)
 
-`support` marks the coordinates f depends on (tests check it exactly). Classes (w selects
+the pair tasks' one prompt type (src/tasks/garg.py); its `w` is f's support, 1 on the coordinates
+f depends on (tests check it exactly). Classes (w selects
 literals: w_i = +1 for x_i, −1 for ¬x_i, 0 for unused):
 
   conjunction        y = +1 iff every selected literal holds: sign(wᵀx − (‖w‖₁ − 1)); each
@@ -41,6 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from src.settings import require_int, require_number
+from src.tasks.garg import RegressionBatch
 
 CLASSES = ("conjunction", "disjunction", "sparse_disjunction", "dnf3", "cnf3", "int_halfspace",
            "majority", "sparse_threshold", "parity", "sparse_parity")
@@ -58,12 +60,6 @@ class BooleanOptions:
         require_int("k", self.k, 1, 4096)
         require_number("p_literal", self.p_literal, 0.0, high=1.0)
         require_number("balance", self.balance, 0.0, high=1.0)
-
-
-class BooleanBatch(NamedTuple):
-    xs: jax.Array        # [B, n, d] in {±1}
-    ys: jax.Array        # [B, n] in {±1}
-    support: jax.Array   # [B, d] bool: the coordinates f depends on
 
 
 def _signs(key, shape) -> jax.Array:
@@ -213,7 +209,7 @@ def evaluate(name: str, f: BooleanFunction, xs: jax.Array) -> jax.Array:
 
 
 def sample(key: jax.Array, name: str, batch: int, n_points: int, d: int,
-           options: BooleanOptions = BooleanOptions()) -> BooleanBatch:
+           options: BooleanOptions = BooleanOptions()) -> RegressionBatch:
     """A batch of sequences of the class `name` (see the module docstring)."""
     if name not in FUNCTION_CLASSES:
         raise ValueError(f"task={name!r} is unknown; accepted: {', '.join(CLASSES)}")
@@ -225,20 +221,19 @@ def sample(key: jax.Array, name: str, batch: int, n_points: int, d: int,
     xs = _signs(k_x, (batch, n_points, d))
     if cls.rewrite is not None:
         xs = _rewrite(k_bal, xs, _pick_term(k_pick, f.w, n_points), options.balance, cls.rewrite)
-    return BooleanBatch(xs, cls.evaluate(f, xs), jnp.any(f.w != 0, 1))
+    ys = cls.evaluate(f, xs)
+    return RegressionBatch(xs, ys, jnp.ones_like(ys), jnp.any(f.w != 0, 1).astype(jnp.float32),
+                           jnp.asarray(d, jnp.float32))
 
 
 def make_sampler(name: str, options: BooleanOptions, n_points: int, n_dims: int):
     """The `gpt2` family's task protocol: (key, batch_size, dims, points, alpha=1) ->
     RegressionBatch at [B, n_points, n_dims]; `dims` must be n_dims (no dimension curriculum),
     points at or beyond `points` are masked out of the loss, `w` holds the support (0/1)."""
-    from src.tasks.garg import RegressionBatch
-
     def draw(key, batch_size: int, dims, points, alpha: float = 1.0):
         batch = sample(key, name, batch_size, n_points, n_dims, options)
         weights = (jnp.arange(n_points) < points).astype(jnp.float32)[None].repeat(batch_size, 0)
-        return RegressionBatch(alpha * batch.xs, batch.ys, weights,
-                               batch.support.astype(jnp.float32), jnp.asarray(n_dims, jnp.float32))
+        return batch._replace(xs=alpha * batch.xs, weights=weights)
     return draw
 
 
