@@ -121,8 +121,9 @@ class AnswersPairPrompts(Capability):
         return self.settings.task.name
 
     def label_scale(self) -> float:
-        """s of the task's labels y = s·(x·w) where they are linear (1 unless the task scales them)."""
-        return 1.0
+        """s of the task's labels y = s·(x·w) where they are linear: the task options' `scale`
+        (Garg et al.'s), else 1."""
+        return getattr(getattr(self.settings.task, "options", None), "scale", 1.0)
 
 
 class ScoredAgainstGD(PredictsQueries):

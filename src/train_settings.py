@@ -61,19 +61,19 @@ class StepTrain(TrainLoop):
         _check_ranges(("steps", "steps", self.steps), ("batch_size", "batch_size", self.batch_size),
                       ("eval_size", "eval_size", self.eval_size), ("seed", "eval_seed", self.eval_seed))
         require_number("grad_clip", self.grad_clip, 0)
-        for name, (low, high, open_high) in OPTIMIZER_KNOBS.items():
+        for name, (low, high, open_high, none_allowed) in OPTIMIZER_KNOBS.items():
             value = getattr(self, name, None)
-            if hasattr(self, name) and not (value is None and name == "warmup_fraction"):
+            if hasattr(self, name) and not (value is None and none_allowed):
                 require_number(name, value, low, high=high, open_high=open_high)
 
 
 # intervals of the loop a system's train may have, with their least value (0: never); the most is
 # a run's most steps (src.bounds.RANGES["steps"])
 LOOP_INTERVALS = {"log_every": 1, "checkpoint_every": 0, "keep_every": 0}
-# optimizer knobs some systems' train have: name -> (least, most or None, most excluded);
-# warmup_fraction may also be None (a constant rate)
-OPTIMIZER_KNOBS = {"warmup_fraction": (0, 1, False), "weight_decay": (0, None, False),
-                   "adam_b1": (0, 1, True), "adam_b2": (0, 1, True)}
+# optimizer knobs some systems' train have: name -> (least, most or None, most excluded, None
+# allowed: warmup_fraction None is a constant rate)
+OPTIMIZER_KNOBS = {"warmup_fraction": (0, 1, False, True), "weight_decay": (0, None, False, False),
+                   "adam_b1": (0, 1, True, False), "adam_b2": (0, 1, True, False)}
 
 
 def _check_ranges(*named: tuple[str, str, int]) -> None:

@@ -15,8 +15,6 @@ import dataclasses
 
 import jax
 
-import jax.numpy as jnp
-
 from src.batched import block_rows, in_blocks
 from src.bounds import forward_bytes
 from src.eval_set import draw_tasks, make_eval_set
@@ -64,9 +62,6 @@ class GPT2Pairs(PredictsPairs, AnswersPairPrompts):
     def pair_prompts(self, alpha=1.0):
         return self.prompts(None, alpha)
 
-    def label_scale(self) -> float:
-        return getattr(self.settings.task.options, "scale", 1.0)
-
     def query_predictor(self, restored, n_points, tasks=None):
         predict = self.predictor(*restored, n_points, tasks)
         return lambda xs, ys: predict(xs, ys)[:, -1]
@@ -99,9 +94,6 @@ class LMPairs(AnswersPairPrompts):
                           tasks or self.settings.train.eval_size)
         return in_blocks(jax.jit(lambda xs, ys: model.apply(params, state, xs, ys)[:, -1]), rows)
 
-    def label_scale(self) -> float:
-        return getattr(self.settings.task.options, "scale", 1.0)
-
 
 @register_read_side("lsa")
 class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
@@ -133,7 +125,7 @@ class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
         m = self.settings.model
 
         def at_query(xs, ys):
-            tasks = Tasks(xs[:, :-1], ys[:, :-1], xs[:, -1], ys[:, -1], jnp.zeros_like(xs[:, -1]))
+            tasks = Tasks(xs[:, :-1], ys[:, :-1], xs[:, -1], ys[:, -1])     # no task vectors needed
             return model.apply(params, make_tokens(tasks, model.config)).prediction
         rows = block_rows(forward_bytes(tokens=2 * n_points, width=token_width(self.settings),
                                         layers=m.num_layers, heads=m.num_heads), tasks or self.settings.train.eval_size)
