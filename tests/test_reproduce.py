@@ -172,6 +172,16 @@ def test_finished_runs_are_reused_and_changed_settings_redone(toy):
                       "sine_mlp_lsa_seed0": "complete", "sine_features_gd_seed0": "complete"}
 
 
+@pytest.mark.study
+def test_runs_of_other_settings_are_refused_unless_overwrite(toy, tmp_path):
+    """The study frame's rule: a finished run made with other settings is not retrained silently."""
+    done = run_reproduce(*toy["args"], "--lsa1-steps", "30", timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "made with other settings or code" in lines[0] and "--overwrite" in lines[0], lines
+    assert json.loads((toy["runs"] / "lsa1_seed0" / "config.json").read_text())["settings"]["train"]["steps"] == 20
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--seeds", "a"], "--seeds='a' is not an integer"),
     (["--ks", "1"], "--ks=1 is out of range"),
