@@ -21,15 +21,15 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from analysis.common import (AnalysisError, for_capability, load_run, main_frame, pairs_of,
+from analysis.common import (AnalysisError, for_capability, main_frame, pairs_of,
                              register_analysis, regression_task, tuned_eta)
-from src.read_side import PredictsPairs, ScoredAgainstGD, has, systems_with
+from src.read_side import PredictsPairs, ScoredAgainstGD, has, read_side, systems_with
 from src.rundir import names
 from src.flags import positive_number
 from src.process import guarded
 from src.metrics import make_scorer
 from src.rundir import RunDir
-from src.eval_set import EvalSet, make_eval_set
+from src.eval_set import EvalSet
 from src.models.attention_only import Model
 
 MODULE = "analysis.alignment"
@@ -97,20 +97,20 @@ def pair_alignment(settings, model, params, state, eta: float | None = None) -> 
 
 def run(run_dir: RunDir, eta: float | None = None) -> dict:
     """Compute and write analysis/alignment.json; `eta` overrides the run's tuned step size."""
-    if has(PredictsPairs, run_dir.load_settings(*systems_with(ScoredAgainstGD), *systems_with(PredictsPairs))):
-        from analysis.icl_curve import load_run as load_pair_run
-        settings, model, params, state = load_pair_run(run_dir)
+    settings = run_dir.load_settings(*systems_with(ScoredAgainstGD), *systems_with(PredictsPairs))
+    if has(PredictsPairs, settings):
+        model, params, state = pairs_of(settings).restore(run_dir)
         if not regression_task(settings):
             raise AnalysisError(f"{run_dir.path} trained on {settings.task.name}, whose labels are not real "
                                 "numbers; accepted: a regression run (GD's step is a regression estimator)")
         result = pair_alignment(settings, model, params, state, eta)
         run_dir.write_json(names.ALIGNMENT, result)
         return result
-    loaded = load_run(run_dir)
+    side = read_side(ScoredAgainstGD, settings)
+    model, params = side.restore(run_dir)
     eta_source = "flag" if eta is not None else "tuned"
     eta = tuned_eta(run_dir) if eta is None else float(eta)
-    eval_set = make_eval_set(loaded.settings, gd_eta=eta)
-    result = {**alignment_metrics(loaded.model, loaded.params, eval_set), "eta_source": eta_source}
+    result = {**alignment_metrics(model, params, side.eval_set(gd_eta=eta)), "eta_source": eta_source}
     run_dir.write_json(names.ALIGNMENT, result)
     return result
 

@@ -141,13 +141,14 @@ def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: 
 
 
 def sampler(settings: LMSettings):
-    """(key, batch) -> a batch of the task: TokenBatch, or the pair tasks' RegressionBatch."""
+    """(key, batch) -> a batch of the task: TokenBatch, or the pair tasks' RegressionBatch (these
+    take alpha too: inputs scaled, 1 by default)."""
     entry = registry("task").get(settings.task.name)
     if objective_of(settings.task.name).inputs == "tokens":
         return entry.build(settings.task.options)
     shape = settings.pairs
     draw = entry.build(settings.task.options, n_points=shape.n_points, n_dims=shape.n_dims)
-    return lambda key, batch: draw(key, batch, shape.n_dims, shape.n_points)
+    return lambda key, batch, alpha=1.0: draw(key, batch, shape.n_dims, shape.n_points, alpha)
 
 
 def model_inputs(batch) -> tuple:
@@ -181,6 +182,13 @@ def make_model(settings: LMSettings):
     return registry("family").get("sequence").build(settings.model)
 
 
+def init_model(settings: LMSettings, model, sample=None):
+    """(params, Haiku state) of the settings' seed, shaped by one example of the task (`sample`:
+    the settings' sampler unless given)."""
+    example = (sample or sampler(settings))(jax.random.key(0), 1)
+    return model.init(jax.random.key(settings.train.seed), *model_inputs(example))
+
+
 class LMTrainer(SystemTrainer):
     def __init__(self, settings: LMSettings):
         self.settings = settings
@@ -192,8 +200,7 @@ class LMTrainer(SystemTrainer):
                                         tr.steps)
         self.objective = objective_of(settings.task.name)
         self.sample = sampler(settings)
-        example = self.sample(jax.random.key(0), 1)
-        self.params0, self.model_state = self.model.init(jax.random.key(tr.seed), *model_inputs(example))
+        self.params0, self.model_state = init_model(settings, self.model, self.sample)
         self.train_key = jax.random.fold_in(jax.random.key(tr.seed), 1)
         self._chunk = self._make_chunk()
         self._score = jax.jit(lambda p, b: self.objective.score(self.apply(p, *model_inputs(b)), b))

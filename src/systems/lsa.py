@@ -37,7 +37,7 @@ import src.rundir.names as names
 from src.settings import (Settings, SettingsError, require, require_int, require_number,
                           require_one_of)
 from src.systems import Arrays, SystemTrainer, keyed_seed_parts, register_system
-from src.tasks.paper_form import is_paper_task, paper_tasks
+from src.tasks.paper_form import is_paper_task, own_tasks, paper_tasks
 from src.tasks.pools import check_pool, pooled_tasks
 
 ATTENTION_TASKS = names.ATTENTION_TASKS
@@ -87,7 +87,7 @@ class LSASettings(Settings):
         require_number("model.init_scale", m.init_scale, 0, open_low=True)
         require_number("model.clip_value", m.clip_value, 0)
         check_pool("train.", tr.num_tasks, tr.num_training_examples, t.name,
-                   pool_tasks=tuple(e.name for e in registry("task") if e.options is TaskConfig))
+                   pool_tasks=tuple(own_tasks()))
         try:   # the shared integer ranges (src/bounds.py): refuse absurd sizes before any work
             check_sizes(("d", "task.d", t.d), ("points", "task.num_context", t.num_context),
                         ("layers", "model.num_layers", m.num_layers),

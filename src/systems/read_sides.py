@@ -75,17 +75,14 @@ class LMPairs(AnswersPairPrompts):
         return objective_of(settings.task.name).inputs == "pairs"
 
     def restore(self, run) -> tuple:
-        s = self.settings
-        model = lm.make_model(s)
-        example = lm.sampler(s)(jax.random.key(0), 1)
-        params, state = model.init(jax.random.key(s.train.seed), example.xs, example.ys)
+        model = lm.make_model(self.settings)
+        params, state = lm.init_model(self.settings, model)
         return model, run.load_params(like=params, rename=canonical_param_name), state
 
     def pair_prompts(self, alpha=1.0):
-        s, shape = self.settings, self.settings.pairs
-        draw = registry("task").get(s.task.name).build(s.task.options, n_points=shape.n_points, n_dims=shape.n_dims)
-        return jax.jit(lambda key: draw(key, s.train.eval_size, shape.n_dims, shape.n_points, alpha))(
-            jax.random.key(s.train.eval_seed))     # at alpha = 1 the run's own eval batch
+        """At alpha = 1 the run's own eval batch (LMTrainer.evaluation)."""
+        tr, sample = self.settings.train, lm.sampler(self.settings)
+        return jax.jit(lambda key: sample(key, tr.eval_size, alpha))(jax.random.key(tr.eval_seed))
 
     def query_predictor(self, restored, n_points, tasks=None):
         model, params, state = restored

@@ -29,9 +29,14 @@ def is_paper_task(task: TaskConfig) -> bool:
     return registry("task").get(task.name).options is TaskConfig
 
 
+def own_tasks() -> list[str]:
+    """The registered tasks drawn in the paper's form itself (options TaskConfig)."""
+    return [e.name for e in registry("task") if e.options is TaskConfig]
+
+
 def paper_tasks() -> list[str]:
     """Every registered task the paper's system trains on: its own and every pair task."""
-    own = [e.name for e in registry("task") if e.options is TaskConfig]
+    own = own_tasks()
     return own + [name for name in tasks_for("pairs") if name not in own]
 
 
