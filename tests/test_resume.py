@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -99,19 +98,13 @@ def without_times(path: Path) -> dict:
 
 
 def killed_after_a_checkpoint(runner: str, argv: list[str], out: Path) -> int:
-    """Start the run in a process, stop it as soon as its first checkpoint is on disk, SIGKILL it;
-    returns the step of the checkpoint it left."""
+    """Run it in a process that SIGKILLs itself as soon as its first checkpoint is on disk
+    (tests/kill_after_checkpoint.py); returns the step of the checkpoint it left."""
     import numpy as np
-    proc = subprocess.Popen([sys.executable, "-m", runner, *argv, "--out", str(out)], cwd=ROOT, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (out / "checkpoint.npz").exists():
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline, "no checkpoint within 120 s"
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGSTOP)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "kill_after_checkpoint.py"), runner, *argv,
+                           "--out", str(out)], cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert not (out / "metrics_summary.json").exists(), "the run finished before it was killed"
     with np.load(out / "checkpoint.npz") as data:
         return int(data["step"])
