@@ -298,16 +298,13 @@ def test_two_runs_at_once_on_one_run_directory_one_trains_the_other_is_refused(m
     """Both started at once: exactly one trains (exit 0), the other is refused in one line naming
     the holder (exit 2), and the run directory is the one that trained, whole."""
     out = tmp_path / "run"
-    first = start(*LONG, "--out", str(out))
-    if mode == "--resume":                       # a run stopped at a checkpoint, resumed twice at once
-        deadline = time.monotonic() + 120
-        while not (out / "checkpoint.npz").exists():
-            assert first.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        first.send_signal(signal.SIGKILL)
-        first.wait()
+    if mode == "--resume":                       # a run killed at its first checkpoint, resumed twice at once
+        killed = subprocess.run([sys.executable, str(ROOT / "tests" / "kill_after_checkpoint.py"),
+                                 "runners.run_concat_inputs_targets", *LONG, "--out", str(out)], cwd=ROOT,
+                                env=ENV, capture_output=True, text=True, timeout=240)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
     else:
-        assert first.wait(timeout=240) == 0      # an old run to replace, twice at once
+        assert start(*LONG, "--out", str(out)).wait(timeout=240) == 0      # an old run to replace, twice at once
     both = [start(*LONG, "--out", str(out), mode) for _ in range(2)]
     results = [(proc.wait(timeout=300), proc.communicate()[1]) for proc in both]
     assert sorted(code for code, _ in results) == [0, 2], results
