@@ -40,7 +40,8 @@ import numpy as np
 from analysis.common import for_capability, main_frame, pairs_of, register_analysis, regression_task, settings_with
 from analysis.icl_curve import baseline_rows, load_run, points_limit
 from src import rundir as names
-from src.curricula import num_corrupted, ordering_key
+from src.config import CurriculumConfig
+from src.curricula import corrupt_pairs, num_corrupted, order
 from src.batched import in_blocks
 from src.read_side import AnswersPairPrompts, PredictsPairs, has, read_side
 from src.rundir import RunDir
@@ -56,29 +57,11 @@ def _last_point_error(predict, xs, ys, dims) -> float:
     return float(jnp.mean((prediction[:, -1] - ys[:, -1]) ** 2) / dims)
 
 
-def _corrupt(key, xs, ys, count: int, mode: str, sigma: float, placement: str = "mixed"):
-    """Corrupt `count` context pairs (all but the last point) of every task: uniformly chosen
-    (placement mixed), the first ones (noisy_first) or the last ones (clean_first)."""
-    b, n, d = xs.shape
-    k_pick, k_x, k_y = jax.random.split(key, 3)
-    position = jnp.broadcast_to(jnp.arange(n - 1), (b, n - 1))
-    rank = {"mixed": jnp.argsort(jnp.argsort(jax.random.uniform(k_pick, (b, n - 1)), -1), -1),
-            "noisy_first": position, "clean_first": n - 2 - position}[placement]
-    mask = jnp.concatenate([rank < count, jnp.zeros((b, 1), bool)], axis=1)
-    if mode == "label_noise":
-        return xs, jnp.where(mask, ys + sigma * jax.random.normal(k_y, ys.shape), ys)
-    fresh_x = jnp.where(xs != 0, jax.random.normal(k_x, xs.shape), 0.0)   # inactive dims stay 0
-    return (jnp.where(mask[..., None], fresh_x, xs),
-            jnp.where(mask, sigma * jax.random.normal(k_y, ys.shape), ys))
-
-
 def _reorder(key, xs, ys, ordering: str):
     """The context (all but the last point) sorted by `ordering` relative to the last point."""
-    tasks = Tasks(xs[:, :-1], ys[:, :-1], xs[:, -1], ys[:, -1], jnp.zeros_like(xs[:, -1]))
-    perm = jnp.argsort(ordering_key(key, tasks, ordering), axis=-1)
-    context_x = jnp.take_along_axis(xs[:, :-1], perm[..., None], axis=1)
-    context_y = jnp.take_along_axis(ys[:, :-1], perm, axis=1)
-    return (jnp.concatenate([context_x, xs[:, -1:]], 1), jnp.concatenate([context_y, ys[:, -1:]], 1))
+    tasks = Tasks(xs[:, :-1], ys[:, :-1], xs[:, -1], ys[:, -1], None)
+    context = order(key, tasks, jnp.zeros(ys[:, :-1].shape, bool), CurriculumConfig(ordering=ordering)).tasks
+    return (jnp.concatenate([context.context_x, xs[:, -1:]], 1), jnp.concatenate([context.context_y, ys[:, -1:]], 1))
 
 
 def robustness(settings, model, params, state) -> dict:
@@ -95,11 +78,12 @@ def robustness(settings, model, params, state) -> dict:
     out["clean_last"] = float(per_point[-1])
     for name, mode, p, sigma in (("label_noise", "label_noise", 0.25, 0.5),
                                  ("random_pairs", "random_pairs", 0.2, 1.0)):
-        cx, cy = _corrupt(jax.random.fold_in(key, len(name)), xs, ys, num_corrupted(p, n - 1), mode, sigma)
+        cx, cy, _ = corrupt_pairs(jax.random.fold_in(key, len(name)), xs, ys, num_corrupted(p, n - 1), mode, sigma,
+                                  context=n - 1)
         out[name] = _last_point_error(predict, cx, cy, dims)
-    for placement in ("clean_first", "noisy_first"):   # SPEC §7's placements, label noise p 0.25
-        cx, cy = _corrupt(jax.random.fold_in(key, 11), xs, ys, num_corrupted(0.25, n - 1),
-                          "label_noise", 0.5, placement)
+    for placement, pick in (("clean_first", "last"), ("noisy_first", "first")):   # SPEC §7's placements
+        cx, cy, _ = corrupt_pairs(jax.random.fold_in(key, 11), xs, ys, num_corrupted(0.25, n - 1),
+                                  "label_noise", 0.5, pick=pick, context=n - 1)
         out[f"label_noise_{placement}"] = _last_point_error(predict, cx, cy, dims)
     for ordering in ("random", "easy2hard"):
         ox, oy = _reorder(jax.random.fold_in(key, 3), xs, ys, ordering)

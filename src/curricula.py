@@ -10,12 +10,13 @@ Shapes: B tasks, N context pairs, d input dimension.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from src.config import CurriculumConfig, TaskConfig
+from src.tasks.garg import RegressionBatch
 from src.tasks.paper_form import is_paper_task, paper_form_sampler
 from src.tasks.regression import Tasks, random_pair_inputs
 
@@ -31,31 +32,66 @@ def num_corrupted(p: float, num_context: int) -> int:
     return int(math.floor(p * num_context + 0.5))
 
 
+# which context pairs are corrupted: `count` uniformly chosen ones, the first `count` or the last
+PICKS = ("uniform", "first", "last")
+
+
+def gaussian_inputs(key: jax.Array, xs: jax.Array) -> jax.Array:
+    """Fresh inputs N(0, I) on the coordinates `xs` [..., d] uses (its non-zero ones; a curriculum's
+    inactive coordinates stay 0): Garg et al.'s input distribution, for random pairs."""
+    return jnp.where(xs != 0, jax.random.normal(key, xs.shape), 0.0)
+
+
+def corrupt_pairs(key: jax.Array, xs: jax.Array, ys: jax.Array, count: int, mode: str, sigma: float,
+                  fresh_inputs: Callable[[jax.Array, jax.Array], jax.Array] = gaussian_inputs, *,
+                  pick: str = "uniform", context: int | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Corrupt `count` of the first `context` pairs (default: all) of every prompt xs [B, n, d],
+    ys [B, n]; the pairs after them (a query) are never touched. Returns (xs, ys, mask [B, n]).
+
+    mode label_noise:  y_i <- y_i + sigma * eps, eps ~ N(0, 1)
+    mode random_pairs: (x_i, y_i) <- (x', y'), x' = fresh_inputs(key, xs) (the task's own inputs),
+                       y' ~ N(0, sigma^2)
+    pick: which pairs, `count` uniformly chosen ones per prompt, the first `count` or the last.
+    The key is split in three (pick, inputs, labels) and every draw has the shape of xs or ys."""
+    b, n = ys.shape
+    context = n if context is None else context
+    k_pick, k_x, k_y = jax.random.split(key, 3)
+    position = jnp.broadcast_to(jnp.arange(context), (b, context))
+    if pick == "uniform":
+        rank = jnp.argsort(jnp.argsort(jax.random.uniform(k_pick, (b, context)), -1), -1)
+    elif pick == "first":
+        rank = position
+    elif pick == "last":
+        rank = context - 1 - position
+    else:
+        raise ValueError(f"pick={pick!r} is unknown; accepted: {', '.join(PICKS)}")
+    mask = jnp.concatenate([rank < count, jnp.zeros((b, n - context), bool)], axis=1)
+    if mode == "label_noise":
+        return xs, jnp.where(mask, ys + sigma * jax.random.normal(k_y, ys.shape), ys), mask
+    if mode != "random_pairs":
+        raise ValueError(f"mode={mode!r} is unknown; accepted: label_noise, random_pairs")
+    return (jnp.where(mask[..., None], fresh_inputs(k_x, xs), xs),
+            jnp.where(mask, sigma * jax.random.normal(k_y, ys.shape), ys), mask)
+
+
 def corrupt(key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig, task: TaskConfig,
             alpha: float = 1.0) -> tuple[Tasks, jax.Array]:
-    """Corrupt exactly round(p*N) uniformly chosen pairs per task.
-
-    label_noise:  y_i <- y_i + sigma * eps, eps ~ N(0, 1)
-    random_pairs: (x_i, y_i) <- (x', y'), x' ~ U(-alpha*a/2, alpha*a/2)^d (a pair task: x' from
-                  its own inputs), y' ~ N(0, sigma^2)
-    Returns the corrupted tasks and the noise mask [B, N] (original order).
-    """
+    """The curriculum's noise on the context pairs of von Oswald et al.'s form: exactly
+    round(p*N) uniformly chosen pairs per task (corrupt_pairs), random pairs with inputs from the
+    task's own distribution (U(-alpha*a/2, alpha*a/2)^d; a pair task: its sampler's inputs).
+    Returns the corrupted tasks and the noise mask [B, N] (original order)."""
     b, n, d = tasks.context_x.shape
     count = num_corrupted(curriculum.noise_p, n) if curriculum.noise_mode != "clean" else 0
     if count == 0:
         return tasks, jnp.zeros((b, n), dtype=bool)
-    key_pick, key_x, key_y = jax.random.split(key, 3)
-    rank = jnp.argsort(jnp.argsort(jax.random.uniform(key_pick, (b, n)), axis=-1), axis=-1)
-    mask = rank < count  # [B, N]
-    sigma = curriculum.noise_sigma
-    if curriculum.noise_mode == "label_noise":
-        noisy_y = tasks.context_y + sigma * jax.random.normal(key_y, (b, n))
-        return tasks._replace(context_y=jnp.where(mask, noisy_y, tasks.context_y)), mask
-    fresh_x = (random_pair_inputs(key_x, (b, n), task, alpha) if is_paper_task(task)
-               else paper_form_sampler(task)(key_x, b, alpha).context_x)   # a pair task's own inputs
-    fresh_y = sigma * jax.random.normal(key_y, (b, n))
-    return tasks._replace(context_x=jnp.where(mask[..., None], fresh_x, tasks.context_x),
-                          context_y=jnp.where(mask, fresh_y, tasks.context_y)), mask
+
+    def fresh_inputs(k, xs):
+        if is_paper_task(task):
+            return random_pair_inputs(k, xs.shape[:2], task, alpha)
+        return paper_form_sampler(task)(k, b, alpha).context_x      # a pair task's own inputs
+    context_x, context_y, mask = corrupt_pairs(key, tasks.context_x, tasks.context_y, count,
+                                               curriculum.noise_mode, curriculum.noise_sigma, fresh_inputs)
+    return tasks._replace(context_x=context_x, context_y=context_y), mask
 
 
 def ordering_key(key: jax.Array, tasks: Tasks, ordering: str) -> jax.Array:
@@ -116,3 +152,25 @@ def apply_curriculum(key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig,
     key_noise, key_order = jax.random.split(key)
     noisy, mask = corrupt(key_noise, tasks, curriculum, task, alpha)
     return order(key_order, noisy, mask, curriculum)
+
+
+def with_pair_curriculum(key: jax.Array, batch: RegressionBatch, curriculum: CurriculumConfig) -> RegressionBatch:
+    """The curriculum on prompts of pairs (the GPT-2 family's training batches, xs [B, n, d]): the
+    context pairs (every point before the last) corrupted (corrupt_pairs; random pairs get N(0, I)
+    inputs on the active coordinates), then ordered and placed relative to the last point (order);
+    corrupted points leave the loss (their weight is 0). The key's split in four gives the
+    corruption's three keys and the ordering's."""
+    xs, ys = batch.xs, batch.ys
+    b, n, _ = xs.shape
+    count = num_corrupted(curriculum.noise_p, n - 1) if curriculum.noise_mode != "clean" else 0
+    context_x, context_y, mask = xs[:, :-1], ys[:, :-1], jnp.zeros((b, n - 1), bool)
+    if count:
+        context_x, context_y, mask = corrupt_pairs(key, context_x, context_y, count, curriculum.noise_mode,
+                                                   curriculum.noise_sigma)
+    tasks = Tasks(context_x, context_y, xs[:, -1], ys[:, -1], batch.w)
+    ordered = order(jax.random.split(key, 4)[3], tasks, mask, curriculum)
+    kept = jnp.concatenate([~ordered.noise_mask, jnp.ones((b, 1), bool)], axis=1)
+    return batch._replace(xs=jnp.concatenate([ordered.tasks.context_x, xs[:, -1:]], axis=1),
+                          ys=jnp.concatenate([ordered.tasks.context_y, ys[:, -1:]], axis=1),
+                          weights=batch.weights * kept)
+

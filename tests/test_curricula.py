@@ -140,3 +140,22 @@ def test_curriculum_boundaries_are_the_steps_where_it_grows():
     assert Schedule(5, 5, 1, 2000).changes(10_000) == []
     for t in Schedule(11, 41, 2, 2000).changes(100_000):                 # the value moves there
         assert int(Schedule(11, 41, 2, 2000).at(t)) > int(Schedule(11, 41, 2, 2000).at(t - 1))
+
+
+def test_corrupt_pairs_is_the_one_corruption_of_both_forms_and_keeps_inactive_coordinates():
+    """von Oswald et al.'s form (Tasks) and the prompts of pairs (the GPT-2 family's) are corrupted
+    by the same function: the curriculum's labels on the paper's form are corrupt_pairs' on its
+    context; random pairs' Gaussian inputs stay 0 where a curriculum has not yet opened a coordinate."""
+    from src.curricula import corrupt, corrupt_pairs, gaussian_inputs
+    tasks = _tasks()
+    c = CurriculumConfig(noise_mode="label_noise", noise_p=0.3, noise_sigma=0.5)
+    noisy, mask = corrupt(jax.random.key(4), tasks, c, TASK)
+    _, context_y, same_mask = corrupt_pairs(jax.random.key(4), tasks.context_x, tasks.context_y, 3,
+                                            "label_noise", 0.5)
+    np.testing.assert_array_equal(np.asarray(noisy.context_y), np.asarray(context_y))
+    np.testing.assert_array_equal(np.asarray(mask), np.asarray(same_mask))
+    xs = jnp.ones((4, 7, 5)).at[..., 3:].set(0.0)
+    fresh = np.asarray(gaussian_inputs(jax.random.key(0), xs))
+    assert not fresh[..., 3:].any() and np.all(fresh[..., :3] != 0)
+    with pytest.raises(ValueError, match="pick='middle'"):
+        corrupt_pairs(jax.random.key(0), xs, jnp.zeros((4, 7)), 2, "label_noise", 1.0, pick="middle")

@@ -156,7 +156,7 @@ def test_relu_2nn_and_decision_tree_against_numpy():
 
 def test_training_pair_curriculum_corrupts_places_and_masks():
     from src.config import CurriculumConfig
-    from src.systems.gpt2 import with_pair_curriculum
+    from src.curricula import with_pair_curriculum
     batch = sample("linear_regression", b=300, n=11, d=5)
     noisy = with_pair_curriculum(jax.random.key(1), batch, CurriculumConfig(
         ordering="easy2hard", noise_mode="label_noise", noise_p=0.25, noise_sigma=0.5, noise_placement="noisy_first"))

@@ -29,7 +29,7 @@ import optax
 from src.batched import block_rows, in_blocks
 from src.bounds import FLOAT_BYTES, check_memory, check_sizes, forward_bytes, training_bytes
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
-from src.curricula import is_exchangeable, num_corrupted, order
+from src.curricula import is_exchangeable, with_pair_curriculum
 from src.loop import Chunk, LoopResult, TrainState, scan_chunk
 from src.optim import Optimizer, gradient_step, make_optimizer
 from src.models.sequence import SequenceConfig, gpt2
@@ -43,7 +43,6 @@ from src.train_settings import StepTrain
 from src.systems import SystemTrainer, register_system
 from src.tasks.garg import Curriculum, RegressionBatch
 from src.tasks.pools import check_pool, pooled
-from src.tasks.regression import Tasks
 from src.tasks.objectives import objective_of, tasks_for
 
 
@@ -242,31 +241,6 @@ def optimizer_of(settings: GPT2Settings) -> optax.GradientTransformation:
                                          weight_decay=tr.weight_decay, grad_clip=tr.grad_clip,
                                          warmup_fraction=tr.warmup_fraction, decay="linear"), tr.steps)
     return optax.flatten(optimizer) if tr.flat_update else optimizer    # flat: the same update, its norm summed in another order
-
-
-def with_pair_curriculum(key, batch: RegressionBatch, curriculum: CurriculumConfig) -> RegressionBatch:
-    """The context pairs (every point before the last) corrupted, ordered and placed by `curriculum`,
-    relative to the last point; corrupted points leave the loss. Random pairs get a fresh input on
-    the active coordinates and a label ~ N(0, σ²)."""
-    xs, ys = batch.xs, batch.ys
-    b, n, d = xs.shape
-    k_pick, k_x, k_y, k_order = jax.random.split(key, 4)
-    count = num_corrupted(curriculum.noise_p, n - 1) if curriculum.noise_mode != "clean" else 0
-    rank = jnp.argsort(jnp.argsort(jax.random.uniform(k_pick, (b, n - 1)), -1), -1)
-    mask = rank < count                                                         # [B, n − 1]
-    context_x, context_y = xs[:, :-1], ys[:, :-1]
-    if curriculum.noise_mode == "label_noise":
-        context_y = jnp.where(mask, context_y + curriculum.noise_sigma * jax.random.normal(k_y, mask.shape), context_y)
-    elif curriculum.noise_mode == "random_pairs":
-        fresh_x = jnp.where(context_x != 0, jax.random.normal(k_x, context_x.shape), 0.0)
-        context_x = jnp.where(mask[..., None], fresh_x, context_x)
-        context_y = jnp.where(mask, curriculum.noise_sigma * jax.random.normal(k_y, mask.shape), context_y)
-    tasks = Tasks(context_x, context_y, xs[:, -1], ys[:, -1], batch.w)
-    ordered = order(k_order, tasks, mask, curriculum)
-    kept = jnp.concatenate([~ordered.noise_mask, jnp.ones((b, 1), bool)], axis=1)
-    return batch._replace(xs=jnp.concatenate([ordered.tasks.context_x, xs[:, -1:]], axis=1),
-                          ys=jnp.concatenate([ordered.tasks.context_y, ys[:, -1:]], axis=1),
-                          weights=batch.weights * kept)
 
 
 def train_key_of(settings: GPT2Settings) -> jax.Array:
