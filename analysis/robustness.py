@@ -186,8 +186,12 @@ def battery(side: AnswersPairPrompts, restored: tuple, size: int = BATTERY_SIZE,
     return out
 
 
-def run(run_dir: RunDir) -> dict:
-    settings, model, params, state = load_run(run_dir)
+def run(run_dir: RunDir, settings=None) -> dict:
+    """Write the stress tests; `settings`: the run's, when the caller has read them already."""
+    if settings is None:
+        settings, model, params, state = load_run(run_dir)
+    else:
+        model, params, state = pairs_of(settings).restore(run_dir)
     record = robustness(settings, model, params, state)
     run_dir.write_json(JSON, record)
     return record
@@ -198,8 +202,8 @@ register_analysis("robustness", run, "noise, order, OOD and length stress tests 
                   files=[JSON, names.SHIFTS_JSON])     # shifts.json: with --battery
 
 
-def run_battery(run_dir: RunDir, size: int = BATTERY_SIZE, labels=None) -> dict:
-    side = read_side(AnswersPairPrompts, settings_with(run_dir, AnswersPairPrompts))
+def run_battery(run_dir: RunDir, size: int = BATTERY_SIZE, labels=None, settings=None) -> dict:
+    side = read_side(AnswersPairPrompts, settings or settings_with(run_dir, AnswersPairPrompts))
     record = battery(side, side.restore(run_dir), size, labels)
     run_dir.write_json(names.SHIFTS_JSON, record)
     return record
@@ -207,13 +211,13 @@ def run_battery(run_dir: RunDir, size: int = BATTERY_SIZE, labels=None) -> dict:
 
 def _print_record(args, run_dir) -> None:
     # the stress tests read every point's prediction; the battery, the last point's only
-    battery_only = args.battery and not has(PredictsPairs, settings_with(run_dir, AnswersPairPrompts))
-    if not battery_only:
-        for key, value in run(run_dir).items():
+    settings = settings_with(run_dir, AnswersPairPrompts if args.battery else PredictsPairs)   # read once
+    if has(PredictsPairs, settings):
+        for key, value in run(run_dir, settings).items():
             print(f"{key:16s} {value:.4f}" if isinstance(value, float) else f"{key:16s} {value}")
         print(f"-> {run_dir.file(JSON)}")
     if args.battery:
-        for label, r in run_battery(run_dir).items():
+        for label, r in run_battery(run_dir, settings=settings).items():
             cells = " ".join(f"{k} {r[k]:.4f}" for k in ("model", "least_squares", "averaging", "knn", "lasso")
                              if isinstance(r.get(k), float))
             print(f"{label:32s} {cells or r.get('reason', '')}")
