@@ -23,7 +23,7 @@ from src.pipeline import check_target
 from src.rundir import RunDirError
 from src.rundir.lock import RunDirLocks
 from src.settings import Settings, SettingsError
-from src.systems import settings_from_record
+from src.systems import settings_from_file, settings_from_record
 
 PROG = "python -m runners.run"
 
@@ -51,13 +51,7 @@ def read_settings(path: str) -> Settings:
     raw = read_json("--config", path, "a run's config.json")
     adopt_threads(raw)                     # a run the job engine trained on one core
     raw = raw.get("settings", raw) if isinstance(raw, dict) else raw
-    if not isinstance(raw, dict):
-        raise UsageError(f"--config {path}: holds no settings mapping (a JSON {type(raw).__name__}); "
-                         "accepted: a run's config.json")
-    try:
-        return settings_from_record(raw)
-    except SettingsError as err:
-        raise UsageError(f"--config {path}: is not a settings mapping of this workbench ({err})") from None
+    return settings_from_file(raw, f"--config {path}")
 
 
 def read_group(path: str) -> tuple[list[Settings], list[Path]]:

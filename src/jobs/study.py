@@ -77,7 +77,7 @@ def read_settings(path: str):
     line, naming the file, the key, the value and what is accepted) for anything else."""
     from src.files import loads_json
     from src.provenance import checkout_path
-    from src.systems import settings_from_record
+    from src.systems import settings_from_file
     from src.yaml_includes import load
     if str(path).endswith(".json"):    # JSON by its suffix: YAML 1.1 reads a JSON number such as 1e-05 as text
         text = read_user_file(checkout_path(path), "--config", "a run's config.json `settings`")
@@ -88,13 +88,7 @@ def read_settings(path: str):
                              "`settings`") from None
     else:                              # a regular file, safe loader, bounded (like every YAML config here)
         raw = load(path)
-    if not isinstance(raw, dict) or "system" not in raw:
-        raise UsageError(f"--config={path!r} holds no settings mapping with a `system` key; accepted: a run's "
-                         "config.json `settings` (any key left out takes its default)")
-    try:
-        return settings_from_record(raw)
-    except SettingsError as err:
-        raise UsageError(f"{path}: {err}") from None
+    return settings_from_file(raw, f"--config={path!r}")
 
 
 @dataclass

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from src.loop import Chunk, LoopResult, Trainer, TrainState
+from src.flags import UsageError
 from src.registry import UnknownChoice, registry
 from src.settings import Settings, SettingsError
 
@@ -104,6 +105,19 @@ def settings_from_record(raw: Any) -> Settings:
     except UnknownChoice:
         raise SettingsError(f"system={name!r} is unknown; accepted: {', '.join(SYSTEMS.names())}") from None
     return cls.from_dict(raw).validate()
+
+
+def settings_from_file(raw: Any, source: str) -> Settings:
+    """settings_from_record for a mapping read from a file: UsageError (one line) naming `source`
+    (the flag and the file) for anything but a valid settings mapping of a registered system."""
+    if not isinstance(raw, Mapping) or "system" not in raw:
+        what = type(raw).__name__ if not isinstance(raw, Mapping) else "mapping without a `system` key"
+        raise UsageError(f"{source} holds no settings mapping (a JSON or YAML {what}); accepted: a run's "
+                         "config.json `settings` (any key left out takes its default)")
+    try:
+        return settings_from_record(raw)
+    except SettingsError as err:
+        raise UsageError(f"{source}: {err}") from None
 
 
 def build(settings: Settings) -> SystemTrainer:
