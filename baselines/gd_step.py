@@ -44,6 +44,37 @@ def gd_predictions(tasks: Tasks, eta: float, steps: int = 1) -> jax.Array:
     return jnp.einsum("bd,bd->b", gd_weights(tasks, eta, steps), tasks.query_x)
 
 
+# The same step at every point of a prompt of pairs xs [B, n, d], ys [B, n] (Garg et al.'s per-point
+# protocol: ŷ_i from the pairs before i, ŷ_0 = 0): ŷ_i = η (mean_{j<i} y_j x_j)·x_i, the last point's
+# equal to gd_predictions of the prompt's query form to float32 rounding (tests/test_gd_step.py; the
+# sums run in another order, so not bit for bit).
+
+def prefix_masks(n: int) -> jax.Array:
+    """[n, n] float: row i keeps pairs j < i."""
+    return jnp.asarray(np.tril(np.ones((n, n)), k=-1), jnp.float32)
+
+
+def averaging(xs: jax.Array, ys: jax.Array) -> jax.Array:
+    """ŷ_i = (mean_{j<i} y_j x_j)·x_i [B, n]: one GD step at η = 1 at every point (Garg et al.'s
+    averaging estimator)."""
+    masks = prefix_masks(xs.shape[1])
+    counts = jnp.maximum(masks.sum(-1), 1.0)
+    w = jnp.einsum("ij,bj,bjd->bid", masks, ys, xs) / counts[None, :, None]
+    return jnp.einsum("bid,bid->bi", w, xs)
+
+
+def gd_at_every_point(xs: jax.Array, ys: jax.Array, eta: float) -> jax.Array:
+    """One GD step at step size `eta` at every point [B, n]."""
+    return eta * averaging(xs, ys)
+
+
+def tune_eta_at_every_point(xs: jax.Array, ys: jax.Array, grid=np.linspace(0.05, 3.0, 60)) -> float:
+    """The η of gd_at_every_point with the lowest mean squared error over all points of a batch."""
+    base = averaging(xs, ys)
+    errors = [float(jnp.mean((eta * base - ys) ** 2)) for eta in grid]
+    return float(grid[int(np.argmin(errors))])
+
+
 def gd_sensitivity(tasks: Tasks, eta: float, steps: int = 1) -> jax.Array:
     """∂ŷ_GD/∂x_q = W_K (W_K does not depend on x_q): [B, d]."""
     return gd_weights(tasks, eta, steps)

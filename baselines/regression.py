@@ -6,6 +6,8 @@
   knn            mean label of the k = 3 nearest previous inputs (fewer when i < k)
   gd_step        one GD step from 0 on the previous pairs, ŵ = η mean_{j<i} y_j x_j, η tuned
                  on a held-out batch (the paper's one-step-GD baseline, per point)
+averaging and gd_step are one GD step at every point, written with the paper's query form in
+baselines/gd_step.py.
   lasso          ℓ1-regularised least squares (ISTA, alpha) — applies to the sparse task
 
 Every function maps xs [B, n, d], ys [B, n] -> ŷ [B, n] (ŷ_0 = 0: no examples yet).
@@ -18,15 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from baselines.gd_step import averaging, gd_at_every_point, prefix_masks as _prefix_masks, tune_eta_at_every_point
 from src.registry import registry
 from src.settings import require_int, require_number
 
 BASELINES = registry("baseline")
-
-
-def _prefix_masks(n: int) -> jax.Array:
-    """[n, n] float: row i keeps pairs j < i."""
-    return jnp.asarray(np.tril(np.ones((n, n)), k=-1), jnp.float32)
 
 
 def least_squares(xs, ys):
@@ -39,13 +37,6 @@ def least_squares(xs, ys):
             return x_i @ w
         return jax.vmap(at)(masks, x)
     return jax.vmap(one_task)(xs, ys)
-
-
-def averaging(xs, ys):
-    masks = _prefix_masks(xs.shape[1])
-    counts = jnp.maximum(masks.sum(-1), 1.0)
-    w = jnp.einsum("ij,bj,bjd->bid", masks, ys, xs) / counts[None, :, None]
-    return jnp.einsum("bid,bid->bi", w, xs)
 
 
 def knn(xs, ys, k: int = 3):
@@ -76,17 +67,6 @@ def lasso(xs, ys, alpha: float = 0.01, iterations: int = 300):
     return jax.vmap(per_task)(xs, ys)
 
 
-def gd_step(xs, ys, eta: float):
-    return eta * averaging(xs, ys)
-
-
-def tune_gd_eta(xs, ys, grid=np.linspace(0.05, 3.0, 60)) -> float:
-    """The η of one GD step with the lowest mean squared error over all points of a batch."""
-    base = averaging(xs, ys)
-    errors = [float(jnp.mean((eta * base - ys) ** 2)) for eta in grid]
-    return float(grid[int(np.argmin(errors))])
-
-
 def row_wise(predict, xs, ys):
     """A built baseline with every quantity it draws from the whole batch fixed on this batch
     (its `fixed_on`, where it has one: gd_step's η tuned on the batch's first half), so that it
@@ -98,8 +78,8 @@ def row_wise(predict, xs, ys):
 def _gd_step_predictor(options):
     """One GD step at options.eta, or with η tuned on the batch's first half when it is 0."""
     def fixed_on(xs, ys):
-        eta = options.eta or tune_gd_eta(xs[: len(xs) // 2], ys[: len(ys) // 2])
-        return lambda xs_, ys_: gd_step(xs_, ys_, eta)
+        eta = options.eta or tune_eta_at_every_point(xs[: len(xs) // 2], ys[: len(ys) // 2])
+        return lambda xs_, ys_: gd_at_every_point(xs_, ys_, eta)
 
     def predict(xs, ys):
         return fixed_on(xs, ys)(xs, ys)

@@ -48,7 +48,7 @@ def gd_curve(settings) -> np.ndarray:
     import jax
     from analysis.alignment import TUNE_SEED
     from baselines.gd_step import ETA_GRID
-    from baselines.regression import averaging
+    from baselines.gd_step import averaging
     from analysis.common import pairs_of
     pairs = pairs_of(settings)
     batch = pairs.prompts()
