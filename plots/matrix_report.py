@@ -39,6 +39,21 @@ WORDS = {"loss_vs_gd": "loss / GD", "align_cos": "sensitivity cos", "l2_pred_dif
          "order_random": "random order", "ood_alpha2": "inputs x2", "length_1.5x": "length 1.5x"}
 
 
+def _chunks_line(jobs) -> str:
+    """The chunk each mixer with a chunked form was trained with (scripts/matrix.py balances it to
+    the prompt's tokens), as a sentence; "" when none has one."""
+    chunks = {}
+    for job in jobs:
+        options = getattr(getattr(job.settings.model, "seq_mixer", None), "options", None)
+        if getattr(options, "chunk", None) is not None:
+            chunks[job.cell] = options.chunk
+    if not chunks:
+        return ""
+    listed = ", ".join(f"{mixer} {chunk}" for mixer, chunk in sorted(chunks.items()))
+    return (f" Mixers with a chunked form ran it in chunks balanced to the prompt's tokens ({listed}), not "
+            "their defaults (16; Mamba-2 64), which pad: the same map in another float rounding, faster.")
+
+
 def gd_curve(settings) -> np.ndarray:
     """[n] one GD step's error (squared error / d) with k = 0 .. n−1 examples on the run's eval
     prompts, η tuned at every k (the grid of SPEC §2 in ŷ = (η/k) Σ y_i x_i·x_q) on as many
@@ -194,7 +209,8 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
                  command=command, seconds=seconds, jobs=jobs)
     out += [f"- Task: von Oswald et al.'s in-context linear regression (d = 10, 10 context pairs and a query, "
             "x ~ U(−1/2, 1/2)^d, w ~ N(0, I), no noise) in the GPT-2 family's layout; every mixer at the same size "
-            f"and protocol (configs/matrix.yaml); seeds {seeds}; mean ± standard deviation over seeds.",
+            f"and protocol (configs/matrix.yaml); seeds {seeds}; mean ± standard deviation over seeds."
+            + _chunks_line(jobs),
             f"- Loss: the paper's ½ mean (ŷ − y_q)² at the query over the {rows and jobs[0].settings.train.eval_size} "
             f"fixed eval prompts. One GD step (η tuned on held-out prompts): {_cell(gd)}; least squares on the "
             f"context: {_cell(over_seeds([r.get('least_squares_loss') for r in rows]), 4)} (N = d: it interpolates); "

@@ -172,3 +172,33 @@ def test_quick_matrix_study_writes_its_report(tmp_path):
     assert "| softmax_causal |" in text and "| lstm |" in text
     assert (tmp_path / "report" / "figures" / "matrix" / "heatmap.png").stat().st_size > 10_000
 
+
+
+def test_chunked_mixers_get_chunks_balanced_to_the_prompt_and_compute_the_same_map():
+    """22 tokens: chunks of 11 (not 16, padded to 32) and Mamba-2's of 22 (not 64); the chunk is a
+    mixer option recorded in the run's settings, and a chunked mixer's forward pass with the
+    balanced chunk equals its own default chunk's to float32 rounding."""
+    import haiku as hk
+    assert [study.balanced_chunk(t, c) for t, c in ((22, 16), (22, 64), (64, 16), (17, 16), (5, 16))] == \
+        [11, 22, 16, 9, 5]
+    base = read_settings(study.CONFIG)
+    chunks = {m: study.cell_settings(base, m).model.seq_mixer.options.chunk
+              for m in ("gated_linear_attn", "delta_net", "gated_delta_net", "rwkv7", "mamba2")}
+    assert chunks == {"gated_linear_attn": 11, "delta_net": 11, "gated_delta_net": 11, "rwkv7": 11, "mamba2": 22}
+    x = jax.random.normal(jax.random.key(0), (3, 22, 64))
+    for mixer, chunk in chunks.items():
+        entry = registry("seq_mixer").get(mixer)
+        outputs = []
+        for options in (entry.default_options(), replace(entry.default_options(), chunk=chunk)):
+            net = hk.transform(lambda u, o=options: entry.build(o, width=64, num_heads=4, name="m")(u))
+            params = net.init(jax.random.key(1), x)
+            outputs.append(np.asarray(net.apply(params, None, x)))
+        np.testing.assert_allclose(outputs[1], outputs[0], rtol=2e-4, atol=2e-5, err_msg=mixer)
+
+
+def test_the_matrix_runs_make_the_analyses_its_report_reads(tmp_path):
+    """Every job of the matrix asks its run for the report's analyses (--analyses), no more."""
+    jobs = study.make_jobs(tmp_path, ["softmax_causal", "mamba2"], [0], quick=True)
+    assert all(job.analyses == study.ANALYSES for job in jobs)
+    command = jobs[0].command(overwrite=False)
+    assert command[command.index("--analyses") + 1] == "alignment,icl_curve,robustness,loss_figure"

@@ -191,3 +191,29 @@ def test_overwrite_replaces_our_own_run_directory(tmp_path, capsys):
     proc = run_cli("runners.run_concat_inputs_targets", "--out", str(out), "--overwrite", *TINY,
                    capsys=capsys)
     assert proc.returncode == 2 and (out / names.PARAMS).exists()
+
+
+def test_analyses_names_the_analyses_a_run_makes_at_its_end(tmp_path, capsys):
+    """runners.run --analyses: only those run (and the summary's outputs name only them, so the run
+    is complete); a name that does not apply, or with --skip_analysis, is refused in one line."""
+    from dataclasses import replace
+    from src.systems.lsa import LSASettings
+    settings = LSASettings()
+    settings = replace(settings, train=replace(settings.train, steps=10, log_every=5, eval_size=50, batch_size=16))
+    config = tmp_path / "lsa.json"
+    config.write_text(json.dumps({"settings": settings.validate().to_dict()}))
+    out = tmp_path / "run"
+    bad = run_cli("runners.run", "--config", str(config), "--out", str(out), "--analyses", "inductive_bias",
+                  capsys=capsys)
+    assert bad.returncode == 2 and "accepted: a comma list of the analyses that apply to this run: alignment, ood" \
+        in bad.stderr and len(bad.stderr.strip().splitlines()) == 1 and not out.exists()
+    both = run_cli("runners.run", "--config", str(config), "--out", str(out), "--analyses", "alignment",
+                   "--skip_analysis", capsys=capsys)
+    assert both.returncode == 2 and not out.exists()
+    done = run_cli("runners.run", "--config", str(config), "--out", str(out), "--analyses", "alignment", "--quiet",
+                   capsys=capsys)
+    assert done.returncode == 0, done.stderr
+    outputs = json.loads((out / "metrics_summary.json").read_text())["outputs"]
+    assert "analysis/alignment.json" in outputs and not any("ood" in o for o in outputs)
+    assert (out / "analysis" / "alignment.json").exists() and not list((out / "analysis").glob("ood*"))
+    assert RunDir(out).missing_outputs() == []

@@ -82,11 +82,26 @@ def read_group(path: str) -> tuple[list[Settings], list[Path]]:
     return settings, outs
 
 
+def analyses_of(text: str | None, settings: Settings) -> tuple[str, ...] | None:
+    """--analyses: the registered analyses that apply to a run of `settings`, a comma list (None
+    when not given: every one that applies); UsageError (one line) naming those that apply."""
+    from src.pipeline import applicable_analyses
+    if text is None:
+        return None
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    applicable = [entry.name for entry in applicable_analyses(settings)]
+    if not names or any(n not in applicable for n in names):
+        raise UsageError(f"--analyses={text!r} is not accepted; accepted: a comma list of the analyses that "
+                         f"apply to this run: {', '.join(applicable) or '(none)'}")
+    return names
+
+
 def together_command(path: str, *, argv: Sequence[str], overwrite: bool, quiet: bool,
-                     skip_analysis: bool) -> int:
+                     skip_analysis: bool, analyses: str | None = None) -> int:
     from src.pipeline import execute_together
     try:
         settings, outs = read_group(path)
+        chosen = analyses_of(analyses, settings[0])
     except UsageError as err:
         return fail(PROG, err)
     try:
@@ -96,7 +111,7 @@ def together_command(path: str, *, argv: Sequence[str], overwrite: bool, quiet: 
             if dry_run(PROG, f"train {len(settings)} seeds of {settings[0].describe()} together"):
                 return 0
             outcomes = execute_together(settings, outs, runner="runners.run", argv=argv, overwrite=overwrite,
-                                        progress=not quiet, skip_analysis=skip_analysis)
+                                        progress=not quiet, skip_analysis=skip_analysis, analyses=chosen)
     except RunDirError as err:
         return fail(PROG, err)
     for outcome in outcomes:
@@ -118,12 +133,16 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
     parser.add_argument("--save_attention", action="store_true",
                         help="the paper's system: save attention (the same as --set save_attention=true)")
     parser.add_argument("--skip_analysis", action="store_true", help="no analyses at the end")
+    parser.add_argument("--analyses", metavar="NAMES", default=None,
+                        help="comma list of the analyses to run at the end (default: every one that applies)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--together", metavar="FILE",
                         help="instead of --config/--out: train runs that differ only in train.seed as "
                              f"one program, JSON {GROUP_FORMAT} (-: standard input; the job engine's "
                              "--seeds-together)")
     args = parser.parse_args(argv)
+    if args.analyses is not None and args.skip_analysis:
+        parser.error("--analyses and --skip_analysis: give one of them")
     if args.together is not None:
         mixed = [flag for flag, value in (("--config", args.config), ("--out", args.out),
                                           ("--resume", args.resume), ("--set", args.overrides),
@@ -132,7 +151,7 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
             parser.error(f"--together takes the runs' settings and directories from its file; "
                          f"{', '.join(mixed)} not accepted with it")
         return together_command(args.together, argv=argv, overwrite=args.overwrite, quiet=args.quiet,
-                                skip_analysis=args.skip_analysis)
+                                skip_analysis=args.skip_analysis, analyses=args.analyses)
     missing = [flag for flag, value in (("--config", args.config), ("--out", args.out)) if value is None]
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
@@ -144,9 +163,10 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
         except ValueError as err:
             raise UsageError(str(err)) from None
         settings = validated(settings)
+        analyses = analyses_of(args.analyses, settings)
     except UsageError as err:
         return fail(PROG, err)
     return train_command(PROG, settings, Path(args.out), runner="runners.run", argv=argv,
                          overwrite=args.overwrite, resume=args.resume, quiet=args.quiet,
-                         skip_analysis=args.skip_analysis)
+                         skip_analysis=args.skip_analysis, analyses=analyses)
 

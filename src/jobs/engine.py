@@ -58,6 +58,7 @@ class Job:
     settings: Settings              # validated
     path: Path
     cost: float = 1.0               # relative cost, to start the longest jobs first
+    analyses: tuple[str, ...] | None = None   # the analyses it runs at the end (None: every one that applies)
     state: str = "absent"
     detail: str = ""
     seconds: float = 0.0            # wall time of its process when trained now
@@ -84,7 +85,10 @@ class Job:
     def command(self, overwrite: bool) -> list[str]:
         """The child command; its settings arrive on standard input (`settings_json`)."""
         return ([sys.executable, "-m", RUNNER, "--config", "-", "--out", str(self.path), "--quiet"]
-                + (["--overwrite"] if overwrite else []))
+                + (["--overwrite"] if overwrite else []) + self.analyses_flag())
+
+    def analyses_flag(self) -> list[str]:
+        return [] if self.analyses is None else ["--analyses", ",".join(self.analyses)]
 
 
 @dataclass
@@ -102,7 +106,7 @@ class GroupJob(Job):
 
     def command(self, overwrite: bool) -> list[str]:
         return ([sys.executable, "-m", RUNNER, "--together", "-", "--quiet"]
-                + (["--overwrite"] if overwrite else []))
+                + (["--overwrite"] if overwrite else []) + self.analyses_flag())
 
 
 def group_seeds(todo: Sequence[Job]) -> list[Job]:
@@ -117,7 +121,8 @@ def group_seeds(todo: Sequence[Job]) -> list[Job]:
     for members in groups.values():
         if len(members) > 1 and together_refusal([m.settings for m in members]) is None:
             out.append(GroupJob(f"{members[0].name}+{len(members) - 1}", members[0].settings,
-                                members[0].path, cost=sum(m.cost for m in members), members=members))
+                                members[0].path, cost=sum(m.cost for m in members), members=members,
+                                analyses=members[0].analyses))
         else:
             out.extend(members)
     return out

@@ -58,15 +58,17 @@ class RayOptions:
             connect(self.address)
 
 
-def run_on_worker(settings_json: str, name: str, env: dict) -> tuple[int, str, float, bytes | None]:
-    """(exit code, output, seconds, the run directory as .tar.gz or None): the task body."""
+def run_on_worker(settings_json: str, name: str, env: dict,
+                  extra: tuple[str, ...] = ()) -> tuple[int, str, float, bytes | None]:
+    """(exit code, output, seconds, the run directory as .tar.gz or None): the task body; `extra`:
+    more flags of the run's command (its --analyses)."""
     with tempfile.TemporaryDirectory(prefix="icl-ray-") as tmp:
         out = Path(tmp) / name
         here = os.getcwd()   # Ray's working_dir: the repository
         child = {**os.environ, **env, PARENT_ENV: str(os.getpid()),
                  "PYTHONPATH": here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
                  "JAX_COMPILATION_CACHE_DIR": os.path.join(tempfile.gettempdir(), "icl-workbench-jax-cache")}
-        command = [sys.executable, "-m", RUNNER, "--config", "-", "--out", str(out), "--quiet"]
+        command = [sys.executable, "-m", RUNNER, "--config", "-", "--out", str(out), "--quiet", *extra]
         start = time.monotonic()
         done = subprocess.run(command, cwd=here, env=child, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, input=settings_json, text=True)
@@ -161,7 +163,7 @@ class RayLauncher:
         with self.lock:
             if self.stopping.is_set():
                 return None, "", 0.0
-            ref = self.task.remote(job.settings_json(), job.path.name, self.worker_env)
+            ref = self.task.remote(job.settings_json(), job.path.name, self.worker_env, tuple(job.analyses_flag()))
             self.pending.add(ref)
         try:
             code, output, seconds, archive = ray.get(ref)

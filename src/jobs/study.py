@@ -98,15 +98,18 @@ class CellJob(Job):
     seed: int = 0
 
 
-def cell_jobs(runs_dir: Path, cells: Mapping[str, Settings], seeds: Sequence[int]) -> list[CellJob]:
+def cell_jobs(runs_dir: Path, cells: Mapping[str, Settings], seeds: Sequence[int],
+              analyses: Sequence[str] | None = None) -> list[CellJob]:
     """The study grid `cells` x `seeds`: run `<cell>_seed<seed>` of each cell's settings with
-    train.seed = seed, validated; cost = its steps. Planned (src/jobs/engine.plan)."""
+    train.seed = seed, validated; cost = its steps; `analyses`: those its runs make at the end
+    (None: every one that applies). Planned (src/jobs/engine.plan)."""
     jobs = []
     for cell, settings in cells.items():
         for seed in seeds:
             seeded = replace(settings, train=replace(settings.train, seed=seed)).validate()
             name = f"{cell}_seed{seed}"
-            jobs.append(CellJob(name, seeded, runs_dir / name, cost=float(seeded.train.steps), cell=cell, seed=seed))
+            jobs.append(CellJob(name, seeded, runs_dir / name, cost=float(seeded.train.steps), cell=cell, seed=seed,
+                                analyses=None if analyses is None else tuple(analyses)))
     return plan(jobs)
 
 

@@ -130,8 +130,11 @@ class LinearAttentionOptions:
 class GLAOptions:
     gate_rank: int = 16               # rank of the decay's projection D -> r -> K per head
     gate_temperature: float = 16.0    # log α = logsigmoid(·) / temperature
+    chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
+        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or not 1 <= self.chunk <= 4096:
+            raise ValueError(f"chunk={self.chunk!r}; accepted: an integer in [1, 4096]")
         if self.gate_rank < 1 or not self.gate_temperature > 0:
             raise ValueError(f"gate_rank={self.gate_rank}, gate_temperature={self.gate_temperature}; "
                              "accepted: gate_rank >= 1 and gate_temperature > 0")
@@ -150,9 +153,9 @@ class LinearAttentionMixer(hk.Module):
 
 
 class GatedLinearAttention(hk.Module):
-    def __init__(self, num_heads: int, rank: int, temperature: float, name=None):
+    def __init__(self, num_heads: int, rank: int, temperature: float, chunk: int = CHUNK, name=None):
         super().__init__(name=name)
-        self.num_heads, self.rank, self.temperature = num_heads, rank, temperature
+        self.num_heads, self.rank, self.temperature, self.chunk = num_heads, rank, temperature, chunk
 
     def __call__(self, x):
         b, t, d = x.shape
@@ -160,7 +163,8 @@ class GatedLinearAttention(hk.Module):
         size = d // self.num_heads
         low = hk.Linear(self.rank, with_bias=False, name="gate_a")(x)
         log_alpha = jax.nn.log_sigmoid(hk.Linear(d, name="gate_b")(low)) / self.temperature
-        y = chunked_decay_attention(q / math.sqrt(size), k, v, log_alpha.reshape(b, t, self.num_heads, size))
+        y = chunked_decay_attention(q / math.sqrt(size), k, v, log_alpha.reshape(b, t, self.num_heads, size),
+                                    chunk=self.chunk)
         gate = jax.nn.swish(hk.Linear(d, with_bias=False, name="out_gate")(x)).reshape(y.shape)
         return project_out(_head_rms_norm(y, "norm") * gate, d)
 
@@ -172,5 +176,5 @@ register_mixer("linear_attention", LinearAttentionOptions,
           state_doc="H·K'·K (K' = 2K for hedgehog, else K)")
 register_mixer("gated_linear_attn", GLAOptions,
           "ICL benchmark: GLA, data-dependent low-rank decay, RMSNorm x swish-gate output",
-          lambda o, h, n, p: GatedLinearAttention(h, o.gate_rank, o.gate_temperature, name=n),
+          lambda o, h, n, p: GatedLinearAttention(h, o.gate_rank, o.gate_temperature, o.chunk, name=n),
           state=lambda o, d, h, t: h * (d // h) ** 2, state_doc="H·K²")

@@ -138,8 +138,11 @@ def chunked_delta_rule(q, k, v, beta, log_alpha=None, chunk: int = CHUNK):
 class DeltaNetOptions:
     conv_size: int = 4                # the short convolutions over q, k and v (tokens)
     use_beta: bool = True             # β_t = sigmoid(x W_β); false: β = 1
+    chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
+        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or not 1 <= self.chunk <= 4096:
+            raise ValueError(f"chunk={self.chunk!r}; accepted: an integer in [1, 4096]")
         if isinstance(self.conv_size, bool) or not isinstance(self.conv_size, int) or self.conv_size < 1:
             raise ValueError(f"conv_size={self.conv_size!r}; accepted: an integer >= 1")
         if not isinstance(self.use_beta, bool):
@@ -164,7 +167,7 @@ class DeltaNet(hk.Module):
         q, k = (a / jnp.sqrt(jnp.sum(a * a, -1, keepdims=True) + L2_EPS) for a in (q, k))
         beta = (jax.nn.sigmoid(hk.Linear(h, with_bias=False, name="beta")(x)) if self.options.use_beta
                 else jnp.ones((b, t, h), x.dtype))
-        y = chunked_delta_rule(q / math.sqrt(size), k, v, beta)
+        y = chunked_delta_rule(q / math.sqrt(size), k, v, beta, chunk=self.options.chunk)
         y = hk.RMSNorm(axis=-1, eps=NORM_EPS, name="norm")(y)
         return project_out(y, d)
 
@@ -181,8 +184,11 @@ class GatedDeltaNetOptions:
     conv_size: int = 4                # the short convolutions over q, k and v (tokens)
     expand_v: int = 2                 # value size per head over key size (Zoology's expand_v)
     use_gate: bool = False            # the output RMSNorm SiLU-gated by x W_g (Zoology's MQAR configs: off)
+    chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
+        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or not 1 <= self.chunk <= 4096:
+            raise ValueError(f"chunk={self.chunk!r}; accepted: an integer in [1, 4096]")
         for name in ("conv_size", "expand_v"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -213,7 +219,7 @@ class GatedDeltaNet(hk.Module):
                                  lambda shape, dtype: jnp.log(jax.random.uniform(hk.next_rng_key(), shape, dtype, 0.0, 16.0)))
         dt_bias = hk.get_parameter("dt_bias", [h], x.dtype, dt_bias_init)
         log_alpha = -jnp.exp(a_log) * jax.nn.softplus(hk.Linear(h, with_bias=False, name="alpha")(x) + dt_bias)
-        y = chunked_delta_rule(q / math.sqrt(size), k, v, beta, log_alpha)
+        y = chunked_delta_rule(q / math.sqrt(size), k, v, beta, log_alpha, chunk=o.chunk)
         scale = hk.get_parameter("norm_scale", [values], x.dtype, jnp.ones)    # one weight shared by the heads
         y = y / jnp.sqrt(jnp.mean(y * y, -1, keepdims=True) + NORM_EPS) * scale
         if o.use_gate:

@@ -111,8 +111,11 @@ class Mamba2Options:
     d_state: int = 16                 # N (Zoology's MQAR configs: 8, 16, 24)
     d_conv: int = 4                   # the convolution over xBC (tokens)
     expand: int = 2                   # E = expand · D
+    chunk: int = CHUNK                # positions per chunk of the dual form (changes float rounding only)
 
     def check(self) -> None:
+        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or not 1 <= self.chunk <= 4096:
+            raise ValueError(f"chunk={self.chunk!r}; accepted: an integer in [1, 4096]")
         for name in ("d_state", "d_conv", "expand"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -145,7 +148,7 @@ class Mamba2(hk.Module):
         a_log = hk.get_parameter("A_log", [h], x.dtype, _a_log_init)
         skip = hk.get_parameter("D", [h], x.dtype, hk.initializers.Constant(1.0))
         delta = jax.nn.softplus(dt + dt_bias)
-        y = chunked_ssd(u.reshape(batch, t, h, size), delta, -jnp.exp(a_log), b, c, skip)
+        y = chunked_ssd(u.reshape(batch, t, h, size), delta, -jnp.exp(a_log), b, c, skip, chunk=self.options.chunk)
         gated = y.reshape(batch, t, inner) * jax.nn.silu(z)
         normed = hk.RMSNorm(axis=-1, eps=NORM_EPS, name="norm")(gated)
         return hk.Linear(width, with_bias=False, name="out_proj")(normed)

@@ -174,8 +174,11 @@ class RWKV7Options:
     a_low_rank_dim: int = 16          # rank of LoRA_a (the in-context learning rate)
     gate_low_rank_dim: int = 64       # rank of LoRA_g (the output gate)
     norm_eps: float = 1e-5            # the GroupNorm's eps is K · norm_eps
+    chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
+        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or not 1 <= self.chunk <= 4096:
+            raise ValueError(f"chunk={self.chunk!r}; accepted: an integer in [1, 4096]")
         for name in ("decay_low_rank_dim", "a_low_rank_dim", "gate_low_rank_dim"):
             value = getattr(self, name)
             if not _rank_ok(value):
@@ -229,7 +232,8 @@ class RWKV7(hk.Module):
         if hk.running_init():        # init only creates parameters: the recurrence (no parameters) is skipped
             y = jnp.zeros((b, t, h, size), jnp.float32)
         else:
-            y = chunked_rwkv7(f32(r), f32(w), f32(k), f32(v), f32(-kappa), f32(kappa * a), factorised=True)
+            y = chunked_rwkv7(f32(r), f32(w), f32(k), f32(v), f32(-kappa), f32(kappa * a), factorised=True,
+                              chunk=self.options.chunk)
         mean = jnp.mean(y, -1, keepdims=True)
         var = jnp.mean(jnp.square(y - mean), -1, keepdims=True)
         y = (y - mean) * jax.lax.rsqrt(var + size * o.norm_eps)
