@@ -88,6 +88,9 @@ def read_settings(path: str):
                              "`settings`") from None
     else:                              # a regular file, safe loader, bounded (like every YAML config here)
         raw = load(path)
+    if isinstance(raw, dict) and "system" not in raw:
+        raise UsageError(f"--config={path!r} holds no settings mapping with a `system` key; accepted: a run's "
+                         "config.json `settings` (any key left out takes its default)")
     return settings_from_file(raw, f"--config={path!r}")
 
 

@@ -110,14 +110,13 @@ def settings_from_record(raw: Any) -> Settings:
 def settings_from_file(raw: Any, source: str) -> Settings:
     """settings_from_record for a mapping read from a file: UsageError (one line) naming `source`
     (the flag and the file) for anything but a valid settings mapping of a registered system."""
-    if not isinstance(raw, Mapping) or "system" not in raw:
-        what = type(raw).__name__ if not isinstance(raw, Mapping) else "mapping without a `system` key"
-        raise UsageError(f"{source} holds no settings mapping (a JSON or YAML {what}); accepted: a run's "
-                         "config.json `settings` (any key left out takes its default)")
+    if not isinstance(raw, Mapping):
+        raise UsageError(f"{source} holds no settings mapping (a JSON or YAML {type(raw).__name__}); accepted: "
+                         "a run's config.json `settings` (any key left out takes its default)")
     try:
-        return settings_from_record(raw)
+        return settings_from_record(raw)        # a v1 run's settings name no system: the paper's
     except SettingsError as err:
-        raise UsageError(f"{source}: {err}") from None
+        raise UsageError(f"{source} is not a settings mapping of this workbench: {err}") from None
 
 
 def build(settings: Settings) -> SystemTrainer:
