@@ -314,3 +314,51 @@ def test_two_runs_at_once_on_one_run_directory_one_trains_the_other_is_refused(m
     summary = json.loads((out / "metrics_summary.json").read_text())
     assert summary["status"] == "complete"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]        # no staging, no lock left
+
+
+def _hold_lock(out: Path) -> int:
+    """Take the run directory's flock from this process on its own open file (as another run would)."""
+    import fcntl
+    from src.rundir.lock import lock_path
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path(out), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+@pytest.mark.parametrize("left_behind", ["", "a killed run's line"])
+def test_the_refusal_names_a_holder_that_has_not_yet_written_its_line(left_behind, tmp_path):
+    """The holder writes its line just after it takes the flock. A second command that arrives in
+    that moment finds the file empty, or still naming a killed run's pid: it reads again and names
+    the live holder (CI once saw 'another process' here)."""
+    import threading
+    from src.rundir.lock import RunBusy, RunDirLock
+    out = tmp_path / "run"
+    fd = _hold_lock(out)
+    if left_behind:
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        os.write(fd, f"pid {dead.pid} (killed) since then\n".encode())
+    line = f"pid {os.getpid()} (the holder) since now\n".encode()
+    writer = threading.Timer(0.3, lambda: (os.ftruncate(fd, 0), os.pwrite(fd, line, 0)))
+    writer.start()
+    try:
+        with pytest.raises(RunBusy, match=f"is being written by pid {os.getpid()} "):
+            with RunDirLock(out, "second"):
+                pass
+    finally:
+        writer.join()
+        os.close(fd)
+
+
+def test_a_holder_that_never_writes_its_line_is_called_another_process(tmp_path):
+    from src.rundir.lock import RunBusy, RunDirLock
+    fd = _hold_lock(tmp_path / "run")
+    try:
+        started = time.monotonic()
+        with pytest.raises(RunBusy, match="is being written by another process; nothing was changed"):
+            with RunDirLock(tmp_path / "run", "second"):
+                pass
+        assert time.monotonic() - started < 5
+    finally:
+        os.close(fd)

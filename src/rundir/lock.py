@@ -34,6 +34,34 @@ def lock_path(out: Path) -> Path:
     return out.parent / f".{name}{LOCK_SUFFIX}"
 
 
+def _names_a_live_holder(text: str) -> bool:
+    """True when `text` is a holder's line ("pid N (...) since ...") naming a process that lives."""
+    words = text.split()
+    if len(words) < 2 or words[0] != "pid" or not words[1].isdigit():
+        return False
+    try:
+        os.kill(int(words[1]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True                     # alive, another user's
+    return True
+
+
+def _read_holder(fd: int, patience_s: float = 2.0) -> str:
+    """The holder's line of a lock file whose flock is taken. The holder writes its line just after
+    it takes the flock, so for a moment the file is empty, or still names a killed run's pid: read
+    again until it names a live process, for at most `patience_s`; '' if it never does."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        text = os.pread(fd, 400, 0).decode(errors="replace").strip().replace("\n", " ")
+        if _names_a_live_holder(text):
+            return text
+        if time.monotonic() >= deadline:
+            return ""
+        time.sleep(0.02)
+
+
 class RunDirLock:
     """flock on `.<name>.lock`, created if missing and removed on release (while still held, and a
     lock taken on a file that was removed meanwhile is retaken on the new one, so two holders can
@@ -73,7 +101,7 @@ class RunDirLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.read(fd, 400).decode(errors="replace").strip().replace("\n", " ")
+                holder = _read_holder(fd)
                 os.close(fd)
                 raise RunBusy(f"--out {self.out} is being written by {holder or 'another process'}; "
                               "nothing was changed; accepted: wait for it to finish, or another --out") from None
