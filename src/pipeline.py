@@ -131,39 +131,37 @@ def check_target(settings: Settings, out: Path, *, overwrite: bool = False,
 
 def execute(settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
             overwrite: bool = False, start: Progress | None = None, progress: bool = True,
-            skip_analysis: bool = False, wandb: WandbSpec | None = None,
-            analyses: Sequence[str] | None = None) -> Outcome:
+            analyses: Sequence[str] | None = None, wandb: WandbSpec | None = None) -> Outcome:
     """Train `settings` into run directory `out` (checked beforehand with `check_target`) and
     write every output; `start` continues from a checkpoint of `out` in place; `wandb` also logs
-    the metrics rows to a wandb run in the run directory (src/tracking.py); `analyses`: the
-    registered analyses to run at the end (None: every one that applies; `skip_analysis`: none)."""
+    the metrics rows to a wandb run in the run directory (src/tracking.py); `analyses`: the names
+    of the registered analyses to run at the end (None: every one that applies; (): none)."""
     trainer = build(settings)
     if start is None:
         with RunDir.create(out, overwrite=overwrite) as run:   # a replacement swaps in on success
             run.write_json(names.CONFIG, run_record(settings.to_dict(), runner, argv, out))
             for name, value in trainer.outputs_before().items():
                 write_file(run, name, value)
-            result = _train_and_write(run, settings, trainer, None, progress, skip_analysis, wandb, analyses)
+            result = _train_and_write(run, settings, trainer, None, progress, analyses, wandb)
     else:
         run = RunDir(out)
         remove_temporaries_below(run.path)        # what the killed process was writing
-        result = _train_and_write(run, settings, trainer, start, progress, skip_analysis, wandb, analyses)
+        result = _train_and_write(run, settings, trainer, start, progress, analyses, wandb)
     return Outcome(run, result, trainer)
 
 
 def _train_and_write(run: RunDir, settings: Settings, trainer: SystemTrainer, start, progress: bool,
-                     skip_analysis: bool, wandb: WandbSpec | None = None,
-                     analyses: Sequence[str] | None = None) -> LoopResult:
+                     analyses: Sequence[str] | None, wandb: WandbSpec | None = None) -> LoopResult:
     tracker = tracking.start(wandb, run.path, settings.to_dict(), (run.target or run.path).name, trainer.unit)
     try:
-        return _train_and_write_logged(run, settings, trainer, start, progress, skip_analysis, tracker, analyses)
+        return _train_and_write_logged(run, settings, trainer, start, progress, analyses, tracker)
     finally:
         if tracker is not None:
             tracker.finish()
 
 
 def _train_and_write_logged(run: RunDir, settings: Settings, trainer: SystemTrainer, start, progress: bool,
-                            skip_analysis: bool, tracker, analyses: Sequence[str] | None = None) -> LoopResult:
+                            analyses: Sequence[str] | None, tracker) -> LoopResult:
     logger = JsonlLogger(run.file(names.METRICS), rows=start.history if start else ())
 
     def log(row: dict) -> None:
@@ -179,7 +177,7 @@ def _train_and_write_logged(run: RunDir, settings: Settings, trainer: SystemTrai
                    label=trainer.label)
     if not result.history:                      # the log exists even when nothing was logged
         logger.write()
-    _write_outputs(run, settings, trainer, result, skip_analysis, progress, analyses)
+    _write_outputs(run, settings, trainer, result, analyses, progress)
     return result
 
 
@@ -194,15 +192,15 @@ def write_checkpoint(run: RunDir, trainer: SystemTrainer, snapshot: Progress, di
 
 
 def _write_outputs(run: RunDir, settings: Settings, trainer: SystemTrainer, result: LoopResult,
-                   skip_analysis: bool, progress: bool = False, only: Sequence[str] | None = None) -> None:
+                   only: Sequence[str] | None, progress: bool = False) -> None:
     """Everything a run writes after training: params, the system's files, the summary, analyses
-    (those named in `only`, else every one that applies; with `progress`, a line on stderr as each
-    starts and ends: some take minutes)."""
+    (those named in `only`, every one that applies when it is None; with `progress`, a line on
+    stderr as each starts and ends: some take minutes)."""
     run.write_npz(names.PARAMS, trainer.params_arrays(result))
     files = trainer.outputs(result)
     for name, value in files.items():
         write_file(run, name, value)
-    analyses = [] if result.diverged or skip_analysis else [
+    analyses = [] if result.diverged else [
         entry for entry in applicable_analyses(settings) if only is None or entry.name in only]
     written = [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS,
                *([names.CHECKPOINT] if run.exists(names.CHECKPOINT) else []),   # none when diverged at once
@@ -226,7 +224,7 @@ def _write_outputs(run: RunDir, settings: Settings, trainer: SystemTrainer, resu
 
 def execute_together(settings_list: Sequence[Settings], outs: Sequence[Path], *, runner: str,
                      argv: Sequence[str], overwrite: bool = False, progress: bool = True,
-                     skip_analysis: bool = False, analyses: Sequence[str] | None = None) -> list[Outcome]:
+                     analyses: Sequence[str] | None = None) -> list[Outcome]:
     """Train runs that differ only in their seed as one program (src/together.py) and write each
     run directory as `execute` would: config, metrics, checkpoints, params, files, summary and
     analyses. The directories are written when the group finishes (a killed group leaves the
@@ -235,7 +233,7 @@ def execute_together(settings_list: Sequence[Settings], outs: Sequence[Path], *,
     trained = train_together(trainers, progress=progress, label=trainers[0].label)
     if trained is None:
         return [execute(s, out, runner=runner, argv=argv, overwrite=overwrite, progress=progress,
-                        skip_analysis=skip_analysis, analyses=analyses) for s, out in zip(settings_list, outs)]
+                        analyses=analyses) for s, out in zip(settings_list, outs)]
     outcomes = []
     for settings, out, trainer, result, kept in zip(settings_list, outs, trainers, *trained):
         with RunDir.create(out, overwrite=overwrite) as run:
@@ -245,6 +243,6 @@ def execute_together(settings_list: Sequence[Settings], outs: Sequence[Path], *,
             JsonlLogger(run.file(names.METRICS), rows=map(to_jsonable, result.history)).write()
             for step, snapshot in kept.items():
                 write_checkpoint(run, trainer, snapshot, settings.digest(), latest=step == result.step)
-            _write_outputs(run, settings, trainer, result, skip_analysis, progress, analyses)
+            _write_outputs(run, settings, trainer, result, analyses, progress)
         outcomes.append(Outcome(run, result, trainer))
     return outcomes

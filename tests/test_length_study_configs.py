@@ -73,7 +73,7 @@ def test_a_copy_of_the_tree_trains_through_runners_train(task, encoding, analyse
         from src.cli.command import train_command
         settings, _ = read_config(str(config))
         assert train_command("runners.train", settings, out, runner="runners.train", argv=[str(config)],
-                             quiet=True, skip_analysis=True) == 0
+                             quiet=True, analyses=()) == 0
     run = RunDir(out)
     assert run.is_complete() and run.load_json("metrics_summary.json")["steps"] == 4
 

@@ -67,3 +67,26 @@ def test_ray_sweep_matches_local_even_when_a_worker_dies(tmp_path):
     assert killed, "no Ray worker was found to kill"
     assert rows(tmp_path / "ray.csv") == rows(tmp_path / "local.csv")
     assert len(rows(tmp_path / "ray.csv")) == 2
+
+
+def test_the_ray_task_runs_the_jobs_own_command_into_its_temporary_directory(tmp_path):
+    """run_on_worker (the task body; called here without Ray) runs Job.command with the worker's own
+    --out and returns that run directory as an archive: the job's --analyses travel with it."""
+    import io
+    import json
+    import tarfile
+    from src.jobs.engine import Job
+    from src.jobs.ray import run_on_worker
+    from src.presets import preset
+    settings = preset("lsa1", steps=20, log_every=10, eval_size=32, batch_size=16)
+    job = Job("tiny", settings, tmp_path / "tiny", analyses=("ood",))
+    code, output, seconds, archive = run_on_worker(job, {})
+    assert code == 0, output
+    command = output.splitlines()[0]
+    assert "--analyses ood" in command and "/icl-ray-" in command and str(tmp_path) not in command
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        summary = json.load(tar.extractfile("./metrics_summary.json"))
+    assert summary["status"] == "complete"
+    from src.registry import registry
+    left_out = registry("analysis").get("alignment").build(None).outputs(settings)
+    assert "analysis/ood.csv" in summary["outputs"] and left_out and not set(left_out) & set(summary["outputs"])

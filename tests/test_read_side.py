@@ -15,7 +15,7 @@ from src.read_side import (AnswersPairPrompts, ExposesAttention, LearnsFunctions
 from src.registry import registry
 from src.rundir import RunDir, names
 
-FLAGS = dict(runner="test", argv=[], progress=False, skip_analysis=True)
+FLAGS = dict(runner="test", argv=[], progress=False, analyses=())
 
 
 def settings_of(system: str):

@@ -81,7 +81,7 @@ def assert_close(expected, got, where: str = "") -> None:
 def train_both(tmp_path, settings_list):
     """Run directories of each seed trained alone, and of the seeds trained together (no analyses:
     they read the files compared here, through the same code)."""
-    flags = dict(runner="test", argv=[], progress=False, skip_analysis=True)
+    flags = dict(runner="test", argv=[], progress=False, analyses=())
     alone = [execute(s, tmp_path / f"alone{i}", **flags).run.path for i, s in enumerate(settings_list)]
     together = [o.run.path for o in execute_together(
         settings_list, [tmp_path / f"together{i}" for i in range(len(settings_list))], **flags)]

@@ -50,7 +50,7 @@ def validated(settings: Settings, translate: Mapping[str, str] | None = None) ->
 
 def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
                   overwrite: bool = False, resume: bool = False, quiet: bool = False,
-                  skip_analysis: bool = False, wandb=None, analyses=None) -> int:
+                  analyses: Sequence[str] | None = None, wandb=None) -> int:
     if resume:
         try:
             adopt_threads(read_json(Path(out) / names.CONFIG))
@@ -59,14 +59,13 @@ def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv
     try:
         with RunDirLock(Path(out), f"{prog} {' '.join(argv)}", check_only=dry_run_requested()):
             return _locked_train(prog, settings, Path(out), runner=runner, argv=argv, overwrite=overwrite,
-                                 resume=resume, quiet=quiet, skip_analysis=skip_analysis, wandb=wandb,
-                                 analyses=analyses)
+                                 resume=resume, quiet=quiet, analyses=analyses, wandb=wandb)
     except RunDirError as err:
         return fail(prog, err)
 
 
 def _locked_train(prog: str, settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
-                  overwrite: bool, resume: bool, quiet: bool, skip_analysis: bool, wandb, analyses=None) -> int:
+                  overwrite: bool, resume: bool, quiet: bool, analyses: Sequence[str] | None, wandb) -> int:
     """train_command's work, with the run directory's lock held."""
     start = check_target(settings, out, overwrite=overwrite, resume=resume)
     if dry_run(prog, f"train {settings.describe()} into {out}"):
@@ -74,8 +73,7 @@ def _locked_train(prog: str, settings: Settings, out: Path, *, runner: str, argv
     replacing = not resume and will_replace(out)
     try:
         outcome = execute(settings, out, runner=runner, argv=argv, overwrite=overwrite,
-                          start=start, progress=not quiet, skip_analysis=skip_analysis, wandb=wandb,
-                          analyses=analyses)
+                          start=start, progress=not quiet, analyses=analyses, wandb=wandb)
     except KeyboardInterrupt:
         remove_temporaries_below(out, own=True)     # a write the interrupt cut short
         print("\n" + interrupted_note(out, replacing), file=sys.stderr)

@@ -61,7 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out:      # several lengths: --out DIR gives DIR_max_length<L>
             out = Path(args.out + (out.name[out.name.rindex("_max_length"):] if len(runs) > 1 else ""))
         code = train_command(PROG, settings, out, runner="runners.train", argv=argv, overwrite=args.overwrite,
-                             resume=args.resume, quiet=args.quiet, skip_analysis=args.skip_analysis, wandb=spec)
+                             resume=args.resume, quiet=args.quiet, wandb=spec,
+                             analyses=() if args.skip_analysis else None)
         if code:
             return code
     return 0

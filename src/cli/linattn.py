@@ -183,4 +183,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, err)
     out = Path(args.out) if args.out else default_out(settings, args)
     return train_command(PROG, settings, out, runner=RUNNER, argv=argv, overwrite=args.overwrite,
-                         resume=args.resume, quiet=args.quiet, skip_analysis=args.skip_analysis)
+                         resume=args.resume, quiet=args.quiet, analyses=() if args.skip_analysis else None)

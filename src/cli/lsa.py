@@ -205,4 +205,4 @@ def main(model_name: str, description: str, argv: Sequence[str] | None = None) -
         return fail(parser.prog, err)
     out = Path(args.out) if args.out else default_out(parser, args, settings.model.name)
     return train_command(parser.prog, settings, out, runner=runner, argv=argv, overwrite=args.overwrite,
-                         resume=args.resume, quiet=args.quiet, skip_analysis=args.skip_analysis)
+                         resume=args.resume, quiet=args.quiet, analyses=() if args.skip_analysis else None)

@@ -82,10 +82,13 @@ def read_group(path: str) -> tuple[list[Settings], list[Path]]:
     return settings, outs
 
 
-def analyses_of(text: str | None, settings: Settings) -> tuple[str, ...] | None:
+def analyses_of(text: str | None, settings: Settings, skip: bool = False) -> tuple[str, ...] | None:
     """--analyses: the registered analyses that apply to a run of `settings`, a comma list (None
-    when not given: every one that applies); UsageError (one line) naming those that apply."""
+    when not given: every one that applies; () with --skip_analysis); UsageError (one line) naming
+    those that apply."""
     from src.pipeline import applicable_analyses
+    if skip:
+        return ()
     if text is None:
         return None
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
@@ -101,7 +104,7 @@ def together_command(path: str, *, argv: Sequence[str], overwrite: bool, quiet: 
     from src.pipeline import execute_together
     try:
         settings, outs = read_group(path)
-        chosen = analyses_of(analyses, settings[0])
+        chosen = analyses_of(analyses, settings[0], skip_analysis)
     except UsageError as err:
         return fail(PROG, err)
     try:
@@ -111,7 +114,7 @@ def together_command(path: str, *, argv: Sequence[str], overwrite: bool, quiet: 
             if dry_run(PROG, f"train {len(settings)} seeds of {settings[0].describe()} together"):
                 return 0
             outcomes = execute_together(settings, outs, runner="runners.run", argv=argv, overwrite=overwrite,
-                                        progress=not quiet, skip_analysis=skip_analysis, analyses=chosen)
+                                        progress=not quiet, analyses=chosen)
     except RunDirError as err:
         return fail(PROG, err)
     for outcome in outcomes:
@@ -163,10 +166,9 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
         except ValueError as err:
             raise UsageError(str(err)) from None
         settings = validated(settings)
-        analyses = analyses_of(args.analyses, settings)
+        analyses = analyses_of(args.analyses, settings, args.skip_analysis)
     except UsageError as err:
         return fail(PROG, err)
     return train_command(PROG, settings, Path(args.out), runner="runners.run", argv=argv,
-                         overwrite=args.overwrite, resume=args.resume, quiet=args.quiet,
-                         skip_analysis=args.skip_analysis, analyses=analyses)
+                         overwrite=args.overwrite, resume=args.resume, quiet=args.quiet, analyses=analyses)
 

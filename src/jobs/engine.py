@@ -82,9 +82,10 @@ class Job:
     def settings_json(self) -> str:
         return json.dumps({"settings": self.expected})
 
-    def command(self, overwrite: bool) -> list[str]:
-        """The child command; its settings arrive on standard input (`settings_json`)."""
-        return ([sys.executable, "-m", RUNNER, "--config", "-", "--out", str(self.path), "--quiet"]
+    def command(self, overwrite: bool, out: Path | None = None) -> list[str]:
+        """The child command; its settings arrive on standard input (`settings_json`). `out`: where
+        it writes, the job's own path unless given (a Ray worker's temporary directory)."""
+        return ([sys.executable, "-m", RUNNER, "--config", "-", "--out", str(out or self.path), "--quiet"]
                 + (["--overwrite"] if overwrite else []) + self.analyses_flag())
 
     def analyses_flag(self) -> list[str]:
@@ -104,7 +105,9 @@ class GroupJob(Job):
     def settings_json(self) -> str:
         return json.dumps({"runs": [{"settings": m.expected, "out": str(m.path)} for m in self.members]})
 
-    def command(self, overwrite: bool) -> list[str]:
+    def command(self, overwrite: bool, out: Path | None = None) -> list[str]:
+        if out is not None:
+            raise ValueError("a group's runs are written to their own paths (its settings name them)")
         return ([sys.executable, "-m", RUNNER, "--together", "-", "--quiet"]
                 + (["--overwrite"] if overwrite else []) + self.analyses_flag())
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from src.process import PARENT_ENV
 from src.files import atomic_write_text
-from src.jobs.engine import RUNNER, SINGLE_THREAD_ENV, child_env
+from src.jobs.engine import SINGLE_THREAD_ENV, child_env
 from src.provenance import ROOT
 from src.registry import registry
 from src.rundir import install_archive
@@ -58,20 +58,19 @@ class RayOptions:
             connect(self.address)
 
 
-def run_on_worker(settings_json: str, name: str, env: dict,
-                  extra: tuple[str, ...] = ()) -> tuple[int, str, float, bytes | None]:
-    """(exit code, output, seconds, the run directory as .tar.gz or None): the task body; `extra`:
-    more flags of the run's command (its --analyses)."""
+def run_on_worker(job, env: dict) -> tuple[int, str, float, bytes | None]:
+    """(exit code, output, seconds, the run directory as .tar.gz or None): the task body, the job's
+    own command (src.jobs.engine.Job.command) written into a temporary directory on the worker."""
     with tempfile.TemporaryDirectory(prefix="icl-ray-") as tmp:
-        out = Path(tmp) / name
+        out = Path(tmp) / job.path.name
         here = os.getcwd()   # Ray's working_dir: the repository
         child = {**os.environ, **env, PARENT_ENV: str(os.getpid()),
                  "PYTHONPATH": here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
                  "JAX_COMPILATION_CACHE_DIR": os.path.join(tempfile.gettempdir(), "icl-workbench-jax-cache")}
-        command = [sys.executable, "-m", RUNNER, "--config", "-", "--out", str(out), "--quiet", *extra]
+        command = job.command(overwrite=False, out=out)
         start = time.monotonic()
         done = subprocess.run(command, cwd=here, env=child, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, input=settings_json, text=True)
+                              stderr=subprocess.STDOUT, input=job.settings_json(), text=True)
         seconds = time.monotonic() - start
         archive = None
         if out.is_dir():
@@ -163,7 +162,7 @@ class RayLauncher:
         with self.lock:
             if self.stopping.is_set():
                 return None, "", 0.0
-            ref = self.task.remote(job.settings_json(), job.path.name, self.worker_env, tuple(job.analyses_flag()))
+            ref = self.task.remote(job, self.worker_env)
             self.pending.add(ref)
         try:
             code, output, seconds, archive = ray.get(ref)
