@@ -2,18 +2,19 @@
 
     python -m analysis.alignment --run runs/<exp> [--eta 0.1]
 
-Runs of the paper's system (runners.run_*) and regression runs of the GPT-2 family (any sequence
-mixer; there the last point of each eval prompt is the query and the points before it the
+Runs of the paper's system (runners.run_*) and regression runs of the systems that predict pairs
+(Garg et al.'s GPT-2 family, the ICL benchmark's lm on its pair tasks; any sequence mixer; there
+the last point of each eval prompt is the query and the points before it the
 context). Writes runs/<exp>/analysis/alignment.json:
   model_loss    ½ mean (ŷ_TF − y_q)²         gd_loss     ½ mean (ŷ_GD − y_q)²
   l2_pred_diff  mean |ŷ_TF − ŷ_GD|
   align_cos     mean cos(s_TF, s_GD), s = ∂ŷ/∂x_q ∈ R^d per task
   model_diff    mean ‖s_TF − s_GD‖
   eta, eta_source ("tuned": the run's gd_eta, tuned at α = 1; "flag": --eta), num_tasks
-GPT-2 family runs also get least_squares_loss and zero_loss (the same loss of least squares on the
+Pair runs also get least_squares_loss and zero_loss (the same loss of least squares on the
 context and of predicting 0); their η is tuned on held-out prompts of the run's task (a grid of
-0.001 to 25 in steps of 0.1, SPEC §2) drawn from TUNE_SEED. The GPT-2 family gets the file at the
-end of training on von Oswald et al.'s task (`data: von_oswald`); on any other regression run this
+0.001 to 25 in steps of 0.1, SPEC §2) drawn from TUNE_SEED. Pair runs get the file at the end of
+training on von Oswald et al.'s task (`data: von_oswald`); on any other regression run this
 command writes it.
 """
 from __future__ import annotations
@@ -49,11 +50,11 @@ def alignment_metrics(model: Model, params, eval_set: EvalSet) -> dict:
     }
 
 
-TUNE_SEED = 20231      # held-out prompts that tune a GPT-2 family run's GD step (not its eval seed)
+TUNE_SEED = 20231      # held-out prompts that tune a pair run's GD step (not its eval seed)
 
 
 def query_predictor(settings, model, params, state):
-    """predict(xs [E, n, d], ys [E, n]) -> (ŷ [E], s [E, d]): a GPT-2 family model's prediction at
+    """predict(xs [E, n, d], ys [E, n]) -> (ŷ [E], s [E, d]): a pair model's prediction at
     the last point (the query) and its sensitivity s = ∂ŷ/∂x_q to the query's input (SPEC §5), a
     block of prompts at a time. Prompts are independent, so the gradient of Σ ŷ holds each one's."""
     import jax
@@ -69,7 +70,7 @@ def query_predictor(settings, model, params, state):
 
 
 def pair_alignment(settings, model, params, state, eta: float | None = None) -> dict:
-    """A GPT-2 family run's alignment with one GD step on its eval prompts [E, n, d] (the last
+    """A pair run's alignment with one GD step on its eval prompts [E, n, d] (the last
     point the query): a JSON-ready dict; `eta` None tunes it on E held-out prompts."""
     import jax
     import jax.numpy as jnp
@@ -116,7 +117,7 @@ def run(run_dir: RunDir, eta: float | None = None) -> dict:
 
 
 def _paper_task(settings) -> bool:
-    """A GPT-2 family run on von Oswald et al.'s inputs (the matrix study's task)."""
+    """A pair run on von Oswald et al.'s inputs (the matrix study's task)."""
     from src.tasks.garg import GD_PAPER_INPUTS
     return getattr(settings.task.options, "data", None) in GD_PAPER_INPUTS and regression_task(settings)
 
@@ -126,7 +127,7 @@ def _applies(settings) -> bool:
 
 
 register_analysis("alignment", run, "model vs one GD step: align_cos, l2_pred_diff, model_diff (the paper's "
-                  "system; the GPT-2 family on von Oswald et al.'s task)", _applies, [names.ALIGNMENT])
+                  "system; runs that predict pairs on von Oswald et al.'s task)", _applies, [names.ALIGNMENT])
 
 
 def _eta_flag(parser) -> None:

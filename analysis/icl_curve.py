@@ -1,4 +1,5 @@
-"""Error vs number of in-context examples for a regression run of the `gpt2` family, with
+"""Error vs number of in-context examples for a run that predicts pairs (the `gpt2`
+family; `lm` on its pair tasks), with
 every applicable baseline (least squares, averaging, 3-NN, one GD step; Lasso on the sparse
 task; for a run trained on a pool of tasks with label noise, dMMSE over its pool and ridge): Garg et al.'s normalisation, squared error / d (the zero predictor scores 1 on
 N(0, I) tasks), mean and 95 % interval (1.96 standard errors) over the fixed eval tasks.
@@ -58,13 +59,13 @@ def bayes_predictions(settings, batch) -> dict:
     (train.num_tasks) of a task with label noise: dMMSE over the run's own pool and ridge under
     the prior (baselines/bayes.py); {} for every other run, whose curves stay as recorded."""
     noise = getattr(settings.task.options, "noise_std", None)
-    if not settings.train.num_tasks or not noise:
+    size = pairs_of(settings).pool_size()
+    if not size or not noise:
         return {}
     from baselines.bayes import dmmse, ridge
     from src.tasks.pools import task_pool
     from src.batched import block_rows, in_blocks
     tasks, points, dims = batch.xs.shape
-    size = settings.train.num_tasks
     pool = task_pool(pairs_of(settings).sampler(), settings.train.seed, size, dims, points)
     rows = block_rows(3 * 4 * points * (size + points * dims), tasks)     # [n, M] posteriors, [n, d, d] grams
     return {"dmmse": in_blocks(lambda x, y: dmmse(x, y, pool, noise), rows)(batch.xs, batch.ys),
@@ -95,7 +96,7 @@ def check_memory_for(settings, points: int, tasks: int, what: str) -> int:
     pairs, m = pairs_of(settings), settings.model
     model_block = pairs.rows(points, tasks) * forward_bytes(
         tokens=2 * points, width=m.width, layers=m.n_layer, heads=m.n_head)
-    dims = settings.curriculum.dims.end
+    dims = pairs.trained_shape()[1]
     baseline_block = baseline_rows(points, dims, tasks) * baseline_row_bytes(points, dims)
     needed = 4 * pairs.prompt_bytes(tasks, points, dims) + max(model_block, baseline_block)
     try:
@@ -172,11 +173,11 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     if n_points is not None and limit is not None and n_points > limit:
         raise AnalysisError(f"--points={n_points} is beyond the learned position table; accepted: at "
                             f"most n_positions={limit}")
-    check_memory_for(settings, n_points or settings.curriculum.points.end, settings.train.eval_size,
-                     "the ICL curve")
+    trained = pairs_of(settings).trained_shape()[0]
+    check_memory_for(settings, n_points or trained, settings.train.eval_size, "the ICL curve")
     rows = summarise(curves(settings, model, params, state, n_points))
     png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.mixer_label()} on "
-                                 f"{settings.task.name}", settings.curriculum.points.end,
+                                 f"{settings.task.name}", trained,
                            objective_of(settings.task.name).metric))
     run_dir.write_text(CSV, curve_csv(rows))
     run_dir.write_bytes(PNG, png)
@@ -184,7 +185,7 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
 
 
 register_analysis("icl_curve", run, "error vs in-context examples with the baselines (runs that predict "
-                  "pairs: the GPT-2 family)", for_capability(PredictsPairs), [CSV, PNG])
+                  "pairs: the GPT-2 family, lm on its pair tasks)", for_capability(PredictsPairs), [CSV, PNG])
 
 
 def _points_flag(parser) -> None:

@@ -1,4 +1,4 @@
-"""Inductive bias of a `gpt2`-family run (Lin et al. AAAI 2025 §5, their `baseline_all_dup.png`):
+"""Inductive bias of a run that predicts pairs (`gpt2`; `lm` on its pair tasks) (Lin et al. AAAI 2025 §5, their `baseline_all_dup.png`):
 as copies of one example fill the prompt, which learner does the model behave like?
 
 The prompt is a block of 2d distinct examples (fewer if the trained length L cannot hold
@@ -13,7 +13,7 @@ behaves, not how well it scores); it is stated only when the model is trained
 
     python -m analysis.inductive_bias --run runs/<exp>
 
-Registered (registry "analysis"): it runs at the end of every gpt2-family run. Writes
+Registered (registry "analysis"): it runs at the end of every run that predicts pairs. Writes
 analysis/inductive_bias.json and analysis/baseline_all_dup.png. Error: the task's (squared
 error / d for regression, 1 − accuracy of sign ŷ for boolean tasks).
 
@@ -58,7 +58,8 @@ def tasks_within_budget(eval_size: int, prompts: int, length: int) -> int:
 
 def block_size(settings) -> int:
     """The informative examples before the copies: min(2d, L − 2)."""
-    return min(2 * settings.curriculum.dims.end, settings.curriculum.points.end - 2)
+    points, dims = pairs_of(settings).trained_shape()
+    return min(2 * dims, points - 2)
 
 
 def prompt_indices(block: int, length: int) -> np.ndarray:
@@ -108,7 +109,7 @@ def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> 
 
 
 def inductive_bias(settings, model, params, state) -> dict:
-    trained = settings.curriculum.points.end
+    trained = pairs_of(settings).trained_shape()[0]
     limit = points_limit(settings)
     longest = trained if limit is None else min(trained, limit)
     block = block_size(settings)

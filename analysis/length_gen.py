@@ -46,7 +46,7 @@ def judge(settings, model, params, state, batch) -> dict:
     the same tasks. Trained enough: at most TRAINED_BELOW × the constant's error."""
     import jax.numpy as jnp
     import numpy as np
-    trained = settings.curriculum.points.end
+    trained = pairs_of(settings).trained_shape()[0]
     short = batch._replace(xs=batch.xs[:, :trained], ys=batch.ys[:, :trained], weights=batch.weights[:, :trained])
     objective = objective_of(settings.task.name)
     last_error = lambda prediction: float(np.mean(np.asarray(objective.point_errors(prediction, short))[:, trained - 1]))
@@ -82,7 +82,7 @@ def run(run_dir: RunDir, factor: int = 8, eval_size: int | None = None, announce
     prints what it evaluates and the memory it expects."""
     settings, model, params, state = load_run(run_dir)
     objective = objective_of(settings.task.name)
-    trained = settings.curriculum.points.end
+    trained = pairs_of(settings).trained_shape()[0]
     wanted = factor * trained
     limit = points_limit(settings)
     points = wanted if limit is None else min(wanted, limit)

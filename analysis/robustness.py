@@ -1,4 +1,5 @@
-"""The stress tests of the workbench on a `gpt2`-family regression run (limits_of_icl's question:
+"""The stress tests of the workbench on a regression run that predicts pairs
+(gpt2; lm on its pair tasks) (limits_of_icl's question:
 which attention mechanism stays robust), all at evaluation time on the run's fixed eval tasks.
 
 
@@ -197,8 +198,8 @@ def run(run_dir: RunDir, settings=None) -> dict:
     return record
 
 
-register_analysis("robustness", run, "noise, order, OOD and length stress tests (gpt2 family, "
-                  "regression tasks)", for_capability(PredictsPairs, when=regression_task), [JSON],
+register_analysis("robustness", run, "noise, order, OOD and length stress tests (runs that "
+                  "predict pairs, regression tasks)", for_capability(PredictsPairs, when=regression_task), [JSON],
                   files=[JSON, names.SHIFTS_JSON])     # shifts.json: with --battery
 
 

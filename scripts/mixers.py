@@ -200,7 +200,9 @@ def _job(runs_dir: Path, name: str, mixer: str, task_choice: Choice, *, width: i
     settings = lm_settings(task_choice, seq, choice("state_mixer", "mlp"),
                            width=width, n_layer=2, n_head=heads, train=train, pairs=shape, seq_mixers=layers)
     model, train = settings.model, settings.train
-    return MixerJob(name, settings, runs_dir / name, cost=train.steps * model.width, mixer=mixer,
+    # no end-of-run analyses: the report reads the runs' own accuracy (a boolean run's ICL curve and
+    # inductive-bias test cost 3-20 s; `python -m analysis.icl_curve --run RUN` adds them later)
+    return MixerJob(name, settings, runs_dir / name, cost=train.steps * model.width, analyses=(), mixer=mixer,
                     width=model.width, heads=model.n_head, steps=train.steps, seed=train.seed,
                     learning_rate=train.learning_rate, batch_size=train.batch_size, **labels)
 

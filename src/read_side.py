@@ -9,7 +9,7 @@ class that knows its insides (src/systems/read_sides.py); an analysis asks for t
 
 Capabilities (the systems that have them):
     PredictsPairs      a sequence model of (x, y) pairs that predicts every y_i from the pairs
-                       before it (Garg et al.'s GPT-2 family: gpt2)
+                       before it (Garg et al.'s GPT-2 family: gpt2; lm on its pair tasks)
     PredictsQueries    a model of one query after N context pairs, on the system's fixed eval
                        tasks (von Oswald et al.'s lsa and nonlinear)
     AnswersPairPrompts predicts the last point of a prompt of (x, y) pairs, so every evaluation
@@ -81,6 +81,14 @@ class PredictsPairs(Capability):
     def points_limit(self) -> int | None:
         """The most points the model's position encoding can index, or None (no limit)."""
         raise NotImplementedError
+
+    def trained_shape(self) -> tuple[int, int]:
+        """(n, d): the points and input dimensions of the prompts it was trained on at the end."""
+        raise NotImplementedError
+
+    def pool_size(self) -> int:
+        """How many task vectors it was trained on (a fixed pool; 0: a fresh one every prompt)."""
+        return 0
 
 
 class PredictsQueries(Capability):

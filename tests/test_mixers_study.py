@@ -44,6 +44,8 @@ def test_quick_mixers_study_writes_its_report_and_reuses_runs(tmp_path):
     assert all(r["curve"] and r["curve"][-1][0] == 40 for r in results if r["task"] == "mqar")
     examples = json.loads((tmp_path / "runs" / "mqar_k4_mamba_w16_seed0" / "examples.json").read_text())
     assert len(examples[0]["scored_positions"]) == 4
+    conjunction_run = tmp_path / "runs" / "conjunction_mamba_seed0"      # the study asks for no analyses
+    assert (conjunction_run / "params.npz").exists() and not (conjunction_run / "analysis").exists()
 
     again = run_study(tmp_path)
     assert again.returncode == 0, again.stderr

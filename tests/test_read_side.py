@@ -23,9 +23,9 @@ def settings_of(system: str):
 
 
 def test_the_capabilities_of_the_systems():
-    assert systems_with(PredictsPairs) == ("gpt2",)
+    assert systems_with(PredictsPairs) == ("gpt2", "lm")
     assert systems_with(PredictsQueries) == ("lsa", "nonlinear")
-    for system in ("lm", "dynamics"):
+    for system in ("lm", "dynamics"):        # lm's default task is MQAR, a token task
         assert not has(PredictsPairs, settings_of(system)) and not has(PredictsQueries, settings_of(system))
     assert systems_with(ScoredAgainstGD) == systems_with(ExposesAttention) == ("lsa",)
     assert systems_with(LearnsFunctions) == ("nonlinear",) and systems_with(TracksDynamics) == ("dynamics",)
@@ -42,7 +42,7 @@ def test_a_capability_may_depend_on_what_the_run_saved():
 def test_a_run_without_the_capability_is_refused_in_one_line():
     with pytest.raises(ReadSideError) as err:
         read_side(PredictsPairs, settings_of("dynamics"))
-    assert str(err.value) == "a run of system 'dynamics' does not predict (x, y) pairs; accepted: a run of 'gpt2'"
+    assert str(err.value) == "a run of system 'dynamics' does not predict (x, y) pairs; accepted: a run of 'gpt2' or 'lm'"
 
 
 def test_a_read_side_must_be_a_capability():
@@ -173,3 +173,42 @@ def test_the_paper_models_query_on_a_pair_prompt_is_its_own_prediction(lsa_run):
     prediction = np.asarray(predict(prompts.xs, prompts.ys))
     half_mse = 0.5 * float(np.mean((prediction - np.asarray(prompts.ys[:, -1])) ** 2))
     assert half_mse == pytest.approx(lsa_run.load_json(names.SUMMARY)["eval_loss"], rel=1e-5)
+
+
+def test_the_lm_pair_read_side_gives_the_trainers_own_eval_numbers(lm_run):
+    """An lm run on a pair task predicts every point: its read side's prompts are the trainer's
+    own eval batch, bit for bit, and its predictions score the run's recorded error per position."""
+    from src.pipeline import build
+    from src.tasks.objectives import objective_of
+    settings = lm_run.load_settings()
+    pairs = read_side(PredictsPairs, settings)
+    batch = pairs.prompts()
+    own = build(settings).evaluation
+    for field in ("xs", "ys", "weights"):
+        np.testing.assert_array_equal(np.asarray(getattr(batch, field)), np.asarray(getattr(own, field)))
+    prediction = pairs.predictor(*pairs.restore(lm_run))(batch.xs, batch.ys)
+    by_position = np.asarray(objective_of("linear_regression").point_errors(prediction, batch)).mean(0)
+    np.testing.assert_allclose(by_position, lm_run.load_json(names.SUMMARY)["error_by_position"], rtol=1e-5)
+    assert pairs.trained_shape() == (11, 5) and pairs.pool_size() == 0 and pairs.points_limit() == 11
+    assert pairs.prompts(8).xs.shape == (32, 8, 5) and pairs.sampler(16)(jax.random.key(3), 4, 5, 16).xs.shape == (4, 16, 5)
+
+
+def test_an_lm_pair_run_writes_the_pair_analyses_at_its_end(tmp_path):
+    """The ICL curve (with its baselines) and the stresses now apply to the ICL benchmark's pair
+    runs; the curve's model row is the run's recorded error per position, and least squares is
+    exact from d points on (noise-free labels)."""
+    import csv
+    from src.registry import choice
+    from src.systems.lm import LMTrain, PairShape, lm_settings
+    settings = lm_settings(choice("task", "linear_regression"), choice("seq_mixer", "softmax_causal"),
+                           choice("state_mixer", "mlp"), width=16, n_layer=1, n_head=2,
+                           train=LMTrain(steps=20, log_every=10, eval_size=32, checkpoint_every=0),
+                           pairs=PairShape(n_points=9, n_dims=3))
+    run = execute(settings, tmp_path / "lm", **{**FLAGS, "analyses": None}).run
+    summary = run.load_json(names.SUMMARY)
+    assert {names.ICL_CURVE_CSV, names.ROBUSTNESS, names.INDUCTIVE_BIAS_JSON} <= set(summary["outputs"])
+    rows = list(csv.DictReader(run.file(names.ICL_CURVE_CSV).open()))
+    curve = {(r["predictor"], int(r["n_examples"])): float(r["mean"]) for r in rows}
+    np.testing.assert_allclose([curve["model", i] for i in range(9)], summary["error_by_position"], rtol=1e-5)
+    assert all(curve["least_squares", i] < 1e-6 for i in range(4, 9))
+    assert run.load_json(names.ROBUSTNESS)["clean_last"] == pytest.approx(summary["error_by_position"][-1], rel=1e-5)

@@ -105,6 +105,7 @@ def build_cli_types():
         overwrite: bool = False
         resume: bool = False
         quiet: bool = False
+        skip_analysis: bool = False     # no analyses at the end (a pair task's ICL curve, ...)
 
     return Recipe, {"task": tasks, "model.seq_mixer": seqs, "model.state_mixer": states}
 
@@ -141,7 +142,8 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
             chosen[component] = picked[component] = name
         kept.append(token)
     types = {"--out": "str", "--help": None, "-h": None, "--overwrite": None, "--quiet": None,
-             "--resume": None, "--no_overwrite": None, "--no_quiet": None, "--no_resume": None}
+             "--resume": None, "--skip_analysis": None, "--no_overwrite": None, "--no_quiet": None,
+             "--no_resume": None, "--no_skip_analysis": None}
     types |= {f"--train.{f.name}": f.type for f in dataclasses.fields(RecipeTrain)}
     types |= {f"--pairs.{f.name}": f.type for f in dataclasses.fields(PairShape)}
     types |= {f"--model.{n}": "int" for n in ("width", "n_layer", "n_head")}
@@ -199,8 +201,8 @@ def _parses(value: str, kind: str) -> bool:
         return False
 
 
-def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool]:
-    """(settings, out, overwrite, resume, quiet) from tyro's result; UsageError (one line, in the
+def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool, bool]:
+    """(settings, out, overwrite, resume, quiet, skip_analysis) from tyro's result; UsageError (one line, in the
     recipe's flags) for sizes that cannot work."""
     def choice_of(kind, value):
         entry = entry_of(kind, type(value).__name__)
@@ -215,7 +217,7 @@ def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool]:
     settings = lm_settings(task, seq, state, width=m.width, n_layer=m.n_layer, n_head=m.n_head,
                            train=train, pairs=pairs, dense_layout=m.dense_layout,
                            seq_mixers=hybrid_mixers(m.seq_mixers, seq))
-    return settings, Path(parsed.out), parsed.overwrite, parsed.resume, parsed.quiet
+    return settings, Path(parsed.out), parsed.overwrite, parsed.resume, parsed.quiet, parsed.skip_analysis
 
 
 def hybrid_mixers(text: str, chosen: Choice) -> tuple[Choice, ...]:
@@ -241,7 +243,7 @@ FLAGS = {"task.options.": "--task.", "task": "task", "model.seq_mixer.options.":
          "train.steps": "--train.train_steps", "train.": "--train.", "pairs.": "--pairs."}
 
 
-def parse(argv: Sequence[str]) -> tuple[LMSettings, Path, bool, bool, bool, list[str]]:
+def parse(argv: Sequence[str]) -> tuple[LMSettings, Path, bool, bool, bool, bool, list[str]]:
     import tyro
     root, variants = build_cli_types()
     kept, notes = check_argv(translate(argv), variants)
@@ -285,7 +287,7 @@ def default_out(parsed, defaults) -> Path:
     words = [type(parsed.task).__name__, type(parsed.model.seq_mixer).__name__,
              type(parsed.model.state_mixer).__name__]
     mine, theirs = _leaves(dataclasses.asdict(parsed)), _leaves(dataclasses.asdict(defaults))
-    skip = {"out", "overwrite", "resume", "quiet", "train.seed"}
+    skip = {"out", "overwrite", "resume", "quiet", "skip_analysis", "train.seed"}
     changed = [k for k in mine if k not in skip and mine[k] != theirs.get(k)]
     last = [k.rsplit(".", 1)[-1] for k in changed]
     for key, short in zip(changed, last):
@@ -323,9 +325,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_choices()
         return 0
     try:
-        settings, out, overwrite, resume, quiet, notes = parse(argv)
+        settings, out, overwrite, resume, quiet, skip_analysis, notes = parse(argv)
     except UsageError as err:
         return fail(PROG, UsageError(spelled_as_typed(str(err), argv)))
     wandb = WANDB_CHOICES[notes[-1].partition(":")[2]] if notes else None
     return train_command(PROG, settings, out, runner="runners.recipe", argv=argv, overwrite=overwrite,
-                         resume=resume, quiet=quiet, wandb=wandb)
+                         resume=resume, quiet=quiet, wandb=wandb, analyses=() if skip_analysis else None)

@@ -89,7 +89,11 @@ class Job:
                 + (["--overwrite"] if overwrite else []) + self.analyses_flag())
 
     def analyses_flag(self) -> list[str]:
-        return [] if self.analyses is None else ["--analyses", ",".join(self.analyses)]
+        """The runner's flag for `analyses`: none (every one that applies), --skip_analysis (()),
+        or --analyses NAMES."""
+        if self.analyses is None:
+            return []
+        return ["--analyses", ",".join(self.analyses)] if self.analyses else ["--skip_analysis"]
 
 
 @dataclass

@@ -3,7 +3,7 @@ prompts it is evaluated on from a run, by capability. The only code outside a sy
 that knows its insides; analyses import none of it.
 
     gpt2       PredictsPairs                     Garg et al.'s GPT-2 family (any mixer, any position)
-    lm         AnswersPairPrompts                the ICL benchmark's models on its pair tasks
+    lm         PredictsPairs, AnswersPairPrompts  the ICL benchmark's models on its pair tasks
     lsa        ScoredAgainstGD (PredictsQueries)  von Oswald et al.'s attention-only models
                ExposesAttention                   ... when it saved its attention (save_attention)
     nonlinear  LearnsFunctions (PredictsQueries)  the MLP + LSA model on the sine-regression tasks
@@ -59,6 +59,13 @@ class GPT2Pairs(PredictsPairs, AnswersPairPrompts):
         tokens = self.settings.model.encoding().max_tokens()
         return None if tokens is None else tokens // 2
 
+    def trained_shape(self) -> tuple[int, int]:
+        c = self.settings.curriculum
+        return c.points.end, c.dims.end
+
+    def pool_size(self) -> int:
+        return self.settings.train.num_tasks
+
     def pair_prompts(self, alpha=1.0):
         return self.prompts(None, alpha)
 
@@ -68,8 +75,9 @@ class GPT2Pairs(PredictsPairs, AnswersPairPrompts):
 
 
 @register_read_side("lm")
-class LMPairs(AnswersPairPrompts):
-    """An lm run on a pair task (regression or boolean; not the token tasks)."""
+class LMPairs(PredictsPairs, AnswersPairPrompts):
+    """An lm run on a pair task (regression or boolean; not the token tasks): the ICL benchmark's
+    models predict every y_i from the pairs before it, as the GPT-2 family does."""
     @classmethod
     def offered(cls, settings) -> bool:
         return objective_of(settings.task.name).inputs == "pairs"
@@ -79,10 +87,41 @@ class LMPairs(AnswersPairPrompts):
         params, state = lm.init_model(self.settings, model)
         return model, run.load_params(like=params, rename=canonical_param_name), state
 
+    def trained_shape(self) -> tuple[int, int]:
+        return self.settings.pairs.n_points, self.settings.pairs.n_dims
+
+    def sampler(self, n_points=None):
+        points, dims = self.trained_shape()
+        return registry("task").get(self.settings.task.name).build(
+            self.settings.task.options, n_points=n_points or points, n_dims=dims)
+
+    def prompts(self, n_points=None, alpha=1.0):
+        """The fixed eval prompts; at the trained length and alpha = 1 the run's own eval batch
+        (LMTrainer.evaluation: the same draw of the same key)."""
+        tr, dims = self.settings.train, self.trained_shape()[1]
+        points = n_points or self.trained_shape()[0]
+        sample = self.sampler(points)
+        return jax.jit(lambda key: sample(key, tr.eval_size, dims, points, alpha))(jax.random.key(tr.eval_seed))
+
+    def rows(self, n_points=None, tasks=None, keep_attention=False) -> int:
+        m = self.settings.model
+        return block_rows(forward_bytes(tokens=2 * (n_points or self.trained_shape()[0]), width=m.width,
+                                        layers=m.n_layer, heads=m.n_head, keep_attention=keep_attention),
+                          tasks or self.settings.train.eval_size)
+
+    def predictor(self, model, params, state, n_points=None, tasks=None):
+        apply = jax.jit(model.apply)
+        return in_blocks(lambda xs, ys: apply(params, state, xs, ys), self.rows(n_points, tasks))
+
+    def prompt_bytes(self, tasks, n_points, n_dims) -> int:
+        return gpt2.prompt_bytes(tasks, n_points, n_dims)
+
+    def points_limit(self) -> int | None:
+        tokens = self.settings.model.encoding().max_tokens()
+        return None if tokens is None else tokens // 2
+
     def pair_prompts(self, alpha=1.0):
-        """At alpha = 1 the run's own eval batch (LMTrainer.evaluation)."""
-        tr, sample = self.settings.train, lm.sampler(self.settings)
-        return jax.jit(lambda key: sample(key, tr.eval_size, alpha))(jax.random.key(tr.eval_seed))
+        return self.prompts(None, alpha)
 
     def query_predictor(self, restored, n_points, tasks=None):
         model, params, state = restored
