@@ -289,7 +289,9 @@ def start(*argv: str) -> subprocess.Popen:
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-LONG = ["--steps", "3000", "--batch_size", "32", "--eval_size", "50", "--log_every", "500", "--quiet",
+# long enough (about 6 s of training here) that the one that takes the lock still holds it when the
+# other, started at the same moment, arrives
+LONG = ["--steps", "12000", "--batch_size", "32", "--eval_size", "50", "--log_every", "2000", "--quiet",
         "--set", "train.checkpoint_every=500"]
 
 
