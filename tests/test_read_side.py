@@ -101,11 +101,17 @@ def test_the_nonlinear_read_side_gives_its_eval_loss(tmp_path):
 
 def test_analyses_that_ask_for_pairs_apply_to_every_system_that_predicts_pairs():
     """An analysis registered by capability applies to every system with it, and to no other."""
+    from src.registry import choice
+    from src.systems.lm import lm_settings
+    lm_pairs = lm_settings(choice("task", "parity"), choice("seq_mixer", "softmax_causal"), choice("state_mixer", "mlp"),
+                           width=16, n_layer=1, n_head=2)           # lm on a pair task (its default is MQAR)
+    runs = [settings_of(system) for system in registry("system").names()] + [lm_pairs]
+    assert has(PredictsPairs, lm_pairs)
     for entry in registry("analysis"):
         if entry.name not in ("icl_curve", "inductive_bias"):
             continue
-        for system in registry("system").names():
-            assert entry.is_applicable(settings_of(system)) == has(PredictsPairs, settings_of(system)), (entry.name, system)
+        for settings in runs:
+            assert entry.is_applicable(settings) == has(PredictsPairs, settings), (entry.name, settings.describe())
 
 
 @pytest.fixture(scope="module")
