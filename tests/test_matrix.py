@@ -202,3 +202,12 @@ def test_the_matrix_runs_make_the_analyses_its_report_reads(tmp_path):
     assert all(job.analyses == study.ANALYSES for job in jobs)
     command = jobs[0].command(overwrite=False)
     assert command[command.index("--analyses") + 1] == "alignment,icl_curve,robustness,loss_figure"
+
+
+@pytest.mark.parametrize("mixer", ["gated_linear_attn", "delta_net", "gated_delta_net", "rwkv7", "mamba2"])
+def test_a_chunk_out_of_range_is_refused_in_one_line(mixer):
+    entry = registry("seq_mixer").get(mixer)
+    for bad in (0, 4097, True, 2.0):
+        with pytest.raises(ValueError, match=rf"^chunk={bad!r} is not accepted; accepted: an integer in \[1, 4096\]$"):
+            replace(entry.default_options(), chunk=bad).check()
+    replace(entry.default_options(), chunk=4096).check()

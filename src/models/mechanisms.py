@@ -40,6 +40,13 @@ from src.settings import require_int
 
 MIXERS = registry("seq_mixer")
 EPS = 1e-6
+MAX_CHUNK = 4096     # the largest `chunk` a mixer with a chunked form accepts
+
+
+def check_chunk(chunk) -> None:
+    """The `chunk` option of a mixer with a chunked form (positions per chunk): one line unless an
+    integer in [1, MAX_CHUNK]."""
+    require_int("chunk", chunk, 1, MAX_CHUNK)
 
 
 def causal_mask(t: int, window: int | None = None) -> jax.Array:

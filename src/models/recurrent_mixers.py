@@ -29,7 +29,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import project_out, project_qkv, register_mixer
+from src.models.mechanisms import check_chunk, project_out, project_qkv, register_mixer
 
 EPS = 1e-6
 CHUNK = 16
@@ -133,8 +133,7 @@ class GLAOptions:
     chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
-        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or not 1 <= self.chunk <= 4096:
-            raise ValueError(f"chunk={self.chunk!r}; accepted: an integer in [1, 4096]")
+        check_chunk(self.chunk)
         if self.gate_rank < 1 or not self.gate_temperature > 0:
             raise ValueError(f"gate_rank={self.gate_rank}, gate_temperature={self.gate_temperature}; "
                              "accepted: gate_rank >= 1 and gate_temperature > 0")

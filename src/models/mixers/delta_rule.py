@@ -43,7 +43,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import project_out, register_mixer
+from src.models.mechanisms import check_chunk, project_out, register_mixer
 from src.models.mixers.convolutions import ShortConv
 from src.models.state_space import dt_bias_init
 
@@ -141,8 +141,7 @@ class DeltaNetOptions:
     chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
-        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or not 1 <= self.chunk <= 4096:
-            raise ValueError(f"chunk={self.chunk!r}; accepted: an integer in [1, 4096]")
+        check_chunk(self.chunk)
         if isinstance(self.conv_size, bool) or not isinstance(self.conv_size, int) or self.conv_size < 1:
             raise ValueError(f"conv_size={self.conv_size!r}; accepted: an integer >= 1")
         if not isinstance(self.use_beta, bool):
@@ -187,8 +186,7 @@ class GatedDeltaNetOptions:
     chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
-        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or not 1 <= self.chunk <= 4096:
-            raise ValueError(f"chunk={self.chunk!r}; accepted: an integer in [1, 4096]")
+        check_chunk(self.chunk)
         for name in ("conv_size", "expand_v"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -45,7 +45,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import register_mixer
+from src.models.mechanisms import check_chunk, register_mixer
 from src.models.mixers.convolutions import ShortConv
 from src.models.state_space import dt_bias_init
 
@@ -114,8 +114,7 @@ class Mamba2Options:
     chunk: int = CHUNK                # positions per chunk of the dual form (changes float rounding only)
 
     def check(self) -> None:
-        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or not 1 <= self.chunk <= 4096:
-            raise ValueError(f"chunk={self.chunk!r}; accepted: an integer in [1, 4096]")
+        check_chunk(self.chunk)
         for name in ("d_state", "d_conv", "expand"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

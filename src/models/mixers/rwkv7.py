@@ -69,7 +69,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import register_mixer
+from src.models.mechanisms import check_chunk, register_mixer
 from src.models.mixers.delta_rule import unit_lower_solve
 
 CHUNK = 16
@@ -177,8 +177,7 @@ class RWKV7Options:
     chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
-        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or not 1 <= self.chunk <= 4096:
-            raise ValueError(f"chunk={self.chunk!r}; accepted: an integer in [1, 4096]")
+        check_chunk(self.chunk)
         for name in ("decay_low_rank_dim", "a_low_rank_dim", "gate_low_rank_dim"):
             value = getattr(self, name)
             if not _rank_ok(value):
