@@ -192,28 +192,28 @@ def write_checkpoint(run: RunDir, trainer: SystemTrainer, snapshot: Progress, di
 
 
 def _write_outputs(run: RunDir, settings: Settings, trainer: SystemTrainer, result: LoopResult,
-                   only: Sequence[str] | None, progress: bool = False) -> None:
+                   analyses: Sequence[str] | None, progress: bool = False) -> None:
     """Everything a run writes after training: params, the system's files, the summary, analyses
-    (those named in `only`, every one that applies when it is None; with `progress`, a line on
+    (those named in `analyses`, every one that applies when it is None; with `progress`, a line on
     stderr as each starts and ends: some take minutes)."""
     run.write_npz(names.PARAMS, trainer.params_arrays(result))
     files = trainer.outputs(result)
     for name, value in files.items():
         write_file(run, name, value)
-    analyses = [] if result.diverged else [
-        entry for entry in applicable_analyses(settings) if only is None or entry.name in only]
+    entries = [] if result.diverged else [
+        entry for entry in applicable_analyses(settings) if analyses is None or entry.name in analyses]
     written = [names.CONFIG, names.METRICS, names.SUMMARY, names.PARAMS,
                *([names.CHECKPOINT] if run.exists(names.CHECKPOINT) else []),   # none when diverged at once
                *trainer.outputs_before(), *files]
-    expected = written + [o for entry in analyses for o in entry.build(None).outputs(settings)]
+    expected = written + [o for entry in entries for o in entry.build(None).outputs(settings)]
     summary = {"status": "diverged" if result.diverged else "complete", "message": result.diverged,
                "system": settings.system, **trainer.summary(result),
                "outputs": list(dict.fromkeys(expected))}
     run.write_json(names.SUMMARY, summary)
-    for i, entry in enumerate(analyses, 1):
+    for i, entry in enumerate(entries, 1):
         if progress:
             hint = " (--skip_analysis leaves the analyses out)" if i == 1 else ""
-            print(f"{trainer.label}: analysis {i}/{len(analyses)} {entry.name} ...{hint}", file=sys.stderr, flush=True)
+            print(f"{trainer.label}: analysis {i}/{len(entries)} {entry.name} ...{hint}", file=sys.stderr, flush=True)
         began = time.perf_counter()
         entry.build(None).run(run)
         if progress:

@@ -143,12 +143,18 @@ def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: 
 def sampler(settings: LMSettings):
     """(key, batch) -> a batch of the task: TokenBatch, or the pair tasks' RegressionBatch (these
     take alpha too: inputs scaled, 1 by default)."""
-    entry = registry("task").get(settings.task.name)
     if objective_of(settings.task.name).inputs == "tokens":
-        return entry.build(settings.task.options)
+        return registry("task").get(settings.task.name).build(settings.task.options)
     shape = settings.pairs
-    draw = entry.build(settings.task.options, n_points=shape.n_points, n_dims=shape.n_dims)
+    draw = pair_sampler(settings)
     return lambda key, batch, alpha=1.0: draw(key, batch, shape.n_dims, shape.n_points, alpha)
+
+
+def pair_sampler(settings: LMSettings, n_points: int | None = None):
+    """A pair task's draw(key, batch, d, n, alpha=1.0) -> RegressionBatch, built for n_points
+    (default: pairs.n_points) of pairs.n_dims."""
+    return registry("task").get(settings.task.name).build(
+        settings.task.options, n_points=n_points or settings.pairs.n_points, n_dims=settings.pairs.n_dims)
 
 
 def model_inputs(batch) -> tuple:

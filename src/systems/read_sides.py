@@ -32,8 +32,21 @@ from src.tasks.garg import pair_batch
 from src.tasks.regression import Tasks
 
 
+class SequencePairs(PredictsPairs, AnswersPairPrompts):
+    """What the one sequence family's pair models share (gpt2; lm on its pair tasks)."""
+    def prompt_bytes(self, tasks, n_points, n_dims) -> int:
+        return gpt2.prompt_bytes(tasks, n_points, n_dims)
+
+    def points_limit(self) -> int | None:
+        tokens = self.settings.model.encoding().max_tokens()
+        return None if tokens is None else tokens // 2
+
+    def pair_prompts(self, alpha=1.0):
+        return self.prompts(None, alpha)
+
+
 @register_read_side("gpt2")
-class GPT2Pairs(PredictsPairs, AnswersPairPrompts):
+class GPT2Pairs(SequencePairs):
     def restore(self, run) -> tuple:
         model = gpt2.make_model(self.settings)
         params, state = gpt2.init_model(self.settings, model)
@@ -52,13 +65,6 @@ class GPT2Pairs(PredictsPairs, AnswersPairPrompts):
     def rows(self, n_points=None, tasks=None, keep_attention=False) -> int:
         return gpt2.eval_rows(self.settings, n_points, tasks, keep_attention)
 
-    def prompt_bytes(self, tasks, n_points, n_dims) -> int:
-        return gpt2.prompt_bytes(tasks, n_points, n_dims)
-
-    def points_limit(self) -> int | None:
-        tokens = self.settings.model.encoding().max_tokens()
-        return None if tokens is None else tokens // 2
-
     def trained_shape(self) -> tuple[int, int]:
         c = self.settings.curriculum
         return c.points.end, c.dims.end
@@ -66,16 +72,13 @@ class GPT2Pairs(PredictsPairs, AnswersPairPrompts):
     def pool_size(self) -> int:
         return self.settings.train.num_tasks
 
-    def pair_prompts(self, alpha=1.0):
-        return self.prompts(None, alpha)
-
     def query_predictor(self, restored, n_points, tasks=None):
         predict = self.predictor(*restored, n_points, tasks)
         return lambda xs, ys: predict(xs, ys)[:, -1]
 
 
 @register_read_side("lm")
-class LMPairs(PredictsPairs, AnswersPairPrompts):
+class LMPairs(SequencePairs):
     """An lm run on a pair task (regression or boolean; not the token tasks): the ICL benchmark's
     models predict every y_i from the pairs before it, as the GPT-2 family does."""
     @classmethod
@@ -91,15 +94,13 @@ class LMPairs(PredictsPairs, AnswersPairPrompts):
         return self.settings.pairs.n_points, self.settings.pairs.n_dims
 
     def sampler(self, n_points=None):
-        points, dims = self.trained_shape()
-        return registry("task").get(self.settings.task.name).build(
-            self.settings.task.options, n_points=n_points or points, n_dims=dims)
+        return lm.pair_sampler(self.settings, n_points)
 
     def prompts(self, n_points=None, alpha=1.0):
         """The fixed eval prompts; at the trained length and alpha = 1 the run's own eval batch
         (LMTrainer.evaluation: the same draw of the same key)."""
-        tr, dims = self.settings.train, self.trained_shape()[1]
-        points = n_points or self.trained_shape()[0]
+        tr, (trained, dims) = self.settings.train, self.trained_shape()
+        points = n_points or trained
         sample = self.sampler(points)
         return jax.jit(lambda key: sample(key, tr.eval_size, dims, points, alpha))(jax.random.key(tr.eval_seed))
 
@@ -113,22 +114,10 @@ class LMPairs(PredictsPairs, AnswersPairPrompts):
         apply = jax.jit(model.apply)
         return in_blocks(lambda xs, ys: apply(params, state, xs, ys), self.rows(n_points, tasks))
 
-    def prompt_bytes(self, tasks, n_points, n_dims) -> int:
-        return gpt2.prompt_bytes(tasks, n_points, n_dims)
-
-    def points_limit(self) -> int | None:
-        tokens = self.settings.model.encoding().max_tokens()
-        return None if tokens is None else tokens // 2
-
-    def pair_prompts(self, alpha=1.0):
-        return self.prompts(None, alpha)
-
     def query_predictor(self, restored, n_points, tasks=None):
         model, params, state = restored
-        m = self.settings.model
-        rows = block_rows(forward_bytes(tokens=2 * n_points, width=m.width, layers=m.n_layer, heads=m.n_head),
-                          tasks or self.settings.train.eval_size)
-        return in_blocks(jax.jit(lambda xs, ys: model.apply(params, state, xs, ys)[:, -1]), rows)
+        return in_blocks(jax.jit(lambda xs, ys: model.apply(params, state, xs, ys)[:, -1]),
+                         self.rows(n_points, tasks))
 
 
 @register_read_side("lsa")
