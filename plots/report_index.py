@@ -1,6 +1,9 @@
 """report/README.md: every shipped report with its headline figure, read from the report's own
-results JSON, and its provenance lines (commit, machine, date, training time) read from the report
-itself. Every study writes it again after its report, so the index never lags a report.
+results JSON, its provenance lines (commit, machine, date, training time) read from the report
+itself, and the count of its verdicts beside the papers. Every study writes it again after its
+report, so the index never lags a report; writing it first writes each report's "Beside the paper"
+section from its results file and report/anchors.yaml (plots/beside_paper.py; a report whose
+section would not change is left untouched).
 
     python -m plots.report_index            # rewrite report/README.md from what is in report/
 """
@@ -147,22 +150,32 @@ PROVENANCE = ("- Produced", "- Date:", "- Git commit:", "- Machine:", "- Trainin
 
 
 def write_index(report_dir: Path) -> Path:
-    """report_dir/README.md from the reports in it (missing ones are left out)."""
-    lines = ["# Reports", "",
-             "Each study writes its report, its results (JSON) and its figures here; this index is written "
-             "again after every study. Headlines are read from each report's results file.", ""]
+    """report_dir/README.md from the reports in it (missing ones are left out), after writing each
+    report's "Beside the paper" section."""
+    from plots.beside_paper import VERDICTS, counted, tally, write_section
+    lines = []
+    totals = {w: 0 for w in VERDICTS}
     for report, (results, headline) in REPORTS.items():
         path = report_dir / report
         if not path.is_file():
             continue
+        write_section(report_dir, report, results)
+        counts = tally(path.read_text(encoding="utf-8"))
+        totals = {w: totals[w] + counts[w] for w in VERDICTS}
         text = path.read_text(encoding="utf-8").splitlines()
         title = text[0].lstrip("# ").strip() if text else report
         try:
             line = headline(json.loads((report_dir / results).read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             line = "(results file unreadable)"
-        lines += [f"## [{title}]({report})", "", f"- Headline: {line}"]
+        lines += [f"## [{title}]({report})", "", f"- Headline: {line}",
+                  "- Beside the paper: " + (counted(counts) if any(counts.values()) else "no claim of a paper measured")]
         lines += [t for t in text[:12] if t.startswith(PROVENANCE)] + [""]
+    lines = ["# Reports", "",
+             "Each study writes its report, its results (JSON) and its figures here; this index is written "
+             "again after every study. Headlines are read from each report's results file; verdicts from "
+             "each report's \"Beside the paper\" table (the papers' numbers: report/anchors.yaml).", "",
+             f"- Verdicts beside the papers, all reports: {counted(totals)}.", ""] + lines
     out = report_dir / "README.md"
     atomic_write_text(out, "\n".join(lines))
     return out

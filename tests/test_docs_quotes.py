@@ -108,3 +108,38 @@ def test_the_command_lists_what_lacks_a_source(capsys, monkeypatch):
     assert doc_quotes.main([]) == 1
     out = capsys.readouterr().out
     assert "README.md:" in out and "no entry in report/measurements/quoted.json" in out
+
+
+GPU_WORDS = ("H200", "H100", "A100", "GPU")
+
+
+def test_a_gpu_figure_has_a_record_file():
+    """A figure measured on a lent GPU names a record under report/ that holds it (the machine is
+    gone when the session ends: a commit alone is not enough to check it against)."""
+    loose = [f"{entry['doc']} {entry['figure']!r}" for entries in ledger().values() for entry in entries
+             if entry["kind"] in ("measured", "estimate") and "record" not in entry
+             and any(word in str(entry.get("machine", "")) for word in GPU_WORDS)]
+    assert not loose, "GPU figures without a record file under report/: " + ", ".join(loose)
+
+
+def test_the_transcribed_gpu_figures_are_in_their_commits():
+    """report/measurements/gpu_earlier.json transcribes GPU figures whose raw files were not kept:
+    each is in the text of the commit that first wrote it (its message or its change to the
+    document); skipped without git or in a shallow clone."""
+    record = json.loads((ROOT / "report" / "measurements" / "gpu_earlier.json").read_text(encoding="utf-8"))
+    try:
+        shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True,
+                                 text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        pytest.skip("no git")
+    if shallow.returncode != 0 or shallow.stdout.strip() != "false":
+        pytest.skip("not a full clone")
+    import re
+    missing = []
+    for figure in record["figures"]:
+        text = "".join(subprocess.run(["git", "show", *how, figure["commit"], "--", *where], cwd=ROOT,
+                                      capture_output=True, text=True, timeout=60).stdout
+                       for how, where in ((["-s", "--format=%B"], []), ([], [figure["doc"]])))
+        if not any(re.search(rf"(?<![\d.,]){re.escape(n)}(?!\d)", text) for n in numbers_of(figure["figure"])):
+            missing.append(f"{figure['doc']} {figure['figure']!r} ({figure['commit']})")
+    assert not missing, "transcribed figures their commits do not hold: " + ", ".join(missing)
