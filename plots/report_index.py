@@ -153,13 +153,15 @@ def write_index(report_dir: Path) -> Path:
     """report_dir/README.md from the reports in it (missing ones are left out), after writing each
     report's "Beside the paper" section."""
     from plots.beside_paper import VERDICTS, counted, tally, write_section
+    from src.provenance import git_commit
+    head = git_commit()                   # once: the first section written must not mark the rest dirty
     lines = []
     totals = {w: 0 for w in VERDICTS}
     for report, (results, headline) in REPORTS.items():
         path = report_dir / report
         if not path.is_file():
             continue
-        write_section(report_dir, report, results)
+        write_section(report_dir, report, results, head)
         counts = tally(path.read_text(encoding="utf-8"))
         totals = {w: totals[w] + counts[w] for w in VERDICTS}
         text = path.read_text(encoding="utf-8").splitlines()
