@@ -1,0 +1,368 @@
+"""The mechanisms paper's own PyTorch code trained at our mechanisms study's cell and protocol and
+scored on the same prompts and metric as our runs, beside our recorded numbers: softmax_causal and
+FAVOR+, 3 seeds each, with a verdict per mechanism.
+
+    python -m scripts.originals_beside_ours --torch-python .originals/venv/bin/python \
+        --limits-of-icl .originals/limits_of_icl
+
+What it does:
+1. exports our eval prompts (the gpt2 system's fixed eval set of configs/mechanisms.yaml: eval_size
+   tasks drawn from eval_seed, the same for every mechanism and seed) to runs/originals_beside_ours/
+   prompts.npz, and proves they are the recorded ones: the baselines of baselines/ computed on the
+   exported prompts must give the rows recorded in report/mechanisms_results.json (least squares,
+   averaging) to 1e-5 relative, else it stops (exit 1) before any training;
+2. trains the original (scripts/originals/limits_of_icl_train.py under --torch-python: its nanogpt
+   model, samplers, tasks, loss and train_step; our Adam, clipping and schedule) for every
+   mechanism and seed, --jobs at a time, one torch thread each; a finished run's line is kept in
+   runs/originals_beside_ours/<mechanism>_seed<s>.json and reused when its command and prompts
+   are the same (--rerun trains again);
+3. writes report/measurements/originals_mechanisms.json: provenance, per mechanism the per-seed
+   squared error / d at n = 2d examples (ours, from the results JSON, and the original's), mean,
+   sample std, min-max, the full curves and the verdict: "agrees" when the means differ by less
+   than the larger of the two seed spreads (max - min), else "disagrees" (by that many spreads).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from src.files import atomic_save_npz, atomic_write_json
+from src.flags import OneLineParser, UsageError, choices_list, dry_run, fail, int_at_least, seed_list, summary
+
+PROG = "python -m scripts.originals_beside_ours"
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "configs" / "mechanisms.yaml"
+RESULTS = ROOT / "report" / "mechanisms_results.json"
+OUT = ROOT / "report" / "measurements" / "originals_mechanisms.json"
+WORK = ROOT / "runs" / "originals_beside_ours"
+HARNESS = ROOT / "scripts" / "originals" / "limits_of_icl_train.py"
+
+
+class Original(NamedTuple):
+    """How one of our mechanisms is asked of the original."""
+    attention_type: str                 # its name in nanogpt_model.ATTENTION_CLASSES
+    attention_kwargs: Callable[[], dict]  # its attention_kwargs matching our mixer's options
+    hours: float                        # about how long a run takes here (the longest start first)
+
+
+def favor_features() -> int:
+    """The number of features of our study's FAVOR+ (scripts/mechanisms sets the mixer by name,
+    with its default options: src/models/mechanisms.FavorOptions)."""
+    from src.registry import choice
+    return int(choice("seq_mixer", "favor").options.num_features)
+
+
+# our mechanism -> the original's (the same names; FAVOR+'s number of features is its rf_dim, by
+# default 2 x head size = 32 there, 64 here; its prefix sums over [B, H, T, m, K] take ~15x longer)
+ORIGINALS = {"softmax_causal": Original("softmax_causal", dict, 0.1),
+             "favor": Original("favor", lambda: {"rf_dim": favor_features()}, 1.5)}
+ORIGINAL_NAMES = {ours: original.attention_type for ours, original in ORIGINALS.items()}
+BASELINES_CHECKED = ("least_squares", "averaging")
+RTOL, ATOL = 1e-5, 1e-9        # recorded least squares is ~1e-13 from n = d on: a floor
+# glibc keeps the large blocks FAVOR+'s [B, H, T, m, K] prefix sums need instead of mapping them
+# afresh each step (about 25 % faster there); the arithmetic is unchanged
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
+
+
+# ---------------------------------------------------------------- the prompts
+
+def mechanisms_settings():
+    from src.formats.limits_of_icl import read_config
+    settings, _ = read_config(str(CONFIG))
+    return settings
+
+
+def eval_prompts(settings) -> tuple[np.ndarray, np.ndarray]:
+    """(xs [E, n, d], ys [E, n]) float32: the fixed eval set every run of the study is scored on
+    (src.systems.gpt2.eval_batch, what the ICL curve analysis scores through GPT2Pairs.prompts)."""
+    from src.systems import gpt2
+    batch = gpt2.eval_batch(settings)
+    if float(np.min(np.asarray(batch.weights))) != 1.0:
+        raise UsageError("the eval set has masked points; accepted: a config without a points curriculum at its end")
+    return np.asarray(batch.xs, np.float32), np.asarray(batch.ys, np.float32)
+
+
+def export_prompts(path: Path, settings=None) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = eval_prompts(settings or mechanisms_settings())
+    atomic_save_npz(path, {"xs": xs, "ys": ys})
+    return xs, ys
+
+
+def baseline_rows(xs: np.ndarray, ys: np.ndarray, names: Sequence[str] = BASELINES_CHECKED,
+                  task: str = "linear_regression") -> dict[str, np.ndarray]:
+    """The repository's baselines on prompts (xs, ys): name -> squared error / d per position,
+    mean over prompts (as analysis.icl_curve computes its rows)."""
+    import jax.numpy as jnp
+    from baselines.regression import row_wise
+    from src.registry import registry
+    from src.tasks.garg import RegressionBatch
+    from src.tasks.objectives import objective_of
+    batch = RegressionBatch(jnp.asarray(xs), jnp.asarray(ys), jnp.ones(ys.shape, jnp.float32),
+                            jnp.zeros(xs.shape[::2], jnp.float32), jnp.float32(xs.shape[-1]))
+    objective, out = objective_of(task), {}
+    for name in names:
+        entry = registry("baseline").get(name)
+        guess = row_wise(entry.build(entry.default_options()), batch.xs, batch.ys)(batch.xs, batch.ys)
+        out[name] = np.asarray(objective.point_errors(guess, batch)).mean(axis=0)
+    return out
+
+
+def recorded_rows(results: dict, mechanism: str, names: Sequence[str] = BASELINES_CHECKED) -> dict[str, np.ndarray]:
+    """The baseline rows recorded for `mechanism` (every seed's curves hold the same rows)."""
+    curves = results["results"][mechanism]["curves"]
+    return {name: np.asarray([c[name] for c in curves], np.float64) for name in names}
+
+
+def check_prompts(xs, ys, results: dict, mechanisms: Sequence[str]) -> dict:
+    """{mechanism: {baseline: max relative difference}}; raises RuntimeError when a recorded row
+    is not reproduced on (xs, ys) to RTOL (with an ATOL floor)."""
+    ours = baseline_rows(xs, ys)
+    report = {}
+    for mechanism in mechanisms:
+        report[mechanism] = {}
+        for name, rows in recorded_rows(results, mechanism).items():
+            worst = float(np.max(np.abs(rows - ours[name]) / np.maximum(np.abs(rows), ATOL / RTOL)))
+            report[mechanism][name] = worst
+            if worst > RTOL:
+                raise RuntimeError(f"the exported prompts do not give the recorded {name} row of {mechanism} "
+                                   f"(max relative difference {worst:.3g} > {RTOL:g}): not the recorded eval set")
+    return report
+
+
+# ---------------------------------------------------------------- the verdict
+
+def spread_summary(values: Sequence[float]) -> dict:
+    values = [float(v) for v in values]
+    return {"per_seed": values, "mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "max": max(values), "spread": max(values) - min(values)}
+
+
+def verdict(ours: Sequence[float], original: Sequence[float]) -> dict:
+    """"agrees" when |mean(ours) - mean(original)| < the larger seed spread (max - min) of the
+    two; else "disagrees", with the gap in units of that spread."""
+    a, b = spread_summary(ours), spread_summary(original)
+    gap, spread = abs(a["mean"] - b["mean"]), max(a["spread"], b["spread"])
+    agrees = gap < spread
+    in_spreads = gap / spread if spread > 0 else math.inf
+    text = (f"agrees: the means differ by {gap:.4f}, less than the larger seed spread {spread:.4f}" if agrees
+            else f"disagrees: the means differ by {gap:.4f}, {in_spreads:.2f} times the larger seed spread "
+                 f"{spread:.4f}")
+    return {"verdict": "agrees" if agrees else "disagrees", "mean_difference": b["mean"] - a["mean"],
+            "larger_spread": spread, "difference_in_spreads": in_spreads if math.isfinite(in_spreads) else None,
+            "text": text}
+
+
+# ---------------------------------------------------------------- the runs
+
+def harness_argv(python: str, checkout: Path, settings, mechanism: str, seed: int, prompts: Path,
+                 steps: int | None = None) -> list[str]:
+    """The original's training at the cell and protocol of `settings` (configs/mechanisms.yaml)."""
+    m, tr, c = settings.model, settings.train, settings.curriculum
+    kwargs = ORIGINALS[mechanism].attention_kwargs()
+    return [python, str(HARNESS), str(checkout), "--attention", ORIGINAL_NAMES[mechanism],
+            "--attention-kwargs", json.dumps(kwargs, sort_keys=True), "--seed", str(seed), "--prompts", str(prompts),
+            "--steps", str(steps or tr.steps), "--lr", repr(tr.learning_rate),
+            "--warmup-fraction", repr(tr.warmup_fraction), "--grad-clip", repr(tr.grad_clip),
+            "--batch", str(tr.batch_size), "--width", str(m.width), "--layers", str(m.n_layer),
+            "--heads", str(m.n_head), "--dims", str(c.dims.end), "--points", str(c.points.end),
+            "--n-positions", str(m.max_tokens // 2), "--threads", "1"]
+
+
+def protocol_of(settings) -> dict:
+    m, tr, c = settings.model, settings.train, settings.curriculum
+    return {"config": str(CONFIG.relative_to(ROOT)), "width": m.width, "layers": m.n_layer, "heads": m.n_head,
+            "dims": c.dims.end, "points": c.points.end, "position_table_tokens": m.max_tokens,
+            "batch_size": tr.batch_size, "steps": tr.steps, "learning_rate": tr.learning_rate,
+            "schedule": f"linear warm-up over ceil({tr.warmup_fraction} x steps) updates from 0, then linear "
+                        "decay to 0 (optax join_schedules here; torch LambdaLR there)",
+            "optimizer": f"Adam (b1 0.9, b2 0.999, eps 1e-8, no weight decay) after global-norm clipping at "
+                         f"{tr.grad_clip}", "curriculum": "none (the full task from step 0)",
+            "eval": f"{tr.eval_size} prompts from eval_seed {tr.eval_seed}; squared error / d per position, "
+                    "mean over prompts"}
+
+
+def run_one(argv: list[str], record: Path, log: Path, prompts_sha: str, rerun: bool) -> dict:
+    """The harness's JSON line for `argv` (kept in `record`; reused when the command and the
+    prompts' digest match, unless `rerun`)."""
+    key = {"argv": argv[1:], "prompts_sha256": prompts_sha}
+    if record.is_file() and not rerun:
+        kept = json.loads(record.read_text())
+        if kept.get("key") == key:
+            print(f"{record.name}: reused", flush=True)
+            return kept["result"]
+    print(f"{record.stem}: training ({' '.join(shlex.quote(a) for a in argv[1:4])} ...)", flush=True)
+    with open(log, "w") as err:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True,
+                              env={**os.environ, **MALLOC_ENV, "OMP_NUM_THREADS": "1"})
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (log.read_text().strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"{record.stem}: the original's training failed (exit {done.returncode}): {tail}; log: {log}")
+    result = json.loads(lines[-1])
+    atomic_write_json(record, {"key": key, "result": result})
+    print(f"{record.stem}: error at n = {len(result['curve']) - 1}: {result['error_last']:.4f} "
+          f"({result['seconds']:.0f} s)", flush=True)
+    return result
+
+
+def side_by_side(results: dict, originals: dict[str, dict[int, dict]], seeds: Sequence[int]) -> dict:
+    out = {}
+    for mechanism, runs in originals.items():
+        recorded = results["results"][mechanism]
+        recorded_seeds = list(recorded.get("seeds", range(len(recorded["curves"]))))
+        ours_curves = {s: recorded["curves"][recorded_seeds.index(s)]["model"] for s in seeds}
+        last = len(next(iter(ours_curves.values()))) - 1
+        ours_last = [ours_curves[s][last] for s in seeds]
+        original_last = [runs[s]["curve"][last] for s in seeds]
+        out[mechanism] = {
+            "original_attention_type": ORIGINAL_NAMES[mechanism],
+            "original_attention_kwargs": runs[seeds[0]]["attention_kwargs"],
+            "n_examples": last, "seeds": list(seeds),
+            "ours": spread_summary(ours_last), "original": spread_summary(original_last),
+            **verdict(ours_last, original_last),
+            "curves": {"ours": {str(s): ours_curves[s] for s in seeds},
+                       "original": {str(s): runs[s]["curve"] for s in seeds},
+                       "ours_mean": list(np.mean([ours_curves[s] for s in seeds], axis=0)),
+                       "original_mean": list(np.mean([runs[s]["curve"] for s in seeds], axis=0)),
+                       "least_squares": recorded["curves"][0]["least_squares"]},
+            "original_runs": {str(s): {k: runs[s][k] for k in ("seconds", "seconds_train", "parameters",
+                                                                   "final_loss_mean_last_100", "clipped_steps",
+                                                                   "threads")} for s in seeds},
+        }
+    return out
+
+
+# ---------------------------------------------------------------- the command line
+
+def main(argv=None) -> int:
+    parser = OneLineParser(prog=PROG, description=summary(__doc__))
+    parser.add_argument("--torch-python", required=True, help="the scratch environment's python (with torch)")
+    parser.add_argument("--limits-of-icl", required=True, type=Path, help="a checkout of kenzhengjk/limits_of_icl")
+    parser.add_argument("--mechanisms", default=",".join(ORIGINAL_NAMES),
+                        help=f"comma list of {', '.join(ORIGINAL_NAMES)} (default: both)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma list of seeds our study recorded (default 0,1,2)")
+    parser.add_argument("--jobs", type=int_at_least(1, 2), default=2, help="trainings at once (default 2)")
+    parser.add_argument("--steps", type=int_at_least(1), default=None,
+                        help="train this many steps instead of the study's (a smoke test: the verdict then "
+                             "compares unlike runs; written beside --out with .steps<N>)")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"(default {OUT.relative_to(ROOT)})")
+    parser.add_argument("--rerun", action="store_true", help="train again even where a kept run matches")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    args.argv = argv
+    try:
+        return run(args)
+    except UsageError as err:
+        return fail(PROG, err)
+
+
+def check_flags(args) -> tuple[list[str], list[int]]:
+    if not (args.limits_of_icl / "src" / "wrapper_model.py").is_file():
+        raise UsageError(f"--limits-of-icl={str(args.limits_of_icl)!r} has no src/wrapper_model.py; accepted: a "
+                         "checkout of kenzhengjk/limits_of_icl (040e95d)")
+    if not Path(args.torch_python).is_file():
+        raise UsageError(f"--torch-python={args.torch_python!r} is not a file; accepted: a Python with torch installed")
+    if not RESULTS.is_file():
+        raise UsageError(f"{RESULTS.relative_to(ROOT)} is missing; accepted: the mechanisms study's results (make mechanisms)")
+    mechanisms = choices_list("--mechanisms", args.mechanisms, tuple(ORIGINAL_NAMES))
+    seeds = seed_list(args.seeds)
+    if args.out.exists() and not args.out.is_file():
+        raise UsageError(f"--out={str(args.out)!r} is not a file; accepted: a file path")
+    return mechanisms, seeds
+
+
+def run(args) -> int:
+    began = time.perf_counter()
+    mechanisms, seeds = check_flags(args)
+    results = json.loads(RESULTS.read_text())
+    for mechanism in mechanisms:
+        recorded = results["results"].get(mechanism)
+        have = list(recorded.get("seeds", [])) if recorded else []
+        missing = [s for s in seeds if s not in have]
+        if missing:
+            raise UsageError(f"--seeds={args.seeds!r}: {mechanism} has no recorded seed {missing[0]}; accepted: "
+                             f"seeds among {have}")
+    out = args.out if args.steps is None else args.out.with_suffix(f".steps{args.steps}.json")
+    if dry_run(PROG, f"train {len(mechanisms) * len(seeds)} runs of the original and write {out}"):
+        return 0
+    settings = mechanisms_settings()
+    WORK.mkdir(parents=True, exist_ok=True)
+    prompts = WORK / "prompts.npz"
+    xs, ys = export_prompts(prompts, settings)
+    try:
+        check = check_prompts(xs, ys, results, mechanisms)
+    except RuntimeError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 1
+    print(f"prompts: {xs.shape} -> {prompts.relative_to(ROOT)}; recorded baseline rows reproduced "
+          f"(worst relative difference {max(v for m in check.values() for v in m.values()):.2g})", flush=True)
+    sha = hashlib.sha256(xs.tobytes() + ys.tobytes()).hexdigest()
+    work = [(mechanism, seed) for mechanism in mechanisms for seed in seeds]
+    work.sort(key=lambda ms: -ORIGINALS[ms[0]].hours)     # the longest first, so the slots stay busy
+    suffix = "" if args.steps is None else f"_steps{args.steps}"
+
+    def one(ms):
+        mechanism, seed = ms
+        argv = harness_argv(args.torch_python, args.limits_of_icl.resolve(), settings, mechanism, seed,
+                            prompts, args.steps)
+        stem = f"{mechanism}_seed{seed}{suffix}"
+        return ms, run_one(argv, WORK / f"{stem}.json", WORK / f"{stem}.log", sha, args.rerun)
+
+    originals: dict[str, dict[int, dict]] = {m: {} for m in mechanisms}
+    try:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for (mechanism, seed), result in pool.map(one, work):
+                originals[mechanism][seed] = result
+    except RuntimeError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 1
+    import jax
+    from src.provenance import git_commit
+    first = originals[mechanisms[0]][seeds[0]]
+    record = {
+        "what": "limits_of_icl's own PyTorch code (nanogpt) trained at our mechanisms study's cell and protocol, "
+                "scored on our eval prompts and metric, beside our recorded runs",
+        "command": f"{PROG} " + " ".join(shlex.quote(a) for a in args.argv),
+        "provenance": {**git_commit(), "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+                       "cpus": os.cpu_count(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       "torch": first["torch"], "jax": jax.__version__, "python": platform.python_version(),
+                       "original": "kenzhengjk/limits_of_icl 040e95d", "harness": str(HARNESS.relative_to(ROOT)),
+                       "seconds": time.perf_counter() - began,
+                       "note": "kept runs (runs/originals_beside_ours/*.json) are reused; their own seconds are "
+                               "under original_runs"},
+        "protocol": protocol_of(settings) if args.steps is None else {**protocol_of(settings), "steps": args.steps},
+        "prompts": {"file": str(prompts.relative_to(ROOT)), "shape": list(xs.shape), "sha256": sha,
+                    "recorded_baselines_max_relative_difference": check},
+        "rule": "agrees when |mean(ours) - mean(original)| at n = 2d < max(spread(ours), spread(original)), "
+                "spread = max - min over the seeds",
+        "ours_source": str(RESULTS.relative_to(ROOT)),
+        "mechanisms": side_by_side(results, originals, seeds),
+    }
+    atomic_write_json(out, record)
+    for mechanism, row in record["mechanisms"].items():
+        a, b = row["ours"], row["original"]
+        print(f"{mechanism}: ours {a['mean']:.4f} ± {a['std']:.4f} [{a['min']:.4f}, {a['max']:.4f}]  original "
+              f"{b['mean']:.4f} ± {b['std']:.4f} [{b['min']:.4f}, {b['max']:.4f}]  -> {row['text']}", flush=True)
+    print(f"-> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} ({time.perf_counter() - began:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    from src.process import guarded
+
+    sys.exit(guarded(main))
