@@ -267,6 +267,15 @@ def task_diversity(data: dict, report_dir: Path) -> list[Row]:
                 "fresh tasks every step, error / ridge's on prior prompts", TASK_DIVERSITY, ratios)]
 
 
+def task_diversity_finite(data: dict, report_dir: Path) -> list[Row]:
+    found, steps = data.get("threshold_at_budget"), int(data.get("steps") or 0)
+    budget = Budget(steps * 64, TASK_DIVERSITY.model, TASK_DIVERSITY.rates)
+    ours = f"threshold at {steps:,} steps by the finite-size rule (the smallest M from which no distance to ridge rises)"
+    value = math.log2(found) if found else None
+    return [Row("raventos.threshold", value, ours, budget, digits=1),
+            Row("raventos.small_threshold", value, ours, budget, digits=1)]
+
+
 # --- Lin et al.
 def lengthgen(data: dict, report_dir: Path) -> list[Row]:
     cells = data.get("summary", {}).get("linear_regression", {})
@@ -338,6 +347,7 @@ ROWS: dict[str, Callable[[dict, Path], list[Row]]] = {
     "MIXERS.md": mixers,
     "ZOO.md": zoo,
     "TASK_DIVERSITY.md": task_diversity,
+    "TASK_DIVERSITY_FINITE.md": task_diversity_finite,
     "MATRIX.md": matrix,
     "LENGTHGEN.md": lengthgen,
     "DYNAMICS.md": dynamics,

@@ -122,6 +122,14 @@ def _task_diversity(data: dict) -> str:
             else "the model does not track ridge at any pool size run")
 
 
+def _task_diversity_finite(data: dict) -> str:
+    found, switch = data.get("threshold_at_budget"), data.get("study_switch")
+    rising = [m for m, r in data.get("rises", {}).items() if r]
+    return (f"at {data.get('steps', 0):,} steps the distance to ridge rises for M = {', '.join(rising) or 'none'}; "
+            f"threshold at this budget: {found if found is not None else 'above every M run'}"
+            + (f" (the study's switch: M = {switch})" if switch is not None else ""))
+
+
 def _matrix(data: dict) -> str:
     """The mixers nearest one GD step: loss / GD and the sensitivity cosine (mean over seeds)."""
     summary = data.get("summary", {})
@@ -137,6 +145,7 @@ REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "MIXERS.md": ("mixers_results.json", _mixers),
     "ZOO.md": ("zoo_results.json", _zoo),
     "TASK_DIVERSITY.md": ("task_diversity_results.json", _task_diversity),
+    "TASK_DIVERSITY_FINITE.md": ("task_diversity_finite_results.json", _task_diversity_finite),
     "MATRIX.md": ("matrix_results.json", _matrix),
     "LENGTHGEN.md": ("lengthgen_results.json", _lengthgen),
     "DYNAMICS.md": ("dynamics_results.json", _dynamics),

@@ -34,9 +34,13 @@ EVAL_PROMPTS, POOL_EVAL_SEED = 1000, 29
 ESTIMATORS = ("model", "dmmse", "ridge")
 
 
-def evaluate(job) -> dict:
-    """{prompts ("pool", "prior") -> {estimator -> error}} of one finished run (module docstring)."""
+def evaluate(job, at_step: int | None = None, params_at=None) -> dict:
+    """{prompts ("pool", "prior") -> {estimator -> error}} of one finished run (module docstring);
+    with `at_step`, of the checkpoint it kept at that step (`params_at(run, like, step)`:
+    plots/task_diversity_finite.py)."""
     settings, model, params, state = load_run(job.run)
+    if at_step is not None:
+        params = params_at(job.run, params, at_step)
     tr, c = settings.train, settings.curriculum
     dims, points, noise = c.dims.end, c.points.end, settings.task.options.noise_std
     pairs = pairs_of(settings)

@@ -8,11 +8,17 @@ was never shown. `make task_diversity` runs it.
     python -m scripts.task_diversity             # configs/task_diversity.yaml, pools 2^1 .. 2^13 and fresh, 3 seeds
     python -m scripts.task_diversity --quick     # pools 2 and fresh, 60 steps, 1 seed (a smoke test)
     python -m scripts.task_diversity --pools 4,64,0   # any pool sizes (0: fresh tasks every step)
+    python -m scripts.task_diversity --finite-size     # the finite-size test: 10x the steps, seed 0
 
 Each run is configs/task_diversity.yaml (the workbench's own settings schema, src.jobs.study.read_settings)
 with its train.num_tasks and seed, made by the job engine (finished runs are reused); the report is
 report/TASK_DIVERSITY.md, report/task_diversity_results.json and
 report/figures/task_diversity/error_pool.png (quick: under report/quick; plots/task_diversity_report.py).
+
+--finite-size (`make task_diversity_finite`): pools 32 … 8,192 at 10× the steps, seed 0, a checkpoint
+kept every tenth of them, each evaluated as the study evaluates a finished run: does the distance to
+ridge rise with training (M below our model's threshold: the switch was a transient) or not? Report:
+report/TASK_DIVERSITY_FINITE.md (plots/task_diversity_finite.py; about 3.5 h on 2 cores).
 """
 from __future__ import annotations
 
@@ -21,7 +27,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from plots.task_diversity_report import write_report
+from plots import task_diversity_finite
+from plots.task_diversity_report import RESULTS, write_report
 from src.flags import UsageError, fail, seed_list
 from src.process import guarded
 from src.jobs.engine import Job
@@ -33,6 +40,8 @@ POOLS = (2, 8, 32, 128, 512, 2048, 8192, 0)     # 0: fresh tasks every step (an 
 SEEDS = (0, 1, 2)
 QUICK = {"steps": 60, "log_every": 30, "checkpoint_every": 60, "eval_size": 200}
 QUICK_POOLS = (2, 0)
+FINITE_POOLS = (32, 128, 512, 2048, 8192)
+QUICK_FINITE = {"steps": 90, "log_every": 30, "checkpoint_every": 30, "keep_every": 30, "eval_size": 200}
 
 
 def pool_sizes(text: str | None, quick: bool) -> tuple[int, ...]:
@@ -50,12 +59,27 @@ def pool_sizes(text: str | None, quick: bool) -> tuple[int, ...]:
 
 
 def make_jobs(runs_dir: Path, pools: Sequence[int], seeds: Sequence[int], quick: bool,
-              config: str = CONFIG) -> list[Job]:
-    """Run pool<M>_seed<s> (poolfresh for M = 0) of the config with train.num_tasks = M."""
+              config: str = CONFIG, finite_size: bool = False) -> list[Job]:
+    """Run pool<M>_seed<s> (poolfresh for M = 0) of the config with train.num_tasks = M; with
+    `finite_size`, at STEPS_FACTOR × its steps keeping a checkpoint every 1/KEEP_FRACTION of them."""
     base = read_settings(config)
-    cells = {f"pool{size or 'fresh'}": replace(base, train=replace(base.train, num_tasks=size, **(QUICK if quick else {})))
+    changes = QUICK if quick else {}
+    if finite_size:
+        steps = base.train.steps * task_diversity_finite.STEPS_FACTOR
+        every = steps // task_diversity_finite.KEEP_FRACTION
+        changes = QUICK_FINITE if quick else {"steps": steps, "keep_every": every, "checkpoint_every": every}
+    cells = {f"pool{size or 'fresh'}": replace(base, train=replace(base.train, num_tasks=size, **changes))
              for size in pools}
     return cell_jobs(runs_dir, cells, seeds)
+
+
+def study_switch(report_dir: Path) -> int | None:
+    """The pool size from which the study's own runs track ridge (its recorded results), or None."""
+    import json
+    try:
+        return json.loads((report_dir / RESULTS).read_text(encoding="utf-8")).get("threshold")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,15 +88,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pools", default=None, help="comma list of pool sizes, 0 for fresh tasks "
                                                       f"(default: {','.join(map(str, POOLS))})")
     parser.add_argument("--seeds", default=None, help=f"comma list (default: {','.join(map(str, SEEDS))})")
+    parser.add_argument("--finite-size", action="store_true",
+                        help=f"the finite-size test: pools {','.join(map(str, FINITE_POOLS))} at 10x the steps, seed 0")
     args = parser.parse_args(argv)
+    finite = args.finite_size
     try:
-        runs_dir, report_dir = study_dirs(args, "task_diversity")
-        pools = pool_sizes(args.pools, args.quick)
-        seeds = seed_list(args.seeds) if args.seeds else (SEEDS[:1] if args.quick else SEEDS)
+        runs_dir, report_dir = study_dirs(args, "task_diversity_finite" if finite else "task_diversity")
+        pools = pool_sizes(args.pools, args.quick) if args.pools or not finite else \
+            (FINITE_POOLS[:2] if args.quick else FINITE_POOLS)
+        seeds = seed_list(args.seeds) if args.seeds else (SEEDS[:1] if args.quick or finite else SEEDS)
     except UsageError as err:
         return fail(PROG, err)
+    writer = write_report
+    if finite:
+        def writer(jobs, report_dir, **kwargs):
+            return task_diversity_finite.write_report(jobs, report_dir, study_switch=study_switch(report_dir), **kwargs)
     return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, pools, seeds, args.quick), write_report)
+                        lambda: make_jobs(runs_dir, pools, seeds, args.quick, finite_size=finite), writer)
 
 
 if __name__ == "__main__":

@@ -66,3 +66,43 @@ def test_quick_task_diversity_study_writes_its_report(tmp_path):
     assert set(pool2["pool"]) == {"model", "dmmse", "ridge", "distance_dmmse", "distance_ridge"}
     assert "| 2 |" in (tmp_path / "report" / "TASK_DIVERSITY.md").read_text()
     assert (tmp_path / "report" / "figures" / "task_diversity" / "error_pool.png").stat().st_size > 1000
+
+
+def test_finite_size_runs_train_ten_times_longer_and_keep_ten_checkpoints(tmp_path):
+    from plots import task_diversity_finite as finite
+    jobs = study.make_jobs(tmp_path, study.FINITE_POOLS, (0,), quick=False, finite_size=True)
+    base = study.read_settings(study.CONFIG).train
+    assert [j.settings.train.num_tasks for j in jobs] == list(study.FINITE_POOLS)
+    for job in jobs:
+        assert job.settings.train.steps == finite.STEPS_FACTOR * base.steps == 50_000
+        assert job.settings.train.keep_every == job.settings.train.checkpoint_every == 5_000
+
+
+def test_finite_size_rule_on_numbers_made_by_hand():
+    from plots.task_diversity_finite import rises, threshold_at_budget
+    assert rises([0.30, 0.10, 0.12]) is True              # falls, then rises 20 %: below the threshold
+    assert rises([0.30, 0.10, 0.105]) is False            # within 10 % of its lowest: does not rise
+    assert rises([0.30, 0.20, 0.10]) is False
+    assert rises([0.30, 0.10]) is None                    # too few checkpoints to judge
+    assert threshold_at_budget({32: True, 128: False, 512: False}) == 128
+    assert threshold_at_budget({32: False, 128: True, 512: False}) == 512   # a larger one rises: not yet
+    assert threshold_at_budget({32: True, 128: True}) is None
+    assert threshold_at_budget({32: None, 128: False}) == 128
+
+
+@pytest.mark.study
+def test_quick_finite_size_test_evaluates_each_kept_checkpoint(tmp_path):
+    from plots.task_diversity_report import evaluate
+    done = subprocess.run([sys.executable, "-m", "scripts.task_diversity", "--finite-size", "--quick", "--runs-dir",
+                           str(tmp_path / "runs"), "--report-dir", str(tmp_path / "report")],
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((tmp_path / "report" / "task_diversity_finite_results.json").read_text())
+    assert set(results["curves"]) == {"32", "128"}
+    assert all(c["step"] == [30, 60, 90] for c in results["curves"].values())
+    assert set(results["rises"].values()) <= {True, False}
+    # the checkpoint kept at the last step holds the finished run's parameters: the same numbers
+    job = study.make_jobs(tmp_path / "runs", (32,), (0,), quick=True, finite_size=True)[0]
+    assert results["curves"]["32"]["distance_ridge"][-1] == evaluate(job)["prior"]["distance_ridge"]
+    assert "## Answer" in (tmp_path / "report" / "TASK_DIVERSITY_FINITE.md").read_text()
