@@ -10,27 +10,42 @@ length test. `make matrix` runs it.
     python -m scripts.matrix --mixers softmax_causal,mamba,lstm   # any of them
     python -m scripts.matrix --quick                  # 3 mixers, 60 steps, seed 0 (a smoke test)
     python -m scripts.matrix --config my_matrix.yaml  # another base (the settings schema of config.json)
+    python -m scripts.matrix --mixers 'linear_attention:feature_map=identity:output_norm=none'  # options
+    python -m scripts.matrix --config configs/matrix_settling.yaml   # chosen rows, 10,000 steps, 2 rates
 
 Each run is the config's settings with its sequence mixer and seed (Garg et al.'s LSTM: the lstm
 preset at the same width, depth and position count; a mixer with a chunked form: chunks balanced
-to the prompt's tokens), made by the job engine (finished runs are reused); every analysis is a
-registered one, those the report reads (ANALYSES) written into the run at the end of its training. The
+to the prompt's tokens unless its spelling sets `chunk`), made by the job engine (finished runs are
+reused); every analysis is a registered one, those the report reads (ANALYSES) written into the run
+at the end of its training. A mixer is spelled `name` or `name:option=value[:option=value ...]`. The
 report is report/MATRIX.md, report/matrix_results.json and report/figures/matrix/heatmap.png
 (quick: under report/quick; plots/matrix_report.py).
+
+The config may hold, beside the settings, the study's own mapping `matrix:` (read_protocol; each key
+optional): `mixers` (a list of spellings; --mixers wins), `seeds` (--seeds wins), `steps` (every
+run's training steps) and `learning_rates` (every mixer trained at each; its best rate, by the mean
+eval loss over seeds, and the mixer that won are written to matrix_rates.json and printed). A run
+made under a `steps` or `learning_rates` key is named for them (`delta_net_steps10000_lr0.0005_seed0`),
+and such a config's runs and report go to runs/<config name> and report/<config name> unless
+--runs-dir and --report-dir say otherwise. configs/matrix.yaml has no such mapping: `make matrix` is
+as it was.
 """
 from __future__ import annotations
 
 import math
 import sys
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Sequence
 
 from plots.matrix_report import write_report
-from src.flags import UsageError, fail, seed_list
-from src.jobs.study import cell_jobs, finish_study, read_settings, study_dirs, study_parser
+from src.flags import SEED_LIMIT, UsageError, fail, seed_list
+from src.jobs.study import cell_jobs, finish_study, read_settings_mapping, study_dirs, study_parser
+from src.mixer_spec import mixer_of
 from src.models.sequence import lstm
 from src.process import guarded
-from src.registry import choice, registry
+from src.registry import registry
+from src.systems import settings_from_file
 from src.systems.gpt2 import GPT2Settings
 
 PROG = "python -m scripts.matrix"
@@ -45,14 +60,99 @@ QUICK = {"steps": 60, "log_every": 30, "checkpoint_every": 60, "eval_size": 200}
 ANALYSES = ("alignment", "icl_curve", "robustness", "loss_figure")
 
 
-def mixer_names(text: str | None) -> list[str]:
-    """--mixers: registered sequence mixers (default: all of them; UsageError, one line)."""
+STUDY_KEY = "matrix"      # the study's own mapping in a config, beside the settings
+PROTOCOL_KEYS = ("mixers", "seeds", "steps", "learning_rates")
+RATES = "matrix_rates.json"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A config's `matrix:` mapping (None: the key is absent). `steps` and `learning_rates` replace
+    the settings' train.steps and train.learning_rate in every run, each rate a run of its own."""
+    mixers: tuple[str, ...] | None = None
+    seeds: tuple[int, ...] | None = None
+    steps: int | None = None
+    learning_rates: tuple[float, ...] | None = None
+
+    @property
+    def varies(self) -> bool:
+        """Whether the runs differ from the base settings' protocol (another name and place)."""
+        return self.steps is not None or self.learning_rates is not None
+
+
+def mixer_names(text: str | None, flag: str = "--mixers") -> list[str]:
+    """--mixers: registered sequence mixers, each `name` or `name:option=value[:...]` (default: all
+    of them, by name; UsageError, one line). A bare name stays as typed, so the default runs keep
+    their names and settings."""
     known = registry("seq_mixer").names()
     names = [m.strip() for m in (text or ",".join(known)).split(",") if m.strip()]
-    unknown = [m for m in names if m not in known]
+    unknown = [m for m in names if m.split(":")[0].strip() not in known]
     if unknown or not names:
-        raise UsageError(f"--mixers={text!r} is not accepted; accepted: a comma list of {', '.join(known)}")
+        raise UsageError(f"{flag}={text!r} is not accepted; accepted: a comma list of {', '.join(known)} "
+                         "(each optionally name:option=value[:option=value ...])")
+    for name in names:
+        mixer_of(name, flag, text)            # its options checked (one line)
     return list(dict.fromkeys(names))
+
+
+def mixer_label(mixer: str) -> str:
+    """A mixer's spelling as a run-name part: `linear_attention:feature_map=identity` is
+    `linear_attention_feature_map-identity`; a bare name is itself."""
+    return "_".join(part.strip().replace("=", "-") for part in mixer.split(":"))
+
+
+def read_protocol(block, where: str) -> Protocol:
+    """The `matrix:` mapping of a config (None: absent), every key checked (UsageError, one line,
+    naming the file, the key, the value and what is accepted)."""
+    if block is None:
+        return Protocol()
+    if not isinstance(block, dict) or not block:
+        raise UsageError(f"{where}: {STUDY_KEY}={block!r} is not accepted; accepted: a mapping of any of "
+                         f"{', '.join(PROTOCOL_KEYS)}")
+    unknown = sorted(set(map(str, block)) - set(PROTOCOL_KEYS))
+    if unknown:
+        raise UsageError(f"{where}: {STUDY_KEY}.{unknown[0]} is unknown; accepted: {', '.join(PROTOCOL_KEYS)}")
+
+    def listed(key: str, accepted: str, check) -> tuple:
+        value = block[key]
+        if not isinstance(value, list) or not value or not all(check(v) for v in value) \
+                or len(set(map(repr, value))) != len(value):
+            raise UsageError(f"{where}: {STUDY_KEY}.{key}={value!r} is not accepted; accepted: a non-empty "
+                             f"list of {accepted}, none twice")
+        return tuple(value)
+
+    def is_int(v, low, high=None) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= low and (high is None or v <= high)
+
+    values = {}
+    if "mixers" in block:
+        values["mixers"] = listed("mixers", "mixer spellings (name or name:option=value)",
+                                  lambda v: isinstance(v, str) and v.strip())
+        mixer_names(",".join(values["mixers"]), f"{where}: {STUDY_KEY}.mixers")
+    if "seeds" in block:
+        values["seeds"] = listed("seeds", f"integers in [0, {SEED_LIMIT - 1}]", lambda v: is_int(v, 0, SEED_LIMIT - 1))
+    if "steps" in block:
+        if not is_int(block["steps"], 1):
+            raise UsageError(f"{where}: {STUDY_KEY}.steps={block['steps']!r} is not accepted; accepted: an integer >= 1")
+        values["steps"] = block["steps"]
+    if "learning_rates" in block:
+        values["learning_rates"] = tuple(float(r) for r in listed(
+            "learning_rates", "numbers in (0, 1]",
+            lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1))
+    return Protocol(**values)
+
+
+def read_config(path: str):
+    """(base settings, Protocol) of a matrix config: the settings schema of a run's config.json,
+    optionally with the study's `matrix:` mapping beside it (UsageError, one line)."""
+    raw = read_settings_mapping(path)
+    block = raw.pop(STUDY_KEY, None) if isinstance(raw, dict) else None
+    protocol = read_protocol(block, f"--config={path!r}")
+    base = settings_from_file(raw, f"--config={path!r}")
+    if not isinstance(base, GPT2Settings):
+        raise UsageError(f"--config={path!r}: system={base.system!r} is not accepted; accepted: gpt2 (a "
+                         "sequence model on (x, y) pairs)")
+    return base, protocol
 
 
 def balanced_chunk(tokens: int, chunk: int) -> int:
@@ -63,30 +163,133 @@ def balanced_chunk(tokens: int, chunk: int) -> int:
 
 
 def cell_settings(base, mixer: str):
-    """The base settings with `mixer` as every layer's sequence mixer (lstm: the lstm preset). A
-    mixer with a chunked form (an option `chunk`) gets chunks balanced to the training prompts'
-    tokens (balanced_chunk): the same map, the float rounding of another chunk, and on 2 CPU cores
-    1.1-2x faster a step (Mamba-2 2x, GLA 1.4x, Gated DeltaNet and RWKV-7 about 1.1x)."""
-    m, preset = base.model, PRESETS.get(mixer)
+    """The base settings with `mixer` (a spelling: name or name:option=value) as every layer's
+    sequence mixer (lstm: the lstm preset). A mixer with a chunked form (an option `chunk`) gets
+    chunks balanced to the training prompts' tokens (balanced_chunk) unless its spelling sets one:
+    the same map, the float rounding of another chunk, and on 2 CPU cores 1.1-2x faster a step
+    (Mamba-2 2x, GLA 1.4x, Gated DeltaNet and RWKV-7 about 1.1x)."""
+    mixer_choice = mixer_of(mixer, "--mixers")
+    m, preset = base.model, PRESETS.get(mixer_choice.name)
     if preset is not None:
         return replace(base, model=preset(n_dims=m.n_dims, n_embd=m.width, n_layer=m.n_layer,
                                           n_positions=m.max_tokens // 2))
-    mixer_choice = choice("seq_mixer", mixer)
     options = mixer_choice.options
-    if any(f.name == "chunk" for f in fields(options)):
+    typed = {part.partition("=")[0].strip() for part in mixer.split(":")[1:]}
+    if any(f.name == "chunk" for f in fields(options)) and "chunk" not in typed:
         tokens = 2 * base.curriculum.points.end          # x and y tokens of every point (the GPT-2 layout)
-        mixer_choice = choice("seq_mixer", mixer, chunk=balanced_chunk(tokens, options.chunk))
+        mixer_choice = replace(mixer_choice, options=replace(options, chunk=balanced_chunk(tokens, options.chunk)))
     return replace(base, model=replace(m, seq_mixer=mixer_choice))
 
 
-def make_jobs(runs_dir, mixers: Sequence[str], seeds: Sequence[int], quick: bool, config: str = CONFIG):
-    base = read_settings(config)
-    if not isinstance(base, GPT2Settings):
-        raise UsageError(f"--config={config!r}: system={base.system!r} is not accepted; accepted: gpt2 (a "
-                         "sequence model on (x, y) pairs)")
+def plan_cells(base, mixers: Sequence[str], protocol: Protocol = Protocol()) -> dict[str, tuple[str, object]]:
+    """cell name -> (mixer spelling, settings): every mixer at every learning rate of the protocol
+    (its steps too). With no `steps` or `learning_rates` a cell is the mixer's name, as it always was;
+    otherwise the name says them (`delta_net_steps10000_lr0.002`)."""
+    if protocol.steps is not None:
+        base = replace(base, train=replace(base.train, steps=protocol.steps))
+    rates = protocol.learning_rates or (None,)
+    cells = {}
+    for mixer in mixers:
+        settings = cell_settings(base, mixer)
+        for rate in rates:
+            name = mixer_label(mixer) + (f"_steps{protocol.steps}" if protocol.steps is not None else "")
+            if rate is not None:
+                name += f"_lr{rate:g}"
+                cells[name] = (mixer, replace(settings, train=replace(settings.train, learning_rate=rate)))
+            else:
+                cells[name] = (mixer, settings)
+    return cells
+
+
+def study_cells(mixers: Sequence[str], quick: bool, config: str = CONFIG,
+                protocol: Protocol | None = None) -> dict[str, tuple[str, object]]:
+    """plan_cells of the config's settings (`--quick`: QUICK's training, the protocol's steps
+    ignored). `protocol`: the config's `matrix:` mapping (None: read from `config`)."""
+    base, read = read_config(config)
+    protocol = read if protocol is None else protocol
     if quick:
         base = replace(base, train=replace(base.train, **QUICK))
-    return cell_jobs(runs_dir, {mixer: cell_settings(base, mixer) for mixer in mixers}, seeds, ANALYSES)
+        protocol = replace(protocol, steps=None)
+    return plan_cells(base, mixers, protocol)
+
+
+def make_jobs(runs_dir, mixers: Sequence[str], seeds: Sequence[int], quick: bool, config: str = CONFIG,
+              protocol: Protocol | None = None):
+    """The study's runs: every cell (study_cells) x seed."""
+    cells = study_cells(mixers, quick, config, protocol)
+    return cell_jobs(runs_dir, {name: settings for name, (_, settings) in cells.items()}, seeds, ANALYSES)
+
+
+def rate_summary(jobs: Sequence, mixer_of_cell: dict[str, str]) -> dict:
+    """Each mixer's cells (one per learning rate) read from the runs' alignment analysis, mean over
+    seeds, its best rate (the lowest mean eval loss; only rates every seed finished count) and the
+    mixers ranked by their best loss / GD: {"mixers": {...}, "ranking": [...], "winner": ...}."""
+    from src.stats import over_seeds
+    runs: dict = {}
+    for job in jobs:
+        try:
+            align = job.run.load_json("analysis/alignment.json")
+        except Exception:                       # a run without the analysis: counted as missing
+            align = {}
+        runs.setdefault(job.cell, []).append((job, align))
+    mixers: dict = {}
+    for cell, members in runs.items():
+        job = members[0][0]
+        stats = {k: over_seeds([a.get(k) for _, a in members]) for k in ("model_loss", "gd_loss", "zero_loss",
+                                                                          "align_cos")}
+        stats["loss_vs_gd"] = over_seeds([a["model_loss"] / a["gd_loss"] if a.get("gd_loss") else None
+                                          for _, a in members])
+        complete = stats["model_loss"]["n"] == len(members)
+        mine = mixers.setdefault(mixer_of_cell[cell], {"rates": {}})
+        mine["rates"][f"{job.settings.train.learning_rate:g}"] = {
+            "cell": cell, "learning_rate": job.settings.train.learning_rate, "steps": job.settings.train.steps,
+            "seeds": [j.seed for j, _ in members], "complete": complete, **stats}
+    for mine in mixers.values():
+        done = {r: c for r, c in mine["rates"].items() if c["complete"]}
+        best = min(done, key=lambda r: done[r]["model_loss"]["mean"]) if done else None
+        mine["best_rate"] = None if best is None else done[best]["learning_rate"]
+        mine["best_loss_vs_gd"] = None if best is None else done[best]["loss_vs_gd"]["mean"]
+    ranking = sorted((m for m in mixers if mixers[m]["best_loss_vs_gd"] is not None),
+                     key=lambda m: mixers[m]["best_loss_vs_gd"])
+    return {"mixers": mixers, "ranking": ranking, "winner": ranking[0] if ranking else None}
+
+
+def rate_lines(summary: dict) -> list[str]:
+    """The best rate of every mixer and the winner, one line each (what the study prints)."""
+    lines = []
+    for mixer, mine in summary["mixers"].items():
+        each = ", ".join(f"lr {r}: {c['loss_vs_gd']['mean']:.3f}" for r, c in mine["rates"].items()
+                         if c["complete"])
+        best = "no rate finished" if mine["best_rate"] is None else \
+            f"best lr {mine['best_rate']:g} (loss / GD {mine['best_loss_vs_gd']:.3f})"
+        lines.append(f"  {mixer}: {best}; {each}")
+    if summary["winner"] is not None:
+        lines.append(f"  won: {summary['winner']} (loss / GD {summary['mixers'][summary['winner']]['best_loss_vs_gd']:.3f})")
+    return lines
+
+
+def write_rates(jobs: Sequence, report_dir: Path, mixer_of_cell: dict[str, str], protocol: Protocol, *,
+                config: str, seconds: float, command: str, head: dict) -> Path:
+    """report_dir/matrix_rates.json: rate_summary with its provenance (commit, clean tree or not,
+    machine, date, the runs' training seconds, wall seconds, command, config)."""
+    import datetime as dt
+    from plots.provenance import machine, training_seconds
+    from src.files import atomic_write_json
+    summary = rate_summary(jobs, mixer_of_cell)
+    train_total, counted = training_seconds(jobs)
+    out = report_dir / RATES
+    atomic_write_json(out, {
+        "produced": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "commit": head.get("commit"), "clean_tree": None if head.get("dirty") is None else not head["dirty"],
+        "machine": machine(), "command": command, "config": config, "wall_seconds": round(seconds, 1),
+        "train_seconds": round(train_total, 1), "runs": len(jobs), "runs_timed": counted,
+        "steps": sorted({j.settings.train.steps for j in jobs}), "learning_rates": list(protocol.learning_rates or ()),
+        "seeds": sorted({j.seed for j in jobs}),
+        "selection": "each mixer's best rate: the lowest eval loss (analysis/alignment.json model_loss) "
+                     "averaged over seeds, among rates every seed finished",
+        **summary})
+    print("\n".join(["best learning rate per mixer (loss / one GD step, mean over seeds):", *rate_lines(summary)]))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,13 +300,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", default=CONFIG, help=f"the base settings (default: {CONFIG})")
     args = parser.parse_args(argv)
     try:
+        _, protocol = read_config(args.config)
+        if protocol.varies and not args.quick:     # another protocol: its own runs and report
+            stem = Path(args.config).stem
+            args.runs_dir = args.runs_dir or f"runs/{stem}"
+            args.report_dir = args.report_dir or f"report/{stem}"
         runs_dir, report_dir = study_dirs(args, "matrix")
-        mixers = mixer_names(args.mixers or (",".join(QUICK_MIXERS) if args.quick else None))
-        seeds = seed_list(args.seeds) if args.seeds else (SEEDS[:1] if args.quick else SEEDS)
+        default_mixers = ",".join(QUICK_MIXERS) if args.quick else (
+            ",".join(protocol.mixers) if protocol.mixers else None)
+        mixers = mixer_names(args.mixers or default_mixers)
+        seeds = seed_list(args.seeds) if args.seeds else (
+            SEEDS[:1] if args.quick else list(protocol.seeds or SEEDS))
     except UsageError as err:
         return fail(PROG, err)
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, mixers, seeds, args.quick, args.config), write_report)
+    mixer_of_cell: dict[str, str] = {}
+
+    def jobs():
+        cells = study_cells(mixers, args.quick, args.config, protocol)
+        mixer_of_cell.update({name: mixer for name, (mixer, _) in cells.items()})
+        return cell_jobs(runs_dir, {name: settings for name, (_, settings) in cells.items()}, seeds, ANALYSES)
+
+    def report(jobs, report_dir, *, quick, seconds, command, head):
+        written = write_report(jobs, report_dir, quick=quick, seconds=seconds, command=command, head=head)
+        if protocol.learning_rates:
+            written.append(write_rates(jobs, report_dir, mixer_of_cell, protocol, config=args.config,
+                                       seconds=seconds, command=command, head=head))
+        return written
+    return finish_study(PROG, argv, args, runs_dir, report_dir, jobs, report)
 
 
 if __name__ == "__main__":

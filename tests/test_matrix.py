@@ -211,3 +211,98 @@ def test_a_chunk_out_of_range_is_refused_in_one_line(mixer):
         with pytest.raises(ValueError, match=rf"^chunk={bad!r} is not accepted; accepted: an integer in \[1, 4096\]$"):
             replace(entry.default_options(), chunk=bad).check()
     replace(entry.default_options(), chunk=4096).check()
+
+
+# The study's own `matrix:` mapping (chosen rows at another step count and a set of learning rates)
+
+def test_the_settling_config_is_the_matrix_settings_with_the_study_mapping():
+    """configs/matrix_settling.yaml holds configs/matrix.yaml's settings unchanged (only its `matrix:`
+    mapping differs), and configs/matrix.yaml has no such mapping: `make matrix` plans as it did."""
+    base, protocol = study.read_config("configs/matrix_settling.yaml")
+    assert base.digest() == read_settings(study.CONFIG).digest()
+    assert protocol.steps == 10_000 and protocol.learning_rates == (0.002, 0.0005) and protocol.seeds == (0,)
+    assert protocol.mixers[:2] == ("linear_attention", "linear_attention:feature_map=identity:output_norm=none")
+    assert study.read_config(study.CONFIG)[1] == study.Protocol() and not study.Protocol().varies
+
+
+def test_cells_at_other_steps_and_rates_are_named_for_them(tmp_path):
+    protocol = study.Protocol(steps=40, learning_rates=(0.002, 0.0005))
+    mixers = ["linear_attention:feature_map=identity:output_norm=none", "delta_net", "delta_net:chunk=4"]
+    jobs = study.make_jobs(tmp_path, mixers, (0,), quick=False, protocol=protocol)
+    got = {j.name: (j.settings.train.steps, j.settings.train.learning_rate) for j in jobs}
+    assert got == {"linear_attention_feature_map-identity_output_norm-none_steps40_lr0.002_seed0": (40, 0.002),
+                   "linear_attention_feature_map-identity_output_norm-none_steps40_lr0.0005_seed0": (40, 0.0005),
+                   "delta_net_steps40_lr0.002_seed0": (40, 0.002), "delta_net_steps40_lr0.0005_seed0": (40, 0.0005),
+                   "delta_net_chunk-4_steps40_lr0.002_seed0": (40, 0.002),
+                   "delta_net_chunk-4_steps40_lr0.0005_seed0": (40, 0.0005)}
+    options = {j.name: j.settings.model.seq_mixer.options for j in jobs}
+    assert options["delta_net_steps40_lr0.002_seed0"].chunk == 11            # balanced, as in the matrix
+    assert options["delta_net_chunk-4_steps40_lr0.002_seed0"].chunk == 4     # as typed
+    assert options[jobs[0].name].output_norm == "none" and options[jobs[0].name].feature_map == "identity"
+    plain = study.make_jobs(tmp_path, ["delta_net"], (0,), quick=False)      # no mapping: the matrix's own run
+    assert [j.name for j in plain] == ["delta_net_seed0"] and plain[0].settings.train.steps == 2500
+
+
+@pytest.mark.parametrize("block, says", [
+    ("matrix: 3", "matrix=3 is not accepted; accepted: a mapping of any of mixers, seeds, steps, learning_rates"),
+    ("matrix: {stepz: 3}", "matrix.stepz is unknown; accepted: mixers, seeds, steps, learning_rates"),
+    ("matrix: {steps: 0}", "matrix.steps=0 is not accepted; accepted: an integer >= 1"),
+    ("matrix: {steps: true}", "matrix.steps=True is not accepted"),
+    ("matrix: {learning_rates: []}", "matrix.learning_rates=[] is not accepted; accepted: a non-empty list"),
+    ("matrix: {learning_rates: [0.002, 0.002]}", "none twice"),
+    ("matrix: {learning_rates: [-1]}", "accepted: a non-empty list of numbers in (0, 1]"),
+    ("matrix: {learning_rates: 0.002}", "matrix.learning_rates=0.002 is not accepted"),
+    ("matrix: {seeds: [0, x]}", "matrix.seeds=[0, 'x'] is not accepted"),
+    ("matrix: {mixers: [nope]}", "matrix.mixers='nope' is not accepted"),
+    ("matrix: {mixers: ['linear_attention:feature_map=cosine']}", "feature_map='cosine' is unknown"),
+])
+def test_a_bad_study_mapping_is_refused_in_one_line_with_exit_2(tmp_path, block, says, capsys):
+    config = tmp_path / "bad.yaml"
+    config.write_text((ROOT / study.CONFIG).read_text() + block + "\n")
+    with pytest.raises(UsageError) as err:
+        study.read_config(str(config))
+    assert says in str(err.value) and "\n" not in str(err.value) and "bad.yaml" in str(err.value)
+    assert study.main(["--config", str(config), "--runs-dir", str(tmp_path / "r"),
+                       "--report-dir", str(tmp_path / "p")]) == 2
+    assert says in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+def test_a_mixer_with_options_is_a_matrix_row_and_a_bad_option_is_named():
+    assert study.mixer_names("softmax_causal,linear_attention:output_norm=none") == \
+        ["softmax_causal", "linear_attention:output_norm=none"]
+    with pytest.raises(UsageError, match="output_norm='ln' is unknown; accepted: rms, none"):
+        study.mixer_names("linear_attention:output_norm=ln")
+    assert study.cell_settings(read_settings(study.CONFIG), "mamba2").model.seq_mixer.options.chunk == 22
+
+
+def test_a_config_with_other_steps_or_rates_has_its_own_runs_and_report(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WORKBENCH_DRY_RUN", "1")
+    monkeypatch.chdir(ROOT)
+    assert study.main(["--config", "configs/matrix_settling.yaml"]) == 0
+    said = capsys.readouterr().out
+    assert "make 10 runs in runs/matrix_settling" in said and "report into report/matrix_settling" in said
+    assert study.main(["--config", "configs/matrix_settling.yaml", "--mixers", "mamba", "--seeds", "0,1",
+                       "--runs-dir", str(tmp_path / "r")]) == 0
+    assert f"make 4 runs in {tmp_path / 'r'}" in capsys.readouterr().out
+
+
+def _fake_job(cell, seed, rate, model_loss, gd_loss=0.2):
+    from types import SimpleNamespace
+    run = SimpleNamespace(load_json=lambda name: {"model_loss": model_loss, "gd_loss": gd_loss, "zero_loss": 0.42,
+                                                 "align_cos": 0.5})
+    settings = SimpleNamespace(train=SimpleNamespace(learning_rate=rate, steps=100))
+    return SimpleNamespace(cell=cell, seed=seed, run=run, settings=settings)
+
+
+def test_the_best_rate_of_each_mixer_and_the_winner():
+    jobs = [_fake_job("a_lr0.002", 0, 0.002, 0.30), _fake_job("a_lr0.002", 1, 0.002, 0.32),
+            _fake_job("a_lr0.0005", 0, 0.0005, 0.22), _fake_job("a_lr0.0005", 1, 0.0005, 0.20),
+            _fake_job("b_lr0.002", 0, 0.002, 0.18), _fake_job("b_lr0.002", 1, 0.002, 0.20),
+            _fake_job("b_lr0.0005", 0, 0.0005, 0.40), _fake_job("b_lr0.0005", 1, 0.0005, 0.40)]
+    summary = study.rate_summary(jobs, {"a_lr0.002": "a", "a_lr0.0005": "a", "b_lr0.002": "b", "b_lr0.0005": "b"})
+    assert summary["mixers"]["a"]["best_rate"] == 0.0005 and summary["mixers"]["b"]["best_rate"] == 0.002
+    assert summary["mixers"]["a"]["best_loss_vs_gd"] == pytest.approx(1.05)
+    assert summary["ranking"] == ["b", "a"] and summary["winner"] == "b"
+    assert summary["mixers"]["b"]["rates"]["0.0005"]["loss_vs_gd"]["mean"] == pytest.approx(2.0)
+    lines = study.rate_lines(summary)
+    assert lines[-1] == "  won: b (loss / GD 0.950)" and "best lr 0.0005 (loss / GD 1.050)" in lines[0]

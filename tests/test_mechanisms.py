@@ -151,3 +151,39 @@ def test_changing_a_later_token_changes_no_earlier_output(name):
         out, _, _ = run(name, changed)
         np.testing.assert_allclose(out[:, :t + 1], base[:, :t + 1], atol=1e-6)
         assert not np.allclose(out[:, t + 1:], base[:, t + 1:])
+
+
+def test_linear_attention_without_its_norm_is_causal_linear_self_attention():
+    """linear_attention:feature_map=identity:output_norm=none is von Oswald et al.'s linear
+    self-attention in causal form, y_t = Σ_{s<=t} (q_t · k_s) v_s, against a NumPy loop; the same map
+    as `linear` (scale: sum) with the same parameters. Its default (output_norm: rms) keeps the
+    RMSNorm per head, and stays out of the settings (recorded runs keep their digests)."""
+    got, params, _ = run("linear_attention", X, feature_map="identity", output_norm="none")
+    assert sorted(params) == ["mixer/out", "mixer/qkv"]          # no norm's scale
+    q, k, v = split_qkv(params, X)
+    lsa = np.zeros((B, T, H, K))
+    for t in range(T):                       # the causal sum written out, token by token
+        for s in range(t + 1):
+            lsa[:, t] += np.einsum("bh,bhk->bhk", np.einsum("bhk,bhk->bh", q[:, t], k[:, s]), v[:, s])
+    np.testing.assert_allclose(got, out_projection(params, lsa), atol=1e-5, rtol=1e-5)
+    linear, linear_params, _ = run("linear", X)
+    assert jax.tree_util.tree_all(jax.tree_util.tree_map(np.array_equal, linear_params, params))
+    np.testing.assert_allclose(got, linear, atol=1e-5, rtol=1e-5)
+
+    normed, params, _ = run("linear_attention", X, feature_map="identity")
+    q, k, v = split_qkv(params, X)
+    rms = lsa / np.sqrt(np.mean(lsa ** 2, -1, keepdims=True) + 1e-6) * params["mixer/norm"]["scale"]
+    np.testing.assert_allclose(normed, out_projection(params, rms), atol=1e-4, rtol=1e-4)
+
+    entry = registry("seq_mixer").get("linear_attention")
+    with pytest.raises(ValueError, match=r"^output_norm='layer' is unknown; accepted: rms, none$"):
+        entry.options(output_norm="layer").check()
+    from dataclasses import replace
+    from src.systems.gpt2 import GPT2Settings
+    settings = GPT2Settings()
+    model = settings.model
+    plain = replace(settings, model=replace(model, seq_mixer=choice("seq_mixer", "linear_attention")))
+    assert "output_norm" not in plain.to_dict()["model"]["seq_mixer"]["options"]
+    lsa_settings = replace(settings, model=replace(model, seq_mixer=choice("seq_mixer", "linear_attention",
+                                                                           output_norm="none")))
+    assert lsa_settings.to_dict()["model"]["seq_mixer"]["options"]["output_norm"] == "none"

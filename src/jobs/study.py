@@ -75,9 +75,16 @@ def read_settings(path: str):
     JSON: the `settings` mapping of a run's config.json, with `system` and any keys whose defaults
     differ (the rest take their defaults), read and validated by its system. UsageError (one
     line, naming the file, the key, the value and what is accepted) for anything else."""
+    from src.systems import settings_from_file
+    return settings_from_file(read_settings_mapping(path), f"--config={path!r}")
+
+
+def read_settings_mapping(path: str):
+    """The raw mapping of read_settings' file, not yet validated (a study that keeps keys of its own
+    beside the settings takes them out before settings_from_file); UsageError, one line, for a file
+    that is not one."""
     from src.files import loads_json
     from src.provenance import checkout_path
-    from src.systems import settings_from_file
     from src.yaml_includes import load
     if str(path).endswith(".json"):    # JSON by its suffix: YAML 1.1 reads a JSON number such as 1e-05 as text
         text = read_user_file(checkout_path(path), "--config", "a run's config.json `settings`")
@@ -91,7 +98,7 @@ def read_settings(path: str):
     if isinstance(raw, dict) and "system" not in raw:
         raise UsageError(f"--config={path!r} holds no settings mapping with a `system` key; accepted: a run's "
                          "config.json `settings` (any key left out takes its default)")
-    return settings_from_file(raw, f"--config={path!r}")
+    return raw
 
 
 @dataclass

@@ -7,7 +7,10 @@
   command line maps the name)
   linear_attention   α_t = 1, a feature map φ (`feature_map`: identity, elu1 = elu + 1, relu,
                      hadamard = (W₁u) ⊙ (W₂u), hedgehog = softmax([Wu, −Wu])), no normaliser;
-                     the output gets an RMSNorm per head
+                     the output gets an RMSNorm per head (`output_norm: rms`, the default) or
+                     none (`output_norm: none`). With feature_map=identity and output_norm=none it
+                     is von Oswald et al.'s linear self-attention in causal form, y_t = Σ_{s<=t}
+                     (q_t · k_s) v_s: the same map as mechanisms' `linear` (scale: sum)
   gated_linear_attn  GLA (Yang et al. 2023): φ = identity, q scaled by K^−½, a data-dependent
                      decay log α_t = logsigmoid(x W_a W_b) / `gate_temperature` (rank
                      `gate_rank`), output RMSNorm per head times swish(x W_g)
@@ -30,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from src.models.mechanisms import check_chunk, project_out, project_qkv, register_mixer
+from src.settings import added_field
 
 EPS = 1e-6
 CHUNK = 16
@@ -99,6 +103,7 @@ def _head_rms_norm(y, name: str):
 
 
 FEATURE_MAPS = ("identity", "elu1", "relu", "hadamard", "hedgehog")
+OUTPUT_NORMS = ("rms", "none")    # linear_attention's output: an RMSNorm per head, or as it is
 
 
 def feature_map(u, kind: str, name: str):
@@ -120,10 +125,13 @@ def feature_map(u, kind: str, name: str):
 @dataclass(frozen=True)
 class LinearAttentionOptions:
     feature_map: str = "hadamard"     # identity | elu1 | relu | hadamard | hedgehog
+    output_norm: str = added_field("rms")   # rms (an RMSNorm per head) | none (LSA's raw sum)
 
     def check(self) -> None:
         if self.feature_map not in FEATURE_MAPS:
             raise ValueError(f"feature_map={self.feature_map!r} is unknown; accepted: {', '.join(FEATURE_MAPS)}")
+        if self.output_norm not in OUTPUT_NORMS:
+            raise ValueError(f"output_norm={self.output_norm!r} is unknown; accepted: {', '.join(OUTPUT_NORMS)}")
 
 
 @dataclass(frozen=True)
@@ -140,15 +148,17 @@ class GLAOptions:
 
 
 class LinearAttentionMixer(hk.Module):
-    def __init__(self, num_heads: int, kind: str, name=None):
+    def __init__(self, num_heads: int, kind: str, output_norm: str = "rms", name=None):
         super().__init__(name=name)
-        self.num_heads, self.kind = num_heads, kind
+        self.num_heads, self.kind, self.output_norm = num_heads, kind, output_norm
 
     def __call__(self, x):
         q, k, v = project_qkv(x, self.num_heads)
         phi_q, phi_k = feature_map(q, self.kind, "q"), feature_map(k, self.kind, "k")
         y = chunked_decay_attention(phi_q, phi_k, v)                       # α_t = 1
-        return project_out(_head_rms_norm(y, "norm"), x.shape[-1])
+        if self.output_norm == "rms":
+            y = _head_rms_norm(y, "norm")
+        return project_out(y, x.shape[-1])
 
 
 class GatedLinearAttention(hk.Module):
@@ -169,8 +179,9 @@ class GatedLinearAttention(hk.Module):
 
 
 register_mixer("linear_attention", LinearAttentionOptions,
-          "ICL benchmark: causal linear attention with a feature map, per-head RMSNorm output",
-          lambda o, h, n, p: LinearAttentionMixer(h, o.feature_map, name=n),
+          "ICL benchmark: causal linear attention with a feature map, per-head RMSNorm output "
+          "(output_norm: none leaves it out)",
+          lambda o, h, n, p: LinearAttentionMixer(h, o.feature_map, o.output_norm, name=n),
           state=lambda o, d, h, t: h * (2 if o.feature_map == "hedgehog" else 1) * (d // h) ** 2,
           state_doc="H·K'·K (K' = 2K for hedgehog, else K)")
 register_mixer("gated_linear_attn", GLAOptions,
