@@ -50,7 +50,7 @@ OVERWRITE ?=
 overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals originals_beside_ours mechanisms_sweep lengthgen_sweep yarn_recency
+.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick task_diversity_finite matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals originals_beside_ours mechanisms_sweep lengthgen_sweep yarn_recency
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -216,6 +216,12 @@ zoo_quick: $(STAMP)
 # task vectors and fresh tasks, 3 seeds, the model beside dMMSE and ridge (report/TASK_DIVERSITY.md)
 task_diversity: $(STAMP)
 	$(RUN) -m scripts.task_diversity $(overwrite_flag)
+
+# The finite-size test (Raventós et al.'s criterion at our size): pools 32 .. 8,192 at 10x the study's steps, seed 0,
+# a checkpoint kept every 5,000 steps: does the distance to ridge rise with training? (report/TASK_DIVERSITY_FINITE.md;
+# about 3.5 h on 2 cores)
+task_diversity_finite: $(STAMP)
+	$(RUN) -m scripts.task_diversity --finite-size $(overwrite_flag)
 
 task_diversity_quick: $(STAMP)
 	$(RUN) -m scripts.task_diversity --quick $(overwrite_flag)

@@ -31,7 +31,8 @@ RULE = ("Verdict rule (one for every report): **not comparable** when we have no
         "differs from the paper's in kind (said in the row); else **agrees** when our number, or any seed's, "
         "lies inside the interval the paper's number allows (as printed); else **not comparable** when our "
         "runs saw less of the paper's training than the claim needs (said in the row); else **disagrees**.")
-CLAIM_KEYS = {"paper", "claim", "metric", "value", "accept", "basis", "source", "setting", "sequences", "needs"}
+CLAIM_KEYS = {"paper", "claim", "metric", "value", "accept", "basis", "source", "setting", "sequences", "model",
+              "needs"}
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,8 @@ def load_anchors(path: Path = ANCHORS) -> Anchors:
         if low is not None and high is not None and low > high:
             raise UsageError(f"{where}.accept={accept!r} is not accepted; accepted: low ≤ high")
         cite, budget = papers[entry["paper"]]
-        if "sequences" in entry:
-            budget = Budget(int(entry["sequences"]), budget.model, budget.rates)
+        budget = Budget(int(entry.get("sequences", budget.sequences)), str(entry.get("model", budget.model)),
+                        budget.rates)
         needs = entry.get("needs")
         if needs is not None:
             if not isinstance(needs, dict) or set(needs) != {"fraction", "why"}:
