@@ -120,6 +120,9 @@ def _order_row(by_mechanism: dict[str, dict], ours: str, budget: Budget) -> Row:
     return Row("limits_of_icl.mechanism_order", float(_inversions(means)), ours, budget, per_seed, digits=0)
 
 
+RELA_UNLIKE = ("our rela gates the normalised heads with sigmoid(x W_g) on the layer's input (W_g D × D, RMSNorm "
+               "ε 1e-6); the original's with sigmoid(w ⊙ z) on the heads' output (w a D-vector, ε 1e-8): "
+               "report/measurements/rela_local_definitions.md")
 LOCAL_UNLIKE = ("ours is a window of 8 without global positions, the paper's local_global a window of 15 "
                 "with globals [20, 40] over 82 tokens")
 
@@ -130,7 +133,8 @@ def mechanisms(data: dict, report_dir: Path) -> list[Row]:
     return [_stat_row("garg.matches_least_squares", soft, "softmax, d = 5, 3 seeds", MECHANISMS),
             _stat_row("limits_of_icl.softmax_error", soft, "softmax, d = 5 (the paper: d = 20)", MECHANISMS),
             _order_row(at, "the six mechanisms at n = 2d, d = 5", MECHANISMS),
-            _ratio_row("limits_of_icl.rela_error", at.get("rela"), soft, "ReLA / softmax at n = 2d, d = 5", MECHANISMS),
+            _ratio_row("limits_of_icl.rela_error", at.get("rela"), soft, "ReLA / softmax at n = 2d, d = 5", MECHANISMS,
+                       unlike=RELA_UNLIKE),
             _ratio_row("limits_of_icl.local_fails", at.get("local"), soft, "local / softmax at n = 2d, d = 5",
                        MECHANISMS, unlike=LOCAL_UNLIKE)]
 
