@@ -21,6 +21,7 @@ from plots.provenance import header
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
 from src import rundir as names
+from src.models.sequence import block_of
 from src.stats import mean_std_rows, over_seeds
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
@@ -73,6 +74,21 @@ def evaluate(check: Check, rows: Sequence[dict]) -> dict:
                     key=lambda x: min(x - check.low, check.high - x))
     return {"claim": check.claim, "metric": check.metric, "bounds": bounds, "relative": check.reference is not None,
             "values": values, "worst": worst, "status": "n/a" if not values else "pass" if all(inside) else "FAIL"}
+
+
+# the zoology block (src.models.sequence.with_block) in a report's Model line
+ZOOLOGY_BLOCK = ("Zoology's block (`block: zoology`): layer norm, no MLP (its torch.nn.Identity state mixer, "
+                 "which in its pre-norm residual form adds h += LN(h)), learned positions for attention only (no "
+                 "table for the other mixers: figure 2's max_position_embeddings = 0), dropout 0.1 on the "
+                 "embeddings and on attention's softmax weights in training, attention projections with biases, "
+                 "the read-out tied to the embedding table")
+
+
+def block_words(jobs: Sequence, ours: str) -> str:
+    """The runs' block in a report's words, read from their settings: `ours` for our block,
+    ZOOLOGY_BLOCK for Zoology's, both (joined) where both ran."""
+    found = list(dict.fromkeys(block_of(job.settings.model) for job in jobs)) or ["ours"]
+    return "; ".join({"ours": ours, "zoology": ZOOLOGY_BLOCK}[b] for b in found)
 
 
 def collect(jobs: Sequence) -> list[dict]:
@@ -264,7 +280,7 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
                    command=command, seconds=seconds, jobs=jobs)
     lines += [f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the mean over them"
              + (" ± the sample std (ddof 1)" if len(seeds) > 1 else "") + ".",
-             f"- Model: the `lm` family, 2 layers, MLP state mixer, AdamW (lr {_span(rows, 'learning_rate', True)} "
+             f"- Model: the `lm` family, 2 layers, {block_words(jobs, 'MLP state mixer')}, AdamW (lr {_span(rows, 'learning_rate', True)} "
              f"MQAR, {_span(rows, 'learning_rate', False)} boolean; weight decay 0.1, 3% warm-up, cosine), batch "
              f"{_span(rows, 'batch_size', True)}. Accuracy on a fixed eval set (512 sequences): exact match at "
              "the query positions (MQAR), sign ŷ at every point (boolean; chance 0.5).",

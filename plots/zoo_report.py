@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from plots.mixers_report import _pm, best_of_rates, collect
+from plots.mixers_report import _pm, best_of_rates, block_words, collect
 from plots.provenance import header
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
@@ -23,6 +23,7 @@ from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.stats import over_seeds
 
 REPORT, RESULTS, FIG_DIR = "ZOO.md", "zoo_results.json", "figures/zoo"
+OURS = "the MLP state mixer (Zoology's figure 2 has none), learned positions for every mixer"   # our block, in words
 REFERENCE = "attention"
 GATED_CONVOLUTIONS = {"base_conv", "hyena", "h3", "short_conv"}   # a study mixer all of whose layers are these
 # the study's spellings of the models in Zoology's figure 2 and the Based paper (others: their own name)
@@ -132,7 +133,9 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         atomic_write_bytes(report_dir / FIG_DIR / "accuracy_state.png", png_bytes(figure_state(rows, mixers)))
         figures.append(f"{FIG_DIR}/accuracy_state.png")
     found = verdict(rows, mixers)
+    blocks = sorted({job.block for job in jobs})
     atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
+                                             **({"block": blocks} if blocks not in ([], ["ours"]) else {}),
                                              "results": [{k: v for k, v in r.items() if k != "curve"} for r in rows],
                                              "every_rate": [{k: r[k] for k in ("run", "mixer", "seq_len", "kappa", "width",
                                                                                 "seed", "learning_rate", "accuracy")}
@@ -144,8 +147,8 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
     lines += [f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the best of the learning rates "
               f"{', '.join(f'{r:g}' for r in rates)} (Zoology's protocol), then the mean over the seeds"
               + (" ± the sample std" if len(seeds) > 1 else "") + ".",
-              "- Model: the `lm` family, 2 layers, 1 head, the MLP state mixer (Zoology's figure 2 has none), "
-              "learned positions for every mixer, AdamW (weight decay 0.1, 3 % warm-up, cosine). A name a+b is a "
+              f"- Model: the `lm` family, 2 layers, 1 head, {block_words(jobs, OURS)}, "
+              "AdamW (weight decay 0.1, 3 % warm-up, cosine). A name a+b is a "
               "hybrid stack: layer 1 a, layer 2 b (base_conv+based is Zoology's Based model); name:option=value "
               "sets an option (base_conv+base_conv:kernel_size=-1 is figure 2's BaseConv: a short convolution, "
               "kernel 3, in layer 1, the implicit long convolution in layer 2).",

@@ -41,6 +41,7 @@ from src.yaml_includes import load as load_yaml
 from src.mixer_spec import mixer_stack
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser
+from src.models.sequence import BLOCKS
 from src.registry import Choice, choice
 from src.systems.lm import LMTrain, PairShape, lm_settings
 
@@ -69,13 +70,15 @@ class Cell:
 class Grid:
     """What the study trains on MQAR (the defaults are `make mixers`'; a `--config` YAML file sets any
     of these keys, configs/paper/mixers.yaml being Zoology's figure 2). Several learning rates: each
-    cell reports the best of them (Zoology's protocol); None is the recipe's default rate."""
+    cell reports the best of them (Zoology's protocol); None is the recipe's default rate. `block`:
+    our block, or Zoology's own (src.models.sequence.with_block)."""
     vocab_size: int = 256
     cells: tuple = tuple(Cell(kappa=k) for k in PAIRS)
     widths: tuple = WIDTHS
     heads: int = MQAR_HEADS
     learning_rates: tuple = (None,)
     boolean: bool = False
+    block: str = "ours"     # the models' block (src.models.sequence.with_block): ours, or zoology (Zoology's own)
 
     @property
     def pairs(self) -> tuple:
@@ -83,7 +86,7 @@ class Grid:
 
 
 QUICK_GRID = Grid(cells=(Cell(kappa=4, steps=QUICK["mqar_steps"]),), widths=QUICK["widths"], boolean=True)
-GRID_KEYS = {"vocab_size", "cells", "widths", "heads", "learning_rates", "boolean"}
+GRID_KEYS = {"vocab_size", "cells", "widths", "heads", "learning_rates", "boolean", "block"}
 CELL_KEYS = {"seq_len", "kappa", "batch_size", "steps"}
 
 
@@ -135,6 +138,10 @@ def read_grid(path: str) -> Grid:
         if not isinstance(raw["boolean"], bool):
             raise UsageError(f"{path}: boolean={raw['boolean']!r} is not accepted; accepted: true or false")
         values["boolean"] = raw["boolean"]
+    if "block" in raw:
+        if raw["block"] not in BLOCKS:
+            raise UsageError(f"{path}: block={raw['block']!r} is not accepted; accepted: {', '.join(BLOCKS)}")
+        values["block"] = raw["block"]
     return Grid(**{**grid.__dict__, **values})
 
 
@@ -174,6 +181,7 @@ class MixerJob(Job):
     batch_size: int = 0
     vocab_size: int = 0
     seq_len: int = 0
+    block: str = "ours"
 
 
 def mixer_choices(mixer: str) -> tuple[Choice, tuple[Choice, ...]]:
@@ -192,25 +200,27 @@ def run_label(mixer: str) -> str:
 
 def _job(runs_dir: Path, name: str, mixer: str, task_choice: Choice, *, width: int, heads: int,
          steps: int, seed: int, shape: PairShape = PairShape(), batch_size: int | None = None,
-         learning_rate: float | None = None, **labels) -> MixerJob:
+         learning_rate: float | None = None, block: str = "ours", **labels) -> MixerJob:
     seq, layers = mixer_choices(mixer)
     train = LMTrain(steps=steps, seed=seed)
     train = replace(train, **{k: v for k, v in (("batch_size", batch_size), ("learning_rate", learning_rate))
                               if v is not None})
     settings = lm_settings(task_choice, seq, choice("state_mixer", "mlp"),
-                           width=width, n_layer=2, n_head=heads, train=train, pairs=shape, seq_mixers=layers)
+                           width=width, n_layer=2, n_head=heads, train=train, pairs=shape, seq_mixers=layers,
+                           block=block)
     model, train = settings.model, settings.train
     # no end-of-run analyses: the report reads the runs' own accuracy (a boolean run's ICL curve and
     # inductive-bias test cost 3-20 s; `python -m analysis.icl_curve --run RUN` adds them later)
     return MixerJob(name, settings, runs_dir / name, cost=train.steps * model.width, analyses=(), mixer=mixer,
                     width=model.width, heads=model.n_head, steps=train.steps, seed=train.seed,
-                    learning_rate=train.learning_rate, batch_size=train.batch_size, **labels)
+                    learning_rate=train.learning_rate, batch_size=train.batch_size, block=block, **labels)
 
 
 def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick: bool,
               grid: Grid | None = None) -> list[Job]:
     """Every run of the study: MQAR over the grid's cells, widths and learning rates, then the
-    boolean tasks. A run's name carries T and the learning rate only where the grid has several."""
+    boolean tasks. A run's name carries T and the learning rate only where the grid has several,
+    and the block where it is not ours (`_zoology_block`)."""
     grid = grid or (QUICK_GRID if quick else Grid())
     if quick:
         grid = replace(grid, cells=tuple(replace(c, steps=QUICK["mqar_steps"]) for c in grid.cells))
@@ -218,6 +228,7 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick
     boolean = {task: BOOLEAN[task] for task in (QUICK["boolean"] if quick else BOOLEAN)} if grid.boolean else {}
     name_length = len({c.seq_len for c in grid.cells}) > 1
     name_rate = len(grid.learning_rates) > 1
+    block = "" if grid.block == "ours" else f"_{grid.block}_block"
     jobs = []
     for mixer in mixers:
         for seed in seeds:
@@ -227,14 +238,15 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick
                         task = choice("task", "mqar", vocab_size=grid.vocab_size, num_pairs=cell.kappa,
                                       seq_len=cell.seq_len)
                         name = (f"mqar_k{cell.kappa}" + (f"_T{cell.seq_len}" if name_length else "")
-                                + f"_{run_label(mixer)}_w{width}" + (f"_lr{rate:g}" if name_rate else "") + f"_seed{seed}")
+                                + f"_{run_label(mixer)}_w{width}" + (f"_lr{rate:g}" if name_rate else "") + block
+                                + f"_seed{seed}")
                         jobs.append(_job(runs_dir, name, mixer, task, width=width, heads=grid.heads,
                                          steps=cell.steps, seed=seed, batch_size=cell.batch_size,
-                                         learning_rate=rate, task="mqar", pairs=cell.kappa,
+                                         learning_rate=rate, block=grid.block, task="mqar", pairs=cell.kappa,
                                          vocab_size=grid.vocab_size, seq_len=cell.seq_len))
             for task, shape in boolean.items():
-                jobs.append(_job(runs_dir, f"{task}_{run_label(mixer)}_seed{seed}", mixer, choice("task", task),
-                                 width=64, heads=4, steps=boolean_steps, seed=seed, shape=shape,
+                jobs.append(_job(runs_dir, f"{task}_{run_label(mixer)}{block}_seed{seed}", mixer, choice("task", task),
+                                 width=64, heads=4, steps=boolean_steps, seed=seed, shape=shape, block=grid.block,
                                  task=task, pairs=0))
     return plan(jobs)
 

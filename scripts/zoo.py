@@ -9,6 +9,11 @@ RWKV-7), over sequence lengths and widths, each cell the best of a small learnin
     python -m scripts.zoo --mixers base_conv:kernel_size=5   # name:option=value sets an option
     python -m scripts.zoo --quick                      # width 16, T 64, κ 4, 40 steps (smoke test)
     python -m scripts.zoo --config configs/paper/zoo.yaml   # Zoology's own grid (a GPU study)
+    python -m scripts.zoo --config configs/zoo_zoology_block.yaml   # the grid under Zoology's own block
+
+A grid's `block: zoology` trains every model in Zoology's own block (src/models/sequence.py
+with_block: layer norm, no MLP, positions for attention only, dropout 0.1); its runs are named
+..._zoology_block_seed<s> and the report's Model line says so.
 
 Each run is the recipe's settings (`python -m runners.recipe task:mqar model.seq_mixer:<mixer>
 model.state_mixer:mlp ...`; a hybrid adds --model.seq_mixers a,b), 2 layers, 1 head, made by the

@@ -17,7 +17,7 @@ exit 2); so are the task's sizes (κ against the vocabulary, T against 2κ + que
 """
 import dataclasses
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Sequence, Union
 
@@ -25,6 +25,7 @@ from src.flags import UsageError, fail
 from src.cli.command import train_command, validated
 from src.cli.recipe_names import describe as describe_original_tasks, spelled_as_typed, translate
 from src.mixer_spec import ALIASES, mixer_stack, registry_entry
+from src.models.sequence import BLOCKS, with_block
 from src.registry import Choice, registry, state_note
 from src.systems.lm import LMSettings, LMTrain, PairShape, lm_settings_unchecked
 from src.tracking import WandbSpec
@@ -91,6 +92,10 @@ def build_cli_types():
         n_layer: int = 2
         n_head: int = 4
         dense_layout: str = "flat"   # Linear layers on [B·T, D] rows (flat) or [B, T, D] (batched: runs before 2026-11-26)
+        block: str = "ours"          # ours, or zoology: Zoology's TransformerBlock (layer norm, identity state mixer, positions for attention only, dropout 0.1 on the embeddings and attention weights, attention biases, tied read-out), which sets those flags itself
+        positions_for: str = "all"   # the position encoding in every model (all) or only in one with an attention layer (attention)
+        embed_dropout: float = 0.0   # dropout on the embeddings feeding layer 1, in training only
+        tie_embeddings: bool = False  # the read-out is the embedding table transposed (one table, N(0, 0.02²))
         seq_mixers: str = ""         # a hybrid stack: the layers' sequence mixers, a comma list repeating over the layers (name or name:option=value; a bare name takes its defaults, or model.seq_mixer's options where it names that mixer)
 
     @dataclass(frozen=True)
@@ -149,6 +154,8 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
     types |= {f"--model.{n}": "int" for n in ("width", "n_layer", "n_head")}
     types["--model.dense_layout"] = "str"
     types["--model.seq_mixers"] = "str"
+    types |= {"--model.block": "str", "--model.positions_for": "str", "--model.embed_dropout": "float",
+              "--model.tie_embeddings": "bool", "--model.no_tie_embeddings": "bool"}
     for component, name in chosen.items():
         for f in dataclasses.fields(variants[component][name]):
             types[f"--{component}.{f.name}"] = f.type
@@ -160,6 +167,7 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
             raise UsageError(f"{pairs.partition('=')[0]} has no effect on the token task task:{chosen['task']} "
                              f"(it shapes the pair tasks: {', '.join(tasks_for('pairs'))}); accepted: the "
                              "command without it, or a pair task")
+    block_conflict(kept)
     accepted = ", ".join(sorted(t for t in types if t.startswith("--")))
     i = 0
     while i < len(kept):
@@ -186,6 +194,26 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
         if not _parses(value, kind):
             raise UsageError(f"{flag}={value!r} is not a{'n' if kind == 'int' else ''} {kind}; accepted: {flag} <{kind}>")
     return kept, notes
+
+
+# what --model.block zoology sets itself: a token naming one of these beside it is refused
+BLOCK_SETS = ("model.state_mixer:", "--model.positions_for", "--model.embed_dropout", "--model.tie_embeddings",
+              "--model.no_tie_embeddings", "--model.seq_mixer.dropout", "--model.seq_mixer.bias",
+              "--model.seq_mixer.no_bias")
+
+
+def block_conflict(kept: Sequence[str]) -> None:
+    """UsageError (one line) where --model.block zoology stands beside a flag or choice it sets."""
+    values = [v for flag, v in zip(kept, kept[1:] + [""]) if flag == "--model.block"]
+    values += [t.partition("=")[2] for t in kept if t.startswith("--model.block=")]
+    if "zoology" not in values:
+        return
+    clash = next((t for t in kept if t.startswith(BLOCK_SETS) and (t.startswith("model.") or
+                                                                   t.partition("=")[0] in BLOCK_SETS)), None)
+    if clash is not None:
+        raise UsageError(f"{clash.partition('=')[0]} beside --model.block zoology: the block sets it (layer norm, "
+                         "state mixer identity, positions for attention only, dropout 0.1, attention biases, "
+                         "tied embeddings); accepted: one or the other")
 
 
 def _type_name(annotation) -> str | None:
@@ -216,7 +244,9 @@ def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool, bool]:
                        for f in dataclasses.fields(RecipeTrain)})
     settings = lm_settings(task, seq, state, width=m.width, n_layer=m.n_layer, n_head=m.n_head,
                            train=train, pairs=pairs, dense_layout=m.dense_layout,
-                           seq_mixers=hybrid_mixers(m.seq_mixers, seq))
+                           seq_mixers=hybrid_mixers(m.seq_mixers, seq), block=m.block,
+                           positions_for=m.positions_for, embed_dropout=m.embed_dropout,
+                           tie_embeddings=m.tie_embeddings)
     return settings, Path(parsed.out), parsed.overwrite, parsed.resume, parsed.quiet, parsed.skip_analysis
 
 
@@ -227,18 +257,24 @@ def hybrid_mixers(text: str, chosen: Choice) -> tuple[Choice, ...]:
 
 def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
                 n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
-                dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = ()) -> LMSettings:
+                dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = (), block: str = "ours",
+                positions_for: str = "all", embed_dropout: float = 0.0, tie_embeddings: bool = False) -> LMSettings:
     """The recipe's settings (src.systems.lm.lm_settings), validated: a UsageError, one line, in
-    the recipe's flags."""
-    return validated(lm_settings_unchecked(task, seq_mixer, state_mixer, width=width, n_layer=n_layer,
-                                           n_head=n_head, train=train, pairs=pairs, dense_layout=dense_layout,
-                                           seq_mixers=seq_mixers), FLAGS)
+    the recipe's flags. The block (`zoology`) is applied last, over the three model fields before it."""
+    if block not in BLOCKS:
+        raise UsageError(f"--model.block={block!r} is not accepted; accepted: {', '.join(BLOCKS)}")
+    settings = lm_settings_unchecked(task, seq_mixer, state_mixer, width=width, n_layer=n_layer, n_head=n_head,
+                                     train=train, pairs=pairs, dense_layout=dense_layout, seq_mixers=seq_mixers)
+    model = replace(settings.model, positions_for=positions_for, embed_dropout=embed_dropout,
+                    tie_embeddings=tie_embeddings)
+    return validated(replace(settings, model=with_block(model, block)), FLAGS)
 
 
 # our settings -> the recipe's flags, for messages
 FLAGS = {"task.options.": "--task.", "task": "task", "model.seq_mixer.options.": "--model.seq_mixer.",
          "model.width": "--model.width", "model.dense_layout": "--model.dense_layout",
-         "model.seq_mixers": "--model.seq_mixers",
+         "model.seq_mixers": "--model.seq_mixers", "model.positions_for": "--model.positions_for",
+         "model.embed_dropout": "--model.embed_dropout", "model.tie_embeddings": "--model.tie_embeddings",
          "model.n_layer": "--model.n_layer", "model.n_head": "--model.n_head",
          "train.steps": "--train.train_steps", "train.": "--train.", "pairs.": "--pairs."}
 

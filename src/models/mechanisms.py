@@ -4,7 +4,8 @@ of limits_of_icl ("Not All Attention Is Created Equal") plus plain causal linear
 Every mixer maps x [B, T, D] -> [B, T, D]: per-head projections q, k, v [B, T, H, K]
 (K = D / H), a causal mixing (output at t reads tokens <= t only), and an output projection.
 
-  softmax_causal  softmax(q kᵀ / √K) with a causal mask
+  softmax_causal  softmax(q kᵀ / √K) with a causal mask; Zoology's MHA with `dropout` (on the weights,
+                  in training; default 0) and `bias` (q, k, v and output biases; default false)
   local           the same, keys restricted to [t − window + 1, t]
   mqa             multi-query: H query heads share one key and one value head
   rela            ReLU(q kᵀ / √K) (no row normalisation), then an RMSNorm over the heads'
@@ -36,7 +37,7 @@ import numpy as np
 
 from src.models.positions import Encoding
 from src.registry import NoOptions, registry
-from src.settings import require_int
+from src.settings import added_field, require, require_int, require_number
 
 MIXERS = registry("seq_mixer")
 EPS = 1e-6
@@ -74,22 +75,31 @@ def local_global_mask(t: int, window: int | None, global_positions: tuple = ()) 
     return jnp.asarray(mask)
 
 
-def project_qkv(x: jax.Array, num_heads: int, kv_heads: int | None = None):
+def dropout(x: jax.Array, rate: float) -> jax.Array:
+    """x with each element zeroed with probability `rate`, the others scaled by 1 / (1 − rate), where
+    `apply` got a dropout key (training); x itself at rate 0, at init and without a key (evaluation)."""
+    if not rate or hk.running_init():
+        return x
+    key = hk.maybe_next_rng_key()
+    return x if key is None else hk.dropout(key, rate, x)
+
+
+def project_qkv(x: jax.Array, num_heads: int, kv_heads: int | None = None, bias: bool = False):
     """One fused projection [D, (H + 2 H_kv) K] (called inside a mixer module), split into
     q [B, T, H, K] and k, v [B, T, H_kv, K]."""
     b, t, d = x.shape
     kv_heads = kv_heads or num_heads
     k_size = d // num_heads
     sizes = (num_heads, kv_heads, kv_heads)
-    fused = hk.Linear(sum(sizes) * k_size, with_bias=False, name="qkv")(x)
+    fused = hk.Linear(sum(sizes) * k_size, with_bias=bias, name="qkv")(x)
     q, k, v = jnp.split(fused, np.cumsum(sizes)[:2] * k_size, axis=-1)
     return tuple(a.reshape(b, t, h, k_size) for a, h in zip((q, k, v), sizes))
 
 
-def project_out(y: jax.Array, width: int) -> jax.Array:
+def project_out(y: jax.Array, width: int, bias: bool = False) -> jax.Array:
     """Heads [B, T, H, K] concatenated and projected back to [B, T, D]."""
     b, t = y.shape[:2]
-    return hk.Linear(width, with_bias=False, name="out")(y.reshape(b, t, -1))
+    return hk.Linear(width, with_bias=bias, name="out")(y.reshape(b, t, -1))
 
 
 _RECORDING = contextvars.ContextVar("recording_attention", default=False)
@@ -129,14 +139,16 @@ def _fusable(position) -> bool:
     return position is None or type(position).logits is Encoding.logits
 
 
-def _softmax_attention(q, k, v, mask, position=None, window: int | None = None, fusable: bool = True):
+def _softmax_attention(q, k, v, mask, position=None, window: int | None = None, fusable: bool = True,
+                       rate: float = 0.0):
     """softmax(q kᵀ/√K) v over visible keys: q [B,T,H,K], k, v [B,T,H|1,K] -> [B,T,H,K]. A
     position encoding (src/models/positions.py) may rotate q, k and adjust the scores. The
-    softmax is taken in float32 whatever the inputs' precision (a no-op for float32 models)."""
+    softmax is taken in float32 whatever the inputs' precision (a no-op for float32 models).
+    `rate`: dropout on the weights in training (the fused kernel has none: a rate keeps the einsums)."""
     k, v = jnp.broadcast_to(k, q.shape), jnp.broadcast_to(v, q.shape)
     if position is not None:
         q, k = position.rotate(q, k)
-    if fusable and _FUSED.get() and not _RECORDING.get() and _fusable(position):
+    if fusable and not rate and _FUSED.get() and not _RECORDING.get() and _fusable(position):
         return jax.nn.dot_product_attention(q, k, v, is_causal=True,
                                             local_window_size=None if window is None else (window - 1, 0))
     scores = jnp.einsum("bthk,bshk->bhts", q, k) / math.sqrt(q.shape[-1])
@@ -146,7 +158,17 @@ def _softmax_attention(q, k, v, mask, position=None, window: int | None = None, 
     weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
     if _RECORDING.get():
         hk.set_state("attention_weights", weights)
-    return jnp.einsum("bhts,bshk->bthk", weights, v)
+    return jnp.einsum("bhts,bshk->bthk", dropout(weights, rate), v)
+
+
+@dataclass(frozen=True)
+class SoftmaxOptions:
+    dropout: float = added_field(0.0)   # on the softmax weights, in training only (Zoology's MHA: 0.1 in figure 2)
+    bias: bool = added_field(False)     # q, k, v and output projections with biases (Zoology's MHA)
+
+    def check(self) -> None:
+        require_number("dropout", self.dropout, 0.0, high=1.0, open_high=True)
+        require(isinstance(self.bias, bool), "bias", self.bias, "true or false")
 
 
 @dataclass(frozen=True)
@@ -199,19 +221,23 @@ class SoftmaxCausal(_Mixer):
     """Softmax attention; a position encoding (src/models/positions.py) may rotate q and k and
     adjust the scores (bias, temperature)."""
     def __init__(self, num_heads, window: int | None = None, kv_heads: int | None = None,
-                 position=None, global_positions: tuple = (), name=None):
+                 position=None, global_positions: tuple = (), options: SoftmaxOptions = SoftmaxOptions(),
+                 name=None):
         super().__init__(num_heads, name)
         self.window, self.kv_heads, self.position = window, kv_heads, position
         self.global_positions = tuple(global_positions)
+        self.options = options
 
     def __call__(self, x):
-        q, k, v = project_qkv(x, self.num_heads, self.kv_heads)
+        o = self.options
+        q, k, v = project_qkv(x, self.num_heads, self.kv_heads, bias=o.bias)
         if self.global_positions:                  # a mask the fused kernel cannot take: the einsum path
             mask = local_global_mask(x.shape[1], self.window, self.global_positions)
-            y = _softmax_attention(q, k, v, mask, self.position, self.window, fusable=False)
+            y = _softmax_attention(q, k, v, mask, self.position, self.window, fusable=False, rate=o.dropout)
         else:
-            y = _softmax_attention(q, k, v, causal_mask(x.shape[1], self.window), self.position, self.window)
-        return project_out(y, x.shape[-1])
+            y = _softmax_attention(q, k, v, causal_mask(x.shape[1], self.window), self.position, self.window,
+                                   rate=o.dropout)
+        return project_out(y, x.shape[-1], bias=o.bias)
 
 
 class ReLA(_Mixer):
@@ -342,8 +368,8 @@ def state_floats(name: str, options, *, width: int, num_heads: int, tokens: int)
     return int(MIXERS.get(name).build.state_floats(options, width, num_heads, tokens))
 
 
-register_mixer("softmax_causal", NoOptions, "causal scaled dot-product softmax attention",
-          lambda o, h, n, p: SoftmaxCausal(h, position=p, name=n), softmax=True,
+register_mixer("softmax_causal", SoftmaxOptions, "causal scaled dot-product softmax attention",
+          lambda o, h, n, p: SoftmaxCausal(h, position=p, options=o, name=n), softmax=True,
           state=lambda o, d, h, t: 2 * t * d, state_doc="2·T·D (every key and value)")
 register_mixer("local", LocalOptions, "causal softmax attention over the last `window` keys",
           lambda o, h, n, p: SoftmaxCausal(h, window=o.window, position=p, name=n), softmax=True,

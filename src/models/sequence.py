@@ -23,6 +23,13 @@ no biases). A preset also names the root module, so parameters are
 `<preset>/block_<i>/seq_mixer/...`; `canonical_param_name` reads the names of params.npz files
 written before the two models were one family.
 
+Blocks (`with_block`, `block_of`): `ours` is the settings as they are; `zoology` is Zoology's own
+TransformerBlock (layer norm, the `identity` state mixer, positions for attention only, dropout
+0.1 on the embeddings and on attention's weights, attention biases, the tied read-out). Dropout
+(`embed_dropout`, softmax_causal's `dropout`) acts only where `apply` gets a key (`rng`, the lm
+system's training step); at rate 0 nothing is drawn. `positions_for: attention` leaves a model
+without a softmax-attention layer with no position encoding (no table).
+
 Dense layout (`dense_layout`): every Linear layer of the stack sees its activations as rows,
 [B·T, D] (`flat`, the default), or as they come, [B, T, D] (`batched`). The function is the
 same; on XLA's CPU backend the backward pass of a dense layer on 3-D activations is slow, and
@@ -49,11 +56,14 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import ATTENTION_KERNELS
+from src.models.mechanisms import ATTENTION_KERNELS, dropout
+from src.models.positions import Encoding
 from src.registry import Choice, choice, registry
-from src.settings import added_field, choice_field, choices_field, is_int, require, require_int, require_one_of
+from src.settings import (added_field, choice_field, choices_field, is_int, require, require_int, require_number,
+                          require_one_of)
 
 INPUTS = ("pairs", "tokens")
+POSITIONS_FOR = ("all", "attention")   # which models take the position encoding (see SequenceConfig)
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,14 @@ class SequenceConfig:
     attention_kernel: str = "einsum"  # softmax attention as two einsums (einsum) or jax.nn.dot_product_attention (fused)
     seq_mixers: tuple[Choice, ...] = choices_field("seq_mixer")   # a hybrid stack's mixers, repeating; empty: seq_mixer everywhere
     residual: bool = added_field(True)   # h += mixer(norm(h)) (True) or h = mixer(norm(h)) (the lstm preset's plain stack)
+    # the position encoding in every model (all), or only in a model with a softmax-attention layer
+    # (attention: Zoology's figure 2, whose other models have max_position_embeddings = 0, no table)
+    positions_for: str = added_field("all")
+    # dropout on the read-in's output (positions added) feeding block 0, in training only (Zoology's embed_dropout)
+    embed_dropout: float = added_field(0.0)
+    # token inputs: the read-out is the embedding table transposed (Zoology's tied lm_head), the one
+    # table drawn from N(0, 0.02²) as Zoology's nn.Embedding; false: a separate unembed Linear
+    tie_embeddings: bool = added_field(False)
 
     def check(self) -> None:
         require(isinstance(self.preset, str) and re.fullmatch(r"[a-z][a-z0-9_]*", self.preset or ""),
@@ -89,6 +107,10 @@ class SequenceConfig:
         require(isinstance(self.residual, bool), "residual", self.residual, "true or false")
         require_one_of("dense_layout", self.dense_layout, tuple(DENSE_LAYOUTS))
         require_one_of("attention_kernel", self.attention_kernel, tuple(ATTENTION_KERNELS))
+        require_one_of("positions_for", self.positions_for, POSITIONS_FOR)
+        require_number("embed_dropout", self.embed_dropout, 0.0, high=1.0, open_high=True)
+        require(isinstance(self.tie_embeddings, bool) and (self.inputs == "tokens" or not self.tie_embeddings),
+                "tie_embeddings", self.tie_embeddings, "true or false (true: token inputs only)")
 
     def layer_mixer(self, layer: int) -> Choice:
         """The sequence mixer of block `layer`."""
@@ -108,10 +130,25 @@ class SequenceConfig:
         """The mixer's name, or a hybrid's pattern joined by '+' (base_conv+based)."""
         return "+".join(m.name for m in self.seq_mixers) if self.seq_mixers else self.seq_mixer.name
 
+    def has_attention(self) -> bool:
+        """Whether a layer's sequence mixer is of the softmax-attention family."""
+        return any(registry("seq_mixer").get(m.name).build.takes_any_position for m in self.layer_mixers())
+
+    def uses_positions(self) -> bool:
+        """Whether the model takes its position encoding (`positions_for`)."""
+        return self.positions_for == "all" or self.has_attention()
+
     def encoding(self):
-        """The position encoding (src/models/positions.py), trained for `max_tokens` tokens."""
+        """The position encoding (src/models/positions.py), trained for `max_tokens` tokens; none
+        (no table, no parameter) where `positions_for` leaves this model without one."""
+        if not self.uses_positions():
+            return Encoding()
         entry = registry("position").get(self.position.name)
         return entry.build(self.position.options, trained_tokens=self.max_tokens)
+
+    def has_dropout(self) -> bool:
+        """Whether training draws dropout masks (the embeddings' or a mixer's `dropout` option)."""
+        return self.embed_dropout > 0 or any(getattr(m.options, "dropout", 0.0) > 0 for m in self.layer_mixers())
 
 
 def gpt2(n_dims: int = 5, n_embd: int = 64, n_head: int = 4, n_layer: int = 3, n_positions: int = 11,
@@ -173,6 +210,37 @@ def lstm(n_dims: int = 5, n_embd: int = 64, n_layer: int = 3, n_positions: int =
                           choice("state_mixer", "none"), residual=False)
 
 
+BLOCKS = ("ours", "zoology")     # with_block's names
+
+
+def with_block(config: SequenceConfig, block: str) -> SequenceConfig:
+    """`config` with the block `block` (BLOCKS): `ours` leaves it as it is; `zoology` is Zoology's
+    TransformerBlock as its figure-2 configs build it (zoology/model.py, zoology/config.py,
+    zoology/mixers/attention.py): layer norm (ε 1e-5), the state mixer torch.nn.Identity, whose
+    pre-norm residual form adds the normed stream back (h += LN(h), our `identity`), learned
+    positions from N(0, 0.02²) for a model with attention only, dropout 0.1 on the embeddings and on
+    attention's softmax weights (MHA's dropout) in training, attention projections with biases, and
+    (token inputs) the read-out tied to the embedding table."""
+    require_one_of("block", block, BLOCKS)
+    if block == "ours":
+        return config
+
+    def attention(mixer: Choice) -> Choice:
+        if mixer.name != "softmax_causal":
+            return mixer
+        return Choice(mixer.name, replace(mixer.options, dropout=0.1, bias=True))
+    return replace(config, norm=choice("norm", "layer_norm", eps=1e-5), state_mixer=choice("state_mixer", "identity"),
+                   position=choice("position", "learned"), positions_for="attention", embed_dropout=0.1,
+                   tie_embeddings=config.inputs == "tokens", seq_mixer=attention(config.seq_mixer),
+                   seq_mixers=tuple(attention(m) for m in config.seq_mixers))
+
+
+def block_of(config: SequenceConfig) -> str:
+    """The name in BLOCKS whose block `config` has: `zoology` where with_block(config, "zoology")
+    changes nothing, `ours` otherwise."""
+    return "zoology" if with_block(config, "zoology") == config else "ours"
+
+
 def interleave(xs: jax.Array, ys: jax.Array) -> jax.Array:
     """x_1, (y_1, 0, ...), x_2, ...: xs [B, n, d], ys [B, n] -> tokens [B, 2n, d]."""
     b, n, d = xs.shape
@@ -221,7 +289,7 @@ def stack(c: SequenceConfig, *inputs, positions=None):
     read-out at those positions alone, logits [B, K, V]."""
     if positions is not None and c.inputs != "tokens":
         raise ValueError("positions: a read-out at chosen positions is for token inputs only")
-    read_in, read_out = READ[c.inputs]
+    read_in, read_out = tied_read() if c.tie_embeddings else READ[c.inputs]
     h = read_in(c, *inputs)                                        # [B, T, D]
     t = h.shape[1]
     position = c.encoding()
@@ -232,6 +300,7 @@ def stack(c: SequenceConfig, *inputs, positions=None):
     absolute = position.absolute(t, c.width)                      # [T, D] or None
     if absolute is not None:
         h = h + absolute
+    h = dropout(h, c.embed_dropout)
     for layer in range(c.n_layer):
         h = Block(c, position, layer, name=f"block_{layer}")(h)
     h = registry("norm").get(c.norm.name).build(c.norm.options, name="norm_final")(h)
@@ -262,9 +331,21 @@ READ: dict[str, tuple[Callable, Callable]] = {   # inputs -> (read-in, read-out)
 }
 
 
+def tied_read() -> tuple[Callable, Callable]:
+    """Token inputs' (read-in, read-out) sharing one table [V, D] (Zoology's tied lm_head): the
+    embedding, and logits h Eᵀ."""
+    holder = {}
+
+    def read_in(c, tokens):
+        holder["embed"] = hk.Embed(c.vocab_size, c.width, w_init=hk.initializers.RandomNormal(0.02), name="embed")
+        return holder["embed"](tokens)
+    return read_in, lambda c, h: h @ holder["embed"].embeddings.T
+
+
 class Model(NamedTuple):
     """Pure functions: init(key, *inputs) -> (params, state); apply(params, state, *inputs,
-    positions=None) -> out."""
+    positions=None, rng=None) -> out, `rng` the key of the dropout masks (training; None: no
+    dropout, as at evaluation)."""
     config: Any
     init: Callable
     apply: Callable
@@ -274,11 +355,11 @@ class Model(NamedTuple):
                              doc="pre-norm blocks of a sequence mixer and a state mixer, every part "
                                  "from the settings (presets gpt2, lstm, lm, llama, mamba)")
 def build_sequence(config: SequenceConfig) -> Model:
-    transformed = hk.without_apply_rng(hk.transform_with_state(
-        lambda *inputs, positions=None: SequenceModel(config)(*inputs, positions=positions)))
+    transformed = hk.transform_with_state(
+        lambda *inputs, positions=None: SequenceModel(config)(*inputs, positions=positions))
 
-    def apply(params, state, *inputs, positions=None):
-        return transformed.apply(params, state, *inputs, positions=positions)[0]
+    def apply(params, state, *inputs, positions=None, rng=None):
+        return transformed.apply(params, state, rng, *inputs, positions=positions)[0]
     return Model(config, transformed.init, apply)
 
 

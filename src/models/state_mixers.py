@@ -7,6 +7,9 @@ x [B, T, D] -> [B, T, D]; `bias` says whether its Linear layers carry biases (GP
           with `hidden_ratio` 4 as the length study's Llama sets its intermediate size (4D)
   none    no state sublayer at all (a Mamba block is norm, mixer, residual only): the builder
           returns None and the block skips the sublayer and its norm
+  identity  the normed stream itself, so the sublayer is h += norm(h): Zoology's figure-2 block
+          (state mixer torch.nn.Identity after its norm2, whose output the next layer, or the
+          final norm, adds to the residual stream; zoology/model.py TransformerBlock)
 
 Glossary: B batch, T tokens, D width.
 """
@@ -55,3 +58,5 @@ STATE_MIXERS.register("swiglu", GatedOptions, doc="swish-gated linear unit, hidd
     lambda options, bias=True: _gated(jax.nn.swish, lambda d: 8 * d // 3, options, bias))
 STATE_MIXERS.register("none", NoOptions, doc="no state sublayer (the Mamba block)")(
     lambda options, bias=True: None)
+STATE_MIXERS.register("identity", NoOptions, doc="h += norm(h): Zoology's torch.nn.Identity state mixer, no MLP")(
+    lambda options, bias=True: lambda x: x)

@@ -125,6 +125,9 @@ class GPT2Settings(Settings):
                     f">= 1 (with inc 0 the curriculum never grows from {path}.start={schedule.start} to "
                     f"{path}.end={schedule.end})")
         require(m.inputs == "pairs", "model.inputs", m.inputs, "pairs (x/y tokens)")
+        for path, rate in [("model.embed_dropout", m.embed_dropout)] + [
+                ("model.seq_mixer.options.dropout", getattr(x.options, "dropout", 0.0)) for x in m.layer_mixers()]:
+            require(not rate, path, rate, "0 (the lm system alone trains with dropout)")
         require(m.n_dims == c.dims.end, "model.n_dims", m.n_dims,
                 f"the curriculum's last dimension, curriculum.dims.end={c.dims.end}")
         try:

@@ -3,6 +3,10 @@ stack of sequence mixers and state mixers trained on a registered task: token ta
 disjoint sets) or x/y-pair tasks (boolean classes, regression), scored by the task's objective
 (src/tasks/objectives.py). AdamW with linear warm-up then cosine decay, gradient clipping.
 
+A model with dropout (model.embed_dropout, softmax_causal's `dropout`; Zoology's block) draws its
+masks in training only, from a key per step (dropout_key: the run's train key and the step);
+evaluation draws none. A model without dropout draws no key: the program it always was.
+
 Files: examples.json (a few decoded eval sequences) and, in the summary, the objective's
 number at every position (`accuracy_by_position` or `error_by_position`).
 Glossary: B batch, T tokens, V vocabulary, n points, d dims.
@@ -19,7 +23,7 @@ import numpy as np
 from src.bounds import check_memory, check_sizes, training_bytes
 from src.loop import Chunk, LoopResult, TrainState, scan_chunk
 from src.optim import Optimizer, gradient_step, make_optimizer
-from src.models.sequence import SequenceConfig, lm, parameter_count
+from src.models.sequence import SequenceConfig, lm, parameter_count, with_block
 from src.params import flatten_params
 from src.registry import Choice, registry
 from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require, require_int,
@@ -30,6 +34,7 @@ from src.tasks.objectives import objective_of, tasks_for
 
 EXAMPLES = "examples.json"
 LOGITS = {"scored": True, "all": False}     # train.logits -> the read-out at the scored positions only
+DROPOUT_STREAM = 0x64726F70   # a training step's dropout key: fold_in(fold_in(train key, step), this)
 
 
 @dataclass(frozen=True)
@@ -119,25 +124,28 @@ class LMSettings(Settings):
 
 def lm_settings_unchecked(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
                           n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
-                          dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = ()) -> LMSettings:
+                          dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = (),
+                          block: str = "ours") -> LMSettings:
     """The ICL benchmark recipe's settings, not yet validated: the model's input kind, length and
-    vocabulary follow the task."""
+    vocabulary follow the task; `block` (src.models.sequence.with_block): `ours`, or `zoology`
+    (Zoology's TransformerBlock, which sets the norm, the state mixer, the positions, dropout, the
+    attention's biases and the tied read-out in place of the arguments')."""
     inputs = objective_of(task.name).inputs
     length, vocab = ((task.options.tokens(), task.options.vocab_size) if inputs == "tokens"
                      else (2 * pairs.n_points, 8192))   # (the pair tasks read no vocabulary)
     model = lm(width=width, n_layer=n_layer, n_head=n_head, max_len=length, vocab_size=vocab,
                n_dims=pairs.n_dims, inputs=inputs, seq_mixer=seq_mixer, state_mixer=state_mixer)
-    model = replace(model, dense_layout=dense_layout, seq_mixers=seq_mixers)
+    model = with_block(replace(model, dense_layout=dense_layout, seq_mixers=seq_mixers), block)
     return LMSettings(task=task, model=model, train=train, pairs=pairs)
 
 
 def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
                 n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
-                dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = ()) -> LMSettings:
+                dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = (), block: str = "ours") -> LMSettings:
     """lm_settings_unchecked's settings, validated (SettingsError, one line, in our dotted paths)."""
     return lm_settings_unchecked(task, seq_mixer, state_mixer, width=width, n_layer=n_layer, n_head=n_head,
                                  train=train, pairs=pairs, dense_layout=dense_layout,
-                                 seq_mixers=seq_mixers).validate()
+                                 seq_mixers=seq_mixers, block=block).validate()
 
 
 def sampler(settings: LMSettings):
@@ -169,19 +177,26 @@ def scored_positions(batch, count: int) -> jax.Array:
 
 
 def training_loss(settings: LMSettings, apply, objective):
-    """loss(params, batch) of the training step: the objective over every position's output, or
-    (train.logits = scored, a task that scores a fixed count per row) over the logits of the
-    scored positions alone: the same function, the read-out computed on κ of T rows."""
+    """loss(params, batch, rng=None) of the training step: the objective over every position's
+    output, or (train.logits = scored, a task that scores a fixed count per row) over the logits
+    of the scored positions alone: the same function, the read-out computed on κ of T rows. `rng`:
+    the step's dropout key (dropout_key), read by a model with dropout only."""
     count = getattr(settings.task.options, "scored_per_row", None)
     if not LOGITS[settings.train.logits] or count is None:
-        return lambda p, batch: objective.score(apply(p, *model_inputs(batch)), batch).loss
+        return lambda p, batch, rng=None: objective.score(apply(p, *model_inputs(batch), rng=rng), batch).loss
 
-    def loss(p, batch):
+    def loss(p, batch, rng=None):
         positions = scored_positions(batch, count())
         take = lambda a: jnp.take_along_axis(a, positions, axis=1)
-        logits = apply(p, batch.inputs, positions=positions)                 # [B, κ, V]
+        logits = apply(p, batch.inputs, positions=positions, rng=rng)        # [B, κ, V]
         return objective.score(logits, batch._replace(targets=take(batch.targets), scored=take(batch.scored))).loss
     return loss
+
+
+def dropout_key(train_key: jax.Array, step) -> jax.Array:
+    """The dropout masks' key of training step `step`: the step's batch key fold_in(train_key,
+    step) folded with DROPOUT_STREAM (a stream of its own, never the batch's draw)."""
+    return jax.random.fold_in(jax.random.fold_in(train_key, step), DROPOUT_STREAM)
 
 
 def make_model(settings: LMSettings):
@@ -219,8 +234,9 @@ class LMTrainer(SystemTrainer):
                 jax.random.key(self.settings.train.eval_seed))
         return self._evaluation
 
-    def apply(self, params, *inputs, positions=None):
-        return self.model.apply(params, self.model_state, *inputs, positions=positions)
+    def apply(self, params, *inputs, positions=None, rng=None):
+        """The model's output; `rng`: a dropout key (training), None at evaluation (no dropout)."""
+        return self.model.apply(params, self.model_state, *inputs, positions=positions, rng=rng)
 
     def _make_chunk(self):
         """chunk(params, opt_state, train_key, first_step, num_steps) -> (params, opt_state, losses)."""
@@ -228,11 +244,14 @@ class LMTrainer(SystemTrainer):
         loss_of = training_loss(self.settings, self.apply, self.objective)
         batch_size = self.settings.train.batch_size
         step_on = gradient_step(loss_of, optimizer)
+        # a model without dropout draws no key: the same program as before dropout existed
+        keys = (lambda train_key, step: (dropout_key(train_key, step),)) if self.settings.model.has_dropout() \
+            else (lambda train_key, step: ())
 
         def one_step(carry, step, train_key):
             params, opt_state = carry
             batch = sample(jax.random.fold_in(train_key, step), batch_size)
-            params, opt_state, loss = step_on(params, opt_state, batch)
+            params, opt_state, loss = step_on(params, opt_state, batch, *keys(train_key, step))
             return (params, opt_state), loss
 
         scanned = scan_chunk(one_step)
