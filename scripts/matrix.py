@@ -11,6 +11,7 @@ length test. `make matrix` runs it.
     python -m scripts.matrix --quick                  # 3 mixers, 60 steps, seed 0 (a smoke test)
     python -m scripts.matrix --config my_matrix.yaml  # another base (the settings schema of config.json)
     python -m scripts.matrix --mixers 'linear_attention:feature_map=identity:output_norm=none'  # options
+    python -m scripts.matrix --mixers softmax_causal+linear,linear+softmax_causal   # hybrid stacks
     python -m scripts.matrix --config configs/matrix_settling.yaml   # chosen rows, 10,000 steps, 2 rates
 
 Each run is the config's settings with its sequence mixer and seed (Garg et al.'s LSTM: the lstm
@@ -86,12 +87,13 @@ def mixer_names(text: str | None, flag: str = "--mixers") -> list[str]:
     their names and settings."""
     known = registry("seq_mixer").names()
     names = [m.strip() for m in (text or ",".join(known)).split(",") if m.strip()]
-    unknown = [m for m in names if m.split(":")[0].strip() not in known]
+    layers = [part.strip() for m in names for part in m.split("+")]
+    unknown = [m for m in layers if m.split(":")[0].strip() not in known]
     if unknown or not names:
         raise UsageError(f"{flag}={text!r} is not accepted; accepted: a comma list of {', '.join(known)} "
-                         "(each optionally name:option=value[:option=value ...])")
-    for name in names:
-        mixer_of(name, flag, text)            # its options checked (one line)
+                         "(each optionally name:option=value[:option=value ...]; a hybrid stack: joined by '+')")
+    for layer in layers:
+        mixer_of(layer, flag, text)           # its options checked (one line)
     return list(dict.fromkeys(names))
 
 
@@ -164,21 +166,36 @@ def balanced_chunk(tokens: int, chunk: int) -> int:
 
 def cell_settings(base, mixer: str):
     """The base settings with `mixer` (a spelling: name or name:option=value) as every layer's
-    sequence mixer (lstm: the lstm preset). A mixer with a chunked form (an option `chunk`) gets
+    sequence mixer (lstm: the lstm preset), or, joined by '+', a hybrid stack whose layer i takes
+    the i-th (`softmax_causal+linear`: softmax attention first, linear attention second). A mixer with a chunked form (an option `chunk`) gets
     chunks balanced to the training prompts' tokens (balanced_chunk) unless its spelling sets one:
     the same map, the float rounding of another chunk, and on 2 CPU cores 1.1-2x faster a step
     (Mamba-2 2x, GLA 1.4x, Gated DeltaNet and RWKV-7 about 1.1x)."""
-    mixer_choice = mixer_of(mixer, "--mixers")
-    m, preset = base.model, PRESETS.get(mixer_choice.name)
+    m = base.model
+    if "+" in mixer:                                     # a hybrid stack: layer i takes the i-th, repeating
+        layers = tuple(_layer_choice(base, part.strip()) for part in mixer.split("+"))
+        presets = [c.name for c in layers if c.name in PRESETS]
+        if presets:
+            raise UsageError(f"--mixers={mixer!r}: {presets[0]} has a stack of its own (a preset); accepted: "
+                             "mixers of the residual stack joined by '+'")
+        return replace(base, model=replace(m, seq_mixer=layers[-1], seq_mixers=layers))
+    mixer_choice = _layer_choice(base, mixer)
+    preset = PRESETS.get(mixer_choice.name)
     if preset is not None:
         return replace(base, model=preset(n_dims=m.n_dims, n_embd=m.width, n_layer=m.n_layer,
                                           n_positions=m.max_tokens // 2))
+    return replace(base, model=replace(m, seq_mixer=mixer_choice))
+
+
+def _layer_choice(base, mixer: str):
+    """One layer's mixer of its spelling, its chunk balanced to the prompt's tokens unless typed."""
+    mixer_choice = mixer_of(mixer, "--mixers")
     options = mixer_choice.options
     typed = {part.partition("=")[0].strip() for part in mixer.split(":")[1:]}
     if any(f.name == "chunk" for f in fields(options)) and "chunk" not in typed:
         tokens = 2 * base.curriculum.points.end          # x and y tokens of every point (the GPT-2 layout)
         mixer_choice = replace(mixer_choice, options=replace(options, chunk=balanced_chunk(tokens, options.chunk)))
-    return replace(base, model=replace(m, seq_mixer=mixer_choice))
+    return mixer_choice
 
 
 def plan_cells(base, mixers: Sequence[str], protocol: Protocol = Protocol()) -> dict[str, tuple[str, object]]:

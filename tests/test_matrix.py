@@ -306,3 +306,20 @@ def test_the_best_rate_of_each_mixer_and_the_winner():
     assert summary["mixers"]["b"]["rates"]["0.0005"]["loss_vs_gd"]["mean"] == pytest.approx(2.0)
     lines = study.rate_lines(summary)
     assert lines[-1] == "  won: b (loss / GD 0.950)" and "best lr 0.0005 (loss / GD 1.050)" in lines[0]
+
+
+def test_a_hybrid_stack_is_a_matrix_row_layer_by_layer():
+    """`softmax_causal+linear`: softmax attention in layer 0, linear attention in layer 1 (the
+    question of which layer linear attention fails in); chunks balanced per layer; a preset refused."""
+    base = read_settings(study.CONFIG)
+    model = study.cell_settings(base, "softmax_causal+linear").model
+    assert [c.name for c in model.layer_mixers()] == ["softmax_causal", "linear"]
+    model = study.cell_settings(base, "gated_linear_attn+linear_attention:output_norm=none").model
+    assert model.layer_mixer(0).options.chunk == 11 and model.layer_mixer(1).options.output_norm == "none"
+    assert study.mixer_names("softmax_causal+linear,linear") == ["softmax_causal+linear", "linear"]
+    with pytest.raises(UsageError, match="'nope'|is not accepted"):
+        study.mixer_names("softmax_causal+nope")
+    with pytest.raises(UsageError, match="lstm has a stack of its own"):
+        study.cell_settings(base, "lstm+linear")
+    with pytest.raises(UsageError, match="output_norm='x' is unknown"):
+        study.mixer_names("softmax_causal+linear_attention:output_norm=x")
