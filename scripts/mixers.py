@@ -64,6 +64,7 @@ class Cell:
     kappa: int = 4
     batch_size: int | None = None
     steps: int = MQAR_STEPS
+    learning_rates: tuple | None = None   # this cell's rate set (None: the grid's)
 
 
 @dataclass(frozen=True)
@@ -79,15 +80,21 @@ class Grid:
     learning_rates: tuple = (None,)
     boolean: bool = False
     block: str = "ours"     # the models' block (src.models.sequence.with_block): ours, or zoology (Zoology's own)
+    rates: tuple = ()       # ((mixer, rates), ...): a recorded rate set per mixer, over the cell's and the grid's
 
     @property
     def pairs(self) -> tuple:
         return tuple(c.kappa for c in self.cells)
 
+    def rates_for(self, mixer: str, cell: Cell) -> tuple:
+        """The learning rates (mixer, cell) is trained at, the best of which it reports: the mixer's
+        recorded set, else the cell's, else the grid's."""
+        return dict(self.rates).get(mixer) or cell.learning_rates or self.learning_rates
+
 
 QUICK_GRID = Grid(cells=(Cell(kappa=4, steps=QUICK["mqar_steps"]),), widths=QUICK["widths"], boolean=True)
-GRID_KEYS = {"vocab_size", "cells", "widths", "heads", "learning_rates", "boolean", "block"}
-CELL_KEYS = {"seq_len", "kappa", "batch_size", "steps"}
+GRID_KEYS = {"vocab_size", "cells", "widths", "heads", "learning_rates", "boolean", "block", "rates"}
+CELL_KEYS = {"seq_len", "kappa", "batch_size", "steps", "learning_rates"}
 
 
 def read_grid(path: str) -> Grid:
@@ -111,16 +118,25 @@ def read_grid(path: str) -> Grid:
             raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a non-empty list")
         return tuple(check(f"{key}[{i}]", v) for i, v in enumerate(value))
 
-    def cell(key, value):
-        if not isinstance(value, dict) or set(value) - CELL_KEYS or "kappa" not in value:
-            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a mapping with kappa and any "
-                             f"of {', '.join(sorted(CELL_KEYS - {'kappa'}))}")
-        return Cell(**{k: positive_int(f"{key}.{k}", v) for k, v in value.items()})
-
     def rate(key, value):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
             raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a number > 0")
         return float(value)
+
+    def rate_list(key, value):
+        if not isinstance(value, list) or not value:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a non-empty list of rates")
+        rates = tuple(rate(f"{key}[{i}]", v) for i, v in enumerate(value))
+        if len(set(rates)) != len(rates):
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: rates without repeats")
+        return rates
+
+    def cell(key, value):
+        if not isinstance(value, dict) or set(value) - CELL_KEYS or "kappa" not in value:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a mapping with kappa and any "
+                             f"of {', '.join(sorted(CELL_KEYS - {'kappa'}))}")
+        return Cell(**{k: rate_list(f"{key}.{k}", v) if k == "learning_rates" else positive_int(f"{key}.{k}", v)
+                       for k, v in value.items()})
 
     grid = Grid()
     values = {}
@@ -133,7 +149,14 @@ def read_grid(path: str) -> Grid:
     if "widths" in raw:
         values["widths"] = listed("widths", positive_int)
     if "learning_rates" in raw:
-        values["learning_rates"] = listed("learning_rates", rate)
+        values["learning_rates"] = rate_list("learning_rates", raw["learning_rates"])
+    if "rates" in raw:
+        if not isinstance(raw["rates"], dict) or not raw["rates"]:
+            raise UsageError(f"{path}: rates={raw['rates']!r} is not accepted; accepted: a mapping of mixer "
+                             "(as --mixers spells it) to its list of learning rates")
+        for mixer in raw["rates"]:
+            mixer_choices(str(mixer))
+        values["rates"] = tuple((str(m), rate_list(f"rates.{m}", v)) for m, v in raw["rates"].items())
     if "boolean" in raw:
         if not isinstance(raw["boolean"], bool):
             raise UsageError(f"{path}: boolean={raw['boolean']!r} is not accepted; accepted: true or false")
@@ -227,14 +250,19 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick
     boolean_steps = QUICK["boolean_steps"] if quick else BOOLEAN_STEPS
     boolean = {task: BOOLEAN[task] for task in (QUICK["boolean"] if quick else BOOLEAN)} if grid.boolean else {}
     name_length = len({c.seq_len for c in grid.cells}) > 1
-    name_rate = len(grid.learning_rates) > 1
+    unknown = sorted(set(dict(grid.rates)) - set(mixers))
+    if unknown:
+        raise UsageError(f"rates names {unknown[0]!r}, which this study does not run; accepted: rates for its "
+                         f"mixers ({', '.join(mixers)})")
     block = "" if grid.block == "ours" else f"_{grid.block}_block"
     jobs = []
     for mixer in mixers:
         for seed in seeds:
             for cell in grid.cells:
+                rates = grid.rates_for(mixer, cell)
+                name_rate = len(grid.learning_rates) > 1 or rates != grid.learning_rates
                 for width in grid.widths:
-                    for rate in grid.learning_rates:
+                    for rate in rates:
                         task = choice("task", "mqar", vocab_size=grid.vocab_size, num_pairs=cell.kappa,
                                       seq_len=cell.seq_len)
                         name = (f"mqar_k{cell.kappa}" + (f"_T{cell.seq_len}" if name_length else "")

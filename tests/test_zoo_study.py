@@ -57,6 +57,35 @@ def test_the_grid_makes_every_mixer_at_every_cell_and_rate_with_its_state(tmp_pa
     assert attention.settings.model.state_floats(128) == 2 * (2 * 128 * 64)     # both layers' keys and values
 
 
+def test_a_recorded_rate_set_per_mixer_and_cell(tmp_path):
+    """rates: {mixer: [...]} over a cell's learning_rates over the grid's: each (mixer, cell) trains at
+    its own set and reports the best; a name carries its rate where the set is not the grid's one."""
+    config = tmp_path / "grid.yaml"
+    config.write_text("vocab_size: 256\ncells:\n  - {seq_len: 64, kappa: 4, steps: 10}\n"
+                      "  - {seq_len: 128, kappa: 8, steps: 10, learning_rates: [0.001, 0.003]}\n"
+                      "widths: [16]\nheads: 1\nlearning_rates: [0.003]\nrates: {h3: [0.0001, 0.01]}\n")
+    grid = read_grid(str(config))
+    jobs = make_jobs(tmp_path, ["attention", "h3"], [0], False, grid)
+    got = sorted((j.mixer, j.seq_len, j.learning_rate) for j in jobs)
+    assert got == [("attention", 64, 0.003), ("attention", 128, 0.001), ("attention", 128, 0.003),
+                   ("h3", 64, 0.0001), ("h3", 64, 0.01), ("h3", 128, 0.0001), ("h3", 128, 0.01)]
+    names = {j.name for j in jobs}
+    assert "mqar_k4_T64_attention_w16_seed0" in names                 # the grid's own set: the name as before
+    assert {"mqar_k8_T128_attention_w16_lr0.001_seed0", "mqar_k4_T64_h3_w16_lr0.0001_seed0"} <= names
+    for text, words in [("rates: {h3: []}", "rates.h3=[] is not accepted"),
+                        ("rates: {h3: [0.01, 0.01]}", "without repeats"),
+                        ("rates: {flash: [0.01]}", "'flash' is unknown"),
+                        ("rates: [0.01]", "accepted: a mapping of mixer"),
+                        ("cells:\n  - {kappa: 4, learning_rates: [-1]}", "a number > 0")]:
+        config.write_text(text + "\n")
+        with pytest.raises(UsageError, match=re.escape(words)) as err:
+            read_grid(str(config))
+        assert "\n" not in str(err.value)
+    config.write_text("rates: {hyena: [0.01]}\n")
+    with pytest.raises(UsageError, match="rates names 'hyena', which this study does not run"):
+        make_jobs(tmp_path, ["attention"], [0], False, read_grid(str(config)))
+
+
 def rows(**accuracies):
     out = []
     for cell, by_mixer in accuracies.items():
