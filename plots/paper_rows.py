@@ -204,7 +204,8 @@ def mixers(data: dict, report_dir: Path) -> list[Row]:
     return out
 
 
-ZOO_CLAIMS = {"base_conv+base_conv:kernel_size=-1": "base_conv", "hyena": "hyena", "h3": "h3", "rwkv7": "rwkv"}
+ZOO_CLAIMS = {"base_conv+base_conv:kernel_size=-1": "base_conv", "hyena": "hyena", "h3": "h3", "rwkv7": "rwkv",
+              "base_conv+rwkv7": "rwkv"}
 
 
 def zoo(data: dict, report_dir: Path) -> list[Row]:

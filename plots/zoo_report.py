@@ -110,15 +110,29 @@ def figure_state(rows: list[dict], mixers: Sequence[str]):
 def beside_zoology(rows: list[dict], mixers: Sequence[str]) -> list[str]:
     """One table, a row per mixer: its model in Zoology's papers, its kind and its accuracy in
     every cell (mean over seeds), beside what figure 2 shows."""
+    from plots.beside_paper import load_anchors
+    from plots.paper_rows import ZOO_CLAIMS
+    claims = load_anchors().claims
     cells = cells_of(rows)
-    head = " | ".join(f"T {t}, κ {kappa}, w {width}" for t, kappa, width in cells)
+    head = " | ".join(f"T {t}, κ {kappa}, w {width}: here · figure 2" for t, kappa, width in cells)
+
+    def figure2(mixer: str, cell: tuple) -> str:
+        """Figure 2's reading at width 64 (report/anchors.yaml), '—' where it has none."""
+        tag = {64: "t64", 128: "t128"}.get(cell[0]) if cell[2] == 64 else None
+        key = "zoology.attention" if mixer == REFERENCE else f"zoology.{ZOO_CLAIMS.get(mixer)}_{tag}"
+        claim = claims.get(key) if tag else None
+        return "—" if claim is None else f"{claim.value:g}"
+
     lines = ["## Beside Zoology's figure 2", "",
-             f"Zoology (figure 2, V = 8,192, widths 64–512, 2 layers, no MLP): {ZOOLOGY}. Here:", "",
+             f"Zoology (figure 2, V = 8,192, widths 64–512, 2 layers, no MLP): {ZOOLOGY}. Here beside figure 2's "
+             "width-64 readings (report/anchors.yaml; the verdicts: 'Beside the paper' below; figure 2's RWKV is "
+             "RWKV-4):", "",
              f"| mixer | Zoology's model | kind | {head} |", "|---|---|---|" + "---|" * len(cells)]
     for mixer in mixers:
         means = [mean_of(rows, mixer, cell) for cell in cells]
         lines.append(f"| {mixer} | {ZOOLOGY_NAMES.get(mixer, '—')} | {kind_of(mixer)} | "
-                     + " | ".join("—" if a is None else f"{a:.3f}" for a in means) + " |")
+                     + " | ".join(("—" if a is None else f"{a:.3f}") + f" · {figure2(mixer, cell)}"
+                                  for a, cell in zip(means, cells)) + " |")
     return lines + [""]
 
 
