@@ -208,18 +208,30 @@ ZOO_CLAIMS = {"base_conv+base_conv:kernel_size=-1": "base_conv", "hyena": "hyena
               "base_conv+rwkv7": "rwkv"}
 
 
+def zoo_budget(data: dict) -> Budget:
+    """The zoo's budget as its results say: the block (run names end _zoology_block under Zoology's)
+    and the rates tried (every_rate), at the shipped steps and batch."""
+    runs = [r.get("run", "") for r in data.get("every_rate", data.get("results", []))]
+    rates = sorted({r["learning_rate"] for r in data.get("every_rate", []) if r.get("learning_rate")})
+    zoology = bool(runs) and all("_zoology_block" in name for name in runs)
+    model = "2 × 64, 1 head, Zoology's block (no MLP; V 256)" if zoology else ZOO.model
+    said = (f"AdamW, best of {', '.join(f'{r:g}' for r in rates)}" if len(rates) > 1
+            else f"AdamW {rates[0]:g}, one rate" if rates else ZOO.rates)
+    return Budget(ZOO.sequences, model, said)
+
+
 def zoo(data: dict, report_dir: Path) -> list[Row]:
-    rows, out = data.get("results", []), []
+    rows, out, budget = data.get("results", []), [], zoo_budget(data)
     for (t, kappa) in sorted({(r["seq_len"], r["kappa"]) for r in rows if r.get("width") == 64}):
         tag = {64: "t64", 128: "t128"}.get(t)
         found = _accuracies(rows, mixer="attention", seq_len=t, kappa=kappa, width=64)
         if found:
-            out.append(_stat_row("zoology.attention", found, f"attention, T {t}, κ {kappa}, width 64", ZOO))
+            out.append(_stat_row("zoology.attention", found, f"attention, T {t}, κ {kappa}, width 64", budget))
         for mixer, name in ZOO_CLAIMS.items():
             found = _accuracies(rows, mixer=mixer, seq_len=t, kappa=kappa, width=64)
             if tag and found:
                 unlike = "RWKV-7 here, RWKV-4 in the figure" if name == "rwkv" else ""
-                out.append(_stat_row(f"zoology.{name}_{tag}", found, f"{mixer}, T {t}, κ {kappa}, width 64", ZOO,
+                out.append(_stat_row(f"zoology.{name}_{tag}", found, f"{mixer}, T {t}, κ {kappa}, width 64", budget,
                                      unlike=unlike))
     return out
 
