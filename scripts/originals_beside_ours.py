@@ -15,7 +15,8 @@ What it does:
    model, samplers, tasks, loss and train_step; our Adam, clipping and schedule) for every
    mechanism and seed, --jobs at a time, one torch thread each; a finished run's line is kept in
    runs/originals_beside_ours/<mechanism>_seed<s>.json and reused when its command and prompts
-   are the same (--rerun trains again);
+   are the same (--rerun trains again), and a killed run continues from its checkpoint
+   (<mechanism>_seed<s>.pt, every 250 steps; bit for bit);
 3. writes report/measurements/originals_mechanisms.json: provenance, per mechanism the per-seed
    squared error / d at n = 2d examples (ours, from the results JSON, and the original's), mean,
    sample std, min-max, the full curves and the verdict: "agrees" when the means differ by less
@@ -206,7 +207,7 @@ def run_one(argv: list[str], record: Path, log: Path, prompts_sha: str, rerun: b
             print(f"{record.name}: reused", flush=True)
             return kept["result"]
     print(f"{record.stem}: training ({' '.join(shlex.quote(a) for a in argv[1:4])} ...)", flush=True)
-    with open(log, "w") as err:
+    with open(log, "a") as err:
         done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True,
                               env={**os.environ, **MALLOC_ENV, "OMP_NUM_THREADS": "1"})
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -321,6 +322,10 @@ def run(args) -> int:
         argv = harness_argv(args.torch_python, args.limits_of_icl.resolve(), settings, mechanism, seed,
                             prompts, args.steps)
         stem = f"{mechanism}_seed{seed}{suffix}"
+        checkpoint = WORK / f"{stem}.pt"        # a killed training continues from here, bit for bit
+        if args.rerun:
+            checkpoint.unlink(missing_ok=True)
+        argv += ["--checkpoint", str(checkpoint), "--checkpoint-every", "250"]
         return ms, run_one(argv, WORK / f"{stem}.json", WORK / f"{stem}.log", sha, args.rerun)
 
     originals: dict[str, dict[int, dict]] = {m: {} for m in mechanisms}

@@ -22,6 +22,7 @@ no checkpoints or CSV log (the loss goes to stderr every --log-every steps).
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from types import SimpleNamespace
@@ -48,6 +49,17 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--log-every", type=int, default=500)
     p.add_argument("--eval-block", type=int, default=500, help="prompts scored at once")
+    p.add_argument("--checkpoint", default=None,
+                   help="keep the training state here every --checkpoint-every steps and continue from it when "
+                        "it exists (the same run: model, Adam, schedule, torch's generator; resumed bit for bit)")
+    p.add_argument("--checkpoint-every", type=int, default=250)
+    # variants for finding where a difference comes from (the defaults are the original's FAVOR+)
+    p.add_argument("--favor-qk-scale", choices=("original", "ours"), default="original",
+                   help="original: q and k x K^-1/2 before the features (the kernel exp(q.k / K)); ours: x K^-1/4 "
+                        "(exp(q.k / sqrt K), softmax attention's), by rescaling what its _phi is given")
+    p.add_argument("--favor-features", choices=("original", "orthogonal"), default="original",
+                   help="original: omega ~ N(0, 1) iid; orthogonal: blocks of orthogonal directions with chi norms "
+                        "(ours), drawn from the same torch generator")
     return p.parse_args(argv)
 
 
@@ -63,6 +75,28 @@ def linear_warmup_decay(steps, fraction):
     return factor
 
 
+def favor_variants(model, args, torch):
+    """--favor-qk-scale and --favor-features applied to a built model (nothing by default)."""
+    import attentions
+    cls = attentions.FAVORCausalSelfAttention
+    if args.favor_qk_scale == "ours":
+        original_phi = cls._phi
+
+        def phi(self, x):          # the original scaled by K^-1/2; x K^1/4 makes it K^-1/4
+            return original_phi(self, x * self.head_dim ** 0.25)
+        cls._phi = phi
+    if args.favor_features == "orthogonal":
+        for module in model.modules():
+            if isinstance(module, cls):
+                size, count = module.omega.shape
+                blocks = []
+                for _ in range(math.ceil(count / size)):
+                    q, r = torch.linalg.qr(torch.randn(size, size))
+                    blocks.append(q * torch.sign(torch.diagonal(r)))
+                directions = torch.cat(blocks, dim=1)[:, :count]
+                module.omega.copy_(directions * torch.randn(size, count).norm(dim=0))
+
+
 def main(argv):
     args = parse(argv)
     sys.path.insert(0, f"{args.checkout}/src")
@@ -75,7 +109,7 @@ def main(argv):
         pass
     from curriculum import Curriculum
     from samplers import get_data_sampler
-    from tasks import get_task_sampler
+    from tasks import LinearRegression, get_task_sampler
     from train_utils import train_step
     from wrapper_model import build_model
 
@@ -85,6 +119,7 @@ def main(argv):
     model = build_model(SimpleNamespace(family="nanogpt", n_dims=args.dims, n_positions=args.n_positions,
                                         n_embd=args.width, n_layer=args.layers, n_head=args.heads,
                                         attention_type=args.attention, attention_kwargs=kwargs))
+    favor_variants(model, args, torch)
     model.train()
 
     class ClippedAdam(torch.optim.Adam):
@@ -106,8 +141,30 @@ def main(argv):
     data = get_data_sampler("gaussian", n_dims=args.dims)
     tasks = get_task_sampler("linear_regression", args.dims, args.batch)
 
-    losses = []
-    for i in range(args.steps):                       # train_utils.train's loop, on the CPU
+    losses, first, spent = [], 0, 0.0
+    identity = {k: v for k, v in vars(args).items() if k not in ("checkpoint", "checkpoint_every", "log_every",
+                                                                 "eval_block", "prompts", "checkout")}
+    if args.checkpoint and os.path.exists(args.checkpoint):
+        kept = torch.load(args.checkpoint, weights_only=False)
+        if kept["identity"] != identity:
+            raise SystemExit(f"{args.checkpoint} is another run's ({kept['identity']}); remove it or name another")
+        model.load_state_dict(kept["model"])
+        optimizer.load_state_dict(kept["optimizer"])
+        scheduler.load_state_dict(kept["scheduler"])
+        torch.set_rng_state(kept["rng"])
+        curriculum.step_count = kept["curriculum_steps"]
+        losses, first, spent, ClippedAdam.clipped = kept["losses"], kept["step"], kept["seconds_train"], kept["clipped"]
+        print(f"resumed at step {first} from {args.checkpoint}", file=sys.stderr, flush=True)
+
+    def keep(step):
+        state = {"identity": identity, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                 "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(),
+                 "curriculum_steps": curriculum.step_count, "losses": losses, "step": step,
+                 "seconds_train": spent + time.perf_counter() - began, "clipped": ClippedAdam.clipped}
+        torch.save(state, args.checkpoint + ".tmp")
+        os.replace(args.checkpoint + ".tmp", args.checkpoint)
+
+    for i in range(first, args.steps):                # train_utils.train's loop, on the CPU
         xs = data.sample_xs(curriculum.n_points, args.batch, curriculum.n_dims_truncated)
         task = tasks()
         ys = task.evaluate(xs)
@@ -117,12 +174,14 @@ def main(argv):
         losses.append(loss)
         if args.log_every and (i % args.log_every == 0 or i + 1 == args.steps):
             print(f"step {i} loss {loss:.5f} lr {scheduler.get_last_lr()[0]:.3g}", file=sys.stderr, flush=True)
-    trained = time.perf_counter() - began
+        if args.checkpoint and ((i + 1) % args.checkpoint_every == 0 or i + 1 == args.steps):
+            keep(i + 1)
+    trained = spent + time.perf_counter() - began
 
     prompts = np.load(args.prompts)
     xs_all, ys_all = torch.from_numpy(prompts["xs"]).float(), torch.from_numpy(prompts["ys"]).float()
     dims = xs_all.shape[-1]
-    metric = task.get_metric()                         # the original's point-wise squared error
+    metric = LinearRegression.get_metric()             # the original's point-wise squared error
     model.eval()
     errors = []
     with torch.no_grad():
@@ -132,10 +191,11 @@ def main(argv):
     curve = (torch.cat(errors).mean(dim=0) / dims).tolist()
     print(json.dumps({
         "attention_type": args.attention, "attention_kwargs": kwargs, "seed": args.seed,
+        "favor_qk_scale": args.favor_qk_scale, "favor_features": args.favor_features,
         "curve": curve, "error_last": curve[-1], "prompts": list(xs_all.shape),
         "steps": args.steps, "final_loss_mean_last_100": float(np.mean(losses[-100:])),
         "clipped_steps": ClippedAdam.clipped,
-        "seconds_train": trained, "seconds": time.perf_counter() - began,
+        "seconds_train": trained, "seconds": spent + time.perf_counter() - began, "resumed_at": first or None,
         "torch": torch.__version__, "threads": torch.get_num_threads(),
         "parameters": sum(p.numel() for p in model.parameters()),
         "buffers": {name: list(b.shape) for name, b in model.named_buffers() if b.numel() > 1},
