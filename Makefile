@@ -50,7 +50,7 @@ OVERWRITE ?=
 overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick task_diversity_finite matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals originals_beside_ours mechanisms_sweep lengthgen_sweep yarn_recency
+.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick task_diversity_finite matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals originals_beside_ours mechanisms_sweep lengthgen_sweep yarn_recency gpu_next gpu_wheels paper_scale_report paper_scale_all
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -244,6 +244,25 @@ ONLY ?=
 PAPER_FLAGS ?=
 paper_scale: $(STAMP)
 	$(RUN) -m scripts.paper_scale --study "$(STUDY)" $(if $(strip $(ONLY)),--only $(ONLY)) $(PAPER_FLAGS)
+
+# The GPU queue (scripts/gpu_queue.py): prepared device jobs, one lent device command each.
+# `make gpu_next` prints the next job not yet run and the exact device call (command, carry, timeout);
+# `make gpu_wheels` fetches what that call carries for the device's Python 3.12 (dm-haiku, jmp);
+# after the call, `python -m scripts.gpu_queue record JOB --from <files>` files what came back under
+# report/measurements/gpu/JOB/, and `make paper_scale_report` rebuilds report/PAPER_SCALE.md.
+# `make paper_scale_all` on a GPU of your own runs every job not recorded, records it, and reports.
+gpu_next: $(STAMP)
+	$(RUN) -m scripts.gpu_queue next
+
+gpu_wheels:
+	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux2014_x86_64 -d .whl dm-haiku==0.0.17 jmp==0.0.4
+
+paper_scale_report: $(STAMP)
+	$(RUN) -m scripts.gpu_queue report
+
+paper_scale_all: $(STAMP)
+	$(RUN) -m scripts.gpu_queue all
 
 # Our training step against the originals' own PyTorch code, side by side (scripts/compare_originals.py):
 # `make originals` builds the scratch environment .originals/ (its own venv with torch, the two

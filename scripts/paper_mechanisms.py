@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -55,15 +56,13 @@ def evaluate(run_dir: str) -> dict:
     """{standard, <shift label>...: {model, least_squares}} of a finished gpt2 run (module docstring)."""
     import jax
     import jax.numpy as jnp
-    from analysis.icl_curve import load_run
     from src.registry import choice, registry
-    from src.rundir import RunDir
     from src.systems.gpt2 import eval_batch, predictor
     from src.tasks.shifts import shifted_prompts
     began = time.time()
     note = lambda what: print(f"[evaluate {time.time() - began:.1f} s] {what}", file=sys.stderr, flush=True)
-    settings, model, params, state = load_run(RunDir(Path(run_dir)))
-    note("run loaded")
+    settings, model, params, state, trained_steps = restore_trained(run_dir)
+    note("run loaded" if trained_steps == settings.train.steps else f"checkpoint of step {trained_steps} loaded")
     batch = eval_batch(settings)
     xs, ys, w = batch.xs, batch.ys, batch.w
     tasks, n, _ = xs.shape
@@ -81,13 +80,36 @@ def evaluate(run_dir: str) -> dict:
     summary_file = Path(run_dir) / "metrics_summary.json"
     summary_json = json.loads(summary_file.read_text()) if summary_file.exists() else {}
     return {"run": str(run_dir), "mechanism": settings.model.mixer_label(), "tasks": int(tasks),
-            "examples": int(n - 1), "steps": settings.train.steps, "errors": out,
+            "examples": int(n - 1), "steps": trained_steps, "planned_steps": settings.train.steps, "errors": out,
             "train_seconds": summary_json.get("train_seconds", summary_json.get("elapsed_s")),
             "settings": {"batch_size": settings.train.batch_size, "learning_rate": settings.train.learning_rate,
                          "precision": settings.train.precision, "flat_update": settings.train.flat_update,
                          "attention_kernel": settings.model.attention_kernel,
                          "warmup_fraction": settings.train.warmup_fraction,
                          "curriculum_interval": settings.curriculum.dims.interval}}
+
+
+def restore_trained(run_dir: str) -> tuple:
+    """(settings, model, params, state, steps trained) of a gpt2 run: a finished run's parameters,
+    or, for a run stopped before its end (at a device command's deadline), its last checkpoint's."""
+    from analysis.icl_curve import load_run
+    from src.checkpoint import CheckpointError, checkpoint_params
+    from src.read_side import PredictsPairs, systems_with
+    from src.rundir import RunDir
+    from src.rundir.names import CHECKPOINT, PARAMS
+    from src.systems import gpt2
+    run = RunDir(Path(run_dir))
+    if run.exists(PARAMS) or not run.exists(CHECKPOINT):
+        settings, model, params, state = load_run(run)       # MissingArtifact when neither is there
+        return settings, model, params, state, settings.train.steps
+    settings = run.load_settings(*systems_with(PredictsPairs))
+    model = gpt2.make_model(settings)
+    like, state = gpt2.init_model(settings, model)
+    try:
+        step, params = checkpoint_params(run.load_arrays(CHECKPOINT), like, settings.digest())
+    except CheckpointError as err:
+        raise run.corrupt(CHECKPOINT, str(err)) from None
+    return settings, model, params, state, step
 
 
 def device_env() -> dict:
@@ -104,11 +126,14 @@ def train_command(config: str, mechanism: str, sets: Sequence[str], out: Path) -
 
 
 def run_all(jobs: list[tuple[str, list[str]]], *, parallel: int, deadline: float | None = None,
-            on_result=None, log=print) -> list[dict]:
+            train_deadline: float | None = None, on_result=None, log=print) -> list[dict]:
     """Train each (name, train command) with at most `parallel` at once, and evaluate each finished
-    run in a process of its own (`--evaluate`) while the others train; a job still running at
-    `deadline` (time.time()) is stopped and recorded as such."""
+    run in a process of its own (`--evaluate`) while the others train. A run still training at
+    `train_deadline` (time.time(); default `deadline`) is stopped (SIGINT) and its last checkpoint
+    evaluated; an evaluation still running at `deadline` is stopped and recorded as such. A run's
+    record carries its training loop's last evaluations (metrics.jsonl) whether or not it ended."""
     pending, running, evaluating, results = list(jobs), {}, {}, []
+    train_deadline = deadline if train_deadline is None else train_deadline
 
     def finish(record):
         log(f"finished {record['name']}: exit {record['exit']} in {record['wall_s']} s")
@@ -124,22 +149,24 @@ def run_all(jobs: list[tuple[str, list[str]]], *, parallel: int, deadline: float
             log(f"started {name}")
         time.sleep(1.0)
         late = deadline is not None and time.time() > deadline
+        late_train = train_deadline is not None and time.time() > train_deadline
         for name, (proc, out, began) in list(running.items()):
-            if proc.poll() is None and not late:
+            if proc.poll() is None and not late_train:
                 continue
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(30)
+            stopped = proc.poll() is None
+            if stopped:
+                stop(proc)
             text = proc.stdout.read() if proc.stdout else ""
             del running[name]
             record = {"name": name, "wall_s": round(time.time() - began, 1), "exit": proc.returncode,
-                      "log_tail": text[-1500:]}
-            if proc.returncode != 0:
-                finish(record)
-                continue
+                      "log_tail": text[-1500:], "stopped_at_deadline": stopped}
             metrics = Path(out) / "metrics.jsonl"
             if metrics.exists():
-                record["metrics"] = [json.loads(line) for line in metrics.read_text().splitlines()[-40:]]
+                record["metrics"] = [json.loads(line) for line in metrics.read_text().splitlines()[-40:]
+                                     if line.strip().startswith("{")]
+            if proc.returncode != 0 and not (stopped and (Path(out) / "checkpoint.npz").exists()):
+                finish(record)
+                continue
             evaluating[name] = (subprocess.Popen([sys.executable, "-m", "scripts.paper_mechanisms", "--evaluate", out],
                                                  env=device_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                  text=True), record)
@@ -157,6 +184,16 @@ def run_all(jobs: list[tuple[str, list[str]]], *, parallel: int, deadline: float
                 record["evaluate_error"] = (("stopped at the deadline; " if stopped else "") + stdout + stderr)[-1500:]
             finish(record)
     return results
+
+
+def stop(proc: subprocess.Popen, patience_s: float = 20.0) -> None:
+    """Stop a training process as Ctrl-C would (its checkpoint stays), killing it after patience_s."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(patience_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def write_report(results: list[dict], path: Path, header: Sequence[str]) -> None:

@@ -85,3 +85,21 @@ def from_arrays(arrays: dict[str, np.ndarray], like: TrainState, digest: str, to
         raise CheckpointError(f"its per-step records do not hold {step} steps")
     first = float(arrays["first_loss"])
     return Progress(step, state, per_step, at_log, None if math.isnan(first) else first)
+
+
+def checkpoint_params(arrays: dict[str, np.ndarray], like, digest: str) -> tuple[int, object]:
+    """(step, parameters) of a checkpoint of this run (`digest` of its settings), its optimizer
+    state left unread: what a run stopped before its end had trained, for evaluating it. `like`
+    is the parameters' tree (shapes and dtypes), e.g. the model's init. CheckpointError: one line."""
+    for key in ("format", "step", "settings_digest"):
+        if key not in arrays:
+            raise CheckpointError(f"it has no {key!r} array; it was not written by this code")
+    stored = bytes(np.asarray(arrays["settings_digest"], np.uint8)).decode(errors="replace")
+    if stored != digest:
+        raise CheckpointError("it was written by a run of other settings (its settings digest "
+                              f"{stored[:12]}… differs from this run's {digest[:12]}…)")
+    params = {k: a for k, a in arrays.items() if k.startswith("params/")}
+    bad = first_non_finite(params)
+    if bad is not None:
+        raise CheckpointError(f"its params array {bad.split('/')[1]} is not finite")
+    return int(arrays["step"]), _tree("params", like, arrays)
