@@ -217,42 +217,62 @@ def zoo_budget(data: dict) -> Budget:
     model = "2 × 64, 1 head, Zoology's block (no MLP; V 256)" if zoology else ZOO.model
     said = (f"AdamW, best of {', '.join(f'{r:g}' for r in rates)}" if len(rates) > 1
             else f"AdamW {rates[0]:g}, one rate" if rates else ZOO.rates)
-    return Budget(ZOO.sequences, model, said)
+    seen = {r["steps"] * r["batch_size"] for r in data.get("results", []) if r.get("steps") and r.get("batch_size")}
+    return Budget(max(seen) if seen else ZOO.sequences, model, said)
 
 
-def zoo(data: dict, report_dir: Path) -> list[Row]:
+# the zoo's settling runs (report/<folder>/zoo_results.json beside report/ZOO.md): folder -> what they are
+ZOO_SETTLING = {"zoo_zoology_settling": "Zoology's block, best of 3 rates",
+                "zoo_zoology_settling_long": "Zoology's block, 10× the steps at the winning rate"}
+
+
+def zoo(data: dict, report_dir: Path, label: str = "") -> list[Row]:
+    """The zoo's rows; in report/ZOO.md also its settling runs' (ZOO_SETTLING), labelled."""
+    out = [] if label else [row for folder, words in ZOO_SETTLING.items()
+                            if (report_dir / folder / "zoo_results.json").is_file()
+                            for row in zoo(json.loads((report_dir / folder / "zoo_results.json").read_text()),
+                                           report_dir / folder, words)]
+    return _zoo_rows(data, label) + out
+
+
+def _zoo_rows(data: dict, label: str) -> list[Row]:
     rows, out, budget = data.get("results", []), [], zoo_budget(data)
+    label = f", {label}" if label else ""
     for (t, kappa) in sorted({(r["seq_len"], r["kappa"]) for r in rows if r.get("width") == 64}):
         tag = {64: "t64", 128: "t128"}.get(t)
         found = _accuracies(rows, mixer="attention", seq_len=t, kappa=kappa, width=64)
         if found:
-            out.append(_stat_row("zoology.attention", found, f"attention, T {t}, κ {kappa}, width 64", budget))
+            out.append(_stat_row("zoology.attention", found, f"attention, T {t}, κ {kappa}, width 64{label}", budget))
         for mixer, name in ZOO_CLAIMS.items():
             found = _accuracies(rows, mixer=mixer, seq_len=t, kappa=kappa, width=64)
             if tag and found:
                 unlike = "RWKV-7 here, RWKV-4 in the figure" if name == "rwkv" else ""
-                out.append(_stat_row(f"zoology.{name}_{tag}", found, f"{mixer}, T {t}, κ {kappa}, width 64", budget,
-                                     unlike=unlike))
+                out.append(_stat_row(f"zoology.{name}_{tag}", found, f"{mixer}, T {t}, κ {kappa}, width 64{label}",
+                                     budget, unlike=unlike))
     return out
 
 
-# --- von Oswald et al.'s claim on the matrix of mixers: mixer -> (claim, what it is)
+# --- von Oswald et al.'s claim on the matrix of mixers: mixer -> (claim, what it is, unlike)
+INTERLEAVED = ("interleaved tokens: x_i and y_i meet only after a layer copies one into the other's token, which a "
+               "linear layer does not learn (MATRIX.md, the settling runs); the paper's layer reads them in one token")
 MATRIX_CLAIMS = {
-    "linear_attention": ("von_oswald.lsa_is_gd", "the ICL benchmark's linear attention (feature map, no normaliser)"),
-    "linear": ("von_oswald.lsa_is_gd", "limits_of_icl's linear attention"),
-    "gated_linear_attn": ("von_oswald.lsa_is_gd", "gated linear attention"),
-    "softmax_causal": ("von_oswald.softmax_interleaved_gd", "softmax attention"),
+    "linear_attention": ("von_oswald.lsa_is_gd", "the ICL benchmark's linear attention (feature map, no normaliser)",
+                         INTERLEAVED),
+    "linear": ("von_oswald.lsa_is_gd", "limits_of_icl's linear attention", INTERLEAVED),
+    "gated_linear_attn": ("von_oswald.lsa_is_gd", "gated linear attention", INTERLEAVED),
+    "softmax_causal": ("von_oswald.softmax_interleaved_gd", "softmax attention", ""),
 }
 
 
 def matrix(data: dict, report_dir: Path) -> list[Row]:
     summary = data.get("summary", {})
     out = []
-    for mixer, (claim, what) in MATRIX_CLAIMS.items():
+    for mixer, (claim, what, unlike) in MATRIX_CLAIMS.items():
         found = summary.get(mixer)
         if found:
             out.append(_stat_row(claim, found.get("loss_vs_gd"),
-                                 f"{what}: loss / GD, interleaved tokens, 2 layers + MLP, 2,500 steps", MATRIX))
+                                 f"{what}: loss / GD, interleaved tokens, 2 layers + MLP, 2,500 steps", MATRIX,
+                                 unlike=unlike))
     settling = report_dir / "matrix_settling_results.json"
     if settling.is_file():
         out += settling_rows(json.loads(settling.read_text(encoding="utf-8")))
