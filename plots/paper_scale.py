@@ -143,9 +143,14 @@ def write_report(records_dir: Path, path: Path, queue: Sequence[tuple[str, str, 
                  original: dict[str, tuple]) -> Path:
     """report/PAPER_SCALE.md from records_dir; `queue`: the jobs as (name, what it measures,
     expected seconds); `original`: limits_of_icl's errors per mechanism (standard, 10 dims flipped)."""
+    import datetime as dt
+
+    from plots.provenance import commit_line
+    from src.provenance import git_commit
     pieces, used = mechanism_pieces(records_dir)
-    lines = ["# The papers at their own size, on a lent GPU", "",
-             "Built by `make paper_scale_report` (`python -m scripts.gpu_queue report`) from every job of the GPU "
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = ["# The papers at their own size, on a lent GPU", "", f"- Produced {when} from {commit_line(git_commit())}",
+             "", "Built by `make paper_scale_report` (`python -m scripts.gpu_queue report`) from every job of the GPU "
              "queue recorded under report/measurements/gpu/ (each job's latest record); nothing here is typed by "
              "hand. A lent GPU runs `make gpu_next`'s job, one device command of at most "
              f"{limit_s:.0f} s each.", "", "## The queue", "", "| job | what it measures | expected | recorded |",
