@@ -215,3 +215,24 @@ def test_a_job_killed_at_its_limit_has_returned_every_finished_piece(tmp_path):
     assert set(first["errors"]) == {"standard", *paper_scale.SHIFTS}
     assert first["metrics"]                                       # the training's own evaluations too
     assert "piece " in (out / "job.log").read_text()
+
+
+def test_all_runs_every_job_not_recorded_in_order_then_reports(tmp_path, monkeypatch, capsys):
+    """`make paper_scale_all` on a GPU of one's own: each job not yet recorded runs, is recorded, and
+    the report is rebuilt; a job recorded already is skipped (the device part stubbed here)."""
+    from scripts import gpu_job
+    ran = []
+
+    def fake_run_job(job, out, budget_s, commit, clean, rehearse, steps, runs_dir):
+        ran.append(job.name)
+        fake_device_output(out, job.name, commit="0000000")
+    monkeypatch.setattr(gpu_job, "run_job", fake_run_job)
+    records = tmp_path / "records"
+    first = gpu_queue.JOBS[0]
+    gpu_queue.record(first, fake_device_output(tmp_path / "earlier", first.name), records)
+    assert gpu_queue.main(["all", "--records-dir", str(records), "--runs-dir", str(tmp_path / "runs"),
+                           "--report", str(tmp_path / "P.md")]) == 0
+    assert ran == [job.name for job in gpu_queue.JOBS[1:]]
+    assert all(gpu_queue.records(job.name, records) for job in gpu_queue.JOBS)
+    assert f"{first.name}: recorded already" in capsys.readouterr().out
+    assert "| waiting |" not in (tmp_path / "P.md").read_text()
