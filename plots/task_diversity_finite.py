@@ -106,7 +106,9 @@ def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: floa
         atomic_write_bytes(report_dir / FIGURE, png_bytes(figure(curves)))
         figures.append(FIGURE)
     if found is None:
-        answer = "no pool size run stops rising: the threshold of our model at this budget is above every M run"
+        answer = "no pool size run stops rising: the threshold of our model at this budget is above every M run" + (
+            "" if study_switch is None or study_switch > max(curves, default=0) else
+            f", so the study's switch at M = {study_switch} was a transient (longer training pulls it back toward dMMSE)")
     elif study_switch is None:
         answer = f"our model's threshold at {steps:,} steps is M = {found}"
     else:
