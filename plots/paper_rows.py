@@ -37,7 +37,6 @@ class Row:
     digits: int = 3
 
 
-
 # our studies' budgets (sequences = steps × batch of the shipped configs)
 GD_PAPER = Budget(5000 * 2048, "1 LSA layer (d = 10)", "Adam 1e-3, one rate")
 GD_TWOLAYER = Budget(10000 * 2048, "2 attention layers (d = 10)", "Adam 1e-3, one rate")
@@ -228,16 +227,10 @@ ZOO_SETTLING = {"zoo_zoology_settling": "Zoology's block, best of 3 rates",
 
 def zoo(data: dict, report_dir: Path, label: str = "") -> list[Row]:
     """The zoo's rows; in report/ZOO.md also its settling runs' (ZOO_SETTLING), labelled."""
-    out = [] if label else [row for folder, words in ZOO_SETTLING.items()
-                            if (report_dir / folder / "zoo_results.json").is_file()
-                            for row in zoo(json.loads((report_dir / folder / "zoo_results.json").read_text()),
-                                           report_dir / folder, words)]
-    return _zoo_rows(data, label) + out
-
-
-def _zoo_rows(data: dict, label: str) -> list[Row]:
-    rows, out, budget = data.get("results", []), [], zoo_budget(data)
-    label = f", {label}" if label else ""
+    paths = {words: report_dir / folder / "zoo_results.json" for folder, words in ZOO_SETTLING.items()}
+    settling = [] if label else [row for words, path in paths.items() if path.is_file()
+                                 for row in zoo(json.loads(path.read_text()), path.parent, words)]
+    rows, out, budget, label = data.get("results", []), [], zoo_budget(data), f", {label}" if label else ""
     for (t, kappa) in sorted({(r["seq_len"], r["kappa"]) for r in rows if r.get("width") == 64}):
         tag = {64: "t64", 128: "t128"}.get(t)
         found = _accuracies(rows, mixer="attention", seq_len=t, kappa=kappa, width=64)
@@ -249,7 +242,7 @@ def _zoo_rows(data: dict, label: str) -> list[Row]:
                 unlike = "RWKV-7 here, RWKV-4 in the figure" if name == "rwkv" else ""
                 out.append(_stat_row(f"zoology.{name}_{tag}", found, f"{mixer}, T {t}, κ {kappa}, width 64{label}",
                                      budget, unlike=unlike))
-    return out
+    return out + settling
 
 
 # --- von Oswald et al.'s claim on the matrix of mixers: mixer -> (claim, what it is, unlike)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from plots import beside_paper as bp
-from plots.paper_rows import ROWS
+from plots.paper_rows import ROWS, ZOO_SETTLING
 from plots.report_index import REPORTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,8 +87,10 @@ def test_section_is_the_one_its_results_and_the_anchors_give(report, tmp_path):
     copy = tmp_path / report
     copy.write_text(text, encoding="utf-8")
     (tmp_path / REPORTS[report][0]).write_bytes((REPORT_DIR / REPORTS[report][0]).read_bytes())
-    for extra in ("matrix_settling_results.json",):
+    extras = ["matrix_settling_results.json", *(f"{folder}/zoo_results.json" for folder in ZOO_SETTLING)]
+    for extra in extras:          # the settling results a report's rows read beside its own
         if (REPORT_DIR / extra).is_file():
+            (tmp_path / extra).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / extra).write_bytes((REPORT_DIR / extra).read_bytes())
     bp.write_section(tmp_path, report, REPORTS[report][0], head={"commit": "0" * 40, "dirty": False})
     strip = bp._without_provenance
