@@ -205,13 +205,19 @@ def section(rows: Sequence[Row], anchors: Anchors, provenance: str) -> list[str]
 def replace_section(text: str, new: list[str]) -> str:
     """The report with its "Beside the paper" section replaced by `new` (or inserted before its
     "## Figures", else at its end)."""
+    return replace_titled(text, HEADING, new, before="## Figures")
+
+
+def replace_titled(text: str, heading: str, new: list[str], before: str) -> str:
+    """`text` with the section under `heading` (to the next "## " heading) replaced by `new`; where
+    there is none, `new` inserted before the line `before`, else at the end."""
     lines = text.rstrip("\n").split("\n")
-    if HEADING in lines:
-        start = lines.index(HEADING)
+    if heading in lines:
+        start = lines.index(heading)
         end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
         lines[start:end] = new
-    elif "## Figures" in lines:
-        at = lines.index("## Figures")
+    elif before in lines:
+        at = lines.index(before)
         lines[at:at] = new
     else:
         lines += [""] + new

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from plots.beside_paper import HEADING as BESIDE, replace_titled
 from plots.paper_rows import INTERLEAVED
 from src.files import atomic_write_json, atomic_write_text
 from src.flags import OneLineParser, UsageError, summary
@@ -142,15 +143,8 @@ def section(data: dict) -> list[str]:
 
 
 def replace_section(text: str, new: list[str]) -> str:
-    """`text` with the section under HEADING replaced by `new`, or `new` inserted before the
-    "Beside the paper" section (or at the end)."""
-    lines = text.splitlines()
-    if HEADING in lines:
-        start = lines.index(HEADING)
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    else:
-        start = end = next((i for i, line in enumerate(lines) if line == "## Beside the paper"), len(lines))
-    return "\n".join(lines[:start] + new + lines[end:]).rstrip() + "\n"
+    """`text` with this section replaced by `new`, or inserted before the "Beside the paper" section."""
+    return replace_titled(text, HEADING, new, before=BESIDE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

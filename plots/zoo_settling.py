@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from plots.beside_paper import load_anchors
+from plots.beside_paper import HEADING as BESIDE, load_anchors, replace_titled
 from plots.paper_rows import ZOO_CLAIMS
 from src.files import atomic_write_text
 from src.flags import OneLineParser, UsageError, summary
@@ -91,13 +91,8 @@ def section(report_dir: Path) -> list[str]:
 
 
 def replace_section(text: str, new: list[str]) -> str:
-    lines = text.splitlines()
-    if HEADING in lines:
-        start = lines.index(HEADING)
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    else:
-        start = end = next((i for i, line in enumerate(lines) if line == "## Beside the paper"), len(lines))
-    return "\n".join(lines[:start] + new + lines[end:]).rstrip() + "\n"
+    """`text` with this section replaced by `new`, or inserted before the "Beside the paper" section."""
+    return replace_titled(text, HEADING, new, before=BESIDE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
