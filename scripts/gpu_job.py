@@ -6,13 +6,14 @@ each finished piece written the moment it exists (the module docstring there say
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from src.files import atomic_write_json
 
 JOB_LIMIT_S = 540                  # one job: at most 9 minutes of one device command (10 at most)
 WHEELS = ".whl"                    # dm-haiku and jmp for the device's Python (make gpu_wheels)
@@ -85,13 +86,6 @@ def planned_steps(runs: int, budget_s: float) -> int:
 
 # --- on the device ---------------------------------------------------------------------------------
 
-def write_json(path: Path, value) -> None:
-    """Atomically: a reader (or a command killed now) sees the old file or the new, never a part."""
-    part = path.with_name(path.name + ".part")
-    part.write_text(json.dumps(value, indent=1))
-    os.replace(part, path)
-
-
 def git_like(command: list[str]) -> str:
     """A command's stripped output, or "" when it fails or is missing."""
     try:
@@ -151,7 +145,7 @@ def run_job(job: Job, out: Path, budget_s: float, commit: str, clean: bool, rehe
 
     def save(**changes) -> None:
         manifest.update(changes, wall_s=round(time.time() - began, 1))
-        write_json(out / "job.json", manifest)
+        atomic_write_json(out / "job.json", manifest)   # a reader, or a kill, sees the old file or the new
     save()
     log(f"{job.name}: {job.title}; budget {budget_s:.0f} s; {manifest['device']}")
     if job.kind == "mechanisms":

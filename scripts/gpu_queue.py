@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from scripts.gpu_job import JOB_LIMIT_S, ORIGINALS, WHEELS, Job, Run, git_like, planned_steps, write_json
+from scripts.gpu_job import JOB_LIMIT_S, ORIGINALS, WHEELS, Job, Run, git_like, planned_steps
+from src.files import TMP_SUFFIX, atomic_write_json
 from src.flags import OneLineParser, UsageError, dry_run, summary
 
 PROG = "python -m scripts.gpu_queue"
@@ -109,7 +110,7 @@ def record(job: Job, source: Path, records_dir: Path = RECORDS) -> Path:
         raise UsageError(f"{target} exists: this device run is recorded already")
     staging.mkdir(parents=True, exist_ok=False)
     for path in sorted(source.iterdir()):
-        if path.is_file() and not path.name.endswith(".part"):
+        if path.is_file() and not path.name.endswith(TMP_SUFFIX):   # not a write a kill cut short
             shutil.copyfile(path, staging / path.name)
     provenance = {"job": job.name, "commit": manifest.get("commit"), "clean": manifest.get("clean"),
                   "device": manifest.get("device"), "jax": manifest.get("jax"), "date": manifest.get("began_utc"),
@@ -117,7 +118,7 @@ def record(job: Job, source: Path, records_dir: Path = RECORDS) -> Path:
                   "rehearsal": bool(manifest.get("rehearsal")),
                   "recorded_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
                   "recorded_at": head()[0], "files": sorted(p.name for p in staging.iterdir())}
-    write_json(staging / "record.json", provenance)
+    atomic_write_json(staging / "record.json", provenance)
     os.replace(staging, target)
     return target
 
@@ -176,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"--steps={args.steps} is not accepted; accepted: an integer >= 1")
     if args.verb == "list":
         if args.json:
-            write_json(Path(args.json), plan(head()[0]))
+            atomic_write_json(Path(args.json), plan(head()[0]))
         print("\n".join(states(records_dir)))
         return 0
     if args.verb == "next":
