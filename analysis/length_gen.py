@@ -30,13 +30,12 @@ from src import rundir as names
 from src.flags import int_at_least
 from src.process import guarded
 from src.rundir import RunDir
+from src.stats import NOT_TRAINED, TRAINED_BELOW
 from src.tasks.objectives import objective_of
 
 MODULE = "analysis.length_gen"
 MULTIPLES = (2, 4, 8)
 WITHIN = 2.0        # "usable": error within 2x of the in-distribution error
-TRAINED_BELOW = 0.75   # trained enough to judge: in-distribution error <= this x the best constant's
-NOT_TRAINED = "not trained enough to judge"
 
 
 def judge(settings, model, params, state, batch) -> dict:

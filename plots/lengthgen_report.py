@@ -17,13 +17,11 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.inductive_bias import LEARNERS
-from analysis.length_gen import NOT_TRAINED, TRAINED_BELOW
 from plots.provenance import header
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
 from src import rundir as names
-from src.stats import STD_LABEL, format_pm, over_seeds
+from src.stats import NOT_TRAINED, STD_LABEL, TRAINED_BELOW, format_pm, over_seeds
 from src.tasks.objectives import objective_of
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
@@ -197,10 +195,11 @@ def figure_inductive_bias(cells: dict):
             mean = np.mean([[b["errors"][str(r)]["model"] for r in copies] for b in runs], axis=0)
             ax.plot([block + r for r in copies], mean, color=f"C{j % 10}", lw=1.5, marker="o", ms=2,
                     label=position)
-            learners = learners or (copies, runs[0]["errors"])
+            # the learners the analysis compared with (analysis.inductive_bias: its mean_gap's keys)
+            learners = learners or (copies, runs[0]["errors"], list(runs[0]["mean_gap"]))
         if learners:
-            copies, errors = learners
-            for name in LEARNERS:
+            copies, errors, names_of_learners = learners
+            for name in names_of_learners:
                 style, colour = styles[name]
                 ax.plot([block + r for r in copies], [errors[str(r)][name] for r in copies], ls=style,
                         color=colour, lw=1.2, label=name)

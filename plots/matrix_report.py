@@ -54,30 +54,8 @@ def _chunks_line(jobs) -> str:
             "their defaults (16; Mamba-2 64), which pad: the same map in another float rounding, faster.")
 
 
-def gd_curve(settings) -> np.ndarray:
-    """[n] one GD step's error (squared error / d) with k = 0 .. n−1 examples on the run's eval
-    prompts, η tuned at every k (the grid of SPEC §2 in ŷ = (η/k) Σ y_i x_i·x_q) on as many
-    held-out prompts (analysis.alignment's TUNE_SEED). The icl_curve analysis's own gd_step tunes one
-    η for all k jointly (3.0 on these inputs, where the best η runs from about 1 at k = 1 to about 6
-    at k = N = 10), so the report draws the stronger reference itself."""
-    import jax
-    from analysis.alignment import TUNE_SEED
-    from baselines.gd_step import ETA_GRID
-    from baselines.gd_step import averaging
-    from analysis.common import pairs_of
-    pairs = pairs_of(settings)
-    batch = pairs.prompts()
-    size, points, dims = batch.xs.shape
-    held = pairs.sampler()(jax.random.key(TUNE_SEED), size, dims, points)
-    grid = np.asarray(ETA_GRID, dtype=np.float64)[:, None]
-    held_base, held_ys = np.asarray(averaging(held.xs, held.ys), np.float64), np.asarray(held.ys, np.float64)
-    best = grid[np.argmin([np.mean((eta * held_base - held_ys) ** 2, axis=0) for eta in grid[:, 0]], axis=0), 0]
-    base, ys = np.asarray(averaging(batch.xs, batch.ys), np.float64), np.asarray(batch.ys, np.float64)
-    return np.mean((best[None] * base - ys) ** 2, axis=0) / dims
-
-
 def icl_vs_gd(run, gd: np.ndarray) -> float | None:
-    """The model's error / one tuned GD step's (gd_curve), averaged over 1 .. N examples; the
+    """The model's error / one tuned GD step's (scripts.matrix.gd_curve), averaged over 1 .. N examples; the
     model's from analysis/icl_curve.csv."""
     if not run.exists(names.ICL_CURVE_CSV):
         return None
@@ -185,15 +163,11 @@ def _cell(stats: dict, digits: int = 3) -> str:
     return f"{stats['mean']:.{digits}f}{spread}"
 
 
-def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
-                 head: dict) -> list[Path]:
-    curves: dict = {}      # one GD curve per eval set (every run of the study shares one)
-    rows = []
-    for job in jobs:
-        key = (job.settings.task, job.settings.curriculum, job.settings.train.eval_size, job.settings.train.eval_seed)
-        if key not in curves:
-            curves[key] = gd_curve(job.settings)
-        rows.append(run_row(job, curves[key]))
+def write_report(jobs: Sequence, gd_curves: Sequence[np.ndarray], report_dir: Path, *, quick: bool, seconds: float,
+                 command: str, head: dict) -> list[Path]:
+    """The report of `jobs`; gd_curves[i]: one tuned GD step's error curve on job i's eval prompts
+    (scripts.matrix.gd_curve)."""
+    rows = [run_row(job, gd) for job, gd in zip(jobs, gd_curves, strict=True)]
     summary = summarise(rows)
     figures = []
     if summary:

@@ -21,7 +21,6 @@ from plots.provenance import header
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
 from src import rundir as names
-from src.models.sequence import block_of
 from src.stats import mean_std_rows, over_seeds
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
@@ -85,9 +84,10 @@ ZOOLOGY_BLOCK = ("Zoology's block (`block: zoology`): layer norm, no MLP (its to
 
 
 def block_words(jobs: Sequence, ours: str) -> str:
-    """The runs' block in a report's words, read from their settings: `ours` for our block,
-    ZOOLOGY_BLOCK for Zoology's, both (joined) where both ran."""
-    found = list(dict.fromkeys(block_of(job.settings.model) for job in jobs)) or ["ours"]
+    """The runs' block in a report's words, read from their jobs (scripts.mixers.MixerJob.block, the
+    block their settings were built with): `ours` for our block, ZOOLOGY_BLOCK for Zoology's, both
+    (joined) where both ran."""
+    found = list(dict.fromkeys(job.block for job in jobs)) or ["ours"]
     return "; ".join({"ours": ours, "zoology": ZOOLOGY_BLOCK}[b] for b in found)
 
 

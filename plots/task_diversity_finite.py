@@ -6,7 +6,7 @@ Raventós et al. find the threshold by finite-size scaling: below it, longer tra
 back toward dMMSE, so its distance to ridge (on prompts from the prior) first falls, then rises
 (turning at t* ∝ M^0.47); above it the distance keeps falling. Each run here trains 10× the
 study's steps and keeps a checkpoint every KEEP_FRACTION of them; at each kept checkpoint the
-model is evaluated as the study evaluates its finished runs (plots/task_diversity_report.evaluate).
+model is evaluated as the study evaluates its finished runs (scripts/task_diversity.py: evaluate).
 
 The rule, per pool size M: the distance to ridge **rises** when its value at the last checkpoint is
 at least RISE × its lowest value at an earlier checkpoint (M is below the threshold of our model at
@@ -20,49 +20,16 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-import jax
-import jax.numpy as jnp
-
 from plots.provenance import header
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
-from plots.task_diversity_report import evaluate
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
-from src.rundir import names
 
 REPORT, RESULTS, FIGURE = "TASK_DIVERSITY_FINITE.md", "task_diversity_finite_results.json", \
     "figures/task_diversity/finite_size.png"
 RISE = 1.10                     # the last distance this many times the earlier minimum: it rises
 STEPS_FACTOR = 10               # the finite-size runs train this many times the study's steps
 KEEP_FRACTION = 10              # ... keeping a checkpoint every 1/KEEP_FRACTION of them
-
-
-def params_at(run, like, step: int):
-    """The parameters of the checkpoint kept at `step` (checkpoint_<step>.npz), in the tree of `like`."""
-    arrays = run.load_arrays(names.kept_checkpoint(step))
-    leaves, treedef = jax.tree_util.tree_flatten(like)
-    stored = [arrays.get(f"params/{i:04d}") for i in range(len(leaves))]
-    if any(a is None or a.shape != leaf.shape for a, leaf in zip(stored, leaves)):
-        raise run.corrupt(names.kept_checkpoint(step), "its parameters are not this model's")
-    return jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in stored])
-
-
-def kept_steps(job) -> list[int]:
-    every, total = job.settings.train.keep_every, job.settings.train.steps
-    return [s for s in range(every, total + 1, every) if (job.run.path / names.kept_checkpoint(s)).exists()] \
-        if every else []
-
-
-def curve(job) -> dict:
-    """{step, distance_ridge, distance_dmmse, model, ridge, dmmse}: each a list over the kept
-    checkpoints, on prompts from the prior."""
-    out = {k: [] for k in ("step", "distance_ridge", "distance_dmmse", "model", "ridge", "dmmse")}
-    for step in kept_steps(job):
-        errors = evaluate(job, at_step=step, params_at=params_at)["prior"]
-        out["step"].append(step)
-        for key in ("distance_ridge", "distance_dmmse", "model", "ridge", "dmmse"):
-            out[key].append(errors.get(key))
-    return out
 
 
 def rises(distances: Sequence[float]) -> bool | None:
@@ -94,10 +61,9 @@ def figure(curves: dict[int, dict]):
     return fig
 
 
-def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
-                 head: dict, study_switch: int | None = None) -> list[Path]:
-    finished = [j for j in jobs if (j.run.path / names.PARAMS).exists()]
-    curves = {j.settings.train.num_tasks: curve(j) for j in finished}
+def write_report(jobs: Sequence, curves: dict[int, dict], report_dir: Path, *, quick: bool, seconds: float,
+                 command: str, head: dict, study_switch: int | None = None) -> list[Path]:
+    """The report of `curves` (pool size -> scripts.task_diversity.curve of its finished run)."""
     verdicts = {m: rises(c["distance_ridge"]) for m, c in curves.items()}
     found = threshold_at_budget(verdicts)
     steps = max((j.settings.train.steps for j in jobs), default=0)

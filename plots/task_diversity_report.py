@@ -1,75 +1,30 @@
 """The report of scripts.task_diversity: report/TASK_DIVERSITY.md, report/task_diversity_results.json
 and report/figures/task_diversity/error_pool.png.
 
-Each finished run is evaluated on EVAL_PROMPTS prompts of its pool (drawn as in training, fresh
-inputs and noise) and on its eval set (fresh tasks from the prior), beside dMMSE over the run's
-pool and ridge under the prior (baselines/bayes.py, the task's noise σ, prior τ = 1). Error: squared
-error / d, averaged over the prompt's points, then over seeds. Distance (Raventós et al.'s
-ΔdMMSE, Δridge): the squared difference / d of the model's predictions from an estimator's, on the
-same prompts, averaged likewise. The model "tracks" the estimator whose predictions are nearer its
-own on prior prompts (errors alone mislead where dMMSE and ridge err alike, at large pools); the
-threshold is the smallest pool size from which it tracks ridge at every larger size run.
-"""
+The study's step (scripts/task_diversity.py: evaluate) evaluates each finished run on EVAL_PROMPTS
+prompts of its pool (drawn as in training, fresh inputs and noise) and on its eval set (fresh tasks
+from the prior), beside dMMSE over the run's pool and ridge under the prior (baselines/bayes.py, the
+task's noise σ, prior τ = 1). Error: squared error / d, averaged over the prompt's points, then over
+seeds. Distance (Raventós et al.'s ΔdMMSE, Δridge): the squared difference / d of the model's
+predictions from an estimator's, on the same prompts, averaged likewise. The model "tracks" the
+estimator whose predictions are nearer its own on prior prompts (errors alone mislead where dMMSE
+and ridge err alike, at large pools); the threshold is the smallest pool size from which it tracks
+ridge at every larger size run."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
 from typing import Sequence
 
-import jax
-import numpy as np
 
-from analysis.common import pairs_of
-from analysis.icl_curve import load_run
-from baselines.bayes import dmmse, ridge
 from plots.provenance import header
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.stats import over_seeds
-from src.tasks.pools import pooled, task_pool
 
 REPORT, RESULTS, FIG_DIR = "TASK_DIVERSITY.md", "task_diversity_results.json", "figures/task_diversity"
-EVAL_PROMPTS, POOL_EVAL_SEED = 1000, 29
 ESTIMATORS = ("model", "dmmse", "ridge")
-
-
-def evaluate(job, at_step: int | None = None, params_at=None) -> dict:
-    """{prompts ("pool", "prior") -> {estimator -> error}} of one finished run (module docstring);
-    with `at_step`, of the checkpoint it kept at that step (`params_at(run, like, step)`:
-    plots/task_diversity_finite.py)."""
-    settings, model, params, state = load_run(job.run)
-    if at_step is not None:
-        params = params_at(job.run, params, at_step)
-    tr, c = settings.train, settings.curriculum
-    dims, points, noise = c.dims.end, c.points.end, settings.task.options.noise_std
-    pairs = pairs_of(settings)
-    sample = pairs.sampler()
-    batches = {"prior": pairs.prompts()}
-    pool = None
-    if tr.num_tasks:
-        pool = task_pool(sample, tr.seed, tr.num_tasks, dims, points)
-        batches["pool"] = jax.jit(lambda key: pooled(sample, tr.seed, tr.num_tasks)(key, EVAL_PROMPTS, dims, points))(
-            jax.random.key(POOL_EVAL_SEED))
-    out = {}
-    for name, batch in batches.items():
-        predict = pairs.predictor(model, params, state, points, batch.xs.shape[0])
-        guesses = {"model": predict(batch.xs, batch.ys), "ridge": ridge(batch.xs, batch.ys, noise, 1.0)}
-        if pool is not None:
-            guesses["dmmse"] = dmmse(batch.xs, batch.ys, pool, noise)
-        guesses = {k: np.asarray(g) for k, g in guesses.items()}
-        out[name] = {k: float(np.mean((g - np.asarray(batch.ys)) ** 2) / dims) for k, g in guesses.items()}
-        out[name].update({f"distance_{k}": float(np.mean((guesses["model"] - g) ** 2) / dims)
-                          for k, g in guesses.items() if k != "model"})
-    return out
-
-
-def collect(jobs: Sequence) -> list[dict]:
-    rows = []
-    for job in jobs:
-        if job.run.path.is_dir() and (job.run.path / "params.npz").exists():
-            rows.append({"run": job.name, "num_tasks": job.settings.train.num_tasks, "seed": job.seed, "errors": evaluate(job)})
-    return rows
 
 
 def mean_error(rows, size: int, prompts: str, estimator: str) -> dict:
@@ -119,9 +74,9 @@ def figure(rows: list[dict]):
     return fig
 
 
-def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
+def write_report(jobs: Sequence, rows: list[dict], report_dir: Path, *, quick: bool, seconds: float, command: str,
                  head: dict) -> list[Path]:
-    rows = collect(jobs)
+    """The report of `rows` (scripts.task_diversity.collect: one per finished run of `jobs`)."""
     found, lines = threshold(rows)
     figures = []
     if rows:

@@ -27,12 +27,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from analysis.common import pairs_of
+from analysis.icl_curve import load_run
+from baselines.bayes import dmmse, ridge
 from plots import task_diversity_finite
 from plots.task_diversity_report import RESULTS, write_report
 from src.flags import UsageError, fail, seed_list
 from src.process import guarded
 from src.jobs.engine import Job
 from src.jobs.study import cell_jobs, finish_study, read_settings, study_dirs, study_parser
+from src.rundir import names
+from src.tasks.pools import pooled, task_pool
 
 PROG = "python -m scripts.task_diversity"
 CONFIG = "configs/task_diversity.yaml"
@@ -42,6 +51,7 @@ QUICK = {"steps": 60, "log_every": 30, "checkpoint_every": 60, "eval_size": 200}
 QUICK_POOLS = (2, 0)
 FINITE_POOLS = (32, 128, 512, 2048, 8192)
 QUICK_FINITE = {"steps": 90, "log_every": 30, "checkpoint_every": 30, "keep_every": 30, "eval_size": 200}
+EVAL_PROMPTS, POOL_EVAL_SEED = 1000, 29       # the prompts drawn from a run's own pool
 
 
 def pool_sizes(text: str | None, quick: bool) -> tuple[int, ...]:
@@ -73,6 +83,80 @@ def make_jobs(runs_dir: Path, pools: Sequence[int], seeds: Sequence[int], quick:
     return cell_jobs(runs_dir, cells, seeds)
 
 
+# The study's step: each finished run evaluated (the report only draws what this returns)
+
+def evaluate(job, at_step: int | None = None) -> dict:
+    """{prompts ("pool", "prior") -> {estimator -> error}} of one finished run: error, squared error / d
+    averaged over the points, of the model, ridge (the prior's λ = σ²) and dMMSE (over the run's own
+    pool), and distance_<estimator>, the model's squared difference / d from it; with `at_step`, of
+    the checkpoint it kept at that step."""
+    settings, model, params, state = load_run(job.run)
+    if at_step is not None:
+        params = params_at(job.run, params, at_step)
+    tr, c = settings.train, settings.curriculum
+    dims, points, noise = c.dims.end, c.points.end, settings.task.options.noise_std
+    pairs = pairs_of(settings)
+    sample = pairs.sampler()
+    batches = {"prior": pairs.prompts()}
+    pool = None
+    if tr.num_tasks:
+        pool = task_pool(sample, tr.seed, tr.num_tasks, dims, points)
+        batches["pool"] = jax.jit(lambda key: pooled(sample, tr.seed, tr.num_tasks)(key, EVAL_PROMPTS, dims, points))(
+            jax.random.key(POOL_EVAL_SEED))
+    out = {}
+    for name, batch in batches.items():
+        predict = pairs.predictor(model, params, state, points, batch.xs.shape[0])
+        guesses = {"model": predict(batch.xs, batch.ys), "ridge": ridge(batch.xs, batch.ys, noise, 1.0)}
+        if pool is not None:
+            guesses["dmmse"] = dmmse(batch.xs, batch.ys, pool, noise)
+        guesses = {k: np.asarray(g) for k, g in guesses.items()}
+        out[name] = {k: float(np.mean((g - np.asarray(batch.ys)) ** 2) / dims) for k, g in guesses.items()}
+        out[name].update({f"distance_{k}": float(np.mean((guesses["model"] - g) ** 2) / dims)
+                          for k, g in guesses.items() if k != "model"})
+    return out
+
+
+def collect(jobs: Sequence) -> list[dict]:
+    rows = []
+    for job in jobs:
+        if job.run.path.is_dir() and (job.run.path / names.PARAMS).exists():
+            rows.append({"run": job.name, "num_tasks": job.settings.train.num_tasks, "seed": job.seed, "errors": evaluate(job)})
+    return rows
+
+
+def params_at(run, like, step: int):
+    """The parameters of the checkpoint kept at `step` (checkpoint_<step>.npz), in the tree of `like`."""
+    arrays = run.load_arrays(names.kept_checkpoint(step))
+    leaves, treedef = jax.tree_util.tree_flatten(like)
+    stored = [arrays.get(f"params/{i:04d}") for i in range(len(leaves))]
+    if any(a is None or a.shape != leaf.shape for a, leaf in zip(stored, leaves)):
+        raise run.corrupt(names.kept_checkpoint(step), "its parameters are not this model's")
+    return jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in stored])
+
+
+def kept_steps(job) -> list[int]:
+    every, total = job.settings.train.keep_every, job.settings.train.steps
+    return [s for s in range(every, total + 1, every) if (job.run.path / names.kept_checkpoint(s)).exists()] \
+        if every else []
+
+
+def curve(job) -> dict:
+    """{step, distance_ridge, distance_dmmse, model, ridge, dmmse}: each a list over the kept
+    checkpoints, on prompts from the prior."""
+    out = {k: [] for k in ("step", "distance_ridge", "distance_dmmse", "model", "ridge", "dmmse")}
+    for step in kept_steps(job):
+        errors = evaluate(job, at_step=step)["prior"]
+        out["step"].append(step)
+        for key in ("distance_ridge", "distance_dmmse", "model", "ridge", "dmmse"):
+            out[key].append(errors.get(key))
+    return out
+
+
+def finite_curves(jobs: Sequence) -> dict[int, dict]:
+    """Pool size -> curve of its finished run (the finite-size test)."""
+    return {j.settings.train.num_tasks: curve(j) for j in jobs if (j.run.path / names.PARAMS).exists()}
+
+
 def study_switch(report_dir: Path) -> int | None:
     """The pool size from which the study's own runs track ridge (its recorded results), or None."""
     import json
@@ -99,10 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         seeds = seed_list(args.seeds) if args.seeds else (SEEDS[:1] if args.quick or finite else SEEDS)
     except UsageError as err:
         return fail(PROG, err)
-    writer = write_report
-    if finite:
-        def writer(jobs, report_dir, **kwargs):
-            return task_diversity_finite.write_report(jobs, report_dir, study_switch=study_switch(report_dir), **kwargs)
+    def writer(jobs, report_dir, **kwargs):
+        if finite:
+            return task_diversity_finite.write_report(jobs, finite_curves(jobs), report_dir,
+                                                      study_switch=study_switch(report_dir), **kwargs)
+        return write_report(jobs, collect(jobs), report_dir, **kwargs)
     return finish_study(PROG, argv, args, runs_dir, report_dir,
                         lambda: make_jobs(runs_dir, pools, seeds, args.quick, finite_size=finite), writer)
 

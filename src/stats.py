@@ -12,6 +12,11 @@ import numpy as np
 
 DDOF = 1
 STD_LABEL = "std over seeds (sample, ddof 1)"
+# a run is trained enough to judge its length generalisation (analysis.length_gen) when its
+# in-distribution error is at most TRAINED_BELOW x the best constant prediction's; reports print
+# NOT_TRAINED for one that is not
+TRAINED_BELOW = 0.75
+NOT_TRAINED = "not trained enough to judge"
 
 
 def over_seeds(values: Sequence[float]) -> dict:

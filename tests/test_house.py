@@ -141,6 +141,23 @@ def test_analyses_plots_and_baselines_import_no_dialect():
     assert not bad, "\n".join(bad)
 
 
+# Plots draw (ARCHITECTURE v4): what a report needs computed is an analysis or a study step that
+# writes results, so plots/ imports no analysis, baseline or model. The one exception is a command
+# line, not a figure: `python -m plots.attention_quick` is the name the original README gives the
+# attention_heatmap analysis, and it runs that analysis.
+PLOTS_THAT_ARE_COMMANDS = {"plots.attention_quick": "the original's command for analysis.attention_heatmap"}
+COMPUTING = ("analysis", "baselines", "src.models")
+
+
+def test_plots_import_no_analysis_baseline_or_model():
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {target}" for module, path in MODULES.items()
+           if module.split(".")[0] == "plots" and module not in PLOTS_THAT_ARE_COMMANDS
+           for target, line in imports_of(path)
+           if any(target == c or target.startswith(c + ".") for c in COMPUTING)]
+    assert not bad, "plots draw; compute in an analysis or the study's step:\n" + "\n".join(bad)
+    assert all(module in MODULES for module in PLOTS_THAT_ARE_COMMANDS)
+
+
 # Studies that still read their configs through a command line's dialect (issue 44): none. The
 # studies that take limits_of_icl's YAML (mechanisms, lengthgen, linear_attention, ...) read it with
 # the file format's reader, src/formats/limits_of_icl.py, which the dialect src/cli/gpt2.py uses too.

@@ -92,7 +92,7 @@ def test_finite_size_rule_on_numbers_made_by_hand():
 
 @pytest.mark.study
 def test_quick_finite_size_test_evaluates_each_kept_checkpoint(tmp_path):
-    from plots.task_diversity_report import evaluate
+    from scripts.task_diversity import evaluate
     done = subprocess.run([sys.executable, "-m", "scripts.task_diversity", "--finite-size", "--quick", "--runs-dir",
                            str(tmp_path / "runs"), "--report-dir", str(tmp_path / "report")],
                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
