@@ -48,7 +48,7 @@ def applies(settings) -> bool:
 
 def attention_weights(settings, params, state, xs, ys) -> np.ndarray:
     """[L, B, H, T, T] softmax weights of every layer (query t, key s) on the prompt xs, ys."""
-    from src.models.mechanisms import recording_attention
+    from src.models.mixers.attention import recording_attention
     from src.models.sequence import SequenceModel
     transformed = hk.without_apply_rng(hk.transform_with_state(
         lambda x, y: SequenceModel(settings.model)(x, y)))

@@ -10,7 +10,7 @@ pairs, with the accuracy against training steps. `make mixers` runs it for seeds
     python -m scripts.mixers --config configs/paper/mixers.yaml    # Zoology's figure-2 grid (a GPU study)
 
 MQAR follows Zoology's protocol (V = 256, T = 64, one head per mixer, 2 layers) with the ICL
-benchmark's MLP state mixer (`mamba`, the selective state space of src/models/state_space.py, takes
+benchmark's MLP state mixer (`mamba`, the selective state space of src/models/mixers/mamba.py, takes
 the sequence mixer's place in the same block). The gap is checked at width 64, Zoology's smallest
 width and the smallest at which one head of attention learned MQAR in every seed (at width 16 it
 stalled in 3 seeds of 8). MQAR trains 1,500 steps at the recipe's 3e-3: a sweep of 3e-3 against 1e-3

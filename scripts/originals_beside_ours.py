@@ -62,7 +62,7 @@ class Original(NamedTuple):
 
 def favor_features() -> int:
     """The number of features of our study's FAVOR+ (scripts/mechanisms sets the mixer by name,
-    with its default options: src/models/mechanisms.FavorOptions)."""
+    with its default options: src/models/mixers/linear_attention.FavorOptions)."""
     from src.registry import choice
     return int(choice("seq_mixer", "favor").options.num_features)
 

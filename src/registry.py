@@ -218,6 +218,6 @@ def describe_all() -> str:
 
 def state_note(entry: Entry) -> str:
     """"  [state: <formula>]" for a sequence mixer that declares its recurrent state
-    (src.models.mechanisms.register_mixer), "" for any other entry."""
+    (src.models.mixers.kit.register_mixer), "" for any other entry."""
     state = getattr(entry.build, "state_doc", "")
     return f"  [state: {state}]" if state else ""

@@ -149,6 +149,29 @@ PLOTS_THAT_ARE_COMMANDS = {"plots.attention_quick": "the original's command for 
 COMPUTING = ("analysis", "baselines", "src.models")
 
 
+def test_every_sequence_mixer_is_registered_under_src_models_mixers():
+    """All mixers in one place (ARCHITECTURE v4): register_mixer, or a direct registration in the
+    "seq_mixer" registry, is called only by modules of src/models/mixers/."""
+    bad = []
+    for module, path in MODULES.items():
+        if module.startswith("src.models.mixers."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            direct = (name == "register" and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
+                      and any(isinstance(a, ast.Constant) and a.value == "seq_mixer" for a in func.value.args))
+            if name == "register_mixer" or direct:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, "register sequence mixers in a module of src/models/mixers/: " + ", ".join(bad)
+    from src.models.mixers import kit
+    from src.registry import load_entries
+    load_entries()
+    assert kit.MIXERS.names() and all(kit.MIXERS.get(n).build.mixer_name == n for n in kit.MIXERS.names())
+
+
 def test_plots_import_no_analysis_baseline_or_model():
     bad = [f"{path.relative_to(ROOT)}:{line} imports {target}" for module, path in MODULES.items()
            if module.split(".")[0] == "plots" and module not in PLOTS_THAT_ARE_COMMANDS

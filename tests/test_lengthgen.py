@@ -80,7 +80,7 @@ def test_recency_applies_exactly_where_the_mixer_forms_softmax_weights():
     for the mixers that record softmax weights (recency reads them from the mixer's state)."""
     import haiku as hk
     from analysis.recency import applies
-    from src.models.mechanisms import recording_attention
+    from src.models.mixers.attention import recording_attention
     from src.registry import choice
     x = jnp.ones((1, 4, 8))
     for mixer in registry("seq_mixer").names():

@@ -1,4 +1,4 @@
-"""limits_of_icl's `local_global` attention (src/models/mechanisms.py) against a NumPy loop whose
+"""limits_of_icl's `local_global` attention (src/models/mixers/attention.py) against a NumPy loop whose
 visible keys follow the original's mask, built as its constructor builds it (window, then each
 global position as a query over its whole past and as a key for every later query); its options
 in one line; and its YAML in the original's keys."""
@@ -68,6 +68,6 @@ def test_the_mask_builds_inside_a_traced_program():
     a short run of limits_of_icl's config: the mask was once read back from a traced array)."""
     import jax
     import jax.numpy as jnp
-    from src.models.mechanisms import local_global_mask
+    from src.models.mixers.kit import local_global_mask
     out = jax.jit(lambda x: jnp.where(local_global_mask(6, 2, (0, 3)), x, 0.0))(jnp.ones((6, 6)))
     np.testing.assert_array_equal(np.asarray(out, bool), original_mask(6, 2, (0, 3)))

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from src.models.mechanisms import kernel_attention, kernel_prefix_attention
+from src.models.mixers.linear_attention import kernel_attention, kernel_prefix_attention
 from src.registry import choice, registry
 
 B, T, D, H = 2, 7, 16, 4
@@ -127,7 +127,7 @@ def test_favor_approaches_exact_softmax_as_features_grow():
     rng = np.random.default_rng(3)
     errors = []
     for m in (16, 64, 256):
-        from src.models.mechanisms import orthogonal_gaussian, positive_random_features
+        from src.models.mixers.linear_attention import orthogonal_gaussian, positive_random_features
         q, k = (rng.normal(size=(B, T, H, K)) / np.sqrt(K) ** 0.5 for _ in range(2))
         v = rng.normal(size=(B, T, H, K))
         exact = np_softmax_attention(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32))

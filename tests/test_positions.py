@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from src.models import positions as P
-from src.models.mechanisms import causal_mask
+from src.models.mixers.kit import causal_mask
 from src.registry import registry
 
 T, H, K = 12, 4, 8

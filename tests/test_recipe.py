@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from src.models.recurrent_mixers import chunked_decay_attention, recurrent_decay_attention
+from src.models.mixers.gated_linear_attention import chunked_decay_attention, recurrent_decay_attention
 from src.registry import registry
 from src.tasks.tokens import DisjointOptions, MQAROptions, sample_disjoint, sample_mqar
 

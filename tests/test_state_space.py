@@ -1,4 +1,4 @@
-"""The Mamba mixer (src/models/state_space.py) against an independent float64 NumPy
+"""The Mamba mixer (src/models/mixers/mamba.py) against an independent float64 NumPy
 implementation, step by step: the selective scan in both forms (associative, sequential), the
 whole mixer from its parameters, causality, and its use in every preset that takes a mixer."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from src.models.sequence import build_sequence, gpt2, llama, lm, mamba
-from src.models.state_space import MambaOptions, selective_scan
+from src.models.mixers.mamba import MambaOptions, selective_scan
 from src.registry import choice, registry
 
 

@@ -126,7 +126,7 @@ def test_mamba2_refuses_heads_that_do_not_divide_the_inner_width_in_one_line():
 
 def test_mamba2_declares_its_recurrent_state():
     """Floats per sequence and layer at D 12, H 3, T 23, written out by hand: E 24, P 8."""
-    from src.models.mechanisms import state_floats
+    from src.models.mixers.kit import state_floats
     entry = registry("seq_mixer").get("mamba2")
     assert entry.build.state_doc == "H·P·N + (d_conv − 1)·(E + 2N)"
     assert state_floats("mamba2", entry.default_options(), width=12, num_heads=3, tokens=23) == 3 * 8 * 16 + 3 * (24 + 32)

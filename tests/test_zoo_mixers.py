@@ -354,7 +354,7 @@ def test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length
 
 def test_every_sequence_mixer_declares_its_recurrent_state():
     """Floats per sequence and layer at D = 12, H = 3 (K = 4), T = 23, written out by hand."""
-    from src.models.mechanisms import state_floats
+    from src.models.mixers.kit import state_floats
     reg = registry("seq_mixer")
     expected = {"softmax_causal": 2 * 23 * 12, "local": 2 * 8 * 12, "local_global": 2 * 23 * 12, "mqa": 2 * 23 * 4, "rela": 2 * 23 * 12,
                 "favor": 3 * 64 * 5, "rebased": 3 * 4 * 5, "linear": 3 * 16, "linear_attention": 3 * 16,

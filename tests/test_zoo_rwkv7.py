@@ -187,7 +187,7 @@ def test_rwkv7_bad_options_are_one_line(options, words):
 def test_rwkv7_declares_its_recurrent_state():
     """Floats per sequence and layer at D = 12, H = 3 (K = 4), T = 23, written out by hand: the
     three 4 × 4 state matrices and the previous token."""
-    from src.models.mechanisms import state_floats
+    from src.models.mixers.kit import state_floats
     entry = registry("seq_mixer").get("rwkv7")
     assert entry.build.state_doc == "H·K² + D"
     assert state_floats("rwkv7", entry.default_options(), width=12, num_heads=3, tokens=23) == 3 * 16 + 12

@@ -56,7 +56,9 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import ATTENTION_KERNELS, dropout
+from src.models.mixers.attention import ATTENTION_KERNELS
+
+from src.models.mixers.kit import dropout
 from src.models.positions import Encoding
 from src.registry import Choice, choice, registry
 from src.settings import (added_field, choice_field, choices_field, is_int, require, require_int, require_number,
@@ -122,7 +124,7 @@ class SequenceConfig:
     def state_floats(self, tokens: int) -> int:
         """Floats of recurrent state the stack's sequence mixers keep per sequence after `tokens`
         tokens, summed over the layers (register_mixer's `state`)."""
-        from src.models.mechanisms import state_floats
+        from src.models.mixers.kit import state_floats
         return sum(state_floats(m.name, m.options, width=self.width, num_heads=self.n_head, tokens=tokens)
                    for m in self.layer_mixers())
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import haiku as hk
 import jax.numpy as jnp
 
-from src.models.mechanisms import project_out, register_mixer
+from src.models.mixers.kit import project_out, register_mixer
 
 EPS = 1e-12                     # added to the denominator (Zoology's eps)
 

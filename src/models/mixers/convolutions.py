@@ -30,11 +30,10 @@ import math
 from dataclasses import dataclass
 
 import haiku as hk
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.models.mechanisms import register_mixer
+from src.models.mixers.kit import register_mixer
 
 FFT_FROM = 512                  # a long convolution over this many tokens or more runs through an FFT
 FAST_DECAY, SLOW_DECAY, TARGET = 0.3, 1.5, 1e-2   # the filter's exponential modulation (Zoology's)

@@ -43,9 +43,9 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import check_chunk, project_out, register_mixer
+from src.models.mixers.kit import check_chunk, project_out, register_mixer
 from src.models.mixers.convolutions import ShortConv
-from src.models.state_space import dt_bias_init
+from src.models.mixers.mamba import dt_bias_init
 
 CHUNK = 16
 NORM_EPS = 1e-5                 # the output RMSNorm's (Zoology's norm_eps)

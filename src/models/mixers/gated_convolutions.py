@@ -33,11 +33,10 @@ import math
 from dataclasses import dataclass
 
 import haiku as hk
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.models.mechanisms import register_mixer
+from src.models.mixers.kit import register_mixer
 from src.models.mixers.convolutions import ImplicitLongConv, ShortConv, causal_long_conv
 
 

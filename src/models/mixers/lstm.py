@@ -23,7 +23,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import register_mixer
+from src.models.mixers.kit import register_mixer
 from src.registry import NoOptions
 
 

@@ -38,16 +38,15 @@ H heads, P head size (E / H), N state size (d_state), C chunk.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import check_chunk, register_mixer
+from src.models.mixers.kit import check_chunk, register_mixer
 from src.models.mixers.convolutions import ShortConv
-from src.models.state_space import dt_bias_init
+from src.models.mixers.mamba import dt_bias_init
 
 CHUNK = 64
 NORM_EPS = 1e-5                          # the gated RMSNorm's (Zoology's)

@@ -69,7 +69,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import check_chunk, register_mixer
+from src.models.mixers.kit import check_chunk, register_mixer
 from src.models.mixers.delta_rule import unit_lower_solve
 
 CHUNK = 16

@@ -28,7 +28,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import register_mixer
+from src.models.mixers.kit import register_mixer
 from src.settings import require_int, require_one_of
 
 SCAN_CHUNK = 64

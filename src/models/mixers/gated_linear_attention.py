@@ -3,7 +3,7 @@
 
     S_t = diag(α_t) S_{t−1} + φ(k_t)ᵀ v_t        y_t = φ(q_t) S_t        (S: [K', K])
 
-  (the ICL benchmark's `attention` is `softmax_causal` of src/models/mechanisms.py: the recipe's
+  (the ICL benchmark's `attention` is `softmax_causal` of src/models/mixers/attention.py: the recipe's
   command line maps the name)
   linear_attention   α_t = 1, a feature map φ (`feature_map`: identity, elu1 = elu + 1, relu,
                      hadamard = (W₁u) ⊙ (W₂u), hedgehog = softmax([Wu, −Wu])), no normaliser;
@@ -32,7 +32,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mechanisms import check_chunk, project_out, project_qkv, register_mixer
+from src.models.mixers.kit import check_chunk, project_out, project_qkv, register_mixer
 from src.settings import added_field
 
 EPS = 1e-6
