@@ -50,7 +50,7 @@ OVERWRITE ?=
 overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: gpu venv test test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick task_diversity_finite matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals originals_beside_ours mechanisms_sweep lengthgen_sweep yarn_recency gpu_next gpu_wheels paper_scale_report paper_scale_all
+.PHONY: gpu venv test lint test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick task_diversity_finite matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals originals_beside_ours mechanisms_sweep lengthgen_sweep yarn_recency gpu_next gpu_wheels paper_scale_report paper_scale_all
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -71,8 +71,12 @@ venv: $(STAMP)
 # its module fixtures are built once). TEST_JOBS=0: one process.
 TEST_JOBS ?= 2
 PYTEST = $(RUN) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
-test: $(STAMP)
+test: lint
 	$(PYTEST) -m "not study and not slow" tests
+
+# ruff's error checks over every tracked Python file (the rules: pyproject.toml's [tool.ruff])
+lint: $(STAMP)
+	$(RUN) -m ruff check --quiet .
 
 # The slow tier (tests/slow_tests.py): end-to-end checks that train, kill and resume runs in
 # subprocesses, sweeps, Ray, whole config trees, the golden runs of the gpt2 and lm systems.

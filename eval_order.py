@@ -15,10 +15,9 @@ import sys
 
 from src.config import ORDERINGS
 from src.cli.sweep import DriverDefaults, main
+from src.process import guarded
 
 DEFAULTS = DriverDefaults.of("eval_order", __doc__, figures="order", ordering=",".join(ORDERINGS))
-
-from src.process import guarded
 
 if __name__ == "__main__":
     sys.exit(guarded(lambda: main(DEFAULTS)))

@@ -216,7 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from src.flags import summary
     from src.process import guarded
 
     sys.exit(guarded(main))

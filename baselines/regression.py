@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from baselines.gd_step import averaging, gd_at_every_point, prefix_masks as _prefix_masks, tune_eta_at_every_point
 from src.registry import registry

@@ -19,7 +19,6 @@ Everything is written as it comes, so a command stopped at its limit still bring
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

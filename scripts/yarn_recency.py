@@ -126,15 +126,15 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
               f"- Tail mass: the prediction token's attention on the last {TAIL:.0%} of the keys, mean over eval "
               f"tasks (uniform: {TAIL}); mean ± {STD_LABEL}, over the {len(pool)} seeds "
               + ("trained enough to judge" if judged else "(none trained enough to judge: no claim)"),
-              f"- Error: squared error / d at the last point", "",
+              "- Error: squared error / d at the last point", "",
               "| read as | points | error at the last point | " + " | ".join(
-                  f"layer {l}: mean over heads" for l in range(layers)) + " |",
+                  f"layer {layer}: mean over heads" for layer in range(layers)) + " |",
               "|---" * (3 + layers) + "|"]
     for key in keys:
         cell = next(iter(runs.values()))["cells"][key]
         error = over_seeds([r["cells"][key]["error_last"] for r in pool.values()])
-        per_layer = [over_seeds([float(np.mean(r["cells"][key]["tail_mass"][l])) for r in pool.values()])
-                     for l in range(layers)]
+        per_layer = [over_seeds([float(np.mean(r["cells"][key]["tail_mass"][layer])) for r in pool.values()])
+                     for layer in range(layers)]
         lines.append(f"| {cell['encoding']} | {cell['points']} | {format_pm(error, 3)} | "
                      + " | ".join(format_pm(s, 3) for s in per_layer) + " |")
     lines += ["", "Per head (mean ± std over seeds):", "",
@@ -142,9 +142,9 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
               "|---" * (3 + heads) + "|"]
     for key in keys:
         cell = next(iter(runs.values()))["cells"][key]
-        for l in range(layers):
-            lines.append(f"| {cell['encoding']} | {cell['points']} | {l} | " + " | ".join(
-                format_pm(over_seeds([r["cells"][key]["tail_mass"][l][h] for r in pool.values()]), 3)
+        for layer in range(layers):
+            lines.append(f"| {cell['encoding']} | {cell['points']} | {layer} | " + " | ".join(
+                format_pm(over_seeds([r["cells"][key]["tail_mass"][layer][h] for r in pool.values()]), 3)
                 for h in range(heads)) + " |")
     lines += ["", "## Figures", "", f"- `{FIGURE}`", ""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))

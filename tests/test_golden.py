@@ -7,7 +7,6 @@ machine of this one's fingerprint the run must match it bit for bit, parameter b
 elsewhere every recorded number must agree to 1e-6 relative (the parameters by their shapes and
 squared norm), against every record of the run. How they were compared is printed at the end of
 the session, and `make golden_record` adds this machine's record."""
-from pathlib import Path
 
 import pytest
 

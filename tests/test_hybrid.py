@@ -16,7 +16,7 @@ import pytest
 from src.flags import UsageError
 from src.models.sequence import build_sequence, lm
 from src.registry import choice
-from src.settings import SettingsError, read_tree
+from src.settings import SettingsError
 from src.systems.lm import LMSettings
 
 

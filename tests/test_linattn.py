@@ -10,7 +10,11 @@ from analysis.dynamics import drops, plateaus, principal_levels
 from src import rundir as names
 from src.cli.linattn import main as linattn_main
 from src.loop import train as loop_train
+from src.models.linattn import mlp_params_from_restricted
+from src.registry import choice, registry
+from src.rundir import RunDir
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer, moments, quadratic_loss
+from src.tasks.linattn import DynamicsTaskConfig, input_eigenvalues, make_sets
 
 
 def DynamicsTrainConfig(lr=None, **kw):        # the fields under their earlier names
@@ -24,10 +28,7 @@ def train(settings, sets=None, init_params=None):
     with trainer.context():
         result = loop_train(trainer)
         return SimpleNamespace(**trainer.trajectory(result), diverged=result.diverged)
-from src.models.linattn import mlp_params_from_restricted
-from src.registry import choice, registry
-from src.rundir import RunDir
-from src.tasks.linattn import DynamicsTaskConfig, input_eigenvalues, make_sets
+
 
 SMALL = DynamicsTaskConfig(in_dim=3, seq_len=8, trainset_size=200, testset_size=50, seed=1)
 

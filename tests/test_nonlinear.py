@@ -91,7 +91,7 @@ def _params(name, options, tasks, seed=0):
     # large random weights, so the test sees every term (the trained init is tiny)
     leaves, tree = jax.tree_util.tree_flatten(params)
     keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
-    params = jax.tree_util.tree_unflatten(tree, [0.3 * jax.random.normal(k, l.shape) for k, l in zip(keys, leaves)])
+    params = jax.tree_util.tree_unflatten(tree, [0.3 * jax.random.normal(k, leaf.shape) for k, leaf in zip(keys, leaves)])
     return model, params, jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
 
 

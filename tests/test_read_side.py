@@ -13,7 +13,7 @@ from src.pipeline import execute
 from src.read_side import (AnswersPairPrompts, ExposesAttention, LearnsFunctions, PredictsPairs, PredictsQueries, ReadSideError,
                            ScoredAgainstGD, TracksDynamics, has, read_side, register_read_side, systems_with)
 from src.registry import registry
-from src.rundir import RunDir, names
+from src.rundir import names
 
 FLAGS = dict(runner="test", argv=[], progress=False, analyses=())
 

@@ -129,7 +129,7 @@ def settings_from_args(args: argparse.Namespace) -> DynamicsSettings:
         raise UsageError(f"--rank={args.rank} has no effect with --model {args.model}; accepted: "
                          f"--model {', '.join(m for m, n in SEED_MODELS.items() if 'rank' in _fields(n))}")
     if args.restricted and "restricted" not in fields:
-        raise UsageError(f"--restricted applies to --model attnM; accepted: --model attnM --restricted")
+        raise UsageError("--restricted applies to --model attnM; accepted: --model attnM --restricted")
     options = {"heads": args.head, **({"rank": args.rank} if "rank" in fields else {}),
                **({"restricted": True} if args.restricted else {})}
     task = DynamicsTaskConfig(in_dim=args.in_dim, seq_len=args.seq_len,

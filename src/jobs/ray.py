@@ -16,7 +16,6 @@ import io
 import os
 import shlex
 import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
