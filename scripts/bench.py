@@ -43,18 +43,18 @@ def bench_model(name: str, batch: int, chunk_steps: int, repeats: int, eval_size
     settings = replace(settings, train=replace(settings.train, batch_size=batch, eval_size=eval_size,
                                                log_every=chunk_steps))
     trainer = LSATrainer(settings)          # the system's own chunk, as the loop runs it
-    chunk, train_key = trainer._chunk, trainer.train_key
+    chunk, seed_input = trainer.jitted_chunk, trainer.seed_input
     params, opt_state = trainer.init_state()
 
     t0 = time.perf_counter()
-    params, opt_state, losses = chunk(params, opt_state, train_key, 0, chunk_steps)
+    params, opt_state, losses, _ = chunk(params, opt_state, seed_input, 0, chunk_steps)
     losses.block_until_ready()
     compile_s = time.perf_counter() - t0  # first call: compile + one chunk
 
     times = []
     for r in range(repeats):
         t0 = time.perf_counter()
-        params, opt_state, losses = chunk(params, opt_state, train_key, (r + 1) * chunk_steps, chunk_steps)
+        params, opt_state, losses, _ = chunk(params, opt_state, seed_input, (r + 1) * chunk_steps, chunk_steps)
         losses.block_until_ready()
         times.append(time.perf_counter() - t0)
     ms_per_step = 1000 * statistics.median(times) / chunk_steps

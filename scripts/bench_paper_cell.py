@@ -171,8 +171,8 @@ def op_names(timed: Timed) -> dict[str, str]:
         return {}
     try:
         state = trainer.init_state()
-        text = trainer._chunk.lower(state.params, trainer.model_state, state.opt_state, trainer.train_key,
-                                    0, timed.chunk_steps).compile().as_text()
+        text = trainer.jitted_chunk.lower(state.params, state.opt_state, trainer.seed_input, 0,
+                                          timed.chunk_steps).compile().as_text()
     except Exception:
         return {}
     return dict(re.findall(r'%?([\w.\-]+) = [^\n]*?op_name="([^"]+)"', text))

@@ -4,7 +4,9 @@ result type (the optimizer comes from the one factory, src/optim.py).
 A system builds a `Trainer` from its settings (src/systems/<name>.py): how to initialise the
 training state, a jitted `run_chunk` that takes `num_steps` steps from step `first` (data drawn
 on device from the step number, so results do not depend on how steps are chunked), and what a
-metrics row holds. The loop only cuts the run into chunks (ending at every log point, every
+metrics row holds. A chunk is compiled in one place, `scan_chunk` (and `gradient_chunk` around the
+one gradient step, src/optim.py): a system supplies its loss and what a step draws
+(src.systems.GradientTrainer). The loop only cuts the run into chunks (ending at every log point, every
 checkpoint and the end), checks each chunk for divergence, and calls back with rows and
 checkpoints; Python never runs inside a chunk.
 
@@ -116,13 +118,35 @@ class LoopResult:
 # The loop
 
 def scan_chunk(one_step: Callable) -> Callable:
-    """A system's pure chunk from its step: `one_step(carry, step, train_key) -> (carry, out)` with
-    the batch drawn from fold_in(train_key, step) gives chunk(carry, train_key, first_step,
-    num_steps) -> (carry, out stacked over the steps). Not jitted: a system jits it (num_steps
-    static), and seeds trained together vmap it (src/together.py)."""
-    def chunk(carry, train_key, first_step, num_steps):
-        return jax.lax.scan(lambda c, step: one_step(c, step, train_key), carry,
+    """The one place a chunk of steps is compiled: `one_step(carry, step, seed_input) -> (carry,
+    out)`, with whatever it draws drawn from the step number, gives the pure chunk(carry,
+    seed_input, first_step, num_steps) -> (carry, out stacked over the steps). Not jitted: a
+    trainer jits it (num_steps static), and seeds trained together vmap it over `seed_input`
+    (src/together.py)."""
+    def chunk(carry, seed_input, first_step, num_steps):
+        return jax.lax.scan(lambda c, step: one_step(c, step, seed_input), carry,
                             first_step + jnp.arange(num_steps))
+    return chunk
+
+
+def gradient_chunk(loss_fn: Callable, optimizer, draw: Callable) -> Callable:
+    """The chunk of a system trained by gradient steps (every system but the dynamics paper's
+    epochs): `draw(seed_input, step) -> (batch, records)` gives the step's loss arguments (a tuple:
+    loss_fn(params, *batch)) and the per-step records it keeps ({} or name -> scalar); each step is
+    the one gradient step (src/optim.py). Returns the pure chunk(params, opt_state, seed_input,
+    first_step, num_steps) -> (params, opt_state, losses [n], records {name: [n]})."""
+    from src.optim import gradient_step
+    step_on = gradient_step(loss_fn, optimizer)
+
+    def one_step(carry, step, seed_input):
+        batch, records = draw(seed_input, step)
+        params, opt_state, loss = step_on(*carry, *batch)
+        return (params, opt_state), (loss, records)
+    scanned = scan_chunk(one_step)
+
+    def chunk(params, opt_state, seed_input, first_step, num_steps):
+        (params, opt_state), (losses, records) = scanned((params, opt_state), seed_input, first_step, num_steps)
+        return params, opt_state, losses, records
     return chunk
 
 

@@ -141,10 +141,8 @@ def test_analyses_plots_and_baselines_import_no_dialect():
     assert not bad, "\n".join(bad)
 
 
-# Plots draw (ARCHITECTURE v4): what a report needs computed is an analysis or a study step that
-# writes results, so plots/ imports no analysis, baseline or model. The one exception is a command
-# line, not a figure: `python -m plots.attention_quick` is the name the original README gives the
-# attention_heatmap analysis, and it runs that analysis.
+# Plots draw (ARCHITECTURE v4): plots/ imports no analysis, baseline or model. The one exception is
+# a command, not a figure: `python -m plots.attention_quick`, the original's name for an analysis.
 PLOTS_THAT_ARE_COMMANDS = {"plots.attention_quick": "the original's command for analysis.attention_heatmap"}
 COMPUTING = ("analysis", "baselines", "src.models")
 
@@ -170,6 +168,26 @@ def test_every_sequence_mixer_is_registered_under_src_models_mixers():
     from src.registry import load_entries
     load_entries()
     assert kit.MIXERS.names() and all(kit.MIXERS.get(n).build.mixer_name == n for n in kit.MIXERS.names())
+
+
+def test_the_chunk_of_steps_is_compiled_in_one_place():
+    """The chunk once (ARCHITECTURE v4): in src/, only src/loop.py scans over a range of step numbers
+    (scan_chunk; gradient_chunk around the one gradient step; baselines that fit a learner per
+    prompt keep their own small loops); every system's trainer is a GradientTrainer or builds its
+    chunk with scan_chunk (the dynamics paper's epochs)."""
+    bad = []
+    for module, path in MODULES.items():
+        if module == "src.loop" or not module.startswith("src."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "scan"
+                    and any(isinstance(n, ast.Attribute) and n.attr == "arange" for a in node.args for n in ast.walk(a))):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, "a chunk of steps scanned outside src.loop.scan_chunk: " + ", ".join(bad)
+    for module, path in MODULES.items():
+        if module.startswith("src.systems.") and "Trainer(" in (text := path.read_text()):
+            trainers = re.findall(r"^class \w+Trainer\((\w+)\)", text, re.M)
+            assert all(base == "GradientTrainer" for base in trainers) or "scan_chunk(" in text, (module, trainers)
 
 
 def test_plots_import_no_analysis_baseline_or_model():

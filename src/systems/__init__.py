@@ -13,11 +13,14 @@ reads back into its own Settings (`settings_from_record`) and reruns from that a
     lm         the Zoology / miniseq ICL benchmark's token and pair tasks (the recipe)
     dynamics   Zhang et al. 2025: training dynamics of linear attention on a fixed set
 
-A new system is one file here (its Settings, its trainer, `register_system`) plus its test.
+A new system is one file here (its Settings, its trainer, `register_system`) plus its test; a
+trainer by gradient steps subclasses GradientTrainer and supplies its loss and what a step draws.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
+
+import jax
 
 from src.loop import Chunk, LoopResult, Trainer, TrainState
 from src.flags import UsageError
@@ -71,13 +74,51 @@ class SystemTrainer(Trainer):
         return f"{result.step} {self.unit}s in {result.seconds:.1f}s"
 
 
-def keyed_seed_parts(pure_chunk, train_key):
-    """`seed_parts` of a system whose pure chunk is chunk(params, opt_state, train_key, first,
-    num_steps) -> (params, opt_state, losses): the seed enters through its train key alone."""
-    def chunk(state, key, first, num_steps) -> Chunk:
-        params, opt_state, losses = pure_chunk(state.params, state.opt_state, key, first, num_steps)
-        return Chunk(TrainState(params, opt_state), losses)
-    return chunk, train_key
+class GradientTrainer(SystemTrainer):
+    """A system trained by gradient steps through the one chunk (src.loop.gradient_chunk). The
+    system sets `optimizer`, `seed_input` (what depends on the seed besides the initial state:
+    the train key, and e.g. FAVOR+'s random features) and `initial_params()`, and builds its pure
+    chunk with `make_chunk`; the state, the jitted chunk, its records and seeds trained together
+    are this class's."""
+    optimizer: Any
+    seed_input: Any
+
+    def initial_params(self):
+        raise NotImplementedError
+
+    def make_chunk(self):
+        """The system's pure chunk: gradient_chunk(loss_fn, self.optimizer, draw)."""
+        raise NotImplementedError
+
+    @property
+    def pure_chunk(self):
+        if getattr(self, "_pure_chunk", None) is None:
+            self._pure_chunk = self.make_chunk()
+        return self._pure_chunk
+
+    @property
+    def jitted_chunk(self):
+        """The pure chunk jitted, num_steps static (what run_chunk calls)."""
+        if getattr(self, "_jitted_chunk", None) is None:
+            self._jitted_chunk = jax.jit(self.pure_chunk, static_argnums=4)
+        return self._jitted_chunk
+
+    def init_state(self) -> TrainState:
+        params = self.initial_params()
+        return TrainState(params, self.optimizer.init(params))
+
+    def run_chunk(self, state, first, num_steps) -> Chunk:
+        params, opt_state, losses, records = self.jitted_chunk(state.params, state.opt_state, self.seed_input,
+                                                               first, num_steps)
+        return Chunk(TrainState(params, opt_state), losses, records)
+
+    def seed_parts(self):
+        """Seeds trained together (src/together.py): the pure chunk, and this seed's `seed_input`."""
+        def chunk(state, seed_input, first, num_steps) -> Chunk:
+            params, opt_state, losses, records = self.pure_chunk(state.params, state.opt_state, seed_input,
+                                                                 first, num_steps)
+            return Chunk(TrainState(params, opt_state), losses, records)
+        return chunk, self.seed_input
 
 
 def register_system(settings_class: type, doc: str):

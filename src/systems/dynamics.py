@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from src.bounds import check_memory, check_sizes
-from src.loop import Chunk, LoopResult, TrainState
+from src.loop import Chunk, LoopResult, TrainState, scan_chunk
 from src.models.linattn import INIT_CONVENTIONS
 from src.models.linattn_softmax import chunk_size, loss as softmax_loss
 from src.optim import Optimizer, gradient_step, make_optimizer
@@ -212,10 +212,12 @@ class DynamicsTrainer(SystemTrainer):
                 p, state, value = full_batch_step(p, state)
             return (p, state), (value, per_epoch)
 
+        epochs = scan_chunk(lambda carry, index, _: epoch(carry, index))     # an epoch is the step here
+
         @partial(jax.jit, static_argnums=3)
         def interval(p, state, first, count):
             """`count` epochs from epoch `first`, then the record at the end."""
-            (p, state), (values, per_epoch) = jax.lax.scan(epoch, (p, state), first + jnp.arange(count))
+            (p, state), (values, per_epoch) = epochs((p, state), None, first, count)
             return p, state, values, per_epoch, self._record(p)
 
         self._interval, self._ready = interval, True

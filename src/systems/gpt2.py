@@ -30,8 +30,8 @@ from src.batched import block_rows, in_blocks
 from src.bounds import FLOAT_BYTES, check_memory, check_sizes, forward_bytes, training_bytes
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
 from src.curricula import is_exchangeable, with_pair_curriculum
-from src.loop import Chunk, LoopResult, TrainState, scan_chunk
-from src.optim import Optimizer, gradient_step, make_optimizer
+from src.loop import LoopResult, gradient_chunk
+from src.optim import Optimizer, make_optimizer
 from src.models.sequence import SequenceConfig, gpt2
 from src.params import flatten_params
 from src.precision import PRECISIONS
@@ -40,7 +40,7 @@ import src.rundir.names as names
 from src.settings import (Settings, SettingsError, added_field, choice_field, is_int, require,
                           require_int, require_number, require_one_of)
 from src.train_settings import StepTrain
-from src.systems import SystemTrainer, register_system
+from src.systems import GradientTrainer, register_system
 from src.tasks.garg import Curriculum, RegressionBatch
 from src.tasks.pools import check_pool, pooled
 from src.tasks.objectives import objective_of, tasks_for
@@ -252,34 +252,27 @@ def train_key_of(settings: GPT2Settings) -> jax.Array:
 
 
 def make_chunk(settings: GPT2Settings, model, optimizer):
-    """The pure chunk (not jitted): chunk(params, model_state, opt_state, train_key, first_step,
-    num_steps) -> (params, opt_state, losses, points, dims), each of the last three [num_steps]."""
+    """The pure chunk (src.loop.gradient_chunk): chunk(params, opt_state, (train_key, model_state),
+    first_step, num_steps) -> (params, opt_state, losses, {n_points, n_dims}), each [num_steps]."""
     tr, c = settings.train, settings.curriculum
     sample = pooled(sampler(settings), tr.seed, tr.num_tasks, tr.num_training_examples)
     pairs = settings.train_curriculum
     forward = PRECISIONS[tr.precision](model.apply)
-    step_on = gradient_step(lambda p, state, batch: weighted_mse(forward(p, state, batch.xs, batch.ys), batch),
-                            optimizer)
 
-    def one_step(carry, step, train_key):
-        params, opt_state, state = carry
+    def loss_fn(params, model_state, batch):
+        return weighted_mse(forward(params, model_state, batch.xs, batch.ys), batch)
+
+    def draw(seed_input, step):
+        train_key, model_state = seed_input
         dims, points = c.dims.at(step), c.points.at(step)
         batch = sample(jax.random.fold_in(train_key, step), tr.batch_size, dims, points)
         if not is_exchangeable(pairs):      # the default draws nothing more (bit-identical runs)
             batch = with_pair_curriculum(jax.random.fold_in(jax.random.fold_in(train_key, step), 7), batch, pairs)
-        params, opt_state, loss = step_on(params, opt_state, state, batch)
-        return (params, opt_state, state), (loss, points, dims)
-
-    scanned = scan_chunk(one_step)
-
-    def chunk(params, state, opt_state, train_key, first_step, num_steps):
-        (params, opt_state, _), (losses, points, dims) = scanned((params, opt_state, state), train_key,
-                                                                 first_step, num_steps)
-        return params, opt_state, losses, points, dims
-    return chunk
+        return (model_state, batch), {"n_points": points, "n_dims": dims}
+    return gradient_chunk(loss_fn, optimizer, draw)
 
 
-class GPT2Trainer(SystemTrainer):
+class GPT2Trainer(GradientTrainer):
     def __init__(self, settings: GPT2Settings):
         self.settings = settings
         tr = settings.train
@@ -288,8 +281,8 @@ class GPT2Trainer(SystemTrainer):
         self.model, self.optimizer = make_model(settings), optimizer_of(settings)
         self.params0, self.model_state = init_model(settings, self.model)
         self.train_key = train_key_of(settings)
-        self._pure_chunk = make_chunk(settings, self.model, self.optimizer)
-        self._chunk = jax.jit(self._pure_chunk, static_argnums=5)
+        # seeds trained together differ in their train key and Haiku state (e.g. FAVOR+'s features)
+        self.seed_input = (self.train_key, self.model_state)
         self._apply = jax.jit(self.model.apply)
         self._rows = eval_rows(settings)
         self.objective = objective_of(settings.task.name)
@@ -301,23 +294,11 @@ class GPT2Trainer(SystemTrainer):
             self._evaluation = eval_batch(self.settings)
         return self._evaluation
 
-    def init_state(self) -> TrainState:
-        return TrainState(self.params0, self.optimizer.init(self.params0))
+    def initial_params(self):
+        return self.params0
 
-    def run_chunk(self, state, first, num_steps) -> Chunk:
-        params, opt_state, losses, points, dims = self._chunk(state.params, self.model_state, state.opt_state,
-                                                              self.train_key, first, num_steps)
-        return Chunk(TrainState(params, opt_state), losses, {"n_points": points, "n_dims": dims})
-
-    def seed_parts(self):
-        """Seeds trained together (src/together.py): the pure chunk, and this seed's train key and
-        Haiku state (e.g. FAVOR+'s random features)."""
-        def chunk(state, seed_input, first, num_steps) -> Chunk:
-            train_key, model_state = seed_input
-            params, opt_state, losses, points, dims = self._pure_chunk(
-                state.params, model_state, state.opt_state, train_key, first, num_steps)
-            return Chunk(TrainState(params, opt_state), losses, {"n_points": points, "n_dims": dims})
-        return chunk, (self.train_key, self.model_state)
+    def make_chunk(self):
+        return make_chunk(self.settings, self.model, self.optimizer)
 
     def evaluate(self, state) -> dict[str, float]:
         ev, params = self.evaluation, state.params

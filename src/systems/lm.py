@@ -21,15 +21,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from src.bounds import check_memory, check_sizes, training_bytes
-from src.loop import Chunk, LoopResult, TrainState, scan_chunk
-from src.optim import Optimizer, gradient_step, make_optimizer
+from src.loop import LoopResult, gradient_chunk
+from src.optim import Optimizer, make_optimizer
 from src.models.sequence import SequenceConfig, lm, parameter_count, with_block
 from src.params import flatten_params
 from src.registry import Choice, registry
 from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require, require_int,
                           require_one_of)
 from src.train_settings import StepTrain
-from src.systems import SystemTrainer, register_system
+from src.systems import GradientTrainer, register_system
 from src.tasks.objectives import objective_of, tasks_for
 
 EXAMPLES = "examples.json"
@@ -210,7 +210,7 @@ def init_model(settings: LMSettings, model, sample=None):
     return model.init(jax.random.key(settings.train.seed), *model_inputs(example))
 
 
-class LMTrainer(SystemTrainer):
+class LMTrainer(GradientTrainer):
     def __init__(self, settings: LMSettings):
         self.settings = settings
         tr = settings.train
@@ -223,7 +223,7 @@ class LMTrainer(SystemTrainer):
         self.sample = sampler(settings)
         self.params0, self.model_state = init_model(settings, self.model, self.sample)
         self.train_key = jax.random.fold_in(jax.random.key(tr.seed), 1)
-        self._chunk = self._make_chunk()
+        self.seed_input = self.train_key
         self._score = jax.jit(lambda p, b: self.objective.score(self.apply(p, *model_inputs(b)), b))
         self._evaluation = None
 
@@ -238,36 +238,22 @@ class LMTrainer(SystemTrainer):
         """The model's output; `rng`: a dropout key (training), None at evaluation (no dropout)."""
         return self.model.apply(params, self.model_state, *inputs, positions=positions, rng=rng)
 
-    def _make_chunk(self):
-        """chunk(params, opt_state, train_key, first_step, num_steps) -> (params, opt_state, losses)."""
-        optimizer, sample = self.optimizer, self.sample
+    def make_chunk(self):
+        """chunk(params, opt_state, train_key, first_step, num_steps) -> (params, opt_state, losses, {})."""
+        sample, batch_size = self.sample, self.settings.train.batch_size
         loss_of = training_loss(self.settings, self.apply, self.objective)
-        batch_size = self.settings.train.batch_size
-        step_on = gradient_step(loss_of, optimizer)
         # a model without dropout draws no key: the same program as before dropout existed
         keys = (lambda train_key, step: (dropout_key(train_key, step),)) if self.settings.model.has_dropout() \
             else (lambda train_key, step: ())
+        return gradient_chunk(loss_of, self.optimizer, lambda train_key, step: (
+            (sample(jax.random.fold_in(train_key, step), batch_size), *keys(train_key, step)), {}))
 
-        def one_step(carry, step, train_key):
-            params, opt_state = carry
-            batch = sample(jax.random.fold_in(train_key, step), batch_size)
-            params, opt_state, loss = step_on(params, opt_state, batch, *keys(train_key, step))
-            return (params, opt_state), loss
+    def initial_params(self):
+        return self.params0
 
-        scanned = scan_chunk(one_step)
-
-        def chunk(params, opt_state, train_key, first_step, num_steps):
-            (params, opt_state), losses = scanned((params, opt_state), train_key, first_step, num_steps)
-            return params, opt_state, losses
-        return jax.jit(chunk, static_argnums=4)
-
-    def init_state(self) -> TrainState:
-        return TrainState(self.params0, self.optimizer.init(self.params0))
-
-    def run_chunk(self, state, first, num_steps) -> Chunk:
-        params, opt_state, losses = self._chunk(state.params, state.opt_state, self.train_key, first,
-                                                num_steps)
-        return Chunk(TrainState(params, opt_state), losses)
+    def seed_parts(self):
+        """None: seeds are not trained together (self.apply holds this seed's Haiku state)."""
+        return None
 
     def scores(self, params) -> dict:
         """{loss, value (the objective's number over scored positions), by_position [P] (NaN where

@@ -26,8 +26,8 @@ from src.config import (NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, Mo
                         TaskConfig, TrainConfig)
 from src.curricula import apply_curriculum, is_exchangeable, num_corrupted
 from src.eval_set import make_eval_set, make_evaluator, task_sampler
-from src.loop import Chunk, LoopResult, TrainState, scan_chunk
-from src.optim import Optimizer, gradient_step, make_optimizer
+from src.loop import LoopResult, gradient_chunk
+from src.optim import Optimizer, make_optimizer
 from src.metrics import loss
 from src.models.attention_only import build_model
 from src.models.layouts import layout_of, make_tokens
@@ -36,7 +36,7 @@ from src.registry import registry
 import src.rundir.names as names
 from src.settings import (Settings, SettingsError, require, require_int, require_number,
                           require_one_of)
-from src.systems import Arrays, SystemTrainer, keyed_seed_parts, register_system
+from src.systems import Arrays, GradientTrainer, register_system
 from src.tasks.paper_form import is_paper_task, own_tasks, paper_tasks
 from src.tasks.pools import check_pool, pooled_tasks
 
@@ -142,7 +142,7 @@ def upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "model": old, "task": {"name": "uniform_regression", **raw["task"]}}
 
 
-class LSATrainer(SystemTrainer):
+class LSATrainer(GradientTrainer):
     def __init__(self, settings: LSASettings):
         self.settings = settings
         tr = settings.train
@@ -151,8 +151,7 @@ class LSATrainer(SystemTrainer):
         self.optimizer = make_optimizer(Optimizer("adam", tr.learning_rate, b1=tr.adam_b1, b2=tr.adam_b2,
                                                   grad_clip=tr.grad_clip), tr.steps)
         self.key_init, self.train_key = jax.random.split(jax.random.key(tr.seed))
-        self._pure_chunk = make_train_chunk(settings, self.model, self.optimizer)
-        self._chunk = jax.jit(self._pure_chunk, static_argnums=4)
+        self.seed_input = self.train_key        # seeds trained together differ in their train key
         self._eval_set = None
         self._evaluate = make_evaluator(self.model, settings)
 
@@ -162,21 +161,14 @@ class LSATrainer(SystemTrainer):
             self._eval_set = make_eval_set(self.settings)
         return self._eval_set
 
-    def init_state(self) -> TrainState:
-        params = self.model.init(self.key_init)
-        return TrainState(params, self.optimizer.init(params))
+    def initial_params(self):
+        return self.model.init(self.key_init)
 
-    def run_chunk(self, state, first, num_steps) -> Chunk:
-        params, opt_state, losses = self._chunk(state.params, state.opt_state, self.train_key,
-                                                first, num_steps)
-        return Chunk(TrainState(params, opt_state), losses)
+    def make_chunk(self):
+        return make_train_chunk(self.settings, self.model, self.optimizer)
 
     def evaluate(self, state) -> dict[str, float]:
         return self._evaluate(state.params, self.eval_set)
-
-    def seed_parts(self):
-        """Seeds trained together (src/together.py): the seed enters through its train key."""
-        return keyed_seed_parts(self._pure_chunk, self.train_key)
 
     def headline(self, row: dict) -> dict[str, str]:
         return {"eval_loss": f"{row['eval_loss']:.4f}", "gd": f"{row['gd_loss']:.4f}"}
@@ -233,32 +225,22 @@ SUMMARY_METRICS = ("eval_loss", "gd_loss", "align_cos", "l2_pred_diff", "model_d
 
 
 def make_train_chunk(settings: LSASettings, model, optimizer):
-    """The pure chunk (not jitted): chunk(params, opt_state, train_key, first_step, num_steps) ->
-    (params, opt_state, losses [num_steps])."""
+    """The pure chunk (src.loop.gradient_chunk): chunk(params, opt_state, train_key, first_step,
+    num_steps) -> (params, opt_state, losses [num_steps], {})."""
     task, tr, curriculum = settings.task, settings.train, settings.train_curriculum
     batch_size = tr.batch_size
     sample = pooled_tasks(task_sampler(task), tr.seed, tr.num_tasks, tr.num_training_examples)
 
     def loss_fn(params, tokens, targets):
         return loss(model.apply(params, tokens).prediction, targets)
-    step_on = gradient_step(loss_fn, optimizer)
 
-    def one_step(carry, step, train_key):
-        params, opt_state = carry
+    def draw(train_key, step):
         key_data, key_curriculum = jax.random.split(jax.random.fold_in(train_key, step))
         tasks = sample(key_data, batch_size)
         if not is_exchangeable(curriculum):  # a random shuffle of i.i.d. pairs changes nothing
             tasks = apply_curriculum(key_curriculum, tasks, curriculum, task).tasks
-        tokens = make_tokens(tasks, model.config)
-        params, opt_state, value = step_on(params, opt_state, tokens, tasks.query_y)
-        return (params, opt_state), value
-
-    scanned = scan_chunk(one_step)
-
-    def chunk(params, opt_state, train_key, first_step, num_steps):
-        (params, opt_state), losses = scanned((params, opt_state), train_key, first_step, num_steps)
-        return params, opt_state, losses
-    return chunk
+        return (make_tokens(tasks, model.config), tasks.query_y), {}
+    return gradient_chunk(loss_fn, optimizer, draw)
 
 
 def analysis_metadata(settings: LSASettings, eval_set) -> dict:

@@ -19,14 +19,14 @@ import jax
 import numpy as np
 
 from src.bounds import check_memory, check_sizes, training_bytes
-from src.loop import Chunk, LoopResult, TrainState, scan_chunk
+from src.loop import LoopResult, gradient_chunk
 from src.metrics import loss
-from src.optim import Optimizer, gradient_step, make_optimizer
+from src.optim import Optimizer, make_optimizer
 from src.params import flatten_params
 from src.registry import Choice, registry
 from src.settings import Settings, SettingsError, choice_field
 from src.train_settings import StepTrain
-from src.systems import SystemTrainer, keyed_seed_parts, register_system
+from src.systems import GradientTrainer, register_system
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def build_feature_model(settings: NonlinearSettings):
     return registry("nonlinear_model").get(settings.model.name).build(settings.model.options)
 
 
-class NonlinearTrainer(SystemTrainer):
+class NonlinearTrainer(GradientTrainer):
     def __init__(self, settings: NonlinearSettings):
         self.settings = settings
         tr = settings.train
@@ -92,8 +92,7 @@ class NonlinearTrainer(SystemTrainer):
                                                   grad_clip=tr.grad_clip, warmup_fraction=tr.warmup_fraction),
                                         tr.steps)
         self.key_init, self.train_key = jax.random.split(jax.random.key(tr.seed))
-        self._pure_chunk = self._make_chunk()
-        self._chunk = jax.jit(self._pure_chunk, static_argnums=4)
+        self.seed_input = self.train_key        # seeds trained together differ in their train key
         self._eval_tasks = None
         self._eval = jax.jit(lambda params, tasks: loss(self.model.apply(params, tasks), tasks.query_y))
 
@@ -108,41 +107,20 @@ class NonlinearTrainer(SystemTrainer):
         """The loss of predicting 0 on the eval tasks."""
         return float(0.5 * np.mean(np.square(np.asarray(self.eval_tasks.query_y))))
 
-    def _make_chunk(self):
-        model, optimizer, sample = self.model, self.optimizer, self.sample
+    def make_chunk(self):
+        model, sample = self.model, self.sample
         batch_size = self.settings.train.batch_size
 
         def loss_fn(params, tasks):
             return loss(model.apply(params, tasks), tasks.query_y)
-        step_on = gradient_step(loss_fn, optimizer)
+        return gradient_chunk(loss_fn, self.optimizer,
+                              lambda train_key, step: ((sample(jax.random.fold_in(train_key, step), batch_size),), {}))
 
-        def one_step(carry, step, train_key):
-            params, opt_state = carry
-            tasks = sample(jax.random.fold_in(train_key, step), batch_size)
-            params, opt_state, value = step_on(params, opt_state, tasks)
-            return (params, opt_state), value
-        scanned = scan_chunk(one_step)
-
-        def chunk(params, opt_state, train_key, first_step, num_steps):
-            (params, opt_state), losses = scanned((params, opt_state), train_key, first_step, num_steps)
-            return params, opt_state, losses
-        return chunk
-
-    def init_state(self) -> TrainState:
-        params = self.model.init(self.key_init, self.sample(jax.random.key(0), 1))
-        return TrainState(params, self.optimizer.init(params))
-
-    def run_chunk(self, state, first, num_steps) -> Chunk:
-        params, opt_state, losses = self._chunk(state.params, state.opt_state, self.train_key,
-                                                first, num_steps)
-        return Chunk(TrainState(params, opt_state), losses)
+    def initial_params(self):
+        return self.model.init(self.key_init, self.sample(jax.random.key(0), 1))
 
     def evaluate(self, state) -> dict[str, float]:
         return {"eval_loss": float(self._eval(state.params, self.eval_tasks))}
-
-    def seed_parts(self):
-        """Seeds trained together (src/together.py): the seed enters through its train key."""
-        return keyed_seed_parts(self._pure_chunk, self.train_key)
 
     def headline(self, row: dict) -> dict[str, str]:
         return {"eval_loss": f"{row['eval_loss']:.5f}"}
