@@ -41,7 +41,7 @@ from src.read_side import TracksDynamics
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.rundir import RunDir
-from src.tasks.linattn import DynamicsTaskConfig, SequenceSet, input_eigenvalues, make_sets
+from src.tasks.dynamics import DynamicsTaskConfig, SequenceSet, input_eigenvalues, make_sets
 
 MODULE = "analysis.dynamics"
 RULE = ("flat: |L(t+w) - L(t)| < 2 % L(t), w = max(5, 0.1 t); plateau: a run of flat epochs (plus its last "

@@ -5,7 +5,7 @@ ICML 2025): the original's `python train.py` command lines, as `python -m runner
 """
 import sys
 
-from src.cli.linattn import main  # noqa: F401 - runners.linattn.main(argv)
+from src.cli.dynamics import main  # noqa: F401 - runners.linattn.main(argv)
 
 if __name__ == "__main__":
     from src.process import guarded

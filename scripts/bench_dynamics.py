@@ -16,7 +16,7 @@ from src.flags import OneLineParser, dry_run, summary
 from src.loop import matmul_rate, step_flops, train
 from src.registry import choice
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer
-from src.tasks.linattn import DynamicsTaskConfig, make_sets
+from src.tasks.dynamics import DynamicsTaskConfig, make_sets
 
 # name -> (task, model, train), the original's default runs
 CASES = {

@@ -28,7 +28,7 @@ from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser
 from src.registry import choice
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain
-from src.tasks.linattn import DynamicsTaskConfig
+from src.tasks.dynamics import DynamicsTaskConfig
 
 PROG = "python -m scripts.dynamics"
 
@@ -40,7 +40,7 @@ def run(model: str, options: dict, *, task: dict | None = None, show: bool = Fal
 
 
 # part -> [(run name, settings)], each the original's README command quoted beside it. The
-# initialisation (src/models/linattn.py INIT_CONVENTIONS): the original's current code for the
+# initialisation (src/models/dynamics.py INIT_CONVENTIONS): the original's current code for the
 # merged/MLP, staircase and icl parts; the code of the paper's time for the rank sweep (under the
 # current code no rank leaves the first plateau in the README's 20,001 epochs); the staircase's
 # `uniform` companion keeps this workbench's earlier convention for comparison. The staircase

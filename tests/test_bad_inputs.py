@@ -24,7 +24,7 @@ from scripts import dynamics as dynamics_study
 from scripts import compare_originals, lengthgen, linear_attention, mechanisms, paper_scale, protocol_sweep, reproduce, yarn_recency
 from scripts import mixers as mixers_study
 from src.rundir.__main__ import check_main
-from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli
+from src.cli import dynamics as linattn_cli, gpt2 as gpt2_cli, lsa as lsa_cli
 from src.cli import recipe as recipe_cli, rerun
 from src.cli import sweep
 from src.process import guarded

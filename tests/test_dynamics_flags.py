@@ -5,10 +5,10 @@ parameters; settings without them written as before."""
 import numpy as np
 
 from src.loop import train as loop_train
-from src.models.linattn import INIT_CONVENTIONS  # noqa: F401 - the registry's models
+from src.models.dynamics import INIT_CONVENTIONS  # noqa: F401 - the registry's models
 from src.registry import choice, registry
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer
-from src.tasks.linattn import DynamicsTaskConfig, make_sets
+from src.tasks.dynamics import DynamicsTaskConfig, make_sets
 
 TASK = DynamicsTaskConfig(in_dim=3, seq_len=6, trainset_size=40, testset_size=20, seed=2)
 

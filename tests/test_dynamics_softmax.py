@@ -1,4 +1,4 @@
-"""The training-dynamics paper's --softmax (src/models/linattn_softmax.py, src/systems/dynamics.py):
+"""The training-dynamics paper's --softmax (src/models/dynamics_softmax.py, src/systems/dynamics.py):
 the direct forward pass without softmax is the moments path's loss; with softmax the system's
 losses equal a plain NumPy transcription of the original's Attention_Merge / Attention_Separate
 and compute_loss (loops over heads and prefixes, softmax over the keys); the command line runs,
@@ -10,15 +10,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import src.models.linattn_softmax as direct
+import src.models.dynamics_softmax as direct
 from src import rundir as names
-from src.cli.linattn import main as linattn_main
+from src.cli.dynamics import main as linattn_main
 from src.cli.rerun import main as rerun_main
 from src.loop import train as loop_train
 from src.registry import choice, registry
 from src.systems.dynamics import (DynamicsSettings, DynamicsTrain, DynamicsTrainer, moments, prefix_moments,
                                   quadratic_loss)
-from src.tasks.linattn import DynamicsTaskConfig, make_sets
+from src.tasks.dynamics import DynamicsTaskConfig, make_sets
 
 TASK = DynamicsTaskConfig(in_dim=3, seq_len=6, trainset_size=40, testset_size=20, seed=3)
 MODELS = ("attn_merged", "attn_separate")

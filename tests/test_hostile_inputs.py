@@ -26,7 +26,7 @@ from analysis import alignment
 from analysis import dynamics as dynamics_analysis
 from scripts import mechanisms
 from src.process import guarded
-from src.cli import gpt2 as gpt2_cli, linattn as linattn_cli, lsa as lsa_cli, recipe as recipe_cli, rerun
+from src.cli import dynamics as linattn_cli, gpt2 as gpt2_cli, lsa as lsa_cli, recipe as recipe_cli, rerun
 from src.cli import sweep
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,13 +4,13 @@ full-batch GD (or SGD, Adam) on a FIXED set of sequences, recording the loss at 
 and the key-query singular values at every log point.
 
 Loss: mean squared error of the query prediction, L = (1/P) Σ_p (ŷ_p − y_p)² (the original's
-nn.MSELoss; no ½). Every model is ŷ = F t(θ) (src/models/linattn.py), so the full-batch loss
+nn.MSELoss; no ½). Every model is ŷ = F t(θ) (src/models/dynamics.py), so the full-batch loss
 is the quadratic L(θ) = t G t − 2 bᵀ t + c of the set's moments G = FᵀF/P, b = Fᵀy/P,
 c = yᵀy/P, computed once: an epoch costs O(F²) whatever P is. The loss and the test losses are
 recorded at the parameters before each epoch's update (as the original code does). A step of the one loop is
 an epoch here. With `softmax` (the original's --softmax, attention models only) the loss is no
 quadratic of moments: each epoch computes it from the sequences themselves, the gradient by
-jax.grad (src/models/linattn_softmax.py), an O(P·T·H·D) pass (O(P·T²·H·D) with vary_len).
+jax.grad (src/models/dynamics_softmax.py), an O(P·T·H·D) pass (O(P·T²·H·D) with vary_len).
 
 Files: dynamics.npz (loss and test losses at every epoch, log_epochs, singular values of every
 head's W_KQ and the per-head principal-component diagonals at every log point; with softmax no
@@ -32,8 +32,8 @@ import numpy as np
 
 from src.bounds import check_memory, check_sizes
 from src.loop import Chunk, LoopResult, TrainState, scan_chunk
-from src.models.linattn import INIT_CONVENTIONS
-from src.models.linattn_softmax import chunk_size, loss as softmax_loss
+from src.models.dynamics import INIT_CONVENTIONS
+from src.models.dynamics_softmax import chunk_size, loss as softmax_loss
 from src.optim import Optimizer, gradient_step, make_optimizer
 from src.registry import Choice
 import src.rundir.names as names
@@ -41,7 +41,7 @@ from src.settings import (Settings, SettingsError, added_field, choice_field, re
                           require_number, require_one_of)
 from src.train_settings import TrainLoop
 from src.systems import Arrays, SystemTrainer, register_system
-from src.tasks.linattn import DynamicsTaskConfig, SequenceSet, make_sets
+from src.tasks.dynamics import DynamicsTaskConfig, SequenceSet, make_sets
 
 OPTIMIZERS = {"gd": "sgd", "sgd": "sgd", "adam": "adam"}   # ours -> the optimizer factory's
 # registered model -> the original's --model name (and its file names)
@@ -58,7 +58,7 @@ class DynamicsTrain(TrainLoop):
     optimizer: str = "gd"       # gd (full batch) | sgd (minibatches of batch_size) | adam (full batch)
     batch_size: int = 0         # 0 = full batch (gd, adam); >= 1 for sgd
     init: float = 1e-6          # initial scale: std init (or init/√entries, init_convention)
-    init_convention: str = "original"   # src.models.linattn.INIT_CONVENTIONS
+    init_convention: str = "original"   # src.models.dynamics.INIT_CONVENTIONS
     log_every: int = 10         # epochs between records of W_KQ's singular values
     normalize: bool = False     # divide X Xᵀ (and z) by N, as the paper's formulas; the original's code does not
     float64: bool = False       # train in float64 (exactness checks)
@@ -118,7 +118,7 @@ class DynamicsSettings(Settings):
             if t.testset_size:
                 check_sizes(("eval_size", "task.testset_size", t.testset_size))
             # the sequences are held as [n, in_dim + 1, seq_len] floats (train and test) plus moments;
-            # with softmax, about 6 arrays of one chunk's scores (src/models/linattn_softmax.py)
+            # with softmax, about 6 arrays of one chunk's scores (src/models/dynamics_softmax.py)
             scores = (6 * 8 * heads * t.seq_len * (t.seq_len if tr.vary_len else 1)
                       * min(t.trainset_size, chunk_size(heads, t.seq_len, tr.vary_len)) if tr.softmax else 0)
             check_memory(8 * (t.trainset_size + t.testset_size) * (t.in_dim + 1) * t.seq_len

@@ -101,8 +101,8 @@ def make_sets(cfg: DynamicsTaskConfig) -> dict[str, SequenceSet]:
     return sets
 
 
-@registry("task").register("linattn_regression", DynamicsTaskConfig,
+@registry("task").register("dynamics_regression", DynamicsTaskConfig,
                            doc="Zhang et al.: a fixed set of P sequences [x; y], x ~ N(0, Λ), "
                                "whitened task vectors, icl fraction")
-def build_linattn_regression(options: DynamicsTaskConfig) -> dict[str, SequenceSet]:
+def build_dynamics_regression(options: DynamicsTaskConfig) -> dict[str, SequenceSet]:
     return make_sets(options)

@@ -1,5 +1,5 @@
 """The direct forward pass of the training-dynamics study's attention models (ATTN_M, ATTN_S of
-src/models/linattn.py) with the original's --softmax (Zhang et al., ICML 2025; its net.py), and
+src/models/dynamics.py) with the original's --softmax (Zhang et al., ICML 2025; its net.py), and
 the full-batch loss computed from the sequences themselves. System `dynamics` uses it only when
 `train.softmax` is on: a softmax model's loss is no quadratic of the set's moments.
 

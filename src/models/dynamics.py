@@ -16,7 +16,7 @@ Every model is linear in a coefficient tensor t(θ) of fixed features F of a seq
 ŷ = F · t(θ): attention F = X Xᵀ ⊗ x̃_q, t = Σ_h v_h ⊗ W_KQ,h ((D+1)³ entries); cubic_mlp
 F = vec(z), t = Σ_h a_h B_h (D² entries). Full-batch training uses this (src/systems/dynamics.py).
 The attention models with softmax scoring (the original's --softmax) are not linear in any fixed
-features: their direct forward pass and loss are src/models/linattn_softmax.py.
+features: their direct forward pass and loss are src/models/dynamics_softmax.py.
 
 Initialisation (`init`, INIT_CONVENTIONS): "original" draws as the original code does for its
 `--init`: ATTN_S's W_K, W_Q, W_V have std init/√(entries of the torch layer) (H·R·(D+1) and

@@ -8,13 +8,13 @@ import pytest
 
 from analysis.dynamics import drops, plateaus, principal_levels
 from src import rundir as names
-from src.cli.linattn import main as linattn_main
+from src.cli.dynamics import main as linattn_main
 from src.loop import train as loop_train
-from src.models.linattn import mlp_params_from_restricted
+from src.models.dynamics import mlp_params_from_restricted
 from src.registry import choice, registry
 from src.rundir import RunDir
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer, moments, quadratic_loss
-from src.tasks.linattn import DynamicsTaskConfig, input_eigenvalues, make_sets
+from src.tasks.dynamics import DynamicsTaskConfig, input_eigenvalues, make_sets
 
 
 def DynamicsTrainConfig(lr=None, **kw):        # the fields under their earlier names

@@ -26,9 +26,9 @@ from src.flags import (OneLineParser, path_text, summary, PrintChoices, UsageErr
 from src.cli.command import train_command, validated
 from src.registry import choice, registry
 from src.rundir import names
-from src.models.linattn import INIT_CONVENTIONS
+from src.models.dynamics import INIT_CONVENTIONS
 from src.systems.dynamics import OPTIMIZERS, DynamicsSettings, DynamicsTrain, original_file_id
-from src.tasks.linattn import DynamicsTaskConfig
+from src.tasks.dynamics import DynamicsTaskConfig
 
 PROG = "python -m runners.linattn"
 RUNNER = "runners.linattn"
