@@ -29,7 +29,11 @@ def commit_line(head: dict) -> str:
     """The commit a report comes from; loud when the tree had uncommitted changes."""
     commit = (head.get("commit") or "unknown")[:12]
     if head.get("dirty"):
-        return (f"commit {commit} **with uncommitted changes: this report cannot be reproduced from "
+        untracked = head.get("untracked") or []
+        more = head.get("untracked_count", len(untracked)) - len(untracked)
+        files = (f" (untracked: {', '.join(untracked)}" + (f" and {more} more" if more > 0 else "") + ")"
+                 if untracked else "")
+        return (f"commit {commit} **with uncommitted changes{files}: this report cannot be reproduced from "
                 "any commit; do not ship it**")
     return f"commit {commit} (clean tree)"
 

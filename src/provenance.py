@@ -40,18 +40,31 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+# untracked files (not ignored) under these folders make a run or report dirty: code git does not
+# know, e.g. a new mixer not yet committed, that a commit alone would not reproduce
+CODE_FOLDERS = ("src", "baselines", "runners", "analysis", "plots", "scripts")
+UNTRACKED_LISTED = 20          # names kept in the record; the count is always whole
+
+
 def git_commit() -> dict:
-    """{"commit": full hash or None, "dirty": tracked files changed since it, or None}."""
+    """{"commit": full hash or None, "dirty": tracked files changed since it or untracked files
+    under CODE_FOLDERS, or None without git, "untracked": those untracked files (at most
+    UNTRACKED_LISTED named), "untracked_count": how many}."""
     def git(*cmd):
         return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=10)
     try:
         head = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+        others = git("ls-files", "--others", "--exclude-standard", "--", *CODE_FOLDERS)
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     if head.returncode != 0:
         return {"commit": None, "dirty": None}
-    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    untracked = sorted(line for line in others.stdout.splitlines() if line.strip()) if others.returncode == 0 else []
+    record = {"commit": head.stdout.strip(), "dirty": bool(changed.stdout.strip() or untracked)}
+    if untracked:
+        record.update(untracked=untracked[:UNTRACKED_LISTED], untracked_count=len(untracked))
+    return record
 
 
 def library_versions() -> dict:

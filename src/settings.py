@@ -54,6 +54,15 @@ class SettingsError(ValueError):
         return text
 
 
+class UnknownEntry(SettingsError):
+    """A registry name the settings hold that no entry of this checkout has (the code that made
+    them registered it: a new mixer, task or analysis not here)."""
+
+    def __init__(self, path: str, kind: str, name: str):
+        super().__init__(f"{path}={name!r} is unknown; accepted: {', '.join(registry(kind).names())}")
+        self.path, self.kind, self.name = path, kind, name
+
+
 def require(ok: bool, path: str, value: Any, accepted: str) -> None:
     """SettingsError `path=value is not accepted; accepted: ...` unless `ok`."""
     if not ok:
@@ -241,8 +250,7 @@ def read_choice(kind: str, raw: Any, path: str) -> Choice:
     try:
         entry = registry(kind).get(raw["name"])
     except UnknownChoice:
-        raise SettingsError(f"{path}={raw['name']!r} is unknown; accepted: "
-                            f"{', '.join(registry(kind).names())}") from None
+        raise UnknownEntry(path, kind, raw["name"]) from None
     options = read_tree(entry.options, raw.get("options") or {}, f"{path}.options.")
     return Choice(entry.name, options)
 
@@ -279,8 +287,7 @@ def check_choice(kind: str, value: Any, path: str) -> None:
     try:
         entry = registry(kind).get(value.name)
     except UnknownChoice:
-        raise SettingsError(f"{path}={value.name!r} is unknown; accepted: "
-                            f"{', '.join(registry(kind).names())}") from None
+        raise UnknownEntry(path, kind, value.name) from None
     if not isinstance(value.options, entry.options):
         raise SettingsError(f"{path}.options are not those of {kind} {value.name!r}")
     check_tree(value.options, f"{path}.options.")

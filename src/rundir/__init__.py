@@ -7,7 +7,7 @@
 """
 from src.rundir.names import *  # noqa: F401,F403 - the file names, as src.rundir.CONFIG etc.
 from src.rundir.run import RunDir, install_archive  # noqa: F401
-from src.rundir.staging import (CorruptArtifact, MissingArtifact, RunDirError, RunExists,  # noqa: F401
+from src.rundir.staging import (CodeMissing, CorruptArtifact, MissingArtifact, RunDirError, RunExists,  # noqa: F401
                                 WrongSystem,
                                 fresh_staging, interrupted_note, remove_dead_temporaries,
                                 remove_stale_siblings, unsafe_target, will_replace)

@@ -29,6 +29,11 @@ class WrongSystem(RunDirError):
     """A run of another system than the command reads."""
 
 
+class CodeMissing(RunDirError):
+    """A run whose settings name a registry entry this checkout does not have: it was made by
+    other code, and neither reading nor retraining it here can help."""
+
+
 class CorruptArtifact(RunDirError):
     """A file of a run directory exists but is not what this code wrote (truncated, foreign,
     wrong types or shapes, object arrays)."""
