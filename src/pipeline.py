@@ -84,8 +84,10 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None if a == b else f"{path} ({b!r} there, {a!r} here)"
 
 
-def load_progress(settings: Settings, out: Path, trainer: SystemTrainer) -> Progress:
-    """The checkpoint of run `out` for these settings, checked in full (ResumeRefused)."""
+def load_progress(settings: Settings, out: Path, trainer: SystemTrainer | None = None) -> Progress:
+    """The checkpoint of run `out` for these settings, checked in full (ResumeRefused). What needs
+    no model is checked first (a finished run, no checkpoint, other settings); the trainer (built
+    here unless given) only shapes the checkpoint's arrays."""
     run = RunDir(out)
     if run.is_ours() and run.exists(names.SUMMARY):
         raise ResumeRefused(f"--resume: {out} has finished (it has {names.SUMMARY}); nothing was changed; "
@@ -105,6 +107,7 @@ def load_progress(settings: Settings, out: Path, trainer: SystemTrainer) -> Prog
         arrays = run.load_arrays(names.CHECKPOINT)
     except RunDirError as err:
         raise ResumeRefused(f"--resume: {err}") from None
+    trainer = trainer if trainer is not None else build(settings)
     with trainer.context():
         like = jax.eval_shape(trainer.init_state)
         try:
@@ -124,7 +127,7 @@ def check_target(settings: Settings, out: Path, *, overwrite: bool = False,
     if resume and overwrite:
         raise RunDirError("--resume continues a run and --overwrite replaces it; accepted: one of the two")
     if resume:
-        return load_progress(settings, Path(out), build(settings))
+        return load_progress(settings, Path(out))
     RunDir.check_creatable(out, overwrite)
     return None
 

@@ -179,6 +179,31 @@ def test_a_checkpoint_of_other_settings_or_a_corrupted_one_is_refused(tmp_path, 
         assert tree_digest(narrow) == state             # nothing changed
 
 
+def test_resume_checks_that_need_no_model_come_before_the_model_is_built(tmp_path, monkeypatch):
+    """--resume on a finished run, or on another run's settings, is refused without building a
+    model (a finished paper-scale run was refused only after 18-20 s of building)."""
+    import src.pipeline as pipeline
+    from src.pipeline import ResumeRefused
+    from src.systems.gpt2 import GPT2Settings
+    settings = GPT2Settings().validate()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"settings": settings.to_dict()}))
+    (run / "checkpoint.npz").write_bytes(b"")
+    from src.rundir import names
+    (run / names.MARKER).write_text("")
+    built = []
+    monkeypatch.setattr(pipeline, "build", lambda s: built.append(s) or pytest.fail("built a model"))
+    (run / "metrics_summary.json").write_text("{}")
+    with pytest.raises(ResumeRefused, match="has finished"):
+        pipeline.check_target(settings, run, resume=True)
+    (run / "metrics_summary.json").unlink()
+    other = replace(settings, train=replace(settings.train, learning_rate=0.5))
+    with pytest.raises(ResumeRefused, match="other settings"):
+        pipeline.check_target(other, run, resume=True)
+    assert not built
+
+
 def test_a_rerun_adopts_the_xla_flags_and_the_core_its_run_was_trained_with(tmp_path):
     """The job engine trains parallel runs on one XLA thread and one core each (XLA_FLAGS and the
     core in ICL_WORKBENCH_CPU), and XLA's CPU code rounds differently with its thread count (a
