@@ -19,8 +19,8 @@ from src.rundir.names import (ALIGNMENT, ANALYSIS, ATTENTION_STATS, ATTENTION_ST
                               ATTN_RAW, CHECKPOINT, CONFIG, MARKER, MARKER_TEXT, METADATA, METRICS,
                               NOISE_MASK, OOD, ORDERING, PARAMS, REPLACED, SUMMARY, analysis_module,
                               attention_file, training_flag)
-from src.rundir.staging import (CodeMissing, CorruptArtifact, MissingArtifact, RunDirError, RunExists,
-                                WrongSystem, fresh_staging, remove_stale_siblings, unsafe_target, will_replace)
+from src.rundir.staging import (CorruptArtifact, MissingArtifact, RunDirError, RunExists, WrongSystem, code_missing,
+                                fresh_staging, remove_stale_siblings, unsafe_target, will_replace)
 
 
 class RunDir:
@@ -216,28 +216,9 @@ class RunDir:
         try:
             return settings_from_record(raw)
         except UnknownEntry as err:
-            raise self.code_missing(err) from None
+            raise code_missing(self.file(CONFIG), err) from None
         except SettingsError as err:
             raise self.corrupt(CONFIG, f"its settings do not load: {err}") from None
-
-    def code_missing(self, err) -> CodeMissing:
-        """The one-line truth about a run that names an entry (`err`: UnknownEntry) this checkout
-        lacks: which entry, and the code that made the run against this checkout's."""
-        from src.provenance import code_fingerprint
-        try:
-            config = loads_json(self.file(CONFIG).read_text())
-        except (OSError, ValueError):
-            config = {}
-        git = config.get("git") if isinstance(config.get("git"), dict) else {}
-        made = [f"code fingerprint {config.get('code_fingerprint') or 'unrecorded'}"]
-        if git.get("commit"):
-            made.append(f"commit {str(git['commit'])[:12]}" + (" with uncommitted changes" if git.get("dirty") else ""))
-        if git.get("untracked"):
-            made.append("untracked then: " + ", ".join(map(str, git["untracked"])))
-        return CodeMissing(f"{self.file(CONFIG)} names {err.kind} {err.name!r} ({err.path}), which this checkout does "
-                           f"not register: the run was made by other code ({'; '.join(made)}; this checkout's "
-                           f"fingerprint {code_fingerprint()}); check that code out, or add the entry, to read it "
-                           "(retraining here cannot help); nothing was changed")
 
     def load_arrays(self, name: str) -> dict[str, np.ndarray]:
         """The arrays of an .npz (or the one array of an .npy, key ""): numeric or boolean only,

@@ -4,12 +4,13 @@ Only directories carrying our marker (and a readable config.json) are ever delet
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 
 from src.files import TMP_SUFFIX
-from src.provenance import ROOT
+from src.provenance import ROOT, code_fingerprint
 from src.rundir.names import CHECKPOINT, MARKER, REPLACED, STAGING, SUMMARY
 
 
@@ -32,6 +33,26 @@ class WrongSystem(RunDirError):
 class CodeMissing(RunDirError):
     """A run whose settings name a registry entry this checkout does not have: it was made by
     other code, and neither reading nor retraining it here can help."""
+
+
+def code_missing(config_file: Path, err) -> CodeMissing:
+    """The one-line truth about a run whose config.json names an entry (`err`: UnknownEntry) this
+    checkout lacks: which entry, and the code that made the run against this checkout's."""
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, ValueError):
+        config = {}
+    config = config if isinstance(config, dict) else {}
+    git = config.get("git") if isinstance(config.get("git"), dict) else {}
+    made = [f"code fingerprint {config.get('code_fingerprint') or 'unrecorded'}"]
+    if git.get("commit"):
+        made.append(f"commit {str(git['commit'])[:12]}" + (" with uncommitted changes" if git.get("dirty") else ""))
+    if git.get("untracked"):
+        made.append("untracked then: " + ", ".join(map(str, git["untracked"])))
+    return CodeMissing(f"{config_file} names {err.kind} {err.name!r} ({err.path}), which this checkout does "
+                       f"not register: the run was made by other code ({'; '.join(made)}; this checkout's "
+                       f"fingerprint {code_fingerprint()}); check that code out, or add the entry, to read it "
+                       "(retraining here cannot help); nothing was changed")
 
 
 class CorruptArtifact(RunDirError):
