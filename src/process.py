@@ -5,6 +5,7 @@ once, and every error one line (`guarded`).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Callable
 
 from src.flags import UsageError, fail
@@ -83,6 +84,35 @@ def _flush_stdout() -> None:
         pass
 
 
+DEBUG_ENV = "WORKBENCH_DEBUG"     # set (e.g. WORKBENCH_DEBUG=1): a crash's traceback is printed too
+
+
+def failing_entry(tb) -> tuple[str, bool]:
+    """(" in <kind> <name> (<file>:<line>)" for the innermost frame of the checkout that defines a
+    registered entry, or "" for none; whether the failing code is ours: a file git tracks here, or
+    no frame of the checkout at all). A crash in a user's new, untracked mixer is theirs to fix,
+    named, and not "ours to report"."""
+    import subprocess
+    import traceback
+    from src.provenance import ROOT
+    from src.registry import entries_in
+    for frame in reversed(traceback.extract_tb(tb)):
+        path = Path(frame.filename).resolve()
+        if not path.is_relative_to(ROOT) or path.is_relative_to(ROOT / ".venv"):
+            continue
+        entries = entries_in(frame.filename)
+        if not entries:
+            continue
+        names = ", ".join(f"{e.kind} {e.name!r}" for e in entries[:3]) + (" ..." if len(entries) > 3 else "")
+        try:
+            tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(path)], cwd=ROOT,
+                                     capture_output=True, timeout=10).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            tracked = True
+        return f" in {names} ({path.relative_to(ROOT)}:{frame.lineno})", tracked
+    return "", True
+
+
 def guarded(main: Callable[[], int]) -> int:
     """Run a command line's `main()`: a UsageError it raises is one line and exit 2 (fail's); an
     unexpected exception becomes ONE line naming the error and a file with the full traceback
@@ -107,6 +137,8 @@ def guarded(main: Callable[[], int]) -> int:
         _flush_stdout()
         raise
     except UsageError as err:   # a bad flag found inside main: one line, exit 2, as fail() says it
+        if os.environ.get(DEBUG_ENV) and err.__cause__ is not None:    # e.g. a mixer that raised
+            traceback.print_exception(err.__cause__, file=sys.stderr)
         return fail(prog, err)
     except BrokenPipeError:
         _reader_gone()
@@ -124,8 +156,11 @@ def guarded(main: Callable[[], int]) -> int:
         with os.fdopen(fd, "w") as handle:
             handle.write(f"$ {prog} {' '.join(sys.argv[1:])}\n{traceback.format_exc()}")
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        print(f"{prog}: error: unexpected {type(err).__name__}: {first[:300]} (full traceback: "
-              f"{log}; please report it)", file=sys.stderr)
+        if os.environ.get(DEBUG_ENV):
+            traceback.print_exc(file=sys.stderr)
+        where, ours = failing_entry(err.__traceback__)
+        print(f"{prog}: error: {'unexpected ' if ours else ''}{type(err).__name__}{where}: {first[:300]} (full "
+              f"traceback: {log}{'; please report it' if ours else ''})", file=sys.stderr)
         return 1
     if code == 130 and interrupts.requested():
         _leave_now(code)

@@ -98,6 +98,19 @@ def _origin(builder) -> tuple:
     return (code.co_filename, code.co_firstlineno) if code else (id(builder),)
 
 
+def defined_in(entry: "Entry") -> tuple[str, int] | None:
+    """(file, first line) of the code an entry runs: what its builder names (`defined_in`, e.g. a
+    mixer's maker, set by register_mixer), else the builder itself; None for a builtin."""
+    origin = getattr(entry.build, "defined_in", None) or _origin(entry.build)
+    return origin if len(origin) == 2 else None
+
+
+def entries_in(filename: str) -> list["Entry"]:
+    """Every registered entry whose code is defined in `filename` (defined_in)."""
+    return [e for reg in _REGISTRIES.values() for e in reg._entries.values()
+            if (where := defined_in(e)) is not None and where[0] == filename]
+
+
 class Registry:
     def __init__(self, kind: str):
         self.kind = kind

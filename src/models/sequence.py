@@ -58,7 +58,7 @@ import jax.numpy as jnp
 
 from src.models.mixers.attention import ATTENTION_KERNELS
 
-from src.models.mixers.kit import dropout
+from src.models.mixers.kit import apply_mixer, dropout
 from src.models.positions import Encoding
 from src.registry import Choice, choice, registry
 from src.settings import (added_field, choice_field, choices_field, is_int, require, require_int, require_number,
@@ -262,7 +262,7 @@ class Block(hk.Module):
         mixer = registry("seq_mixer").get(chosen.name).build(
             chosen.options, width=c.width, num_heads=c.n_head, position=self.position, name="seq_mixer")
         state = registry("state_mixer").get(c.state_mixer.name).build(c.state_mixer.options, bias=c.biases)
-        mixed = mixer(norm.build(c.norm.options, name="norm_seq")(h))
+        mixed = apply_mixer(chosen.name, mixer, norm.build(c.norm.options, name="norm_seq")(h))
         h = h + mixed if c.residual else mixed
         if state is None:              # no state sublayer (the Mamba block)
             return h

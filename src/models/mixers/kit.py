@@ -13,11 +13,14 @@ Glossary: B batch, T tokens, D width, H heads, K = D / H head size.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from src.flags import UsageError
 from src.registry import registry
 from src.settings import require_int
 
@@ -112,6 +115,7 @@ def register_mixer(name: str, options, doc: str, make, *, softmax: bool = False,
             position.require_plain(build.mixer_name)
         return make(opts, num_heads, name, position if softmax else None)
     build.mixer_name = name
+    build.defined_in = (make.__code__.co_filename, make.__code__.co_firstlineno)   # the mixer's own file
     build.takes_any_position = softmax
     build.forms_softmax_weights = softmax   # recorded under recording_attention (analysis.recency)
     build.state_floats, build.state_doc = state, state_doc
@@ -122,3 +126,40 @@ def state_floats(name: str, options, *, width: int, num_heads: int, tokens: int)
     """Floats of recurrent state mixer `name` keeps per sequence and layer after `tokens` tokens
     (register_mixer's `state`)."""
     return int(MIXERS.get(name).build.state_floats(options, width, num_heads, tokens))
+
+
+class MixerError(UsageError):
+    """A sequence mixer that raised or returned another shape while the model was built: one line
+    naming the mixer and its file (exit 2); WORKBENCH_DEBUG=1 prints the traceback too."""
+
+
+def apply_mixer(name: str, module, x: jax.Array) -> jax.Array:
+    """module(x) for seq_mixer `name`, checked while the model is traced (at build, before any
+    training): MixerError when it raises or when its output is not x's shape [B, T, D]."""
+    import traceback
+    from src.registry import defined_in
+    where = defined_in(MIXERS.get(name)) or ("?", 0)
+    try:
+        y = module(x)
+    except UsageError:
+        raise
+    except Exception as err:   # noqa: BLE001 - the user's code: named, whatever it raised
+        frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == where[0]]
+        line = frames[-1].lineno if frames else where[1]
+        first = (str(err).strip().splitlines() or [""])[0][:300]
+        raise MixerError(f"seq_mixer {name!r} ({display_path(where[0])}:{line}) raised {type(err).__name__}: "
+                         f"{first}; the model was not built (WORKBENCH_DEBUG=1 prints the traceback)") from err
+    if getattr(y, "shape", None) != x.shape:
+        raise MixerError(f"seq_mixer {name!r} ({display_path(where[0])}:{where[1]}) returned shape "
+                         f"{tuple(getattr(y, 'shape', ()))} for input {tuple(x.shape)}; accepted: a mixer maps "
+                         "x [B, T, D] to the same shape")
+    return y
+
+
+def display_path(filename: str) -> str:
+    """`filename` relative to the checkout where it is inside it."""
+    from src.provenance import ROOT
+    try:
+        return str(Path(filename).resolve().relative_to(ROOT))
+    except ValueError:
+        return filename
