@@ -98,6 +98,13 @@ def _origin(builder) -> tuple:
     return (code.co_filename, code.co_firstlineno) if code else (id(builder),)
 
 
+def did_you_mean(name, names) -> str:
+    """"; did you mean 'x'?" for the accepted name nearest a misspelt one (difflib), else ""."""
+    import difflib
+    near = difflib.get_close_matches(str(name), list(names), n=1, cutoff=0.75)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
 def defined_in(entry: "Entry") -> tuple[str, int] | None:
     """(file, first line) of the code an entry runs: what its builder names (`defined_in`, e.g. a
     mixer's maker, set by register_mixer), else the builder itself; None for a builtin."""
@@ -138,7 +145,7 @@ class Registry:
             return self._entries[name]
         except (KeyError, TypeError):
             raise UnknownChoice(f"{self.kind} {name!r} is unknown; accepted: "
-                                f"{', '.join(self.names()) or 'none registered'}") from None
+                                f"{', '.join(self.names()) or 'none registered'}{did_you_mean(name, self.names())}") from None
 
     def names(self) -> list[str]:
         load_entries()

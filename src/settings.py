@@ -33,7 +33,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from src.registry import Choice, UnknownChoice, registry
+from src.registry import Choice, UnknownChoice, did_you_mean, registry
 
 SCHEMA_VERSION = 3
 # Eval tasks are drawn from this seed whatever the training seed is, so runs of different seeds
@@ -59,7 +59,9 @@ class UnknownEntry(SettingsError):
     them registered it: a new mixer, task or analysis not here)."""
 
     def __init__(self, path: str, kind: str, name: str):
-        super().__init__(f"{path}={name!r} is unknown; accepted: {', '.join(registry(kind).names())}")
+        names = registry(kind).names()
+        self.suggestion = did_you_mean(name, names)        # "; did you mean 'x'?" or ""
+        super().__init__(f"{path}={name!r} is unknown; accepted: {', '.join(names)}{self.suggestion}")
         self.path, self.kind, self.name = path, kind, name
 
 

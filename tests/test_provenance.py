@@ -86,3 +86,10 @@ def test_an_accepted_list_is_never_cut(tmp_path, capsys):
     assert alignment.main(["--run", str(run)]) == 2
     err = capsys.readouterr().err.strip()
     assert "options.wndow: unknown key" in err and all(f.name in err for f in __import__("dataclasses").fields(LocalOptions))
+
+
+def test_a_misspelt_entry_in_a_config_gets_the_nearest_name(tmp_path, capsys):
+    from analysis import alignment
+    run = _run_with(tmp_path, {"name": "softmax_casual", "options": {}})
+    assert alignment.main(["--run", str(run)]) == 2
+    assert "did you mean 'softmax_causal'?" in capsys.readouterr().err

@@ -20,6 +20,9 @@ def test_register_get_build_and_unknown_name():
     with pytest.raises(UnknownChoice) as err:
         reg.get("triple")
     assert str(err.value) == "toy 'triple' is unknown; accepted: double, only_big"
+    with pytest.raises(UnknownChoice) as err:          # a misspelling gets the nearest name
+        reg.get("dubble")
+    assert str(err.value) == "toy 'dubble' is unknown; accepted: double, only_big; did you mean 'double'?"
     assert [e.name for e in reg.applicable(5)] == ["double"]
     assert entry.options_from_dict({"width": 7}) == Width(7)
     with pytest.raises(UnknownChoice, match="no option 'depth'"):

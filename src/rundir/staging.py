@@ -52,7 +52,7 @@ def code_missing(config_file: Path, err) -> CodeMissing:
     return CodeMissing(f"{config_file} names {err.kind} {err.name!r} ({err.path}), which this checkout does "
                        f"not register: the run was made by other code ({'; '.join(made)}; this checkout's "
                        f"fingerprint {code_fingerprint()}); check that code out, or add the entry, to read it "
-                       "(retraining here cannot help); nothing was changed")
+                       f"(retraining here cannot help){getattr(err, 'suggestion', '')}; nothing was changed")
 
 
 class CorruptArtifact(RunDirError):
