@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -208,13 +209,16 @@ def test_a_job_killed_at_its_limit_has_returned_every_finished_piece(tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert pieces, "no piece within 400 s"
-    manifest = json.loads((out / "job.json").read_text())       # whole, as the last piece left it
-    assert manifest["state"] == "running" and len(manifest["pieces"]) >= 1
-    first = manifest["pieces"][0]
-    assert first["stopped_at_deadline"] and first["planned_steps"] == 20000 and 0 < first["steps"] < 20000
-    assert set(first["errors"]) == {"standard", *paper_scale.SHIFTS}
-    assert first["metrics"]                                       # the training's own evaluations too
-    assert "piece " in (out / "job.log").read_text()
+    manifest = json.loads((out / "job.json").read_text())       # whole, as the last save left it
+    # The four evaluations start together; on a machine with four cores or more they end within one
+    # poll of the job, so the kill can come after the job's end: then every piece is in.
+    assert manifest["state"] == "running" or (manifest["state"] == "done" and len(manifest["pieces"]) == 4)
+    logged = re.findall(r"piece (\S+): exit", (out / "job.log").read_text())
+    assert logged and set(logged) <= {p["name"] for p in manifest["pieces"]}   # saved before logged
+    for piece in manifest["pieces"]:
+        assert piece["stopped_at_deadline"] and piece["planned_steps"] == 20000 and 0 < piece["steps"] < 20000
+        assert set(piece["errors"]) == {"standard", *paper_scale.SHIFTS}
+        assert piece["metrics"]                                   # the training's own evaluations too
 
 
 def test_all_runs_every_job_not_recorded_in_order_then_reports(tmp_path, monkeypatch, capsys):
