@@ -106,6 +106,47 @@ def speed_lines(records_dir: Path) -> list[str]:
     return lines
 
 
+def _headline(piece: dict) -> str:
+    """A study run's last evaluation: its summary's eval_accuracy or eval_loss, else its last logged one."""
+    found = {**(piece.get("metrics") or [{}])[-1], **piece.get("summary", {})}
+    for key in ("eval_accuracy", "eval_loss", "eval_error"):
+        if isinstance(found.get(key), (int, float)):
+            return f"{key} {found[key]:.4g}"
+    return "—"
+
+
+def study_lines(records_dir: Path, job: str) -> tuple[list[str], list[Row]]:
+    """A study job's section (its runs, finished or stopped at the deadline, and what its returned
+    report says) and the rows of that report's "Beside the paper" table, from its latest record."""
+    from plots.paper_rows import rows_for
+    from plots.report_index import REPORTS
+    found = latest(records_dir, job)
+    if found is None:
+        return [f"Not yet run (job `{job}`)."], []
+    rec, folder = found
+    manifest = json.loads((folder / "job.json").read_text())
+    lines = [f"- Recorded {rec['date']} at commit {rec['commit']}{'' if rec.get('clean') else ' (uncommitted changes)'} "
+             f"on {rec['device']}, JAX {rec['jax']}, {rec['device_seconds']} device seconds; "
+             f"`python -m {manifest.get('plan', {}).get('command', '?')}`"
+             + ("; **stopped at the job's deadline**" if manifest.get("stopped_at_deadline") else ""), "",
+             "| run | learning rate | steps | state | last evaluation |", "|---|---|---|---|---|"]
+    for p in manifest.get("pieces", []):
+        state = "finished" if p.get("finished") else "stopped at the deadline"
+        lines.append(f"| {p['name']} | {p.get('settings', {}).get('learning_rate', '—')} | {p.get('steps')} | {state} "
+                     f"| {_headline(p)} |")
+    found_rows, reports = [], [n for n in manifest.get("report_files", []) if n in REPORTS]
+    for name in reports:
+        results = folder / REPORTS[name][0]
+        try:
+            found_rows += rows_for(name, json.loads(results.read_text()), folder)
+        except (OSError, ValueError, KeyError) as err:
+            lines.append(f"\n(its {name} came back, but its rows could not be read: {err})")
+    lines += ["", f"Its report came back: {', '.join(f'[{n}](measurements/gpu/{job}/{folder.name}/{n})' for n in reports)}"
+              "; its claims are in the table at the end." if reports else
+              "No report came back (the study was stopped before writing it): the runs above are what it left."]
+    return lines, found_rows
+
+
 def rows(pieces: dict[str, dict]) -> list[Row]:
     """Our numbers for limits_of_icl's claims (report/anchors.yaml) from the mechanisms pieces."""
     def standard(name):
@@ -140,9 +181,10 @@ def rows(pieces: dict[str, dict]) -> list[Row]:
 
 
 def write_report(records_dir: Path, path: Path, queue: Sequence[tuple[str, str, float]], limit_s: float,
-                 original: dict[str, tuple]) -> Path:
+                 original: dict[str, tuple], studies: Sequence[str] = ()) -> Path:
     """report/PAPER_SCALE.md from records_dir; `queue`: the jobs as (name, what it measures,
-    expected seconds); `original`: limits_of_icl's errors per mechanism (standard, 10 dims flipped)."""
+    expected seconds); `original`: limits_of_icl's errors per mechanism (standard, 10 dims flipped);
+    `studies`: the study jobs' names, a section each."""
     import datetime as dt
 
     from plots.provenance import commit_line
@@ -174,9 +216,15 @@ def write_report(records_dir: Path, path: Path, queue: Sequence[tuple[str, str, 
     else:
         lines.append("Not yet run (jobs `mechanisms_a`, `mechanisms_b`).")
     lines += ["", "## The paper cell's speed", "", *speed_lines(records_dir), ""]
-    provenance = ("Written from the recorded jobs above and report/anchors.yaml" if used
-                  else "No mechanisms job is recorded yet")
-    lines += section(rows(pieces) if pieces else [], load_anchors(), provenance)
+    titles, study_rows = dict((name, title) for name, title, _ in queue), []
+    for job in studies:
+        more, found_rows = study_lines(records_dir, job)
+        lines += [f"## {job}: {titles.get(job, '')}", "", *more, ""]
+        study_rows += found_rows
+    all_rows = (rows(pieces) if pieces else []) + study_rows
+    provenance = ("Written from the recorded jobs above and report/anchors.yaml" if all_rows
+                  else "No job that measures a paper's claim is recorded yet")
+    lines += section(all_rows, load_anchors(), provenance)
     path.parent.mkdir(parents=True, exist_ok=True)
     from src.files import atomic_write_text
     atomic_write_text(path, "\n".join(lines).rstrip() + "\n")

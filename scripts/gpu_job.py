@@ -1,6 +1,7 @@
 """The device side of the GPU queue (scripts/gpu_queue.py, which declares the jobs): what a job is,
 its plan from the recorded H200 timings, and one job run into a folder the device call brings back,
-each finished piece written the moment it exists (the module docstring there says how).
+each finished piece written the moment it exists (the module docstring there says how); a study
+job's device side is scripts/gpu_study.py.
 
     python -m scripts.gpu_queue run JOB --out DIR [--rehearse]
 """
@@ -60,17 +61,59 @@ class Run:
 
 
 @dataclass(frozen=True)
+class Shape:
+    """One run's size, for its work per step (scripts.paper_scale.work_of): width, layers, tokens
+    per sequence, batch and vocabulary (0: a regression read-out)."""
+    width: int
+    layers: int
+    tokens: int
+    batch: int
+    vocab: int = 0
+
+    @property
+    def ms_per_run_step(self) -> float:
+        """Its step's expected milliseconds on the H200 with others sharing it: the paper cell's
+        recorded MS_PER_STEP_PER_RUN scaled by work, at least SMALL_STEP_MS (a small model's step
+        is bound by its kernels' launches, not by its work)."""
+        from scripts.paper_scale import work_of
+        ratio = work_of(self.width, self.layers, self.tokens, self.batch, self.vocab) / work_of(*PAPER_CELL)
+        return max(SMALL_STEP_MS, MS_PER_STEP_PER_RUN * ratio)
+
+
+PAPER_CELL = (256, 12, 82, 256, 0)   # limits_of_icl's cell: width, layers, tokens (41 points), batch, vocabulary
+SMALL_STEP_MS = 1.0
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study job: `python -m <args>` (the study's command at the device's size; the job adds
+    --runs-dir and --report-dir), `rehearsal` the same study at a CPU's size; its plan: `runs`
+    runs of `steps` steps of size `shape` sharing the device, then `report_s` for the study's
+    analyses and report (scripts/gpu_study.py runs it)."""
+    args: tuple[str, ...]
+    rehearsal: tuple[str, ...]
+    runs: int
+    steps: int
+    shape: Shape
+    report_s: float = 60.0
+
+
+@dataclass(frozen=True)
 class Job:
     name: str
     title: str
-    kind: str                        # mechanisms | speed
+    kind: str                        # mechanisms | speed | study
     runs: tuple[Run, ...] = ()
     carry: tuple[str, ...] = (WHEELS,)
+    study: Study | None = None
 
     @property
     def expected(self) -> Seconds:
         if self.kind == "speed":       # device_paper_scale's own limits: bench 200 + 100, original 2 x 90
             return Seconds(START_S, 0.0, 300.0, 180.0)
+        if self.kind == "study":
+            s = self.study
+            return Seconds(START_S, COMPILE_S, s.runs * s.steps * s.shape.ms_per_run_step / 1000, s.report_s)
         steps = planned_steps(len(self.runs), JOB_LIMIT_S)
         return Seconds(START_S, COMPILE_S, steps * MS_PER_STEP_PER_RUN * len(self.runs) / 1000, EVALUATE_S)
 
@@ -171,6 +214,9 @@ def run_job(job: Job, out: Path, budget_s: float, commit: str, clean: bool, rehe
                 + (f"; {last['evaluate_error'][:200]}" if "evaluate_error" in last else ""))
         run_all(jobs, parallel=len(jobs), deadline=began + budget_s - 5,
                 train_deadline=began + budget_s - EVALUATE_S - MARGIN_S, on_result=on_result, log=log)
+    elif job.kind == "study":
+        from scripts.gpu_study import run_study
+        run_study(job, out, began, began + budget_s - job.study.report_s - MARGIN_S, rehearse, runs_dir, log, save)
     else:
         command = [sys.executable, "-m", "scripts.device_paper_scale", "--out", str(out), "--commit", commit,
                    "--skip", "sweep", "--budget-s", str(budget_s - START_S)]

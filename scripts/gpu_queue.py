@@ -16,7 +16,12 @@ checkpoint); it brings back a few JSON files and no parameters, so a command kil
 still returns every finished piece. `--rehearse` runs the same code path at a tiny size on a CPU
 (the suite's study tier rehearses every job).
 
-Expected seconds: the recorded H200 timings (report/measurements/gpu_2026-11-27b, gpu_2026-11-27).
+Kinds: `mechanisms` (limits_of_icl's runs trained together, each evaluated the moment it ends),
+`speed` (scripts/device_paper_scale.py) and `study` (a study's own command, each run a piece the
+moment it finishes: scripts/gpu_study.py).
+
+Expected seconds: the recorded H200 timings (report/measurements/gpu_2026-11-27b, gpu_2026-11-27);
+a study job's scaled from the paper cell's step by work (scripts/gpu_job.py, Shape).
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from scripts.gpu_job import JOB_LIMIT_S, ORIGINALS, WHEELS, Job, Run, git_like, planned_steps
+from scripts.gpu_job import JOB_LIMIT_S, ORIGINALS, WHEELS, Job, Run, Shape, Study, git_like, planned_steps
 from src.files import TMP_SUFFIX, atomic_write_json
 from src.flags import OneLineParser, UsageError, dry_run, summary
 
@@ -39,6 +44,8 @@ PAPER_SCALE = Path("report/PAPER_SCALE.md")
 INSTALL = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
            f"--target /tmp/site {WHEELS}/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && ")
 
+ZOO_T64 = "configs/gpu/zoo_T64.yaml"
+BASE_CONV = "base_conv+base_conv:kernel_size=-1"      # Zoology's BaseConv: a short and the long convolution
 LOCAL_GLOBAL = ("model.attention_kwargs.local_window_size=15", "model.attention_kwargs.global_attn_indices=[20,40]")
 JOBS = (
     Job("mechanisms_a", "limits_of_icl at the paper's size (12 x 256, 8 heads, d = 20): softmax, FAVOR+, "
@@ -52,6 +59,27 @@ JOBS = (
     Job("speed", "the paper cell's speed: every precision setting alone and 8 runs together, beside "
         "limits_of_icl's own step (float32, TF32) in the same call", "speed",
         carry=(WHEELS, ORIGINALS)),
+    Job("zoo_T64_a", "Zoology's figure-2 cell T = 64, κ = 4 at Zoology's protocol (V 8,192, width 64, "
+        "Zoology's block, batch 512, 12,500 steps, its four learning rates): attention and BaseConv", "study",
+        study=Study(("scripts.zoo", "--config", ZOO_T64, "--mixers", f"attention,{BASE_CONV}", "--jobs", "8"),
+                    ("scripts.zoo", "--quick", "--mixers", f"attention,{BASE_CONV}"), 8, 12500,
+                    Shape(64, 2, 64, 512, 8192), report_s=30.0)),
+    Job("zoo_T64_b", "the same cell for H3 and Hyena", "study",
+        study=Study(("scripts.zoo", "--config", ZOO_T64, "--mixers", "h3,hyena", "--jobs", "8"),
+                    ("scripts.zoo", "--quick", "--mixers", "h3,hyena"), 8, 12500,
+                    Shape(64, 2, 64, 512, 8192), report_s=30.0)),
+    Job("task_diversity_small", "Raventós et al.'s small model (4 x 64) at their protocol (batch 256, Adam 1e-3, "
+        "triangle schedule), 50,000 steps (1/10 of theirs), pools 2^10 to 2^13 and fresh tasks: which side of "
+        "their 2^11-2^12 threshold it falls", "study",
+        study=Study(("scripts.task_diversity", "--config", "configs/gpu/task_diversity_small.yaml", "--pools",
+                     "1024,2048,4096,8192,0", "--seeds", "0", "--jobs", "5"),
+                    ("scripts.task_diversity", "--quick"), 5, 50000, Shape(64, 4, 32, 256))),
+    Job("lengthgen_fire_rope", "the length study at Lin et al.'s model size (standard Llama, 16 x 256), FIRE and "
+        "RoPE on linear regression, 20,000 steps (2/5 of theirs), evaluated out to 8x the trained length", "study",
+        study=Study(("scripts.lengthgen", "--config", "configs/gpu/lengthgen_fire_rope.yaml", "--positions",
+                     "fire,rope", "--tasks", "linear_regression", "--seeds", "0", "--jobs", "2"),
+                    ("scripts.lengthgen", "--quick", "--positions", "fire,rope", "--tasks", "linear_regression"),
+                    2, 20000, Shape(256, 16, 102, 64), report_s=120.0)),
 )
 BY_NAME = {job.name: job for job in JOBS}
 
@@ -75,7 +103,8 @@ def write_report(records_dir: Path, path: Path) -> Path:
     """report/PAPER_SCALE.md from every recorded job (plots/paper_scale.py)."""
     from plots.paper_scale import write_report as write
     from scripts.paper_mechanisms import ORIGINAL
-    return write(records_dir, path, [(job.name, job.title, job.expected.total) for job in JOBS], JOB_LIMIT_S, ORIGINAL)
+    return write(records_dir, path, [(job.name, job.title, job.expected.total) for job in JOBS], JOB_LIMIT_S, ORIGINAL,
+                 [job.name for job in JOBS if job.kind == "study"])
 
 
 def next_job(records_dir: Path = RECORDS) -> Job | None:
@@ -126,11 +155,14 @@ def record(job: Job, source: Path, records_dir: Path = RECORDS) -> Path:
 def plan(commit: str) -> dict:
     """The queue's expected device seconds, as a record the docs quote (report/measurements/gpu_queue_plan.json)."""
     return {"commit": commit, "produced": time.strftime("%Y-%m-%d", time.gmtime()), "job_limit_seconds": JOB_LIMIT_S,
-            "machine": "one lent NVIDIA H200: estimates from report/measurements/gpu_2026-11-27b and gpu_2026-11-27",
+            "machine": "one lent NVIDIA H200: estimates from report/measurements/gpu_2026-11-27b and gpu_2026-11-27; "
+                       "the study jobs' steps scaled from the paper cell's by work (scripts/gpu_job.py Shape), "
+                       "not yet measured on a device",
             "jobs": {job.name: {"expected_seconds": round(job.expected.total, 1), "start_seconds": job.expected.start,
                                 "compile_seconds": job.expected.compile, "train_seconds": round(job.expected.train, 1),
                                 "evaluate_seconds": job.expected.evaluate,
-                                "steps": planned_steps(len(job.runs), JOB_LIMIT_S) if job.runs else None}
+                                "steps": (planned_steps(len(job.runs), JOB_LIMIT_S) if job.runs
+                                          else job.study.steps if job.study else None)}
                      for job in JOBS}}
 
 
@@ -140,7 +172,7 @@ def states(records_dir: Path = RECORDS) -> list[str]:
         done = records(job.name, records_dir)
         state = (f"recorded {len(done)}x, last {done[-1]['date']} at {done[-1]['commit']} on {done[-1]['device']}"
                  if done else "waiting")
-        lines.append(f"{job.name:14s} {job.expected.words():60s} {state}")
+        lines.append(f"{job.name:20s} {job.expected.words():58s} {state}")
     return lines
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.lengthgen_report import FACTOR, PROBE_FACTOR, write_report
-from src.flags import UsageError, fail
+from src.flags import UsageError, fail, seed_list
 from src.process import guarded
 from src.formats.limits_of_icl import read_config
 from src.models.sequence import mamba
@@ -131,15 +131,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", default=CONFIG,
                         help=f"every run's config file, read as runners.train reads it (default: {CONFIG}; "
                              "configs/paper/lengthgen.yaml is Lin et al.'s scale)")
+    parser.add_argument("--seeds", default=None, help=f"comma list (default: {','.join(map(str, SEEDS))}; quick: 0)")
     args = parser.parse_args(argv)
     try:
         runs_dir, report_dir = study_dirs(args, "lengthgen")
+        seeds = seed_list(args.seeds) if args.seeds else (SEEDS[:1] if args.quick else SEEDS)
         positions = _names("--positions", args.positions, [*registry("position").names(), MAMBA])
         tasks = _names("--tasks", args.tasks, list(TASKS))
         mixer = None if args.mixer is None else _names("--mixer", args.mixer, registry("seq_mixer").names())[0]
     except UsageError as err:
         return fail(PROG, err)
-    seeds = SEEDS[:1] if args.quick else SEEDS
     return finish_study(PROG, argv, args, runs_dir, report_dir,
                         lambda: make_jobs(runs_dir, positions, tasks, seeds, args.quick, mixer, args.config), report)
 

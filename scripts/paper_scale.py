@@ -138,13 +138,18 @@ def tokens_of(settings) -> int:
 
 
 def step_work(settings) -> float:
+    """Work of one training step of `settings` (work_of)."""
+    m = settings.model
+    return work_of(m.width, m.n_layer, tokens_of(settings), settings.train.batch_size, m.vocab_size)
+
+
+def work_of(width: int, layers: int, tokens: int, batch: int, vocab: int = 0) -> float:
     """Work of one training step in FLOP-like units: 6 x parameters x tokens for the dense layers
     (about 12 D^2 parameters per layer), 12 x T^2 x D per layer for attention scores and their
     use, and the token read-out over the vocabulary; times the batch."""
-    m, t = settings.model, tokens_of(settings)
-    per_sequence = 6 * 12 * m.width ** 2 * m.n_layer * t + 12 * m.n_layer * t * t * m.width \
-        + 6 * t * m.width * max(m.vocab_size, 1)
-    return float(settings.train.batch_size * per_sequence)
+    per_sequence = 6 * 12 * width ** 2 * layers * tokens + 12 * layers * tokens * tokens * width \
+        + 6 * tokens * width * max(vocab, 1)
+    return float(batch * per_sequence)
 
 
 def run_bytes(settings) -> int:

@@ -172,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pools", default=None, help="comma list of pool sizes, 0 for fresh tasks "
                                                       f"(default: {','.join(map(str, POOLS))})")
     parser.add_argument("--seeds", default=None, help=f"comma list (default: {','.join(map(str, SEEDS))})")
+    parser.add_argument("--config", default=CONFIG, help=f"every run's settings file (default: {CONFIG}; "
+                        "configs/gpu/task_diversity_small.yaml is Raventós et al.'s small model at their protocol)")
     parser.add_argument("--finite-size", action="store_true",
                         help=f"the finite-size test: pools {','.join(map(str, FINITE_POOLS))} at 10x the steps, seed 0")
     args = parser.parse_args(argv)
@@ -189,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                       study_switch=study_switch(report_dir), **kwargs)
         return write_report(jobs, collect(jobs), report_dir, **kwargs)
     return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, pools, seeds, args.quick, finite_size=finite), writer)
+                        lambda: make_jobs(runs_dir, pools, seeds, args.quick, args.config, finite_size=finite), writer)
 
 
 if __name__ == "__main__":

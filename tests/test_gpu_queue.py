@@ -27,8 +27,13 @@ def test_every_job_fits_one_device_command():
     assert gpu_queue.DEVICE_TIMEOUT_S - gpu_job.JOB_LIMIT_S >= 30      # the wheels' install before the job
     for job in gpu_queue.JOBS:
         assert job.expected.total <= gpu_job.JOB_LIMIT_S, job.name
-        assert job.kind in ("mechanisms", "speed")
-        assert (job.kind == "mechanisms") == bool(job.runs)
+        assert job.kind in ("mechanisms", "speed", "study")
+        assert (job.kind == "mechanisms") == bool(job.runs) and (job.kind == "study") == (job.study is not None)
+        if job.study:                 # the study's own command, its files present; the job names the folders
+            for args in (job.study.args, job.study.rehearsal):
+                assert (ROOT / (args[0].replace(".", "/") + ".py")).is_file()
+                assert not {"--runs-dir", "--report-dir"} & set(args)
+            assert all((ROOT / a).is_file() for a in job.study.args if a.startswith("configs/"))
     assert len({job.name for job in gpu_queue.JOBS}) == len(gpu_queue.JOBS)
 
 
@@ -178,6 +183,10 @@ def test_every_job_rehearses_end_to_end(job, tmp_path):
         for p in manifest["pieces"]:
             assert p["exit"] == 0 and p["steps"] == 30
             assert set(p["errors"]) == {"standard", *paper_scale.SHIFTS}
+    elif spec.kind == "study":
+        assert manifest["pieces"] and all(p["finished"] and p["summary"] for p in manifest["pieces"])
+        assert manifest["exit"] == 0 and manifest["report_files"]
+        assert all((out / name).is_file() for name in manifest["report_files"])
     else:
         assert "paper_cell_bench.json" in manifest["pieces"]
     target = gpu_queue.record(spec, out, tmp_path / "records")
@@ -240,3 +249,55 @@ def test_all_runs_every_job_not_recorded_in_order_then_reports(tmp_path, monkeyp
     assert all(gpu_queue.records(job.name, records) for job in gpu_queue.JOBS)
     assert f"{first.name}: recorded already" in capsys.readouterr().out
     assert "| waiting |" not in (tmp_path / "P.md").read_text()
+
+
+FAKE_STUDY = '''
+import argparse, json, signal, sys, time
+from pathlib import Path
+parser = argparse.ArgumentParser()
+parser.add_argument("--runs-dir")
+parser.add_argument("--report-dir")
+args = parser.parse_args()
+for name, finished in (("a", True), ("b", False)):
+    run = Path(args.runs_dir) / name
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"settings": {"train": {"learning_rate": 0.01, "other": 1}}}))
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 10, "eval_loss": 1.5}) + "\\n")
+    if finished:
+        (run / "metrics_summary.json").write_text(json.dumps({"eval_loss": 1.5, "curve": [1, 2]}))
+signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+time.sleep(120)
+'''
+
+
+def test_a_study_job_stopped_at_its_deadline_returns_its_finished_and_its_stopped_runs(tmp_path, monkeypatch):
+    """A study still training at the job's deadline is stopped with Ctrl-C; the run it finished is a
+    piece with its summary's numbers, the run it was training one stopped at the deadline with its
+    last evaluation; no report came, and job.json says so."""
+    from scripts import gpu_study
+    (tmp_path / "fake_study.py").write_text(FAKE_STUDY)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    job = gpu_job.Job("fake", "a fake study", "study",
+                      study=gpu_job.Study(("fake_study",), ("fake_study",), 2, 10, gpu_job.Shape(8, 1, 4, 2), 30.0))
+    out, saved, began = tmp_path / "out", {}, time.time()
+    out.mkdir()
+    gpu_study.run_study(job, out, began, began + 4, False, tmp_path / "runs", lambda text: None, saved.update)
+    assert time.time() - began < 4 + gpu_study.STOP_GRACE_S
+    pieces = {p["name"]: p for p in saved["pieces"]}
+    assert pieces["a"]["finished"] and pieces["a"]["summary"] == {"eval_loss": 1.5}
+    assert pieces["a"]["settings"] == {"learning_rate": 0.01}
+    assert pieces["b"]["stopped_at_deadline"] and pieces["b"]["steps"] == 10 and "summary" not in pieces["b"]
+    assert saved["stopped_at_deadline"] and saved["exit"] == 130 and saved["report_files"] == []
+    assert (out / "study.log").exists()
+
+
+@pytest.mark.parametrize("job", [job.name for job in gpu_queue.JOBS if job.kind == "study"])
+def test_a_study_jobs_command_checks_out_and_makes_the_runs_it_plans(job, tmp_path):
+    """The device command's flags and config files pass the study's own checks (a dry run), and it
+    makes as many runs as the job's plan counts."""
+    spec = gpu_queue.BY_NAME[job]
+    done = subprocess.run([sys.executable, "-m", *spec.study.args, "--runs-dir", str(tmp_path / "runs"),
+                           "--report-dir", str(tmp_path / "report")], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "WORKBENCH_DRY_RUN": "1"}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"would make {spec.study.runs} runs" in done.stdout, done.stdout

@@ -1,0 +1,131 @@
+"""The GPU queue's study jobs on the device (scripts/gpu_queue.py declares them): a study's own
+command (scripts.zoo, scripts.task_diversity, scripts.lengthgen) run as its user types it, each run
+it finishes written into job.json as a piece the moment its metrics_summary.json exists, the study
+stopped with Ctrl-C (as a user stops it) early enough to write its report, the report brought back
+when it comes, and every run still training at the stop returned with its training's last
+evaluations.
+
+    python -m scripts.gpu_queue run zoo_T64_a --out DIR [--rehearse]
+
+Files under --out: job.json (rewritten atomically after every piece), job.log, study.log (the
+study's own output) and the study's report (its Markdown and results JSON, at most REPORT_FILES).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+POLL_S = 2.0                 # how often the runs' folder is read
+STOP_GRACE_S = 30.0          # from Ctrl-C to a kill, while the study stops its runs
+REPORT_FILES = 4             # the report's Markdown and JSON files brought back (8 files come back at most)
+KEPT_ROWS = 5                # the training's last evaluations kept in a piece
+SETTINGS_KEPT = ("learning_rate", "steps", "batch_size", "seed", "num_tasks")   # of the run's train settings
+
+
+def last_rows(path: Path, count: int = KEPT_ROWS) -> list[dict]:
+    """The last `count` JSON rows of a metrics.jsonl (none when it is missing or unreadable)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    rows = []
+    for line in lines[-count:]:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
+
+
+def piece(run: Path, finished: bool) -> dict:
+    """One run's piece: its name, whether it finished or was stopped, the steps it trained, its
+    training's last evaluations, a few of its training settings and, when finished, the numbers of
+    its metrics_summary.json."""
+    rows = last_rows(run / "metrics.jsonl")
+    out = {"name": run.name, "finished": finished, "stopped_at_deadline": not finished,
+           "steps": rows[-1].get("step", 0) if rows else 0, "metrics": rows}
+    try:
+        train = json.loads((run / "config.json").read_text())["settings"].get("train", {})
+        out["settings"] = {k: train[k] for k in SETTINGS_KEPT if k in train}
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    if finished:
+        try:
+            summary = json.loads((run / "metrics_summary.json").read_text())
+        except (OSError, ValueError):
+            summary = {}
+        out["summary"] = {k: v for k, v in summary.items() if isinstance(v, (int, float, str, bool)) or v is None}
+    return out
+
+
+def set_aside(folder: Path, log) -> None:
+    """An earlier try's folder is moved beside it with a time stamp, never deleted."""
+    if folder.exists() and any(folder.iterdir()):
+        stale = folder.with_name(f"{folder.name}.{time.strftime('%Y%m%d-%H%M%S')}")
+        os.replace(folder, stale)
+        log(f"an earlier try's {folder.name} moved to {stale}")
+
+
+def study_command(job, rehearse: bool, runs: Path, report: Path) -> list[str]:
+    study = job.study
+    return [sys.executable, "-m", *(study.rehearsal if rehearse else study.args),
+            "--runs-dir", str(runs), "--report-dir", str(report)]
+
+
+def run_study(job, out: Path, began: float, stop_at: float, rehearse: bool, runs_dir: Path, log, save) -> None:
+    """Run the study job `job` into `out` (module docstring), stopping it at `stop_at` (time.time())
+    if it has not ended; its runs under runs_dir/<job>, its report under runs_dir/<job>_report,
+    then copied into `out`."""
+    from scripts.paper_mechanisms import device_env
+    runs, report = runs_dir / job.name, runs_dir / f"{job.name}_report"
+    for folder in (runs, report):
+        set_aside(folder, log)
+    command = study_command(job, rehearse, runs, report)
+    save(plan={"command": " ".join(command[2:]), "runs": job.study.runs, "steps": job.study.steps,
+               "stop_training_at_s": round(stop_at - began, 1)})
+    log(" ".join(command[2:]))
+    pieces: dict[str, dict] = {}
+
+    def collect(finished_only: bool) -> None:
+        for run in sorted(p.parent for p in runs.glob("*/metrics.jsonl") if not p.parent.name.startswith(".")):
+            finished = (run / "metrics_summary.json").exists()
+            if run.name in pieces or not (finished or not finished_only):
+                continue
+            pieces[run.name] = piece(run, finished)
+            save(pieces=list(pieces.values()))           # saved, then logged: a kill between keeps it
+            p = pieces[run.name]
+            log(f"piece {run.name}: {'finished' if finished else 'stopped'} at step {p['steps']}"
+                f"{'' if not p['metrics'] else ', last ' + json.dumps(p['metrics'][-1])[:160]}")
+    with open(out / "study.log", "w") as sink:
+        proc = subprocess.Popen(command, env=device_env(), stdout=sink, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        stopped = False
+        while proc.poll() is None:
+            collect(finished_only=True)
+            if not stopped and time.time() > stop_at:
+                stopped = True
+                log("the study's deadline: stopped with Ctrl-C, as a user stops it")
+                os.killpg(proc.pid, signal.SIGINT)
+                try:
+                    proc.wait(STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                break
+            time.sleep(POLL_S)
+    collect(finished_only=True)
+    collect(finished_only=False)                          # the runs stopped at the deadline
+    copied = []
+    for path in sorted(report.glob("*.md")) + sorted(report.glob("*.json")):
+        if path.name != "README.md" and len(copied) < REPORT_FILES:
+            shutil.copyfile(path, out / path.name)
+            copied.append(path.name)
+    save(pieces=list(pieces.values()), exit=proc.returncode, stopped_at_deadline=stopped, report_files=copied)
+    log(f"study exit {proc.returncode}; {sum(p['finished'] for p in pieces.values())} of {len(pieces)} runs finished; "
+        f"report: {', '.join(copied) or 'none'}")
