@@ -45,6 +45,8 @@ INSTALL = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cac
            f"--target /tmp/site {WHEELS}/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && ")
 
 ZOO_T64 = "configs/gpu/zoo_T64.yaml"
+MATRIX_10X = "configs/gpu/matrix_settling_10x.yaml"
+LSA_CAUSAL = "linear_attention:feature_map=identity:output_norm=none"   # one LSA layer's causal form
 BASE_CONV = "base_conv+base_conv:kernel_size=-1"      # Zoology's BaseConv: a short and the long convolution
 LOCAL_GLOBAL = ("model.attention_kwargs.local_window_size=15", "model.attention_kwargs.global_attn_indices=[20,40]")
 JOBS = (
@@ -80,6 +82,14 @@ JOBS = (
                      "fire,rope", "--tasks", "linear_regression", "--seeds", "0", "--jobs", "2"),
                     ("scripts.lengthgen", "--quick", "--positions", "fire,rope", "--tasks", "linear_regression"),
                     2, 20000, Shape(256, 16, 102, 64), report_s=120.0)),
+    Job("matrix_settling_10x_a", "the matrix's settling row linear_attention (at the zero predictor, 2.017 x GD's "
+        "loss at 10,000 steps) at 10x its budget: 100,000 steps at both rates", "study",
+        study=Study(("scripts.matrix", "--config", MATRIX_10X, "--mixers", "linear_attention", "--jobs", "2"),
+                    ("scripts.matrix", "--quick", "--mixers", "linear_attention"), 2, 100000, Shape(64, 2, 22, 64))),
+    Job("matrix_settling_10x_b", "the same for LSA's causal form (linear_attention, identity features, no "
+        "output norm)", "study",
+        study=Study(("scripts.matrix", "--config", MATRIX_10X, "--mixers", LSA_CAUSAL, "--jobs", "2"),
+                    ("scripts.matrix", "--quick", "--mixers", LSA_CAUSAL), 2, 100000, Shape(64, 2, 22, 64))),
 )
 BY_NAME = {job.name: job for job in JOBS}
 
@@ -172,7 +182,7 @@ def states(records_dir: Path = RECORDS) -> list[str]:
         done = records(job.name, records_dir)
         state = (f"recorded {len(done)}x, last {done[-1]['date']} at {done[-1]['commit']} on {done[-1]['device']}"
                  if done else "waiting")
-        lines.append(f"{job.name:20s} {job.expected.words():58s} {state}")
+        lines.append(f"{job.name:22s} {job.expected.words():58s} {state}")
     return lines
 
 
