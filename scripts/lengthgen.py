@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.lengthgen_report import FACTOR, PROBE_FACTOR, write_report
-from src.flags import UsageError, fail, seed_list
+from src.flags import UsageError, fail, refuse_repeats, seed_list
 from src.process import guarded
 from src.formats.limits_of_icl import read_config
 from src.models.sequence import mamba
@@ -114,6 +114,7 @@ def _names(flag: str, text: str | None, known: Sequence[str]) -> list[str]:
     unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise UsageError(f"{flag}={text!r} is not accepted; accepted: a comma list of {', '.join(known)}")
+    refuse_repeats(flag, text, names)
     return names
 
 

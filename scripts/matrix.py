@@ -46,7 +46,7 @@ from analysis.alignment import TUNE_SEED
 from analysis.common import pairs_of
 from baselines.gd_step import ETA_GRID, averaging
 from plots.matrix_report import write_report
-from src.flags import SEED_LIMIT, UsageError, fail, seed_list
+from src.flags import SEED_LIMIT, UsageError, fail, refuse_repeats, seed_list
 from src.jobs.study import cell_jobs, finish_study, read_settings_mapping, study_dirs, study_parser
 from src.mixer_spec import mixer_of
 from src.models.sequence import lstm
@@ -98,9 +98,10 @@ def mixer_names(text: str | None, flag: str = "--mixers") -> list[str]:
     if unknown or not names:
         raise UsageError(f"{flag}={text!r} is not accepted; accepted: a comma list of {', '.join(known)} "
                          "(each optionally name:option=value[:option=value ...]; a hybrid stack: joined by '+')")
+    refuse_repeats(flag, text, names)
     for layer in layers:
         mixer_of(layer, flag, text)           # its options checked (one line)
-    return list(dict.fromkeys(names))
+    return names
 
 
 def mixer_label(mixer: str) -> str:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.mixers_report import Check, write_report
-from src.flags import UsageError, fail, seed_list
+from src.flags import UsageError, fail, refuse_repeats, seed_list
 from src.process import guarded
 from src.yaml_includes import load as load_yaml
 from src.mixer_spec import mixer_stack
@@ -295,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not mixers or any(m not in SEQ_MIXERS for m in mixers):
             raise UsageError(f"--mixers={args.mixers!r} is not accepted; accepted: a comma list of "
                              f"{', '.join(SEQ_MIXERS)}")
+        refuse_repeats("--mixers", args.mixers, mixers)
         seeds = seed_list(args.seeds)
         grid = read_grid(args.config) if args.config else (QUICK_GRID if args.quick else Grid())
     except UsageError as err:

@@ -36,7 +36,7 @@ from analysis.icl_curve import load_run
 from baselines.bayes import dmmse, ridge
 from plots import task_diversity_finite
 from plots.task_diversity_report import RESULTS, write_report
-from src.flags import UsageError, fail, seed_list
+from src.flags import UsageError, fail, refuse_repeats, seed_list
 from src.process import guarded
 from src.jobs.engine import Job
 from src.jobs.study import cell_jobs, finish_study, read_settings, study_dirs, study_parser
@@ -65,6 +65,7 @@ def pool_sizes(text: str | None, quick: bool) -> tuple[int, ...]:
     if not sizes or any(size < 0 for size in sizes):
         raise UsageError(f"--pools={text!r} is not accepted; accepted: a comma list of integers >= 0 "
                          "(0: fresh tasks every step)")
+    refuse_repeats("--pools", text, sizes)
     return sizes
 
 

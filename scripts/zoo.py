@@ -28,7 +28,7 @@ from typing import Sequence
 
 from plots.zoo_report import write_report
 from scripts.mixers import Cell, Grid, make_jobs, mixer_choices, read_grid
-from src.flags import UsageError, fail, seed_list
+from src.flags import UsageError, fail, refuse_repeats, seed_list
 from src.process import guarded
 from src.jobs.study import finish_study, study_dirs, study_parser
 
@@ -48,6 +48,7 @@ def mixer_names(text: str | None) -> list[str]:
     if not names:
         raise UsageError(f"--mixers={text!r} is not accepted; accepted: a comma list of mixers "
                          "(python -m runners.recipe --choices), name:option=value, or hybrids a+b")
+    refuse_repeats("--mixers", text, names)
     for name in names:
         mixer_choices(name)
     return names

@@ -193,14 +193,25 @@ def or_auto(convert: Callable[[str], object]) -> Callable[[str], object]:
 # Comma-separated lists (sweep grids): UsageError naming the flag, the item and what is accepted
 
 def comma_items(flag: str, text: str | None, what: str) -> list[str]:
-    """The distinct non-empty items of a comma list, in order."""
+    """The non-empty items of a comma list, in order (UsageError, one line, for an empty list, an
+    empty item or an item given twice)."""
     if text is None or not str(text).strip():
         raise UsageError(f"{flag}={text or ''!r} is empty; accepted: a comma-separated list of {what}")
     items = [t.strip() for t in str(text).split(",")]
     if any(not t for t in items):
         raise UsageError(f"{flag}={text!r} has an empty item; accepted: a comma-separated list of "
                          f"{what}")
-    return list(dict.fromkeys(items))  # drop repeats, keep order
+    refuse_repeats(flag, text, items)
+    return items
+
+
+def refuse_repeats(flag: str, text, items) -> None:
+    """UsageError (one line) naming the first item of a list given twice."""
+    seen = set()
+    for item in items:
+        if item in seen:
+            raise UsageError(f"{flag}={text!r} names {item!r} twice; accepted: each item once")
+        seen.add(item)
 
 
 def choices_list(flag: str, text: str | None, accepted: Sequence[str]) -> list[str]:

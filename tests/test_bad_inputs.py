@@ -22,7 +22,10 @@ from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
 from scripts import compare_originals, lengthgen, linear_attention, mechanisms, paper_scale, protocol_sweep, reproduce, yarn_recency
+from scripts import matrix as matrix_study
 from scripts import mixers as mixers_study
+from scripts import task_diversity as task_diversity_study
+from scripts import zoo as zoo_study
 from src.rundir.__main__ import check_main
 from src.cli import dynamics as linattn_cli, gpt2 as gpt2_cli, lsa as lsa_cli
 from src.cli import recipe as recipe_cli, rerun
@@ -62,6 +65,9 @@ CLIS = {
     "length_gen": length_gen.main,
     "recency": recency.main,
     "prompt_tests": prompt_tests.main,
+    "zoo": zoo_study.main,
+    "task_diversity": task_diversity_study.main,
+    "matrix": matrix_study.main,
 }
 
 BAD_INTS = ["0", "-1", "x", "1.5", "", "1e3", str(2 ** 63)]
@@ -240,6 +246,41 @@ ROWS += [("fig_templates", ["--from", "/nonexistent.csv", "--out", "figs"], "non
          ("rundir", ["--nope"], "usage"), ("rundir", [], "usage")]
 
 
+# issue 63's held-back probe (each accepted before): a pool beyond int32 indices and memory, a
+# local_global window of 0 (the original's query with no key) or global positions outside the
+# sequence, a hybrid list longer than the layers, our name:option=value spelling where the YAML
+# wants attention_kwargs, and a list that names an item twice
+QUICK = ["--config", "configs/quick.yaml", "--set"]
+ROWS += [("train", QUICK + ["training.num_tasks=1000000000000"], "num_tasks"),
+         ("train", QUICK + ["training.num_training_examples=99999999999"], "num_training_examples"),
+         ("train", QUICK + ["model.attention_type=local_global", "--set", "model.attention_kwargs.local_window_size=0"],
+          "local_window_size"),
+         ("train", QUICK + ["model.attention_type=local_global", "--set",
+                            "model.attention_kwargs.global_attn_indices=[3,400]"], "global_attn_indices[1]"),
+         ("train", QUICK + ["model.attention_type=local_global", "--set",
+                            "model.attention_kwargs.global_attn_indices=[3,3]"], "global_attn_indices"),
+         ("train", QUICK + ["model.attention_type=base_conv:kernel_size=-1"], "attention_kwargs"),
+         ("recipe", ["wandb:None", "task:mqar", "--model.seq_mixers=attention,based,delta_net"], "seq_mixers"),
+         ("recipe", ["task:mqar", "model.seq_mixer:local_global", "--model.seq_mixer.local_window_size", "0"],
+          "local_window_size"),
+         ("recipe", ["task:mqar", "model.seq_mixer:local_global", "--model.seq_mixer.global_attn_indices", "3",
+                     "64"], "global_attn_indices"),
+         ("zoo", ["--seeds", "0,0"], "--seeds"), ("zoo", ["--mixers", "attention,hyena,attention"], "--mixers"),
+         ("mixers", ["--seeds", "1,1"], "--seeds"), ("task_diversity", ["--pools", "2,8,2"], "--pools"),
+         ("matrix", ["--mixers", "linear,linear"], "--mixers"), ("lengthgen", ["--positions", "rope,rope"], "--positions"),
+         ("lengthgen", ["--seeds", "0,1,0"], "--seeds")]
+
+
+def test_a_repeated_analysis_is_refused_in_one_line():
+    from src.cli.gpt2 import settings_from_config
+    from src.flags import UsageError
+    from src.yaml_includes import load
+    settings = settings_from_config(load(ROOT / "configs/quick.yaml"))[0]
+    assert rerun.analyses_of("icl_curve", settings) == ("icl_curve",)
+    with pytest.raises(UsageError, match=r"--analyses='icl_curve,icl_curve' names 'icl_curve' twice"):
+        rerun.analyses_of("icl_curve,icl_curve", settings)
+
+
 def test_the_table_is_big_enough():
     assert len(ROWS) >= 150, len(ROWS)
     assert {cli for cli, _, _ in ROWS} == set(CLIS)
@@ -258,11 +299,13 @@ def test_bad_input_is_one_line_before_any_work(cli, argv, word, tmp_path, capsys
         argv = argv + ["--out", str(tmp_path / "run")]
     if cli in ("eval_order", "eval_noise") and "--out" not in argv:
         argv = argv + ["--out", str(tmp_path / "r.csv")]
-    if cli in ("eval_order", "eval_noise", "mechanisms", "dynamics", "reproduce", "lengthgen", "mixers"):
+    studies = ("mechanisms", "dynamics", "reproduce", "lengthgen", "mixers", "zoo", "task_diversity", "matrix")
+    if cli in ("eval_order", "eval_noise", *studies):
         argv = argv + ["--runs-dir", str(tmp_path / "runs")]
-    if cli in ("mechanisms", "dynamics", "reproduce", "lengthgen", "mixers"):
+    if cli in studies:
         argv = argv + ["--report-dir", str(tmp_path / "report")]
-    if cli in ("mechanisms", "lengthgen", "mixers", "linear_attention"):   # a value wrongly accepted costs seconds
+    if cli in ("mechanisms", "lengthgen", "mixers", "linear_attention", "zoo", "task_diversity", "matrix"):
+        # a value wrongly accepted costs seconds
         argv = argv + ["--quick"]
     if cli == "paper_scale":
         argv = argv + ["--runs-dir", str(tmp_path / "runs"), "--tiny", "--estimate"]

@@ -37,11 +37,11 @@ def np_masked_attention(q, k, v, mask):
     return out
 
 
-@pytest.mark.parametrize("window, global_indices", [(2, (3,)), (3, (0, 5)), (0, (2,)), (2, ())])
+@pytest.mark.parametrize("window, global_indices", [(2, (3,)), (3, (0, 5)), (None, (2,)), (2, ())])
 def test_local_global_matches_the_originals_mask(window, global_indices):
     got, params, _ = run("local_global", X, local_window_size=window, global_attn_indices=global_indices)
     q, k, v = split_qkv(params, X)
-    mask = original_mask(T, window or None, global_indices)
+    mask = original_mask(T, window, global_indices)
     np.testing.assert_allclose(got, out_projection(params, np_masked_attention(q, k, v, mask)), atol=1e-5, rtol=1e-5)
 
 
@@ -56,7 +56,7 @@ def test_the_originals_local_global_config_reads_as_typed():
     assert mixer.name == "local_global" and mixer.options.local_window_size == 15
     assert mixer.options.global_attn_indices == (20, 40)
     raw["model"]["attention_kwargs"] = {"local_window_size": -1}
-    with pytest.raises(UsageError, match=r"local_window_size=-1 is not accepted; accepted: an integer >= 0"):
+    with pytest.raises(UsageError, match=r"local_window_size=-1 is not accepted; accepted: an integer >= 1"):
         settings_from_config(raw)
     raw["model"]["attention_kwargs"] = {"global_attn_indices": [3, "x"]}
     with pytest.raises(UsageError, match=r"global_attn_indices\[1\]='x' is not accepted"):

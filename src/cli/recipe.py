@@ -187,6 +187,12 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
             if has_value:
                 raise UsageError(f"{token!r}: {flag} is a switch and takes no value; accepted: {flag} alone")
             continue
+        if kind == "ints" and not has_value:       # a tuple: the integers that follow
+            while i < len(kept) and not kept[i].startswith("--") and ":" not in kept[i]:
+                if not _parses(kept[i], "int"):
+                    raise UsageError(f"{flag} {kept[i]!r} is not an int; accepted: {flag} <int> [<int> ...]")
+                i += 1
+            continue
         if not has_value:
             if i >= len(kept) or kept[i].startswith("--"):
                 raise UsageError(f"{flag} needs a value; accepted: {flag} <{kind}>")
@@ -217,16 +223,20 @@ def block_conflict(kept: Sequence[str]) -> None:
 
 
 def _type_name(annotation) -> str | None:
+    """int, float, str or bool (an optional one: `X | None`, its X), ints (`tuple[int, ...]`), or None."""
     name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    name = name.removesuffix(" | None")
+    if name in ("tuple[int, ...]", "Tuple[int, ...]"):
+        return "ints"
     return {"int": "int", "float": "float", "str": "str", "bool": "bool"}.get(name)
 
 
 def _parses(value: str, kind: str) -> bool:
     try:
-        {"int": int, "float": float, "str": str}[kind](value)
+        {"int": int, "float": float, "str": str, "ints": int}[kind](value)
         return True
     except ValueError:
-        return False
+        return value == "None"
 
 
 def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool, bool]:

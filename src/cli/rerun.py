@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from src.flags import (OneLineParser, UsageError, dry_run, dry_run_requested, fail, path_text,
-    read_user_file, summary)
+    read_user_file, refuse_repeats, summary)
 from src.files import loads_json
 from src.cli.command import adopt_threads, train_command, validated
 from src.overrides import apply_overrides
@@ -91,7 +91,8 @@ def analyses_of(text: str | None, settings: Settings, skip: bool = False) -> tup
         return ()
     if text is None:
         return None
-    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    refuse_repeats("--analyses", text, names)
     applicable = [entry.name for entry in applicable_analyses(settings)]
     if not names or any(n not in applicable for n in names):
         raise UsageError(f"--analyses={text!r} is not accepted; accepted: a comma list of the analyses that "

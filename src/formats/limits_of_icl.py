@@ -148,7 +148,14 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
                   if k in ("n_dims", "n_embd", "n_head", "n_layer", "dense_layout", "attention_kernel")}
     ours_model.setdefault("n_dims", dims_end)
     ours_model.update(preset="gpt2", inputs="pairs", max_tokens=2 * _points(model, points_end))
-    ours_model["seq_mixer"] = {"name": model.get("attention_type", "softmax_causal"),
+    spelled = model.get("attention_type", "softmax_causal")
+    if isinstance(spelled, str) and ":" in spelled:      # our command lines' name:option=value, not this file's
+        name, _, options = spelled.partition(":")
+        raise UsageError(f"model.attention_type={spelled!r} is not accepted; accepted: a mixer's name "
+                         f"(attention_type: {name}) with its options under model.attention_kwargs "
+                         f"({', '.join(f'{k}: {v}' for k, _, v in (o.partition('=') for o in options.split(':')))}), or "
+                         f"the name:option=value spelling as an item of model.attention_types")
+    ours_model["seq_mixer"] = {"name": spelled,
                                "options": mapping_of("model.attention_kwargs", model.get("attention_kwargs"))}
     layers = hybrid_mapping(model, ours_model["seq_mixer"])
     if layers is not None:

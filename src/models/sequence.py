@@ -111,6 +111,8 @@ class SequenceConfig:
         require_one_of("attention_kernel", self.attention_kernel, tuple(ATTENTION_KERNELS))
         require_one_of("positions_for", self.positions_for, POSITIONS_FOR)
         require_number("embed_dropout", self.embed_dropout, 0.0, high=1.0, open_high=True)
+        require(len(self.seq_mixers) <= self.n_layer, "seq_mixers", "+".join(m.name for m in self.seq_mixers),
+                f"at most n_layer={self.n_layer} mixers (layer i takes the (i mod length)-th; more would go unused)")
         require(isinstance(self.tie_embeddings, bool) and (self.inputs == "tokens" or not self.tie_embeddings),
                 "tie_embeddings", self.tie_embeddings, "true or false (true: token inputs only)")
 

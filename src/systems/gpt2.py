@@ -32,6 +32,7 @@ from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
 from src.curricula import is_exchangeable, with_pair_curriculum
 from src.loop import LoopResult, gradient_chunk
 from src.optim import Optimizer, make_optimizer
+from src.models.mixers.kit import check_lengths
 from src.models.sequence import SequenceConfig, gpt2
 from src.params import flatten_params
 from src.precision import PRECISIONS
@@ -162,6 +163,7 @@ class GPT2Settings(Settings):
                         ("heads", "model.n_head", m.n_head), ("layers", "model.n_layer", m.n_layer),
                         ("points", "model.max_tokens", m.max_tokens))
             check_memory(run_bytes(self), "this run")
+            check_lengths(m, m.max_tokens)     # options that depend on the sequence
             encoding = m.encoding()      # the encoding's own checks, and whether the mixer takes it
             for mixer in [c.name for c in m.layer_mixers() if not registry("seq_mixer").get(c.name).build.takes_any_position]:
                 encoding.require_plain(mixer)

@@ -23,6 +23,7 @@ import numpy as np
 from src.bounds import check_memory, check_sizes, training_bytes
 from src.loop import LoopResult, gradient_chunk
 from src.optim import Optimizer, make_optimizer
+from src.models.mixers.kit import check_lengths
 from src.models.sequence import SequenceConfig, lm, parameter_count, with_block
 from src.params import flatten_params
 from src.registry import Choice, registry
@@ -116,6 +117,7 @@ class LMSettings(Settings):
                         ("d", "pairs.n_dims", pairs.n_dims))
             check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, tokens=tokens,
                                         width=m.width, layers=m.n_layer, heads=m.n_head), "this run")
+            check_lengths(m, m.max_tokens)     # options that depend on the sequence
             # the task's own checks at this shape (k <= d, ...), traced without drawing anything
             jax.eval_shape(lambda key: sampler(self)(key, 1), jax.random.key(0))
         except ValueError as err:

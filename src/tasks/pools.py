@@ -22,6 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from src.bounds import RANGES
 from src.settings import require, require_int
 
 POOL_TAG = 3          # the pool's key is fold_in(key(seed), POOL_TAG) (1: the training batches)
@@ -34,8 +35,9 @@ def check_pool(prefix: str, num_tasks, num_training_examples, task_name: str,
                pool_tasks: tuple[str, ...] = TASK_POOL_TASKS) -> None:
     """Sizes >= 0, one pool at most, a pool of tasks only for one of `pool_tasks` (SettingsError,
     one line, naming `prefix`num_tasks ...)."""
-    require_int(f"{prefix}num_tasks", num_tasks, 0)
-    require_int(f"{prefix}num_training_examples", num_training_examples, 0)
+    top = RANGES["pool"][1]      # a pool's keys and its permutation each step: int32 indices, memory
+    require_int(f"{prefix}num_tasks", num_tasks, 0, top)
+    require_int(f"{prefix}num_training_examples", num_training_examples, 0, top)
     require(not (num_tasks and num_training_examples), f"{prefix}num_training_examples", num_training_examples,
             f"0 with {prefix}num_tasks={num_tasks} (one pool: of tasks or of prompts)")
     if num_tasks:

@@ -113,13 +113,23 @@ class LocalOptions:
 @dataclass(frozen=True)
 class LocalGlobalOptions:
     """limits_of_icl's `local_global` under its own keys (token indices, x and y tokens counted)."""
-    local_window_size: int = 0                   # keys in [t − W + 1, t]; 0: every earlier key (its None)
+    local_window_size: int | None = None         # keys in [t − W + 1, t]; None: every earlier key
     global_attn_indices: tuple[int, ...] = ()    # seen by every later query, and see every earlier key
 
     def check(self) -> None:
-        require_int("local_window_size", self.local_window_size, 0)
+        # the original's 0 leaves a query no key (its softmax of nothing); leave the key out for every earlier key
+        if self.local_window_size is not None:
+            require_int("local_window_size", self.local_window_size, 1)
         for i, g in enumerate(self.global_attn_indices):
             require_int(f"global_attn_indices[{i}]", g, 0)
+        require(len(set(self.global_attn_indices)) == len(self.global_attn_indices), "global_attn_indices",
+                list(self.global_attn_indices), "each position once")
+
+    def check_length(self, tokens: int) -> None:
+        """The global positions inside a sequence of `tokens` tokens (the original drops the others)."""
+        for i, g in enumerate(self.global_attn_indices):
+            require(g < tokens, f"global_attn_indices[{i}]", g, f"a position below the model's {tokens} tokens "
+                    f"(0 to {tokens - 1}; a pair prompt counts its x and y tokens)")
 
 
 class SoftmaxCausal(HeadsMixer):
@@ -164,9 +174,9 @@ register_mixer("local", LocalOptions, "causal softmax attention over the last `w
           state=lambda o, d, h, t: 2 * min(t, o.window) * d, state_doc="2·min(T, window)·D")
 register_mixer("local_global", LocalGlobalOptions, "limits_of_icl: causal softmax over a window of "
                "local_window_size keys plus global positions (global_attn_indices)",
-               lambda o, h, n, p: SoftmaxCausal(h, window=o.local_window_size or None, position=p,
+               lambda o, h, n, p: SoftmaxCausal(h, window=o.local_window_size, position=p,
                                                 global_positions=o.global_attn_indices, name=n), softmax=True,
-               state=lambda o, d, h, t: 2 * d * (t if o.global_attn_indices or not o.local_window_size
+               state=lambda o, d, h, t: 2 * d * (t if o.global_attn_indices or o.local_window_size is None
                                                  else min(t, o.local_window_size)),
                state_doc="2·min(T, W)·D; 2·T·D with global positions")
 register_mixer("mqa", NoOptions, "multi-query: H query heads share one key/value head",

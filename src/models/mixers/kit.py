@@ -122,6 +122,22 @@ def register_mixer(name: str, options, doc: str, make, *, softmax: bool = False,
     MIXERS.register(name, options, doc=doc)(build)
 
 
+def check_lengths(model, tokens: int) -> None:
+    """The options of `model`'s sequence mixers (a SequenceConfig) that depend on the sequence, for
+    `tokens` tokens (an options class's `check_length(tokens)`; SettingsError naming the option
+    by its path, model.seq_mixer.options.<key> or model.seq_mixers[i].options.<key>)."""
+    from src.settings import SettingsError
+    named = ([(f"model.seq_mixers[{i}].options.", c) for i, c in enumerate(model.seq_mixers)] if model.seq_mixers
+             else [("model.seq_mixer.options.", model.seq_mixer)])
+    for prefix, choice in named:
+        check = getattr(choice.options, "check_length", None)
+        try:
+            if check is not None:
+                check(tokens)
+        except ValueError as err:
+            raise SettingsError(prefix + str(err)) from None
+
+
 def state_floats(name: str, options, *, width: int, num_heads: int, tokens: int) -> int:
     """Floats of recurrent state mixer `name` keeps per sequence and layer after `tokens` tokens
     (register_mixer's `state`)."""
