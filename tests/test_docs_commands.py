@@ -20,7 +20,9 @@ import pytest
 from src.flags import DRY_RUN
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# docs/extending.md's commands name its worked examples, which live in a scratch copy:
+# tests/test_extending.py runs them there
+PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "extending.md")]
 STARTS = ("python -m ", "make ")
 
 

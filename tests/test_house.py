@@ -1,4 +1,4 @@
-"""Tests that keep the house standing (ARCHITECTURE.md):
+"""Tests that keep the house standing (docs/architecture.md):
 
 1. imports follow the flow flags, process guards, settings -> tasks -> models -> systems and the
    loop -> run directory -> analyses -> pipeline and the papers' dialects (src/cli/) -> jobs ->
