@@ -91,7 +91,7 @@ def run(run_dir: RunDir) -> list[str]:
         weights = np.load(path, allow_pickle=False)
         corrupted = mask[0] if mask is not None and mask.ndim == 2 and len(mask) else None
         figure = attention_figure(weights, layer, head, layout_of(m), settings.task.num_context,
-                                  corrupted, title=f"{run_dir.path.name} ({m.name}): attention weights, "
+                                  corrupted, title=f"{run_dir.name} ({m.name}): attention weights, "
                                                    f"layer {layer} head {head}")
         pngs[names.attention_figure(layer, head)] = png_bytes(figure)
     for name, data in pngs.items():

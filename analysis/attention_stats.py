@@ -183,7 +183,7 @@ def run(run_dir: RunDir) -> dict:
     except ValueError as err:
         raise AnalysisError(f"{run_dir.file(names.ATTN)}: {err}") from None
     figure = statistics_figure(weights, mask, tokens_per_pair, stats,
-                               title=f"{run_dir.path.name} ({model_name}, {stats['num_tasks']} tasks): the query's "
+                               title=f"{run_dir.name} ({model_name}, {stats['num_tasks']} tasks): the query's "
                                      f"attention to each context pair")
     png = png_bytes(figure)
     run_dir.write_json(names.ATTENTION_STATS, stats)

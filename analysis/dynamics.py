@@ -223,7 +223,7 @@ def run(run_dir: RunDir) -> dict:
     record = analyse(arrays["loss"], arrays["log_epochs"], arrays["singular_values"],
                      arrays.get("gamma_diag"), train_set, settings.task)
     png = png_bytes(figure(arrays["loss"], arrays["log_epochs"], arrays["singular_values"], record,
-                           f"{run_dir.path.name} ({settings.model.name})"))
+                           f"{run_dir.name} ({settings.model.name})"))
     run_dir.write_json(names.DYNAMICS_JSON, record)
     run_dir.write_bytes(names.DYNAMICS_PNG, png)
     return record

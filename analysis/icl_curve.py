@@ -176,7 +176,7 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     trained = pairs_of(settings).trained_shape()[0]
     check_memory_for(settings, n_points or trained, settings.train.eval_size, "the ICL curve")
     rows = summarise(curves(settings, model, params, state, n_points))
-    png = png_bytes(figure(rows, f"{run_dir.path.name}: {settings.model.mixer_label()} on "
+    png = png_bytes(figure(rows, f"{run_dir.name}: {settings.model.mixer_label()} on "
                                  f"{settings.task.name}", trained,
                            objective_of(settings.task.name).metric))
     run_dir.write_text(CSV, curve_csv(rows))

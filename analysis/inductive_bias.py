@@ -148,7 +148,7 @@ def run(run_dir: RunDir) -> dict:
     settings, model, params, state = load_run(run_dir)
     out = inductive_bias(settings, model, params, state)
     run_dir.write_json(names.INDUCTIVE_BIAS_JSON, out)
-    run_dir.write_bytes(names.INDUCTIVE_BIAS_PNG, png_bytes(figure(out, run_dir.path.name)))
+    run_dir.write_bytes(names.INDUCTIVE_BIAS_PNG, png_bytes(figure(out, run_dir.name)))
     return out
 
 

@@ -113,7 +113,7 @@ def run(run_dir: RunDir, factor: int = 8, eval_size: int | None = None, announce
         "multiples": usable_lengths(model_curve, trained, reference=reference, judged=verdict["trained_enough"])}
     run_dir.write_text(names.LENGTH_GEN_CSV, curve_csv(rows))
     run_dir.write_json(names.LENGTH_GEN_JSON, summary)
-    title = (f"{run_dir.path.name}: {settings.model.mixer_label()} + {settings.model.position.name}, "
+    title = (f"{run_dir.name}: {settings.model.mixer_label()} + {settings.model.position.name}, "
              f"trained on {trained} points" + (f" (stopped at {points}: learned table)"
                                                if summary["stopped_at"] else ""))
     run_dir.write_bytes(names.LENGTH_GEN_PNG, png_bytes(figure(rows, title, trained, objective.metric)))

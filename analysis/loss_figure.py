@@ -54,7 +54,7 @@ def run(run_dir: RunDir) -> str:
                             f"with: {run_dir.producer(names.CHECKPOINT)}")
     unit = settings.unit
     losses = {"loss": losses.pop("loss"), **losses}
-    run_dir.write_bytes(target, png_bytes(figure(losses, unit, f"{run_dir.path.name}: {settings.describe()}",
+    run_dir.write_bytes(target, png_bytes(figure(losses, unit, f"{run_dir.name}: {settings.describe()}",
                                                  settings.loss_figure_marks(), settings.loss_figure_label())))
     return target
 

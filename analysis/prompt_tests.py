@@ -114,8 +114,8 @@ def run(run_dir: RunDir, factor: int = 4) -> dict:
     settings, model, params, state = load_run(run_dir)
     out = prompt_tests(settings, model, params, state, factor)
     run_dir.write_json(names.PROMPT_TESTS_JSON, out)
-    run_dir.write_bytes(names.DUPLICATION_PNG, png_bytes(duplication_figure(out, run_dir.path.name)))
-    run_dir.write_bytes(names.SERIAL_POSITION_PNG, png_bytes(serial_figure(out, run_dir.path.name)))
+    run_dir.write_bytes(names.DUPLICATION_PNG, png_bytes(duplication_figure(out, run_dir.name)))
+    run_dir.write_bytes(names.SERIAL_POSITION_PNG, png_bytes(serial_figure(out, run_dir.name)))
     return out
 
 

@@ -106,7 +106,7 @@ def run(run_dir: RunDir, factor: int = 4, bins: int = 10) -> dict:
                    for layer, row in enumerate(cell["profile"]) for b, value in enumerate(row))
     run_dir.write_text(names.RECENCY_CSV, "points,layer,bin,relative_weight\n" + rows)
     run_dir.write_json(names.RECENCY_JSON, out)
-    run_dir.write_bytes(names.RECENCY_PNG, png_bytes(figure(out, run_dir.path.name)))
+    run_dir.write_bytes(names.RECENCY_PNG, png_bytes(figure(out, run_dir.name)))
     return out
 
 

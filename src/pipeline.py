@@ -27,7 +27,7 @@ from src.provenance import run_record
 from src.registry import registry
 from src.rundir import names
 from src.rundir.run import RunDir
-from src.rundir.staging import RunDirError, remove_temporaries_below
+from src.rundir.staging import RunDirError, kept_replacement, remove_temporaries_below
 from src.settings import Settings
 from src.together import train_together
 from src.systems import Arrays, SystemTrainer, build
@@ -90,8 +90,11 @@ def load_progress(settings: Settings, out: Path, trainer: SystemTrainer | None =
     here unless given) only shapes the checkpoint's arrays."""
     run = RunDir(out)
     if run.is_ours() and run.exists(names.SUMMARY):
+        kept = kept_replacement(Path(out))
+        hint = (f"; an interrupted replacement of it is kept in {kept}: continue that with --overwrite --resume"
+                if (kept / names.CHECKPOINT).is_file() else " (retrain this one with --overwrite)")
         raise ResumeRefused(f"--resume: {out} has finished (it has {names.SUMMARY}); nothing was changed; "
-                            "accepted: a run that was stopped before its end (retrain this one with --overwrite)")
+                            f"accepted: a run that was stopped before its end{hint}")
     if not (run.is_ours() and run.exists(names.CHECKPOINT)):
         raise ResumeRefused(f"--resume: {out} has no checkpoint of ours; accepted: the directory of "
                             "a run started by this workbench (it writes checkpoint.npz as it trains)")
@@ -123,9 +126,15 @@ def load_progress(settings: Settings, out: Path, trainer: SystemTrainer | None =
 def check_target(settings: Settings, out: Path, *, overwrite: bool = False,
                  resume: bool = False) -> Progress | None:
     """Before any work: RunExists / ResumeRefused (one line) when `out` cannot take this run;
-    the checkpoint to continue from when resuming."""
+    the checkpoint to continue from when resuming (with `overwrite` too: of the interrupted
+    replacement kept beside `out`, src/rundir/staging.kept_replacement)."""
     if resume and overwrite:
-        raise RunDirError("--resume continues a run and --overwrite replaces it; accepted: one of the two")
+        kept = kept_replacement(Path(out))
+        if not (RunDir(kept).is_ours() and RunDir(kept).exists(names.CHECKPOINT)):
+            raise ResumeRefused(f"--overwrite --resume continues an interrupted replacement of {out}, and none is "
+                                f"kept ({kept} holds no checkpoint of ours); accepted: --overwrite (replace it "
+                                "afresh) or --resume (continue the run itself)")
+        return load_progress(settings, kept)
     if resume:
         return load_progress(settings, Path(out))
     RunDir.check_creatable(out, overwrite)
@@ -146,6 +155,12 @@ def execute(settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
             for name, value in trainer.outputs_before().items():
                 write_file(run, name, value)
             result = _train_and_write(run, settings, trainer, None, progress, analyses, wandb)
+    elif overwrite:                               # an interrupted replacement, continued where it is kept
+        run = RunDir(kept_replacement(Path(out)))
+        run.target = Path(out)
+        remove_temporaries_below(run.path)
+        with run:                                 # swapped in when it finishes; kept as it is if stopped again
+            result = _train_and_write(run, settings, trainer, start, progress, analyses, wandb)
     else:
         run = RunDir(out)
         remove_temporaries_below(run.path)        # what the killed process was writing

@@ -1,5 +1,5 @@
 """Run a runner's command line in this process and SIGKILL it the moment its first checkpoint is
-on disk: `python tests/kill_after_checkpoint.py RUNNER ARG...`.
+on disk: `python tests/kill_after_checkpoint.py RUNNER ARG...` (KILL_SIGNAL=INT: a Ctrl-C instead).
 
 Killing from outside when checkpoint.npz appears is a race: a fast system (the dynamics paper's
 small runs take well under a millisecond an epoch) can write its next checkpoint, at a log point,
@@ -19,7 +19,7 @@ _write_checkpoint = pipeline.write_checkpoint
 
 def _write_then_die(*args, **kwargs) -> None:
     _write_checkpoint(*args, **kwargs)
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGINT if os.environ.get("KILL_SIGNAL") == "INT" else signal.SIGKILL)
 
 
 if __name__ == "__main__":

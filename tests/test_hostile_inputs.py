@@ -130,7 +130,7 @@ CASES = [
     # late checks and bad input accepted
     ("concat", ["--out", "/sys/icl-workbench-test-run"], "cannot be written"),
     ("rerun", ["--together", "{unwritable_group}"], "cannot be written"),
-    ("concat", ["--resume", "--overwrite"], "one of the two"),
+    ("concat", ["--resume", "--overwrite"], "none is kept"),
     ("train", ["--config", "{empty_out_dir}"], "out_dir"),
     ("train", ["--out", ""], "--out"),
     ("train", [*QUICK, "--set", "training.curriculum.points.start=5", "--set",

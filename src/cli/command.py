@@ -70,7 +70,7 @@ def _locked_train(prog: str, settings: Settings, out: Path, *, runner: str, argv
     start = check_target(settings, out, overwrite=overwrite, resume=resume)
     if dry_run(prog, f"train {settings.describe()} into {out}"):
         return 0
-    replacing = not resume and will_replace(out)
+    replacing = will_replace(out) and (overwrite or not resume)   # the previous run stays until the new one ends
     try:
         outcome = execute(settings, out, runner=runner, argv=argv, overwrite=overwrite,
                           start=start, progress=not quiet, analyses=analyses, wandb=wandb)

@@ -54,6 +54,7 @@ MARKER = ".icl_run"
 MARKER_TEXT = "run directory of the in-context learning workbench (src/rundir.py)\n"
 STAGING = ".staging-"     # .<name>.staging-<pid>: a replacement being trained
 REPLACED = ".replaced-"   # .<name>.replaced-<pid>: the old run during the swap
+KEPT = ".replacement"     # .<name>.replacement: an interrupted replacement with its checkpoint, to resume
 
 
 def analysis_module(name: str) -> str | None:

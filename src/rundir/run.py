@@ -20,7 +20,8 @@ from src.rundir.names import (ALIGNMENT, ANALYSIS, ATTENTION_STATS, ATTENTION_ST
                               NOISE_MASK, OOD, ORDERING, PARAMS, REPLACED, SUMMARY, analysis_module,
                               attention_file, training_flag)
 from src.rundir.staging import (CorruptArtifact, MissingArtifact, RunDirError, RunExists, WrongSystem, code_missing,
-                                fresh_staging, remove_stale_siblings, unsafe_target, will_replace)
+                                drop_kept, fresh_staging, keep, kept_replacement, remove_stale_siblings,
+                                unsafe_target, will_replace)
 
 
 class RunDir:
@@ -29,6 +30,12 @@ class RunDir:
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
+
+    @property
+    def name(self) -> str:
+        """The run's name: its directory's, or while a replacement is written in a staging folder,
+        the name of the run it replaces (so its figures read the same either way)."""
+        return (self.target or self.path).name
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -72,6 +79,7 @@ class RunDir:
             shutil.rmtree(old)
         else:
             os.replace(self.path, self.target)   # os.replace takes an empty directory's place
+        drop_kept(self.target)                   # an interrupted replacement this one superseded
         self.path, self.target = self.target, None
         return self
 
@@ -80,12 +88,21 @@ class RunDir:
         if self.target is not None and self.path.is_dir():
             shutil.rmtree(self.path)
 
+    def keep(self) -> None:
+        """An interrupted replacement with a checkpoint moves to `.<name>.replacement` (staging.keep);
+        one without is discarded."""
+        if self.target is not None and self.path.is_dir():
+            self.path = keep(self.path, self.target) or self.path
+
     def __enter__(self) -> "RunDir":
         return self
 
     def __exit__(self, kind, value, trace) -> None:
         if kind is None:
             self.commit()
+        elif issubclass(kind, KeyboardInterrupt) or (self.target is not None
+                                                      and self.path == kept_replacement(self.target)):
+            self.keep()           # stopped, or a resumed replacement that failed: its checkpoint stays
         else:
             self.discard()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from src.files import TMP_SUFFIX
 from src.provenance import ROOT, code_fingerprint
-from src.rundir.names import CHECKPOINT, MARKER, REPLACED, STAGING, SUMMARY
+from src.rundir.names import CHECKPOINT, KEPT, MARKER, REPLACED, STAGING, SUMMARY
 
 
 class RunDirError(Exception):
@@ -149,6 +149,38 @@ def unsafe_target(path: Path) -> str | None:
     return None
 
 
+def kept_replacement(path: Path) -> Path:
+    """Where an interrupted replacement of run `path` is kept with its checkpoint (`--overwrite
+    --resume` continues it there and swaps it in when it finishes)."""
+    return path.parent / f".{path.name}{KEPT}"
+
+
+def _ours(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and (path / MARKER).is_file()
+
+
+def drop_kept(target: Path) -> None:
+    """Remove the interrupted replacement kept beside run `target` (a newer one superseded it)."""
+    if _ours(kept_replacement(target)):
+        shutil.rmtree(kept_replacement(target))
+
+
+def keep(staging: Path, target: Path) -> Path | None:
+    """Move an interrupted replacement of `target` that wrote a checkpoint from `staging` to
+    `.<name>.replacement` beside it (the old run untouched), where `--overwrite --resume`
+    continues it; discard one without a checkpoint. Returns where it is kept, or None."""
+    kept = kept_replacement(target)
+    if staging == kept:                       # a resumed replacement stays where it is
+        return kept
+    if not (staging / CHECKPOINT).is_file():
+        shutil.rmtree(staging)
+        return None
+    remove_temporaries_below(staging, own=True)       # a write the interrupt cut short
+    drop_kept(target)                                 # an older interrupted replacement
+    os.replace(staging, kept)
+    return kept
+
+
 def will_replace(path: Path) -> bool:
     """A run into `path` now would replace an existing run (staged; see RunDir.create)."""
     return path.is_dir() and any(path.iterdir())
@@ -158,7 +190,13 @@ def interrupted_note(path: Path, replacing: bool) -> str:
     """What an interrupted run leaves behind, in one line; --resume is offered only where a
     checkpoint was written."""
     if replacing:
-        return f"interrupted: the previous run in {path} is kept unchanged (the new one was discarded)"
+        kept = kept_replacement(path)
+        if (kept / CHECKPOINT).is_file():
+            return (f"interrupted: the previous run in {path} is kept unchanged; the new one is kept with its "
+                    f"checkpoint in {kept}: continue it with the same command and --overwrite --resume (it "
+                    "replaces the previous run when it finishes)")
+        return (f"interrupted: the previous run in {path} is kept unchanged (the new one had no checkpoint yet "
+                "and was discarded)")
     note = f"interrupted: {path} is incomplete (every file in it is whole; no {SUMMARY}); rerun with --overwrite"
     if (path / CHECKPOINT).is_file():
         return note + "; or continue it from its checkpoint: the same command with --resume"
