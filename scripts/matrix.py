@@ -336,14 +336,13 @@ def gd_curve(settings) -> np.ndarray:
 
 def gd_curves(jobs: Sequence) -> list[np.ndarray]:
     """gd_curve of each job's settings, computed once per eval set (every run of the study shares one)."""
+    def eval_set(s) -> tuple:            # what fixes a run's eval prompts
+        return s.task, s.curriculum, s.train.eval_size, s.train.eval_seed
     curves: dict = {}
     for job in jobs:
-        s = job.settings
-        key = (s.task, s.curriculum, s.train.eval_size, s.train.eval_seed)
-        if key not in curves:
-            curves[key] = gd_curve(s)
-    return [curves[(j.settings.task, j.settings.curriculum, j.settings.train.eval_size, j.settings.train.eval_seed)]
-            for j in jobs]
+        if eval_set(job.settings) not in curves:
+            curves[eval_set(job.settings)] = gd_curve(job.settings)
+    return [curves[eval_set(job.settings)] for job in jobs]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -225,9 +225,17 @@ def test_a_job_killed_at_its_limit_has_returned_every_finished_piece(tmp_path):
     logged = re.findall(r"piece (\S+): exit", (out / "job.log").read_text())
     assert logged and set(logged) <= {p["name"] for p in manifest["pieces"]}   # saved before logged
     for piece in manifest["pieces"]:
-        assert piece["stopped_at_deadline"] and piece["planned_steps"] == 20000 and 0 < piece["steps"] < 20000
+        assert piece["stopped_at_deadline"], piece                # training stopped at the training deadline
+        if "evaluate_error" in piece:        # an evaluation the job's own deadline cut (a loaded CPU): said so
+            assert "stopped at the deadline" in piece["evaluate_error"], piece
+            continue
+        if "errors" not in piece:            # stopped before its first checkpoint (a loaded CPU): nothing to evaluate
+            assert piece["exit"] != 0 and "log_tail" in piece, piece
+            continue
+        assert piece["planned_steps"] == 20000 and 0 < piece["steps"] < 20000
         assert set(piece["errors"]) == {"standard", *paper_scale.SHIFTS}
-        assert piece["metrics"]                                   # the training's own evaluations too
+        # the training's own evaluations too, once it reached its first log point (every 2,000 steps)
+        assert piece.get("metrics") or piece["steps"] < 20000 // 10, piece
 
 
 def test_all_runs_every_job_not_recorded_in_order_then_reports(tmp_path, monkeypatch, capsys):
