@@ -193,11 +193,9 @@ def run_job(job: Job, out: Path, budget_s: float, commit: str, clean: bool, rehe
     log(f"{job.name}: {job.title}; budget {budget_s:.0f} s; {manifest['device']}")
     if job.kind == "mechanisms":
         steps = steps or planned_steps(len(job.runs), budget_s)
+        from scripts.gpu_study import set_aside
         runs_dir = runs_dir / job.name
-        if runs_dir.exists() and any(runs_dir.iterdir()):
-            stale = runs_dir.with_name(f"{job.name}.{time.strftime('%Y%m%d-%H%M%S')}")
-            os.replace(runs_dir, stale)        # an earlier try's runs are kept aside, never deleted
-            log(f"an earlier try's runs moved to {stale}")
+        set_aside(runs_dir, log)               # an earlier try's runs are kept aside, never deleted
         jobs = [(r.name, train_command("configs/paper/mechanisms.yaml", r.mechanism, run_sets(job, r, steps, rehearse),
                                        runs_dir / r.name)) for r in job.runs]
         for name, command in jobs:

@@ -95,7 +95,7 @@ def run_study(job, out: Path, began: float, stop_at: float, rehearse: bool, runs
     def collect(finished_only: bool) -> None:
         for run in sorted(p.parent for p in runs.glob("*/metrics.jsonl") if not p.parent.name.startswith(".")):
             finished = (run / "metrics_summary.json").exists()
-            if run.name in pieces or not (finished or not finished_only):
+            if run.name in pieces or (finished_only and not finished):
                 continue
             pieces[run.name] = piece(run, finished)
             save(pieces=list(pieces.values()))           # saved, then logged: a kill between keeps it
