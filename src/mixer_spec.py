@@ -70,3 +70,15 @@ def mixer_stack(text: str, separator: str, flag: str, chosen: Choice | None = No
         raise UsageError(f"{flag}={text!r}: an empty entry; accepted: mixers joined by {separator!r}")
     return tuple(chosen if chosen is not None and ALIASES["seq_mixer"].get(part, part) == chosen.name
                  else mixer_of(part, flag, text) for part in parts)
+
+
+def stack_word(text: str, separator: str = ",") -> str:
+    """A hybrid stack as a run directory's name spells it: its entries joined by `+`, an entry's
+    options after dots (`ema,attention` -> `ema+attention`; `base_conv,base_conv:kernel_size=-1`
+    -> `base_conv+base_conv.kernel_size-1`): no `:`, `,` or `=` in a path."""
+    entries = []
+    for part in text.split(separator):
+        name, *pairs = [piece.strip() for piece in part.strip().split(":")]
+        options = ["".join(piece.strip() for piece in pair.partition("=")[::2]) for pair in pairs]
+        entries.append(".".join([name, *options]))
+    return "+".join(entries)

@@ -211,3 +211,15 @@ def test_default_run_directories_are_named_by_what_differs():
     assert name("task:parity", "--pairs.n_points", "12", "--model.width", "32") == \
         "runs/recipe/parity_attention_mlp_width32_n_points12_seed0"
     assert name("task:mqar", "--out", "elsewhere") == "elsewhere"
+
+
+def test_a_hybrid_runs_default_name_reads_cleanly():
+    """The stack takes the sequence mixer's place, joined by +, options after dots: no `:`, `,` or
+    `=` in the directory's name, and not the unused default mixer."""
+    from src.cli.recipe import parse
+    name = lambda *argv: str(parse(["wandb:None", "task:mqar", *argv])[1])
+    assert name("--model.seq_mixers", "short_conv,attention") == "runs/recipe/mqar_short_conv+attention_mlp_seed0"
+    assert name("--model.seq_mixers", "base_conv,base_conv:kernel_size=-1", "--task.num_pairs", "4") == \
+        "runs/recipe/mqar_base_conv+base_conv.kernel_size-1_mlp_num_pairs4_seed0"
+    assert name("model.seq_mixer:based", "--model.seq_mixers", "based,attention") == \
+        "runs/recipe/mqar_based+attention_mlp_seed0"

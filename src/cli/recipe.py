@@ -329,11 +329,14 @@ def one_line_tyro(call):
 def default_out(parsed, defaults) -> Path:
     """runs/recipe/<task>_<sequence mixer>_<state mixer>, then _<field><value> for every flag
     whose value is not the default of the chosen components, then _seed<seed>: each iteration of
-    a loop over any flag gets its own run."""
-    words = [type(parsed.task).__name__, type(parsed.model.seq_mixer).__name__,
-             type(parsed.model.state_mixer).__name__]
+    a loop over any flag gets its own run. A hybrid stack (--model.seq_mixers) takes the sequence
+    mixer's place, spelt by src.mixer_spec.stack_word (e.g. mqar_ema+attention_mlp_seed0)."""
+    from src.mixer_spec import stack_word
     mine, theirs = _leaves(dataclasses.asdict(parsed)), _leaves(dataclasses.asdict(defaults))
-    skip = {"out", "overwrite", "resume", "quiet", "skip_analysis", "train.seed"}
+    stack = mine.get("model.seq_mixers")
+    words = [type(parsed.task).__name__, stack_word(stack) if stack else type(parsed.model.seq_mixer).__name__,
+             type(parsed.model.state_mixer).__name__]
+    skip = {"out", "overwrite", "resume", "quiet", "skip_analysis", "train.seed", "model.seq_mixers"}
     changed = [k for k in mine if k not in skip and mine[k] != theirs.get(k)]
     last = [k.rsplit(".", 1)[-1] for k in changed]
     for key, short in zip(changed, last):

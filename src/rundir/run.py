@@ -288,13 +288,22 @@ class RunDir:
         return read_jsonl(self.require(METRICS))
 
     def listed_outputs(self) -> list[str] | None:
-        """The outputs a finished run of a newer system lists in its summary ("outputs"), or
-        None (attention-only runs, whose outputs are fixed below)."""
+        """The outputs a finished run lists in its summary ("outputs"), or None (unfinished runs, and
+        runs made before summaries listed them, whose outputs are fixed in expected_outputs)."""
         try:
             listed = self.load_json(SUMMARY).get("outputs") if self.exists(SUMMARY) else None
         except (RunDirError, ValueError, OSError, AttributeError):
             return None
         return [str(n) for n in listed] if isinstance(listed, list) else None
+
+    def system(self) -> str | None:
+        """The system config.json names (src/systems/), or None where it names none or is unreadable."""
+        try:
+            from src.systems import system_name
+            name = system_name(self.load_config()["settings"])
+        except (RunDirError, ValueError, OSError):
+            return None
+        return name if isinstance(name, str) else None
 
     def is_trained(self) -> bool:
         """Training finished and its outputs are in place."""
@@ -320,6 +329,8 @@ class RunDir:
         listed = self.listed_outputs()
         if listed is not None:
             return listed
+        if not self.exists(SUMMARY) and self.system() is not None:   # unfinished: the rest is listed at the end
+            return [CONFIG, METRICS, SUMMARY, PARAMS]
         if with_attention is None:
             with_attention = self.attention_saved()
         expected = [CONFIG, METRICS, SUMMARY, PARAMS, ORDERING, NOISE_MASK,
@@ -368,33 +379,3 @@ class RunDir:
         """Trained, and every analysis output is present (attention ones when it was saved,
         or when `with_attention` asks for them)."""
         return self.is_trained() and not self.missing_outputs(with_attention)
-
-
-def install_archive(path: Path, archive: bytes) -> bool:
-    """Put a run directory made elsewhere (a .tar.gz of it, e.g. from a Ray worker) at `path`:
-    unpacked into a staging sibling (tarfile's "data" filter: no absolute paths, no links out,
-    no devices), then swapped in like `RunDir.commit`. It must carry our marker. An unfinished
-    run (no summary) never replaces an existing one. Returns whether it was installed."""
-    import io
-    import tarfile
-    path = Path(path)
-    remove_stale_siblings(path)
-    run = RunDir(fresh_staging(path))
-    run.target = path
-    try:
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            tar.extractall(run.path, filter="data")
-        if not run.exists(MARKER):
-            raise RunDirError(f"the run sent back for {path} has no {MARKER} marker; not installed")
-        if will_replace(path):
-            if not run.exists(SUMMARY):
-                run.discard()
-                return False
-            if not RunDir(path).is_ours():
-                raise RunExists(f"--out {path} is not a run directory made by this code; nothing "
-                                "was replaced")
-        run.commit()
-        return True
-    except BaseException:
-        run.discard()
-        raise
