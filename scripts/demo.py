@@ -1,7 +1,8 @@
 """A short run of every system of the workbench: the GD paper's two models, a mechanisms run with
 its ICL curve against the baselines, MQAR with attention beside linear attention, a
-length-generalisation curve and a training-dynamics staircase, with one progress line per step
-and the path of every figure at the end. `make demo` runs it.
+length-generalisation curve and a training-dynamics staircase, with a line as each step starts
+and ends, one every 15 s while it runs (its progress bar's latest state, with the time left) and
+the path of every figure at the end. `make demo` runs it.
 
     python -m scripts.demo                  # into runs/demo/ (its own runs are replaced each time)
     python -m scripts.demo --out runs/demo2
@@ -12,6 +13,7 @@ and one XLA thread each. Each step's output is kept in <out>/logs/<step>.log.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -60,12 +62,25 @@ STEPS = (
           "--lr", "0.02", "--show")),
 )
 BESIDE = ("gd_twolayer",)     # trained in a second process beside the sequential rest
+HEARTBEAT_S = 15              # while a step runs, a line at least this often: its progress bar's latest state
 
 
 def command(step: Step, out: Path) -> list[str]:
     if step.analysis:
         return [sys.executable, "-m", *step.argv, "--run", str(out / step.name)]
-    return [sys.executable, "-m", *step.argv, "--out", str(out / step.name), "--overwrite", "--quiet"]
+    return [sys.executable, "-m", *step.argv, "--out", str(out / step.name), "--overwrite"]
+
+
+def latest(log: Path) -> str:
+    """The last line a step's log holds, or the latest state of a progress bar in it ('' when empty)."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, 2) - 4096))
+            tail = handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+    parts = [part.strip() for part in re.split(r"[\r\n]", tail) if part.strip()]
+    return parts[-1] if parts else ""
 
 
 def shown(step: Step, out: Path) -> str:
@@ -94,8 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return subprocess.Popen(command(step, out), stdout=log, stderr=subprocess.STDOUT, env=env), time.monotonic()
 
     def end(step: Step, proc: subprocess.Popen, began: float) -> None:
-        code = proc.wait()
         log = out / "logs" / f"{number[step]}_{step.name}.log"
+        while True:
+            try:
+                code = proc.wait(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                print(f"[{number[step]}/{total}] {time.monotonic() - began:.0f} s: {latest(log) or 'starting'}",
+                      flush=True)
         lines = log.read_text(errors="replace").strip().splitlines()
         result = lines[-1] if lines else ""
         status = "done" if code == 0 else f"FAILED (exit {code}; see {log})"
