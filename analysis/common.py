@@ -10,6 +10,7 @@ each one atomically, so a failed analysis leaves no partial file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -134,7 +135,12 @@ def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if dry_run(parser.prog, f"analyse {args.run}"):
         return 0
-    code = run_cli(parser.prog, lambda: work(args, finished(RunDir(args.run))))
+    def analysed():
+        from analysis.budget import full
+        from src.batched import shown
+        with full() if getattr(args, "full", False) else contextlib.nullcontext(), shown(parser.prog):
+            work(args, finished(RunDir(args.run)))
+    code = run_cli(parser.prog, analysed)
     return diverged_note(parser.prog, RunDir(args.run)) if code == 0 else code
 
 

@@ -4,10 +4,13 @@ every applicable baseline (least squares, averaging, 3-NN, one GD step; Lasso on
 task; for a run trained on a pool of tasks with label noise, dMMSE over its pool and ridge): Garg et al.'s normalisation, squared error / d (the zero predictor scores 1 on
 N(0, I) tasks), mean and 95 % interval (1.96 standard errors) over the fixed eval tasks.
 
-    python -m analysis.icl_curve --run runs/<exp> [--points N]
+    python -m analysis.icl_curve --run runs/<exp> [--points N] [--full]
 
 `--points` evaluates beyond the trained number of points (a length test) as far as the
-model's position table (n_positions) allows; asking for more exits 2 with one line.
+model's position table (n_positions) allows; asking for more exits 2 with one line. Where
+evaluating every eval task would exceed the analysis budget (analysis/budget.py: the length
+study's own configs), the first tasks that fit are read, as the figure's title and stderr say;
+`--full` reads every one.
 Writes analysis/icl_curve.csv (predictor, n_examples, mean, ci95) and analysis/icl_curve.png.
 """
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from analysis.budget import full_flag, report_cut, solve_work, tasks_within
 from analysis.common import AnalysisError, for_capability, main_frame, pairs_of, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
@@ -173,12 +177,16 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     if n_points is not None and limit is not None and n_points > limit:
         raise AnalysisError(f"--points={n_points} is beyond the learned position table; accepted: at "
                             f"most n_positions={limit}")
-    trained = pairs_of(settings).trained_shape()[0]
-    check_memory_for(settings, n_points or trained, settings.train.eval_size, "the ICL curve")
-    rows = summarise(curves(settings, model, params, state, n_points))
+    pairs = pairs_of(settings)
+    (trained, dims), eval_size = pairs.trained_shape(), settings.train.eval_size
+    points = n_points or trained
+    tasks = tasks_within(eval_size, pairs.prompt_work(points), solve_work(points, dims))
+    cut = report_cut("icl_curve", tasks, eval_size)
+    check_memory_for(settings, points, tasks, "the ICL curve")
+    rows = summarise(curves(settings, model, params, state, n_points, pairs.prompts(n_points).first(tasks)))
     png = png_bytes(figure(rows, f"{run_dir.name}: {settings.model.mixer_label()} on "
-                                 f"{settings.task.name}", trained,
-                           objective_of(settings.task.name).metric))
+                                 f"{settings.task.name}" + (f" (the first {tasks} of {eval_size} eval tasks)" if cut else ""),
+                           trained, objective_of(settings.task.name).metric))
     run_dir.write_text(CSV, curve_csv(rows))
     run_dir.write_bytes(PNG, png)
     return rows
@@ -191,6 +199,7 @@ register_analysis("icl_curve", run, "error vs in-context examples with the basel
 def _points_flag(parser) -> None:
     parser.add_argument("--points", type=int_at_least(1), default=None,
                         help="evaluate at this many points (default: the trained number)")
+    full_flag(parser)
 
 
 def _print_curve(args, run_dir) -> None:

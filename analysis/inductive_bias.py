@@ -27,6 +27,7 @@ from typing import Sequence
 import jax
 import numpy as np
 
+from analysis.budget import full_flag, report_cut, tasks_within, thinned
 from analysis.common import for_capability, main_frame, pairs_of, register_analysis
 from analysis.icl_curve import PREDICTOR_WORDS, baseline_rows, load_run, points_limit
 from analysis.length_gen import judge
@@ -41,19 +42,7 @@ from src.tasks.objectives import objective_of
 
 MODULE = "analysis.inductive_bias"
 LEARNERS = ("least_squares", "averaging", "knn")
-# Each task gives L − block prompts of up to 2L tokens: the analysis reads the first tasks whose
-# prompts hold at most TOKEN_BUDGET tokens, and at least LEAST_TASKS (every study here reads all
-# its tasks: 400 x 11 prompts of 42 tokens; the length study's own config at the laptop size,
-# 101 prompts of 402 tokens a task, would read 1,000 x 40,602 tokens and took over 13 minutes for
-# 100 tasks on 2 cores)
-TOKEN_BUDGET = 2_000_000
-LEAST_TASKS = 32
-
-
-def tasks_within_budget(eval_size: int, prompts: int, length: int) -> int:
-    """Tasks read: all of eval_size where their `prompts` prompts of `length` points each fit
-    TOKEN_BUDGET tokens, else as many as fit, at least LEAST_TASKS."""
-    return min(eval_size, max(LEAST_TASKS, TOKEN_BUDGET // (prompts * 2 * length)))
+AT_EVERY_POINT = ("averaging", "knn")      # cheap at every point: the registry's; least squares solves at the query
 
 
 def block_size(settings) -> int:
@@ -62,29 +51,35 @@ def block_size(settings) -> int:
     return min(2 * dims, points - 2)
 
 
-def prompt_indices(block: int, length: int) -> np.ndarray:
-    """[R, length] point indices, R = length − block: row r is the block, r copies of its last
-    example and the query (point `block`), then the query repeated to `length` points. Every
-    predictor here is causal, so the padding after the query changes nothing at it, and one
-    call with one shape serves every r (one compilation, not one per length)."""
+def prompt_indices(block: int, length: int, copies: Sequence[int] | None = None) -> np.ndarray:
+    """[R, length] point indices, one row for each r of `copies` (default: 0 .. length − block − 1):
+    row r is the block, r copies of its last example and the query (point `block`), then the
+    query repeated to `length` points. Every predictor here is causal, so the padding after the
+    query changes nothing at it, and one call with one shape serves every r (one compilation,
+    not one per length)."""
     rows = []
-    for r in range(length - block):
+    for r in (range(length - block) if copies is None else copies):
         row = duplication_indices(block, r)
         rows.append(np.concatenate([row, np.full(length - len(row), block)]))
     return np.stack(rows)
 
 
-def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> tuple[dict, dict]:
+def query_errors(settings, model, params, state, batch, indices: np.ndarray,
+                 query: np.ndarray | None = None) -> tuple[dict, dict]:
     """({model and each learner: [R] the error at the query of each prompt row (at position
-    block + r of row r), mean over tasks}, {each learner: [R] the mean squared difference
-    between its prediction at the query and the model's}); indices from `prompt_indices`."""
+    query[r] = block + r of row r), mean over tasks}, {each learner: [R] the mean squared
+    difference between its prediction at the query and the model's}); indices from
+    `prompt_indices` (default query: block + r for every r). Least squares solves at the query only
+    (baselines.regression.least_squares_at)."""
+    from baselines.regression import least_squares_at
     from src.batched import in_blocks
     objective = objective_of(settings.task.name)
     tasks, (rows, length) = batch.xs.shape[0], indices.shape
     apply = jax.jit(model.apply)
-    entries = {name: registry("baseline").get(name) for name in LEARNERS}
+    entries = {name: registry("baseline").get(name) for name in AT_EVERY_POINT}
     learners = {name: jax.jit(entry.build(entry.default_options())) for name, entry in entries.items()}
-    query = length - rows + np.arange(rows)          # block + r
+    solve_at_query = jax.jit(least_squares_at)
+    query = length - rows + np.arange(rows) if query is None else np.asarray(query)
 
     def at_queries(task_xs, task_ys):
         """{predictor: ([t, R] prediction at each row's query, [t, R] its error)} of t tasks'
@@ -95,12 +90,15 @@ def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> 
         picked = batch._replace(xs=xs, ys=ys)
         at_query = lambda values: jax.numpy.reshape(values, (count, rows, length))[:, np.arange(rows), query]
         predictions = {"model": apply(params, state, xs, ys), **{n: f(xs, ys) for n, f in learners.items()}}
+        queries = np.tile(query, count)               # each prompt's query point
+        solved = solve_at_query(xs, ys, queries)      # least squares at the queries only, the rest 0
+        predictions["least_squares"] = jax.numpy.zeros_like(ys).at[np.arange(len(queries)), queries].set(solved)
         return {name: (at_query(p), at_query(objective.point_errors(p, picked))) for name, p in predictions.items()}
 
     prompts = min(pairs_of(settings).rows(length, tasks * rows), baseline_rows(length, batch.xs.shape[2], tasks * rows))
     per_block = max(1, prompts // rows)
     found = {name: tuple(np.asarray(a) for a in pair)
-             for name, pair in in_blocks(at_queries, per_block)(batch.xs, batch.ys).items()}
+             for name, pair in in_blocks(at_queries, per_block, "tasks")(batch.xs, batch.ys).items()}
     errors = {name: [float(e) for e in found[name][1].mean(axis=0)] for name in found}
     model_at_query = found["model"][0]
     gaps = {name: [float(g) for g in ((found[name][0] - model_at_query) ** 2).mean(axis=0)]
@@ -109,21 +107,32 @@ def query_errors(settings, model, params, state, batch, indices: np.ndarray) -> 
 
 
 def inductive_bias(settings, model, params, state) -> dict:
-    trained = pairs_of(settings).trained_shape()[0]
+    """The record: errors and prediction gaps at each r read, the verdict and the closest learner.
+    Within the analysis budget (analysis/budget.py): the first tasks whose R prompts fit, at least
+    LEAST_TASKS; where even those do not fit, every k-th r (the first and last kept)."""
+    pairs = pairs_of(settings)
+    trained, eval_size = pairs.trained_shape()[0], settings.train.eval_size
     limit = points_limit(settings)
     longest = trained if limit is None else min(trained, limit)
     block = block_size(settings)
-    batch = pairs_of(settings).prompts(trained)
-    tasks = tasks_within_budget(batch.xs.shape[0], longest - block, longest)
-    errors, gaps = query_errors(settings, model, params, state, batch.first(tasks), prompt_indices(block, longest))
-    rows = {str(r): {name: errors[name][r] for name in errors} for r in range(longest - block)}
-    verdict = judge(settings, model, params, state, batch)
+    batch = pairs.prompts(trained)
+    count, work = longest - block, pairs.prompt_work(longest)
+    tasks = tasks_within(eval_size, count * work)
+    copies = thinned(count, tasks, work)
+    cut = " ".join(filter(None, (report_cut("inductive_bias", tasks, eval_size),
+                                 report_cut("inductive_bias", len(copies), count, "numbers of copies (r = "
+                                            f"{', '.join(map(str, copies[:2]))}, ..., {copies[-1]})", "evenly spaced"))))
+    indices = prompt_indices(block, longest, copies)
+    errors, gaps = query_errors(settings, model, params, state, batch.first(tasks), indices, block + np.asarray(copies))
+    rows = {str(r): {name: errors[name][i] for name in errors} for i, r in enumerate(copies)}
+    verdict = judge(settings, model, params, state, batch.first(tasks_within(eval_size, work)))
     mean_gap = {name: float(np.mean(gaps[name])) for name in LEARNERS}
     return {"position": settings.model.position.name, "mixer": settings.model.mixer_label(),
             "task": settings.task.name, "trained_points": trained, "block": block, "tasks": tasks,
-            "errors": rows, "prediction_gap": {str(r): {n: gaps[n][r] for n in LEARNERS} for r in range(len(rows))},
+            "errors": rows, "prediction_gap": {str(r): {n: gaps[n][i] for n in LEARNERS} for i, r in enumerate(copies)},
             "mean_gap": mean_gap, **verdict,
-            "closest": min(mean_gap, key=mean_gap.get) if verdict["trained_enough"] else None}
+            "closest": min(mean_gap, key=mean_gap.get) if verdict["trained_enough"] else None,
+            **({"eval_tasks": eval_size, "budget": cut} if cut else {})}
 
 
 def figure(out: dict, title: str):
@@ -163,7 +172,7 @@ def _print(args, run_dir: RunDir) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, lambda parser: None, _print, argv)
+    return main_frame(MODULE, __doc__, full_flag, _print, argv)
 
 
 register_analysis("inductive_bias", run, "the model vs least squares, averaging, 3-NN as copies fill the prompt",

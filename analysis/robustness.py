@@ -17,7 +17,9 @@ which attention mechanism stays robust), all at evaluation time on the run's fix
     python -m analysis.robustness --run runs/<exp>
     python -m analysis.robustness --run runs/<exp> --battery
 
-Writes analysis/robustness.json (every run of the family gets it at the end of training). With
+Writes analysis/robustness.json (every run of the family gets it at the end of training; where
+the nine passes over every eval task would exceed the analysis budget, analysis/budget.py, the
+first tasks that fit, recorded as `tasks`, `eval_tasks` and `budget`; `--full`: all). With
 --battery, also every registered evaluation shift (src/tasks/shifts.py) over the grids of
 limits_of_icl's notebook and Garg et al.'s evaluation (battery_grid), each on 1,000 fixed tasks
 at the trained shape, for the model and the least-squares, averaging, 3-NN and (sparse tasks)
@@ -38,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from analysis.budget import full_flag, report_cut, tasks_within
 from analysis.common import for_capability, main_frame, pairs_of, register_analysis, regression_task, settings_with
 from analysis.icl_curve import baseline_rows, load_run, points_limit
 from src import rundir as names
@@ -67,9 +70,15 @@ def _reorder(key, xs, ys, ordering: str):
 
 def robustness(settings, model, params, state) -> dict:
     pairs = pairs_of(settings)
-    batch = pairs.prompts()
+    n, eval_size = pairs.trained_shape()[0], settings.train.eval_size
+    longer, limit = math.ceil(1.5 * n), points_limit(settings)
+    lengthened = limit is None or longer <= limit
+    # eight passes over the tasks at the trained length and one at 1.5x (analysis/budget.py)
+    tasks = tasks_within(eval_size, 8 * pairs.prompt_work(n) + (pairs.prompt_work(longer) if lengthened else 0))
+    cut = report_cut("robustness", tasks, eval_size)
+    batch = pairs.prompts().first(tasks)
     xs, ys, dims = batch.xs, batch.ys, float(batch.dims)
-    n, d = xs.shape[1], int(dims)
+    d = int(dims)
     key = jax.random.key(STRESS_SEED)
     predict = pairs.predictor(model, params, state)      # in blocks of prompts (src/batched.py)
     prediction = predict(xs, ys)
@@ -89,12 +98,10 @@ def robustness(settings, model, params, state) -> dict:
     for ordering in ("random", "easy2hard"):
         ox, oy = _reorder(jax.random.fold_in(key, 3), xs, ys, ordering)
         out[f"order_{ordering}"] = _last_point_error(predict, ox, oy, dims)
-    far = pairs.prompts(alpha=2.0)
+    far = pairs.prompts(alpha=2.0).first(tasks)
     out["ood_alpha2"] = _last_point_error(predict, far.xs, far.ys, float(far.dims))
-    longer = math.ceil(1.5 * n)
-    limit = points_limit(settings)
-    if limit is None or longer <= limit:
-        long = pairs.prompts(longer)
+    if lengthened:
+        long = pairs.prompts(longer).first(tasks)
         out["length_1.5x"] = _last_point_error(pairs.predictor(model, params, state, longer), long.xs, long.ys,
                                                float(long.dims))
         out["length_points"] = longer
@@ -102,6 +109,8 @@ def robustness(settings, model, params, state) -> dict:
         out["length_1.5x"] = None
         out["length_reason"] = (f"{longer} points exceed the learned position table "
                                 f"(n_positions={settings.model.max_tokens // 2})")
+    if cut:
+        out.update(tasks=tasks, eval_tasks=eval_size, budget=cut)
     return out
 
 
@@ -228,6 +237,7 @@ def _print_record(args, run_dir) -> None:
 def _battery_flag(parser) -> None:
     parser.add_argument("--battery", action="store_true",
                         help="also every evaluation shift with the baselines (analysis/shifts.json)")
+    full_flag(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

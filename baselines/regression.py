@@ -38,6 +38,16 @@ def least_squares(xs, ys):
     return jax.vmap(one_task)(xs, ys)
 
 
+def least_squares_at(xs, ys, query):
+    """`least_squares` at one point of each prompt: ŷ [B] at point query [B] (ints) from the pairs
+    before it, one solve a prompt instead of one at every prefix."""
+    def one_task(x, y, q):
+        mask = (jnp.arange(x.shape[0]) < q).astype(x.dtype)
+        w = jnp.linalg.pinv(x * mask[:, None], rtol=1e-6) @ (y * mask)
+        return x[q] @ w
+    return jax.vmap(one_task)(xs, ys, query)
+
+
 def knn(xs, ys, k: int = 3):
     n = xs.shape[1]
     dist = jnp.sum((xs[:, :, None] - xs[:, None, :]) ** 2, axis=-1)      # [B, i, j]

@@ -13,15 +13,33 @@ batch's in float32's last digits: up to 5.4e-7 (about 1e-6 relative) measured on
 here, 0 on the length study's width-64 model in blocks of 64; the baselines gave the same bits
 (tests/test_batched.py states the tolerance, 1e-5 relative).
 
+Inside `shown(label)` (the end-of-run analyses, an analysis's own command) a computation of more
+than one block draws a progress bar on stderr, each block waited for as it ends (the same numbers).
+
 Shapes: R rows (prompts), then whatever each array holds per row.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import sys
 from typing import Callable
 
 import numpy as np
 
 from src import bounds
+
+_SHOWN = contextvars.ContextVar("blocks_shown", default=None)   # the progress bars' label, or None
+
+
+@contextlib.contextmanager
+def shown(label: str):
+    """Inside: every in_blocks computation of more than one block shows a progress bar named `label`."""
+    token = _SHOWN.set(label)
+    try:
+        yield
+    finally:
+        _SHOWN.reset(token)
 
 
 def block_rows(per_row_bytes: int, total_rows: int, budget: int | None = None) -> int:
@@ -32,10 +50,11 @@ def block_rows(per_row_bytes: int, total_rows: int, budget: int | None = None) -
     return max(1, min(total_rows, budget // max(1, per_row_bytes)))
 
 
-def in_blocks(predict: Callable, rows: int) -> Callable:
+def in_blocks(predict: Callable, rows: int, what: str = "prompts") -> Callable:
     """`predict(*arrays)` (each array [R, ...], output [R, ...] or a tuple of such) computed
     `rows` rows at a time and concatenated. The last block is filled up to `rows` with repeats of
-    its own rows (one compiled shape) and the repeats are dropped."""
+    its own rows (one compiled shape) and the repeats are dropped. `what`: the rows, in words, for
+    the progress bar (inside `shown`)."""
     import jax
     import jax.numpy as jnp
 
@@ -43,11 +62,20 @@ def in_blocks(predict: Callable, rows: int) -> Callable:
         total = arrays[0].shape[0]
         if total <= rows:
             return predict(*arrays)
-        parts = []
+        label, parts = _SHOWN.get(), []
+        bar = None
+        if label is not None:
+            from tqdm import tqdm
+            bar = tqdm(total=total, desc=f"{label}: {what}", leave=False, file=sys.stderr, dynamic_ncols=True)
         for start in range(0, total, rows):
             count = min(rows, total - start)
             index = start + np.arange(rows) % count
             block = predict(*(a[index] if count < rows else a[start:start + rows] for a in arrays))
             parts.append(jax.tree_util.tree_map(lambda x: x[:count], block))
+            if bar is not None:
+                jax.block_until_ready(parts[-1])
+                bar.update(count)
+        if bar is not None:
+            bar.close()
         return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *parts)
     return blocked

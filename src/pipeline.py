@@ -11,6 +11,7 @@ is this run's (src/checkpoint.py); otherwise nothing is touched.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -21,6 +22,7 @@ import jax
 import numpy as np
 
 from src import checkpoint, tracking
+from src.batched import shown
 from src.files import JsonlLogger, to_jsonable
 from src.loop import LoopResult, Progress, train
 from src.provenance import run_record
@@ -233,7 +235,8 @@ def _write_outputs(run: RunDir, settings: Settings, trainer: SystemTrainer, resu
             hint = " (--skip_analysis leaves the analyses out)" if i == 1 else ""
             print(f"{trainer.label}: analysis {i}/{len(entries)} {entry.name} ...{hint}", file=sys.stderr, flush=True)
         began = time.perf_counter()
-        entry.build(None).run(run)
+        with shown(f"{trainer.label}: {entry.name}") if progress else contextlib.nullcontext():
+            entry.build(None).run(run)       # a bar for each computation of several blocks (src/batched.py)
         if progress:
             print(f"{trainer.label}: analysis {entry.name} done in {time.perf_counter() - began:.1f} s",
                   file=sys.stderr, flush=True)

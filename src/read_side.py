@@ -78,6 +78,11 @@ class PredictsPairs(Capability):
         """Bytes of a batch of `tasks` prompts."""
         raise NotImplementedError
 
+    def prompt_work(self, n_points: int | None = None) -> int:
+        """Operations of one prompt's forward pass at n_points (default: the trained number), by
+        src.bounds.forward_work: what analyses budget (analysis/budget.py)."""
+        raise NotImplementedError
+
     def points_limit(self) -> int | None:
         """The most points the model's position encoding can index, or None (no limit)."""
         raise NotImplementedError

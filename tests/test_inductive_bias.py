@@ -3,6 +3,7 @@
 least squares, one that is averaging, one that predicts zero."""
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -79,3 +80,14 @@ def test_boolean_tasks_are_judged_against_the_majority_label():
     assert majority["constant_error"] == pytest.approx(min(np.mean(labels > 0), np.mean(labels < 0)))
     assert not majority["trained_enough"]
     assert judge(settings, stand_in(lambda xs, ys: ys), None, None, batch)["trained_enough"]
+
+
+def test_least_squares_at_the_query_is_least_squares_at_every_prefix_read_there():
+    """The inductive bias solves least squares at each prompt's query only: the same prediction as
+    the every-prefix baseline's at that point (float32 rounding apart)."""
+    from baselines.regression import least_squares, least_squares_at
+    key_x, key_y = jax.random.split(jax.random.key(3))
+    xs, ys = jax.random.normal(key_x, (6, 14, 4)), jax.random.normal(key_y, (6, 14))
+    query = np.array([0, 1, 3, 4, 9, 13])
+    every = np.asarray(least_squares(xs, ys))[np.arange(6), query]
+    np.testing.assert_allclose(np.asarray(least_squares_at(xs, ys, query)), every, rtol=1e-5, atol=1e-6)

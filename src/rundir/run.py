@@ -220,6 +220,7 @@ class RunDir:
         naming config.json and the bad key when they do not load or do not validate (a hostile
         config.json never reaches the work), WrongSystem when `systems` are given and the run's
         is not one of them."""
+        from src.bounds import reading_a_run
         from src.settings import SettingsError, UnknownEntry
         from src.systems import SYSTEMS, settings_from_record, system_name
         raw = self.load_config()["settings"]     # CorruptArtifact when unreadable
@@ -231,7 +232,8 @@ class RunDir:
             raise WrongSystem(f"{self.path} is a run of system {name!r}; accepted: a run of "
                               f"{' or '.join(map(repr, systems))}")
         try:
-            return settings_from_record(raw)
+            with reading_a_run():     # trained already: its evaluation's memory is checked, not training's
+                return settings_from_record(raw)
         except UnknownEntry as err:
             raise code_missing(self.file(CONFIG), err) from None
         except SettingsError as err:

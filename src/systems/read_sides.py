@@ -16,7 +16,7 @@ import dataclasses
 import jax
 
 from src.batched import block_rows, in_blocks
-from src.bounds import forward_bytes
+from src.bounds import forward_bytes, forward_work
 from src.eval_set import draw_tasks, make_eval_set
 from src.models.attention_only import build_model
 from src.models.layouts import make_tokens
@@ -36,6 +36,11 @@ class SequencePairs(PredictsPairs, AnswersPairPrompts):
     """What the one sequence family's pair models share (gpt2; lm on its pair tasks)."""
     def prompt_bytes(self, tasks, n_points, n_dims) -> int:
         return gpt2.prompt_bytes(tasks, n_points, n_dims)
+
+    def prompt_work(self, n_points=None) -> int:
+        m = self.settings.model
+        return forward_work(tokens=2 * (n_points or self.trained_shape()[0]), width=m.width, layers=m.n_layer,
+                            heads=m.n_head)
 
     def points_limit(self) -> int | None:
         tokens = self.settings.model.encoding().max_tokens()
