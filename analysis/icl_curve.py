@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.budget import full_flag, report_cut, solve_work, tasks_within
+from analysis.budget import budget, full_flag, report_cut, solve_work, tasks_within
 from analysis.common import AnalysisError, for_capability, main_frame, pairs_of, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
@@ -180,7 +180,7 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     pairs = pairs_of(settings)
     (trained, dims), eval_size = pairs.trained_shape(), settings.train.eval_size
     points = n_points or trained
-    tasks = tasks_within(eval_size, pairs.prompt_work(points), solve_work(points, dims))
+    tasks = tasks_within(eval_size, pairs.prompt_work(points) + solve_work(points, dims), budget(pairs))
     cut = report_cut("icl_curve", tasks, eval_size)
     check_memory_for(settings, points, tasks, "the ICL curve")
     rows = summarise(curves(settings, model, params, state, n_points, pairs.prompts(n_points).first(tasks)))

@@ -27,7 +27,7 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from analysis.budget import full_flag, report_cut, tasks_within, thinned
+from analysis.budget import budget, full_flag, report_cut, tasks_within, thinned
 from analysis.common import for_capability, main_frame, pairs_of, register_analysis
 from analysis.icl_curve import PREDICTOR_WORDS, baseline_rows, load_run, points_limit
 from analysis.length_gen import judge
@@ -116,16 +116,16 @@ def inductive_bias(settings, model, params, state) -> dict:
     longest = trained if limit is None else min(trained, limit)
     block = block_size(settings)
     batch = pairs.prompts(trained)
-    count, work = longest - block, pairs.prompt_work(longest)
-    tasks = tasks_within(eval_size, count * work)
-    copies = thinned(count, tasks, work)
+    count, work, allowed = longest - block, pairs.prompt_work(longest), budget(pairs)
+    tasks = tasks_within(eval_size, count * work, allowed)
+    copies = thinned(count, tasks, work, allowed)
     cut = " ".join(filter(None, (report_cut("inductive_bias", tasks, eval_size),
                                  report_cut("inductive_bias", len(copies), count, "numbers of copies (r = "
                                             f"{', '.join(map(str, copies[:2]))}, ..., {copies[-1]})", "evenly spaced"))))
     indices = prompt_indices(block, longest, copies)
     errors, gaps = query_errors(settings, model, params, state, batch.first(tasks), indices, block + np.asarray(copies))
     rows = {str(r): {name: errors[name][i] for name in errors} for i, r in enumerate(copies)}
-    verdict = judge(settings, model, params, state, batch.first(tasks_within(eval_size, work)))
+    verdict = judge(settings, model, params, state, batch.first(tasks_within(eval_size, work, allowed)))
     mean_gap = {name: float(np.mean(gaps[name])) for name in LEARNERS}
     return {"position": settings.model.position.name, "mixer": settings.model.mixer_label(),
             "task": settings.task.name, "trained_points": trained, "block": block, "tasks": tasks,

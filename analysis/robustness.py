@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.budget import full_flag, report_cut, tasks_within
+from analysis.budget import budget, full_flag, report_cut, tasks_within
 from analysis.common import for_capability, main_frame, pairs_of, register_analysis, regression_task, settings_with
 from analysis.icl_curve import baseline_rows, load_run, points_limit
 from src import rundir as names
@@ -74,7 +74,8 @@ def robustness(settings, model, params, state) -> dict:
     longer, limit = math.ceil(1.5 * n), points_limit(settings)
     lengthened = limit is None or longer <= limit
     # eight passes over the tasks at the trained length and one at 1.5x (analysis/budget.py)
-    tasks = tasks_within(eval_size, 8 * pairs.prompt_work(n) + (pairs.prompt_work(longer) if lengthened else 0))
+    tasks = tasks_within(eval_size, 8 * pairs.prompt_work(n) + (pairs.prompt_work(longer) if lengthened else 0),
+                         budget(pairs))
     cut = report_cut("robustness", tasks, eval_size)
     batch = pairs.prompts().first(tasks)
     xs, ys, dims = batch.xs, batch.ys, float(batch.dims)

@@ -83,6 +83,11 @@ class PredictsPairs(Capability):
         src.bounds.forward_work: what analyses budget (analysis/budget.py)."""
         raise NotImplementedError
 
+    def training_work(self) -> int:
+        """Operations the run's training spent by the same estimate: every step's batch forward and
+        backward (three forward passes' worth) and every log point's evaluation of the eval set."""
+        raise NotImplementedError
+
     def points_limit(self) -> int | None:
         """The most points the model's position encoding can index, or None (no limit)."""
         raise NotImplementedError

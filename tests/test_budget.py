@@ -20,22 +20,34 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_task_where_it_is_cheap_the_first_that_fit_else_never_fewer_than_the_floor():
-    assert budget.tasks_within(1000, model_work=10**6) == 1000
-    assert budget.tasks_within(1000, model_work=budget.MODEL_WORK // 100) == 100
-    assert budget.tasks_within(1000, model_work=budget.MODEL_WORK) == budget.LEAST_TASKS
-    assert budget.tasks_within(1000, model_work=1, solve_work=budget.SOLVE_WORK // 50) == 50
-    assert budget.tasks_within(5, model_work=budget.MODEL_WORK) == 5
+    allowed = 10**9
+    assert budget.tasks_within(1000, 10**6, allowed) == 1000
+    assert budget.tasks_within(1000, allowed // 100, allowed) == 100
+    assert budget.tasks_within(1000, allowed, allowed) == budget.LEAST_TASKS
+    assert budget.tasks_within(5, allowed, allowed) == 5
     with budget.full():
-        assert budget.tasks_within(1000, model_work=budget.MODEL_WORK) == 1000
+        assert budget.tasks_within(1000, allowed, allowed) == 1000
+
+
+def test_the_budget_is_a_share_of_the_runs_training_never_below_the_floor():
+    class Side:
+        def __init__(self, work):
+            self.work = work
+
+        def training_work(self):
+            return self.work
+    assert budget.budget(Side(0)) == budget.FLOOR
+    assert budget.budget(Side(10**15)) == int(budget.SHARE * 10**15)
 
 
 def test_thinned_variants_keep_the_first_and_the_last():
-    assert budget.thinned(101, 8, 1) == list(range(101))
-    kept = budget.thinned(101, 8, budget.MODEL_WORK // 160)       # 20 prompts a task fit
+    allowed = 160 * 10**6
+    assert budget.thinned(101, 8, 1, allowed) == list(range(101))
+    kept = budget.thinned(101, 8, 10**6, allowed)             # 20 prompts a task fit
     assert kept[0] == 0 and kept[-1] == 100 and 15 <= len(kept) <= 21
-    assert len(set(np.diff(kept[:-1]))) == 1                         # evenly spaced
+    assert len(set(np.diff(kept[:-1]))) == 1                  # evenly spaced
     with budget.full():
-        assert budget.thinned(101, 8, budget.MODEL_WORK) == list(range(101))
+        assert budget.thinned(101, 8, allowed, allowed) == list(range(101))
 
 
 def test_a_bar_for_several_blocks_and_the_same_numbers(capsys):
@@ -64,7 +76,8 @@ def test_over_budget_the_analyses_read_the_first_tasks_and_say_so(small_run, mon
     assert robustness.main(["--run", str(small_run)]) == 0
     full = json.loads((small_run / names.ROBUSTNESS).read_text())
     assert "budget" not in full                                  # cheap: every task, as before
-    monkeypatch.setattr(budget, "MODEL_WORK", 1)                 # nothing fits: the floor of 8 tasks
+    monkeypatch.setattr(budget, "FLOOR", 1)                       # nothing fits: the floor of 8 tasks
+    monkeypatch.setattr(budget, "SHARE", 0.0)
     capsys.readouterr()
     assert robustness.main(["--run", str(small_run)]) == 0
     cut = json.loads((small_run / names.ROBUSTNESS).read_text())

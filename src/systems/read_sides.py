@@ -42,6 +42,10 @@ class SequencePairs(PredictsPairs, AnswersPairPrompts):
         return forward_work(tokens=2 * (n_points or self.trained_shape()[0]), width=m.width, layers=m.n_layer,
                             heads=m.n_head)
 
+    def training_work(self) -> int:
+        tr = self.settings.train
+        return self.prompt_work() * (3 * tr.steps * tr.batch_size + (tr.steps // tr.log_every + 1) * tr.eval_size)
+
     def points_limit(self) -> int | None:
         tokens = self.settings.model.encoding().max_tokens()
         return None if tokens is None else tokens // 2
