@@ -1,8 +1,8 @@
 """Inductive bias of a run that predicts pairs (`gpt2`; `lm` on its pair tasks) (Lin et al. AAAI 2025 §5, their `baseline_all_dup.png`):
 as copies of one example fill the prompt, which learner does the model behave like?
 
-The prompt is a block of 2d distinct examples (fewer if the trained length L cannot hold
-them: min(2d, L − 2)), then the block's last example repeated r = 0, 1, … times up to L − 1
+The prompt is a block of 2d distinct examples (fewer where the trained length L leaves too little
+room for copies: min(2d, L − 2, max(d, ⌊L/2⌋))), then the block's last example repeated r = 0, 1, … times up to L − 1
 examples, then the query. At each r the error at the query of the model and of three learners
 given the same prompt: least squares (unmoved by copies of a consistent example), averaging
 (ŵ = mean y_j x_j: pulled towards the copied example) and 3-NN (the copies crowd out the other
@@ -46,9 +46,11 @@ AT_EVERY_POINT = ("averaging", "knn")      # cheap at every point: the registry'
 
 
 def block_size(settings) -> int:
-    """The informative examples before the copies: min(2d, L − 2)."""
+    """The informative examples before the copies: min(2d, L − 2, max(d, ⌊L/2⌋)): Lin et al.'s
+    2d where the trained length L leaves room for copies; where it does not (L = 11 at d = 5: 2d
+    would leave 2 numbers of copies), half the prompt, at least d examples."""
     points, dims = pairs_of(settings).trained_shape()
-    return min(2 * dims, points - 2)
+    return min(2 * dims, points - 2, max(dims, points // 2))
 
 
 def prompt_indices(block: int, length: int, copies: Sequence[int] | None = None) -> np.ndarray:

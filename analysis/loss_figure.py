@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from analysis.common import AnalysisError, main_frame, register_analysis
-from plots.style import new_figure, png_bytes
+from plots.style import log_scale, new_figure, png_bytes
 from src.rundir import RunDir, names
 
 MODULE = "analysis.loss_figure"
@@ -30,7 +30,7 @@ def figure(losses: dict[str, np.ndarray], unit: str, title: str, marks: Sequence
         ax.plot(np.arange(1, len(values) + 1), values, lw=1.2 if i == 0 else 0.9, label=label)
     for i, step in enumerate(marks):
         ax.axvline(step, color="0.5", ls="--", lw=0.6, label="curriculum step boundary" if i == 0 else None)
-    ax.set_yscale("log")
+    log_scale(ax)
     ax.set_xlabel(f"training {unit}")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)

@@ -36,10 +36,22 @@ def new_figure(width: float, height: float, constrained: bool = False) -> Figure
 CHECK_FIGURES = "WORKBENCH_CHECK_FIGURES"      # =1: png_bytes refuses a figure with a problem
 
 
+def log_scale(ax, axis: str = "y") -> None:
+    """A logarithmic `axis` ("x" or "y") whose ticks read as plain numbers (2, 3, 0.5, 10) where
+    its range spans less than two decades, not matplotlib's 2×10⁰; wider ranges keep 10ⁿ."""
+    from matplotlib.ticker import LogFormatter
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    if low > 0 and high / low < 100:
+        target = ax.yaxis if axis == "y" else ax.xaxis
+        target.set_major_formatter(LogFormatter(labelOnlyBase=False))
+        target.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
 def figure_problems(figure: Figure) -> list[str]:
     """What a reader would miss in `figure`, drawn: no title (a suptitle, or a title on every
-    visible panel), a visible panel with data but no x or y label, and any text (titles, labels,
-    tick labels, legends) falling outside the canvas."""
+    visible panel), a visible panel with data but no x or y label, tick labels written a×10ⁿ,
+    and any text (titles, labels, tick labels, legends) falling outside the canvas."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     agg = FigureCanvasAgg(figure)
     agg.draw()                               # lays out the text, constrained layouts included
@@ -58,6 +70,10 @@ def figure_problems(figure: Figure) -> list[str]:
             problems.append(f"{name}: no x label")
         if has_data and not ax.get_ylabel().strip() and not ax.images:
             problems.append(f"{name}: no y label")
+        ticks = [t.get_text() for axis in (ax.xaxis, ax.yaxis) for minor in (False, True)
+                 for t in axis.get_ticklabels(minor=minor)]
+        if any("\\times10" in t for t in ticks):
+            problems.append(f"{name}: tick labels like 2×10⁰ (plots.style.log_scale writes plain numbers)")
     parts = [(name, ax.get_tightbbox(renderer)) for name, ax in zip(names, visible)]
     texts = [*figure.texts, *([figure._suptitle] if figure._suptitle is not None else [])]
     parts += [(f"text {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in texts

@@ -125,3 +125,18 @@ def test_a_clean_run_draws_no_comparison_with_corrupted_pairs():
     ax = fig.axes[0]
     assert "AUROC" not in ax.get_title() and "nothing to compare" in ax.get_title()
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["clean pairs (n=80)"]
+
+
+def test_a_narrow_log_axis_reads_as_plain_numbers_and_the_check_finds_one_that_does_not():
+    from analysis import loss_figure
+    losses = {"loss": np.linspace(5.0, 1.5, 300)}               # less than a decade: 2, 3, 4 ... labelled
+    fig = loss_figure.figure(losses, "step", "a run", [], "loss")
+    assert figure_problems(fig) == []
+    labels = [t.get_text() for t in fig.axes[0].yaxis.get_ticklabels(minor=True) if t.get_text()]
+    assert labels and all("times" not in t for t in labels), labels
+    raw = new_figure(4, 3, constrained=True)
+    ax = raw.add_subplot(1, 1, 1)
+    ax.plot(losses["loss"])
+    ax.set_yscale("log")
+    ax.set(title="t", xlabel="step", ylabel="loss")
+    assert any("2×10⁰" in p for p in figure_problems(raw))

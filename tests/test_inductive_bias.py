@@ -91,3 +91,10 @@ def test_least_squares_at_the_query_is_least_squares_at_every_prefix_read_there(
     query = np.array([0, 1, 3, 4, 9, 13])
     every = np.asarray(least_squares(xs, ys))[np.arange(6), query]
     np.testing.assert_allclose(np.asarray(least_squares_at(xs, ys, query)), every, rtol=1e-5, atol=1e-6)
+
+
+def test_the_block_is_2d_where_copies_have_room_else_half_the_prompt():
+    assert block_size(settings_for(d=3, points=12)) == 6                  # 2d
+    assert block_size(settings_for(d=5, points=21)) == 10                 # the length study: 2d
+    assert block_size(settings_for(d=5, points=11)) == 5                  # limits_of_icl's: 6 numbers of copies, not 2
+    assert block_size(settings_for(d=20, points=41)) == 20
