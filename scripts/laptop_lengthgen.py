@@ -1,7 +1,7 @@
 """The length study's own config as its users type it, at the laptop size the docs give, timed:
-training (runners.train, its analyses included) and the eval.sh equivalent
-(analysis.length_gen --factor 8), each in its own process, with its wall time and peak resident
-memory. Writes report/measurements/lengthgen_laptop.json (the commit, machine and date beside the
+training (runners.train, its analyses included), the eval.sh equivalent (analysis.length_gen
+--factor 8) and the config at width 32 for 3 steps (16 layers: what a newcomer tries first), each in
+its own process, with its wall time, peak resident memory and exit status. Writes report/measurements/lengthgen_laptop.json (the commit, machine and date beside the
 figures); docs/length_generalisation.md and the README quote it (tests/test_docs_measurements.py).
 
     python -m scripts.laptop_lengthgen [--out runs/laptop_lengthgen] [--overwrite]     (make lengthgen_laptop)
@@ -22,10 +22,13 @@ CONFIG = "configs/lengthgen/tasks/linear_regression/alibi.yaml"
 LAPTOP = ("model.hidden_size=64", "model.num_hidden_layers=2", "training.max_steps=200", "training.eval_size=100")
 # the eval.sh equivalent reads the first 64 of them (its original evaluates 1,280 in batches of 64)
 EVAL_TASKS = 64
+# the config as a newcomer first tries it: 16 layers at width 32 for 3 steps (its analyses within
+# their budget, analysis/budget.py; on a machine with too little memory, refused in one line)
+TYPED = ("model.hidden_size=32", "training.max_steps=3")
 
 
-def train_command(out: str, overwrite: bool) -> list[str]:
-    sets = [part for value in LAPTOP for part in ("--set", value)]
+def train_command(out: str, overwrite: bool, size: tuple[str, ...] = LAPTOP) -> list[str]:
+    sets = [part for value in size for part in ("--set", value)]
     return ["-m", "runners.train", CONFIG, *sets, "--out", out, *(["--overwrite"] if overwrite else [])]
 
 
@@ -51,7 +54,9 @@ def main(argv=None) -> int:
         return 1
     summary = json.loads((ROOT / args.out / "metrics_summary.json").read_text())
     record["train"]["train_seconds"] = summary.get("train_seconds")
+    record["train"]["analyses_seconds"] = round(record["train"]["seconds"] - summary.get("train_seconds", 0), 1)
     record["train"]["eval_error_last"] = summary.get("eval_error_last")
+    record["typed"] = timed(train_command(args.out + "_typed", True, TYPED))
     record["eval"] = timed(eval_command(args.out))
     length = json.loads((ROOT / args.out / "analysis" / "length_gen.json").read_text())
     record["eval"].update({"eval_tasks": length.get("eval_tasks"), "evaluated_points": length.get("evaluated_points")})
