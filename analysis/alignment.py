@@ -20,9 +20,8 @@ command writes it.
 from __future__ import annotations
 
 import sys
-from typing import Sequence
 
-from analysis.common import (AnalysisError, for_capability, main_frame, pairs_of,
+from analysis.common import (AnalysisError, for_capability, analysis_command, pairs_of,
                              register_analysis, regression_task, tuned_eta)
 from src.read_side import PredictsPairs, ScoredAgainstGD, has, read_side, systems_with
 from src.rundir import names
@@ -142,8 +141,7 @@ def _report(args, run_dir) -> None:
           f" -> {run_dir.file(names.ALIGNMENT)}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, _eta_flag, _report, argv)
+main = analysis_command(MODULE, __doc__, _eta_flag, _report)
 
 
 if __name__ == "__main__":

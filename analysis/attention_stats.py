@@ -21,12 +21,12 @@ and analysis/attention_stats.png (score histograms per layer/head, AUROC in the 
 from __future__ import annotations
 
 import sys
-from typing import Mapping, NamedTuple, Sequence
+from typing import Mapping, NamedTuple
 
 import numpy as np
 
 from src.models.layouts import layout_of
-from analysis.common import AnalysisError, for_capability, main_frame, register_analysis, settings_with
+from analysis.common import AnalysisError, analysis_command, for_capability, register_analysis, settings_with
 from src.read_side import ExposesAttention
 from plots.style import new_figure, png_bytes, wrapped_title
 from src.rundir import names
@@ -211,8 +211,7 @@ def _print_auroc(args, run_dir) -> None:
     print(f"-> {run_dir.file(names.ATTENTION_STATS)}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, lambda parser: None, _print_auroc, argv)
+main = analysis_command(MODULE, __doc__, lambda parser: None, _print_auroc)
 
 
 if __name__ == "__main__":

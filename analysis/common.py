@@ -144,6 +144,14 @@ def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser
     return diverged_note(parser.prog, RunDir(args.run)) if code == 0 else code
 
 
+def analysis_command(module: str, description: str, add_flags: Callable[[OneLineParser], None],
+                     work: Callable[[argparse.Namespace, RunDir], None]) -> Callable[..., int]:
+    """An analysis's `main(argv=None) -> exit code`: `main_frame` with these."""
+    def main(argv: Sequence[str] | None = None) -> int:
+        return main_frame(module, description, add_flags, work, argv)
+    return main
+
+
 def finished(run: RunDir) -> RunDir:
     """`run`, when it finished (its metrics_summary.json is written last, after its parameters):
     MissingArtifact (one line) for a run still training, stopped or killed before its end."""

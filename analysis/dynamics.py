@@ -32,11 +32,10 @@ singular values of every head's W_KQ over training).
 from __future__ import annotations
 
 import sys
-from typing import Sequence
 
 import numpy as np
 
-from analysis.common import AnalysisError, for_capability, main_frame, register_analysis, settings_with
+from analysis.common import AnalysisError, analysis_command, for_capability, register_analysis, settings_with
 from src.read_side import TracksDynamics
 from plots.style import new_figure, png_bytes
 from src import rundir as names
@@ -243,8 +242,7 @@ def _print_staircase(args, run_dir) -> None:
     print(f"-> {run_dir.file(names.DYNAMICS_JSON)}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, lambda parser: None, _print_staircase, argv)
+main = analysis_command(MODULE, __doc__, lambda parser: None, _print_staircase)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,11 @@ Writes analysis/icl_curve.csv (predictor, n_examples, mean, ci95) and analysis/i
 from __future__ import annotations
 
 import sys
-from typing import Sequence
 
 import numpy as np
 
 from analysis.budget import budget, full_flag, report_cut, solve_work, tasks_within
-from analysis.common import AnalysisError, for_capability, main_frame, pairs_of, register_analysis
+from analysis.common import AnalysisError, analysis_command, for_capability, pairs_of, register_analysis
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.flags import int_at_least
@@ -212,8 +211,7 @@ def _print_curve(args, run_dir) -> None:
     print(f"-> {run_dir.file(CSV)}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, _points_flag, _print_curve, argv)
+main = analysis_command(MODULE, __doc__, _points_flag, _print_curve)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 from analysis.budget import budget, full_flag, report_cut, tasks_within, thinned
-from analysis.common import for_capability, main_frame, pairs_of, register_analysis
+from analysis.common import analysis_command, for_capability, pairs_of, register_analysis
 from analysis.icl_curve import PREDICTOR_WORDS, baseline_rows, load_run, points_limit
 from analysis.length_gen import judge
 from analysis.prompt_tests import duplication_indices
@@ -173,8 +173,7 @@ def _print(args, run_dir: RunDir) -> None:
     print(f"-> {run_dir.file(names.INDUCTIVE_BIAS_PNG)}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, full_flag, _print, argv)
+main = analysis_command(MODULE, __doc__, full_flag, _print)
 
 
 register_analysis("inductive_bias", run, "the model vs least squares, averaging, 3-NN as copies fill the prompt",

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Sequence
 
-from analysis.common import main_frame, on_request, pairs_of, register_analysis
+from analysis.common import analysis_command, on_request, pairs_of, register_analysis
 from analysis.icl_curve import check_memory_for, curve_csv, curves, figure, load_run, points_limit, summarise
 from plots.style import png_bytes
 from src import rundir as names
@@ -120,6 +119,10 @@ def run(run_dir: RunDir, factor: int = 8, eval_size: int | None = None, announce
     return summary
 
 
+register_analysis("length_gen", run, "error beyond the trained length, by multiple of it (Lin et al., AAAI 2025; on request)",
+                  on_request, files=[names.LENGTH_GEN_CSV, names.LENGTH_GEN_JSON, names.LENGTH_GEN_PNG])
+
+
 def _flags(parser) -> None:
     parser.add_argument("--factor", type=int_at_least(1, 64), default=8,
                         help="evaluate out to this multiple of the trained number of points")
@@ -134,22 +137,18 @@ def _print(args, run_dir: RunDir) -> None:
           f"{summary['in_distribution_error']:.3f} at n = {summary['trained_points'] - 1}")
     if not summary["trained_enough"]:
         print(f"  {summary['verdict']}")
+    if summary["reason"]:
+        print(f"  curve stopped at {summary['stopped_at']} points: {summary['reason']}")
     for m, cell in summary["multiples"].items():
         judged = "" if cell is None or cell["within_2x"] is None else \
             f" ({'within' if cell['within_2x'] else 'beyond'} 2x)"
         print(f"  {m}x: " + ("not evaluated" if cell is None else
                              f"{cell['error']:.3f} at n = {cell['n_examples']}{judged}"))
-    if summary["reason"]:
-        print(f"  curve stopped at {summary['stopped_at']} points: {summary['reason']}")
     print(f"-> {run_dir.file(names.LENGTH_GEN_PNG)}")
 
 
-register_analysis("length_gen", run, "error beyond the trained length, by multiple of it (Lin et al., AAAI 2025; on request)",
-                  on_request, files=[names.LENGTH_GEN_CSV, names.LENGTH_GEN_JSON, names.LENGTH_GEN_PNG])
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, _flags, _print, argv)
+main = analysis_command(MODULE, __doc__, _flags, _print)
 
 
 if __name__ == "__main__":

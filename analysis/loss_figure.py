@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.common import AnalysisError, main_frame, register_analysis
+from analysis.common import AnalysisError, analysis_command, register_analysis
 from plots.style import log_scale, new_figure, png_bytes
 from src.rundir import RunDir, names
 
@@ -64,9 +64,8 @@ register_analysis("loss_figure", run, "the training loss over steps (gpt2; dynam
                   lambda settings: [settings.loss_figure_file()], files=[names.LOSS_PNG, f"{names.FIGS}/*_loss.png"])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, lambda parser: None,
-                      lambda args, run_dir: print(f"-> {run_dir.file(run(run_dir))}"), argv)
+main = analysis_command(MODULE, __doc__, lambda parser: None,
+                      lambda args, run_dir: print(f"-> {run_dir.file(run(run_dir))}"))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import math
 import sys
 from typing import Sequence
 
-from analysis.common import for_capability, load_run, main_frame, register_analysis, tuned_eta
+from analysis.common import analysis_command, for_capability, load_run, register_analysis, tuned_eta
 from src.read_side import ScoredAgainstGD
 from src.rundir import names
 from src.flags import positive_number
@@ -92,8 +92,7 @@ def _print_table(args, run_dir) -> None:
     print(f"-> {run_dir.file(names.OOD)}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, _alphas_flag, _print_table, argv)
+main = analysis_command(MODULE, __doc__, _alphas_flag, _print_table)
 
 
 if __name__ == "__main__":

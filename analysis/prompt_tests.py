@@ -20,11 +20,10 @@ Glossary: B eval tasks, n points of a prompt, d input dimension.
 from __future__ import annotations
 
 import sys
-from typing import Sequence
 
 import numpy as np
 
-from analysis.common import main_frame, on_request, pairs_of, register_analysis
+from analysis.common import analysis_command, on_request, pairs_of, register_analysis
 from analysis.icl_curve import load_run, points_limit
 from plots.style import new_figure, png_bytes
 from src import rundir as names
@@ -119,6 +118,8 @@ def run(run_dir: RunDir, factor: int = 4) -> dict:
     return out
 
 
+
+
 def _flags(parser) -> None:
     parser.add_argument("--factor", type=int_at_least(1, 64), default=4,
                         help="the serial-position test also at this multiple of the trained points")
@@ -136,12 +137,12 @@ def _print(args, run_dir: RunDir) -> None:
     print(f"-> {run_dir.file(names.SERIAL_POSITION_PNG)}")
 
 
+
 register_analysis("prompt_tests", run, "duplicated and lost-in-the-middle prompts (Lin et al.; on request)",
                   on_request, files=[names.PROMPT_TESTS_JSON, names.DUPLICATION_PNG, names.SERIAL_POSITION_PNG])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, _flags, _print, argv)
+main = analysis_command(MODULE, __doc__, _flags, _print)
 
 
 if __name__ == "__main__":

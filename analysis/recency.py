@@ -18,13 +18,12 @@ Glossary: L layers, B eval tasks, H heads, T tokens (2 × points).
 from __future__ import annotations
 
 import sys
-from typing import Sequence
 
 import haiku as hk
 import jax
 import numpy as np
 
-from analysis.common import AnalysisError, main_frame, on_request, pairs_of, register_analysis
+from analysis.common import AnalysisError, analysis_command, on_request, pairs_of, register_analysis
 from analysis.icl_curve import load_run, points_limit
 from plots.style import new_figure, png_bytes
 from src import rundir as names
@@ -110,6 +109,10 @@ def run(run_dir: RunDir, factor: int = 4, bins: int = 10) -> dict:
     return out
 
 
+register_analysis("recency", run, "where the prediction token's attention falls, by relative position (Lin et al.; on request)",
+                  on_request, files=[names.RECENCY_CSV, names.RECENCY_JSON, names.RECENCY_PNG])
+
+
 def figure(summary: dict, title: str):
     cells = {p: c for p, c in summary["lengths"].items() if "profile" in c}
     layers = len(next(iter(cells.values()))["profile"])
@@ -149,12 +152,8 @@ def _print(args, run_dir: RunDir) -> None:
     print(f"-> {run_dir.file(names.RECENCY_PNG)}")
 
 
-register_analysis("recency", run, "where the prediction token's attention falls, by relative position (Lin et al.; on request)",
-                  on_request, files=[names.RECENCY_CSV, names.RECENCY_JSON, names.RECENCY_PNG])
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame(MODULE, __doc__, _flags, _print, argv)
+main = analysis_command(MODULE, __doc__, _flags, _print)
 
 
 if __name__ == "__main__":

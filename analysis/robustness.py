@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from analysis.budget import budget, full_flag, report_cut, tasks_within
-from analysis.common import for_capability, main_frame, pairs_of, register_analysis, regression_task, settings_with
+from analysis.common import analysis_command, for_capability, pairs_of, register_analysis, regression_task, settings_with
 from analysis.icl_curve import baseline_rows, load_run, points_limit
 from src import rundir as names
 from src.config import CurriculumConfig
@@ -241,8 +240,7 @@ def _battery_flag(parser) -> None:
     full_flag(parser)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return main_frame("analysis.robustness", __doc__, _battery_flag, _print_record, argv)
+main = analysis_command("analysis.robustness", __doc__, _battery_flag, _print_record)
 
 
 if __name__ == "__main__":

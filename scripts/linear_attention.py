@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.mechanisms_report import write_report
-from src.flags import UsageError, fail
 from src.process import guarded
 from src.formats.limits_of_icl import read_config
 from src import rundir as names
 from src.jobs.engine import Job, plan
 from src.stats import format_pm, over_seeds
-from src.jobs.study import finish_study, study_dirs, study_parser
+from src.jobs.study import finish_study, parse_study, study_parser
 from src.registry import choice
 from scripts.mechanisms import QUICK, SEEDS, MechanismJob
 
@@ -137,13 +136,8 @@ def against_gd(results: dict) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     parser = study_parser(PROG, __doc__, "150 steps, seed 0 (a smoke test)")
-    args = parser.parse_args(argv)
-    try:
-        runs_dir, report_dir = study_dirs(args, "linear_attention")
-    except UsageError as err:
-        return fail(PROG, err)
+    argv, args, runs_dir, report_dir = parse_study(parser, argv, "linear_attention")
     seeds = SEEDS[:1] if args.quick else SEEDS
     def report(jobs, report_dir, **kw):
         return write_report(jobs, report_dir, title=TITLE, report="LINEAR_ATTENTION.md",

@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.robustness_report import write_report
-from src.flags import UsageError, fail
 from src.process import guarded
 from src.config import CurriculumConfig
 from src.jobs.engine import Job, plan
-from src.jobs.study import finish_study, study_dirs, study_parser
+from src.jobs.study import finish_study, parse_study, study_parser
 from scripts import mechanisms
 
 PROG = "python -m scripts.robustness"
@@ -75,13 +74,8 @@ def battery_then_report(jobs, report_dir, **kwargs) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     parser = study_parser(PROG, __doc__, "150 steps, seed 0, softmax_causal and favor (a smoke test)")
-    args = parser.parse_args(argv)
-    try:
-        runs_dir, report_dir = study_dirs(args, "mechanisms")
-    except UsageError as err:
-        return fail(PROG, err)
+    argv, args, runs_dir, report_dir = parse_study(parser, argv, "mechanisms")
     names = QUICK_MECHANISMS if args.quick else mechanisms.MECHANISMS
     seeds = mechanisms.SEEDS[:1] if args.quick else mechanisms.SEEDS
     curricula_dir = runs_dir.parent / f"{runs_dir.name}_curricula"

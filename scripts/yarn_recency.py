@@ -26,9 +26,8 @@ from typing import Sequence
 import numpy as np
 
 from analysis.recency import TAIL, tail_mass_by_head
-from src.flags import UsageError, fail
 from src.process import guarded
-from src.jobs.study import finish_study, study_dirs, study_parser
+from src.jobs.study import finish_study, parse_study, study_parser
 
 PROG = "python -m scripts.yarn_recency"
 CONFIG = "configs/sweeps/lengthgen/w64_decay_6k.yaml"
@@ -152,13 +151,8 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     parser = study_parser(PROG, __doc__, "60 steps, seed 0 (a smoke test)")
-    args = parser.parse_args(argv)
-    try:
-        runs_dir, report_dir = study_dirs(args, "yarn_recency")
-    except UsageError as err:
-        return fail(PROG, err)
+    argv, args, runs_dir, report_dir = parse_study(parser, argv, "yarn_recency")
     seeds = SEEDS[:1] if args.quick else SEEDS
     return finish_study(PROG, argv, args, runs_dir, report_dir,
                         lambda: make_jobs(runs_dir, seeds, args.quick), write_report)

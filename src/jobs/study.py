@@ -163,6 +163,15 @@ def study_dirs(args, study: str) -> tuple[Path, Path]:
     return runs_dir, report_dir
 
 
+def parse_study(parser: OneLineParser, argv: Sequence[str] | None, study: str):
+    """A study's command line: argv (sys.argv's when None) parsed by `parser` (study_parser's, with
+    any flags of the study's own), then its (runs_dir, report_dir) checked (UsageError, one line).
+    Returns (argv as a list, the flags, runs_dir, report_dir)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    return (argv, args, *study_dirs(args, study))
+
+
 def headline(path: Path) -> str:
     """A run's headline number from its metrics_summary.json: eval_loss, else the first eval_*
     number, else '' (no summary, or nothing to quote)."""
