@@ -21,6 +21,12 @@ SLOW_FILES = {
 }
 
 SLOW_TESTS = {
+    # Ctrl-C on --overwrite and its resume, and the analysis budget end to end with its 20 s run
+    # (pytest --durations, 2 cores, 2026-11-29, alone; setup included)
+    "tests/test_overwrite_resume.py::test_ctrl_c_on_overwrite_keeps_both_runs_and_overwrite_resume_finishes_the_new_one": 44.0,
+    "tests/test_overwrite_resume.py::test_overwrite_resume_with_nothing_kept_or_other_settings_is_refused_in_one_line": 14.3,
+    "tests/test_budget.py::test_over_budget_the_analyses_read_the_first_tasks_and_say_so": 41.0,
+    "tests/test_budget.py::test_a_run_whose_training_would_not_fit_here_is_still_read_back": 0.6,
     # a finite pool through runners.train (2 cores, 2026-11-27, while a study ran on both cores)
     "tests/test_pools.py::test_a_limits_of_icl_config_with_num_tasks_64_trains": 46.8,
     # Garg's LSTM through runners.train (2 cores, 2026-11-28, while a study ran on both cores)
