@@ -27,6 +27,12 @@ SLOW_TESTS = {
     "tests/test_overwrite_resume.py::test_overwrite_resume_with_nothing_kept_or_other_settings_is_refused_in_one_line": 14.3,
     "tests/test_budget.py::test_over_budget_the_analyses_read_the_first_tasks_and_say_so": 41.0,
     "tests/test_budget.py::test_a_run_whose_training_would_not_fit_here_is_still_read_back": 0.6,
+    # the notebook example on a trained demo run and the extending guide's trained run (pytest
+    # --durations, 2 cores, 2026-11-29: setup 34.0 s of the module's run, then 12.0, 0.1 and 27.0 s):
+    # make test took 613.5 s at 924f674 with them
+    "tests/test_notebook.py::test_the_docs_example_runs_and_draws_the_curve_the_analysis_wrote": 46.0,
+    "tests/test_notebook.py::test_prompts_of_the_wrong_shape_are_refused_in_one_line": 0.1,
+    "tests/test_extending.py::test_a_run_trains_with_the_new_mixer_on_the_new_task_and_the_new_analysis_reads_it": 27.0,
     # a finite pool through runners.train (2 cores, 2026-11-27, while a study ran on both cores)
     "tests/test_pools.py::test_a_limits_of_icl_config_with_num_tasks_64_trains": 46.8,
     # Garg's LSTM through runners.train (2 cores, 2026-11-28, while a study ran on both cores)
