@@ -42,17 +42,19 @@ def _seed_note(r: dict) -> str:
     return note + (f"; **not complete: {', '.join(bad)}**" if bad else "")
 
 
-def report_rows(plan, results: dict, checks: list[dict], part_seconds: dict) -> list[list[str]]:
-    """The table: experiment | paper | measured | wall time."""
+def _part_checks(checks: list[dict]):
+    """The checks whose names start with any of `names`, one line each, as a table cell."""
     def part_checks(*names: str) -> str:
         lines = [f"**{c['status']}** {c['name']}: {c['detail']}" for c in checks
                  if any(c["name"].startswith(n) for n in names)]
         return "<br>".join(lines)
+    return part_checks
 
-    rows = []
+
+def _one_step_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
     one = results["one_step_gd"]
     f = one["final"]
-    rows.append([
+    return [
         "1. One LSA layer = one GD step (`lsa1`)",
         "One tuned GD step: loss ≈ 0.206 (η ≈ 6.06, η/N ≈ 0.61); trained lsa1 converges to "
         "within ~1–2 % of it; align_cos ≥ 0.99 (SPEC §1, §4–5; paper Fig. 2).",
@@ -63,8 +65,10 @@ def report_rows(plan, results: dict, checks: list[dict], part_seconds: dict) -> 
         f"align_cos {format_pm(f['align_cos'])}, model_diff {format_pm(f['model_diff'])}, "
         f"l2_pred_diff {format_pm(f['l2_pred_diff'])}.<br>"
         + part_checks("lsa1", "one-step GD"),
-        fmt_seconds(part_seconds["one_step_gd"])])
+        fmt_seconds(part_seconds["one_step_gd"])]
 
+
+def _k_steps_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
     ks = results["k_steps"]
     lines = []
     for k, r in sorted(ks.items(), key=lambda kv: int(kv[0])):
@@ -77,17 +81,19 @@ def report_rows(plan, results: dict, checks: list[dict], part_seconds: dict) -> 
             f"{format_pm(a['vs_gdk']['model_diff'])}, vs GD++ {format_pm(a['vs_gdpp']['model_diff'])}; "
             f"l2_pred_diff vs GD {format_pm(a['vs_gdk']['l2_pred_diff'])}, vs GD++ "
             f"{format_pm(a['vs_gdpp']['l2_pred_diff'])}.")
-    rows.append([
+    return [
         "2. K recurrent LSA layers ≈ K GD steps; GD++ (`lsa_rec`, K = " + ", ".join(sorted(ks, key=int)) + ")",
         "A K-layer (weight-shared) linear transformer reaches a loss at or below K steps of GD and "
         "close to GD++ (GD with input preconditioning), and aligns more closely with GD++ than "
         "with plain GD (paper §3, Fig. 4).",
         "<br>".join(lines) + "<br>" + part_checks("K="),
-        fmt_seconds(part_seconds["k_steps"])])
+        fmt_seconds(part_seconds["k_steps"])]
 
+
+def _copy_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
     cp = results["copy"]
     cf = cp["final"]
-    rows.append([
+    return [
         "3. Token construction: copy layer + GD layer (`twolayer`)",
         "On interleaved tokens x, ȳ the first (softmax) layer learns to copy each neighbour into "
         "its partner token, then the second layer does the GD step; loss ≈ one-step GD ≈ 0.21, "
@@ -100,8 +106,10 @@ def report_rows(plan, results: dict, checks: list[dict], part_seconds: dict) -> 
         f"{format_pm(cp['attention_partner'], 3)}, all tokens → one fixed pair (max over pairs) "
         f"{format_pm(cp['attention_fixed_pair'], 3)}.<br>"
         + part_checks("copy"),
-        fmt_seconds(part_seconds["copy"])])
+        fmt_seconds(part_seconds["copy"])]
 
+
+def _ood_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
     o = results["ood"]
 
     def at(rows_, x):
@@ -115,42 +123,54 @@ def report_rows(plan, results: dict, checks: list[dict], part_seconds: dict) -> 
                         f"TF/GD {format_pm(row['tf_over_gd'], 2)}")
         return "; ".join(bits)
 
-    rows.append([
+    return [
         "4. Out of distribution (`lsa1`, α and weight scale)",
         "The trained model tracks GD (η tuned in distribution) when the input range α changes at "
         "test time, and both degrade outside the training range (SPEC §6; paper Fig. 3).",
         f"Seeds {o['seeds']}, GD η = {o['gd_eta']:.3f}. Input range: {ood_line(o['alpha'], 'α')}.<br>"
         f"Weight scale: {ood_line(o['weight_scale'], 'σ_w')}.<br>(No PASS/MISMATCH: the paper "
         "states this qualitatively; see fig4.)",
-        fmt_seconds(part_seconds["ood"])])
+        fmt_seconds(part_seconds["ood"])]
 
+
+def _distractors_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
     d = results["distractors"]
     bits = [f"k={row['k']}: TF {format_pm(row['tf_loss'])}, GD {row['gd_loss']:.4f}" for row in d["rows"]]
-    rows.append([
+    return [
         "5. Distractors (`lsa1`, random pairs in the context)",
         "SPEC gives no number for this test (it is an extension: random pairs are fresh x' with "
         "labels y' ~ N(0, σ²) unrelated to x').",
         f"Seeds {d['seeds']}, σ = {d['sigma']:g}, GD η tuned on clean tasks = {d['gd_eta']:.3f}. "
         + "; ".join(bits) + ". (Measured only; no check.)",
-        fmt_seconds(part_seconds["distractors"])])
+        fmt_seconds(part_seconds["distractors"])]
 
-    nl = results.get("nonlinear")
-    if nl:
-        b = nl["baselines"]
-        opts = nl["task_options"]
-        rows.append([
-            "6. Non-linear regression: MLP block + LSA on sine tasks (`nonlinear` system)",
-            "A transformer with an MLP before its linear self-attention layer solves sine "
-            "regression by learning features and taking a GD step on them: its loss and "
-            "predictions follow a trained \"MLP + GD\" model (the reference notebook "
-            "non_linear_regression.ipynb; 20,000 steps at batch 2,048; loss curves only, no table).",
-            f"{_seed_note(nl)}, batch {nl['batch_size']}, {nl['schedule']}; y = A sin(x + φ), A ~ U({opts['amplitude_low']:g}, "
-            f"{opts['amplitude_high']:g}), φ ~ U(0, {opts['phase_high']:.3g}), x ~ U(±{opts['input_range'] / 2:g}), "
-            f"N = {opts['num_context']}. Transformer {format_pm(nl['final']['mlp_lsa'], 5)}; GD on learned "
-            f"features {format_pm(nl['final']['features_gd'], 5)}; RBF kernel ridge {b['kernel_ridge']['loss']:.5f}; "
-            f"1 GD step, RBF kernel {b['kernel_gd_step']['loss']:.5f}; 1 GD step on raw x {b['gd_raw']['loss']:.5f}; "
-            f"predict 0 {nl['zero_loss']:.5f}.<br>" + part_checks("sine"),
-            fmt_seconds(part_seconds["nonlinear"])])
+
+def _nonlinear_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
+    nl = results["nonlinear"]
+    b = nl["baselines"]
+    opts = nl["task_options"]
+    return [
+        "6. Non-linear regression: MLP block + LSA on sine tasks (`nonlinear` system)",
+        "A transformer with an MLP before its linear self-attention layer solves sine "
+        "regression by learning features and taking a GD step on them: its loss and "
+        "predictions follow a trained \"MLP + GD\" model (the reference notebook "
+        "non_linear_regression.ipynb; 20,000 steps at batch 2,048; loss curves only, no table).",
+        f"{_seed_note(nl)}, batch {nl['batch_size']}, {nl['schedule']}; y = A sin(x + φ), A ~ U({opts['amplitude_low']:g}, "
+        f"{opts['amplitude_high']:g}), φ ~ U(0, {opts['phase_high']:.3g}), x ~ U(±{opts['input_range'] / 2:g}), "
+        f"N = {opts['num_context']}. Transformer {format_pm(nl['final']['mlp_lsa'], 5)}; GD on learned "
+        f"features {format_pm(nl['final']['features_gd'], 5)}; RBF kernel ridge {b['kernel_ridge']['loss']:.5f}; "
+        f"1 GD step, RBF kernel {b['kernel_gd_step']['loss']:.5f}; 1 GD step on raw x {b['gd_raw']['loss']:.5f}; "
+        f"predict 0 {nl['zero_loss']:.5f}.<br>" + part_checks("sine"),
+        fmt_seconds(part_seconds["nonlinear"])]
+
+
+def report_rows(plan, results: dict, checks: list[dict], part_seconds: dict) -> list[list[str]]:
+    """The table: experiment | paper | measured | wall time."""
+    part_checks = _part_checks(checks)
+    rows = [row(results, part_checks, part_seconds)
+            for row in (_one_step_row, _k_steps_row, _copy_row, _ood_row, _distractors_row)]
+    if results.get("nonlinear"):
+        rows.append(_nonlinear_row(results, part_checks, part_seconds))
     return rows
 
 

@@ -224,7 +224,42 @@ def profile(timed: Timed, top: int = 40, plane_pattern: str = r"^/device:GPU",
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def main(argv=None) -> int:
+def time_settings(names: list[str], base, chunk_steps: int, rounds: int, rate: float, out: dict, save) -> dict:
+    """Every setting in `names` compiled at once, then timed in turn for `rounds` rounds of
+    `chunk_steps` steps; each one's record (or the error it raised) into out["variants"], saved
+    as it comes. Returns the settings that ran, by name."""
+    timed: dict[str, Timed] = {}
+    for name in names:
+        try:
+            timed[name] = Timed(name, variant_settings(base, name), chunk_steps)
+        except Exception as err:       # a setting this device refuses: recorded, the rest go on
+            out["variants"][name] = {"error": f"{type(err).__name__}: {err}"[:500]}
+    # compile every setting at once (XLA compiles outside the GIL), then time them in turn
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(timed))) as pool:
+        futures = {pool.submit(t.warm): name for name, t in timed.items()}
+        for future in concurrent.futures.as_completed(futures):
+            name = futures[future]
+            if future.exception() is not None:
+                err = future.exception()
+                out["variants"][name] = {"error": f"{type(err).__name__}: {err}"[:500]}
+                timed.pop(name)
+    save()
+    for _ in range(rounds):
+        for t in timed.values():
+            t.one_round()
+    for name, t in timed.items():
+        ms, work = statistics.median(t.rounds), step_work(t.settings)
+        out["variants"][name] = {"ms_per_run_step": ms, "rounds_ms": t.rounds, "runs_together": t.runs,
+                                 "batch_size": t.settings.train.batch_size, "tflop_per_step": work / 1e12,
+                                 "compile_s": round(t.compile_s, 1), "tflops": work / (ms / 1000) / 1e12,
+                                 "of_bf16_rate": work / (ms / 1000) / rate}
+        print(f"{name:26} {ms:8.2f} ms/run-step  {work / (ms / 1000) / 1e12:6.1f} TFLOP/s "
+              f"({work / (ms / 1000) / rate:5.1%} of bf16)  compiled in {t.compile_s:.0f}s", flush=True)
+    save()
+    return timed
+
+
+def flags() -> OneLineParser:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma list of settings")
     parser.add_argument("--profile", default="", help="comma list of settings to trace (GPU)")
@@ -234,7 +269,11 @@ def main(argv=None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a tiny model (a CPU check, seconds)")
     parser.add_argument("--gpu-only", "--gpu_only", dest="gpu_only", action="store_true",
                         help="say so and stop where JAX finds no GPU (make bench)")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    return parser
+
+
+def main(argv=None) -> int:
+    args = flags().parse_args(list(sys.argv[1:] if argv is None else argv))
     names = [n for n in args.variants.split(",") if n]
     traced = [n for n in args.profile.split(",") if n]
     for name in names + traced:
@@ -264,34 +303,7 @@ def main(argv=None) -> int:
     print(f"bfloat16 matrix rate here: {rate / 1e12:.0f} TFLOP/s; a step {flops / 1e12:.3f} TFLOP "
           f"(floor {1000 * flops / rate:.2f} ms)", flush=True)
     save()
-    timed: dict[str, Timed] = {}
-    for name in names:
-        try:
-            timed[name] = Timed(name, variant_settings(base, name), args.chunk_steps)
-        except Exception as err:       # a setting this device refuses: recorded, the rest go on
-            out["variants"][name] = {"error": f"{type(err).__name__}: {err}"[:500]}
-    # compile every setting at once (XLA compiles outside the GIL), then time them in turn
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(timed))) as pool:
-        futures = {pool.submit(t.warm): name for name, t in timed.items()}
-        for future in concurrent.futures.as_completed(futures):
-            name = futures[future]
-            if future.exception() is not None:
-                err = future.exception()
-                out["variants"][name] = {"error": f"{type(err).__name__}: {err}"[:500]}
-                timed.pop(name)
-    save()
-    for _ in range(args.rounds):
-        for t in timed.values():
-            t.one_round()
-    for name, t in timed.items():
-        ms, work = statistics.median(t.rounds), step_work(t.settings)
-        out["variants"][name] = {"ms_per_run_step": ms, "rounds_ms": t.rounds, "runs_together": t.runs,
-                                 "batch_size": t.settings.train.batch_size, "tflop_per_step": work / 1e12,
-                                 "compile_s": round(t.compile_s, 1), "tflops": work / (ms / 1000) / 1e12,
-                                 "of_bf16_rate": work / (ms / 1000) / rate}
-        print(f"{name:26} {ms:8.2f} ms/run-step  {work / (ms / 1000) / 1e12:6.1f} TFLOP/s "
-              f"({work / (ms / 1000) / rate:5.1%} of bf16)  compiled in {t.compile_s:.0f}s", flush=True)
-    save()
+    timed = time_settings(names, base, args.chunk_steps, args.rounds, rate, out, save)
     for name in traced:
         if name in timed:
             try:

@@ -24,38 +24,13 @@ import sys
 import time
 from pathlib import Path
 
+from scripts.paper_cell_plan import SWEEP, SWEEP_MARGIN_S, fastest_setting, sweep_jobs
 from src.flags import OneLineParser, UsageError, dry_run, summary
 
 PROG = "python -m scripts.device_paper_scale"
-CONFIG = "configs/paper/mechanisms.yaml"
-# protocol -> runners.train overrides (besides the steps, the curriculum's interval and the setting)
-SWEEP = {"adam1e-4_b64": ["training.learning_rate=0.0001"],
-         "adam3e-4_b64": ["training.learning_rate=0.0003"],
-         "adam3e-4_b256": ["training.learning_rate=0.0003", "training.batch_size=256"],
-         "adam1e-3_b256_warm": ["training.learning_rate=0.001", "training.batch_size=256",
-                                "training.warmup_fraction=0.05", "training.grad_clip=1.0"]}
 BUDGET_S = 560.0                # the default device budget of the whole command, seconds
 BENCH_LIMIT_S = 200             # the single-run settings and their traces
 TOGETHER_LIMIT_S = 100          # the runs trained together
-SWEEP_MARGIN_S = 90             # the sweep's runs stop this long before the budget ends (compilation, evaluation)
-# measured on one H200, 2026-11-27 (report/measurements/gpu_2026-11-27): four runs sharing the
-# device each ran 4.6x (batch 64) and 5.1x (batch 256) slower than one alone, and compiled in ~60 s
-SHARING_COST = 1.3              # a shared run's step time over (its time alone x the runs sharing)
-COMPILE_S = 60.0                # seconds of each run's start before its first step
-# each run's evaluation after training (a process of its own: 22 s to load on an H200, 2026-11-27,
-# then one compilation; before its least squares moved to the host, four evaluations did not end
-# in 130-180 s and one alone not in 35 s, so none of those runs has its shifts)
-EVAL_S = 60.0
-CURRICULUM_SHARE = 0.3          # the curriculum reaches d = 20, 41 points at this share of the steps
-CURRICULUM_STEPS = 15           # its increments (dims 5 -> 20 by 1, points 11 -> 41 by 2)
-SETTING_SETS = {"float32": [], "float32_flat": ["training.flat_update=true"],
-                "tf32": ["training.precision=tf32"],
-                "tf32_fused_flat": ["training.precision=tf32", "training.flat_update=true",
-                                    "model.attention_kernel=fused"],
-                "bfloat16": ["training.precision=bfloat16"],
-                "bfloat16_fused": ["training.precision=bfloat16", "model.attention_kernel=fused"],
-                "bfloat16_fused_flat": ["training.precision=bfloat16", "training.flat_update=true",
-                                        "model.attention_kernel=fused"]}
 
 
 def log_to(path: Path):
@@ -93,44 +68,7 @@ def original_step(checkout: str, tf32: bool, rounds: int = 3, timeout: float = 9
             "exit": done.returncode, "stderr_tail": done.stderr[-800:] if done.returncode else ""}
 
 
-def fastest_setting(bench: dict) -> tuple[str, float, float | None]:
-    """(setting, ms per step at batch 64, ms per step at batch 256 or None) of the fastest single
-    run setting step 1 timed."""
-    timed = {k: v["ms_per_run_step"] for k, v in bench.get("variants", {}).items()
-             if "ms_per_run_step" in v and v.get("runs_together", 1) == 1 and k in SETTING_SETS}
-    if not timed:
-        return "float32", 13.0, None
-    best = min(timed, key=timed.get)
-    b256 = bench["variants"].get(best + "_b256", {}).get("ms_per_run_step")
-    return best, timed[best], b256
-
-
-def sweep_jobs(setting: str, ms64: float, ms256: float | None, seconds: float, runs_dir: Path,
-               extra: tuple = (), table: str | None = None, fixed_steps: int | None = None,
-               mechanisms: tuple = ()) -> list:
-    """The sweep's runs (softmax under every protocol), or the table's (`mechanisms`, default all,
-    under the protocol `table`), each with the steps the time left allows on a shared device
-    (SHARING_COST, COMPILE_S, EVAL_S, 20 % to spare), or fixed_steps."""
-    from scripts.paper_mechanisms import MECHANISMS, train_command
-    runs = ([(m, m, SWEEP[table]) for m in (mechanisms or MECHANISMS)] if table
-            else [(n, "softmax_causal", s) for n, s in SWEEP.items()])
-    jobs = []
-    share = len(runs)
-    for name, mechanism, sets in runs:
-        batch = 256 if "training.batch_size=256" in sets else 64
-        ms = ms64 if batch == 64 else (ms256 or 4 * ms64)
-        steps = fixed_steps or max(200, int(0.8 * (seconds - COMPILE_S - EVAL_S) * 1000 / (ms * share * SHARING_COST))
-                                   // 100 * 100)
-        interval = max(1, int(CURRICULUM_SHARE * steps / CURRICULUM_STEPS))
-        sets = [*sets, *SETTING_SETS[setting], f"training.train_steps={steps}",
-                f"training.log_every={max(100, steps // 10 // 100 * 100)}", f"training.save_every_steps={steps}",
-                f"training.curriculum.dims.interval={interval}", f"training.curriculum.points.interval={interval}",
-                *extra]
-        jobs.append((name, train_command(CONFIG, mechanism, sets, runs_dir / name)))
-    return jobs
-
-
-def main(argv=None) -> int:
+def flags() -> OneLineParser:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget-s", "--budget_s", dest="budget_s", type=float, default=BUDGET_S)
@@ -153,7 +91,12 @@ def main(argv=None) -> int:
                         help="an earlier call's paper_cell_bench.json: its fastest setting and step times are "
                              "used and step 1 is skipped (the sweep or table in a call of its own)")
     parser.add_argument("--skip", default="", help="comma list of bench, original, sweep (the sweep or table)")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    return parser
+
+
+def parse(argv) -> tuple:
+    """The command's flags, checked before any work: (args, mechanisms, earlier table rows)."""
+    args = flags().parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.table is not None and args.table not in SWEEP:
         raise UsageError(f"--table={args.table!r} is unknown; accepted: {', '.join(SWEEP)}")
     from scripts.paper_mechanisms import MECHANISMS
@@ -180,6 +123,77 @@ def main(argv=None) -> int:
         raise UsageError(f"--bench-json={args.bench_json!r} is not a file; accepted: a paper_cell_bench.json")
     if args.original and not Path(args.original, "src", "wrapper_model.py").is_file():
         raise UsageError(f"--original={args.original!r} has no src/wrapper_model.py; accepted: a limits_of_icl checkout")
+    return args, mechanisms, earlier
+
+
+def time_the_cell(args, out: Path, deadline: float, log) -> dict:
+    """Step 1 (unless skipped or read from --bench-json): every setting's step time, into
+    OUT/paper_cell_bench.json; returns what that file holds."""
+    bench_json = out / "paper_cell_bench.json"
+    # single runs first (and traced); runs together in a process of their own, so that a setting
+    # the device refuses there cannot take the others with it
+    parts = [(bench_json, "float32,float32_flat,tf32,tf32_fused_flat,bfloat16,bfloat16_fused,bfloat16_fused_flat,"
+                          "bfloat16_fused_flat_b256", "float32,bfloat16_fused_flat", BENCH_LIMIT_S),
+             (out / "paper_cell_bench_together.json", "bfloat16_fused_flat_x8,tf32_fused_flat_x8", "", TOGETHER_LIMIT_S)]
+    if args.bench_json:
+        bench_json.write_text(Path(args.bench_json).read_text())
+    for target, variants, traced, limit in parts if not ({"bench"} & skipped(args) or args.bench_json) else []:
+        command = [sys.executable, "-m", "scripts.bench_paper_cell", "--json", str(target), "--variants", variants,
+                   *(["--profile", traced] if traced else []), *args.bench_args.split()]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=min(limit, deadline - time.time()))
+            log("bench exit %d\n%s%s" % (done.returncode, done.stdout[-3000:], done.stderr[-2000:]))
+        except subprocess.TimeoutExpired as err:
+            log(f"bench timed out: {str(err.stdout)[-2000:] if err.stdout else ''}")
+    return json.loads(bench_json.read_text()) if bench_json.exists() else {}
+
+
+def time_the_original(checkout: str, out: Path, log) -> None:
+    """Step 2: limits_of_icl's own step in float32, then TF32, into OUT/original_step.json."""
+    record = {}
+    for tf32 in (False, True):
+        record["tf32" if tf32 else "float32"] = original_step(checkout, tf32)
+        (out / "original_step.json").write_text(json.dumps(record, indent=1))
+    log(f"original: {json.dumps({k: v.get('rounds_ms') or v.get('error') or v.get('stderr_tail') for k, v in record.items()})}")
+
+
+def train_the_runs(args, out: Path, bench: dict, mechanisms: tuple, earlier: list, header, deadline: float,
+                   log) -> None:
+    """Step 3: the sweep, or with --table the table (its report headed by the lines `header()`
+    gives when it is written, and the protocol), every result saved the moment it comes."""
+    from scripts.paper_mechanisms import run_all, write_report
+    setting, ms64, ms256 = fastest_setting(bench)
+    seconds = deadline - time.time() - SWEEP_MARGIN_S
+    jobs = sweep_jobs(setting, ms64, ms256, max(seconds, 30),
+                      Path("runs/paper_table" if args.table else "runs/paper_sweep"),
+                      tuple(args.sweep_sets.split()), args.table, args.steps, mechanisms)
+    log(f"sweep with {setting} ({ms64:.2f} ms/step at batch 64, {ms256} at 256) for {seconds:.0f} s")
+    for name, command in jobs:
+        log(f"  {name}: {' '.join(command[2:])}")
+
+    def save(results):
+        (out / ("table.json" if args.table else "sweep.json")).write_text(
+            json.dumps({"setting": setting, "protocol": args.table, "commit": args.commit, "results": results},
+                       indent=1))
+    results = run_all(jobs, parallel=len(jobs), deadline=deadline - 25, on_result=save, log=log)
+    if args.table:
+        trained_now = {r["name"] for r in results}
+        kept = [r for r in earlier if r["name"] not in trained_now]
+        write_report(kept + results, out / "PAPER_SCALE_MECHANISMS.md",
+                     [*header(), f"- Protocol {args.table}: {' '.join(SWEEP[args.table])}; setting {setting}",
+                      *([f"- Joined with {args.with_table}: {', '.join(r['name'] for r in kept)}"] if kept else [])])
+    for r in results:
+        errors = r.get("errors", {})
+        log(f"{r['name']}: exit {r['exit']}, {r.get('steps')} steps, standard "
+            f"{errors.get('standard', {}).get('model')}, 10 flipped {errors.get('10 dims flipped', {}).get('model')}")
+
+
+def skipped(args) -> set:
+    return set(args.skip.split(","))
+
+
+def main(argv=None) -> int:
+    args, mechanisms, earlier = parse(argv)
     if dry_run(PROG, f"time the paper cell, then {'the table under ' + args.table if args.table else 'the sweep'} "
                      f"within {args.budget_s:g} s into {args.out}"):
         return 0
@@ -188,72 +202,21 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log = log_to(out / "device_paper_scale.log")
-    skip = set(args.skip.split(","))
     info = {"commit": args.commit, "began_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
             "nvidia_smi": shell("nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv"),
             "python": sys.version, "pip": shell(f"{sys.executable} -m pip list 2>/dev/null | grep -iE "
                                                 "'^(jax|jaxlib|jax-cuda|dm-haiku|optax|torch|numpy) '")}
     (out / "device_info.json").write_text(json.dumps(info, indent=1))
     log(f"commit {args.commit}; budget {args.budget_s:.0f} s")
-
-    bench_json = out / "paper_cell_bench.json"
-    # single runs first (and traced); runs together in a process of their own, so that a setting
-    # the device refuses there cannot take the others with it
-    parts = [(bench_json, "float32,float32_flat,tf32,tf32_fused_flat,bfloat16,bfloat16_fused,bfloat16_fused_flat,"
-                          "bfloat16_fused_flat_b256", "float32,bfloat16_fused_flat", BENCH_LIMIT_S),
-             (out / "paper_cell_bench_together.json", "bfloat16_fused_flat_x8,tf32_fused_flat_x8", "", TOGETHER_LIMIT_S)]
-    if args.bench_json:
-        skip.add("bench")
-        bench_json.write_text(Path(args.bench_json).read_text())
-    for target, variants, traced, limit in parts if "bench" not in skip else []:
-        command = [sys.executable, "-m", "scripts.bench_paper_cell", "--json", str(target), "--variants", variants,
-                   *(["--profile", traced] if traced else []), *args.bench_args.split()]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=min(limit, deadline - time.time()))
-            log("bench exit %d\n%s%s" % (done.returncode, done.stdout[-3000:], done.stderr[-2000:]))
-        except subprocess.TimeoutExpired as err:
-            log(f"bench timed out: {str(err.stdout)[-2000:] if err.stdout else ''}")
-    bench = json.loads(bench_json.read_text()) if bench_json.exists() else {}
-
-    if "original" not in skip and args.original:
-        record = {}
-        for tf32 in (False, True):
-            record["tf32" if tf32 else "float32"] = original_step(args.original, tf32)
-            (out / "original_step.json").write_text(json.dumps(record, indent=1))
-        log(f"original: {json.dumps({k: v.get('rounds_ms') or v.get('error') or v.get('stderr_tail') for k, v in record.items()})}")
-
-    if "sweep" not in skip:
-        from scripts.paper_mechanisms import run_all
-        setting, ms64, ms256 = fastest_setting(bench)
-        seconds = deadline - time.time() - SWEEP_MARGIN_S
-        jobs = sweep_jobs(setting, ms64, ms256, max(seconds, 30),
-                          Path("runs/paper_table" if args.table else "runs/paper_sweep"),
-                          tuple(args.sweep_sets.split()), args.table, args.steps, mechanisms)
-        log(f"sweep with {setting} ({ms64:.2f} ms/step at batch 64, {ms256} at 256) for {seconds:.0f} s")
-        for name, command in jobs:
-            log(f"  {name}: {' '.join(command[2:])}")
-
-        def save(results):
-            (out / ("table.json" if args.table else "sweep.json")).write_text(
-                json.dumps({"setting": setting, "protocol": args.table, "commit": args.commit, "results": results},
-                           indent=1))
-        results = run_all(jobs, parallel=len(jobs), deadline=deadline - 25, on_result=save, log=log)
-        if args.table:
-            from scripts.paper_mechanisms import write_report
-            trained_now = {r["name"] for r in results}
-            joined = [r for r in earlier if r["name"] not in trained_now] + results
-            write_report(joined, out / "PAPER_SCALE_MECHANISMS.md",
-                         [f"- Produced {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from commit {args.commit}",
+    bench = time_the_cell(args, out, deadline, log)
+    if "original" not in skipped(args) and args.original:
+        time_the_original(args.original, out, log)
+    if "sweep" not in skipped(args):
+        header = lambda: [f"- Produced {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from commit {args.commit}",
                           f"- Device: {info['nvidia_smi'].splitlines()[-1] if info['nvidia_smi'] else '?'}",
                           f"- Command: `{PROG} {' '.join(sys.argv[1:] if argv is None else argv)}` "
-                          f"({time.time() - began:.0f} s)",
-                          f"- Protocol {args.table}: {' '.join(SWEEP[args.table])}; setting {setting}",
-                          *([f"- Joined with {args.with_table}: {', '.join(r['name'] for r in earlier if r['name'] not in trained_now)}"]
-                            if earlier else [])])
-        for r in results:
-            errors = r.get("errors", {})
-            log(f"{r['name']}: exit {r['exit']}, {r.get('steps')} steps, standard "
-                f"{errors.get('standard', {}).get('model')}, 10 flipped {errors.get('10 dims flipped', {}).get('model')}")
+                          f"({time.time() - began:.0f} s)"]
+        train_the_runs(args, out, bench, mechanisms, earlier, header, deadline, log)
     log(f"done in {time.time() - began:.0f} s")
     return 0
 

@@ -1,4 +1,4 @@
-"""The device side of the GPU queue (scripts/gpu_queue.py, which declares the jobs): what a job is,
+"""The device side of the GPU queue (scripts/gpu_queue.py; scripts/gpu_queue_jobs.py declares the jobs): what a job is,
 its plan from the recorded H200 timings, and one job run into a folder the device call brings back,
 each finished piece written the moment it exists (the module docstring there says how); a study
 job's device side is scripts/gpu_study.py.
@@ -20,7 +20,7 @@ JOB_LIMIT_S = 540                  # one job: at most 9 minutes of one device co
 WHEELS = ".whl"                    # dm-haiku and jmp for the device's Python (make gpu_wheels)
 ORIGINALS = ".originals/limits_of_icl"     # limits_of_icl's src/ at 040e95d (make originals)
 
-# The paper-size table's protocol (scripts/device_paper_scale.py: SWEEP and SETTING_SETS) and its
+# The paper-size table's protocol (scripts/paper_cell_plan.py: SWEEP and SETTING_SETS) and its
 # measured cost: four runs sharing the H200 took 324-377 s for 7,000 steps (53.9 ms a step each at
 # worst), so a run's step costs about 13.5 ms per run sharing the device.
 PROTOCOL = "adam1e-3_b256_warm"
@@ -142,7 +142,7 @@ def run_sets(job: Job, run: Run, steps: int, rehearse: bool) -> list[str]:
     """runners.train overrides of one run: the protocol, the setting (float32 when rehearsing),
     the steps with the curriculum compressed into their first 30 %, CHECKPOINTS checkpoints (10x
     as many when rehearsing, so that a rehearsal stopped at its deadline has one on any CPU)."""
-    from scripts.device_paper_scale import CURRICULUM_SHARE, CURRICULUM_STEPS, SETTING_SETS, SWEEP
+    from scripts.paper_cell_plan import CURRICULUM_SHARE, CURRICULUM_STEPS, SETTING_SETS, SWEEP
     interval = max(1, int(CURRICULUM_SHARE * steps / CURRICULUM_STEPS))
     sets = [*SWEEP[PROTOCOL], *([] if rehearse else SETTING_SETS[SETTING]), *run.sets,
             f"training.train_steps={steps}", f"training.log_every={max(1, steps // 10)}",
@@ -167,11 +167,54 @@ def jax_version() -> str:
         return "?"
 
 
+def train_mechanisms(job: Job, began: float, budget_s: float, rehearse: bool, steps: int | None, runs_dir: Path,
+                     log, save) -> None:
+    """A `mechanisms` job: its runs trained together under runs_dir/<job>/ until the training
+    deadline, each evaluated the moment it ends and saved as a piece."""
+    from scripts.gpu_study import set_aside
+    from scripts.paper_mechanisms import run_all, train_command
+    steps = steps or planned_steps(len(job.runs), budget_s)
+    runs_dir = runs_dir / job.name
+    set_aside(runs_dir, log)               # an earlier try's runs are kept aside, never deleted
+    jobs = [(r.name, train_command("configs/paper/mechanisms.yaml", r.mechanism, run_sets(job, r, steps, rehearse),
+                                   runs_dir / r.name)) for r in job.runs]
+    for name, command in jobs:
+        log(f"  {name}: {' '.join(command[2:])}")
+    save(plan={"steps": steps, "protocol": PROTOCOL, "setting": "float32" if rehearse else SETTING,
+               "train_until_s": round(budget_s - EVALUATE_S - MARGIN_S, 1)})
+
+    def on_result(results):
+        save(pieces=results)
+        last = results[-1]
+        errors = last.get("errors", {})
+        log(f"piece {last['name']}: exit {last['exit']}, {last.get('steps')} steps, standard "
+            f"{errors.get('standard', {}).get('model')}, 10 flipped {errors.get('10 dims flipped', {}).get('model')}"
+            + (f"; {last['evaluate_error'][:200]}" if "evaluate_error" in last else ""))
+    run_all(jobs, parallel=len(jobs), deadline=began + budget_s - 5,
+            train_deadline=began + budget_s - EVALUATE_S - MARGIN_S, on_result=on_result, log=log)
+
+
+def time_the_cell(out: Path, began: float, budget_s: float, commit: str, rehearse: bool, log, save) -> None:
+    """The `speed` job: scripts.device_paper_scale without its sweep, its files the pieces."""
+    command = [sys.executable, "-m", "scripts.device_paper_scale", "--out", str(out), "--commit", commit,
+               "--skip", "sweep", "--budget-s", str(budget_s - START_S)]
+    if rehearse:
+        command += ["--bench-args=--tiny --variants float32,bfloat16_fused_flat"]   # the two it traces
+    elif Path(ORIGINALS, "src", "wrapper_model.py").is_file():
+        command += ["--original", ORIGINALS]
+    log(" ".join(command[2:]))
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=max(10.0, budget_s - (time.time() - began) - 5))
+        log(f"exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-1500:]}")
+    except subprocess.TimeoutExpired:
+        log("stopped at the job's deadline")
+    save(pieces=sorted(p.name for p in out.iterdir() if p.suffix == ".json" and p.name != "job.json"))
+
+
 def run_job(job: Job, out: Path, budget_s: float, commit: str, clean: bool, rehearse: bool,
             steps: int | None = None, runs_dir: Path = Path("runs/gpu_queue")) -> dict:
     """Run `job` into `out` within budget_s (module docstring), its training runs under
     runs_dir/<job>/; returns job.json's content."""
-    from scripts.paper_mechanisms import run_all, train_command
     began = time.time()
     out.mkdir(parents=True, exist_ok=True)
     manifest = {"job": job.name, "title": job.title, "commit": commit, "clean": clean, "rehearsal": rehearse,
@@ -192,43 +235,12 @@ def run_job(job: Job, out: Path, budget_s: float, commit: str, clean: bool, rehe
     save()
     log(f"{job.name}: {job.title}; budget {budget_s:.0f} s; {manifest['device']}")
     if job.kind == "mechanisms":
-        steps = steps or planned_steps(len(job.runs), budget_s)
-        from scripts.gpu_study import set_aside
-        runs_dir = runs_dir / job.name
-        set_aside(runs_dir, log)               # an earlier try's runs are kept aside, never deleted
-        jobs = [(r.name, train_command("configs/paper/mechanisms.yaml", r.mechanism, run_sets(job, r, steps, rehearse),
-                                       runs_dir / r.name)) for r in job.runs]
-        for name, command in jobs:
-            log(f"  {name}: {' '.join(command[2:])}")
-        save(plan={"steps": steps, "protocol": PROTOCOL, "setting": "float32" if rehearse else SETTING,
-                   "train_until_s": round(budget_s - EVALUATE_S - MARGIN_S, 1)})
-
-        def on_result(results):
-            save(pieces=results)
-            last = results[-1]
-            errors = last.get("errors", {})
-            log(f"piece {last['name']}: exit {last['exit']}, {last.get('steps')} steps, standard "
-                f"{errors.get('standard', {}).get('model')}, 10 flipped {errors.get('10 dims flipped', {}).get('model')}"
-                + (f"; {last['evaluate_error'][:200]}" if "evaluate_error" in last else ""))
-        run_all(jobs, parallel=len(jobs), deadline=began + budget_s - 5,
-                train_deadline=began + budget_s - EVALUATE_S - MARGIN_S, on_result=on_result, log=log)
+        train_mechanisms(job, began, budget_s, rehearse, steps, runs_dir, log, save)
     elif job.kind == "study":
         from scripts.gpu_study import run_study
         run_study(job, out, began, began + budget_s - job.study.report_s - MARGIN_S, rehearse, runs_dir, log, save)
     else:
-        command = [sys.executable, "-m", "scripts.device_paper_scale", "--out", str(out), "--commit", commit,
-                   "--skip", "sweep", "--budget-s", str(budget_s - START_S)]
-        if rehearse:
-            command += ["--bench-args=--tiny --variants float32,bfloat16_fused_flat"]   # the two it traces
-        elif Path(ORIGINALS, "src", "wrapper_model.py").is_file():
-            command += ["--original", ORIGINALS]
-        log(" ".join(command[2:]))
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=max(10.0, budget_s - (time.time() - began) - 5))
-            log(f"exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-1500:]}")
-        except subprocess.TimeoutExpired:
-            log("stopped at the job's deadline")
-        save(pieces=sorted(p.name for p in out.iterdir() if p.suffix == ".json" and p.name != "job.json"))
+        time_the_cell(out, began, budget_s, commit, rehearse, log, save)
     save(state="done", ended_utc=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
     log(f"done in {time.time() - began:.0f} s")
     return manifest

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from scripts import device_paper_scale as dps
+from scripts import paper_cell_plan as plan
 from src.flags import UsageError
 
 MEASURED = Path("report/measurements/gpu_2026-11-27/paper_cell_bench.json")
@@ -29,24 +30,24 @@ def test_bad_flags_are_refused_before_any_work(argv, named, tmp_path):
 
 
 def test_the_measured_fastest_setting_is_read_back():
-    setting, ms64, ms256 = dps.fastest_setting(json.loads(MEASURED.read_text()))
+    setting, ms64, ms256 = plan.fastest_setting(json.loads(MEASURED.read_text()))
     assert setting == "bfloat16_fused_flat" and 3.6 < ms64 < 3.7 and 10.2 < ms256 < 10.3
 
 
 def test_planned_steps_fit_the_time_at_the_measured_sharing_cost(tmp_path):
     """4 runs at once (2 at batch 64, 2 at 256) in 380 s: on 2026-11-27's H200 the old plan (20700
     and 7400 steps) ran out of time; each run now fits with its compilation inside the time."""
-    jobs = dps.sweep_jobs("bfloat16_fused_flat", 3.66, 10.25, 380.0, tmp_path)
+    jobs = plan.sweep_jobs("bfloat16_fused_flat", 3.66, 10.25, 380.0, tmp_path)
     steps = {name: int(next(a for a in cmd if a.startswith("training.train_steps=")).split("=")[1])
              for name, cmd in jobs}
     for name, n in steps.items():
         ms = 10.25 if "b256" in name else 3.66
-        assert dps.COMPILE_S + dps.EVAL_S + n * ms * 4 * dps.SHARING_COST / 1000 < 380, (name, n)
+        assert plan.COMPILE_S + plan.EVAL_S + n * ms * 4 * plan.SHARING_COST / 1000 < 380, (name, n)
     assert steps["adam1e-4_b64"] < 20700 and steps["adam1e-3_b256_warm"] < 7400
 
 
 def test_the_table_trains_the_mechanisms_asked_for(tmp_path):
-    jobs = dps.sweep_jobs("bfloat16_fused_flat", 3.66, 10.25, 400.0, tmp_path, table="adam1e-3_b256_warm",
+    jobs = plan.sweep_jobs("bfloat16_fused_flat", 3.66, 10.25, 400.0, tmp_path, table="adam1e-3_b256_warm",
                           fixed_steps=7000, mechanisms=("favor", "rebased", "linear"))
     assert [name for name, _ in jobs] == ["favor", "rebased", "linear"]
     for _, cmd in jobs:

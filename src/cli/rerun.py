@@ -123,8 +123,7 @@ def together_command(path: str, *, argv: Sequence[str], overwrite: bool, quiet: 
     return 1 if any(o.result.diverged for o in outcomes) else 0
 
 
-def main(argv: Sequence[str] | None = None, description: str = "") -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def flags(description: str = "") -> OneLineParser:
     parser = OneLineParser(prog=PROG, description=description or summary(__doc__))
     parser.add_argument("--config", help="a run's config.json, or a JSON settings mapping (required "
                                          "unless --together)")
@@ -144,6 +143,12 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
                         help="instead of --config/--out: train runs that differ only in train.seed as "
                              f"one program, JSON {GROUP_FORMAT} (-: standard input; the job engine's "
                              "--seeds-together)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, description: str = "") -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = flags(description)
     args = parser.parse_args(argv)
     if args.analyses is not None and args.skip_analysis:
         parser.error("--analyses and --skip_analysis: give one of them")

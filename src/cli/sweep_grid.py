@@ -98,13 +98,8 @@ def grid_flags(items: Sequence[str]) -> dict[str, list[str]]:
     return axes
 
 
-def build_grid(args: argparse.Namespace) -> Grid:
-    """Parse and check every list, then form the (deduplicated) grid points."""
-    models = choices_list("--models", args.models, list(MODEL_PRESETS))
-    grid_axes = grid_flags(args.grid)
-    orderings = choices_list("--ordering", args.ordering, ORDERINGS)
-    modes = choices_list("--noise_mode", args.noise_mode, NOISE_MODES)
-    seeds = seed_list(args.seeds)
+def phase_overrides(args: argparse.Namespace) -> dict[str, list]:
+    """The --train_* and --eval_* lists, by key (`train_ordering`, ...), each checked."""
     overrides = {}
     for phase in ("train", "eval"):
         flag = f"--{phase}_"
@@ -123,18 +118,50 @@ def build_grid(args: argparse.Namespace) -> Grid:
         overrides[f"{phase}_noise_placement"] = choices_list(flag + "noise_placement",
                                                              getattr(args, f"{phase}_noise_placement"),
                                                              PLACEMENTS + (AUTO,))
+    return overrides
+
+
+def explicit_overrides(chosen: dict, ordering: str, mode: str, effective: dict) -> tuple:
+    """The phase overrides of one grid point that change something: ((key, value), ...), leaving
+    out `auto`, a value equal to the shared axis, and noise options of a clean phase."""
+    explicit = []
+    for key in chosen:
+        value = chosen[key]
+        if value == AUTO:
+            continue
+        phase, f = key.split("_", 1)
+        shared = {"ordering": ordering, "noise_mode": mode}.get(f)
+        if shared is not None and value == shared:
+            continue                     # same as auto
+        if f in ("noise_p", "noise_sigma", "noise_placement") and effective[phase] == CLEAN:
+            continue                     # no meaning for a clean phase
+        explicit.append((key, value))
+    return tuple(explicit)
+
+
+def noise_fractions(text: str | None, modes: list[str]) -> list:
+    """--p's fractions of corrupted pairs ([None] without it, refused where a noise mode of the
+    grid needs one)."""
+    if text is None:
+        if any(m not in (CLEAN, AUTO) for m in modes):
+            raise GridError("--p is missing but a noise mode other than clean is in the grid; "
+                            "accepted: fractions of corrupted pairs in [0, 1], e.g. --p 0.0,0.25")
+        return [None]
+    return number_list("--p", text, 0.0, 1.0, "numbers in [0, 1]")
+
+
+def build_grid(args: argparse.Namespace) -> Grid:
+    """Parse and check every list, then form the (deduplicated) grid points."""
+    models = choices_list("--models", args.models, list(MODEL_PRESETS))
+    grid_axes = grid_flags(args.grid)
+    orderings = choices_list("--ordering", args.ordering, ORDERINGS)
+    modes = choices_list("--noise_mode", args.noise_mode, NOISE_MODES)
+    seeds = seed_list(args.seeds)
+    overrides = phase_overrides(args)
     placements = choices_list("--placement", args.placement, PLACEMENTS)
     sigmas = ([None] if args.sigma is None else
               number_list("--sigma", args.sigma, 0.0, math.inf, "finite numbers >= 0"))
-    any_noise = any(m not in (CLEAN, AUTO) for m in modes + overrides["train_noise_mode"]
-                    + overrides["eval_noise_mode"])
-    if args.p is None:
-        if any_noise:
-            raise GridError("--p is missing but a noise mode other than clean is in the grid; "
-                            "accepted: fractions of corrupted pairs in [0, 1], e.g. --p 0.0,0.25")
-        ps = [None]
-    else:
-        ps = number_list("--p", args.p, 0.0, 1.0, "numbers in [0, 1]")
+    ps = noise_fractions(args.p, modes + overrides["train_noise_mode"] + overrides["eval_noise_mode"])
 
     training = {"steps": args.steps, "batch_size": args.batch_size, "eval_size": args.eval_size,
                 "log_every": args.log_every, "learning_rate": args.lr}
@@ -150,21 +177,10 @@ def build_grid(args: argparse.Namespace) -> Grid:
         effective = {ph: mode if chosen[f"{ph}_noise_mode"] == AUTO else chosen[f"{ph}_noise_mode"]
                      for ph in ("train", "eval")}
         noisy = any(m != CLEAN for m in effective.values())
-        explicit = []
-        for key in override_names:
-            value = chosen[key]
-            if value == AUTO:
-                continue
-            phase, f = key.split("_", 1)
-            shared = {"ordering": ordering, "noise_mode": mode}.get(f)
-            if shared is not None and value == shared:
-                continue                     # same as auto
-            if f in ("noise_p", "noise_sigma", "noise_placement") and effective[phase] == CLEAN:
-                continue                     # no meaning for a clean phase
-            explicit.append((key, value))
+        explicit = explicit_overrides(chosen, ordering, mode, effective)
         point = GridPoint(model=model, seed=seed, ordering=ordering, noise_mode=mode,
                           p=p if noisy else None, sigma=sigma if noisy else None,
-                          placement=placement if noisy else None, overrides=tuple(explicit),
+                          placement=placement if noisy else None, overrides=explicit,
                           sets=sets)
         points.setdefault(point.name(), point)
     return Grid(list(points.values()), training, args.save_attention)
