@@ -20,7 +20,8 @@ from typing import Sequence
 
 import yaml
 
-from plots.paper_rows import Budget, Row, rows_for
+from plots.paper_rows import rows_for
+from plots.paper_rows_base import Budget, Row
 from src.files import atomic_write_text
 from src.flags import UsageError
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.beside_paper import HEADING as BESIDE, replace_titled
-from plots.paper_rows import INTERLEAVED
+from plots.paper_rows_von_oswald import INTERLEAVED
 from src.files import atomic_write_json, atomic_write_text
 from src.flags import OneLineParser, UsageError, summary
 from src.stats import over_seeds
@@ -68,7 +68,7 @@ def copy_layer(run_dirs: Sequence[Path]) -> dict:
 
 def results(rates: dict, copy: dict, reproduce: dict) -> dict:
     """report/matrix_settling_results.json: the settling mixers, the copy-layer measurement, and the
-    rows of the "Beside the paper" table (plots/paper_rows.py settling_rows)."""
+    rows of the "Beside the paper" table (plots/paper_rows_von_oswald.py settling_rows)."""
     rows = []
     for mixer, (claim, what, unlike) in SETTLING.items():
         found = rates.get("mixers", {}).get(mixer)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.beside_paper import load_anchors, section
-from plots.paper_rows import Budget, Row, _inversions
+from plots.paper_rows_base import Budget, Row
+from plots.paper_rows_limits import _inversions
 
 # the runs of the mechanisms jobs, in the table's order (a job's run name -> the mechanism it is)
 ORDER = ("softmax_causal", "softmax_causal_seed1", "mqa", "favor", "rebased", "rela", "local_global", "linear")
@@ -166,7 +167,7 @@ def rows(pieces: dict[str, dict]) -> list[Row]:
         value = None if top is None or not soft else top / soft
         out.append(Row(claim, value, words, budget, unlike=unlike))
     ratio("limits_of_icl.local_fails", standard("local_global"), "local_global (window 15, globals [20, 40]) / softmax")
-    from plots.paper_rows import RELA_UNLIKE
+    from plots.paper_rows_limits import RELA_UNLIKE
     ratio("limits_of_icl.rela_error", standard("rela"), "ReLA / softmax", RELA_UNLIKE)
     soft_flip = flipped("softmax_causal")
     for claim, name in (("limits_of_icl.kernel_quadrant", "favor"), ("limits_of_icl.rebased_quadrant", "rebased")):

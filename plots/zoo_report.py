@@ -111,7 +111,7 @@ def beside_zoology(rows: list[dict], mixers: Sequence[str]) -> list[str]:
     """One table, a row per mixer: its model in Zoology's papers, its kind and its accuracy in
     every cell (mean over seeds), beside what figure 2 shows."""
     from plots.beside_paper import load_anchors
-    from plots.paper_rows import ZOO_CLAIMS
+    from plots.paper_rows_zoology import ZOO_CLAIMS
     claims = load_anchors().claims
     cells = cells_of(rows)
     head = " | ".join(f"T {t}, κ {kappa}, w {width}: here · figure 2" for t, kappa, width in cells)

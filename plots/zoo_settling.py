@@ -1,7 +1,7 @@
 """The zoo's settling runs beside Zoology's figure 2: a section of report/ZOO.md from the settling
 reports beside it (report/zoo_zoology_settling/, report/zoo_zoology_settling_long/; each written
 by `python -m scripts.zoo --config configs/<folder>.yaml --report-dir report/<folder>`). Their
-verdicts are in ZOO.md's "Beside the paper" table (plots/paper_rows.py ZOO_SETTLING).
+verdicts are in ZOO.md's "Beside the paper" table (plots/paper_rows_zoology.py ZOO_SETTLING).
 
     python -m plots.zoo_settling            # rewrite the section from the recorded results
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from plots.beside_paper import HEADING as BESIDE, load_anchors, replace_titled
-from plots.paper_rows import ZOO_CLAIMS
+from plots.paper_rows_zoology import ZOO_CLAIMS
 from src.files import atomic_write_text
 from src.flags import OneLineParser, UsageError, summary
 

@@ -27,7 +27,8 @@ from src.flags import dry_run, summary
 from src.models.layouts import model_width, num_tokens
 
 from src.files import atomic_write_json
-from src.loop import matmul_rate, step_flops
+from src.device_rate import matmul_rate
+from src.loop import step_flops
 from src.presets import preset
 from src.systems.lsa import LSATrainer
 

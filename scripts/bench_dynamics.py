@@ -13,7 +13,8 @@ import sys
 import time
 
 from src.flags import OneLineParser, dry_run, summary
-from src.loop import matmul_rate, step_flops, train
+from src.device_rate import matmul_rate
+from src.loop import step_flops, train
 from src.registry import choice
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain, DynamicsTrainer
 from src.tasks.dynamics import DynamicsTaskConfig, make_sets

@@ -15,7 +15,8 @@ from dataclasses import replace
 
 from src.flags import OneLineParser, dry_run, summary
 from src.formats.limits_of_icl import read_config
-from src.loop import matmul_rate, ms_per_step, step_flops
+from src.device_rate import matmul_rate
+from src.loop import ms_per_step, step_flops
 from src.registry import choice, registry
 from src.systems import build
 

@@ -22,7 +22,7 @@ import sys
 from scripts.bench_mechanisms import HEADER, speed_row
 from src.flags import OneLineParser, dry_run, summary
 from src.mixer_spec import mixer_stack, registry_entry
-from src.loop import matmul_rate
+from src.device_rate import matmul_rate
 from src.registry import Choice, choice
 from src.systems.lm import LMTrain, lm_settings
 

@@ -1,4 +1,4 @@
-"""The GPU queue's study jobs on the device (scripts/gpu_queue.py declares them): a study's own
+"""The GPU queue's study jobs on the device (scripts/gpu_queue_jobs.py declares them): a study's own
 command (scripts.zoo, scripts.task_diversity, scripts.lengthgen) run as its user types it, each run
 it finishes written into job.json as a piece the moment its metrics_summary.json exists, the study
 stopped with Ctrl-C (as a user stops it) early enough to write its report, the report brought back

@@ -29,7 +29,7 @@ from plots.lengthgen_report import FACTOR, PROBE_FACTOR, write_report
 from src.flags import UsageError, fail, refuse_repeats, seed_list
 from src.process import guarded
 from src.formats.limits_of_icl import read_config
-from src.models.sequence import mamba
+from src.models.sequence_presets import mamba
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, study_dirs, study_parser
 from src.registry import choice, registry

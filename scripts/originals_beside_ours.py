@@ -21,6 +21,9 @@ What it does:
    squared error / d at n = 2d examples (ours, from the results JSON, and the original's), mean,
    sample std, min-max, the full curves and the verdict: "agrees" when the means differ by less
    than the larger of the two seed spreads (max - min), else "disagrees" (by that many spreads).
+
+The prompts and their check are scripts/originals_beside_ours_prompts.py's, the original's runs
+scripts/originals_beside_ours_runs.py's.
 """
 from __future__ import annotations
 
@@ -31,117 +34,24 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from src.files import atomic_save_npz, atomic_write_json
+from scripts.originals_beside_ours_prompts import ROOT, check_prompts, export_prompts, mechanisms_settings
+from scripts.originals_beside_ours_runs import HARNESS, ORIGINAL_NAMES, ORIGINALS, harness_argv, protocol_of, run_one
+from src.files import atomic_write_json
 from src.flags import OneLineParser, UsageError, choices_list, dry_run, fail, int_at_least, seed_list, summary
 
 PROG = "python -m scripts.originals_beside_ours"
-ROOT = Path(__file__).resolve().parent.parent
-CONFIG = ROOT / "configs" / "mechanisms.yaml"
 RESULTS = ROOT / "report" / "mechanisms_results.json"
 OUT = ROOT / "report" / "measurements" / "originals_mechanisms.json"
 WORK = ROOT / "runs" / "originals_beside_ours"
-HARNESS = ROOT / "scripts" / "originals" / "limits_of_icl_train.py"
-
-
-class Original(NamedTuple):
-    """How one of our mechanisms is asked of the original."""
-    attention_type: str                 # its name in nanogpt_model.ATTENTION_CLASSES
-    attention_kwargs: Callable[[], dict]  # its attention_kwargs matching our mixer's options
-    hours: float                        # about how long a run takes here (the longest start first)
-
-
-def favor_features() -> int:
-    """The number of features of our study's FAVOR+ (scripts/mechanisms sets the mixer by name,
-    with its default options: src/models/mixers/linear_attention.FavorOptions)."""
-    from src.registry import choice
-    return int(choice("seq_mixer", "favor").options.num_features)
-
-
-# our mechanism -> the original's (the same names; FAVOR+'s number of features is its rf_dim, by
-# default 2 x head size = 32 there, 64 here; its prefix sums over [B, H, T, m, K] take ~15x longer)
-ORIGINALS = {"softmax_causal": Original("softmax_causal", dict, 0.1),
-             "favor": Original("favor", lambda: {"rf_dim": favor_features()}, 1.5)}
-ORIGINAL_NAMES = {ours: original.attention_type for ours, original in ORIGINALS.items()}
-BASELINES_CHECKED = ("least_squares", "averaging")
-RTOL, ATOL = 1e-5, 1e-9        # recorded least squares is ~1e-13 from n = d on: a floor
-# glibc keeps the large blocks FAVOR+'s [B, H, T, m, K] prefix sums need instead of mapping them
-# afresh each step (about 25 % faster there); the arithmetic is unchanged
-MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
-
-
-# ---------------------------------------------------------------- the prompts
-
-def mechanisms_settings():
-    from src.formats.limits_of_icl import read_config
-    settings, _ = read_config(str(CONFIG))
-    return settings
-
-
-def eval_prompts(settings) -> tuple[np.ndarray, np.ndarray]:
-    """(xs [E, n, d], ys [E, n]) float32: the fixed eval set every run of the study is scored on
-    (src.systems.gpt2.eval_batch, what the ICL curve analysis scores through GPT2Pairs.prompts)."""
-    from src.systems import gpt2
-    batch = gpt2.eval_batch(settings)
-    if float(np.min(np.asarray(batch.weights))) != 1.0:
-        raise UsageError("the eval set has masked points; accepted: a config without a points curriculum at its end")
-    return np.asarray(batch.xs, np.float32), np.asarray(batch.ys, np.float32)
-
-
-def export_prompts(path: Path, settings=None) -> tuple[np.ndarray, np.ndarray]:
-    xs, ys = eval_prompts(settings or mechanisms_settings())
-    atomic_save_npz(path, {"xs": xs, "ys": ys})
-    return xs, ys
-
-
-def baseline_rows(xs: np.ndarray, ys: np.ndarray, names: Sequence[str] = BASELINES_CHECKED,
-                  task: str = "linear_regression") -> dict[str, np.ndarray]:
-    """The repository's baselines on prompts (xs, ys): name -> squared error / d per position,
-    mean over prompts (as analysis.icl_curve computes its rows)."""
-    import jax.numpy as jnp
-    from baselines.regression import row_wise
-    from src.registry import registry
-    from src.tasks.garg import RegressionBatch
-    from src.tasks.objectives import objective_of
-    batch = RegressionBatch(jnp.asarray(xs), jnp.asarray(ys), jnp.ones(ys.shape, jnp.float32),
-                            jnp.zeros(xs.shape[::2], jnp.float32), jnp.float32(xs.shape[-1]))
-    objective, out = objective_of(task), {}
-    for name in names:
-        entry = registry("baseline").get(name)
-        guess = row_wise(entry.build(entry.default_options()), batch.xs, batch.ys)(batch.xs, batch.ys)
-        out[name] = np.asarray(objective.point_errors(guess, batch)).mean(axis=0)
-    return out
-
-
-def recorded_rows(results: dict, mechanism: str, names: Sequence[str] = BASELINES_CHECKED) -> dict[str, np.ndarray]:
-    """The baseline rows recorded for `mechanism` (every seed's curves hold the same rows)."""
-    curves = results["results"][mechanism]["curves"]
-    return {name: np.asarray([c[name] for c in curves], np.float64) for name in names}
-
-
-def check_prompts(xs, ys, results: dict, mechanisms: Sequence[str]) -> dict:
-    """{mechanism: {baseline: max relative difference}}; raises RuntimeError when a recorded row
-    is not reproduced on (xs, ys) to RTOL (with an ATOL floor)."""
-    ours = baseline_rows(xs, ys)
-    report = {}
-    for mechanism in mechanisms:
-        report[mechanism] = {}
-        for name, rows in recorded_rows(results, mechanism).items():
-            worst = float(np.max(np.abs(rows - ours[name]) / np.maximum(np.abs(rows), ATOL / RTOL)))
-            report[mechanism][name] = worst
-            if worst > RTOL:
-                raise RuntimeError(f"the exported prompts do not give the recorded {name} row of {mechanism} "
-                                   f"(max relative difference {worst:.3g} > {RTOL:g}): not the recorded eval set")
-    return report
 
 
 # ---------------------------------------------------------------- the verdict
@@ -166,59 +76,6 @@ def verdict(ours: Sequence[float], original: Sequence[float]) -> dict:
     return {"verdict": "agrees" if agrees else "disagrees", "mean_difference": b["mean"] - a["mean"],
             "larger_spread": spread, "difference_in_spreads": in_spreads if math.isfinite(in_spreads) else None,
             "text": text}
-
-
-# ---------------------------------------------------------------- the runs
-
-def harness_argv(python: str, checkout: Path, settings, mechanism: str, seed: int, prompts: Path,
-                 steps: int | None = None) -> list[str]:
-    """The original's training at the cell and protocol of `settings` (configs/mechanisms.yaml)."""
-    m, tr, c = settings.model, settings.train, settings.curriculum
-    kwargs = ORIGINALS[mechanism].attention_kwargs()
-    return [python, str(HARNESS), str(checkout), "--attention", ORIGINAL_NAMES[mechanism],
-            "--attention-kwargs", json.dumps(kwargs, sort_keys=True), "--seed", str(seed), "--prompts", str(prompts),
-            "--steps", str(steps or tr.steps), "--lr", repr(tr.learning_rate),
-            "--warmup-fraction", repr(tr.warmup_fraction), "--grad-clip", repr(tr.grad_clip),
-            "--batch", str(tr.batch_size), "--width", str(m.width), "--layers", str(m.n_layer),
-            "--heads", str(m.n_head), "--dims", str(c.dims.end), "--points", str(c.points.end),
-            "--n-positions", str(m.max_tokens // 2), "--threads", "1"]
-
-
-def protocol_of(settings) -> dict:
-    m, tr, c = settings.model, settings.train, settings.curriculum
-    return {"config": str(CONFIG.relative_to(ROOT)), "width": m.width, "layers": m.n_layer, "heads": m.n_head,
-            "dims": c.dims.end, "points": c.points.end, "position_table_tokens": m.max_tokens,
-            "batch_size": tr.batch_size, "steps": tr.steps, "learning_rate": tr.learning_rate,
-            "schedule": f"linear warm-up over ceil({tr.warmup_fraction} x steps) updates from 0, then linear "
-                        "decay to 0 (optax join_schedules here; torch LambdaLR there)",
-            "optimizer": f"Adam (b1 0.9, b2 0.999, eps 1e-8, no weight decay) after global-norm clipping at "
-                         f"{tr.grad_clip}", "curriculum": "none (the full task from step 0)",
-            "eval": f"{tr.eval_size} prompts from eval_seed {tr.eval_seed}; squared error / d per position, "
-                    "mean over prompts"}
-
-
-def run_one(argv: list[str], record: Path, log: Path, prompts_sha: str, rerun: bool) -> dict:
-    """The harness's JSON line for `argv` (kept in `record`; reused when the command and the
-    prompts' digest match, unless `rerun`)."""
-    key = {"argv": argv[1:], "prompts_sha256": prompts_sha}
-    if record.is_file() and not rerun:
-        kept = json.loads(record.read_text())
-        if kept.get("key") == key:
-            print(f"{record.name}: reused", flush=True)
-            return kept["result"]
-    print(f"{record.stem}: training ({' '.join(shlex.quote(a) for a in argv[1:4])} ...)", flush=True)
-    with open(log, "a") as err:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True,
-                              env={**os.environ, **MALLOC_ENV, "OMP_NUM_THREADS": "1"})
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        tail = (log.read_text().strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"{record.stem}: the original's training failed (exit {done.returncode}): {tail}; log: {log}")
-    result = json.loads(lines[-1])
-    atomic_write_json(record, {"key": key, "result": result})
-    print(f"{record.stem}: error at n = {len(result['curve']) - 1}: {result['error_last']:.4f} "
-          f"({result['seconds']:.0f} s)", flush=True)
-    return result
 
 
 def side_by_side(results: dict, originals: dict[str, dict[int, dict]], seeds: Sequence[int]) -> dict:

@@ -57,7 +57,7 @@ def evaluate(run_dir: str) -> dict:
     import jax
     import jax.numpy as jnp
     from src.registry import choice, registry
-    from src.systems.gpt2 import eval_batch, predictor
+    from src.systems.gpt2_prompts import eval_batch, predictor
     from src.tasks.shifts import shifted_prompts
     began = time.time()
     note = lambda what: print(f"[evaluate {time.time() - began:.1f} s] {what}", file=sys.stderr, flush=True)

@@ -90,8 +90,8 @@ def _mixer_rows() -> list[str]:
 
 
 def _mixer_jobs(runs_dir, rows, quick, config) -> list:
-    from scripts import mixers
-    return mixers.make_jobs(runs_dir, rows or mixers.SEQ_MIXERS, [0], quick, mixers.read_grid(config))
+    from scripts import mixers, mixers_grid
+    return mixers.make_jobs(runs_dir, rows or mixers.SEQ_MIXERS, [0], quick, mixers_grid.read_grid(config))
 
 
 def _tiny_gpt2(raw: dict) -> dict:

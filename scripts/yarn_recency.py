@@ -52,7 +52,8 @@ def measure(run) -> dict:
     from analysis.length_gen import judge
     from analysis.recency import attention_weights
     from src.registry import choice
-    from src.systems.gpt2 import eval_batch, make_model
+    from src.systems.gpt2 import make_model
+    from src.systems.gpt2_prompts import eval_batch
     from src.tasks.objectives import objective_of
     settings, model, params, state = load_run(run)
     trained = settings.curriculum.points.end

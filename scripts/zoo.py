@@ -11,7 +11,7 @@ RWKV-7), over sequence lengths and widths, each cell the best of a small learnin
     python -m scripts.zoo --config configs/paper/zoo.yaml   # Zoology's own grid (a GPU study)
     python -m scripts.zoo --config configs/zoo_zoology_block.yaml   # the grid under Zoology's own block
 
-A grid's `block: zoology` trains every model in Zoology's own block (src/models/sequence.py
+A grid's `block: zoology` trains every model in Zoology's own block (src/models/sequence_presets.py
 with_block: layer norm, no MLP, positions for attention only, dropout 0.1); its runs are named
 ..._zoology_block_seed<s> and the report's Model line says so.
 
@@ -27,7 +27,8 @@ from dataclasses import replace
 from typing import Sequence
 
 from plots.zoo_report import write_report
-from scripts.mixers import Cell, Grid, make_jobs, mixer_choices, read_grid
+from scripts.mixers import make_jobs
+from scripts.mixers_grid import Cell, Grid, mixer_choices, read_grid
 from src.flags import UsageError, fail, refuse_repeats, seed_list
 from src.process import guarded
 from src.jobs.study import finish_study, study_dirs, study_parser
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = study_parser(PROG, __doc__, "width 16, T 64, κ 4, 40 steps (a smoke test)")
     parser.add_argument("--mixers", default=None, help=f"comma list (default: {', '.join(ZOO)})")
     parser.add_argument("--seeds", default="0", help="comma list of training seeds (default: 0)")
-    parser.add_argument("--config", default=None, help=f"a YAML grid (scripts.mixers' keys; default {CONFIG})")
+    parser.add_argument("--config", default=None, help=f"a YAML grid (scripts.mixers_grid's keys; default {CONFIG})")
     args = parser.parse_args(argv)
     try:
         runs_dir, report_dir = study_dirs(args, "zoo")

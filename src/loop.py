@@ -349,25 +349,3 @@ def step_flops(trainer: Trainer) -> float | None:
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     flops = float((cost or {}).get("flops", 0.0))
     return flops if flops > 0 else None
-
-
-def matmul_rate(shape: tuple[int, ...], repeats: int = 5, chain: int = 50) -> float:
-    """FLOP/s this device reaches on the products a model of this shape makes: x [*shape] @ W
-    [D, D] (D = shape[-1]), twice in a row, `chain` times in one lax.scan (so that a call's
-    dispatch is not timed, as a training chunk's is not), the median of `repeats` timings (make
-    bench's yardstick)."""
-    import statistics
-    width = shape[-1]
-    x = jnp.ones(shape, jnp.float32)
-    w = jnp.full((width, width), 1.0 / width, jnp.float32)      # keeps the values where they are
-
-    def products(x, w):
-        return jax.lax.scan(lambda h, _: ((h @ w) @ w, None), x, None, length=chain)[0]
-    f = jax.jit(products)
-    f(x, w).block_until_ready()
-    times = []
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        f(x, w).block_until_ready()
-        times.append(time.perf_counter() - begin)
-    return 2 * 2 * chain * int(np.prod(shape)) * width / statistics.median(times)

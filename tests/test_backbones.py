@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import pytest
 import yaml
 
-from src.models.sequence import LLAMA_SIZES, build_sequence, llama, mamba
+from src.models.sequence import build_sequence
+from src.models.sequence_presets import LLAMA_SIZES, llama, mamba
 
 ROOT = Path(__file__).resolve().parent.parent
 N_IN = 20                 # the original's n_in_dims: its curriculum's last dimension (dim-20 files)

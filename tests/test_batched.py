@@ -69,7 +69,7 @@ def test_the_model_and_the_baselines_in_blocks_give_the_numbers_of_one_batch(tin
     from analysis.icl_curve import load_run
     from src.registry import registry
     from src.rundir import RunDir
-    from src.systems.gpt2 import eval_batch
+    from src.systems.gpt2_prompts import eval_batch
     settings, model, params, state = load_run(RunDir(tiny_run))
     batch = eval_batch(settings)
     whole = jax.jit(model.apply)(params, state, batch.xs, batch.ys)
@@ -90,7 +90,8 @@ def test_evaluation_in_blocks_scores_as_one_batch(tiny_run, monkeypatch):
     from analysis.icl_curve import curves, load_run
     from src.loop import TrainState
     from src.rundir import RunDir
-    from src.systems.gpt2 import GPT2Trainer, eval_rows
+    from src.systems.gpt2 import GPT2Trainer
+    from src.systems.gpt2_prompts import eval_rows
     settings, model, params, state = load_run(RunDir(tiny_run))
     one = GPT2Trainer(settings)
     scores = one.evaluate(TrainState(params, None))

@@ -66,7 +66,8 @@ def test_the_icl_curve_of_a_pooled_noisy_run_draws_dmmse_over_its_pool_and_ridge
     from analysis.icl_curve import curves
     from src import bounds
     from src.cli.gpt2 import settings_from_config
-    from src.systems.gpt2 import eval_batch, init_model, make_model, sampler
+    from src.systems.gpt2 import init_model, make_model
+    from src.systems.gpt2_prompts import eval_batch, sampler
     from src.tasks.objectives import objective_of
     from src.tasks.pools import task_pool
     from tests.test_pools import config

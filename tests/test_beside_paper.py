@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from plots import beside_paper as bp
-from plots.paper_rows import ROWS, ZOO_SETTLING
+from plots.paper_rows import ROWS
+from plots.paper_rows_zoology import ZOO_SETTLING
 from plots.report_index import REPORTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,7 +176,7 @@ def _config(path: str) -> dict:
 
 
 def test_our_budgets_are_the_shipped_configs():
-    from plots import paper_rows as pr
+    from plots import paper_rows_base as pr
     mech = _config("configs/mechanisms.yaml")["training"]
     assert pr.MECHANISMS.sequences == mech["train_steps"] * mech["batch_size"]
     for budget, path in ((pr.MATRIX, "configs/matrix.yaml"), (pr.TASK_DIVERSITY, "configs/task_diversity.yaml")):

@@ -100,7 +100,7 @@ def test_a_run_whose_training_would_not_fit_here_is_still_read_back(small_run, m
     from src import bounds
     from src.rundir import RunDir
     from src.settings import SettingsError
-    from src.systems.gpt2 import run_bytes
+    from src.systems.gpt2_prompts import run_bytes
     settings = RunDir(small_run).load_settings()
     training = run_bytes(settings)
     with bounds.reading_a_run():

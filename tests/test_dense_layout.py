@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from src.cli.gpt2 import read_config
-from src.models.sequence import SequenceConfig, dense_on_rows, gpt2, llama, lm, mamba
+from src.models.sequence import SequenceConfig, dense_on_rows
+from src.models.sequence_presets import gpt2, llama, lm, mamba
 from src.registry import choice, registry
 from src.settings import SettingsError
 from src.systems import build

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from src.flags import UsageError
-from src.models.sequence import build_sequence, lm
+from src.models.sequence import build_sequence
+from src.models.sequence_presets import lm
 from src.registry import choice
 from src.settings import SettingsError
 from src.systems.lm import LMSettings

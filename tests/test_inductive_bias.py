@@ -11,9 +11,11 @@ import pytest
 from analysis.inductive_bias import block_size, inductive_bias, prompt_indices, query_errors
 from analysis.length_gen import TRAINED_BELOW, judge
 from baselines.regression import averaging, least_squares
-from src.models.sequence import Model, gpt2
+from src.models.sequence import Model
+from src.models.sequence_presets import gpt2
 from src.registry import choice
-from src.systems.gpt2 import GPT2Settings, eval_batch
+from src.systems.gpt2 import GPT2Settings
+from src.systems.gpt2_prompts import eval_batch
 from src.tasks.garg import Curriculum, Schedule
 
 

@@ -127,7 +127,7 @@ def test_the_docs_quote_the_memory_the_standard_size_is_refused_with(monkeypatch
     study's alibi config as typed (they said ~142 GiB while the tool said 32.0 GiB)."""
     import re
     from src import bounds
-    from src.systems.gpt2 import run_bytes
+    from src.systems.gpt2_prompts import run_bytes
     monkeypatch.setattr(bounds, "available_bytes", lambda: None)      # estimate, whatever is free here
     settings, _ = read_config(str(ROOT / "configs/lengthgen/tasks/linear_regression/alibi.yaml"))
     needed = run_bytes(settings)

@@ -15,9 +15,10 @@ import pytest
 
 from analysis.prompt_tests import duplication_indices, serial_indices
 from analysis.recency import attention_weights, recency_profile
-from src.models.sequence import gpt2
+from src.models.sequence_presets import gpt2
 from src.registry import registry
-from src.systems.gpt2 import GPT2Settings, eval_batch, init_model, make_model
+from src.systems.gpt2 import GPT2Settings, init_model, make_model
+from src.systems.gpt2_prompts import eval_batch
 from src.tasks.objectives import OBJECTIVES
 from src.tasks.garg import Curriculum, RegressionBatch, Schedule
 

@@ -95,7 +95,8 @@ def test_the_optimizer_factory_matches_optax(opt, reference):
 def test_step_flops_counts_forward_backward_and_scales_with_the_batch():
     from dataclasses import replace
     from src.cli.gpt2 import read_config
-    from src.loop import matmul_rate, step_flops
+    from src.device_rate import matmul_rate
+    from src.loop import step_flops
     from src.models.sequence import parameter_count
     from src.systems import build
     base, _ = read_config("configs/quick.yaml")

@@ -9,7 +9,8 @@ import pytest
 from src.flags import UsageError
 from src.cli.gpt2 import settings_from_config
 from src.models.mixers.lstm import lstm_scan
-from src.models.sequence import build_sequence, lstm
+from src.models.sequence import build_sequence
+from src.models.sequence_presets import lstm
 
 RNG = np.random.default_rng(0)
 

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from scripts import matrix as study
+from scripts import matrix as study, matrix_config
 from src.flags import UsageError
 from src.jobs.study import cell_jobs, read_settings
 from src.registry import registry
@@ -72,7 +72,8 @@ def tiny_settings(mixer="softmax_causal"):
 @pytest.mark.parametrize("mixer", ["softmax_causal", "lstm"])
 def test_query_sensitivity_is_each_prompts_own_gradient(mixer):
     from analysis.alignment import query_predictor
-    from src.systems.gpt2 import eval_batch, init_model, make_model
+    from src.systems.gpt2 import init_model, make_model
+    from src.systems.gpt2_prompts import eval_batch
     settings = tiny_settings(mixer)
     model = make_model(settings)
     params, state = init_model(settings, model)
@@ -135,9 +136,9 @@ def test_cells_times_seeds_are_one_run_each_named_and_seeded(tmp_path):
 
 
 def test_the_matrix_is_every_registered_sequence_mixer_and_names_a_bad_one(tmp_path):
-    assert study.mixer_names(None) == registry("seq_mixer").names()
+    assert matrix_config.mixer_names(None) == registry("seq_mixer").names()
     with pytest.raises(UsageError, match="--mixers='softmax_causal,nope' is not accepted"):
-        study.mixer_names("softmax_causal,nope")
+        matrix_config.mixer_names("softmax_causal,nope")
     jobs = study.make_jobs(tmp_path, ["softmax_causal", "lstm", "mamba"], (0, 1, 2), quick=False)
     assert len(jobs) == 9
     by_name = {j.name: j.settings for j in jobs}
@@ -218,15 +219,16 @@ def test_a_chunk_out_of_range_is_refused_in_one_line(mixer):
 def test_the_settling_config_is_the_matrix_settings_with_the_study_mapping():
     """configs/matrix_settling.yaml holds configs/matrix.yaml's settings unchanged (only its `matrix:`
     mapping differs), and configs/matrix.yaml has no such mapping: `make matrix` plans as it did."""
-    base, protocol = study.read_config("configs/matrix_settling.yaml")
+    base, protocol = matrix_config.read_config("configs/matrix_settling.yaml")
     assert base.digest() == read_settings(study.CONFIG).digest()
     assert protocol.steps == 10_000 and protocol.learning_rates == (0.002, 0.0005) and protocol.seeds == (0,)
     assert protocol.mixers[:2] == ("linear_attention", "linear_attention:feature_map=identity:output_norm=none")
-    assert study.read_config(study.CONFIG)[1] == study.Protocol() and not study.Protocol().varies
+    assert matrix_config.read_config(study.CONFIG)[1] == matrix_config.Protocol()
+    assert not matrix_config.Protocol().varies
 
 
 def test_cells_at_other_steps_and_rates_are_named_for_them(tmp_path):
-    protocol = study.Protocol(steps=40, learning_rates=(0.002, 0.0005))
+    protocol = matrix_config.Protocol(steps=40, learning_rates=(0.002, 0.0005))
     mixers = ["linear_attention:feature_map=identity:output_norm=none", "delta_net", "delta_net:chunk=4"]
     jobs = study.make_jobs(tmp_path, mixers, (0,), quick=False, protocol=protocol)
     got = {j.name: (j.settings.train.steps, j.settings.train.learning_rate) for j in jobs}
@@ -260,7 +262,7 @@ def test_a_bad_study_mapping_is_refused_in_one_line_with_exit_2(tmp_path, block,
     config = tmp_path / "bad.yaml"
     config.write_text((ROOT / study.CONFIG).read_text() + block + "\n")
     with pytest.raises(UsageError) as err:
-        study.read_config(str(config))
+        matrix_config.read_config(str(config))
     assert says in str(err.value) and "\n" not in str(err.value) and "bad.yaml" in str(err.value)
     assert study.main(["--config", str(config), "--runs-dir", str(tmp_path / "r"),
                        "--report-dir", str(tmp_path / "p")]) == 2
@@ -268,10 +270,10 @@ def test_a_bad_study_mapping_is_refused_in_one_line_with_exit_2(tmp_path, block,
 
 
 def test_a_mixer_with_options_is_a_matrix_row_and_a_bad_option_is_named():
-    assert study.mixer_names("softmax_causal,linear_attention:output_norm=none") == \
+    assert matrix_config.mixer_names("softmax_causal,linear_attention:output_norm=none") == \
         ["softmax_causal", "linear_attention:output_norm=none"]
     with pytest.raises(UsageError, match="output_norm='ln' is unknown; accepted: rms, none"):
-        study.mixer_names("linear_attention:output_norm=ln")
+        matrix_config.mixer_names("linear_attention:output_norm=ln")
     assert study.cell_settings(read_settings(study.CONFIG), "mamba2").model.seq_mixer.options.chunk == 22
 
 
@@ -316,10 +318,10 @@ def test_a_hybrid_stack_is_a_matrix_row_layer_by_layer():
     assert [c.name for c in model.layer_mixers()] == ["softmax_causal", "linear"]
     model = study.cell_settings(base, "gated_linear_attn+linear_attention:output_norm=none").model
     assert model.layer_mixer(0).options.chunk == 11 and model.layer_mixer(1).options.output_norm == "none"
-    assert study.mixer_names("softmax_causal+linear,linear") == ["softmax_causal+linear", "linear"]
+    assert matrix_config.mixer_names("softmax_causal+linear,linear") == ["softmax_causal+linear", "linear"]
     with pytest.raises(UsageError, match="'nope'|is not accepted"):
-        study.mixer_names("softmax_causal+nope")
+        matrix_config.mixer_names("softmax_causal+nope")
     with pytest.raises(UsageError, match="lstm has a stack of its own"):
         study.cell_settings(base, "lstm+linear")
     with pytest.raises(UsageError, match="output_norm='x' is unknown"):
-        study.mixer_names("softmax_causal+linear_attention:output_norm=x")
+        matrix_config.mixer_names("softmax_causal+linear_attention:output_norm=x")

@@ -58,7 +58,7 @@ def _row(run, mixer, task, accuracy, width=16, kappa=8, seed=0, **extra):
 
 
 def test_checks_pass_fail_and_say_when_nothing_matched():
-    from plots.mixers_report import Check, evaluate
+    from plots.mixers_checks import Check, evaluate
     rows = [_row("a16", "attention", "mqar", 0.85), _row("a32", "attention", "mqar", 0.99, width=32),
             _row("a64", "attention", "mqar", 0.96, width=64), _row("l16", "linear_attention", "mqar", 0.70),
             _row("g16", "gated_linear_attn", "mqar", 0.10), _row("g16s1", "gated_linear_attn", "mqar", 0.2, seed=1)]
@@ -92,7 +92,7 @@ def test_study_checks_are_the_issues_targets():
 
 
 def test_steps_table_reads_the_mean_curve_at_quarters():
-    from plots.mixers_report import steps_table
+    from plots.mixers_figures import steps_table
     curve = lambda top: [[s, top * s / 1000] for s in range(100, 1001, 100)]
     rows = [_row(f"a{seed}", "attention", "mqar", 1.0, width=64, kappa=4, seed=seed, curve=curve(1.0 - 0.2 * seed))
             for seed in (0, 1)] + [_row("l0", "linear_attention", "mqar", 0.5, width=64, kappa=4, curve=curve(0.5))]

@@ -210,7 +210,8 @@ def test_features_gd_trains_through_the_system():
 
 def test_shipped_configs_are_the_reproductions_settings():
     from pathlib import Path
-    from scripts.reproduce import build_parser, make_plan, nonlinear_settings
+    from scripts.reproduce import build_parser, nonlinear_settings
+    from scripts.reproduce_plan import make_plan
     plan = make_plan(build_parser().parse_args([]))
     root = Path(__file__).resolve().parent.parent
     for model in ("mlp_lsa", "features_gd"):

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from scripts import originals_beside_ours as obo
+from scripts import originals_beside_ours_prompts as obo_prompts
+from scripts import originals_beside_ours_runs as obo_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     path = tmp_path_factory.mktemp("prompts") / "prompts.npz"
-    obo.export_prompts(path)
+    obo_prompts.export_prompts(path)
     with np.load(path) as data:
         return data["xs"], data["ys"]
 
@@ -27,20 +29,20 @@ def test_exported_prompts_give_the_recorded_least_squares_row(exported):
     xs, ys = exported
     assert xs.shape == (2000, 11, 5) and ys.shape == (2000, 11) and xs.dtype == np.float32
     results = json.loads(obo.RESULTS.read_text())
-    rows = obo.baseline_rows(xs, ys)
+    rows = obo_prompts.baseline_rows(xs, ys)
     for mechanism in ("softmax_causal", "favor"):
-        recorded = obo.recorded_rows(results, mechanism)
+        recorded = obo_prompts.recorded_rows(results, mechanism)
         for name in ("least_squares", "averaging"):
             np.testing.assert_allclose(rows[name][None, :].repeat(len(recorded[name]), 0), recorded[name],
                                        rtol=1e-5, atol=1e-9)
-    assert obo.check_prompts(xs, ys, results, ["softmax_causal", "favor"])["favor"]["least_squares"] < 1e-5
+    assert obo_prompts.check_prompts(xs, ys, results, ["softmax_causal", "favor"])["favor"]["least_squares"] < 1e-5
 
 
 def test_other_prompts_are_refused(exported):
     xs, ys = exported
     results = json.loads(obo.RESULTS.read_text())
     with pytest.raises(RuntimeError, match="not the recorded eval set"):
-        obo.check_prompts(xs[:1000], ys[:1000], results, ["softmax_causal"])
+        obo_prompts.check_prompts(xs[:1000], ys[:1000], results, ["softmax_causal"])
 
 
 def test_verdict_rule_on_hand_made_numbers():
@@ -60,7 +62,7 @@ def test_verdict_rule_on_hand_made_numbers():
 
 
 def _harness():
-    spec = importlib.util.spec_from_file_location("limits_of_icl_train", obo.HARNESS)
+    spec = importlib.util.spec_from_file_location("limits_of_icl_train", obo_runs.HARNESS)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)           # no torch at import: it is imported inside main()
     return module
@@ -76,14 +78,14 @@ def test_harness_schedule_is_ours():
 
 
 def test_harness_gets_the_study_protocol():
-    settings = obo.mechanisms_settings()
-    argv = obo.harness_argv("py", Path("/checkout"), settings, "favor", 2, Path("p.npz"))
+    settings = obo_prompts.mechanisms_settings()
+    argv = obo_runs.harness_argv("py", Path("/checkout"), settings, "favor", 2, Path("p.npz"))
     flags = dict(zip(argv[3::2], argv[4::2]))
     assert flags == {"--attention": "favor", "--attention-kwargs": '{"rf_dim": 64}', "--seed": "2",
                      "--prompts": "p.npz", "--steps": "7000", "--lr": "0.002", "--warmup-fraction": "0.03",
                      "--grad-clip": "10.0", "--batch": "64", "--width": "64", "--layers": "3", "--heads": "4",
                      "--dims": "5", "--points": "11", "--n-positions": "17", "--threads": "1"}
-    softmax = obo.harness_argv("py", Path("/checkout"), settings, "softmax_causal", 0, Path("p.npz"))
+    softmax = obo_runs.harness_argv("py", Path("/checkout"), settings, "softmax_causal", 0, Path("p.npz"))
     assert softmax[softmax.index("--attention-kwargs") + 1] == "{}"
 
 

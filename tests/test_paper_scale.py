@@ -13,6 +13,7 @@ import pytest
 
 import src.bounds as bounds
 from scripts import mixers, paper_scale
+from scripts.mixers_grid import read_grid
 from src.cli.gpt2 import read_config
 
 TIB = 2 ** 40
@@ -43,7 +44,7 @@ def test_the_lengthgen_config_holds_lin_et_al_standard_model_and_training_argume
 
 
 def test_the_mixers_config_is_zoology_figure_2():
-    grid = mixers.read_grid("configs/paper/mixers.yaml")
+    grid = read_grid("configs/paper/mixers.yaml")
     assert grid.vocab_size == 8192 and grid.heads == 1 and not grid.boolean
     assert [(c.seq_len, c.kappa, c.batch_size) for c in grid.cells] == [(64, 4, 512), (128, 8, 512), (256, 16, 256)]
     assert grid.widths == (64, 128, 256, 512)
@@ -66,7 +67,7 @@ def test_the_default_mixers_grid_still_makes_the_shipped_study():
     assert {(j.settings.task.options.vocab_size, j.settings.task.options.seq_len, j.settings.train.steps,
              j.settings.train.batch_size, j.settings.train.learning_rate) for j in jobs} == {(256, 64, 1500, 64, 0.003)}
     widths = mixers.make_jobs(Path("runs/none"), mixers.SEQ_MIXERS, [0], False,
-                              mixers.read_grid("configs/mixers_widths.yaml"))      # the study before it
+                              read_grid("configs/mixers_widths.yaml"))      # the study before it
     assert {j.name for j in widths if j.task == "mqar"} == {
         f"mqar_k{k}_{m}_w{w}_seed0" for k in (4, 8) for m in mixers.SEQ_MIXERS for w in (16, 32, 64)}
     assert {j.steps for j in widths if j.task == "mqar"} == {3000} and len(widths) == 24 + 8
@@ -78,7 +79,7 @@ def test_a_bad_grid_is_refused_in_one_line(tmp_path):
                         ("learning_rates: [-1]", "learning_rates[0]=-1"), ("width: [64]", "'width' is unknown")):
         bad.write_text(text)
         with pytest.raises(mixers.UsageError, match=words.replace("[", r"\[").replace("]", r"\]")):
-            mixers.read_grid(str(bad))
+            read_grid(str(bad))
 
 
 def test_the_estimate_refuses_when_it_exceeds_free_memory(tmp_path, monkeypatch, capsys, roomy):

@@ -8,7 +8,8 @@ import pytest
 
 from src.flags import UsageError
 from src.cli.gpt2 import settings_from_config
-from src.systems.gpt2 import GPT2Settings, eval_batch, sampler
+from src.systems.gpt2 import GPT2Settings
+from src.systems.gpt2_prompts import eval_batch, sampler
 from src.tasks.pools import distinct_rows, members, pooled, task_pool
 
 LIMITS_LAYOUT = {"model": {"family": "gpt2", "n_dims": 5, "n_embd": 16, "n_head": 2, "n_layer": 2, "n_positions": 11},

@@ -160,7 +160,8 @@ def test_every_seed_002_encoding_is_registered():
 
 
 def _gpt2(position: str, mixer: str = "softmax_causal"):
-    from src.models.sequence import build_sequence, gpt2
+    from src.models.sequence import build_sequence
+    from src.models.sequence_presets import gpt2
     from src.registry import choice
     config = gpt2(n_dims=3, n_embd=16, n_head=4, n_layer=2, n_positions=4,
                   mixer=choice("seq_mixer", mixer), position=choice("position", position))

@@ -75,8 +75,8 @@ def _small_attention_only(layout: str, mixers: tuple[str, ...]):
 
 def _check_family(entry):
     if hasattr(entry.options, "inputs"):          # the sequence family: every preset, both inputs
-        from src.models import sequence
-        for preset in (sequence.gpt2, sequence.lm):
+        from src.models import sequence_presets
+        for preset in (sequence_presets.gpt2, sequence_presets.lm):
             for inputs, args, shape in (("tokens", (jnp.zeros((2, 8), jnp.int32),), (2, 8, 32)),
                                         ("pairs", (jnp.ones((2, 4, 3)), jnp.ones((2, 4))), (2, 4))):
                 config = dataclasses.replace(preset(n_dims=3, n_head=2, n_layer=1), width=16, inputs=inputs,

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scripts import reproduce
+from scripts import reproduce, reproduce_plan
 from src.jobs import engine as launch
 from analysis.paper_checks import checks as compute_checks
 
@@ -166,12 +166,12 @@ def test_sine_checks_pass_and_fail_on_synthetic_numbers():
 @pytest.mark.study
 def test_finished_runs_are_reused_and_changed_settings_redone(toy):
     args = reproduce.build_parser().parse_args(toy["args"])
-    plan = reproduce.make_plan(args)
+    plan = reproduce_plan.make_plan(args)
     jobs = reproduce.make_jobs(plan)
     assert [j.name for j in jobs] == ["lsa1_seed0", "lsa_rec_k2_seed0", "twolayer_seed0",
                                       "sine_mlp_lsa_seed0", "sine_features_gd_seed0"]
     assert all(launch.job_state(j)[0] == "complete" for j in jobs)
-    longer = reproduce.make_plan(reproduce.build_parser().parse_args(
+    longer = reproduce_plan.make_plan(reproduce.build_parser().parse_args(
         toy["args"] + ["--lsa1-steps", "30"]))
     states = {j.name: launch.job_state(j)[0] for j in reproduce.make_jobs(longer)}
     assert states == {"lsa1_seed0": "stale", "lsa_rec_k2_seed0": "complete", "twolayer_seed0": "complete",

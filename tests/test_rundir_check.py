@@ -1,5 +1,5 @@
 """`python -m src.rundir RUN`: an unfinished run is checked against what its own system writes
-(src/rundir/run.py expected_outputs): the four files every system writes until its summary lists
+(src/rundir/completeness.py expected_outputs): the four files every system writes until its summary lists
 the rest, not von Oswald et al.'s system's files (which runs made before summaries listed their
 outputs keep: tests/test_v1_rundirs.py)."""
 from __future__ import annotations

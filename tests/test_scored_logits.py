@@ -9,7 +9,8 @@ import pytest
 
 from src.registry import Choice, choice, registry
 from src.settings import SettingsError
-from src.systems.lm import LMSettings, LMTrain, build_lm, model_inputs, scored_positions, training_loss
+from src.systems.lm import LMSettings, LMTrain, build_lm
+from src.systems.lm_batches import model_inputs, scored_positions, training_loss
 from src.tasks.tokens import MQAROptions, _distinct
 from dataclasses import replace
 
@@ -63,7 +64,7 @@ def test_pair_inputs_take_no_positions_and_records_read_all():
     assert LMSettings.from_dict(record).train.logits == "all"
     with pytest.raises(SettingsError, match="train.logits='some' is not accepted; accepted: scored, all"):
         replace(LMSettings(), train=LMTrain(logits="some")).validate()
-    from src.models.sequence import gpt2
+    from src.models.sequence_presets import gpt2
     model = registry("family").get("sequence").build(gpt2(n_embd=16, n_layer=1, n_head=2, n_positions=4))
     xs, ys = jnp.ones((2, 4, 5)), jnp.ones((2, 4))
     params, state = model.init(jax.random.key(0), xs, ys)

@@ -1,5 +1,6 @@
 """The settling runs' sections of report/MATRIX.md and report/ZOO.md (plots/matrix_settling.py,
-plots/zoo_settling.py) and their rows in the "Beside the paper" tables (plots/paper_rows.py):
+plots/zoo_settling.py) and their rows in the "Beside the paper" tables (plots/paper_rows_von_oswald.py,
+plots/paper_rows_zoology.py):
 numbers from the recorded results, the setting that differs in kind marked so, each section
 rewritten in place."""
 from __future__ import annotations
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from plots import matrix_settling, paper_rows, zoo_settling
+from plots import matrix_settling, paper_rows_von_oswald, paper_rows_zoology, zoo_settling
 from plots.beside_paper import load_anchors, verdict
 from src.flags import UsageError
 
@@ -57,7 +58,7 @@ def test_the_matrix_settling_results_and_section_follow_the_runs(tmp_path):
     assert "lsa1 0.2095 against one GD step's 0.2093" in text
     # the rows' verdicts: not comparable for the interleaved linear attention, by the number for softmax
     anchors = load_anchors()
-    built = {r.ours.split(":")[0]: r for r in paper_rows.settling_rows(data)}
+    built = {r.ours.split(":")[0]: r for r in paper_rows_von_oswald.settling_rows(data)}
     linear = built["the ICL benchmark's linear attention (feature map, no normaliser)"]
     assert verdict(anchors.claims[linear.claim], linear)[0] == "not comparable"
     assert linear.budget.sequences == 10000 * 64
@@ -99,7 +100,7 @@ def test_the_zoo_section_and_rows_put_each_rate_beside_figure_2(tmp_path):
     text = "\n".join(zoo_settling.section(tmp_path))
     assert f"| {h3} | 0.200 | 0.310 | 0.050 | 0.310 (0.003) | 0.800 | 0.430 | 0.915 |" in text
     assert "does not close the gap" in text and f"{h3} 0.800" in text
-    rows = paper_rows.zoo(json.loads((tmp_path / "zoo_results.json").read_text()), tmp_path)
+    rows = paper_rows_zoology.zoo(json.loads((tmp_path / "zoo_results.json").read_text()), tmp_path)
     labelled = [r for r in rows if "Zoology's block" in r.ours]
     assert [r.value for r in labelled] == [0.31, 0.80]
     assert [r.budget.sequences for r in labelled] == [1500 * 64, 15000 * 64]

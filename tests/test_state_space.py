@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from src.models.sequence import build_sequence, gpt2, llama, lm, mamba
+from src.models.sequence import build_sequence
+from src.models.sequence_presets import gpt2, llama, lm, mamba
 from src.models.mixers.mamba import MambaOptions, selective_scan
 from src.registry import choice, registry
 

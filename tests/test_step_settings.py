@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from src.loop import train
-from src.models.sequence import SequenceConfig, build_sequence, gpt2
+from src.models.sequence import SequenceConfig, build_sequence
+from src.models.sequence_presets import gpt2
 from src.registry import choice
 from src.settings import SettingsError
 from src.systems import build

@@ -12,7 +12,8 @@ import pytest
 
 from plots.zoo_report import kind_of, verdict
 from scripts import zoo
-from scripts.mixers import make_jobs, read_grid
+from scripts.mixers import make_jobs
+from scripts.mixers_grid import read_grid
 from src.flags import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Zoology's own block on the `lm` family (src.models.sequence.with_block, `block: zoology`):
+"""Zoology's own block on the `lm` family (src.models.sequence_presets.with_block, `block: zoology`):
 dropout at rate 0 leaves the model and its records as they were, bit for bit; dropout draws masks
 in training only (a per-step key from the run's train key), none at evaluation; positions for
 attention only build no table for another mixer; the identity state mixer is h += norm(h); the
@@ -17,14 +17,15 @@ import pytest
 
 from plots.mixers_report import ZOOLOGY_BLOCK, block_words
 from plots.zoo_report import OURS
-from scripts.mixers import make_jobs, read_grid
+from scripts.mixers import make_jobs
+from scripts.mixers_grid import read_grid
 from scripts.zoo import QUICK_GRID
 from src.flags import UsageError
-from src.models.sequence import block_of, with_block
+from src.models.sequence_presets import block_of, with_block
 from src.registry import choice
 from src.settings import SettingsError
-from src.systems.lm import (LMSettings, LMTrain, build_lm, dropout_key, lm_settings, model_inputs,
-                            training_loss)
+from src.systems.lm import LMSettings, LMTrain, build_lm, lm_settings
+from src.systems.lm_batches import dropout_key, model_inputs, training_loss
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = choice("task", "mqar", vocab_size=64, seq_len=32, num_pairs=4)

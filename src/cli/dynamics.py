@@ -27,7 +27,8 @@ from src.cli.command import train_command, validated
 from src.registry import choice, registry
 from src.rundir import names
 from src.models.dynamics import INIT_CONVENTIONS
-from src.systems.dynamics import OPTIMIZERS, DynamicsSettings, DynamicsTrain, original_file_id
+from src.systems.dynamics import DynamicsSettings, DynamicsTrain, original_file_id
+from src.systems.dynamics_checks import OPTIMIZERS
 from src.tasks.dynamics import DynamicsTaskConfig
 
 PROG = "python -m runners.linattn"

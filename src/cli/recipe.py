@@ -13,7 +13,7 @@ flags override any option (`--task.num_pairs 4`, `--model.seq_mixer.feature_map 
 `--train.learning_rate 3e-3`). `wandb:on` (or offline, online) also logs the metrics rows to a
 wandb run in the run directory, offline unless online (src/tracking.py); `wandb:None` (or off)
 logs to metrics.jsonl only. Choices and flags are checked before any work (one line,
-exit 2); so are the task's sizes (κ against the vocabulary, T against 2κ + queries).
+exit 2; src/cli/recipe_flags.py); so are the task's sizes (κ against the vocabulary, T against 2κ + queries).
 """
 import dataclasses
 import sys
@@ -23,21 +23,19 @@ from typing import Annotated, Sequence, Union
 
 from src.flags import UsageError, fail
 from src.cli.command import train_command, validated
+from src.cli.recipe_flags import TRAIN_FLAGS, WANDB_CHOICES, RecipeTrain, check_argv
 from src.cli.recipe_names import describe as describe_original_tasks, spelled_as_typed, translate
 from src.mixer_spec import ALIASES, mixer_stack, registry_entry
-from src.models.sequence import BLOCKS, with_block
+from src.models.sequence_presets import BLOCKS, with_block
 from src.registry import Choice, registry, state_note
 from src.systems.lm import LMSettings, LMTrain, PairShape, lm_settings_unchecked
-from src.tracking import WandbSpec
-from src.tasks.objectives import objective_of, tasks_for
+from src.tasks.objectives import tasks_for
 
 PROG = "python -m runners.recipe"
 COMPONENTS = {"task": "task", "model.seq_mixer": "seq_mixer", "model.state_mixer": "state_mixer"}
 # The defaults: the original's recipe (T = 64, κ = 8, 2 layers, MLP) at a size that trains on 2 CPU
 # cores (vocabulary 256 instead of 8,192, width 64 with 4 heads instead of 128 with 8).
-VALUE_WITH_COLON = {"--model.seq_mixers"}     # flags whose value may hold name:option=value (not a component)
 DEFAULT_TASK = {"mqar": {"vocab_size": 256}}
-DEFAULT_CHOICE = {"task": "mqar", "model.seq_mixer": "attention", "model.state_mixer": "mlp"}
 
 
 def choices(kind: str) -> list[str]:
@@ -52,14 +50,6 @@ def choices(kind: str) -> list[str]:
 def entry_of(kind: str, name: str):
     """The registry entry a component's name picks (the original's aliases applied)."""
     return registry_entry(kind, name)
-
-
-# The recipe's training flags (--train.*): LMTrain's fields, `steps` under the flag name the
-# recipe has always used, --train.train_steps.
-TRAIN_FLAGS = {"steps": "train_steps"}
-RecipeTrain = dataclasses.make_dataclass(
-    "RecipeTrain", [(TRAIN_FLAGS.get(f.name, f.name), f.type, dataclasses.field(default=f.default))
-                    for f in dataclasses.fields(LMTrain)], frozen=True)
 
 
 def _variant(kind: str, name: str) -> type:
@@ -85,7 +75,7 @@ def build_cli_types():
 
     @dataclass(frozen=True)
     class Model:
-        """The `lm` preset of the one sequence family (src/models/sequence.py)."""
+        """The `lm` preset of the one sequence family (src/models/sequence_presets.py)."""
         seq_mixer: seq_t = seq_defaults["attention"]
         state_mixer: state_t = state_defaults["mlp"]
         width: int = 64
@@ -113,130 +103,6 @@ def build_cli_types():
         skip_analysis: bool = False     # no analyses at the end (a pair task's ICL curve, ...)
 
     return Recipe, {"task": tasks, "model.seq_mixer": seqs, "model.state_mixer": states}
-
-
-# the benchmark's wandb:<choice> -> what a run logs besides metrics.jsonl (src/tracking.py)
-WANDB_CHOICES = {"None": None, "off": None, "on": WandbSpec(), "offline": WandbSpec(),
-                 "online": WandbSpec(mode="online")}
-
-
-def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str]]:
-    """(argv for tyro, notes). One-line UsageError for an unknown component, choice or flag."""
-    chosen = dict(DEFAULT_CHOICE)
-    picked: dict[str, str] = {}
-    kept, notes = [], []
-    for previous, token in zip([None, *argv], argv):
-        if previous in VALUE_WITH_COLON:          # tyro reads a value with ':' only as --flag=value
-            kept[-1] = f"{previous}={token}"
-            continue
-        if ":" in token and not token.startswith("-"):
-            component, _, name = token.partition(":")
-            if component == "wandb":
-                if name not in WANDB_CHOICES:
-                    raise UsageError(f"{token} is unknown; accepted: {', '.join(f'wandb:{n}' for n in WANDB_CHOICES)}")
-                notes.append(f"wandb:{name}")
-                continue
-            if component not in variants:
-                raise UsageError(f"{token!r}: unknown component {component!r}; accepted: "
-                                 f"{', '.join(list(variants) + ['wandb'])}")
-            if name not in variants[component]:
-                raise UsageError(f"{component}:{name} is unknown; accepted: {', '.join(variants[component])}")
-            if component in picked:
-                raise UsageError(f"{token}: {component} is already chosen ({component}:{picked[component]}); "
-                                 f"accepted: one {component}:NAME")
-            chosen[component] = picked[component] = name
-        kept.append(token)
-    types = {"--out": "str", "--help": None, "-h": None, "--overwrite": None, "--quiet": None,
-             "--resume": None, "--skip_analysis": None, "--no_overwrite": None, "--no_quiet": None,
-             "--no_resume": None, "--no_skip_analysis": None}
-    types |= {f"--train.{f.name}": f.type for f in dataclasses.fields(RecipeTrain)}
-    types |= {f"--pairs.{f.name}": f.type for f in dataclasses.fields(PairShape)}
-    types |= {f"--model.{n}": "int" for n in ("width", "n_layer", "n_head")}
-    types["--model.dense_layout"] = "str"
-    types["--model.seq_mixers"] = "str"
-    types |= {"--model.block": "str", "--model.positions_for": "str", "--model.embed_dropout": "float",
-              "--model.tie_embeddings": "bool", "--model.no_tie_embeddings": "bool"}
-    for component, name in chosen.items():
-        for f in dataclasses.fields(variants[component][name]):
-            types[f"--{component}.{f.name}"] = f.type
-            if _type_name(f.type) == "bool":
-                types[f"--{component}.no_{f.name}"] = f.type
-    if objective_of(chosen["task"]).inputs == "tokens":         # --pairs.* shape the pair tasks only
-        pairs = next((t for t in kept if t.startswith("--pairs.")), None)
-        if pairs is not None:
-            raise UsageError(f"{pairs.partition('=')[0]} has no effect on the token task task:{chosen['task']} "
-                             f"(it shapes the pair tasks: {', '.join(tasks_for('pairs'))}); accepted: the "
-                             "command without it, or a pair task")
-    block_conflict(kept)
-    accepted = ", ".join(sorted(t for t in types if t.startswith("--")))
-    i = 0
-    while i < len(kept):
-        token = kept[i]
-        i += 1
-        if not token.startswith("-"):
-            if ":" not in token:
-                raise UsageError(f"{token!r} is neither a COMPONENT:NAME choice nor the value of a flag; "
-                                 f"accepted: choices such as task:mqar, and {accepted}")
-            continue
-        flag, has_value, value = token.partition("=")
-        if flag not in types:
-            raise UsageError(f"{flag} is not an option of {' '.join(f'{c}:{n}' for c, n in chosen.items())}; "
-                             f"accepted: {accepted}")
-        kind = _type_name(types[flag])
-        if kind in (None, "bool"):
-            if has_value:
-                raise UsageError(f"{token!r}: {flag} is a switch and takes no value; accepted: {flag} alone")
-            continue
-        if kind == "ints" and not has_value:       # a tuple: the integers that follow
-            while i < len(kept) and not kept[i].startswith("--") and ":" not in kept[i]:
-                if not _parses(kept[i], "int"):
-                    raise UsageError(f"{flag} {kept[i]!r} is not an int; accepted: {flag} <int> [<int> ...]")
-                i += 1
-            continue
-        if not has_value:
-            if i >= len(kept) or kept[i].startswith("--"):
-                raise UsageError(f"{flag} needs a value; accepted: {flag} <{kind}>")
-            value, i = kept[i], i + 1
-        if not _parses(value, kind):
-            raise UsageError(f"{flag}={value!r} is not a{'n' if kind == 'int' else ''} {kind}; accepted: {flag} <{kind}>")
-    return kept, notes
-
-
-# what --model.block zoology sets itself: a token naming one of these beside it is refused
-BLOCK_SETS = ("model.state_mixer:", "--model.positions_for", "--model.embed_dropout", "--model.tie_embeddings",
-              "--model.no_tie_embeddings", "--model.seq_mixer.dropout", "--model.seq_mixer.bias",
-              "--model.seq_mixer.no_bias")
-
-
-def block_conflict(kept: Sequence[str]) -> None:
-    """UsageError (one line) where --model.block zoology stands beside a flag or choice it sets."""
-    values = [v for flag, v in zip(kept, kept[1:] + [""]) if flag == "--model.block"]
-    values += [t.partition("=")[2] for t in kept if t.startswith("--model.block=")]
-    if "zoology" not in values:
-        return
-    clash = next((t for t in kept if t.startswith(BLOCK_SETS) and (t.startswith("model.") or
-                                                                   t.partition("=")[0] in BLOCK_SETS)), None)
-    if clash is not None:
-        raise UsageError(f"{clash.partition('=')[0]} beside --model.block zoology: the block sets it (layer norm, "
-                         "state mixer identity, positions for attention only, dropout 0.1, attention biases, "
-                         "tied embeddings); accepted: one or the other")
-
-
-def _type_name(annotation) -> str | None:
-    """int, float, str or bool (an optional one: `X | None`, its X), ints (`tuple[int, ...]`), or None."""
-    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    name = name.removesuffix(" | None")
-    if name in ("tuple[int, ...]", "Tuple[int, ...]"):
-        return "ints"
-    return {"int": "int", "float": "float", "str": "str", "bool": "bool"}.get(name)
-
-
-def _parses(value: str, kind: str) -> bool:
-    try:
-        {"int": int, "float": float, "str": str, "ints": int}[kind](value)
-        return True
-    except ValueError:
-        return value == "None"
 
 
 def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool, bool]:

@@ -22,11 +22,12 @@ from typing import Sequence
 from src.flags import (OneLineParser, path_text, UsageError, dry_run, fail, int_at_least, positive_number,
     overwrite_hint)
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
-from src.jobs.engine import TODO_STATES, RunsDirBusy, RunsDirLock, announce, run_jobs
+from src.jobs.engine import TODO_STATES, announce, run_jobs
 from src.jobs.engine import plan as replan
 from src.cli.sweep_grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
-from src.jobs.study import (add_executor_flags, check_directory, executor_of, keep_foreign_csv,
-                            write_csv)
+from src.jobs.results_csv import keep_foreign_csv, write_csv
+from src.jobs.runs_lock import RunsDirBusy, RunsDirLock
+from src.jobs.study import add_executor_flags, check_directory, executor_of
 from src.presets import MODEL_PRESETS
 from src.registry import Choice
 from src.rundir import RunDirError, names

@@ -1,6 +1,6 @@
 """The length study's backbones as its config files name them (Lin et al. AAAI 2025,
 configs/base_model/{llama,mamba}/*.yaml: Hugging Face's LlamaConfig and MambaConfig keys), read
-onto the `llama` and `mamba` presets of the one sequence family (src/models/sequence.py).
+onto the `llama` and `mamba` presets of the one sequence family (src/models/sequence_presets.py).
 
     family: Llama2   type (decoder), hidden_size, num_hidden_layers, num_attention_heads,
                      hidden_act (silu), rope_theta, max_length, intermediate_size (default 4 ×
@@ -20,7 +20,7 @@ import dataclasses
 
 from src.flags import UsageError
 from src.mixer_spec import mixer_of
-from src.models.sequence import llama, mamba
+from src.models.sequence_presets import llama, mamba
 
 COMMON = {"type", "family", "max_length", "hidden_size", "num_hidden_layers",
           "dense_layout"}   # ours: flat | batched (src/models/sequence.py)

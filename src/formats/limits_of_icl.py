@@ -37,7 +37,7 @@ from src.flags import UsageError
 from src.formats import length_study
 from src.formats.length_study import mapping_of, refuse_unknown
 from src.formats.backbones import BACKBONES, OURS_TO_BACKBONE, backbone_model, hybrid_mapping
-from src.models.sequence import lstm
+from src.models.sequence_presets import lstm
 from src.settings import SettingsError, read_tree
 from src.systems.gpt2 import GPT2Settings
 from src.tracking import WandbSpec, wandb_spec

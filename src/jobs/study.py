@@ -10,9 +10,6 @@ Every output location (runs directory, report directory) is checked before any w
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
-import math
 import shlex
 import sys
 import time
@@ -21,9 +18,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from src.flags import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, read_user_file, summary
-from src.files import atomic_write_bytes, atomic_write_text
-from src.jobs.engine import (TODO_STATES, Job, RunsDirBusy, RunsDirLock, announce, plan, refuse_stale,
-                             run_jobs, use_compilation_cache)
+from src.jobs.engine import TODO_STATES, Job, announce, plan, refuse_stale, run_jobs, use_compilation_cache
+from src.jobs.runs_lock import RunsDirBusy, RunsDirLock
 from src.registry import Choice, registry
 from src.settings import Settings, SettingsError
 
@@ -256,48 +252,3 @@ def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_di
         return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
             jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head),
             executor=executor, quiet=quiet)
-
-
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return "" if not math.isfinite(value) else repr(value)
-    return str(value)
-
-
-def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> int:
-    """Write `rows` (missing keys empty, floats exact, non-finite empty) atomically; returns
-    the number of rows."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n",
-                            extrasaction="ignore")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: _cell(row.get(k)) for k in columns})
-    atomic_write_text(path, buffer.getvalue())
-    return len(rows)
-
-
-def keep_foreign_csv(path: Path, jobs: Sequence[Job]) -> Path | None:
-    """Before a sweep rewrites its CSV: when `path` holds anything but rows of this sweep's own
-    run directories (another sweep's results, a hand-edited file), copy it to
-    `<stem>.backup-<time>.csv` first and return that path; None when nothing needed keeping."""
-    if not path.is_file():
-        return None
-    ours = {str(job.path) for job in jobs}
-    try:
-        rows = csv.DictReader(io.StringIO(path.read_text()))
-        foreign = any(row.get("run_dir") not in ours for row in rows)
-    except (OSError, UnicodeDecodeError, csv.Error):
-        foreign = True
-    if not foreign:
-        return None
-    stamp = f"{path.stem}.backup-{time.strftime('%Y%m%d-%H%M%S')}"
-    backup, n = path.with_name(stamp + path.suffix), 1
-    while backup.exists():
-        backup, n = path.with_name(f"{stamp}-{n}{path.suffix}"), n + 1
-    atomic_write_bytes(backup, path.read_bytes())
-    return backup

@@ -2,7 +2,8 @@
 
     names     the file names (src/rundir/names.py)
     staging   safe creation and replacement (src/rundir/staging.py)
-    run       RunDir: atomic writes, checked reads, completeness (src/rundir/run.py)
+    run       RunDir: atomic writes, checked reads (src/rundir/run.py)
+    completeness   RunDir's completeness checks (src/rundir/completeness.py)
     archive   a run made elsewhere installed here (src/rundir/archive.py)
     python -m src.rundir RUN ...   names every missing or corrupt artifact
 """

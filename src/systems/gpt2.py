@@ -26,14 +26,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from src.batched import block_rows, in_blocks
-from src.bounds import FLOAT_BYTES, check_memory, check_sizes, forward_bytes, training_bytes
+from src.batched import in_blocks
+from src.bounds import check_memory, check_sizes
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
 from src.curricula import is_exchangeable, with_pair_curriculum
 from src.loop import LoopResult, gradient_chunk
 from src.optim import Optimizer, make_optimizer
 from src.models.mixers.kit import check_lengths
-from src.models.sequence import SequenceConfig, gpt2
+from src.models.sequence import SequenceConfig
+from src.models.sequence_presets import gpt2
 from src.params import flatten_params
 from src.precision import PRECISIONS
 from src.registry import Choice, registry
@@ -42,6 +43,7 @@ from src.settings import (Settings, SettingsError, added_field, choice_field, is
                           require_int, require_number, require_one_of)
 from src.train_settings import StepTrain
 from src.systems import GradientTrainer, register_system
+from src.systems.gpt2_prompts import eval_batch, eval_rows, run_bytes, sampler
 from src.tasks.garg import Curriculum, RegressionBatch
 from src.tasks.pools import check_pool, pooled
 from src.tasks.objectives import objective_of, tasks_for
@@ -173,56 +175,6 @@ class GPT2Settings(Settings):
             raise
         except ValueError as err:
             raise SettingsError(str(err)) from None
-
-
-def sampler(settings: GPT2Settings, n_points: int | None = None):
-    c = settings.curriculum
-    return registry("task").get(settings.task.name).build(
-        settings.task.options, n_points=n_points or c.points.end, n_dims=c.dims.end)
-
-
-def eval_batch(settings: GPT2Settings, n_points: int | None = None, alpha: float = 1.0) -> RegressionBatch:
-    """The fixed eval tasks at the curriculum's end (more points for a length test)."""
-    c = settings.curriculum
-    points = n_points or c.points.end
-    return jax.jit(lambda key: sampler(settings, points)(key, settings.train.eval_size,
-                                                          c.dims.end, points, alpha))(
-        jax.random.key(settings.train.eval_seed))
-
-
-def run_bytes(settings: GPT2Settings) -> int:
-    """src/bounds' over-estimate of a run's memory: training (attention's scores and weights, and
-    the state sublayer's hidden width), one block of eval_rows prompts (src/batched.py) and the
-    eval set in full."""
-    m, tr, c = settings.model, settings.train, settings.curriculum
-    hidden = getattr(m.state_mixer.options, "hidden_ratio", 0.0) or 0.0
-    return training_bytes(batch_size=tr.batch_size, eval_size=eval_rows(settings),
-                          tokens=max(m.max_tokens, 2 * c.points.end), width=m.width, layers=m.n_layer,
-                          heads=m.n_head, hidden_ratio=hidden, score_copies=2) + prompt_bytes(tr.eval_size, c.points.end, c.dims.end)
-
-
-def prompt_bytes(tasks: int, n_points: int, n_dims: int) -> int:
-    """Bytes of a RegressionBatch of `tasks` prompts: xs, ys, weights and the task vectors."""
-    return FLOAT_BYTES * tasks * (n_points * (n_dims + 2) + n_dims)
-
-
-def eval_rows(settings: GPT2Settings, n_points: int | None = None, tasks: int | None = None,
-              keep_attention: bool = False) -> int:
-    """Prompts of `n_points` (default: the curriculum's end) evaluated at once: as many as fit in
-    src.bounds.EVAL_BLOCK_BYTES by the forward pass's estimate, at most `tasks` (default: eval_size)."""
-    m = settings.model
-    points = n_points or settings.curriculum.points.end
-    per_row = forward_bytes(tokens=2 * points, width=m.width, layers=m.n_layer, heads=m.n_head,
-                            keep_attention=keep_attention)
-    return block_rows(per_row, tasks or settings.train.eval_size)
-
-
-def predictor(settings: GPT2Settings, model, params, state, n_points: int | None = None,
-              tasks: int | None = None):
-    """predict(xs [E, n, d], ys [E, n]) -> [E, n]: the model's predictions, computed in blocks of
-    `eval_rows` prompts (the same numbers as one batch)."""
-    apply = jax.jit(model.apply)
-    return in_blocks(lambda xs, ys: apply(params, state, xs, ys), eval_rows(settings, n_points, tasks))
 
 
 def weighted_mse(prediction, batch: RegressionBatch) -> jax.Array:

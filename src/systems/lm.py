@@ -4,8 +4,9 @@ disjoint sets) or x/y-pair tasks (boolean classes, regression), scored by the ta
 (src/tasks/objectives.py). AdamW with linear warm-up then cosine decay, gradient clipping.
 
 A model with dropout (model.embed_dropout, softmax_causal's `dropout`; Zoology's block) draws its
-masks in training only, from a key per step (dropout_key: the run's train key and the step);
-evaluation draws none. A model without dropout draws no key: the program it always was.
+masks in training only, from a key per step (src/systems/lm_batches.py dropout_key: the run's train
+key and the step); evaluation draws none. A model without dropout draws no key: the program it
+always was.
 
 Files: examples.json (a few decoded eval sequences) and, in the summary, the objective's
 number at every position (`accuracy_by_position` or `error_by_position`).
@@ -17,25 +18,24 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from src.bounds import check_memory, check_sizes, training_bytes
 from src.loop import LoopResult, gradient_chunk
 from src.optim import Optimizer, make_optimizer
 from src.models.mixers.kit import check_lengths
-from src.models.sequence import SequenceConfig, lm, parameter_count, with_block
+from src.models.sequence import SequenceConfig, parameter_count
+from src.models.sequence_presets import lm, with_block
 from src.params import flatten_params
 from src.registry import Choice, registry
 from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require, require_int,
                           require_one_of)
 from src.train_settings import StepTrain
 from src.systems import GradientTrainer, register_system
+from src.systems.lm_batches import LOGITS, decoded_examples, dropout_key, model_inputs, sampler, training_loss
 from src.tasks.objectives import objective_of, tasks_for
 
 EXAMPLES = "examples.json"
-LOGITS = {"scored": True, "all": False}     # train.logits -> the read-out at the scored positions only
-DROPOUT_STREAM = 0x64726F70   # a training step's dropout key: fold_in(fold_in(train key, step), this)
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def lm_settings_unchecked(task: Choice, seq_mixer: Choice, state_mixer: Choice, 
                           dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = (),
                           block: str = "ours") -> LMSettings:
     """The ICL benchmark recipe's settings, not yet validated: the model's input kind, length and
-    vocabulary follow the task; `block` (src.models.sequence.with_block): `ours`, or `zoology`
+    vocabulary follow the task; `block` (src.models.sequence_presets.with_block): `ours`, or `zoology`
     (Zoology's TransformerBlock, which sets the norm, the state mixer, the positions, dropout, the
     attention's biases and the tied read-out in place of the arguments')."""
     inputs = objective_of(task.name).inputs
@@ -148,57 +148,6 @@ def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: 
     return lm_settings_unchecked(task, seq_mixer, state_mixer, width=width, n_layer=n_layer, n_head=n_head,
                                  train=train, pairs=pairs, dense_layout=dense_layout,
                                  seq_mixers=seq_mixers, block=block).validate()
-
-
-def sampler(settings: LMSettings):
-    """(key, batch) -> a batch of the task: TokenBatch, or the pair tasks' RegressionBatch (these
-    take alpha too: inputs scaled, 1 by default)."""
-    if objective_of(settings.task.name).inputs == "tokens":
-        return registry("task").get(settings.task.name).build(settings.task.options)
-    shape = settings.pairs
-    draw = pair_sampler(settings)
-    return lambda key, batch, alpha=1.0: draw(key, batch, shape.n_dims, shape.n_points, alpha)
-
-
-def pair_sampler(settings: LMSettings, n_points: int | None = None):
-    """A pair task's draw(key, batch, d, n, alpha=1.0) -> RegressionBatch, built for n_points
-    (default: pairs.n_points) of pairs.n_dims."""
-    return registry("task").get(settings.task.name).build(
-        settings.task.options, n_points=n_points or settings.pairs.n_points, n_dims=settings.pairs.n_dims)
-
-
-def model_inputs(batch) -> tuple:
-    """What the LM reads of a batch: (tokens,) or (xs, ys)."""
-    return (batch.inputs,) if hasattr(batch, "inputs") else (batch.xs, batch.ys)
-
-
-def scored_positions(batch, count: int) -> jax.Array:
-    """[B, count] the scored positions of every row of a token batch, in order (each row scores
-    exactly `count`)."""
-    return jnp.argsort(~batch.scored, axis=1, stable=True)[:, :count].astype(jnp.int32)
-
-
-def training_loss(settings: LMSettings, apply, objective):
-    """loss(params, batch, rng=None) of the training step: the objective over every position's
-    output, or (train.logits = scored, a task that scores a fixed count per row) over the logits
-    of the scored positions alone: the same function, the read-out computed on κ of T rows. `rng`:
-    the step's dropout key (dropout_key), read by a model with dropout only."""
-    count = getattr(settings.task.options, "scored_per_row", None)
-    if not LOGITS[settings.train.logits] or count is None:
-        return lambda p, batch, rng=None: objective.score(apply(p, *model_inputs(batch), rng=rng), batch).loss
-
-    def loss(p, batch, rng=None):
-        positions = scored_positions(batch, count())
-        take = lambda a: jnp.take_along_axis(a, positions, axis=1)
-        logits = apply(p, batch.inputs, positions=positions, rng=rng)        # [B, κ, V]
-        return objective.score(logits, batch._replace(targets=take(batch.targets), scored=take(batch.scored))).loss
-    return loss
-
-
-def dropout_key(train_key: jax.Array, step) -> jax.Array:
-    """The dropout masks' key of training step `step`: the step's batch key fold_in(train_key,
-    step) folded with DROPOUT_STREAM (a stream of its own, never the batch's draw)."""
-    return jax.random.fold_in(jax.random.fold_in(train_key, step), DROPOUT_STREAM)
 
 
 def make_model(settings: LMSettings):
@@ -295,26 +244,6 @@ class LMTrainer(GradientTrainer):
         return (f"{s.task.name} / {s.model.mixer_label()} / {s.model.state_mixer.name}: {result.step} "
                 f"steps in {result.seconds:.1f}s | " + ", ".join(
                     f"{k[5:]} {v:.4f}" for k, v in f.items() if k in ("eval_accuracy", "eval_error")))
-
-
-def decoded_examples(apply, params, batch, count: int = 3) -> list[dict]:
-    """A few eval sequences as lists: inputs, targets, which positions are scored, predictions."""
-    inputs = model_inputs(batch)
-    output = np.asarray(jax.jit(apply)(params, *(a[:count] for a in inputs)))
-    examples = []
-    for i in range(count):
-        if hasattr(batch, "inputs"):
-            scored = np.asarray(batch.scored[i])
-            examples.append({"inputs": np.asarray(batch.inputs[i]).tolist(),
-                             "targets": np.asarray(batch.targets[i]).tolist(),
-                             "scored_positions": np.flatnonzero(scored).tolist(),
-                             "predicted_at_scored": output[i].argmax(-1)[scored].tolist()})
-        else:
-            examples.append({"xs": np.asarray(batch.xs[i]).round(4).tolist(),
-                             "ys": np.asarray(batch.ys[i]).round(4).tolist(),
-                             "scored_positions": list(range(int(batch.ys.shape[1]))),
-                             "predictions": output[i].round(4).tolist()})
-    return examples
 
 
 @register_system(LMSettings, doc="the Zoology / miniseq ICL benchmark: sequence x state mixers on "

@@ -26,7 +26,7 @@ from src.read_side import (AnswersPairPrompts, ExposesAttention, LearnsFunctions
 from src.registry import registry
 from src.rundir.names import PARAMS
 from src.tasks.objectives import objective_of
-from src.systems import gpt2, lm, nonlinear
+from src.systems import gpt2, gpt2_prompts, lm, lm_batches, nonlinear
 from src.systems.lsa import token_width
 from src.tasks.garg import pair_batch
 from src.tasks.regression import Tasks
@@ -35,7 +35,7 @@ from src.tasks.regression import Tasks
 class SequencePairs(PredictsPairs, AnswersPairPrompts):
     """What the one sequence family's pair models share (gpt2; lm on its pair tasks)."""
     def prompt_bytes(self, tasks, n_points, n_dims) -> int:
-        return gpt2.prompt_bytes(tasks, n_points, n_dims)
+        return gpt2_prompts.prompt_bytes(tasks, n_points, n_dims)
 
     def prompt_work(self, n_points=None) -> int:
         m = self.settings.model
@@ -63,16 +63,16 @@ class GPT2Pairs(SequencePairs):
         return model, loaded, state
 
     def prompts(self, n_points=None, alpha=1.0):
-        return gpt2.eval_batch(self.settings, n_points, alpha)
+        return gpt2_prompts.eval_batch(self.settings, n_points, alpha)
 
     def sampler(self, n_points=None):
-        return gpt2.sampler(self.settings, n_points)
+        return gpt2_prompts.sampler(self.settings, n_points)
 
     def predictor(self, model, params, state, n_points=None, tasks=None):
-        return gpt2.predictor(self.settings, model, params, state, n_points, tasks)
+        return gpt2_prompts.predictor(self.settings, model, params, state, n_points, tasks)
 
     def rows(self, n_points=None, tasks=None, keep_attention=False) -> int:
-        return gpt2.eval_rows(self.settings, n_points, tasks, keep_attention)
+        return gpt2_prompts.eval_rows(self.settings, n_points, tasks, keep_attention)
 
     def trained_shape(self) -> tuple[int, int]:
         c = self.settings.curriculum
@@ -103,7 +103,7 @@ class LMPairs(SequencePairs):
         return self.settings.pairs.n_points, self.settings.pairs.n_dims
 
     def sampler(self, n_points=None):
-        return lm.pair_sampler(self.settings, n_points)
+        return lm_batches.pair_sampler(self.settings, n_points)
 
     def prompts(self, n_points=None, alpha=1.0):
         """The fixed eval prompts; at the trained length and alpha = 1 the run's own eval batch

@@ -9,7 +9,7 @@ two biases, every weight and bias drawn from U(−1/√D, 1/√D), no forget-gat
 hk.LSTM orders i, g, f, o and adds 1 to the forget gate's bias). The input's share of the gates
 is one product over all tokens; the recurrence is a lax.scan over T.
 
-The `lstm` preset (src/models/sequence.py) stacks n_layer of these with no residual, no norm and
+The `lstm` preset (src/models/sequence_presets.py) stacks n_layer of these with no residual, no norm and
 no position encoding between the read-in and the read-out, as torch's nn.LSTM(num_layers) does.
 State per sequence and layer: h and c, 2·D floats.
 

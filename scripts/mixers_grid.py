@@ -1,0 +1,137 @@
+"""The sequence-mixer study's grid (scripts/mixers.py, scripts/zoo.py): what it trains on MQAR, as
+Cells (sequence length T, κ pairs, batch, steps, rates) and a Grid (vocabulary, cells, widths, heads,
+learning rates, block, per-mixer rates), read from a `--config` YAML file by read_grid; mixer_choices
+reads a study's mixer spelling (one mixer or a hybrid stack a+b) into registry choices.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from src.flags import UsageError
+from src.mixer_spec import mixer_stack
+from src.models.sequence_presets import BLOCKS
+from src.registry import Choice
+from src.yaml_includes import load as load_yaml
+
+WIDTHS, PAIRS, MQAR_STEPS, MQAR_HEADS = (64,), (4, 8, 16), 1500, 1
+QUICK = {"widths": (16,), "pairs": (4,), "mqar_steps": 40, "boolean_steps": 40, "boolean": ("conjunction",)}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One MQAR cell: sequence length T, κ pairs, and the batch and steps it trains at (None: the
+    recipe's batch)."""
+    seq_len: int = 64
+    kappa: int = 4
+    batch_size: int | None = None
+    steps: int = MQAR_STEPS
+    learning_rates: tuple | None = None   # this cell's rate set (None: the grid's)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What the study trains on MQAR (the defaults are `make mixers`'; a `--config` YAML file sets any
+    of these keys, configs/paper/mixers.yaml being Zoology's figure 2). Several learning rates: each
+    cell reports the best of them (Zoology's protocol); None is the recipe's default rate. `block`:
+    our block, or Zoology's own (src.models.sequence_presets.with_block)."""
+    vocab_size: int = 256
+    cells: tuple = tuple(Cell(kappa=k) for k in PAIRS)
+    widths: tuple = WIDTHS
+    heads: int = MQAR_HEADS
+    learning_rates: tuple = (None,)
+    boolean: bool = False
+    block: str = "ours"     # the models' block (src.models.sequence_presets.with_block): ours, or zoology (Zoology's own)
+    rates: tuple = ()       # ((mixer, rates), ...): a recorded rate set per mixer, over the cell's and the grid's
+
+    @property
+    def pairs(self) -> tuple:
+        return tuple(c.kappa for c in self.cells)
+
+    def rates_for(self, mixer: str, cell: Cell) -> tuple:
+        """The learning rates (mixer, cell) is trained at, the best of which it reports: the mixer's
+        recorded set, else the cell's, else the grid's."""
+        return dict(self.rates).get(mixer) or cell.learning_rates or self.learning_rates
+
+
+QUICK_GRID = Grid(cells=(Cell(kappa=4, steps=QUICK["mqar_steps"]),), widths=QUICK["widths"], boolean=True)
+GRID_KEYS = {"vocab_size", "cells", "widths", "heads", "learning_rates", "boolean", "block", "rates"}
+CELL_KEYS = {"seq_len", "kappa", "batch_size", "steps", "learning_rates"}
+
+
+def read_grid(path: str) -> Grid:
+    """The Grid of a YAML file (UsageError, one line, naming the key, the value and what is accepted)."""
+    raw = load_yaml(path)
+    if not isinstance(raw, dict):
+        raise UsageError(f"--config={path!r}: the file holds {type(raw).__name__}; accepted: a mapping of "
+                         f"{', '.join(sorted(GRID_KEYS))}")
+    unknown = sorted(set(raw) - GRID_KEYS)
+    if unknown:
+        raise UsageError(f"{path}: key {unknown[0]!r} is unknown; accepted: {', '.join(sorted(GRID_KEYS))}")
+
+    def positive_int(key, value):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: an integer >= 1")
+        return value
+
+    def listed(key, check):
+        value = raw.get(key)
+        if not isinstance(value, list) or not value:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a non-empty list")
+        return tuple(check(f"{key}[{i}]", v) for i, v in enumerate(value))
+
+    def rate(key, value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a number > 0")
+        return float(value)
+
+    def rate_list(key, value):
+        if not isinstance(value, list) or not value:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a non-empty list of rates")
+        rates = tuple(rate(f"{key}[{i}]", v) for i, v in enumerate(value))
+        if len(set(rates)) != len(rates):
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: rates without repeats")
+        return rates
+
+    def cell(key, value):
+        if not isinstance(value, dict) or set(value) - CELL_KEYS or "kappa" not in value:
+            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a mapping with kappa and any "
+                             f"of {', '.join(sorted(CELL_KEYS - {'kappa'}))}")
+        return Cell(**{k: rate_list(f"{key}.{k}", v) if k == "learning_rates" else positive_int(f"{key}.{k}", v)
+                       for k, v in value.items()})
+
+    grid = Grid()
+    values = {}
+    if "vocab_size" in raw:
+        values["vocab_size"] = positive_int("vocab_size", raw["vocab_size"])
+    if "heads" in raw:
+        values["heads"] = positive_int("heads", raw["heads"])
+    if "cells" in raw:
+        values["cells"] = listed("cells", cell)
+    if "widths" in raw:
+        values["widths"] = listed("widths", positive_int)
+    if "learning_rates" in raw:
+        values["learning_rates"] = rate_list("learning_rates", raw["learning_rates"])
+    if "rates" in raw:
+        if not isinstance(raw["rates"], dict) or not raw["rates"]:
+            raise UsageError(f"{path}: rates={raw['rates']!r} is not accepted; accepted: a mapping of mixer "
+                             "(as --mixers spells it) to its list of learning rates")
+        for mixer in raw["rates"]:
+            mixer_choices(str(mixer))
+        values["rates"] = tuple((str(m), rate_list(f"rates.{m}", v)) for m, v in raw["rates"].items())
+    if "boolean" in raw:
+        if not isinstance(raw["boolean"], bool):
+            raise UsageError(f"{path}: boolean={raw['boolean']!r} is not accepted; accepted: true or false")
+        values["boolean"] = raw["boolean"]
+    if "block" in raw:
+        if raw["block"] not in BLOCKS:
+            raise UsageError(f"{path}: block={raw['block']!r} is not accepted; accepted: {', '.join(BLOCKS)}")
+        values["block"] = raw["block"]
+    return Grid(**{**grid.__dict__, **values})
+
+
+def mixer_choices(mixer: str) -> tuple[Choice, tuple[Choice, ...]]:
+    """(seq_mixer, seq_mixers) of a study's mixer spelling: one mixer (`name` or
+    `name:option=value`), or a hybrid stack `a+b` (layer i takes the i-th, repeating; seq_mixer is
+    the last)."""
+    layers = mixer_stack(mixer, "+", "--mixers")
+    return layers[-1], (layers if len(layers) > 1 else ())
