@@ -11,14 +11,21 @@ row per finished run; attention is saved so every row gets its AUROC (clean vs.
 corrupted pairs). Inference-only noise: --train_noise_mode clean (the grid's modes
 then act on the eval set only). Rerunning the same command trains only what is missing.
 """
+
 import sys
 
 from src.cli.sweep import DriverDefaults, main
 from src.process import guarded
 
-DEFAULTS = DriverDefaults.of("eval_noise", __doc__, figures="noise",
-                            noise_mode="label_noise,random_pairs", p="0.0,0.25", sigma="0.5",
-                            placement="clean_first,noisy_first")
+DEFAULTS = DriverDefaults.of(
+    "eval_noise",
+    __doc__,
+    figures="noise",
+    noise_mode="label_noise,random_pairs",
+    p="0.0,0.25",
+    sigma="0.5",
+    placement="clean_first,noisy_first",
+)
 
 if __name__ == "__main__":
     sys.exit(guarded(lambda: main(DEFAULTS)))

@@ -11,6 +11,7 @@ Curriculum vs. inference-time sensitivity: keep --train_ordering auto and give
 --eval_ordering a list (or the reverse). lsa1 has no positional information, so it
 is exactly invariant to the order of its context (SPEC §7).
 """
+
 import sys
 
 from src.config import ORDERINGS

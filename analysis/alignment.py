@@ -17,12 +17,20 @@ context and of predicting 0); their η is tuned on held-out prompts of the run's
 training on von Oswald et al.'s task (`data: von_oswald`); on any other regression run this
 command writes it.
 """
+
 from __future__ import annotations
 
 import sys
 
-from analysis.common import (AnalysisError, for_capability, analysis_command, pairs_of,
-                             register_analysis, regression_task, tuned_eta)
+from analysis.common import (
+    AnalysisError,
+    for_capability,
+    analysis_command,
+    pairs_of,
+    register_analysis,
+    regression_task,
+    tuned_eta,
+)
 from src.read_side import PredictsPairs, ScoredAgainstGD, has, read_side, systems_with
 from src.rundir import names
 from src.flags import positive_number
@@ -49,7 +57,7 @@ def alignment_metrics(model: Model, params, eval_set: EvalSet) -> dict:
     }
 
 
-TUNE_SEED = 20231      # held-out prompts that tune a pair run's GD step (not its eval seed)
+TUNE_SEED = 20231  # held-out prompts that tune a pair run's GD step (not its eval seed)
 
 
 def query_predictor(settings, model, params, state):
@@ -64,6 +72,7 @@ def query_predictor(settings, model, params, state):
         total = lambda x: (lambda p: (jnp.sum(p), p))(model.apply(params, state, x, ys)[:, -1])
         grad, prediction = jax.grad(total, has_aux=True)(xs)
         return prediction, grad[:, -1]
+
     # the backward pass keeps the forward's activations beside its own: a third of the forward's rows
     return in_blocks(jax.jit(last), max(1, pairs_of(settings).rows() // 3))
 
@@ -77,6 +86,7 @@ def pair_alignment(settings, model, params, state, eta: float | None = None) -> 
     from baselines.regression import least_squares
     from src.metrics import alignment, loss
     from src.tasks.garg import query_tasks
+
     pairs = pairs_of(settings)
     batch = pairs.prompts()
     size, points, dims = batch.xs.shape
@@ -88,11 +98,16 @@ def pair_alignment(settings, model, params, state, eta: float | None = None) -> 
     prediction, sensitivity = query_predictor(settings, model, params, state)(batch.xs, batch.ys)
     scores = alignment(prediction, sensitivity, gd_reference(tasks, float(eta)), tasks.query_y)
     squares = least_squares(batch.xs, batch.ys)[:, -1]
-    return {"model_loss": float(scores["eval_loss"]), "gd_loss": float(scores["gd_loss"]),
-            "least_squares_loss": float(loss(squares, tasks.query_y)),
-            "zero_loss": float(loss(jnp.zeros_like(tasks.query_y), tasks.query_y)),
-            **{k: float(scores[k]) for k in ("align_cos", "l2_pred_diff", "model_diff")},
-            "eta": float(eta), "eta_source": eta_source, "num_tasks": int(size)}
+    return {
+        "model_loss": float(scores["eval_loss"]),
+        "gd_loss": float(scores["gd_loss"]),
+        "least_squares_loss": float(loss(squares, tasks.query_y)),
+        "zero_loss": float(loss(jnp.zeros_like(tasks.query_y), tasks.query_y)),
+        **{k: float(scores[k]) for k in ("align_cos", "l2_pred_diff", "model_diff")},
+        "eta": float(eta),
+        "eta_source": eta_source,
+        "num_tasks": int(size),
+    }
 
 
 def run(run_dir: RunDir, eta: float | None = None) -> dict:
@@ -101,8 +116,10 @@ def run(run_dir: RunDir, eta: float | None = None) -> dict:
     if has(PredictsPairs, settings):
         model, params, state = pairs_of(settings).restore(run_dir)
         if not regression_task(settings):
-            raise AnalysisError(f"{run_dir.path} trained on {settings.task.name}, whose labels are not real "
-                                "numbers; accepted: a regression run (GD's step is a regression estimator)")
+            raise AnalysisError(
+                f"{run_dir.path} trained on {settings.task.name}, whose labels are not real "
+                "numbers; accepted: a regression run (GD's step is a regression estimator)"
+            )
         result = pair_alignment(settings, model, params, state, eta)
         run_dir.write_json(names.ALIGNMENT, result)
         return result
@@ -118,6 +135,7 @@ def run(run_dir: RunDir, eta: float | None = None) -> dict:
 def _paper_task(settings) -> bool:
     """A pair run on von Oswald et al.'s inputs (the matrix study's task)."""
     from src.tasks.garg import GD_PAPER_INPUTS
+
     return getattr(settings.task.options, "data", None) in GD_PAPER_INPUTS and regression_task(settings)
 
 
@@ -125,20 +143,32 @@ def _applies(settings) -> bool:
     return for_capability(ScoredAgainstGD)(settings) or for_capability(PredictsPairs, when=_paper_task)(settings)
 
 
-register_analysis("alignment", run, "model vs one GD step: align_cos, l2_pred_diff, model_diff (the paper's "
-                  "system; runs that predict pairs on von Oswald et al.'s task)", _applies, [names.ALIGNMENT])
+register_analysis(
+    "alignment",
+    run,
+    "model vs one GD step: align_cos, l2_pred_diff, model_diff (the paper's "
+    "system; runs that predict pairs on von Oswald et al.'s task)",
+    _applies,
+    [names.ALIGNMENT],
+)
 
 
 def _eta_flag(parser) -> None:
-    parser.add_argument("--eta", type=positive_number(), default=None,
-                        help="GD step size (default: the run's gd_eta, tuned at alpha = 1)")
+    parser.add_argument(
+        "--eta",
+        type=positive_number(),
+        default=None,
+        help="GD step size (default: the run's gd_eta, tuned at alpha = 1)",
+    )
 
 
 def _report(args, run_dir) -> None:
     r = run(run_dir, args.eta)
-    print(f"align_cos {r['align_cos']:.6f} | l2_pred_diff {r['l2_pred_diff']:.6f} | model_loss "
-          f"{r['model_loss']:.6f} | gd_loss {r['gd_loss']:.6f} (eta {r['eta']:g}, {r['eta_source']})"
-          f" -> {run_dir.file(names.ALIGNMENT)}")
+    print(
+        f"align_cos {r['align_cos']:.6f} | l2_pred_diff {r['l2_pred_diff']:.6f} | model_loss "
+        f"{r['model_loss']:.6f} | gd_loss {r['gd_loss']:.6f} (eta {r['eta']:g}, {r['eta_source']})"
+        f" -> {run_dir.file(names.ALIGNMENT)}"
+    )
 
 
 main = analysis_command(MODULE, __doc__, _eta_flag, _report)

@@ -11,6 +11,7 @@ centred at 0 with limits ±max|w| of each panel. Keys are the context tokens;
 queries are every token for earlier layers and the query token alone for the
 last layer.
 """
+
 from __future__ import annotations
 
 import sys
@@ -29,12 +30,19 @@ from src import rundir as names  # noqa: E402
 from src.models.layouts import Layout, layout_of  # noqa: E402
 from src.rundir import RunDir  # noqa: E402
 
-MODULE = "plots.attention_quick"   # the command users know (plots/attention_quick.py)
+MODULE = "plots.attention_quick"  # the command users know (plots/attention_quick.py)
 MAX_TICKS = 42  # label every token up to this many keys/queries
 
 
-def attention_figure(weights: np.ndarray, layer: int, head: int, layout: Layout, num_pairs: int,
-                     corrupted: np.ndarray | None = None, title: str = ""):
+def attention_figure(
+    weights: np.ndarray,
+    layer: int,
+    head: int,
+    layout: Layout,
+    num_pairs: int,
+    corrupted: np.ndarray | None = None,
+    title: str = "",
+):
     """Heatmaps of weights [tasks, queries, keys]: task 0 and the task mean, side by side.
 
     corrupted: [N] bool for task 0 (True = corrupted pair) or None."""
@@ -53,15 +61,23 @@ def attention_figure(weights: np.ndarray, layer: int, head: int, layout: Layout,
     figure = new_figure(2 * width + 0.6, height + 0.5, constrained=True)
     marked = corrupted is not None and bool(np.any(corrupted)) and num_keys <= MAX_TICKS
     first = f"layer {layer} head {head}: task 0" + (" (red keys: corrupted)" if marked else "")
-    panels = ((weights[0], first),
-              (weights.mean(axis=0), f"layer {layer} head {head}: mean over {weights.shape[0]} tasks"))
+    panels = (
+        (weights[0], first),
+        (weights.mean(axis=0), f"layer {layer} head {head}: mean over {weights.shape[0]} tasks"),
+    )
     # softmax weights: a sequential map from 0; signed ones (linear attention): diverging around 0
     sequential = bool(np.min(weights) >= 0)
     for index, (matrix, panel_title) in enumerate(panels):
         ax = figure.add_subplot(1, 2, index + 1)
         limit = float(np.max(np.abs(matrix))) or 1e-12
-        image = ax.imshow(matrix, cmap="viridis" if sequential else "RdBu_r", vmin=0.0 if sequential else -limit,
-                          vmax=limit, aspect="auto", interpolation="nearest")
+        image = ax.imshow(
+            matrix,
+            cmap="viridis" if sequential else "RdBu_r",
+            vmin=0.0 if sequential else -limit,
+            vmax=limit,
+            aspect="auto",
+            interpolation="nearest",
+        )
         figure.colorbar(image, ax=ax, label="attention weight")
         ax.set_xlabel("key token")
         ax.set_ylabel("query token")
@@ -90,9 +106,15 @@ def run(run_dir: RunDir) -> list[str]:
     for (layer, head), path in paths.items():
         weights = np.load(path, allow_pickle=False)
         corrupted = mask[0] if mask is not None and mask.ndim == 2 and len(mask) else None
-        figure = attention_figure(weights, layer, head, layout_of(m), settings.task.num_context,
-                                  corrupted, title=f"{run_dir.name} ({m.name}): attention weights, "
-                                                   f"layer {layer} head {head}")
+        figure = attention_figure(
+            weights,
+            layer,
+            head,
+            layout_of(m),
+            settings.task.num_context,
+            corrupted,
+            title=f"{run_dir.name} ({m.name}): attention weights, layer {layer} head {head}",
+        )
         pngs[names.attention_figure(layer, head)] = png_bytes(figure)
     for name, data in pngs.items():
         run_dir.write_bytes(name, data)

@@ -18,6 +18,7 @@ Writes analysis/attention_stats.json
    "num_tasks": int, "score": str}
 and analysis/attention_stats.png (score histograms per layer/head, AUROC in the title).
 """
+
 from __future__ import annotations
 
 import sys
@@ -33,14 +34,16 @@ from src.rundir import names
 from src.rundir import RunDir
 
 MODULE = "analysis.attention_stats"
-SCORE = ("attention magnitude |w| of the query token (last query row) to a context pair, "
-         "pooled over pairs and tasks; interleaved tokens: mean |w| over the pair's x and y "
-         "tokens; AUROC positive class = clean pairs, ties count 1/2")
+SCORE = (
+    "attention magnitude |w| of the query token (last query row) to a context pair, "
+    "pooled over pairs and tasks; interleaved tokens: mean |w| over the pair's x and y "
+    "tokens; AUROC positive class = clean pairs, ties count 1/2"
+)
 
 
 class Auroc(NamedTuple):
-    value: float | None   # P(score_clean > score_corrupted) + ½ P(tie); None if a class is empty
-    reason: str | None    # why value is None
+    value: float | None  # P(score_clean > score_corrupted) + ½ P(tie); None if a class is empty
+    reason: str | None  # why value is None
 
 
 def average_ranks(values: np.ndarray) -> np.ndarray:
@@ -50,8 +53,8 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     order = np.argsort(values, kind="mergesort")
     ordered = values[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if n else np.zeros(0, int)
-    ends = np.r_[starts[1:], n]                      # exclusive end of every tie group
-    group_rank = (starts + ends + 1) / 2.0           # mean of ranks starts+1 .. ends
+    ends = np.r_[starts[1:], n]  # exclusive end of every tie group
+    group_rank = (starts + ends + 1) / 2.0  # mean of ranks starts+1 .. ends
     ranks = np.empty(n, dtype=np.float64)
     ranks[order] = np.repeat(group_rank, ends - starts)
     return ranks
@@ -93,8 +96,9 @@ def _class_stats(values: np.ndarray) -> dict:
     return {"mean": float(values.mean()), "std": float(values.std()), "count": int(values.size)}
 
 
-def attention_statistics(weights: Mapping[tuple[int, int], np.ndarray], noise_mask: np.ndarray,
-                         tokens_per_pair: int) -> dict:
+def attention_statistics(
+    weights: Mapping[tuple[int, int], np.ndarray], noise_mask: np.ndarray, tokens_per_pair: int
+) -> dict:
     """The attention_stats.json record.
 
     weights: {(layer, head): [tasks, queries, keys]}; noise_mask: [tasks, N] bool (True =
@@ -105,24 +109,39 @@ def attention_statistics(weights: Mapping[tuple[int, int], np.ndarray], noise_ma
     for layer, head in sorted(weights):
         array = np.asarray(weights[(layer, head)])
         if array.ndim != 3 or array.shape[0] != num_tasks:
-            raise ValueError(f"attention of layer {layer} head {head} has shape {array.shape}; "
-                             f"expected [{num_tasks}, queries, keys]")
-        score = pair_scores(array[:, -1, :], num_pairs, tokens_per_pair)        # [tasks, N]
+            raise ValueError(
+                f"attention of layer {layer} head {head} has shape {array.shape}; expected [{num_tasks}, queries, keys]"
+            )
+        score = pair_scores(array[:, -1, :], num_pairs, tokens_per_pair)  # [tasks, N]
         clean, corrupted = score[~noise_mask], score[noise_mask]
         result = auroc(score.ravel(), ~noise_mask.ravel())
         reason = result.reason
         if reason is not None:
             missing = "corrupted" if corrupted.size == 0 else "clean"
-            reason = (f"no {missing} context pairs in the {num_tasks} saved tasks "
-                      f"({clean.size} clean, {corrupted.size} corrupted)")
-        layers.append({"layer": int(layer), "head": int(head), "clean": _class_stats(clean),
-                       "corrupted": _class_stats(corrupted), "auroc": result.value,
-                       "auroc_reason": reason})
+            reason = (
+                f"no {missing} context pairs in the {num_tasks} saved tasks "
+                f"({clean.size} clean, {corrupted.size} corrupted)"
+            )
+        layers.append(
+            {
+                "layer": int(layer),
+                "head": int(head),
+                "clean": _class_stats(clean),
+                "corrupted": _class_stats(corrupted),
+                "auroc": result.value,
+                "auroc_reason": reason,
+            }
+        )
     return {"layers": layers, "num_tasks": int(num_tasks), "score": SCORE}
 
 
-def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask: np.ndarray,
-                      tokens_per_pair: int, stats: dict, title: str = ""):
+def statistics_figure(
+    weights: Mapping[tuple[int, int], np.ndarray],
+    noise_mask: np.ndarray,
+    tokens_per_pair: int,
+    stats: dict,
+    title: str = "",
+):
     """Histograms of the pair score, clean vs corrupted, one panel per layer/head (a run with no
     corrupted pair: the clean pairs' histogram alone, and no comparison)."""
     keys = sorted(weights)
@@ -134,15 +153,15 @@ def statistics_figure(weights: Mapping[tuple[int, int], np.ndarray], noise_mask:
     corrupted = bool(noise_mask.any())
     for layer, head in keys:
         ax = figure.add_subplot(rows, cols, layer * cols + head + 1)
-        score = pair_scores(np.asarray(weights[(layer, head)])[:, -1, :], noise_mask.shape[1],
-                             tokens_per_pair)
+        score = pair_scores(np.asarray(weights[(layer, head)])[:, -1, :], noise_mask.shape[1], tokens_per_pair)
         low, high = (float(score.min()), float(score.max())) if score.size else (0.0, 1.0)
         bins = np.linspace(low, high if high > low else low + 1.0, 41)
-        for values, label, color in ((score[~noise_mask], "clean pairs", "tab:blue"),
-                                     (score[noise_mask], "corrupted pairs", "tab:red")):
+        for values, label, color in (
+            (score[~noise_mask], "clean pairs", "tab:blue"),
+            (score[noise_mask], "corrupted pairs", "tab:red"),
+        ):
             if values.size:
-                ax.hist(values, bins=bins, density=True, alpha=0.55, color=color,
-                        label=f"{label} (n={values.size})")
+                ax.hist(values, bins=bins, density=True, alpha=0.55, color=color, label=f"{label} (n={values.size})")
         entry = by_key[(layer, head)]
         if corrupted:
             auc = "n/a" if entry["auroc"] is None else f"{entry['auroc']:.3f}"
@@ -163,15 +182,20 @@ def load_attention(run_dir: RunDir) -> tuple[dict, np.ndarray, str, str]:
     model name)."""
     settings = settings_with(run_dir, ExposesAttention)
     m = settings.model
-    paths = {(layer, head): run_dir.require(names.attention_file(layer, head))
-             for layer in range(m.num_layers) for head in range(m.num_heads)}
+    paths = {
+        (layer, head): run_dir.require(names.attention_file(layer, head))
+        for layer in range(m.num_layers)
+        for head in range(m.num_heads)
+    }
     mask = run_dir.load_npy(names.NOISE_MASK)
     weights = {key: np.load(path, allow_pickle=False) for key, path in paths.items()}
     num_tasks = next(iter(weights.values())).shape[0]
     if mask.ndim != 2 or mask.shape[0] < num_tasks or mask.shape[1] != settings.task.num_context:
-        raise AnalysisError(f"{run_dir.file(names.NOISE_MASK)} has shape {mask.shape}, which does "
-                            f"not fit {num_tasks} saved tasks of {settings.task.num_context} pairs; "
-                            f"recreate the run with: {run_dir.producer(names.attention_file(0, 0))}")
+        raise AnalysisError(
+            f"{run_dir.file(names.NOISE_MASK)} has shape {mask.shape}, which does "
+            f"not fit {num_tasks} saved tasks of {settings.task.num_context} pairs; "
+            f"recreate the run with: {run_dir.producer(names.attention_file(0, 0))}"
+        )
     return weights, mask[:num_tasks], layout_of(m).tokens_per_pair, m.name
 
 
@@ -182,9 +206,13 @@ def run(run_dir: RunDir) -> dict:
         stats = attention_statistics(weights, mask, tokens_per_pair)
     except ValueError as err:
         raise AnalysisError(f"{run_dir.file(names.ATTN)}: {err}") from None
-    figure = statistics_figure(weights, mask, tokens_per_pair, stats,
-                               title=f"{run_dir.name} ({model_name}, {stats['num_tasks']} tasks): the query's "
-                                     f"attention to each context pair")
+    figure = statistics_figure(
+        weights,
+        mask,
+        tokens_per_pair,
+        stats,
+        title=f"{run_dir.name} ({model_name}, {stats['num_tasks']} tasks): the query's attention to each context pair",
+    )
     png = png_bytes(figure)
     run_dir.write_json(names.ATTENTION_STATS, stats)
     run_dir.write_bytes(names.ATTENTION_STATS_PNG, png)
@@ -192,22 +220,34 @@ def run(run_dir: RunDir) -> dict:
 
 
 needs_attention = for_capability(ExposesAttention)
-register_analysis("attention_stats", run, "attention to clean vs corrupted pairs, AUROC (needs attn/)",
-                  needs_attention, [names.ATTENTION_STATS, names.ATTENTION_STATS_PNG])
-register_analysis("attention_heatmaps", lambda run_dir: render_heatmaps(run_dir),
-                  "quick heatmaps of the saved attention (figs/)", needs_attention)
+register_analysis(
+    "attention_stats",
+    run,
+    "attention to clean vs corrupted pairs, AUROC (needs attn/)",
+    needs_attention,
+    [names.ATTENTION_STATS, names.ATTENTION_STATS_PNG],
+)
+register_analysis(
+    "attention_heatmaps",
+    lambda run_dir: render_heatmaps(run_dir),
+    "quick heatmaps of the saved attention (figs/)",
+    needs_attention,
+)
 
 
 def render_heatmaps(run_dir: RunDir) -> list[str]:
     from analysis.attention_heatmap import run as render
+
     return render(run_dir)
 
 
 def _print_auroc(args, run_dir) -> None:
     for e in run(run_dir)["layers"]:
         auc = "null" if e["auroc"] is None else f"{e['auroc']:.4f}"
-        print(f"layer {e['layer']} head {e['head']}: AUROC {auc} | clean n={e['clean']['count']} "
-              f"corrupted n={e['corrupted']['count']}")
+        print(
+            f"layer {e['layer']} head {e['head']}: AUROC {auc} | clean n={e['clean']['count']} "
+            f"corrupted n={e['corrupted']['count']}"
+        )
     print(f"-> {run_dir.file(names.ATTENTION_STATS)}")
 
 

@@ -14,16 +14,17 @@ Measured on 2 cores here: the model runs about 9 G of these operations a second,
 about 7 s of model evaluation. The studies' runs need at most 1.4 % of their training's work
 (configs/mechanisms.yaml's robustness: 1.8e11 of 1.3e13), limits_of_icl's dummy.yaml 1.0 %.
 """
+
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import sys
 
-FLOOR = 60 * 10**9            # operations an analysis may always spend
-SHARE = 0.02                  # ... or this share of the run's training work, where that is more
-SOLVE_COST = 15               # a least-squares solve's nominal operation, in the model's operations
-LEAST_TASKS = 8               # the budget never reads fewer eval tasks than this
+FLOOR = 60 * 10**9  # operations an analysis may always spend
+SHARE = 0.02  # ... or this share of the run's training work, where that is more
+SOLVE_COST = 15  # a least-squares solve's nominal operation, in the model's operations
+LEAST_TASKS = 8  # the budget never reads fewer eval tasks than this
 
 _FULL = contextvars.ContextVar("full_analysis", default=False)
 
@@ -71,13 +72,18 @@ def report_cut(analysis: str, read: int, of: int, what: str = "eval tasks", how:
     """One line naming what the budget left out, printed to stderr and returned ('' when nothing)."""
     if read >= of:
         return ""
-    note = (f"{analysis}: {how} {read} of {of} {what} (the analysis budget, analysis/budget.py; "
-            f"python -m analysis.{analysis} --run RUN --full reads every one)")
+    note = (
+        f"{analysis}: {how} {read} of {of} {what} (the analysis budget, analysis/budget.py; "
+        f"python -m analysis.{analysis} --run RUN --full reads every one)"
+    )
     print(note, file=sys.stderr, flush=True)
     return note
 
 
 def full_flag(parser) -> None:
     """--full on an analysis's command (analysis.common.main_frame lifts the budget with it)."""
-    parser.add_argument("--full", action="store_true",
-                        help="every eval task and prompt variant: the analysis budget lifted (analysis/budget.py)")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="every eval task and prompt variant: the analysis budget lifted (analysis/budget.py)",
+    )

@@ -7,6 +7,7 @@ missing input file ends the program with exit 2 and one line naming the file and
 the command that creates it. Outputs are written only after all work is done,
 each one atomically, so a failed analysis leaves no partial file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,9 @@ class AnalysisError(Exception):
 
 
 def make_parser(module: str, description: str) -> OneLineParser:
-    parser = OneLineParser(prog=f"python -m {module}", description=description,
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = OneLineParser(
+        prog=f"python -m {module}", description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--run", required=True, help="a finished run directory, e.g. runs/<exp>")
     return parser
 
@@ -43,8 +45,7 @@ def run_cli(prog: str, work: Callable[[], None]) -> int:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
     except json.JSONDecodeError as err:
-        print(f"{prog}: error: a JSON file of the run is unreadable ({err}); rerun the runner",
-              file=sys.stderr)
+        print(f"{prog}: error: a JSON file of the run is unreadable ({err}); rerun the runner", file=sys.stderr)
         return 2
     return 0
 
@@ -76,8 +77,10 @@ def pairs_of(settings) -> PredictsPairs:
 def for_capability(capability: type, when: Callable[[Any], bool] | None = None) -> Callable[[Any], bool]:
     """An `applies` predicate: runs whose system has `capability` (src/read_side.py) and, with
     `when`, whose settings pass it."""
+
     def applies(settings) -> bool:
         return has(capability, settings) and (when is None or bool(when(settings)))
+
     return applies
 
 
@@ -85,8 +88,9 @@ def tuned_eta(run: RunDir) -> float:
     """GD's step size tuned for this run at α = 1 (metrics_summary.json `gd_eta`)."""
     eta = run.load_json(names.SUMMARY).get("gd_eta")
     if not isinstance(eta, (int, float)) or not math.isfinite(eta) or eta <= 0:
-        raise AnalysisError(f"{run.file(names.SUMMARY)} has no valid gd_eta ({eta!r}); "
-                            f"recreate it with: {run.producer(names.SUMMARY)}")
+        raise AnalysisError(
+            f"{run.file(names.SUMMARY)} has no valid gd_eta ({eta!r}); recreate it with: {run.producer(names.SUMMARY)}"
+        )
     return float(eta)
 
 
@@ -94,6 +98,7 @@ def regression_task(settings) -> bool:
     """A run whose task has real-valued labels (a regression estimator such as GD's step, or
     Gaussian label noise, applies to it)."""
     from src.tasks.objectives import objective_of
+
     return objective_of(settings.task.name).continuous_labels
 
 
@@ -102,6 +107,7 @@ class Analysis(NamedTuple):
     those a finished run must have (it is complete when they exist), `files` every file it can write
     (fnmatch patterns; the one list src.rundir's `producer` reads to say which command recreates a
     missing file) and `module` the module whose `python -m ... --run RUN` writes them."""
+
     run: Callable[[RunDir], Any]
     outputs: Callable[[Any], list[str]]
     module: str
@@ -113,8 +119,14 @@ def on_request(settings) -> bool:
     return False
 
 
-def register_analysis(name: str, run: Callable, doc: str, applies: Callable[[Any], bool],
-                      outputs: Sequence[str] | Callable[[Any], list[str]] = (), files: Sequence[str] = ()) -> None:
+def register_analysis(
+    name: str,
+    run: Callable,
+    doc: str,
+    applies: Callable[[Any], bool],
+    outputs: Sequence[str] | Callable[[Any], list[str]] = (),
+    files: Sequence[str] = (),
+) -> None:
     """Register `run(run_dir)` as the per-run analysis `name` (registry "analysis"), written by the
     module that defines `run`; `files` defaults to a fixed `outputs` list."""
     listed = outputs if callable(outputs) else (lambda settings, fixed=tuple(outputs): list(fixed))
@@ -125,9 +137,13 @@ def register_analysis(name: str, run: Callable, doc: str, applies: Callable[[Any
     registry("analysis").register(name, applies=applies, doc=doc)(lambda options: analysis)
 
 
-def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser], None],
-               work: Callable[[argparse.Namespace, RunDir], None],
-               argv: Sequence[str] | None) -> int:
+def main_frame(
+    module: str,
+    description: str,
+    add_flags: Callable[[OneLineParser], None],
+    work: Callable[[argparse.Namespace, RunDir], None],
+    argv: Sequence[str] | None,
+) -> int:
     """Parse flags (exit 2 on a bad one), then run `work(args, RunDir(args.run))`. `description`:
     the module's docstring (its first paragraph opens --help)."""
     parser = make_parser(module, summary(description))
@@ -135,20 +151,29 @@ def main_frame(module: str, description: str, add_flags: Callable[[OneLineParser
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if dry_run(parser.prog, f"analyse {args.run}"):
         return 0
+
     def analysed():
         from analysis.budget import full
         from src.batched import shown
+
         with full() if getattr(args, "full", False) else contextlib.nullcontext(), shown(parser.prog):
             work(args, finished(RunDir(args.run)))
+
     code = run_cli(parser.prog, analysed)
     return diverged_note(parser.prog, RunDir(args.run)) if code == 0 else code
 
 
-def analysis_command(module: str, description: str, add_flags: Callable[[OneLineParser], None],
-                     work: Callable[[argparse.Namespace, RunDir], None]) -> Callable[..., int]:
+def analysis_command(
+    module: str,
+    description: str,
+    add_flags: Callable[[OneLineParser], None],
+    work: Callable[[argparse.Namespace, RunDir], None],
+) -> Callable[..., int]:
     """An analysis's `main(argv=None) -> exit code`: `main_frame` with these."""
+
     def main(argv: Sequence[str] | None = None) -> int:
         return main_frame(module, description, add_flags, work, argv)
+
     return main
 
 
@@ -156,9 +181,11 @@ def finished(run: RunDir) -> RunDir:
     """`run`, when it finished (its metrics_summary.json is written last, after its parameters):
     MissingArtifact (one line) for a run still training, stopped or killed before its end."""
     if run.path.is_dir() and run.exists(names.CONFIG) and not run.exists(names.SUMMARY):
-        raise MissingArtifact(f"{run.path} has not finished (no {names.SUMMARY}: it is still training, or "
-                              "was stopped before its end); accepted: a finished run (continue this one with "
-                              "the command that started it and --resume)")
+        raise MissingArtifact(
+            f"{run.path} has not finished (no {names.SUMMARY}: it is still training, or "
+            "was stopped before its end); accepted: a finished run (continue this one with "
+            "the command that started it and --resume)"
+        )
     return run
 
 
@@ -171,10 +198,13 @@ def diverged_note(prog: str, run: RunDir) -> int:
     try:
         summary = run.load_json(names.SUMMARY) if run.exists(names.SUMMARY) else {}
     except RunDirError:
-        return 0      # nothing to say about an unreadable summary here (src.rundir flags it)
+        return 0  # nothing to say about an unreadable summary here (src.rundir flags it)
     if not isinstance(summary, dict) or summary.get("status") != "diverged":
         return 0
     message = summary.get("message") or "diverged"
-    print(f"{prog}: note: {run.path} diverged ({message}); the outputs describe its last good "
-          f"parameters, not a trained model (exit {DIVERGED_EXIT})", file=sys.stderr)
+    print(
+        f"{prog}: note: {run.path} diverged ({message}); the outputs describe its last good "
+        f"parameters, not a trained model (exit {DIVERGED_EXIT})",
+        file=sys.stderr,
+    )
     return DIVERGED_EXIT

@@ -2,6 +2,7 @@
 one GD step, the first layer's copy sensitivities with their curves, and its mean attention
 map over the eval tasks.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -23,6 +24,7 @@ from src.probes.attention import capture_attention
 NEIGHBOUR_DOMINANCE = 3.0
 COPY_KEYS = ("copy_own", "copy_next", "copy_prev", "copy_other")
 
+
 def first_layer_attention(run: RunDir) -> np.ndarray:
     """Mean first-layer attention of a trained interleaved model over the first
     ATTENTION_TASKS eval tasks (src/rundir/names.py: the ones `--save_attention` saves): [T, S] (rows: every
@@ -41,8 +43,10 @@ def attention_pattern(mean_attention: np.ndarray) -> dict:
     num_context = mean_attention.shape[1]
     x_rows = np.arange(0, num_context, 2)
     per_pair = mean_attention.reshape(mean_attention.shape[0], num_context // 2, 2).sum(axis=2)
-    return {"partner": float(mean_attention[x_rows, x_rows + 1].mean()),
-            "fixed_pair": float(per_pair.mean(axis=0).max())}
+    return {
+        "partner": float(mean_attention[x_rows, x_rows + 1].mean()),
+        "fixed_pair": float(per_pair.mean(axis=0).max()),
+    }
 
 
 def copy_model(twolayer_runs: Sequence[RunDir]) -> dict:
@@ -60,13 +64,13 @@ def copy_model(twolayer_runs: Sequence[RunDir]) -> dict:
         "steps": summaries[0].get("steps"),
         "final": final,
         "gap": over_seeds([s["eval_loss"] - s["gd_loss"] for s in summaries]),
-        "neighbour": neighbour,              # copy_next per seed
+        "neighbour": neighbour,  # copy_next per seed
         "neighbour_over_other": ratio,
         "curves": curves(twolayer_runs, ("eval_loss", "gd_loss") + COPY_KEYS),
         "attention_partner": over_seeds([p["partner"] for p in patterns]),
         "attention_fixed_pair": over_seeds([p["fixed_pair"] for p in patterns]),
         "attention_tasks": names.ATTENTION_TASKS,
         "attention_map_seed": summaries[0].get("seed"),
-        "attention_map": np.round(maps[0], 4).tolist(),   # [T, S] of the first seed
+        "attention_map": np.round(maps[0], 4).tolist(),  # [T, S] of the first seed
         "paper": {"gd_loss": PAPER_GD_LOSS, "max_gap": 0.05},
     }

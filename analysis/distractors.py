@@ -1,6 +1,7 @@
 """Distractors over seeds: the trained lsa1 models and one GD step (η tuned on clean tasks)
 when k of the N context pairs are random pairs (fresh x', label y' ~ N(0, σ²)).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -16,6 +17,7 @@ from src.rundir import RunDir
 from src.stats import over_seeds
 from src.eval_set import make_eval_set
 
+
 def distractors(lsa1_runs: Sequence[RunDir], counts: Sequence[int], sigma: float = 1.0) -> dict:
     """Loss of the trained lsa1 models and of one GD step (η tuned on clean tasks) when k of
     the N context pairs are random pairs (fresh x', label y' ~ N(0, σ²)), k in `counts`."""
@@ -26,14 +28,28 @@ def distractors(lsa1_runs: Sequence[RunDir], counts: Sequence[int], sigma: float
     scorer = make_scorer(loaded[0].model)
     rows = []
     for k in counts:
-        curriculum = (CurriculumConfig() if k == 0 else
-                      CurriculumConfig(noise_mode="random_pairs", noise_p=k / n, noise_sigma=sigma))
+        curriculum = (
+            CurriculumConfig()
+            if k == 0
+            else CurriculumConfig(noise_mode="random_pairs", noise_p=k / n, noise_sigma=sigma)
+        )
         eval_set = make_eval_set(replace(base, eval_curriculum=curriculum), gd_eta=eta)
         corrupted = float(np.mean(np.sum(eval_set.noise_mask, axis=1)))
         scores = [scorer(item.params, eval_set.tasks, eval_set.reference) for item in loaded]
-        rows.append({"k": int(k), "corrupted_per_task": corrupted,
-                     "tf_loss": over_seeds([s["eval_loss"] for s in scores]),
-                     "gd_loss": scores[0]["gd_loss"], "zero_loss": zero_loss(eval_set.tasks),
-                     "align_cos": over_seeds([s["align_cos"] for s in scores])})
-    return {"seeds": [item.settings.train.seed for item in loaded], "gd_eta": eta,
-            "num_context": n, "sigma": sigma, "rows": rows}
+        rows.append(
+            {
+                "k": int(k),
+                "corrupted_per_task": corrupted,
+                "tf_loss": over_seeds([s["eval_loss"] for s in scores]),
+                "gd_loss": scores[0]["gd_loss"],
+                "zero_loss": zero_loss(eval_set.tasks),
+                "align_cos": over_seeds([s["align_cos"] for s in scores]),
+            }
+        )
+    return {
+        "seeds": [item.settings.train.seed for item in loaded],
+        "gd_eta": eta,
+        "num_context": n,
+        "sigma": sigma,
+        "rows": rows,
+    }

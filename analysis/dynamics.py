@@ -29,6 +29,7 @@ loadings belong to: its record has the plateaus and drops without the theory (no
 Writes analysis/dynamics.json and analysis/dynamics.png (loss with the theory levels;
 singular values of every head's W_KQ over training).
 """
+
 from __future__ import annotations
 
 import sys
@@ -43,15 +44,23 @@ from src.rundir import RunDir
 from src.tasks.dynamics import DynamicsTaskConfig, SequenceSet, input_eigenvalues, make_sets
 
 MODULE = "analysis.dynamics"
-RULE = ("flat: |L(t+w) - L(t)| < 2 % L(t), w = max(5, 0.1 t); plateau: a run of flat epochs (plus its last "
-        "window) lasting >= max(15, 0.25 start) epochs, level = median, merged within 5 %; drop epoch: first "
-        "loss below the geometric mean of two consecutive plateau levels (or of the initial / final loss when "
-        "the run starts / ends falling)")
+RULE = (
+    "flat: |L(t+w) - L(t)| < 2 % L(t), w = max(5, 0.1 t); plateau: a run of flat epochs (plus its last "
+    "window) lasting >= max(15, 0.25 start) epochs, level = median, merged within 5 %; drop epoch: first "
+    "loss below the geometric mean of two consecutive plateau levels (or of the initial / final loss when "
+    "the run starts / ends falling)"
+)
 
 
-def plateaus(loss: np.ndarray, window_fraction: float = 0.1, min_window: int = 5,
-             flat_tol: float = 0.02, min_fraction: float = 0.25, min_epochs: int = 15,
-             merge_tol: float = 0.05) -> list[dict]:
+def plateaus(
+    loss: np.ndarray,
+    window_fraction: float = 0.1,
+    min_window: int = 5,
+    flat_tol: float = 0.02,
+    min_fraction: float = 0.25,
+    min_epochs: int = 15,
+    merge_tol: float = 0.05,
+) -> list[dict]:
     """[{start, end, level}] of a loss trajectory [E] (the rule in the module docstring):
     epoch t is flat when |L(t + w) − L(t)| < flat_tol · L(t) with w = max(min_window,
     window_fraction · t) (drops are abrupt on a logarithmic time axis, so the window grows
@@ -71,14 +80,13 @@ def plateaus(loss: np.ndarray, window_fraction: float = 0.1, min_window: int = 5
         elif not is_flat and start is not None:
             end = min(epoch - 1 + int(ahead[epoch - 1] - (epoch - 1)), len(loss) - 1)
             if end - start + 1 >= max(min_epochs, min_fraction * start):
-                runs.append({"start": start, "end": end,
-                             "level": float(np.median(loss[start:end + 1]))})
+                runs.append({"start": start, "end": end, "level": float(np.median(loss[start : end + 1]))})
             start = None
     merged: list[dict] = []
     for run in runs:
         if merged and abs(run["level"] - merged[-1]["level"]) <= merge_tol * merged[-1]["level"]:
             merged[-1]["end"] = run["end"]
-            merged[-1]["level"] = float(np.median(loss[merged[-1]["start"]:run["end"] + 1]))
+            merged[-1]["level"] = float(np.median(loss[merged[-1]["start"] : run["end"] + 1]))
         else:
             merged.append(run)
     return merged
@@ -104,22 +112,29 @@ def drops(loss: np.ndarray, found: list[dict], merge_tol: float = 0.05) -> list[
         if b["level"] >= a["level"]:
             continue
         middle = np.sqrt(a["level"] * b["level"])
-        below = np.nonzero(loss[a["end"]:b["start"] + 1] < middle)[0]
+        below = np.nonzero(loss[a["end"] : b["start"] + 1] < middle)[0]
         epoch = int(a["end"] + below[0]) if below.size else int(b["start"])
-        out.append({"epoch": epoch, "from_level": a["level"], "to_level": b["level"],
-                    "from_plateau": a["index"], "to_plateau": b["index"]})
+        out.append(
+            {
+                "epoch": epoch,
+                "from_level": a["level"],
+                "to_level": b["level"],
+                "from_plateau": a["index"],
+                "to_plateau": b["index"],
+            }
+        )
     return out
 
 
 def principal_levels(data: SequenceSet, task: DynamicsTaskConfig) -> list[float]:
     """Loss of least squares on the top-m principal directions, m = 0..D (MSE, the set's)."""
     eig = input_eigenvalues(task.in_dim, task.white_cov)
-    order = np.argsort(-eig, kind="stable")                 # axes by decreasing eigenvalue
+    order = np.argsort(-eig, kind="stable")  # axes by decreasing eigenvalue
     x, y = data.tokens[:, :-1, :-1], data.tokens[:, :-1, -1]
     h = np.einsum("pn,pnd->pd", y, x)[:, order]
     query = data.tokens[:, -1, :-1][:, order]
     target = data.targets
-    levels = [float(np.mean(target ** 2))]
+    levels = [float(np.mean(target**2))]
     for m in range(1, task.in_dim + 1):
         feats = np.einsum("pi,pj->pij", query[:, :m], h[:, :m]).reshape(len(target), -1)
         coef, *_ = np.linalg.lstsq(feats, target, rcond=None)
@@ -127,44 +142,54 @@ def principal_levels(data: SequenceSet, task: DynamicsTaskConfig) -> list[float]
     return levels
 
 
-def rise_epochs(log_epochs: np.ndarray, gamma_diag: np.ndarray, order: np.ndarray,
-                reference_epoch: int) -> list:
+def rise_epochs(log_epochs: np.ndarray, gamma_diag: np.ndarray, order: np.ndarray, reference_epoch: int) -> list:
     """Per principal component (by decreasing eigenvalue), from the per-head diagonals
     gamma_diag [K, H, D]: the first logged epoch at which the strength Σ_h |.| reaches half of its magnitude at `reference_epoch` (the start of the last plateau,
     when the loss has converged; later drift along flat directions does not count), or None
     if it never grew there (to 10x its initial magnitude)."""
     ref = int(np.searchsorted(log_epochs, reference_epoch))
     ref = min(ref, len(log_epochs) - 1)
-    strength = np.abs(np.asarray(gamma_diag)).sum(axis=1)       # [K, D]
+    strength = np.abs(np.asarray(gamma_diag)).sum(axis=1)  # [K, D]
     out = []
     for axis in order:
         series = strength[:, axis]
         target = series[ref]
-        hit = np.nonzero(series[:ref + 1] >= 0.5 * target)[0] if target > 10 * series[0] else []
+        hit = np.nonzero(series[: ref + 1] >= 0.5 * target)[0] if target > 10 * series[0] else []
         out.append(int(log_epochs[hit[0]]) if len(hit) else None)
     return out
 
 
-def analyse(loss, log_epochs, singular_values, gamma_diag, data: SequenceSet,
-            task: DynamicsTaskConfig) -> dict:
+def analyse(loss, log_epochs, singular_values, gamma_diag, data: SequenceSet, task: DynamicsTaskConfig) -> dict:
     """The dynamics.json record; gamma_diag None (softmax attention): without the linear
     model's theory levels and component rise epochs."""
     found = plateaus(loss)
     theory = principal_levels(data, task) if gamma_diag is not None else []
     for plateau in found if theory else ():
         m = int(np.argmin([abs(plateau["level"] - t) for t in theory]))
-        plateau.update(theory_m=m, theory_level=theory[m],
-                       difference=plateau["level"] - theory[m])
-    record = {"rule": RULE, "epochs": int(len(loss)), "final_loss": float(loss[-1]) if len(loss) else None,
-              "plateaus": found, "drops": drops(loss, found)}
+        plateau.update(theory_m=m, theory_level=theory[m], difference=plateau["level"] - theory[m])
+    record = {
+        "rule": RULE,
+        "epochs": int(len(loss)),
+        "final_loss": float(loss[-1]) if len(loss) else None,
+        "plateaus": found,
+        "drops": drops(loss, found),
+    }
     eigenvalues = input_eigenvalues(task.in_dim, task.white_cov)
     if gamma_diag is None:
-        return {**record, "eigenvalues": eigenvalues.tolist(),
-                "theory": "none: softmax attention is not the linear model of the principal-component levels"}
+        return {
+            **record,
+            "eigenvalues": eigenvalues.tolist(),
+            "theory": "none: softmax attention is not the linear model of the principal-component levels",
+        }
     order = np.argsort(-eigenvalues, kind="stable")
-    return {**record, "theory_levels": theory, "eigenvalues": eigenvalues.tolist(),
-            "component_rise_epochs": rise_epochs(np.asarray(log_epochs), np.asarray(gamma_diag), order,
-                                                 found[-1]["start"] if found else len(loss))}
+    return {
+        **record,
+        "theory_levels": theory,
+        "eigenvalues": eigenvalues.tolist(),
+        "component_rise_epochs": rise_epochs(
+            np.asarray(log_epochs), np.asarray(gamma_diag), order, found[-1]["start"] if found else len(loss)
+        ),
+    }
 
 
 def figure(loss, log_epochs, singular_values, record: dict, title: str):
@@ -180,15 +205,23 @@ def figure(loss, log_epochs, singular_values, record: dict, title: str):
     ax.set_xscale("log")
     ax.set_xlabel("epoch (full-batch updates), log scale")
     ax.set_ylabel("loss: mean (ŷ − y)² (squared label units)")
-    ax.set_title("loss; dotted: least squares on the top-m principal directions;\nred: drops"
-                 if "theory_levels" in record else "loss (softmax attention: no principal-component "
-                 "levels);\nred: drops", fontsize=9)
+    ax.set_title(
+        "loss; dotted: least squares on the top-m principal directions;\nred: drops"
+        if "theory_levels" in record
+        else "loss (softmax attention: no principal-component levels);\nred: drops",
+        fontsize=9,
+    )
     ax = fig.add_subplot(1, 2, 2)
-    sv = np.asarray(singular_values)            # [K, H, n]
+    sv = np.asarray(singular_values)  # [K, H, n]
     for head in range(sv.shape[1]):
         for k in range(sv.shape[2]):
-            ax.plot(np.maximum(log_epochs, 1), sv[:, head, k], lw=1, color=f"C{head % 10}",
-                    label=f"head {head}" if k == 0 else None)
+            ax.plot(
+                np.maximum(log_epochs, 1),
+                sv[:, head, k],
+                lw=1,
+                color=f"C{head % 10}",
+                label=f"head {head}" if k == 0 else None,
+            )
     ax.set_xscale("log")
     ax.set_xlabel("epoch, log scale")
     ax.set_ylabel("singular values of W_KQ (per head)")
@@ -201,13 +234,15 @@ def figure(loss, log_epochs, singular_values, record: dict, title: str):
 
 def load_dynamics(run_dir: RunDir) -> tuple[dict, object]:
     """(dynamics.npz arrays, settings) of a run of system `dynamics` (python -m runners.linattn)."""
-    settings = settings_with(run_dir, TracksDynamics)    # Missing/CorruptArtifact, WrongSystem: one line
+    settings = settings_with(run_dir, TracksDynamics)  # Missing/CorruptArtifact, WrongSystem: one line
     arrays = run_dir.load_arrays(names.DYNAMICS)
     needed = ("loss", "log_epochs", "singular_values") + (() if settings.train.softmax else ("gamma_diag",))
     missing = [k for k in needed if k not in arrays]
     if missing:
-        raise AnalysisError(f"{run_dir.file(names.DYNAMICS)} has no array {missing[0]!r}; recreate it "
-                            f"with: {run_dir.producer(names.DYNAMICS)}")
+        raise AnalysisError(
+            f"{run_dir.file(names.DYNAMICS)} has no array {missing[0]!r}; recreate it "
+            f"with: {run_dir.producer(names.DYNAMICS)}"
+        )
     return arrays, settings
 
 
@@ -215,30 +250,53 @@ def run(run_dir: RunDir) -> dict:
     """Compute and write analysis/dynamics.json and .png."""
     arrays, settings = load_dynamics(run_dir)
     if len(arrays["loss"]) == 0:
-        raise AnalysisError(f"{run_dir.path} diverged in its first epoch (no epoch's loss was kept): there "
-                            "is no loss curve to analyse; accepted: a run that trained at least one epoch "
-                            "(a smaller --init or --lr)")
+        raise AnalysisError(
+            f"{run_dir.path} diverged in its first epoch (no epoch's loss was kept): there "
+            "is no loss curve to analyse; accepted: a run that trained at least one epoch "
+            "(a smaller --init or --lr)"
+        )
     train_set = make_sets(settings.task)["train"]
-    record = analyse(arrays["loss"], arrays["log_epochs"], arrays["singular_values"],
-                     arrays.get("gamma_diag"), train_set, settings.task)
-    png = png_bytes(figure(arrays["loss"], arrays["log_epochs"], arrays["singular_values"], record,
-                           f"{run_dir.name} ({settings.model.name})"))
+    record = analyse(
+        arrays["loss"],
+        arrays["log_epochs"],
+        arrays["singular_values"],
+        arrays.get("gamma_diag"),
+        train_set,
+        settings.task,
+    )
+    png = png_bytes(
+        figure(
+            arrays["loss"],
+            arrays["log_epochs"],
+            arrays["singular_values"],
+            record,
+            f"{run_dir.name} ({settings.model.name})",
+        )
+    )
     run_dir.write_json(names.DYNAMICS_JSON, record)
     run_dir.write_bytes(names.DYNAMICS_PNG, png)
     return record
 
 
-register_analysis("dynamics", run, "plateaus and drops of the loss vs the principal-component theory",
-                  for_capability(TracksDynamics), [names.DYNAMICS_JSON, names.DYNAMICS_PNG])
+register_analysis(
+    "dynamics",
+    run,
+    "plateaus and drops of the loss vs the principal-component theory",
+    for_capability(TracksDynamics),
+    [names.DYNAMICS_JSON, names.DYNAMICS_PNG],
+)
 
 
 def _print_staircase(args, run_dir) -> None:
     record = run(run_dir)
     for p in record["plateaus"]:
-        print(f"plateau epochs {p['start']}-{p['end']}: level {p['level']:.4f} "
-              f"(theory m={p['theory_m']}: {p['theory_level']:.4f})")
-    print("\n".join(f"drop at epoch {d['epoch']}: {d['from_level']:.4f} -> {d['to_level']:.4f}"
-                    for d in record["drops"]))
+        print(
+            f"plateau epochs {p['start']}-{p['end']}: level {p['level']:.4f} "
+            f"(theory m={p['theory_m']}: {p['theory_level']:.4f})"
+        )
+    print(
+        "\n".join(f"drop at epoch {d['epoch']}: {d['from_level']:.4f} -> {d['to_level']:.4f}" for d in record["drops"])
+    )
     print(f"-> {run_dir.file(names.DYNAMICS_JSON)}")
 
 

@@ -13,6 +13,7 @@ study's own configs), the first tasks that fit are read, as the figure's title a
 `--full` reads every one.
 Writes analysis/icl_curve.csv (predictor, n_examples, mean, ci95) and analysis/icl_curve.png.
 """
+
 from __future__ import annotations
 
 import sys
@@ -40,6 +41,7 @@ def curves(settings, model, params, state, n_points: int | None = None, batch=No
     (default: the run's eval tasks at `n_points`)."""
     from baselines.regression import row_wise
     from src.batched import in_blocks
+
     pairs = pairs_of(settings)
     batch = pairs.prompts(n_points) if batch is None else batch
     tasks, points, dims = batch.xs.shape
@@ -68,11 +70,14 @@ def bayes_predictions(settings, batch) -> dict:
     from baselines.bayes import dmmse, ridge
     from src.tasks.pools import task_pool
     from src.batched import block_rows, in_blocks
+
     tasks, points, dims = batch.xs.shape
     pool = task_pool(pairs_of(settings).sampler(), settings.train.seed, size, dims, points)
-    rows = block_rows(3 * 4 * points * (size + points * dims), tasks)     # [n, M] posteriors, [n, d, d] grams
-    return {"dmmse": in_blocks(lambda x, y: dmmse(x, y, pool, noise), rows)(batch.xs, batch.ys),
-            "ridge": in_blocks(lambda x, y: ridge(x, y, noise, 1.0), rows)(batch.xs, batch.ys)}
+    rows = block_rows(3 * 4 * points * (size + points * dims), tasks)  # [n, M] posteriors, [n, d, d] grams
+    return {
+        "dmmse": in_blocks(lambda x, y: dmmse(x, y, pool, noise), rows)(batch.xs, batch.ys),
+        "ridge": in_blocks(lambda x, y: ridge(x, y, noise, 1.0), rows)(batch.xs, batch.ys),
+    }
 
 
 def baseline_row_bytes(points: int, dims: int) -> int:
@@ -82,12 +87,14 @@ def baseline_row_bytes(points: int, dims: int) -> int:
     points peaked at 4.26 GiB resident, the process included (make lengthgen_laptop), where three
     arrays estimated 1.6 GiB; ten estimate 4.9 GiB (tests/test_docs_measurements.py)."""
     from src.bounds import FLOAT_BYTES
+
     return 10 * FLOAT_BYTES * points * points * (dims + 1)
 
 
 def baseline_rows(points: int, dims: int, tasks: int) -> int:
     """Tasks a baseline predicts at once (src/batched.py)."""
     from src.batched import block_rows
+
     return block_rows(baseline_row_bytes(points, dims), tasks)
 
 
@@ -96,15 +103,21 @@ def check_memory_for(settings, points: int, tasks: int, what: str) -> int:
     time (the model's, then each baseline's); AnalysisError (one line) before any work when they
     cannot fit in the memory free."""
     from src.bounds import check_memory, forward_bytes
+
     pairs, m = pairs_of(settings), settings.model
     model_block = pairs.rows(points, tasks) * forward_bytes(
-        tokens=2 * points, width=m.width, layers=m.n_layer, heads=m.n_head)
+        tokens=2 * points, width=m.width, layers=m.n_layer, heads=m.n_head
+    )
     dims = pairs.trained_shape()[1]
     baseline_block = baseline_rows(points, dims, tasks) * baseline_row_bytes(points, dims)
     needed = 4 * pairs.prompt_bytes(tasks, points, dims) + max(model_block, baseline_block)
     try:
-        check_memory(needed, what, accepted="fewer tasks (--eval_size) or points (--factor, --points)",
-                     parts=f"{tasks} prompts of {points} points, evaluated a block at a time")
+        check_memory(
+            needed,
+            what,
+            accepted="fewer tasks (--eval_size) or points (--factor, --points)",
+            parts=f"{tasks} prompts of {points} points, evaluated a block at a time",
+        )
     except ValueError as err:
         raise AnalysisError(str(err)) from None
     return needed
@@ -113,7 +126,8 @@ def check_memory_for(settings, points: int, tasks: int, what: str) -> int:
 def curve_csv(rows: list[dict]) -> str:
     """The CSV text of `summarise` rows: predictor, n_examples, mean, ci95."""
     return "predictor,n_examples,mean,ci95\n" + "".join(
-        f"{r['predictor']},{r['n_examples']},{r['mean']:.9g},{r['ci95']:.9g}\n" for r in rows)
+        f"{r['predictor']},{r['n_examples']},{r['mean']:.9g},{r['ci95']:.9g}\n" for r in rows
+    )
 
 
 def points_limit(settings) -> int | None:
@@ -126,16 +140,24 @@ def summarise(errors: dict[str, np.ndarray]) -> list[dict]:
     for name, table in errors.items():
         mean = table.mean(axis=0)
         ci = 1.96 * table.std(axis=0, ddof=1) / np.sqrt(table.shape[0])
-        rows += [{"predictor": name, "n_examples": i, "mean": float(m), "ci95": float(c)}
-                 for i, (m, c) in enumerate(zip(mean, ci))]
+        rows += [
+            {"predictor": name, "n_examples": i, "mean": float(m), "ci95": float(c)}
+            for i, (m, c) in enumerate(zip(mean, ci))
+        ]
     return rows
 
 
 # the predictors' names in words (legends)
-PREDICTOR_WORDS = {"model": "the trained model", "least_squares": "least squares", "knn": "3-nearest neighbours",
-                   "averaging": "averaging (mean of y·x)", "gd_step": "one GD step (η tuned)",
-                   "lasso": "lasso", "dmmse": "dMMSE (posterior mean over the run's pool)",
-                   "ridge": "ridge (posterior mean under the prior)"}
+PREDICTOR_WORDS = {
+    "model": "the trained model",
+    "least_squares": "least squares",
+    "knn": "3-nearest neighbours",
+    "averaging": "averaging (mean of y·x)",
+    "gd_step": "one GD step (η tuned)",
+    "lasso": "lasso",
+    "dmmse": "dMMSE (posterior mean over the run's pool)",
+    "ridge": "ridge (posterior mean under the prior)",
+}
 
 
 def figure(rows: list[dict], title: str, trained_points: int, metric: str = "error"):
@@ -145,13 +167,26 @@ def figure(rows: list[dict], title: str, trained_points: int, metric: str = "err
         part = [r for r in rows if r["predictor"] == name]
         x = [r["n_examples"] for r in part]
         mean, ci = np.array([r["mean"] for r in part]), np.array([r["ci95"] for r in part])
-        ax.plot(x, mean, marker="o" if name == "model" else None, lw=2 if name == "model" else 1,
-                color=f"C{i}", label=PREDICTOR_WORDS.get(name, name.replace("_", " ")))
-        ax.fill_between(x, mean - ci, mean + ci, color=f"C{i}", alpha=0.2, lw=0,
-                        label="shaded: 95 % confidence interval over the eval tasks" if i == 0 else None)
+        ax.plot(
+            x,
+            mean,
+            marker="o" if name == "model" else None,
+            lw=2 if name == "model" else 1,
+            color=f"C{i}",
+            label=PREDICTOR_WORDS.get(name, name.replace("_", " ")),
+        )
+        ax.fill_between(
+            x,
+            mean - ci,
+            mean + ci,
+            color=f"C{i}",
+            alpha=0.2,
+            lw=0,
+            label="shaded: 95 % confidence interval over the eval tasks" if i == 0 else None,
+        )
     ax.axvline(trained_points - 1, color="0.5", ls=":", lw=1, label="trained length")
     ax.set_xlabel("in-context examples before the prediction")
-    if metric == "error":      # the objective's reported number: regression error or sign accuracy
+    if metric == "error":  # the objective's reported number: regression error or sign accuracy
         ax.set_ylabel("squared error / d (zero predictor: 1)")
         ax.set_ylim(0, 1.6)
     else:
@@ -166,7 +201,7 @@ def load_run(run: RunDir):
     """(settings, model, params, state) of a finished run whose system predicts pairs (the GPT-2
     family): settings read and validated by the system, parameters checked against its model by
     the system's read side (src/read_side.py)."""
-    settings = run.load_settings(*systems_with(PredictsPairs))   # Missing/CorruptArtifact, WrongSystem: one line
+    settings = run.load_settings(*systems_with(PredictsPairs))  # Missing/CorruptArtifact, WrongSystem: one line
     return (settings, *pairs_of(settings).restore(run))
 
 
@@ -174,8 +209,9 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     settings, model, params, state = load_run(run_dir)
     limit = points_limit(settings)
     if n_points is not None and limit is not None and n_points > limit:
-        raise AnalysisError(f"--points={n_points} is beyond the learned position table; accepted: at "
-                            f"most n_positions={limit}")
+        raise AnalysisError(
+            f"--points={n_points} is beyond the learned position table; accepted: at most n_positions={limit}"
+        )
     pairs = pairs_of(settings)
     (trained, dims), eval_size = pairs.trained_shape(), settings.train.eval_size
     points = n_points or trained
@@ -183,21 +219,36 @@ def run(run_dir: RunDir, n_points: int | None = None) -> list[dict]:
     cut = report_cut("icl_curve", tasks, eval_size)
     check_memory_for(settings, points, tasks, "the ICL curve")
     rows = summarise(curves(settings, model, params, state, n_points, pairs.prompts(n_points).first(tasks)))
-    png = png_bytes(figure(rows, f"{run_dir.name}: {settings.model.mixer_label()} on "
-                                 f"{settings.task.name}" + (f" (the first {tasks} of {eval_size} eval tasks)" if cut else ""),
-                           trained, objective_of(settings.task.name).metric))
+    png = png_bytes(
+        figure(
+            rows,
+            f"{run_dir.name}: {settings.model.mixer_label()} on "
+            f"{settings.task.name}" + (f" (the first {tasks} of {eval_size} eval tasks)" if cut else ""),
+            trained,
+            objective_of(settings.task.name).metric,
+        )
+    )
     run_dir.write_text(CSV, curve_csv(rows))
     run_dir.write_bytes(PNG, png)
     return rows
 
 
-register_analysis("icl_curve", run, "error vs in-context examples with the baselines (runs that predict "
-                  "pairs: the GPT-2 family, lm on its pair tasks)", for_capability(PredictsPairs), [CSV, PNG])
+register_analysis(
+    "icl_curve",
+    run,
+    "error vs in-context examples with the baselines (runs that predict pairs: the GPT-2 family, lm on its pair tasks)",
+    for_capability(PredictsPairs),
+    [CSV, PNG],
+)
 
 
 def _points_flag(parser) -> None:
-    parser.add_argument("--points", type=int_at_least(1), default=None,
-                        help="evaluate at this many points (default: the trained number)")
+    parser.add_argument(
+        "--points",
+        type=int_at_least(1),
+        default=None,
+        help="evaluate at this many points (default: the trained number)",
+    )
     full_flag(parser)
 
 

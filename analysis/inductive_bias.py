@@ -19,6 +19,7 @@ error / d for regression, 1 − accuracy of sign ŷ for boolean tasks).
 
 Glossary: B eval tasks, n points of a prompt, d input dimension, L trained points.
 """
+
 from __future__ import annotations
 
 import sys
@@ -42,7 +43,7 @@ from src.tasks.objectives import objective_of
 
 MODULE = "analysis.inductive_bias"
 LEARNERS = ("least_squares", "averaging", "knn")
-AT_EVERY_POINT = ("averaging", "knn")      # cheap at every point: the registry's; least squares solves at the query
+AT_EVERY_POINT = ("averaging", "knn")  # cheap at every point: the registry's; least squares solves at the query
 
 
 def block_size(settings) -> int:
@@ -60,14 +61,15 @@ def prompt_indices(block: int, length: int, copies: Sequence[int] | None = None)
     query changes nothing at it, and one call with one shape serves every r (one compilation,
     not one per length)."""
     rows = []
-    for r in (range(length - block) if copies is None else copies):
+    for r in range(length - block) if copies is None else copies:
         row = duplication_indices(block, r)
         rows.append(np.concatenate([row, np.full(length - len(row), block)]))
     return np.stack(rows)
 
 
-def query_errors(settings, model, params, state, batch, indices: np.ndarray,
-                 query: np.ndarray | None = None) -> tuple[dict, dict]:
+def query_errors(
+    settings, model, params, state, batch, indices: np.ndarray, query: np.ndarray | None = None
+) -> tuple[dict, dict]:
     """({model and each learner: [R] the error at the query of each prompt row (at position
     query[r] = block + r of row r), mean over tasks}, {each learner: [R] the mean squared
     difference between its prediction at the query and the model's}); indices from
@@ -75,6 +77,7 @@ def query_errors(settings, model, params, state, batch, indices: np.ndarray,
     (baselines.regression.least_squares_at)."""
     from baselines.regression import least_squares_at
     from src.batched import in_blocks
+
     objective = objective_of(settings.task.name)
     tasks, (rows, length) = batch.xs.shape[0], indices.shape
     apply = jax.jit(model.apply)
@@ -92,19 +95,20 @@ def query_errors(settings, model, params, state, batch, indices: np.ndarray,
         picked = batch._replace(xs=xs, ys=ys)
         at_query = lambda values: jax.numpy.reshape(values, (count, rows, length))[:, np.arange(rows), query]
         predictions = {"model": apply(params, state, xs, ys), **{n: f(xs, ys) for n, f in learners.items()}}
-        queries = np.tile(query, count)               # each prompt's query point
-        solved = solve_at_query(xs, ys, queries)      # least squares at the queries only, the rest 0
+        queries = np.tile(query, count)  # each prompt's query point
+        solved = solve_at_query(xs, ys, queries)  # least squares at the queries only, the rest 0
         predictions["least_squares"] = jax.numpy.zeros_like(ys).at[np.arange(len(queries)), queries].set(solved)
         return {name: (at_query(p), at_query(objective.point_errors(p, picked))) for name, p in predictions.items()}
 
     prompts = min(pairs_of(settings).rows(length, tasks * rows), baseline_rows(length, batch.xs.shape[2], tasks * rows))
     per_block = max(1, prompts // rows)
-    found = {name: tuple(np.asarray(a) for a in pair)
-             for name, pair in in_blocks(at_queries, per_block, "tasks")(batch.xs, batch.ys).items()}
+    found = {
+        name: tuple(np.asarray(a) for a in pair)
+        for name, pair in in_blocks(at_queries, per_block, "tasks")(batch.xs, batch.ys).items()
+    }
     errors = {name: [float(e) for e in found[name][1].mean(axis=0)] for name in found}
     model_at_query = found["model"][0]
-    gaps = {name: [float(g) for g in ((found[name][0] - model_at_query) ** 2).mean(axis=0)]
-            for name in LEARNERS}
+    gaps = {name: [float(g) for g in ((found[name][0] - model_at_query) ** 2).mean(axis=0)] for name in LEARNERS}
     return errors, gaps
 
 
@@ -121,20 +125,40 @@ def inductive_bias(settings, model, params, state) -> dict:
     count, work, allowed = longest - block, pairs.prompt_work(longest), budget(pairs)
     tasks = tasks_within(eval_size, count * work, allowed)
     copies = thinned(count, tasks, work, allowed)
-    cut = " ".join(filter(None, (report_cut("inductive_bias", tasks, eval_size),
-                                 report_cut("inductive_bias", len(copies), count, "numbers of copies (r = "
-                                            f"{', '.join(map(str, copies[:2]))}, ..., {copies[-1]})", "evenly spaced"))))
+    cut = " ".join(
+        filter(
+            None,
+            (
+                report_cut("inductive_bias", tasks, eval_size),
+                report_cut(
+                    "inductive_bias",
+                    len(copies),
+                    count,
+                    f"numbers of copies (r = {', '.join(map(str, copies[:2]))}, ..., {copies[-1]})",
+                    "evenly spaced",
+                ),
+            ),
+        )
+    )
     indices = prompt_indices(block, longest, copies)
     errors, gaps = query_errors(settings, model, params, state, batch.first(tasks), indices, block + np.asarray(copies))
     rows = {str(r): {name: errors[name][i] for name in errors} for i, r in enumerate(copies)}
     verdict = judge(settings, model, params, state, batch.first(tasks_within(eval_size, work, allowed)))
     mean_gap = {name: float(np.mean(gaps[name])) for name in LEARNERS}
-    return {"position": settings.model.position.name, "mixer": settings.model.mixer_label(),
-            "task": settings.task.name, "trained_points": trained, "block": block, "tasks": tasks,
-            "errors": rows, "prediction_gap": {str(r): {n: gaps[n][i] for n in LEARNERS} for i, r in enumerate(copies)},
-            "mean_gap": mean_gap, **verdict,
-            "closest": min(mean_gap, key=mean_gap.get) if verdict["trained_enough"] else None,
-            **({"eval_tasks": eval_size, "budget": cut} if cut else {})}
+    return {
+        "position": settings.model.position.name,
+        "mixer": settings.model.mixer_label(),
+        "task": settings.task.name,
+        "trained_points": trained,
+        "block": block,
+        "tasks": tasks,
+        "errors": rows,
+        "prediction_gap": {str(r): {n: gaps[n][i] for n in LEARNERS} for i, r in enumerate(copies)},
+        "mean_gap": mean_gap,
+        **verdict,
+        "closest": min(mean_gap, key=mean_gap.get) if verdict["trained_enough"] else None,
+        **({"eval_tasks": eval_size, "budget": cut} if cut else {}),
+    }
 
 
 def figure(out: dict, title: str):
@@ -142,11 +166,23 @@ def figure(out: dict, title: str):
     ax = fig.add_subplot(1, 1, 1)
     copies = [int(r) for r in out["errors"]]
     n_examples = [out["block"] + r for r in copies]
-    styles = {"model": ("-", "C0", 2.0), "least_squares": ("--", "k", 1.0), "averaging": (":", "C1", 1.2),
-              "knn": ("-.", "C2", 1.2)}
+    styles = {
+        "model": ("-", "C0", 2.0),
+        "least_squares": ("--", "k", 1.0),
+        "averaging": (":", "C1", 1.2),
+        "knn": ("-.", "C2", 1.2),
+    }
     for name, (style, colour, width) in styles.items():
-        ax.plot(n_examples, [out["errors"][str(r)][name] for r in copies], ls=style, color=colour, lw=width,
-                marker="o" if name == "model" else None, ms=3, label=PREDICTOR_WORDS.get(name, name))
+        ax.plot(
+            n_examples,
+            [out["errors"][str(r)][name] for r in copies],
+            ls=style,
+            color=colour,
+            lw=width,
+            marker="o" if name == "model" else None,
+            ms=3,
+            label=PREDICTOR_WORDS.get(name, name),
+        )
     ax.set_xlabel(f"in-context examples: {out['block']} informative, then copies of the last")
     ax.set_ylabel(f"{objective_of(out['task']).describes} at the query")
     note = "" if out["trained_enough"] else " (not trained enough to judge)"
@@ -165,8 +201,10 @@ def run(run_dir: RunDir) -> dict:
 
 def _print(args, run_dir: RunDir) -> None:
     out = run(run_dir)
-    print(f"{out['block']} informative examples, then copies of the last; error at the query "
-          "(model / " + " / ".join(LEARNERS) + "):")
+    print(
+        f"{out['block']} informative examples, then copies of the last; error at the query "
+        "(model / " + " / ".join(LEARNERS) + "):"
+    )
     for r, row in out["errors"].items():
         print(f"  +{r:>2} copies: " + " / ".join(f"{row[k]:.3f}" for k in ("model", *LEARNERS)))
     print("closest learner: " + (out["closest"] or f"none stated ({out['verdict']})"))
@@ -176,8 +214,13 @@ def _print(args, run_dir: RunDir) -> None:
 main = analysis_command(MODULE, __doc__, full_flag, _print)
 
 
-register_analysis("inductive_bias", run, "the model vs least squares, averaging, 3-NN as copies fill the prompt",
-                  for_capability(PredictsPairs), [names.INDUCTIVE_BIAS_JSON, names.INDUCTIVE_BIAS_PNG])
+register_analysis(
+    "inductive_bias",
+    run,
+    "the model vs least squares, averaging, 3-NN as copies fill the prompt",
+    for_capability(PredictsPairs),
+    [names.INDUCTIVE_BIAS_JSON, names.INDUCTIVE_BIAS_PNG],
+)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 trained weight-shared LSA (one result per seed) vs K steps of GD (η tuned for K steps on
 held-out tasks) and GD++ (fitted from that η), on the runs' eval tasks.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -19,9 +20,14 @@ from src.rundir import RunDir
 from src.stats import over_seeds
 from src.eval_set import draw_tasks, make_eval_set
 
+
 def _aligned(scores: dict) -> dict:
-    return {"loss": scores["gd_loss"], "align_cos": scores["align_cos"],
-            "l2_pred_diff": scores["l2_pred_diff"], "model_diff": scores["model_diff"]}
+    return {
+        "loss": scores["gd_loss"],
+        "align_cos": scores["align_cos"],
+        "l2_pred_diff": scores["l2_pred_diff"],
+        "model_diff": scores["model_diff"],
+    }
 
 
 @partial(jax.jit, static_argnames="steps")
@@ -35,8 +41,9 @@ def gd_plus_reference(tasks, params) -> Reference:
     return Reference(gd_plus_predictions(tasks, params), gd_plus_sensitivity(tasks, params))
 
 
-def k_steps(runs_by_k: dict[int, Sequence[RunDir]], *, gdpp_steps: int, gdpp_batch: int,
-            gdpp_lr: float, gdpp_seed: int = 0) -> dict:
+def k_steps(
+    runs_by_k: dict[int, Sequence[RunDir]], *, gdpp_steps: int, gdpp_batch: int, gdpp_lr: float, gdpp_seed: int = 0
+) -> dict:
     """For every K: the trained recurrent LSA (one result per seed) vs K steps of GD (η tuned
     for K steps on held-out tasks) and GD++ (fitted from that η), on the runs' eval tasks."""
     out = {}
@@ -45,19 +52,21 @@ def k_steps(runs_by_k: dict[int, Sequence[RunDir]], *, gdpp_steps: int, gdpp_bat
         settings = loaded[0].settings
         tr = settings.train
         # Held-out tasks (eval seed + 1, as for the one-step η), never the eval tasks.
-        _, held_out = draw_tasks(jax.random.key(tr.eval_seed + 1), tr.eval_size, settings.task,
-                                 settings.eval_curriculum)
+        _, held_out = draw_tasks(
+            jax.random.key(tr.eval_seed + 1), tr.eval_size, settings.task, settings.eval_curriculum
+        )
         eta_k, heldout_loss_k = tune_eta(held_out.tasks, steps=k)
         eta_1 = tuned_eta(runs[0])
-        gdpp, gdpp_train = fit_gd_plus(settings.task, k, eta_k, seed=gdpp_seed, steps=gdpp_steps,
-                                       batch_size=gdpp_batch, lr=gdpp_lr)
-        eval_set = make_eval_set(settings, gd_eta=eta_1)     # the runs' eval tasks, GD-1 reference
+        gdpp, gdpp_train = fit_gd_plus(
+            settings.task, k, eta_k, seed=gdpp_seed, steps=gdpp_steps, batch_size=gdpp_batch, lr=gdpp_lr
+        )
+        eval_set = make_eval_set(settings, gd_eta=eta_1)  # the runs' eval tasks, GD-1 reference
         tasks = eval_set.tasks
         ref_k = gd_reference(tasks, eta_k, k)
         ref_pp = gd_plus_reference(tasks, gdpp)
         per_seed = {"loss": [], "vs_gd1": [], "vs_gdk": [], "vs_gdpp": []}
         gd_losses = {}
-        scorer = make_scorer(loaded[0].model)   # same architecture for every seed
+        scorer = make_scorer(loaded[0].model)  # same architecture for every seed
         for item in loaded:
             s1 = scorer(item.params, tasks, eval_set.reference)
             sk = scorer(item.params, tasks, ref_k)
@@ -67,23 +76,34 @@ def k_steps(runs_by_k: dict[int, Sequence[RunDir]], *, gdpp_steps: int, gdpp_bat
             per_seed["vs_gdk"].append(_aligned(sk))
             per_seed["vs_gdpp"].append(_aligned(sp))
             gd_losses = {"gd1": s1["gd_loss"], "gdk": sk["gd_loss"], "gdpp": sp["gd_loss"]}
-        align = {ref: {m: over_seeds([row[m] for row in per_seed[ref]])
-                       for m in ("align_cos", "l2_pred_diff", "model_diff")}
-                 for ref in ("vs_gd1", "vs_gdk", "vs_gdpp")}
+        align = {
+            ref: {m: over_seeds([row[m] for row in per_seed[ref]]) for m in ("align_cos", "l2_pred_diff", "model_diff")}
+            for ref in ("vs_gd1", "vs_gdk", "vs_gdpp")
+        }
         out[str(k)] = {
             "k": k,
             "seeds": [item.settings.train.seed for item in loaded],
             "status": statuses(runs),
             "steps": summary(runs[0]).get("steps"),
-            "lr": tr.learning_rate, "clip_value": settings.model.clip_value,
+            "lr": tr.learning_rate,
+            "clip_value": settings.model.clip_value,
             "tf_loss": over_seeds(per_seed["loss"]),
-            "gd1_loss": gd_losses["gd1"], "gd1_eta": eta_1,
-            "gdk_loss": gd_losses["gdk"], "gdk_eta": eta_k, "gdk_heldout_loss": heldout_loss_k,
+            "gd1_loss": gd_losses["gd1"],
+            "gd1_eta": eta_1,
+            "gdk_loss": gd_losses["gdk"],
+            "gdk_eta": eta_k,
+            "gdk_heldout_loss": heldout_loss_k,
             "gdk_loss_se": half_sq_se(ref_k.prediction, tasks.query_y),
             "gdpp_loss": gd_losses["gdpp"],
-            "gdpp_eta": np.asarray(gdpp.eta).tolist(), "gdpp_gamma": np.asarray(gdpp.gamma).tolist(),
-            "gdpp_fit": {"steps": gdpp_steps, "batch_size": gdpp_batch, "lr": gdpp_lr,
-                         "seed": gdpp_seed, "final_train_loss": float(np.mean(gdpp_train[-50:]))},
+            "gdpp_eta": np.asarray(gdpp.eta).tolist(),
+            "gdpp_gamma": np.asarray(gdpp.gamma).tolist(),
+            "gdpp_fit": {
+                "steps": gdpp_steps,
+                "batch_size": gdpp_batch,
+                "lr": gdpp_lr,
+                "seed": gdpp_seed,
+                "final_train_loss": float(np.mean(gdpp_train[-50:])),
+            },
             "align": align,
             "curves": curves(runs, ("eval_loss",)),
         }

@@ -6,6 +6,7 @@ curriculum's boundaries dashed (the original's "Curriculum Step Boundary" lines)
 
     python -m analysis.loss_figure --run runs/<exp>
 """
+
 from __future__ import annotations
 
 import sys
@@ -20,8 +21,13 @@ from src.rundir import RunDir, names
 MODULE = "analysis.loss_figure"
 
 
-def figure(losses: dict[str, np.ndarray], unit: str, title: str, marks: Sequence[int] = (),
-           ylabel: str = "loss (the system's own: mean squared error)"):
+def figure(
+    losses: dict[str, np.ndarray],
+    unit: str,
+    title: str,
+    marks: Sequence[int] = (),
+    ylabel: str = "loss (the system's own: mean squared error)",
+):
     """The losses against steps; `marks`: steps drawn as dashed lines (curriculum boundaries)."""
     fig = new_figure(6.5, 4.2, constrained=True)
     ax = fig.add_subplot(1, 1, 1)
@@ -44,28 +50,47 @@ def run(run_dir: RunDir) -> str:
     settings = run_dir.load_settings()
     target = settings.loss_figure_file()
     if target is None:
-        raise AnalysisError(f"{run_dir.path} is a run of system {settings.system!r}, which draws no "
-                            "loss figure; accepted: a run of gpt2, or of dynamics with --show")
+        raise AnalysisError(
+            f"{run_dir.path} is a run of system {settings.system!r}, which draws no "
+            "loss figure; accepted: a run of gpt2, or of dynamics with --show"
+        )
     arrays = run_dir.load_arrays(names.CHECKPOINT)
-    losses = {k.split("/", 1)[1]: v for k, v in arrays.items()
-              if k.startswith("per_step/") and k.endswith("loss")}
+    losses = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("per_step/") and k.endswith("loss")}
     if "loss" not in losses:
-        raise AnalysisError(f"{run_dir.file(names.CHECKPOINT)} holds no per-step loss; recreate it "
-                            f"with: {run_dir.producer(names.CHECKPOINT)}")
+        raise AnalysisError(
+            f"{run_dir.file(names.CHECKPOINT)} holds no per-step loss; recreate it "
+            f"with: {run_dir.producer(names.CHECKPOINT)}"
+        )
     unit = settings.unit
     losses = {"loss": losses.pop("loss"), **losses}
-    run_dir.write_bytes(target, png_bytes(figure(losses, unit, f"{run_dir.name}: {settings.describe()}",
-                                                 settings.loss_figure_marks(), settings.loss_figure_label())))
+    run_dir.write_bytes(
+        target,
+        png_bytes(
+            figure(
+                losses,
+                unit,
+                f"{run_dir.name}: {settings.describe()}",
+                settings.loss_figure_marks(),
+                settings.loss_figure_label(),
+            )
+        ),
+    )
     return target
 
 
-register_analysis("loss_figure", run, "the training loss over steps (gpt2; dynamics with --show)",
-                  lambda settings: settings.loss_figure_file() is not None,
-                  lambda settings: [settings.loss_figure_file()], files=[names.LOSS_PNG, f"{names.FIGS}/*_loss.png"])
+register_analysis(
+    "loss_figure",
+    run,
+    "the training loss over steps (gpt2; dynamics with --show)",
+    lambda settings: settings.loss_figure_file() is not None,
+    lambda settings: [settings.loss_figure_file()],
+    files=[names.LOSS_PNG, f"{names.FIGS}/*_loss.png"],
+)
 
 
-main = analysis_command(MODULE, __doc__, lambda parser: None,
-                      lambda args, run_dir: print(f"-> {run_dir.file(run(run_dir))}"))
+main = analysis_command(
+    MODULE, __doc__, lambda parser: None, lambda args, run_dir: print(f"-> {run_dir.file(run(run_dir))}")
+)
 
 
 if __name__ == "__main__":

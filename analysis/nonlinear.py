@@ -12,6 +12,7 @@ mean distance |ŷ_TF − ŷ_X| of the transformer's predictions to every other l
 one it behaves like (the paper: the transformer's predictions track "MLP + GD").
 Loss is the paper's ½ mean (ŷ − y_q)². Shapes: E eval tasks, G grid points of a figure's x axis.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -29,9 +30,9 @@ from src.rundir import RunDir
 from src.stats import over_seeds
 from src.read_side import LearnsFunctions, read_side
 
-GD_ETAS = np.geomspace(1e-4, 25.0, 400)     # raw-input GD: x spans ±5, so η is small
-EXAMPLE_TASKS = 3                           # functions drawn in the figure
-GRID = 200                                  # query points per drawn function
+GD_ETAS = np.geomspace(1e-4, 25.0, 400)  # raw-input GD: x spans ±5, so η is small
+EXAMPLE_TASKS = 3  # functions drawn in the figure
+GRID = 200  # query points per drawn function
 MODELS = ("mlp_lsa", "features_gd")
 
 
@@ -48,12 +49,16 @@ def fixed_baselines(settings, tasks) -> dict:
     eta, _ = tune_gd_eta(held_out, GD_ETAS)
     prediction = gd_predictions(tasks, eta)
     out["gd_raw"] = {"hyper": {"eta": eta}, "prediction": prediction}
-    for name, build, second in (("kernel_gd_step", build_kernel_gd_step, "eta"),
-                                ("kernel_ridge", build_kernel_ridge, "ridge")):
+    for name, build, second in (
+        ("kernel_gd_step", build_kernel_gd_step, "eta"),
+        ("kernel_ridge", build_kernel_ridge, "ridge"),
+    ):
         baseline = build(None)
         hyper, _ = baseline.tune_eta(held_out)
-        out[name] = {"hyper": {"bandwidth": hyper[0], second: hyper[1]},
-                     "prediction": baseline.reference(tasks, hyper).prediction}
+        out[name] = {
+            "hyper": {"bandwidth": hyper[0], second: hyper[1]},
+            "prediction": baseline.reference(tasks, hyper).prediction,
+        }
     for record in out.values():
         record["loss"] = float(loss(record["prediction"], tasks.query_y))
         record["loss_se"] = half_sq_se(record["prediction"], tasks.query_y)
@@ -72,23 +77,30 @@ def nonlinear(runs: dict[str, Sequence[RunDir]]) -> dict:
         predictions[model] = [np.asarray(predict(tasks)) for predict in group]
         finals[model] = over_seeds([float(loss(p, tasks.query_y)) for p in predictions[model]])
     transformer = predictions["mlp_lsa"]
-    distance = {"features_gd": over_seeds([np.mean(np.abs(a - b)) for a, b in
-                                           zip(transformer, predictions["features_gd"])])}
+    distance = {
+        "features_gd": over_seeds([np.mean(np.abs(a - b)) for a, b in zip(transformer, predictions["features_gd"])])
+    }
     for name, record in fixed.items():
         reference = np.asarray(record["prediction"])
         distance[name] = over_seeds([np.mean(np.abs(a - reference)) for a in transformer])
     return {
-        "task": settings.task.name, "task_options": dict(settings.task.options.__dict__),
+        "task": settings.task.name,
+        "task_options": dict(settings.task.options.__dict__),
         "seeds": [summary(r).get("seed") for r in runs["mlp_lsa"]],
-        "steps": summary(first).get("steps"), "eval_size": settings.train.eval_size,
-        "batch_size": settings.train.batch_size, "learning_rate": settings.train.learning_rate,
-        "schedule": ("constant learning rate" if settings.train.warmup_fraction is None else
-                     f"{100 * settings.train.warmup_fraction:g} % linear warm-up then cosine decay"),
+        "steps": summary(first).get("steps"),
+        "eval_size": settings.train.eval_size,
+        "batch_size": settings.train.batch_size,
+        "learning_rate": settings.train.learning_rate,
+        "schedule": (
+            "constant learning rate"
+            if settings.train.warmup_fraction is None
+            else f"{100 * settings.train.warmup_fraction:g} % linear warm-up then cosine decay"
+        ),
         "status": {path: state for g in runs.values() for path, state in statuses(g).items()},
         "zero_loss": zero_loss(tasks),
-        "final": finals,                                 # model -> over_seeds of eval loss
+        "final": finals,  # model -> over_seeds of eval loss
         "baselines": {n: {k: v for k, v in r.items() if k != "prediction"} for n, r in fixed.items()},
-        "distance_to_transformer": distance,             # learner -> over_seeds of mean |ŷ_TF − ŷ|
+        "distance_to_transformer": distance,  # learner -> over_seeds of mean |ŷ_TF − ŷ|
         "curves": {m: curves(g, ("eval_loss",)) for m, g in runs.items()},
         "examples": examples(settings, {m: g[0] for m, g in predictors.items()}, fixed),
     }
@@ -98,6 +110,7 @@ def grid_tasks(settings, key: jax.Array, grid: np.ndarray):
     """One random function and its N context pairs, queried at every grid point: Tasks
     of G tasks (the same function and context) and the function's values on the grid [G]."""
     from src.tasks.regression import Tasks
+
     options = settings.task.options
     key_f, key_x = jax.random.split(key)
     f = options.function(key_f, 1)
@@ -120,11 +133,17 @@ def examples(settings, predictors: dict, fixed: dict) -> list[dict]:
     out = []
     for i in range(EXAMPLE_TASKS):
         tasks, values = grid_tasks(settings, jax.random.fold_in(jax.random.key(settings.train.eval_seed), 7 + i), grid)
-        out.append({
-            "x": grid.tolist(), "truth": np.asarray(values).tolist(),
-            "context_x": np.asarray(tasks.context_x[0, :, 0]).tolist(),
-            "context_y": np.asarray(tasks.context_y[0]).tolist(),
-            "predictions": {**{m: np.asarray(p(tasks)).tolist() for m, p in predictors.items()},
-                            "gd_raw": np.asarray(gd_predictions(tasks, gd_eta)).tolist(),
-                            "kernel_ridge": np.asarray(ridge.reference(tasks, ridge_hyper).prediction).tolist()}})
+        out.append(
+            {
+                "x": grid.tolist(),
+                "truth": np.asarray(values).tolist(),
+                "context_x": np.asarray(tasks.context_x[0, :, 0]).tolist(),
+                "context_y": np.asarray(tasks.context_y[0]).tolist(),
+                "predictions": {
+                    **{m: np.asarray(p(tasks)).tolist() for m, p in predictors.items()},
+                    "gd_raw": np.asarray(gd_predictions(tasks, gd_eta)).tolist(),
+                    "kernel_ridge": np.asarray(ridge.reference(tasks, ridge_hyper).prediction).tolist(),
+                },
+            }
+        )
     return out

@@ -15,6 +15,7 @@ Runs that predict pairs: Garg et al.'s GPT-2 family (runners.train: gpt2) and th
 on their pair tasks (runners.recipe: lm). Shapes: E prompts, n points, d input dimensions; errors
 are the task's (squared error / d for regression, 0/1 of sign ŷ for boolean tasks).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,8 +39,10 @@ class NotebookRun:
         self.trained_points, self.dims = self.pairs.trained_shape()
 
     def __repr__(self) -> str:
-        return (f"NotebookRun({str(self.path)!r}: {self.settings.model.mixer_label()} on {self.settings.task.name}, "
-                f"d = {self.dims}, trained to {self.trained_points} points)")
+        return (
+            f"NotebookRun({str(self.path)!r}: {self.settings.model.mixer_label()} on {self.settings.task.name}, "
+            f"d = {self.dims}, trained to {self.trained_points} points)"
+        )
 
     def prompts(self, n_points: int | None = None):
         """The run's fixed eval prompts (what its analyses evaluate) of n_points points (default:
@@ -49,6 +52,7 @@ class NotebookRun:
     def sample(self, tasks: int = 64, n_points: int | None = None, seed: int = 0, alpha: float = 1.0):
         """`tasks` fresh prompts of the run's task, drawn from `seed` (inputs scaled by alpha)."""
         import jax
+
         points = n_points or self.trained_points
         return self.pairs.sampler(points)(jax.random.PRNGKey(seed), tasks, self.dims, points, alpha)
 
@@ -57,8 +61,10 @@ class NotebookRun:
         (ys[:, i] is not read for ŷ_i)."""
         xs, ys = np.asarray(xs, np.float32), np.asarray(ys, np.float32)
         if xs.ndim != 3 or ys.shape != xs.shape[:2] or xs.shape[2] != self.dims:
-            raise ValueError(f"prompts of shapes xs {xs.shape}, ys {ys.shape} are not accepted; accepted: xs "
-                             f"[E, n, {self.dims}] and ys [E, n]")
+            raise ValueError(
+                f"prompts of shapes xs {xs.shape}, ys {ys.shape} are not accepted; accepted: xs "
+                f"[E, n, {self.dims}] and ys [E, n]"
+            )
         tasks, points, _ = xs.shape
         return np.asarray(self.pairs.predictor(self.model, self.params, self.state, points, tasks)(xs, ys))
 
@@ -71,14 +77,16 @@ class NotebookRun:
         (model and every applicable baseline), n_examples, mean and ci95 (over the prompts), on
         `batch` (default: the run's eval prompts at n_points)."""
         import pandas as pd
+
         return pd.DataFrame(summarise(curves(self.settings, self.model, self.params, self.state, n_points, batch)))
 
     def plot(self, curve=None):
         """A matplotlib Figure of `curve` (default: icl_curve()), as analysis.icl_curve draws it."""
         curve = self.icl_curve() if curve is None else curve
         title = f"{self.path.name}: {self.settings.model.mixer_label()} on {self.settings.task.name}"
-        return figure(curve.to_dict("records"), title, self.trained_points,
-                      objective_of(self.settings.task.name).metric)
+        return figure(
+            curve.to_dict("records"), title, self.trained_points, objective_of(self.settings.task.name).metric
+        )
 
 
 def open_run(path: str | Path) -> NotebookRun:

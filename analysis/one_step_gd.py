@@ -2,6 +2,7 @@
 alignment of the trained lsa1 models vs one tuned GD step, and their curves over training,
 all read from the run directories.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -16,9 +17,10 @@ from src.stats import over_seeds
 from src.eval_set import make_eval_set
 
 # The paper's / SPEC's reference numbers (SPEC §1, §4).
-PAPER_GD_LOSS = 0.206          # one tuned GD step, d = N = 10, a = 1
-PAPER_ZERO_LOSS = 0.417        # predicting 0
+PAPER_GD_LOSS = 0.206  # one tuned GD step, d = N = 10, a = 1
+PAPER_ZERO_LOSS = 0.417  # predicting 0
 CURVE_KEYS = ("eval_loss", "gd_loss", "align_cos", "model_diff", "l2_pred_diff")
+
 
 def one_step_gd(lsa1_runs: Sequence[RunDir]) -> dict:
     """Final loss and alignment of the trained lsa1 models vs one tuned GD step, and their
@@ -40,8 +42,7 @@ def one_step_gd(lsa1_runs: Sequence[RunDir]) -> dict:
         "gd_loss": gd,
         "gd_loss_se": half_sq_se(eval_set.reference.prediction, eval_set.tasks.query_y),
         "zero_loss": zero_loss,
-        "rel_gap": rel_gap,          # (model − GD) / GD per seed
+        "rel_gap": rel_gap,  # (model − GD) / GD per seed
         "curves": curves(lsa1_runs, CURVE_KEYS),
-        "paper": {"gd_loss": PAPER_GD_LOSS, "zero_loss": PAPER_ZERO_LOSS, "rel_gap_max": 0.02,
-                  "align_cos_min": 0.99},
+        "paper": {"gd_loss": PAPER_GD_LOSS, "zero_loss": PAPER_ZERO_LOSS, "rel_gap_max": 0.02, "align_cos_min": 0.99},
     }

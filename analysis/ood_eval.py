@@ -11,6 +11,7 @@ exactly the run's eval tasks, so tf_loss equals its final eval_loss.
 Writes runs/<exp>/analysis/ood.csv with columns alpha,tf_loss,gd_loss (one row per
 α, ascending; numbers as '%.9g').
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,7 @@ DEFAULT_ALPHAS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
 COLUMNS = ("alpha", "tf_loss", "gd_loss")
 
 
-def ood_losses(settings, model: Model, params, alphas: Sequence[float],
-               eta: float) -> list[dict]:
+def ood_losses(settings, model: Model, params, alphas: Sequence[float], eta: float) -> list[dict]:
     """[{alpha, tf_loss, gd_loss}] for the distinct `alphas` in ascending order."""
     scorer = make_scorer(model)
     rows = []
@@ -76,13 +76,19 @@ def run(run_dir: RunDir, alphas: Sequence[float] = DEFAULT_ALPHAS) -> list[dict]
     return rows
 
 
-register_analysis("ood", run, "loss of the model and of GD vs the input range alpha",
-                  for_capability(ScoredAgainstGD), [names.OOD])
+register_analysis(
+    "ood", run, "loss of the model and of GD vs the input range alpha", for_capability(ScoredAgainstGD), [names.OOD]
+)
 
 
 def _alphas_flag(parser) -> None:
-    parser.add_argument("--alphas", type=positive_number(), nargs="+", default=list(DEFAULT_ALPHAS),
-                        help="input-range scale factors (finite, > 0)")
+    parser.add_argument(
+        "--alphas",
+        type=positive_number(),
+        nargs="+",
+        default=list(DEFAULT_ALPHAS),
+        help="input-range scale factors (finite, > 0)",
+    )
 
 
 def _print_table(args, run_dir) -> None:

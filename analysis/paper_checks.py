@@ -1,6 +1,7 @@
 """The reproduction's PASS/MISMATCH checks, computed from the experiments' numbers with fixed
 thresholds (the paper's where it gives one; SPEC §1, §3, §4).
 """
+
 from __future__ import annotations
 
 from analysis.copy_model import NEIGHBOUR_DOMINANCE
@@ -9,6 +10,7 @@ from src.stats import format_pm
 
 # "approaches the learned-feature baseline": the transformer's loss within this factor of it
 FEATURES_GD_FACTOR = 1.25
+
 
 def checks(results: dict) -> list[dict]:
     """[{name, status: PASS|MISMATCH, detail}] for every check whose inputs exist."""
@@ -21,54 +23,78 @@ def checks(results: dict) -> list[dict]:
     if one:
         f = one["final"]
         gap = one["rel_gap"]
-        add("lsa1 loss within 2 % of one-step GD",
+        add(
+            "lsa1 loss within 2 % of one-step GD",
             abs(gap["mean"]) <= 0.02,
             f"lsa1 {format_pm(f['eval_loss'])} vs GD {one['gd_loss']:.4f}: "
-            f"{100 * gap['mean']:+.2f} ± {100 * gap['std']:.2f} % (threshold |gap| ≤ 2 %)")
-        add("lsa1 align_cos ≥ 0.99", f["align_cos"]["mean"] >= 0.99,
-            f"align_cos {format_pm(f['align_cos'])} (threshold ≥ 0.99)")
-        add("one-step GD loss ≈ 0.206 (within 5 %)",
+            f"{100 * gap['mean']:+.2f} ± {100 * gap['std']:.2f} % (threshold |gap| ≤ 2 %)",
+        )
+        add(
+            "lsa1 align_cos ≥ 0.99",
+            f["align_cos"]["mean"] >= 0.99,
+            f"align_cos {format_pm(f['align_cos'])} (threshold ≥ 0.99)",
+        )
+        add(
+            "one-step GD loss ≈ 0.206 (within 5 %)",
             abs(one["gd_loss"] / PAPER_GD_LOSS - 1) <= 0.05,
             f"GD {one['gd_loss']:.4f} ± {one['gd_loss_se']:.4f} (standard error over "
-            f"{one['eval_size']} eval tasks) vs paper 0.206")
+            f"{one['eval_size']} eval tasks) vs paper 0.206",
+        )
     for key, r in (results.get("k_steps") or {}).items():
         tf = r["tf_loss"]["mean"]
-        add(f"K={key}: recurrent LSA loss ≤ {key}-step GD loss", tf <= r["gdk_loss"],
-            f"TF {format_pm(r['tf_loss'])} vs {key}-step GD {r['gdk_loss']:.4f} (GD++ {r['gdpp_loss']:.4f})")
-        add(f"K={key}: recurrent LSA loss closer to GD++ than to {key}-step GD",
+        add(
+            f"K={key}: recurrent LSA loss ≤ {key}-step GD loss",
+            tf <= r["gdk_loss"],
+            f"TF {format_pm(r['tf_loss'])} vs {key}-step GD {r['gdk_loss']:.4f} (GD++ {r['gdpp_loss']:.4f})",
+        )
+        add(
+            f"K={key}: recurrent LSA loss closer to GD++ than to {key}-step GD",
             abs(tf - r["gdpp_loss"]) < abs(tf - r["gdk_loss"]),
-            f"|TF − GD++| = {abs(tf - r['gdpp_loss']):.4f}, |TF − GD| = {abs(tf - r['gdk_loss']):.4f}")
+            f"|TF − GD++| = {abs(tf - r['gdpp_loss']):.4f}, |TF − GD| = {abs(tf - r['gdk_loss']):.4f}",
+        )
         a = r["align"]
-        add(f"K={key}: recurrent LSA sensitivities closer to GD++ than to {key}-step GD",
+        add(
+            f"K={key}: recurrent LSA sensitivities closer to GD++ than to {key}-step GD",
             a["vs_gdpp"]["model_diff"]["mean"] < a["vs_gdk"]["model_diff"]["mean"],
-            f"model_diff vs GD++ {format_pm(a['vs_gdpp']['model_diff'])}, vs GD "
-            f"{format_pm(a['vs_gdk']['model_diff'])}")
+            f"model_diff vs GD++ {format_pm(a['vs_gdpp']['model_diff'])}, vs GD {format_pm(a['vs_gdk']['model_diff'])}",
+        )
     cp = results.get("copy")
     if cp:
-        add("copy model loss within 0.05 of one-step GD", abs(cp["gap"]["mean"]) <= 0.05,
+        add(
+            "copy model loss within 0.05 of one-step GD",
+            abs(cp["gap"]["mean"]) <= 0.05,
             f"twolayer {format_pm(cp['final']['eval_loss'])} vs GD {cp['final']['gd_loss']['mean']:.4f} "
-            f"(gap {cp['gap']['mean']:+.4f}, threshold 0.05)")
-        add(f"copy model: neighbour (j+1) sensitivity ≥ {NEIGHBOUR_DOMINANCE:g}× other-token "
-            "sensitivity", cp["neighbour_over_other"]["mean"] >= NEIGHBOUR_DOMINANCE,
+            f"(gap {cp['gap']['mean']:+.4f}, threshold 0.05)",
+        )
+        add(
+            f"copy model: neighbour (j+1) sensitivity ≥ {NEIGHBOUR_DOMINANCE:g}× other-token sensitivity",
+            cp["neighbour_over_other"]["mean"] >= NEIGHBOUR_DOMINANCE,
             f"next {format_pm(cp['neighbour'])} vs other {format_pm(cp['final']['copy_other'])} "
-            f"(ratio {format_pm(cp['neighbour_over_other'], 2)}, threshold ≥ {NEIGHBOUR_DOMINANCE:g})")
+            f"(ratio {format_pm(cp['neighbour_over_other'], 2)}, threshold ≥ {NEIGHBOUR_DOMINANCE:g})",
+        )
     nl = results.get("nonlinear")
     if nl:
         tf, features = nl["final"]["mlp_lsa"], nl["final"]["features_gd"]
         raw = nl["baselines"]["gd_raw"]["loss"]
-        add("sine: MLP block + LSA beats one GD step on raw inputs", tf["mean"] < raw,
-            f"transformer {format_pm(tf, 5)} vs 1 GD step on raw x {raw:.5f} (predict 0: "
-            f"{nl['zero_loss']:.5f})")
-        add(f"sine: MLP block + LSA within {FEATURES_GD_FACTOR:g}× of GD on learned features",
+        add(
+            "sine: MLP block + LSA beats one GD step on raw inputs",
+            tf["mean"] < raw,
+            f"transformer {format_pm(tf, 5)} vs 1 GD step on raw x {raw:.5f} (predict 0: {nl['zero_loss']:.5f})",
+        )
+        add(
+            f"sine: MLP block + LSA within {FEATURES_GD_FACTOR:g}× of GD on learned features",
             tf["mean"] <= FEATURES_GD_FACTOR * features["mean"],
             f"transformer {format_pm(tf, 5)} vs GD on learned features {format_pm(features, 5)} "
-            f"(ratio {tf['mean'] / features['mean']:.2f}, threshold ≤ {FEATURES_GD_FACTOR:g})")
+            f"(ratio {tf['mean'] / features['mean']:.2f}, threshold ≤ {FEATURES_GD_FACTOR:g})",
+        )
         others = {k: v["mean"] for k, v in nl["distance_to_transformer"].items()}
         learned = nl["distance_to_transformer"]["features_gd"]
         del others["features_gd"]
         nearest = min(others, key=others.get)
-        add("sine: transformer's predictions nearer GD on learned features than any fixed-feature learner",
+        add(
+            "sine: transformer's predictions nearer GD on learned features than any fixed-feature learner",
             learned["mean"] < others[nearest],
             f"mean |ŷ_TF − ŷ|: learned features {format_pm(learned, 5)}, "
-            + ", ".join(f"{k} {v:.5f}" for k, v in others.items()))
+            + ", ".join(f"{k} {v:.5f}" for k, v in others.items()),
+        )
     return out

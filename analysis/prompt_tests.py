@@ -17,6 +17,7 @@ analysis/prompt_tests.json, analysis/duplication.png and analysis/lost_in_mid.pn
 
 Glossary: B eval tasks, n points of a prompt, d input dimension.
 """
+
 from __future__ import annotations
 
 import sys
@@ -55,6 +56,7 @@ def serial_indices(block: int, points: int, placement: str) -> np.ndarray:
 def query_error(settings, model, params, state, batch, indices: np.ndarray) -> float:
     """The task's error at the last point of the prompt batch[:, indices], mean over tasks."""
     from src.tasks.objectives import objective_of
+
     xs, ys = batch.xs[:, indices], batch.ys[:, indices]
     prediction = pairs_of(settings).predictor(model, params, state, len(indices), xs.shape[0])(xs, ys)
     picked = batch._replace(xs=xs, ys=ys)
@@ -69,17 +71,36 @@ def prompt_tests(settings, model, params, state, factor: int = 4) -> dict:
     lengths = list(dict.fromkeys((trained, factor * trained)))
     batch = pairs_of(settings).prompts(max(block + 2, *lengths))
     too_long = lambda n: limit is not None and n > limit
-    duplication = {str(r): None if too_long(block + r + 1) else
-                   query_error(settings, model, params, state, batch, duplication_indices(block, r))
-                   for r in REPEATS}
-    serial = {str(n): None if too_long(n) else
-              {p: query_error(settings, model, params, state, batch, serial_indices(block, n, p))
-               for p in PLACEMENTS} for n in lengths}
-    note = (f"prompts longer than the learned position table (n_positions={settings.model.max_tokens // 2}) "
-            "are skipped (null)") if limit is not None else None
-    return {"position": settings.model.position.name, "mixer": settings.model.mixer_label(),
-            "task": settings.task.name, "trained_points": trained, "block": block,
-            "duplication": duplication, "serial_position": serial, "note": note}
+    duplication = {
+        str(r): None
+        if too_long(block + r + 1)
+        else query_error(settings, model, params, state, batch, duplication_indices(block, r))
+        for r in REPEATS
+    }
+    serial = {
+        str(n): None
+        if too_long(n)
+        else {p: query_error(settings, model, params, state, batch, serial_indices(block, n, p)) for p in PLACEMENTS}
+        for n in lengths
+    }
+    note = (
+        (
+            f"prompts longer than the learned position table (n_positions={settings.model.max_tokens // 2}) "
+            "are skipped (null)"
+        )
+        if limit is not None
+        else None
+    )
+    return {
+        "position": settings.model.position.name,
+        "mixer": settings.model.mixer_label(),
+        "task": settings.task.name,
+        "trained_points": trained,
+        "block": block,
+        "duplication": duplication,
+        "serial_position": serial,
+        "note": note,
+    }
 
 
 def duplication_figure(out: dict, title: str):
@@ -99,8 +120,13 @@ def serial_figure(out: dict, title: str):
     cells = {n: c for n, c in out["serial_position"].items() if c is not None}
     width = 0.8 / max(len(cells), 1)
     for i, (n, cell) in enumerate(cells.items()):
-        ax.bar(np.arange(len(PLACEMENTS)) + i * width, [cell[p] for p in PLACEMENTS], width,
-               color=f"C{i}", label=f"{n}-point prompt")
+        ax.bar(
+            np.arange(len(PLACEMENTS)) + i * width,
+            [cell[p] for p in PLACEMENTS],
+            width,
+            color=f"C{i}",
+            label=f"{n}-point prompt",
+        )
     ax.set_xticks(np.arange(len(PLACEMENTS)) + width * (len(cells) - 1) / 2, PLACEMENTS)
     ax.set_xlabel(f"where the {out['block']} informative examples sit")
     ax.set_ylabel("error at the query")
@@ -118,28 +144,38 @@ def run(run_dir: RunDir, factor: int = 4) -> dict:
     return out
 
 
-
-
 def _flags(parser) -> None:
-    parser.add_argument("--factor", type=int_at_least(1, 64), default=4,
-                        help="the serial-position test also at this multiple of the trained points")
+    parser.add_argument(
+        "--factor",
+        type=int_at_least(1, 64),
+        default=4,
+        help="the serial-position test also at this multiple of the trained points",
+    )
 
 
 def _print(args, run_dir: RunDir) -> None:
     out = run(run_dir, args.factor)
-    print("duplication (extra copies: error) " + ", ".join(
-        f"{r}: {'skipped' if e is None else f'{e:.3f}'}" for r, e in out["duplication"].items()))
+    print(
+        "duplication (extra copies: error) "
+        + ", ".join(f"{r}: {'skipped' if e is None else f'{e:.3f}'}" for r, e in out["duplication"].items())
+    )
     for n, cell in out["serial_position"].items():
-        print(f"serial position, {n} points: " + ("skipped" if cell is None else ", ".join(
-            f"{p} {e:.3f}" for p, e in cell.items())))
+        print(
+            f"serial position, {n} points: "
+            + ("skipped" if cell is None else ", ".join(f"{p} {e:.3f}" for p, e in cell.items()))
+        )
     if out["note"]:
         print(f"  {out['note']}")
     print(f"-> {run_dir.file(names.SERIAL_POSITION_PNG)}")
 
 
-
-register_analysis("prompt_tests", run, "duplicated and lost-in-the-middle prompts (Lin et al.; on request)",
-                  on_request, files=[names.PROMPT_TESTS_JSON, names.DUPLICATION_PNG, names.SERIAL_POSITION_PNG])
+register_analysis(
+    "prompt_tests",
+    run,
+    "duplicated and lost-in-the-middle prompts (Lin et al.; on request)",
+    on_request,
+    files=[names.PROMPT_TESTS_JSON, names.DUPLICATION_PNG, names.SERIAL_POSITION_PNG],
+)
 
 
 main = analysis_command(MODULE, __doc__, _flags, _print)

@@ -15,6 +15,7 @@ analysis/avg_attention_score.png.
 
 Glossary: L layers, B eval tasks, H heads, T tokens (2 × points).
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,11 +33,12 @@ from src.process import guarded
 from src.rundir import RunDir
 
 MODULE = "analysis.recency"
-TAIL = 0.2          # the share of the prompt whose attention mass `last_20pct` reports
+TAIL = 0.2  # the share of the prompt whose attention mass `last_20pct` reports
 
 
 def _forms_softmax_weights(mixer: str) -> bool:
     from src.registry import registry
+
     return bool(getattr(registry("seq_mixer").get(mixer).build, "forms_softmax_weights", False))
 
 
@@ -49,25 +51,31 @@ def attention_weights(settings, params, state, xs, ys) -> np.ndarray:
     """[L, B, H, T, T] softmax weights of every layer (query t, key s) on the prompt xs, ys."""
     from src.models.mixers.attention import recording_attention
     from src.models.sequence import SequenceModel
-    transformed = hk.without_apply_rng(hk.transform_with_state(
-        lambda x, y: SequenceModel(settings.model)(x, y)))
+
+    transformed = hk.without_apply_rng(hk.transform_with_state(lambda x, y: SequenceModel(settings.model)(x, y)))
     with recording_attention():
         _, recorded = jax.jit(transformed.apply)(params, state, xs, ys)
     root = settings.model.preset
-    layers = [recorded[f"{root}/block_{i}/seq_mixer"]["attention_weights"] for i in range(settings.model.n_layer)
-              if "attention_weights" in recorded.get(f"{root}/block_{i}/seq_mixer", {})]
+    layers = [
+        recorded[f"{root}/block_{i}/seq_mixer"]["attention_weights"]
+        for i in range(settings.model.n_layer)
+        if "attention_weights" in recorded.get(f"{root}/block_{i}/seq_mixer", {})
+    ]
     if len(layers) != settings.model.n_layer:
         from src.registry import registry
+
         accepted = [m for m in registry("seq_mixer").names() if _forms_softmax_weights(m)]
-        raise AnalysisError(f"the mixer {settings.model.mixer_label()!r} forms no softmax weights to "
-                            f"read; accepted: {', '.join(accepted)}")
+        raise AnalysisError(
+            f"the mixer {settings.model.mixer_label()!r} forms no softmax weights to "
+            f"read; accepted: {', '.join(accepted)}"
+        )
     return np.stack([np.asarray(w) for w in layers])
 
 
 def recency_profile(weights: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
     """From [L, B, H, T, T]: (profile [L, bins] — mean weight per key of the last query, relative
     to uniform, by normalised key position — and tail mass [L] on the last TAIL of the keys)."""
-    last = weights[:, :, :, -1, :].mean(axis=(1, 2))                    # [L, T]
+    last = weights[:, :, :, -1, :].mean(axis=(1, 2))  # [L, T]
     t = last.shape[-1]
     where = np.minimum((np.arange(t) / max(t - 1, 1) * bins).astype(int), bins - 1)
     profile = np.stack([[row[where == b].mean() * t for b in range(bins)] for row in last])
@@ -78,39 +86,56 @@ def recency_profile(weights: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndar
 def tail_mass_by_head(weights: np.ndarray) -> np.ndarray:
     """[L, H]: from softmax weights [L, B, H, T, T], the last query's attention mass on the last
     TAIL of the keys, mean over eval tasks (uniform: about TAIL); recency_profile's tail, per head."""
-    last = weights[:, :, :, -1, :].mean(axis=1)                  # [L, H, T]
+    last = weights[:, :, :, -1, :].mean(axis=1)  # [L, H, T]
     t = last.shape[-1]
     return last[:, :, np.arange(t) >= (1 - TAIL) * t].sum(axis=-1)
 
 
 def run(run_dir: RunDir, factor: int = 4, bins: int = 10) -> dict:
     from analysis.length_gen import judge
+
     settings, model, params, state = load_run(run_dir)
     trained = settings.curriculum.points.end
     limit = points_limit(settings)
-    out = {"position": settings.model.position.name, "mixer": settings.model.mixer_label(),
-           "task": settings.task.name, "trained_points": trained, "bins": bins,
-           **judge(settings, model, params, state, pairs_of(settings).prompts(trained)), "lengths": {}}
+    out = {
+        "position": settings.model.position.name,
+        "mixer": settings.model.mixer_label(),
+        "task": settings.task.name,
+        "trained_points": trained,
+        "bins": bins,
+        **judge(settings, model, params, state, pairs_of(settings).prompts(trained)),
+        "lengths": {},
+    }
     for points in dict.fromkeys((trained, factor * trained)):
         if limit is not None and points > limit:
-            out["lengths"][str(points)] = {"skipped": f"{points} points are past the learned position "
-                                                      f"table (n_positions={settings.model.max_tokens // 2})"}
+            out["lengths"][str(points)] = {
+                "skipped": f"{points} points are past the learned position "
+                f"table (n_positions={settings.model.max_tokens // 2})"
+            }
             continue
         batch = pairs_of(settings).prompts(points)
         profile, tail = recency_profile(attention_weights(settings, params, state, batch.xs, batch.ys), bins)
-        out["lengths"][str(points)] = {"profile": profile.round(6).tolist(),
-                                       "last_20pct": tail.round(6).tolist()}
-    rows = "".join(f"{points},{layer},{b},{value:.6g}\n"
-                   for points, cell in out["lengths"].items() if "profile" in cell
-                   for layer, row in enumerate(cell["profile"]) for b, value in enumerate(row))
+        out["lengths"][str(points)] = {"profile": profile.round(6).tolist(), "last_20pct": tail.round(6).tolist()}
+    rows = "".join(
+        f"{points},{layer},{b},{value:.6g}\n"
+        for points, cell in out["lengths"].items()
+        if "profile" in cell
+        for layer, row in enumerate(cell["profile"])
+        for b, value in enumerate(row)
+    )
     run_dir.write_text(names.RECENCY_CSV, "points,layer,bin,relative_weight\n" + rows)
     run_dir.write_json(names.RECENCY_JSON, out)
     run_dir.write_bytes(names.RECENCY_PNG, png_bytes(figure(out, run_dir.name)))
     return out
 
 
-register_analysis("recency", run, "where the prediction token's attention falls, by relative position (Lin et al.; on request)",
-                  on_request, files=[names.RECENCY_CSV, names.RECENCY_JSON, names.RECENCY_PNG])
+register_analysis(
+    "recency",
+    run,
+    "where the prediction token's attention falls, by relative position (Lin et al.; on request)",
+    on_request,
+    files=[names.RECENCY_CSV, names.RECENCY_JSON, names.RECENCY_PNG],
+)
 
 
 def figure(summary: dict, title: str):
@@ -121,24 +146,32 @@ def figure(summary: dict, title: str):
     for layer in range(layers):
         ax = fig.add_subplot(1, layers, layer + 1)
         for i, (points, cell) in enumerate(cells.items()):
-            ax.plot(centres, cell["profile"][layer], marker="o", ms=3, color=f"C{i}",
-                    label=f"{points} points (last 20%: {cell['last_20pct'][layer]:.2f})")
+            ax.plot(
+                centres,
+                cell["profile"][layer],
+                marker="o",
+                ms=3,
+                color=f"C{i}",
+                label=f"{points} points (last 20%: {cell['last_20pct'][layer]:.2f})",
+            )
         ax.axhline(1.0, color="0.5", ls=":", lw=1)
         ax.set_title(f"layer {layer}", fontsize=9)
         ax.set_xlabel("normalised key position")
         if layer == 0:
             ax.set_ylabel("attention per key / uniform")
         ax.legend(fontsize=6)
-    fig.suptitle(f"{title}: {summary['mixer']} + {summary['position']}, attention of the prediction "
-                 "token", fontsize=9)
+    fig.suptitle(f"{title}: {summary['mixer']} + {summary['position']}, attention of the prediction token", fontsize=9)
     return fig
 
 
 def _flags(parser) -> None:
-    parser.add_argument("--factor", type=int_at_least(1, 64), default=4,
-                        help="also read the attention at this multiple of the trained points")
-    parser.add_argument("--bins", type=int_at_least(2, 100), default=10,
-                        help="bins of normalised key position")
+    parser.add_argument(
+        "--factor",
+        type=int_at_least(1, 64),
+        default=4,
+        help="also read the attention at this multiple of the trained points",
+    )
+    parser.add_argument("--bins", type=int_at_least(2, 100), default=10, help="bins of normalised key position")
 
 
 def _print(args, run_dir: RunDir) -> None:
@@ -146,11 +179,16 @@ def _print(args, run_dir: RunDir) -> None:
     if not out["trained_enough"]:
         print(f"{out['verdict']}: the profile below describes an untrained model")
     for points, cell in out["lengths"].items():
-        print(f"{points} points: " + (cell["skipped"] if "skipped" in cell else
-                                      "attention mass on the last 20% of the prompt per layer " +
-                                      ", ".join(f"{v:.2f}" for v in cell["last_20pct"])))
+        print(
+            f"{points} points: "
+            + (
+                cell["skipped"]
+                if "skipped" in cell
+                else "attention mass on the last 20% of the prompt per layer "
+                + ", ".join(f"{v:.2f}" for v in cell["last_20pct"])
+            )
+        )
     print(f"-> {run_dir.file(names.RECENCY_PNG)}")
-
 
 
 main = analysis_command(MODULE, __doc__, _flags, _print)

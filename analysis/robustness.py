@@ -30,6 +30,7 @@ The battery needs only the prediction at the last point, so it also runs on the 
 pair task (system lm): `--battery` alone there, the stress tests need every point's prediction;
 any run that answers pair prompts (src/read_side.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from analysis.budget import budget, full_flag, report_cut, tasks_within
-from analysis.common import analysis_command, for_capability, pairs_of, register_analysis, regression_task, settings_with
+from analysis.common import (
+    analysis_command,
+    for_capability,
+    pairs_of,
+    register_analysis,
+    regression_task,
+    settings_with,
+)
 from analysis.icl_curve import baseline_rows, load_run, points_limit
 from src import rundir as names
 from src.config import CurriculumConfig
@@ -73,27 +81,35 @@ def robustness(settings, model, params, state) -> dict:
     longer, limit = math.ceil(1.5 * n), points_limit(settings)
     lengthened = limit is None or longer <= limit
     # eight passes over the tasks at the trained length and one at 1.5x (analysis/budget.py)
-    tasks = tasks_within(eval_size, 8 * pairs.prompt_work(n) + (pairs.prompt_work(longer) if lengthened else 0),
-                         budget(pairs))
+    tasks = tasks_within(
+        eval_size, 8 * pairs.prompt_work(n) + (pairs.prompt_work(longer) if lengthened else 0), budget(pairs)
+    )
     cut = report_cut("robustness", tasks, eval_size)
     batch = pairs.prompts().first(tasks)
     xs, ys, dims = batch.xs, batch.ys, float(batch.dims)
     d = int(dims)
     key = jax.random.key(STRESS_SEED)
-    predict = pairs.predictor(model, params, state)      # in blocks of prompts (src/batched.py)
+    predict = pairs.predictor(model, params, state)  # in blocks of prompts (src/batched.py)
     prediction = predict(xs, ys)
     per_point = np.asarray(jnp.mean((prediction - ys) ** 2, axis=0) / dims)
-    out = {f"clean_n{k}": float(per_point[k]) if k < n else None
-           for k in sorted({max(1, d // 2), d, 2 * d})}
+    out = {f"clean_n{k}": float(per_point[k]) if k < n else None for k in sorted({max(1, d // 2), d, 2 * d})}
     out["clean_last"] = float(per_point[-1])
-    for name, mode, p, sigma in (("label_noise", "label_noise", 0.25, 0.5),
-                                 ("random_pairs", "random_pairs", 0.2, 1.0)):
-        cx, cy, _ = corrupt_pairs(jax.random.fold_in(key, len(name)), xs, ys, num_corrupted(p, n - 1), mode, sigma,
-                                  context=n - 1)
+    for name, mode, p, sigma in (("label_noise", "label_noise", 0.25, 0.5), ("random_pairs", "random_pairs", 0.2, 1.0)):
+        cx, cy, _ = corrupt_pairs(
+            jax.random.fold_in(key, len(name)), xs, ys, num_corrupted(p, n - 1), mode, sigma, context=n - 1
+        )
         out[name] = _last_point_error(predict, cx, cy, dims)
-    for placement, pick in (("clean_first", "last"), ("noisy_first", "first")):   # SPEC §7's placements
-        cx, cy, _ = corrupt_pairs(jax.random.fold_in(key, 11), xs, ys, num_corrupted(0.25, n - 1),
-                                  "label_noise", 0.5, pick=pick, context=n - 1)
+    for placement, pick in (("clean_first", "last"), ("noisy_first", "first")):  # SPEC §7's placements
+        cx, cy, _ = corrupt_pairs(
+            jax.random.fold_in(key, 11),
+            xs,
+            ys,
+            num_corrupted(0.25, n - 1),
+            "label_noise",
+            0.5,
+            pick=pick,
+            context=n - 1,
+        )
         out[f"label_noise_{placement}"] = _last_point_error(predict, cx, cy, dims)
     for ordering in ("random", "easy2hard"):
         ox, oy = _reorder(jax.random.fold_in(key, 3), xs, ys, ordering)
@@ -102,13 +118,15 @@ def robustness(settings, model, params, state) -> dict:
     out["ood_alpha2"] = _last_point_error(predict, far.xs, far.ys, float(far.dims))
     if lengthened:
         long = pairs.prompts(longer).first(tasks)
-        out["length_1.5x"] = _last_point_error(pairs.predictor(model, params, state, longer), long.xs, long.ys,
-                                               float(long.dims))
+        out["length_1.5x"] = _last_point_error(
+            pairs.predictor(model, params, state, longer), long.xs, long.ys, float(long.dims)
+        )
         out["length_points"] = longer
     else:
         out["length_1.5x"] = None
-        out["length_reason"] = (f"{longer} points exceed the learned position table "
-                                f"(n_positions={settings.model.max_tokens // 2})")
+        out["length_reason"] = (
+            f"{longer} points exceed the learned position table (n_positions={settings.model.max_tokens // 2})"
+        )
     if cut:
         out.update(tasks=tasks, eval_tasks=eval_size, budget=cut)
     return out
@@ -137,8 +155,10 @@ def battery_grid(n: int, d: int) -> list[tuple[str, str, dict]]:
     grid += [(f"noisy_labels={s:g}", "noisy_labels", {"noise_std": s}) for s in _grid(0.1, 4.9, 0.2)]
     grid += [(f"affine={s:g}", "affine", {"bias_std": s}) for s in _grid(0.1, 4.9, 0.2)]
     grid += [(f"sparse={k}", "sparse", {"sparsity": k}) for k in range(1, d)]
-    grid += [("uniform_w", "uniform_w", {}), *[(f"scale_y={s:.3g}", "scale_y", {"scale": s})
-                                               for s in (1 / 3, 1 / 2, 2.0, 3.0)]]
+    grid += [
+        ("uniform_w", "uniform_w", {}),
+        *[(f"scale_y={s:.3g}", "scale_y", {"scale": s}) for s in (1 / 3, 1 / 2, 2.0, 3.0)],
+    ]
     return grid
 
 
@@ -150,7 +170,7 @@ def _query_errors(predict_query, xs, ys, dims) -> float:
     return float(jnp.mean((predict_query(xs, ys) - ys[:, -1]) ** 2) / dims)
 
 
-BATTERY_BASELINES = ("least_squares", "averaging", "knn", "lasso")   # each where its entry applies
+BATTERY_BASELINES = ("least_squares", "averaging", "knn", "lasso")  # each where its entry applies
 
 
 def battery(side: AnswersPairPrompts, restored: tuple, size: int = BATTERY_SIZE, labels=None) -> dict:
@@ -160,6 +180,7 @@ def battery(side: AnswersPairPrompts, restored: tuple, size: int = BATTERY_SIZE,
     restored model is `restored`; the baselines of BATTERY_BASELINES that apply to the shifted
     prompts' task."""
     from src.registry import choice, registry
+
     base = side.pair_prompts()
     xs, ys, w, dims = base.xs[:size], base.ys[:size], base.w[:size], float(base.dims)
     n, d = xs.shape[1], xs.shape[2]
@@ -167,9 +188,10 @@ def battery(side: AnswersPairPrompts, restored: tuple, size: int = BATTERY_SIZE,
     linear = bool(jnp.max(jnp.abs(ys - scale * jnp.einsum("bnd,bd->bn", xs, w))) < 1e-3)
     model_predict = side.query_predictor(restored, n, xs.shape[0])
     baselines = {name: registry("baseline").get(name) for name in BATTERY_BASELINES}
-    rows = baseline_rows(n, d, xs.shape[0])          # in blocks of tasks (src/batched.py)
-    compiled = {name: in_blocks(jax.jit(entry.build(entry.default_options())), rows)
-                for name, entry in baselines.items()}
+    rows = baseline_rows(n, d, xs.shape[0])  # in blocks of tasks (src/batched.py)
+    compiled = {
+        name: in_blocks(jax.jit(entry.build(entry.default_options())), rows) for name, entry in baselines.items()
+    }
     out = {}
     for i, (label, name, options) in enumerate(battery_grid(n, d)):
         if labels is not None and label not in labels:
@@ -179,8 +201,7 @@ def battery(side: AnswersPairPrompts, restored: tuple, size: int = BATTERY_SIZE,
         task = shift.task[0] if shift.task is not None else side.task_name()
         record = {"shift": name, "options": options, "task": task}
         if shift.task is not None:
-            draw = registry("task").get(task).build(choice("task", task, **shift.task[1]).options,
-                                                    n_points=n, n_dims=d)
+            draw = registry("task").get(task).build(choice("task", task, **shift.task[1]).options, n_points=n, n_dims=d)
             batch = draw(key, size, d, n)
             sx, sy = batch.xs, batch.ys
         elif not linear:
@@ -207,9 +228,14 @@ def run(run_dir: RunDir, settings=None) -> dict:
     return record
 
 
-register_analysis("robustness", run, "noise, order, OOD and length stress tests (runs that "
-                  "predict pairs, regression tasks)", for_capability(PredictsPairs, when=regression_task), [JSON],
-                  files=[JSON, names.SHIFTS_JSON])     # shifts.json: with --battery
+register_analysis(
+    "robustness",
+    run,
+    "noise, order, OOD and length stress tests (runs that predict pairs, regression tasks)",
+    for_capability(PredictsPairs, when=regression_task),
+    [JSON],
+    files=[JSON, names.SHIFTS_JSON],
+)  # shifts.json: with --battery
 
 
 def run_battery(run_dir: RunDir, size: int = BATTERY_SIZE, labels=None, settings=None) -> dict:
@@ -221,22 +247,26 @@ def run_battery(run_dir: RunDir, size: int = BATTERY_SIZE, labels=None, settings
 
 def _print_record(args, run_dir) -> None:
     # the stress tests read every point's prediction; the battery, the last point's only
-    settings = settings_with(run_dir, AnswersPairPrompts if args.battery else PredictsPairs)   # read once
+    settings = settings_with(run_dir, AnswersPairPrompts if args.battery else PredictsPairs)  # read once
     if has(PredictsPairs, settings):
         for key, value in run(run_dir, settings).items():
             print(f"{key:16s} {value:.4f}" if isinstance(value, float) else f"{key:16s} {value}")
         print(f"-> {run_dir.file(JSON)}")
     if args.battery:
         for label, r in run_battery(run_dir, settings=settings).items():
-            cells = " ".join(f"{k} {r[k]:.4f}" for k in ("model", "least_squares", "averaging", "knn", "lasso")
-                             if isinstance(r.get(k), float))
+            cells = " ".join(
+                f"{k} {r[k]:.4f}"
+                for k in ("model", "least_squares", "averaging", "knn", "lasso")
+                if isinstance(r.get(k), float)
+            )
             print(f"{label:32s} {cells or r.get('reason', '')}")
         print(f"-> {run_dir.file(names.SHIFTS_JSON)}")
 
 
 def _battery_flag(parser) -> None:
-    parser.add_argument("--battery", action="store_true",
-                        help="also every evaluation shift with the baselines (analysis/shifts.json)")
+    parser.add_argument(
+        "--battery", action="store_true", help="also every evaluation shift with the baselines (analysis/shifts.json)"
+    )
     full_flag(parser)
 
 

@@ -4,6 +4,7 @@ ood_scales, distractors): reading a group of finished runs, one per seed.
 Numbers over seeds are src.stats.over_seeds records {mean, std, n, values} (sample std,
 ddof 1). Loss is the paper's ½ mean (ŷ − y_q)² throughout.
 """
+
 from __future__ import annotations
 
 import math

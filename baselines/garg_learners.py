@@ -35,6 +35,7 @@ Where these differ from Garg's code:
   rows, src/batched.py, give the same numbers); Garg draws both afresh from torch's global RNG,
   the minibatches shared by the batch's prompts as here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,13 +49,14 @@ from baselines.regression import BASELINES, _all_regression
 from src.optim import Optimizer, gradient_step, make_optimizer
 from src.settings import require_int, require_number
 
-XGBOOST_VERSION = "3.2.0"      # the xgboost-cpu release recommended (current on PyPI when written)
-XGBOOST_ROUNDS = 100           # XGBRegressor's default n_estimators
-TIE = 1e-9                     # error reductions within TIE x the node's squared error are equal
+XGBOOST_VERSION = "3.2.0"  # the xgboost-cpu release recommended (current on PyPI when written)
+XGBOOST_ROUNDS = 100  # XGBRegressor's default n_estimators
+TIE = 1e-9  # error reductions within TIE x the node's squared error are equal
 
 
 # ---------------------------------------------------------------------------------------------
 # decision_tree
+
 
 def best_split(x: np.ndarray, y: np.ndarray) -> tuple[int, float] | None:
     """(feature, threshold) of the split of x [m, d], y [m] that reduces the squared error most
@@ -63,18 +65,18 @@ def best_split(x: np.ndarray, y: np.ndarray) -> tuple[int, float] | None:
     m = len(y)
     if m < 2 or np.all(y == y[0]):
         return None
-    order = np.argsort(x, axis=0, kind="stable")                          # [m, d]
+    order = np.argsort(x, axis=0, kind="stable")  # [m, d]
     sorted_x = np.take_along_axis(x, order, axis=0)
     centred = y - y.mean()
-    left = np.cumsum(centred[order], axis=0)[:-1]                         # [m-1, d]: the k smallest
+    left = np.cumsum(centred[order], axis=0)[:-1]  # [m-1, d]: the k smallest
     k = np.arange(1, m, dtype=np.float64)[:, None]
     # the reduction SSE(node) - SSE(left) - SSE(right) with labels summing to 0: L² m / (k (m-k))
-    gain = np.where(sorted_x[1:] > sorted_x[:-1], left ** 2 * m / (k * (m - k)), -np.inf)
+    gain = np.where(sorted_x[1:] > sorted_x[:-1], left**2 * m / (k * (m - k)), -np.inf)
     best = gain.max()
     tolerance = TIE * float(centred @ centred)
     if not best > tolerance:
         return None
-    ties = (gain >= best - tolerance).T                                   # [d, m-1], feature-major
+    ties = (gain >= best - tolerance).T  # [d, m-1], feature-major
     feature, position = np.unravel_index(np.argmax(ties), ties.shape)
     threshold = (sorted_x[position, feature] + sorted_x[position + 1, feature]) / 2
     return int(feature), float(threshold)
@@ -107,7 +109,7 @@ def decision_tree(xs, ys, max_depth: int = 4) -> np.ndarray:
 
 @dataclass(frozen=True)
 class TreeOptions:
-    max_depth: int = 4        # Garg's 4; 0: unlimited (sklearn's max_depth=None)
+    max_depth: int = 4  # Garg's 4; 0: unlimited (sklearn's max_depth=None)
 
     def check(self) -> None:
         require_int("max_depth", self.max_depth, 0)
@@ -116,13 +118,15 @@ class TreeOptions:
 # ---------------------------------------------------------------------------------------------
 # xgboost
 
+
 def _xgboost():
     """The xgboost module, or a one-line RuntimeError saying how to install it."""
     try:
         import xgboost
     except ImportError:
-        raise RuntimeError(f"the xgboost baseline needs the xgboost package: "
-                           f"pip install xgboost-cpu=={XGBOOST_VERSION}") from None
+        raise RuntimeError(
+            f"the xgboost baseline needs the xgboost package: pip install xgboost-cpu=={XGBOOST_VERSION}"
+        ) from None
     return xgboost
 
 
@@ -137,13 +141,13 @@ def xgboost_predictions(xs, ys, n_jobs: int = 0) -> np.ndarray:
     for b in range(x.shape[0]):
         for i in range(1, x.shape[1]):
             booster = xgb.train(params, xgb.DMatrix(x[b, :i], label=y[b, :i]), num_boost_round=XGBOOST_ROUNDS)
-            out[b, i] = booster.predict(xgb.DMatrix(x[b, i:i + 1]))[0]
+            out[b, i] = booster.predict(xgb.DMatrix(x[b, i : i + 1]))[0]
     return out
 
 
 @dataclass(frozen=True)
 class XGBoostOptions:
-    n_jobs: int = 0           # threads per fit; 0: XGBoost's default (all cores)
+    n_jobs: int = 0  # threads per fit; 0: XGBoost's default (all cores)
 
     def check(self) -> None:
         require_int("n_jobs", self.n_jobs, 0)
@@ -152,14 +156,19 @@ class XGBoostOptions:
 # ---------------------------------------------------------------------------------------------
 # two_layer_nn
 
+
 def init_network(key, d: int, hidden: int) -> dict:
     """PyTorch's nn.Linear initialisation of Linear(d, hidden), Linear(hidden, 1): weights and
     biases U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
     k1, k2, k3, k4 = jax.random.split(key, 4)
     first, second = 1 / np.sqrt(d), 1 / np.sqrt(hidden)
     uniform = lambda k, shape, bound: jax.random.uniform(k, shape, jnp.float32, -bound, bound)
-    return {"w1": uniform(k1, (d, hidden), first), "b1": uniform(k2, (hidden,), first),
-            "w2": uniform(k3, (hidden,), second), "b2": uniform(k4, (), second)}
+    return {
+        "w1": uniform(k1, (d, hidden), first),
+        "b1": uniform(k2, (hidden,), first),
+        "w2": uniform(k3, (hidden,), second),
+        "b2": uniform(k4, (), second),
+    }
 
 
 def network(params: dict, x):
@@ -200,45 +209,68 @@ def _two_layer_nn(xs, ys, seed, learning_rate, batch_size, *, hidden, steps):
             mask = minibatch_mask(jax.random.fold_in(batches, t), i, n, batch_size)
             params, state, _ = step_on(params, state, x, y, mask)
             return (params, state), None
+
         (params, _), _ = jax.lax.scan(step, (params, optimizer.init(params)), jnp.arange(steps))
         return jnp.where(i > 0, network(params, x[i]), 0.0)
 
     prefixes = jnp.arange(n)
     keys = jax.vmap(lambda i: prefix_key(seed, i))(prefixes)
-    per_prompt = jax.vmap(fit_and_predict, in_axes=(None, None, 0, 0))          # over the batch
+    per_prompt = jax.vmap(fit_and_predict, in_axes=(None, None, 0, 0))  # over the batch
     return jax.vmap(per_prompt, in_axes=(0, 0, None, None), out_axes=1)(keys, prefixes, xs, ys)
 
 
-def two_layer_nn(xs, ys, hidden: int = 100, steps: int = 100, learning_rate: float = 5e-3,
-                 batch_size: int = 100, seed: int = 0):
+def two_layer_nn(
+    xs, ys, hidden: int = 100, steps: int = 100, learning_rate: float = 5e-3, batch_size: int = 100, seed: int = 0
+):
     """[B, n]: each point's prediction by a fresh 2-layer ReLU network trained on the pairs before it."""
-    return _two_layer_nn(jnp.asarray(xs, jnp.float32), jnp.asarray(ys, jnp.float32), seed,
-                         jnp.float32(learning_rate), batch_size, hidden=hidden, steps=steps)
+    return _two_layer_nn(
+        jnp.asarray(xs, jnp.float32),
+        jnp.asarray(ys, jnp.float32),
+        seed,
+        jnp.float32(learning_rate),
+        batch_size,
+        hidden=hidden,
+        steps=steps,
+    )
 
 
 @dataclass(frozen=True)
 class NetworkOptions:
-    hidden: int = 100            # Garg's hidden_size
-    steps: int = 100             # Adam steps per prefix
+    hidden: int = 100  # Garg's hidden_size
+    steps: int = 100  # Adam steps per prefix
     learning_rate: float = 5e-3
-    batch_size: int = 100        # minibatch: min(i, batch_size) of the i prefix pairs
-    seed: int = 0                # initialisations and minibatches
+    batch_size: int = 100  # minibatch: min(i, batch_size) of the i prefix pairs
+    seed: int = 0  # initialisations and minibatches
 
     def check(self) -> None:
         require_int("hidden", self.hidden, 1)
         require_int("steps", self.steps, 0)
         require_number("learning_rate", self.learning_rate, 0.0, open_low=True)
         require_int("batch_size", self.batch_size, 1)
-        require_int("seed", self.seed, 0, 2 ** 31 - 1)
+        require_int("seed", self.seed, 0, 2**31 - 1)
 
 
-BASELINES.register("decision_tree", TreeOptions, applies=_all_regression,
-                   doc="CART regression tree per prefix (Garg's max_depth 4; 0: unlimited)")(
-    lambda options: (lambda xs, ys: decision_tree(xs, ys, options.max_depth)))
-BASELINES.register("xgboost", XGBoostOptions, applies=_all_regression,
-                   doc=f"XGBRegressor() per prefix (optional: pip install xgboost-cpu=={XGBOOST_VERSION})")(
-    lambda options: (lambda xs, ys: xgboost_predictions(xs, ys, options.n_jobs)))
-BASELINES.register("two_layer_nn", NetworkOptions, applies=_all_regression,
-                   doc="a fresh 2-layer ReLU network per prefix, Adam on a minibatch (Garg's GDModel)")(
-    lambda options: (lambda xs, ys: two_layer_nn(xs, ys, options.hidden, options.steps,
-                                                 options.learning_rate, options.batch_size, options.seed)))
+BASELINES.register(
+    "decision_tree",
+    TreeOptions,
+    applies=_all_regression,
+    doc="CART regression tree per prefix (Garg's max_depth 4; 0: unlimited)",
+)(lambda options: lambda xs, ys: decision_tree(xs, ys, options.max_depth))
+BASELINES.register(
+    "xgboost",
+    XGBoostOptions,
+    applies=_all_regression,
+    doc=f"XGBRegressor() per prefix (optional: pip install xgboost-cpu=={XGBOOST_VERSION})",
+)(lambda options: lambda xs, ys: xgboost_predictions(xs, ys, options.n_jobs))
+BASELINES.register(
+    "two_layer_nn",
+    NetworkOptions,
+    applies=_all_regression,
+    doc="a fresh 2-layer ReLU network per prefix, Adam on a minibatch (Garg's GDModel)",
+)(
+    lambda options: (
+        lambda xs, ys: two_layer_nn(
+            xs, ys, options.hidden, options.steps, options.learning_rate, options.batch_size, options.seed
+        )
+    )
+)

@@ -12,6 +12,7 @@ task loss with fresh tasks, like a tiny model.
 
 Shapes: B tasks, N context pairs, d input dimension, K layers.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -28,7 +29,7 @@ from src.tasks.regression import Tasks, sample_tasks
 
 
 class GDPlusParams(NamedTuple):
-    eta: jax.Array    # [K] step size of each layer
+    eta: jax.Array  # [K] step size of each layer
     gamma: jax.Array  # [K] input-preconditioning strength of each layer
 
 
@@ -39,7 +40,7 @@ def gd_plus_predictions(tasks: Tasks, params: GDPlusParams) -> jax.Array:
     y = jnp.concatenate([tasks.context_y, jnp.zeros_like(tasks.query_y)[:, None]], axis=1)  # [B, N+1]
     for eta, gamma in zip(params.eta, params.gamma):
         context_x, context_y = x[:, :n], y[:, :n]
-        gram = jnp.einsum("bjd,btd->bjt", context_x, x)               # x_j·x_t: [B, N, N+1]
+        gram = jnp.einsum("bjd,btd->bjt", context_x, x)  # x_j·x_t: [B, N, N+1]
         y_new = y - (eta / n) * jnp.einsum("bj,bjt->bt", context_y, gram)
         x_new = x - (gamma / n) * jnp.einsum("bjd,bjt->btd", context_x, gram)
         x, y = x_new, y_new
@@ -48,8 +49,10 @@ def gd_plus_predictions(tasks: Tasks, params: GDPlusParams) -> jax.Array:
 
 def gd_plus_sensitivity(tasks: Tasks, params: GDPlusParams) -> jax.Array:
     """∂ŷ/∂x_q [B, d] (autodiff; tasks are independent)."""
+
     def total(query_x):
         return jnp.sum(gd_plus_predictions(tasks._replace(query_x=query_x), params))
+
     return jax.grad(total)(tasks.query_x)
 
 
@@ -58,8 +61,9 @@ def _loss(params: GDPlusParams, tasks: Tasks) -> jax.Array:
 
 
 @partial(jax.jit, static_argnames=("task", "steps", "batch_size", "lr"))
-def _fit(init: GDPlusParams, key: jax.Array, task: TaskConfig, steps: int, batch_size: int,
-         lr: float) -> tuple[GDPlusParams, jax.Array]:
+def _fit(
+    init: GDPlusParams, key: jax.Array, task: TaskConfig, steps: int, batch_size: int, lr: float
+) -> tuple[GDPlusParams, jax.Array]:
     optimizer = make_optimizer(Optimizer("adam", lr), steps)
     step_on = gradient_step(_loss, optimizer)
 
@@ -73,11 +77,18 @@ def _fit(init: GDPlusParams, key: jax.Array, task: TaskConfig, steps: int, batch
     return params, losses
 
 
-def fit_gd_plus(task: TaskConfig, num_layers: int, eta_init: float, *, seed: int = 0,
-                steps: int = 2000, batch_size: int = 2048, lr: float = 1e-2) -> tuple[GDPlusParams, np.ndarray]:
+def fit_gd_plus(
+    task: TaskConfig,
+    num_layers: int,
+    eta_init: float,
+    *,
+    seed: int = 0,
+    steps: int = 2000,
+    batch_size: int = 2048,
+    lr: float = 1e-2,
+) -> tuple[GDPlusParams, np.ndarray]:
     """Fit (η_l, γ_l) for K layers by Adam on the task loss, from η = eta_init, γ = 0.
     Returns the parameters and the training losses [steps]."""
-    init = GDPlusParams(jnp.full((num_layers,), eta_init, jnp.float32),
-                        jnp.zeros((num_layers,), jnp.float32))
+    init = GDPlusParams(jnp.full((num_layers,), eta_init, jnp.float32), jnp.zeros((num_layers,), jnp.float32))
     params, losses = _fit(init, jax.random.key(seed), task, steps, batch_size, lr)
     return params, np.asarray(losses)

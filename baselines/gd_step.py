@@ -8,6 +8,7 @@ this GD step in the concatenated-token transformer.
 
 Shapes: B tasks, N context pairs, d input dimension.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -48,6 +49,7 @@ def gd_predictions(tasks: Tasks, eta: float, steps: int = 1) -> jax.Array:
 # protocol: ŷ_i from the pairs before i, ŷ_0 = 0): ŷ_i = η (mean_{j<i} y_j x_j)·x_i, the last point's
 # equal to gd_predictions of the prompt's query form to float32 rounding (tests/test_gd_step.py; the
 # sums run in another order, so not bit for bit).
+
 
 def prefix_masks(n: int) -> jax.Array:
     """[n, n] float: row i keeps pairs j < i."""
@@ -106,10 +108,14 @@ def gd_params(task: TaskConfig, model: ModelConfig, eta: float) -> dict:
     applied K times is K steps of GD; for a stacked model every layer gets it.
     Returns a Haiku params tree for `build_model(task, model)`.
     """
-    if (layout_of(model).tokens_per_pair != 1 or model.num_heads != 1
-            or not all(is_raw_dot_product(m) for m in model.mixers)):
-        raise ValueError("the GD construction needs a single-head linear model on "
-                         "concatenated tokens (model 'lsa1' or 'lsa_rec')")
+    if (
+        layout_of(model).tokens_per_pair != 1
+        or model.num_heads != 1
+        or not all(is_raw_dot_product(m) for m in model.mixers)
+    ):
+        raise ValueError(
+            "the GD construction needs a single-head linear model on concatenated tokens (model 'lsa1' or 'lsa_rec')"
+        )
     d, n = task.d, task.num_context
     width = d + 1
     key_size = model.key_size or width
@@ -139,11 +145,13 @@ def gd_reference(tasks: Tasks, eta: float) -> Reference:
 
 class OneStepGD:
     """The reference every attention-only run is scored against: one GD step, η tuned."""
+
     tune_eta = staticmethod(tune_eta)
     reference = staticmethod(gd_reference)
 
 
-@registry("baseline").register("gd_one_step", doc="one step of GD from W0 = 0 with a tuned η "
-                               "(the attention-only runs' reference, SPEC §2)")
+@registry("baseline").register(
+    "gd_one_step", doc="one step of GD from W0 = 0 with a tuned η (the attention-only runs' reference, SPEC §2)"
+)
 def build_one_step_gd(options) -> OneStepGD:
     return OneStepGD()

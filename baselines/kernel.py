@@ -11,6 +11,7 @@ gd_one_step baseline's method, returns them with their loss); `reference(tasks, 
 predictions [B] and their sensitivities ∂ŷ/∂x_q [B, d].
 Shapes: B tasks, N context pairs, d input dimension.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -23,41 +24,42 @@ import numpy as np
 from src.metrics import Reference, loss
 from src.registry import registry
 
-BANDWIDTHS = np.geomspace(0.05, 20.0, 28)      # σ, in units of x
-ETAS = np.geomspace(1e-3, 1e2, 31)             # η of the functional GD step
-RIDGES = np.geomspace(1e-6, 1.0, 13)           # λ (per pair: the system is K + λ N I)
+BANDWIDTHS = np.geomspace(0.05, 20.0, 28)  # σ, in units of x
+ETAS = np.geomspace(1e-3, 1e2, 31)  # η of the functional GD step
+RIDGES = np.geomspace(1e-6, 1.0, 13)  # λ (per pair: the system is K + λ N I)
 
 
 def rbf(a: jax.Array, b: jax.Array, bandwidth) -> jax.Array:
     """[B, N, d], [B, M, d] -> [B, N, M]."""
     sq = jnp.sum(jnp.square(a[:, :, None, :] - b[:, None, :, :]), -1)
-    return jnp.exp(-sq / (2.0 * bandwidth ** 2))
+    return jnp.exp(-sq / (2.0 * bandwidth**2))
 
 
 def kernel_gd_predictions(context_x, context_y, query_x, bandwidth, eta) -> jax.Array:
-    k_q = rbf(context_x, query_x[:, None, :], bandwidth)[..., 0]            # [B, N]
+    k_q = rbf(context_x, query_x[:, None, :], bandwidth)[..., 0]  # [B, N]
     return eta / context_x.shape[1] * jnp.sum(context_y * k_q, -1)
 
 
 def kernel_ridge_predictions(context_x, context_y, query_x, bandwidth, ridge) -> jax.Array:
     n = context_x.shape[1]
-    gram = rbf(context_x, context_x, bandwidth) + ridge * n * jnp.eye(n)    # [B, N, N]
-    alpha = jnp.linalg.solve(gram, context_y[..., None])[..., 0]            # [B, N]
+    gram = rbf(context_x, context_x, bandwidth) + ridge * n * jnp.eye(n)  # [B, N, N]
+    alpha = jnp.linalg.solve(gram, context_y[..., None])[..., 0]  # [B, N]
     k_q = rbf(context_x, query_x[:, None, :], bandwidth)[..., 0]
     return jnp.sum(alpha * k_q, -1)
 
 
 def _with_sensitivity(predict, tasks, a, b) -> Reference:
-    def one(query_x):     # the sum over tasks of ŷ: its gradient is every task's ∂ŷ/∂x_q
+    def one(query_x):  # the sum over tasks of ŷ: its gradient is every task's ∂ŷ/∂x_q
         return jnp.sum(predict(tasks.context_x, tasks.context_y, query_x, a, b))
-    return Reference(predict(tasks.context_x, tasks.context_y, tasks.query_x, a, b),
-                     jax.grad(one)(tasks.query_x))
+
+    return Reference(predict(tasks.context_x, tasks.context_y, tasks.query_x, a, b), jax.grad(one)(tasks.query_x))
 
 
 @partial(jax.jit, static_argnums=0)
 def _grid_losses(predict, tasks, grid: jax.Array) -> jax.Array:
-    return jax.lax.map(lambda h: loss(predict(tasks.context_x, tasks.context_y, tasks.query_x,
-                                              h[0], h[1]), tasks.query_y), grid)
+    return jax.lax.map(
+        lambda h: loss(predict(tasks.context_x, tasks.context_y, tasks.query_x, h[0], h[1]), tasks.query_y), grid
+    )
 
 
 class KernelBaseline:
@@ -75,13 +77,15 @@ class KernelBaseline:
         return jax.jit(partial(_with_sensitivity, self.predict))(tasks, *hyper)
 
 
-@registry("baseline").register("kernel_gd_step", doc="one functional GD step in an RBF kernel's "
-                               "RKHS from f = 0; bandwidth and step size tuned")
+@registry("baseline").register(
+    "kernel_gd_step", doc="one functional GD step in an RBF kernel's RKHS from f = 0; bandwidth and step size tuned"
+)
 def build_kernel_gd_step(options) -> KernelBaseline:
     return KernelBaseline(kernel_gd_predictions, ETAS)
 
 
-@registry("baseline").register("kernel_ridge", doc="RBF kernel ridge regression on the context "
-                               "pairs; bandwidth and ridge tuned")
+@registry("baseline").register(
+    "kernel_ridge", doc="RBF kernel ridge regression on the context pairs; bandwidth and ridge tuned"
+)
 def build_kernel_ridge(options) -> KernelBaseline:
     return KernelBaseline(kernel_ridge_predictions, RIDGES)

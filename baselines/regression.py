@@ -12,6 +12,7 @@ baselines/gd_step.py.
 
 Every function maps xs [B, n, d], ys [B, n] -> ŷ [B, n] (ŷ_0 = 0: no examples yet).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,26 +35,30 @@ def least_squares(xs, ys):
         def at(mask, x_i):
             w = jnp.linalg.pinv(x * mask[:, None], rtol=1e-6) @ (y * mask)
             return x_i @ w
+
         return jax.vmap(at)(masks, x)
+
     return jax.vmap(one_task)(xs, ys)
 
 
 def least_squares_at(xs, ys, query):
     """`least_squares` at one point of each prompt: ŷ [B] at point query [B] (ints) from the pairs
     before it, one solve a prompt instead of one at every prefix."""
+
     def one_task(x, y, q):
         mask = (jnp.arange(x.shape[0]) < q).astype(x.dtype)
         w = jnp.linalg.pinv(x * mask[:, None], rtol=1e-6) @ (y * mask)
         return x[q] @ w
+
     return jax.vmap(one_task)(xs, ys, query)
 
 
 def knn(xs, ys, k: int = 3):
     n = xs.shape[1]
-    dist = jnp.sum((xs[:, :, None] - xs[:, None, :]) ** 2, axis=-1)      # [B, i, j]
+    dist = jnp.sum((xs[:, :, None] - xs[:, None, :]) ** 2, axis=-1)  # [B, i, j]
     visible = _prefix_masks(n)[None] > 0
     dist = jnp.where(visible, dist, jnp.inf)
-    order = jnp.argsort(dist, axis=-1)[..., :k]                          # [B, i, k]
+    order = jnp.argsort(dist, axis=-1)[..., :k]  # [B, i, k]
     chosen = jnp.take_along_axis(jnp.broadcast_to(ys[:, None, :], dist.shape), order, axis=-1)
     valid = jnp.take_along_axis(visible.repeat(xs.shape[0], 0), order, axis=-1)
     return jnp.sum(jnp.where(valid, chosen, 0.0), -1) / jnp.maximum(valid.sum(-1), 1)
@@ -67,11 +72,14 @@ def lasso(xs, ys, alpha: float = 0.01, iterations: int = 300):
         count = jnp.maximum(mask.sum(), 1.0)
         xm, ym = x * mask[:, None], y * mask
         step = count / jnp.maximum(jnp.linalg.norm(xm, ord=2) ** 2, 1e-6)
+
         def update(w, _):
             w = w - step * xm.T @ (xm @ w - ym) / count
             return jnp.sign(w) * jnp.maximum(jnp.abs(w) - step * alpha, 0.0), None
+
         w, _ = jax.lax.scan(update, jnp.zeros(x.shape[1]), None, length=iterations)
         return x_i @ w
+
     per_task = lambda x, y: jax.vmap(lambda m, xi: at(x, y, m, xi))(masks, x)
     return jax.vmap(per_task)(xs, ys)
 
@@ -86,12 +94,14 @@ def row_wise(predict, xs, ys):
 
 def _gd_step_predictor(options):
     """One GD step at options.eta, or with η tuned on the batch's first half when it is 0."""
+
     def fixed_on(xs, ys):
         eta = options.eta or tune_eta_at_every_point(xs[: len(xs) // 2], ys[: len(ys) // 2])
         return lambda xs_, ys_: gd_at_every_point(xs_, ys_, eta)
 
     def predict(xs, ys):
         return fixed_on(xs, ys)(xs, ys)
+
     predict.fixed_on = fixed_on
     return predict
 
@@ -99,9 +109,10 @@ def _gd_step_predictor(options):
 @dataclass(frozen=True)
 class CurveBaseline:
     """Options of a per-point regression baseline (the icl_curve protocol)."""
-    k: int = 3              # knn
-    alpha: float = 0.01     # lasso
-    eta: float = 0.0        # gd_step (0: tune on the batch's first half)
+
+    k: int = 3  # knn
+    alpha: float = 0.01  # lasso
+    eta: float = 0.0  # gd_step (0: tune on the batch's first half)
 
     def check(self) -> None:
         require_int("k", self.k, 1, 4096)
@@ -128,6 +139,7 @@ def _regression_or_boolean(task_name: str) -> bool:
 
 def _objective(task_name: str):
     from src.tasks.objectives import objective_of
+
     return objective_of(task_name) if task_name in registry("task") else None
 
 
@@ -135,13 +147,13 @@ def _register(name, doc, predict, applies=_regression_or_boolean):
     BASELINES.register(name, CurveBaseline, applies=applies, doc=doc)(lambda options: predict(options))
 
 
-_register("least_squares", "minimum-norm least squares on the previous pairs",
-          lambda o: least_squares)
+_register("least_squares", "minimum-norm least squares on the previous pairs", lambda o: least_squares)
 _register("averaging", "w = mean of y_j x_j over the previous pairs", lambda o: averaging)
-_register("knn", "mean label of the k nearest previous inputs (k = 3)",
-          lambda o: (lambda xs, ys: knn(xs, ys, o.k)))
-_register("gd_step", "one GD step from 0, eta tuned (regression only)", _gd_step_predictor,
-          applies=_all_regression)
-_register("lasso", "l1-regularised least squares (ISTA); the sparse task",
-          lambda o: (lambda xs, ys: lasso(xs, ys, o.alpha)),
-          applies=lambda task_name: task_name == "sparse_linear_regression")
+_register("knn", "mean label of the k nearest previous inputs (k = 3)", lambda o: lambda xs, ys: knn(xs, ys, o.k))
+_register("gd_step", "one GD step from 0, eta tuned (regression only)", _gd_step_predictor, applies=_all_regression)
+_register(
+    "lasso",
+    "l1-regularised least squares (ISTA); the sparse task",
+    lambda o: lambda xs, ys: lasso(xs, ys, o.alpha),
+    applies=lambda task_name: task_name == "sparse_linear_regression",
+)

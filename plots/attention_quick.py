@@ -3,6 +3,7 @@ analysis/attention_heatmap.py, where the pipeline runs it at the end of a run).
 
     python -m plots.attention_quick --run runs/<exp>
 """
+
 import sys
 
 from analysis.attention_heatmap import attention_figure, main, run

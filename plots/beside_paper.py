@@ -10,6 +10,7 @@ changes:
 
     python -m plots.report_index                     # every report in report/, then report/README.md
 """
+
 from __future__ import annotations
 
 import json
@@ -28,12 +29,25 @@ from src.flags import UsageError
 ANCHORS = Path(__file__).resolve().parent.parent / "report" / "anchors.yaml"
 HEADING = "## Beside the paper"
 VERDICTS = ("agrees", "disagrees", "not comparable")
-RULE = ("Verdict rule (one for every report): **not comparable** when we have no number or our setting "
-        "differs from the paper's in kind (said in the row); else **agrees** when our number, or any seed's, "
-        "lies inside the interval the paper's number allows (as printed); else **not comparable** when our "
-        "runs saw less of the paper's training than the claim needs (said in the row); else **disagrees**.")
-CLAIM_KEYS = {"paper", "claim", "metric", "value", "accept", "basis", "source", "setting", "sequences", "model",
-              "needs"}
+RULE = (
+    "Verdict rule (one for every report): **not comparable** when we have no number or our setting "
+    "differs from the paper's in kind (said in the row); else **agrees** when our number, or any seed's, "
+    "lies inside the interval the paper's number allows (as printed); else **not comparable** when our "
+    "runs saw less of the paper's training than the claim needs (said in the row); else **disagrees**."
+)
+CLAIM_KEYS = {
+    "paper",
+    "claim",
+    "metric",
+    "value",
+    "accept",
+    "basis",
+    "source",
+    "setting",
+    "sequences",
+    "model",
+    "needs",
+}
 
 
 @dataclass(frozen=True)
@@ -43,11 +57,11 @@ class Claim:
     claim: str
     metric: str
     value: float
-    accept: tuple[float | None, float | None]      # [low, high]; None: unbounded
+    accept: tuple[float | None, float | None]  # [low, high]; None: unbounded
     basis: str
     source: str
-    budget: Budget                                   # the paper's
-    needs: tuple[float, str] | None = None           # (fraction of the paper's sequences, why)
+    budget: Budget  # the paper's
+    needs: tuple[float, str] | None = None  # (fraction of the paper's sequences, why)
 
 
 @dataclass(frozen=True)
@@ -75,8 +89,9 @@ def load_anchors(path: Path = ANCHORS) -> Anchors:
     for key, paper in raw["papers"].items():
         budget = (paper or {}).get("budget") or {}
         if not isinstance(paper, dict) or "cite" not in paper or set(budget) != {"sequences", "model", "rates"}:
-            raise UsageError(f"{path}: papers.{key} is not accepted; accepted: cite and budget "
-                             "{sequences, model, rates}")
+            raise UsageError(
+                f"{path}: papers.{key} is not accepted; accepted: cite and budget {{sequences, model, rates}}"
+            )
         papers[key] = (paper["cite"], Budget(int(budget["sequences"]), str(budget["model"]), str(budget["rates"])))
     claims = {}
     for key, entry in raw["claims"].items():
@@ -96,16 +111,26 @@ def load_anchors(path: Path = ANCHORS) -> Anchors:
         if low is not None and high is not None and low > high:
             raise UsageError(f"{where}.accept={accept!r} is not accepted; accepted: low ≤ high")
         cite, budget = papers[entry["paper"]]
-        budget = Budget(int(entry.get("sequences", budget.sequences)), str(entry.get("model", budget.model)),
-                        budget.rates)
+        budget = Budget(
+            int(entry.get("sequences", budget.sequences)), str(entry.get("model", budget.model)), budget.rates
+        )
         needs = entry.get("needs")
         if needs is not None:
             if not isinstance(needs, dict) or set(needs) != {"fraction", "why"}:
                 raise UsageError(f"{where}.needs is not accepted; accepted: {{fraction, why}}")
             needs = (float(needs["fraction"]), str(needs["why"]))
-        claims[key] = Claim(key, cite, str(entry["claim"]), str(entry["metric"]),
-                            _bound(entry["value"], f"{where}.value"), (low, high), str(entry["basis"]),
-                            str(entry["source"]), budget, needs)
+        claims[key] = Claim(
+            key,
+            cite,
+            str(entry["claim"]),
+            str(entry["metric"]),
+            _bound(entry["value"], f"{where}.value"),
+            (low, high),
+            str(entry["basis"]),
+            str(entry["source"]),
+            budget,
+            needs,
+        )
     return Anchors(claims)
 
 
@@ -143,7 +168,7 @@ def _number(value: float | None, digits: int) -> str:
     """`digits` decimals (trailing zeros dropped); `digits` significant figures when tiny or huge."""
     if value is None:
         return "—"
-    if value != 0 and (abs(value) >= 10 ** 4 or abs(value) < 10 ** -digits):
+    if value != 0 and (abs(value) >= 10**4 or abs(value) < 10**-digits):
         return f"{value:.{max(digits, 1)}g}"
     text = f"{value:.{digits}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
@@ -163,7 +188,7 @@ def interval(accept: tuple[float | None, float | None]) -> str:
 def _count(n: int | None) -> str:
     if not n:
         return "?"
-    for unit, size in (("M", 10 ** 6), ("k", 10 ** 3)):
+    for unit, size in (("M", 10**6), ("k", 10**3)):
         if n >= size:
             return f"{n / size:.3g}{unit}"
     return str(n)
@@ -175,21 +200,34 @@ def table_row(claim: Claim, row: Row) -> str:
     if row.values and row.value is not None and len(row.values) > 1:
         ours += f" (seeds {_number(min(row.values), row.digits)}–{_number(max(row.values), row.digits)})"
     ratio = sequence_ratio(row.budget, claim.budget)
-    budget = (f"sequences {fraction(ratio) if ratio else '?'} ({_count(row.budget.sequences)} / "
-              f"{_count(claim.budget.sequences)}); model {row.budget.model} / {claim.budget.model}; "
-              f"rates {row.budget.rates} / {claim.budget.rates}")
-    cells = [f"{claim.cite}: {claim.claim}", f"{claim.value:g} ({claim.metric})",
-             f"{interval(claim.accept)}: {claim.basis}", f"{ours}: {row.ours}", budget,
-             f"**{word}**" + (f": {why}" if why else "")]
+    budget = (
+        f"sequences {fraction(ratio) if ratio else '?'} ({_count(row.budget.sequences)} / "
+        f"{_count(claim.budget.sequences)}); model {row.budget.model} / {claim.budget.model}; "
+        f"rates {row.budget.rates} / {claim.budget.rates}"
+    )
+    cells = [
+        f"{claim.cite}: {claim.claim}",
+        f"{claim.value:g} ({claim.metric})",
+        f"{interval(claim.accept)}: {claim.basis}",
+        f"{ours}: {row.ours}",
+        budget,
+        f"**{word}**" + (f": {why}" if why else ""),
+    ]
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
 def section(rows: Sequence[Row], anchors: Anchors, provenance: str) -> list[str]:
     """The section's Markdown lines (heading first, a blank line last)."""
-    lines = [HEADING, "", f"- {provenance}", f"- {RULE}",
-             "- Numbers: the paper's from report/anchors.yaml (source in its entry); ours from this "
-             "report's results file, the mean over seeds (seeds: the lowest–highest seed) where there are several. "
-             "Budget: ours / the paper's.", ""]
+    lines = [
+        HEADING,
+        "",
+        f"- {provenance}",
+        f"- {RULE}",
+        "- Numbers: the paper's from report/anchors.yaml (source in its entry); ours from this "
+        "report's results file, the mean over seeds (seeds: the lowest–highest seed) where there are several. "
+        "Budget: ours / the paper's.",
+        "",
+    ]
     if not rows:
         return lines + ["No claim of a paper is measured by this report.", ""]
     counts = {w: 0 for w in VERDICTS}
@@ -229,6 +267,7 @@ def provenance_line(head: dict | None = None) -> str:
     from plots.provenance import commit_line
     from src.provenance import git_commit
     import datetime as dt
+
     head = head if head is not None else git_commit()
     when = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     return f"Written {when} from {commit_line(head)}, from this report's results file and report/anchors.yaml"
@@ -254,8 +293,11 @@ def _without_provenance(text: str) -> str:
 
 def counted(counts: dict[str, int]) -> str:
     """{'agrees': 2, 'disagrees': 1, ...} -> '2 agree, 1 disagrees, 0 not comparable'."""
-    words = {"agrees": ("agrees", "agree"), "disagrees": ("disagrees", "disagree"),
-             "not comparable": ("not comparable", "not comparable")}
+    words = {
+        "agrees": ("agrees", "agree"),
+        "disagrees": ("disagrees", "disagree"),
+        "not comparable": ("not comparable", "not comparable"),
+    }
     return ", ".join(f"{n} {words[w][n != 1]}" for w, n in counts.items())
 
 
@@ -274,7 +316,7 @@ def read_rows(text: str) -> list[list[str]]:
         return []
     start = lines.index(HEADING)
     rows = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if line.startswith("## "):
             break
         if line.startswith("| ") and not line.startswith("| claim |"):

@@ -1,5 +1,6 @@
 """The figure `make demo` adds to the runs' own: MQAR accuracy over training for several runs of
 the ICL benchmark's recipe side by side (read from each run's metrics.jsonl; draw only)."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,12 @@ from src import rundir as names
 from src.files import atomic_write_bytes
 
 
-MIXER_WORDS = {"attention": "softmax attention", "softmax_causal": "softmax attention", "linear_attention": "linear attention",
-               "gated_linear_attn": "gated linear attention"}
+MIXER_WORDS = {
+    "attention": "softmax attention",
+    "softmax_causal": "softmax attention",
+    "linear_attention": "linear attention",
+    "gated_linear_attn": "gated linear attention",
+}
 
 
 def mqar_curves(runs: Sequence[Path], out: Path) -> Path:
@@ -26,11 +31,18 @@ def mqar_curves(runs: Sequence[Path], out: Path) -> Path:
         settings = json.loads((run / names.CONFIG).read_text())["settings"]
         task, model, train = settings.get("task", {}), settings["model"], settings.get("train", {})
         options = task.get("options", {}) if isinstance(task, dict) else {}
-        shape = (f"κ = {options.get('num_pairs', '?')} pairs, T = {options.get('seq_len', '?')}, "
-                 f"width {model.get('width', '?')}, {model.get('n_layer', '?')} layers, seed {train.get('seed', '?')}")
+        shape = (
+            f"κ = {options.get('num_pairs', '?')} pairs, T = {options.get('seq_len', '?')}, "
+            f"width {model.get('width', '?')}, {model.get('n_layer', '?')} layers, seed {train.get('seed', '?')}"
+        )
         mixer = model["seq_mixer"]["name"]
-        ax.plot([r["step"] for r in rows], [r["eval_accuracy"] for r in rows], marker="o", markersize=3,
-                label=MIXER_WORDS.get(mixer, mixer))
+        ax.plot(
+            [r["step"] for r in rows],
+            [r["eval_accuracy"] for r in rows],
+            marker="o",
+            markersize=3,
+            label=MIXER_WORDS.get(mixer, mixer),
+        )
     fig.suptitle(f"MQAR (the ICL benchmark): held-out accuracy while training\n{shape}", fontsize=9)
     ax.set_xlabel("training step")
     ax.set_ylabel("accuracy at the query positions")

@@ -14,6 +14,7 @@ Every value is a mean over seeds; error bars are the sample standard deviation o
 settings that vary between rows (ordering, noise mode, p, σ, placement; "a→b" when
 training and evaluation differ).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from plots.fig_templates_draw import ERRORBARS, grouped_bars, line_palette, model_panels, seeds_note
-from plots.results_table import (has_values, label_column, load_results, mean_std,
-                                 varying)
+from plots.results_table import has_values, label_column, load_results, mean_std, varying
 from plots.style import line_legend, model_colors, new_figure, panels, png_bytes, wrapped_title
 from src import rundir as names
 from src.flags import OneLineParser, dry_run, summary
@@ -37,8 +37,13 @@ from src.files import atomic_write_bytes
 
 PROG = "python -m plots.fig_templates"
 LOSS = "loss (½·MSE)"
-FIGURES = ("order_sensitivity.png", "noise_robustness.png", "attention_separation.png",
-           "alignment_metrics.png", "ood_curve.png")
+FIGURES = (
+    "order_sensitivity.png",
+    "noise_robustness.png",
+    "attention_separation.png",
+    "alignment_metrics.png",
+    "ood_curve.png",
+)
 MAX_PANELS = 6
 
 
@@ -49,14 +54,16 @@ class Skip(Exception):
 # ---------------------------------------------------------------------------
 # The figures
 
+
 def order_sensitivity(frame: pd.DataFrame) -> Figure:
     groups_parts = varying(frame, exclude=("order",))
     frame = frame.assign(_group=label_column(frame, groups_parts, ""))
-    groups = [g for g in dict.fromkeys(frame["_group"])
-              if frame.loc[frame["_group"] == g, "_order"].nunique() > 1]
+    groups = [g for g in dict.fromkeys(frame["_group"]) if frame.loc[frame["_group"] == g, "_order"].nunique() > 1]
     if not groups:
-        raise Skip("fewer than two orderings in the CSV (per condition); sweep more with "
-                   "python -m eval_order --ordering random,smallnorm2largenorm")
+        raise Skip(
+            "fewer than two orderings in the CSV (per condition); sweep more with "
+            "python -m eval_order --ordering random,smallnorm2largenorm"
+        )
     if len(groups) > MAX_PANELS:
         print(f"order_sensitivity.png: showing the first {MAX_PANELS} of {len(groups)} conditions")
         groups = groups[:MAX_PANELS]
@@ -68,15 +75,23 @@ def order_sensitivity(frame: pd.DataFrame) -> Figure:
         sub = frame[frame["_group"] == group]
         orders = list(dict.fromkeys(sub["_order"]))
         stats = mean_std(sub, ["_order", "model"], "eval_loss")
-        spans = grouped_bars(ax, stats, "_order", "model", orders,
-                             [m for m in models if m in set(sub["model"])], colors)
+        spans = grouped_bars(
+            ax, stats, "_order", "model", orders, [m for m in models if m in set(sub["model"])], colors
+        )
         if has_values(sub, "gd_loss"):
             gd = mean_std(sub, ["_order"], "gd_loss").set_index("_order")
             for k, order in enumerate(orders):
                 if order in gd.index:
                     left, right = spans[order]
-                    ax.hlines(gd.loc[order, "mean"], left, right, colors="black", linestyles="--",
-                              linewidth=1.4, label="one-step GD" if k == 0 else None)
+                    ax.hlines(
+                        gd.loc[order, "mean"],
+                        left,
+                        right,
+                        colors="black",
+                        linestyles="--",
+                        linewidth=1.4,
+                        label="one-step GD" if k == 0 else None,
+                    )
         ax.set_xlabel("context ordering (train→eval when they differ)")
         ax.set_ylabel(f"eval {LOSS}")
         ax.set_title(group or "order sensitivity", fontsize=9)
@@ -84,13 +99,17 @@ def order_sensitivity(frame: pd.DataFrame) -> Figure:
     spread = []
     for model in models:
         for group in groups:
-            values = mean_std(frame[(frame["model"] == model) & (frame["_group"] == group)],
-                              ["_order"], "eval_loss")["mean"]
+            values = mean_std(frame[(frame["model"] == model) & (frame["_group"] == group)], ["_order"], "eval_loss")[
+                "mean"
+            ]
             if len(values) > 1:
                 spread.append(f"{model} {values.max() - values.min():.2g}")
-    wrapped_title(figure, "Order sensitivity: eval loss per context ordering",
-          seeds_note(frame.assign(_label=frame["_order"])),
-          "spread of the mean eval loss across orderings (max − min): " + ", ".join(spread))
+    wrapped_title(
+        figure,
+        "Order sensitivity: eval loss per context ordering",
+        seeds_note(frame.assign(_label=frame["_order"])),
+        "spread of the mean eval loss across orderings (max − min): " + ", ".join(spread),
+    )
     return figure
 
 
@@ -109,8 +128,10 @@ def noise_robustness(frame: pd.DataFrame) -> Figure:
     noisy = frame[frame["_x"].notna() & (frame["_noise"] != "clean")]
     clean = frame[frame["_noise"] == "clean"]
     if noisy.empty:
-        raise Skip("no noisy runs in the CSV (every noise mode is clean); sweep them with "
-                   "python -m eval_noise --noise_mode label_noise --p 0.0,0.25")
+        raise Skip(
+            "no noisy runs in the CSV (every noise mode is clean); sweep them with "
+            "python -m eval_noise --noise_mode label_noise --p 0.0,0.25"
+        )
     parts = varying(noisy, exclude=("p",))
     noisy = noisy.assign(_line=label_column(noisy, parts, str(noisy["_noise"].iloc[0])))
     models = list(dict.fromkeys(frame["model"]))
@@ -119,12 +140,10 @@ def noise_robustness(frame: pd.DataFrame) -> Figure:
     for ax, model, parts in model_panels(figure, noisy, "_line", models, colors):
         for part, color in parts:
             stats = mean_std(part, ["_x"], "eval_loss").sort_values("_x")
-            ax.errorbar(stats["_x"], stats["mean"], yerr=stats["std"], marker="o", capsize=3,
-                        color=color)
+            ax.errorbar(stats["_x"], stats["mean"], yerr=stats["std"], marker="o", capsize=3, color=color)
             if has_values(part, "gd_loss"):
                 gd = mean_std(part, ["_x"], "gd_loss").sort_values("_x")
-                ax.plot(gd["_x"], gd["mean"], linestyle="--", color=color, alpha=0.8,
-                        linewidth=1)
+                ax.plot(gd["_x"], gd["mean"], linestyle="--", color=color, alpha=0.8, linewidth=1)
         base = clean[clean["model"] == model]
         if has_values(base, "eval_loss"):
             ax.axhline(pd.to_numeric(base["eval_loss"]).mean(), color="grey", linestyle=":")
@@ -132,8 +151,7 @@ def noise_robustness(frame: pd.DataFrame) -> Figure:
         ax.set_xlabel("fraction of corrupted context pairs p")
         ax.set_ylabel(f"eval {LOSS}")
         ax.grid(alpha=0.3)
-    extra = [("trained model", dict(color="black")),
-             ("one-step GD", dict(color="black", linestyle="--", linewidth=1))]
+    extra = [("trained model", dict(color="black")), ("one-step GD", dict(color="black", linestyle="--", linewidth=1))]
     if has_values(clean, "eval_loss"):
         extra.append(("trained model, clean contexts", dict(color="grey", linestyle=":")))
     line_legend(figure, colors, extra)
@@ -141,8 +159,9 @@ def noise_robustness(frame: pd.DataFrame) -> Figure:
     return figure
 
 
-def _condition_bars(frame: pd.DataFrame, columns: list[tuple[str, str]], heading: str,
-                    chance: float | None = None) -> Figure:
+def _condition_bars(
+    frame: pd.DataFrame, columns: list[tuple[str, str]], heading: str, chance: float | None = None
+) -> Figure:
     parts = varying(frame)
     frame = frame.assign(_label=label_column(frame, parts))
     labels = list(dict.fromkeys(frame["_label"]))
@@ -153,8 +172,9 @@ def _condition_bars(frame: pd.DataFrame, columns: list[tuple[str, str]], heading
     figure = new_figure(width, 3.8 * len(columns) + 1.2, constrained=True)
     axes = figure.subplots(len(columns), 1, squeeze=False).ravel()
     for ax, (column, ylabel) in zip(axes, columns):
-        sub = frame[pd.to_numeric(frame[column], errors="coerce").notna()] \
-            if column in frame.columns else frame.iloc[0:0]
+        sub = (
+            frame[pd.to_numeric(frame[column], errors="coerce").notna()] if column in frame.columns else frame.iloc[0:0]
+        )
         stats = mean_std(sub, ["_label", "model"], column)
         grouped_bars(ax, stats, "_label", "model", labels, models, colors)
         if chance is not None:
@@ -169,19 +189,30 @@ def _condition_bars(frame: pd.DataFrame, columns: list[tuple[str, str]], heading
 
 def attention_separation(frame: pd.DataFrame) -> Figure:
     if not has_values(frame, "auroc"):
-        raise Skip("no AUROC values in the CSV (they need runs with --save_attention and corrupted "
-                   "context pairs, e.g. python -m eval_noise)")
+        raise Skip(
+            "no AUROC values in the CSV (they need runs with --save_attention and corrupted "
+            "context pairs, e.g. python -m eval_noise)"
+        )
     frame = frame[pd.to_numeric(frame["auroc"], errors="coerce").notna()]
-    return _condition_bars(frame, [("auroc", "AUROC, clean vs. corrupted pairs")],
-                           "Attention separation of clean and corrupted context pairs: AUROC of "
-                           "the query token's attention (last layer, mean over heads; 1 = clean "
-                           "pairs always get more attention, 0.5 = chance)", chance=0.5)
+    return _condition_bars(
+        frame,
+        [("auroc", "AUROC, clean vs. corrupted pairs")],
+        "Attention separation of clean and corrupted context pairs: AUROC of "
+        "the query token's attention (last layer, mean over heads; 1 = clean "
+        "pairs always get more attention, 0.5 = chance)",
+        chance=0.5,
+    )
 
 
 def alignment_metrics(frame: pd.DataFrame) -> Figure:
-    columns = [(c, y) for c, y in (("align_cos", "cosine similarity of ∂ŷ/∂x_q (TF vs. GD)"),
-                                   ("l2_pred_diff", "mean |ŷ_TF − ŷ_GD| (units of y)"))
-               if has_values(frame, c)]
+    columns = [
+        (c, y)
+        for c, y in (
+            ("align_cos", "cosine similarity of ∂ŷ/∂x_q (TF vs. GD)"),
+            ("l2_pred_diff", "mean |ŷ_TF − ŷ_GD| (units of y)"),
+        )
+        if has_values(frame, c)
+    ]
     if not columns:
         raise Skip("no align_cos / l2_pred_diff values in the CSV")
     return _condition_bars(frame, columns, "Alignment of the trained model with one step of GD")
@@ -211,8 +242,9 @@ def ood_curve(frame: pd.DataFrame, csv_path: Path) -> Figure:
         table = table.assign(model=row["model"], seed=row["seed"], _label=row["_label"])
         tables.append(table)
     if not tables:
-        raise Skip(f"no run directory named in the CSV has {names.OOD} (made by "
-                   "python -m analysis.ood_eval --run <run_dir>)")
+        raise Skip(
+            f"no run directory named in the CSV has {names.OOD} (made by python -m analysis.ood_eval --run <run_dir>)"
+        )
     data = pd.concat(tables, ignore_index=True)
     models = list(dict.fromkeys(data["model"]))
     colors = line_palette(data["_label"])
@@ -221,25 +253,41 @@ def ood_curve(frame: pd.DataFrame, csv_path: Path) -> Figure:
         for part, color in parts:
             for column, style in (("tf_loss", "-"), ("gd_loss", "--")):
                 stats = mean_std(part, ["alpha"], column).sort_values("alpha")
-                ax.errorbar(stats["alpha"], stats["mean"], yerr=stats["std"], linestyle=style,
-                            marker="o" if style == "-" else None, markersize=3, capsize=2,
-                            color=color, linewidth=1.4 if style == "-" else 1)
+                ax.errorbar(
+                    stats["alpha"],
+                    stats["mean"],
+                    yerr=stats["std"],
+                    linestyle=style,
+                    marker="o" if style == "-" else None,
+                    markersize=3,
+                    capsize=2,
+                    color=color,
+                    linewidth=1.4 if style == "-" else 1,
+                )
         ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
         ax.set_yscale("log")
         ax.set_title(model)
         ax.set_xlabel("input scale α (x ~ U(−α/2, α/2))")
         ax.set_ylabel(f"{LOSS}, log scale")
         ax.grid(alpha=0.3, which="both")
-    line_legend(figure, colors, [("trained model", dict(color="black")),
-                                 ("one-step GD", dict(color="black", linestyle="--", linewidth=1)),
-                                 ("training range (α = 1)", dict(color="grey", linestyle=":"))])
-    wrapped_title(figure, "Out-of-distribution input scale: trained model vs. one-step GD "
-          "(η tuned at α = 1)", ERRORBARS)
+    line_legend(
+        figure,
+        colors,
+        [
+            ("trained model", dict(color="black")),
+            ("one-step GD", dict(color="black", linestyle="--", linewidth=1)),
+            ("training range (α = 1)", dict(color="grey", linestyle=":")),
+        ],
+    )
+    wrapped_title(
+        figure, "Out-of-distribution input scale: trained model vs. one-step GD (η tuned at α = 1)", ERRORBARS
+    )
     return figure
 
 
 # ---------------------------------------------------------------------------
 # Entry point
+
 
 def render_all(csv_path: Path, out_dir: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """Render every figure the CSV has data for; returns (written, [(skipped, reason)])."""
@@ -270,19 +318,23 @@ def render_all(csv_path: Path, out_dir: Path) -> tuple[list[str], list[tuple[str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog=PROG, description=summary(__doc__),
-                                     epilog="\n".join(__doc__.splitlines()[1:]),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--from", dest="source", required=True,
-                        help="results CSV of python -m eval_order / eval_noise")
+    parser = OneLineParser(
+        prog=PROG,
+        description=summary(__doc__),
+        epilog="\n".join(__doc__.splitlines()[1:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--from", dest="source", required=True, help="results CSV of python -m eval_order / eval_noise")
     parser.add_argument("--out", required=True, help="folder for the PNGs, e.g. report/figures/order")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if dry_run(PROG, f"draw the figures of {args.source} into {args.out}"):
         return 0
     csv_path, out_dir = Path(args.source), Path(args.out)
     if not csv_path.is_file():
-        print(f"{PROG}: error: --from {csv_path} does not exist; create it with: "
-              f"python -m eval_order --out {csv_path}", file=sys.stderr)
+        print(
+            f"{PROG}: error: --from {csv_path} does not exist; create it with: python -m eval_order --out {csv_path}",
+            file=sys.stderr,
+        )
         return 2
     if out_dir.exists() and not out_dir.is_dir():
         print(f"{PROG}: error: --out {out_dir} is a file; accepted: a folder", file=sys.stderr)

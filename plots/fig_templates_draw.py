@@ -2,6 +2,7 @@
 x value and series, a colour per line, one panel per model, and the seeds note under a figure's
 title (ERRORBARS: error bars are the sample standard deviation over seeds).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -13,8 +14,9 @@ from src.stats import STD_LABEL
 ERRORBARS = f"mean over seeds; error bars: {STD_LABEL}"
 
 
-def grouped_bars(ax, stats: pd.DataFrame, x_key: str, series_key: str, x_order: list,
-                 series_order: list, colors: dict) -> dict:
+def grouped_bars(
+    ax, stats: pd.DataFrame, x_key: str, series_key: str, x_order: list, series_order: list, colors: dict
+) -> dict:
     """Bars of stats['mean'] ± stats['std'] at x positions, one bar per series; returns
     {x value: (left, right)} spans of each group."""
     width = 0.8 / max(1, len(series_order))
@@ -29,11 +31,24 @@ def grouped_bars(ax, stats: pd.DataFrame, x_key: str, series_key: str, x_order: 
                 xs.append(i - 0.4 + width * (j + 0.5))
                 means.append(sub.loc[x, "mean"])
                 stds.append(sub.loc[x, "std"])
-        ax.bar(xs, means, width=width * 0.92, yerr=stds, capsize=3, color=colors[series],
-               label=str(series), edgecolor="black", linewidth=0.4)
+        ax.bar(
+            xs,
+            means,
+            width=width * 0.92,
+            yerr=stds,
+            capsize=3,
+            color=colors[series],
+            label=str(series),
+            edgecolor="black",
+            linewidth=0.4,
+        )
     ax.set_xticks(range(len(x_order)))
-    ax.set_xticklabels([_wrap(str(x)) for x in x_order], rotation=20 if len(x_order) > 3 else 0,
-                       ha="right" if len(x_order) > 3 else "center", fontsize=8)
+    ax.set_xticklabels(
+        [_wrap(str(x)) for x in x_order],
+        rotation=20 if len(x_order) > 3 else 0,
+        ha="right" if len(x_order) > 3 else "center",
+        fontsize=8,
+    )
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     return spans

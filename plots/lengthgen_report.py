@@ -9,6 +9,7 @@ Errors are each task's own: squared error / d for regression (the zero predictor
 1 − accuracy of sign ŷ for the boolean task (chance 0.5). "n" is the number of in-context
 examples before the prediction; the trained length L covers n = 0 … L − 1.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,9 +54,18 @@ def collect(jobs: Sequence, problems: dict) -> tuple[dict, list[dict], dict]:
         if not (run.path.is_dir() and run.is_trained()):
             continue
         problem = problems.get(job.name)
-        record = cells.setdefault(job.task, {}).setdefault(job.position, {
-            "seeds": [], "curves": [], "length_gen": [], "recency": [], "prompt_tests": [], "inductive_bias": [],
-            "problems": []})
+        record = cells.setdefault(job.task, {}).setdefault(
+            job.position,
+            {
+                "seeds": [],
+                "curves": [],
+                "length_gen": [],
+                "recency": [],
+                "prompt_tests": [],
+                "inductive_bias": [],
+                "problems": [],
+            },
+        )
         if problem:
             record["problems"].append(f"seed {job.seed}: {problem}")
             continue
@@ -63,14 +73,16 @@ def collect(jobs: Sequence, problems: dict) -> tuple[dict, list[dict], dict]:
         record["seeds"].append(job.seed)
         record["curves"].append(curve)
         record["length_gen"].append(json.loads(run.file(names.LENGTH_GEN_JSON).read_text()))
-        if run.exists(names.RECENCY_JSON):      # not for a mixer without softmax weights
+        if run.exists(names.RECENCY_JSON):  # not for a mixer without softmax weights
             record["recency"].append(json.loads(run.file(names.RECENCY_JSON).read_text()))
         record["prompt_tests"].append(json.loads(run.file(names.PROMPT_TESTS_JSON).read_text()))
         if run.exists(names.INDUCTIVE_BIAS_JSON):
             record["inductive_bias"].append(json.loads(run.file(names.INDUCTIVE_BIAS_JSON).read_text()))
-        rows += [{"encoding": job.position, "task": job.task, "n_examples": n, "seed": job.seed,
-                  "error": e} for n, e in enumerate(curve)]
-        curves = _baseline_curves(run)     # the longest (a learned table stops early)
+        rows += [
+            {"encoding": job.position, "task": job.task, "n_examples": n, "seed": job.seed, "error": e}
+            for n, e in enumerate(curve)
+        ]
+        curves = _baseline_curves(run)  # the longest (a learned table stops early)
         if len(next(iter(curves.values()), [])) > len(next(iter(baselines.get(job.task, {}).values()), [])):
             baselines[job.task] = curves
     return cells, rows, baselines
@@ -81,9 +93,11 @@ def summarise(record: dict) -> dict:
     last layer's attention mass on the last 20% (at 4x, else at L), duplication and serial
     position at the trained length."""
     gens = record["length_gen"]
-    out = {"in_distribution": over_seeds([g["in_distribution_error"] for g in gens]),
-           "stopped_at": gens[0]["stopped_at"] if gens else None,
-           "untrained_seeds": [s for s, g in zip(record["seeds"], gens) if not g.get("trained_enough", True)]}
+    out = {
+        "in_distribution": over_seeds([g["in_distribution_error"] for g in gens]),
+        "stopped_at": gens[0]["stopped_at"] if gens else None,
+        "untrained_seeds": [s for s, g in zip(record["seeds"], gens) if not g.get("trained_enough", True)],
+    }
     for m in ("2", "4", "8"):
         cells = [g["multiples"][m] for g in gens]
         out[f"error_{m}x"] = over_seeds([c["error"] for c in cells if c is not None])
@@ -100,11 +114,15 @@ def summarise(record: dict) -> dict:
     biases = record["inductive_bias"]
     out["closest_learner"] = [b["closest"] for b in biases if b.get("closest")]
     tests = record["prompt_tests"]
-    out["duplication"] = {r: over_seeds([t["duplication"][r] for t in tests])
-                          for r in (tests[0]["duplication"] if tests else {})}
+    out["duplication"] = {
+        r: over_seeds([t["duplication"][r] for t in tests]) for r in (tests[0]["duplication"] if tests else {})
+    }
     trained = str(tests[0]["trained_points"]) if tests else None
-    out["serial"] = {p: over_seeds([t["serial_position"][trained][p] for t in tests])
-                     for p in ("start", "middle", "end")} if tests else {}
+    out["serial"] = (
+        {p: over_seeds([t["serial_position"][trained][p] for t in tests]) for p in ("start", "middle", "end")}
+        if tests
+        else {}
+    )
     return out
 
 
@@ -125,7 +143,7 @@ def figure_curves(cells: dict, baselines: dict, trained: int):
         for m in (1, 2, 4, 8):
             ax.axvline(m * trained - 1, color="0.7", lw=0.8)
         ax.set_yscale("log")
-        ax.set_ylim(bottom=1e-3)      # least squares is ~1e-13 past n = d: shown at the floor
+        ax.set_ylim(bottom=1e-3)  # least squares is ~1e-13 past n = d: shown at the floor
         ax.set_xlabel("in-context examples n (grey: 1x, 2x, 4x, 8x the trained length)")
         ax.set_ylabel(objective_of(task).describes)
         ax.set_title(task, fontsize=9)
@@ -147,8 +165,14 @@ def figure_recency(cells: dict):
                     profiles.append(lengths[-1]["profile"][-1])
             if profiles:
                 bins = len(profiles[0])
-                ax.plot((np.arange(bins) + 0.5) / bins, np.mean(profiles, axis=0), marker="o", ms=3,
-                        color=f"C{j % 10}", label=position)
+                ax.plot(
+                    (np.arange(bins) + 0.5) / bins,
+                    np.mean(profiles, axis=0),
+                    marker="o",
+                    ms=3,
+                    color=f"C{j % 10}",
+                    label=position,
+                )
         ax.axhline(1.0, color="0.5", ls=":", lw=1)
         ax.set_xlabel("normalised key position")
         ax.set_ylabel("attention per key / uniform (last layer)")
@@ -193,16 +217,21 @@ def figure_inductive_bias(cells: dict):
             block = runs[0]["block"]
             copies = sorted(int(r) for r in runs[0]["errors"])
             mean = np.mean([[b["errors"][str(r)]["model"] for r in copies] for b in runs], axis=0)
-            ax.plot([block + r for r in copies], mean, color=f"C{j % 10}", lw=1.5, marker="o", ms=2,
-                    label=position)
+            ax.plot([block + r for r in copies], mean, color=f"C{j % 10}", lw=1.5, marker="o", ms=2, label=position)
             # the learners the analysis compared with (analysis.inductive_bias: its mean_gap's keys)
             learners = learners or (copies, runs[0]["errors"], list(runs[0]["mean_gap"]))
         if learners:
             copies, errors, names_of_learners = learners
             for name in names_of_learners:
                 style, colour = styles[name]
-                ax.plot([block + r for r in copies], [errors[str(r)][name] for r in copies], ls=style,
-                        color=colour, lw=1.2, label=name)
+                ax.plot(
+                    [block + r for r in copies],
+                    [errors[str(r)][name] for r in copies],
+                    ls=style,
+                    color=colour,
+                    lw=1.2,
+                    label=name,
+                )
             ax.legend(fontsize=7, ncol=2)
         else:
             ax.text(0.5, 0.5, "no trained runs", ha="center", transform=ax.transAxes)
@@ -213,81 +242,136 @@ def figure_inductive_bias(cells: dict):
 
 
 def _table(task: str, summaries: dict) -> list[str]:
-    lines = [f"### {task}", "",
-             "| encoding | in-distribution (n = L−1) | 2x | 4x | 8x | within 2x at 2x / 4x / 8x "
-             "(seeds) | last-20% attention | duplication r=0 → r=20 | serial start / middle / end | "
-             "closest learner under copies (seeds) |",
-             "|---" * 10 + "|"]
+    lines = [
+        f"### {task}",
+        "",
+        "| encoding | in-distribution (n = L−1) | 2x | 4x | 8x | within 2x at 2x / 4x / 8x "
+        "(seeds) | last-20% attention | duplication r=0 → r=20 | serial start / middle / end | "
+        "closest learner under copies (seeds) |",
+        "|---" * 10 + "|",
+    ]
     for position, s in summaries.items():
         if not s:
             continue
-        within = " / ".join(f"{s[f'within_{m}x'][0]}/{s[f'within_{m}x'][1]}" if s[f"within_{m}x"][1]
-                            else ("not trained" if s[f"evaluated_{m}x"] else "n/a") for m in ("2", "4", "8"))
+        within = " / ".join(
+            f"{s[f'within_{m}x'][0]}/{s[f'within_{m}x'][1]}"
+            if s[f"within_{m}x"][1]
+            else ("not trained" if s[f"evaluated_{m}x"] else "n/a")
+            for m in ("2", "4", "8")
+        )
         if s["untrained_seeds"]:
             within += f" (seeds {', '.join(map(str, s['untrained_seeds']))}: {NOT_TRAINED})"
-        tail = (format_pm(s["last_20pct"], 2) if s["last_20pct"].get("n") else
-                NOT_TRAINED if s["recency_read"] else "n/a (no softmax weights)")
-        closest = ", ".join(f"{name} {s['closest_learner'].count(name)}" for name in dict.fromkeys(s["closest_learner"])) or "—"
+        tail = (
+            format_pm(s["last_20pct"], 2)
+            if s["last_20pct"].get("n")
+            else NOT_TRAINED
+            if s["recency_read"]
+            else "n/a (no softmax weights)"
+        )
+        closest = (
+            ", ".join(f"{name} {s['closest_learner'].count(name)}" for name in dict.fromkeys(s["closest_learner"]))
+            or "—"
+        )
         dup = s["duplication"]
-        dup_text = (f"{format_pm(dup['0'], 3)} → {format_pm(dup['20'], 3)}" if dup.get("20", {}).get("n")
-                    else f"{format_pm(dup.get('0', {}), 3)} → n/a (table)")
+        dup_text = (
+            f"{format_pm(dup['0'], 3)} → {format_pm(dup['20'], 3)}"
+            if dup.get("20", {}).get("n")
+            else f"{format_pm(dup.get('0', {}), 3)} → n/a (table)"
+        )
         serial = " / ".join(f"{s['serial'][p]['mean']:.3f}" for p in ("start", "middle", "end"))
-        lines.append(f"| {position} | {format_pm(s['in_distribution'], 3)} | {format_pm(s['error_2x'], 3)} | "
-                     f"{format_pm(s['error_4x'], 3)} | {format_pm(s['error_8x'], 3)} | {within} | "
-                     f"{tail} | {dup_text} | {serial} | {closest} |")
+        lines.append(
+            f"| {position} | {format_pm(s['in_distribution'], 3)} | {format_pm(s['error_2x'], 3)} | "
+            f"{format_pm(s['error_4x'], 3)} | {format_pm(s['error_8x'], 3)} | {within} | "
+            f"{tail} | {dup_text} | {serial} | {closest} |"
+        )
     return lines
 
 
-def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
-                 head: dict, problems: dict | None = None) -> list[Path]:
+def write_report(
+    jobs: Sequence,
+    report_dir: Path,
+    *,
+    quick: bool,
+    seconds: float,
+    command: str,
+    head: dict,
+    problems: dict | None = None,
+) -> list[Path]:
     cells, rows, baselines = collect(jobs, problems or {})
-    summaries = {task: {p: summarise(r) if r["curves"] else {} for p, r in by_position.items()}
-                 for task, by_position in cells.items()}
+    summaries = {
+        task: {p: summarise(r) if r["curves"] else {} for p, r in by_position.items()}
+        for task, by_position in cells.items()
+    }
     settings = jobs[0].expected
     trained = settings["curriculum"]["points"]["end"]
     figures = []
-    for name, fig in (("ood_length.png", figure_curves(cells, baselines, trained)),
-                      ("avg_attention_score.png", figure_recency(cells)),
-                      ("lost_in_mid.png", figure_serial(summaries)),
-                      ("baseline_all_dup.png", figure_inductive_bias(cells))):
+    for name, fig in (
+        ("ood_length.png", figure_curves(cells, baselines, trained)),
+        ("avg_attention_score.png", figure_recency(cells)),
+        ("lost_in_mid.png", figure_serial(summaries)),
+        ("baseline_all_dup.png", figure_inductive_bias(cells)),
+    ):
         atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(fig))
         figures.append(f"{FIG_DIR}/{name}")
-    problems = [f"{task}/{p}: {x}" for task, by_p in cells.items() for p, r in by_p.items()
-                for x in r["problems"]]
-    atomic_write_json(report_dir / RESULTS, {
-        "command": command, "quick": quick, "seconds": seconds, "trained_points": trained,
-        "results": rows, "baselines": baselines, "summary": summaries, "figures": figures,
-        "problems": problems})
+    problems = [f"{task}/{p}: {x}" for task, by_p in cells.items() for p, r in by_p.items() for x in r["problems"]]
+    atomic_write_json(
+        report_dir / RESULTS,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "trained_points": trained,
+            "results": rows,
+            "baselines": baselines,
+            "summary": summaries,
+            "figures": figures,
+            "problems": problems,
+        },
+    )
     model = settings["model"]
-    lines = header("Position encodings and length generalisation (Lin et al., AAAI 2025)", quick=quick,
-                   head=head, command=command, seconds=seconds, jobs=jobs)
-    lines += [f"- Model: {model['preset']} ({model['n_layer']} layers, width {model['width']}, {model['n_head']} heads, "
-             f"{model['seq_mixer']['name']}, {model['norm']['name']}, {model['state_mixer']['name']} state mixer"
-             f"{'' if model.get('biases', True) else ', no biases'}); the row `mamba`: a Mamba model of the "
-             f"same width and depth (state 16, expand 2, no position encoding); d = {model['n_dims']}; "
-             f"trained to L = {trained} points "
-             f"(curriculum 11 → {trained}); evaluated to {FACTOR}x L on "
-             f"{settings['train']['eval_size']} fixed eval tasks; mean ± {STD_LABEL}",
-             "- Errors: squared error / d for linear regression (zero predictor 1), 1 − accuracy "
-             "for conjunction (chance 0.5). \"within 2x\": the error at n = mL − 1 is at most twice "
-             "the error at n = L − 1, counted over seeds. last-20%: attention mass of the prediction "
-             "token on the last 20% of the prompt, last layer, at 4x L (uniform: 0.2). Duplication: "
-             "the last of 2d examples repeated r times; serial: 2d informative examples among "
-             "copies of one example, L points. Closest learner: of least squares, averaging and 3-NN, "
-             "the one whose predictions at the query are nearest the model's (mean squared "
-             "difference) as copies of the last example fill the prompt (min(2d, L − 2) informative "
-             "examples, then copies up to L − 1; errors in `baseline_all_dup.png`), counted over seeds.",
-             f"- Claims only on trained models: a seed whose in-distribution error is not at most "
-             f"{TRAINED_BELOW} x the best constant prediction's (zero for regression, the majority label "
-             f"for conjunction) is marked \"{NOT_TRAINED}\" and left out of the within-2x counts, the "
-             "attention column and the closest learner.", ""]
+    lines = header(
+        "Position encodings and length generalisation (Lin et al., AAAI 2025)",
+        quick=quick,
+        head=head,
+        command=command,
+        seconds=seconds,
+        jobs=jobs,
+    )
+    lines += [
+        f"- Model: {model['preset']} ({model['n_layer']} layers, width {model['width']}, {model['n_head']} heads, "
+        f"{model['seq_mixer']['name']}, {model['norm']['name']}, {model['state_mixer']['name']} state mixer"
+        f"{'' if model.get('biases', True) else ', no biases'}); the row `mamba`: a Mamba model of the "
+        f"same width and depth (state 16, expand 2, no position encoding); d = {model['n_dims']}; "
+        f"trained to L = {trained} points "
+        f"(curriculum 11 → {trained}); evaluated to {FACTOR}x L on "
+        f"{settings['train']['eval_size']} fixed eval tasks; mean ± {STD_LABEL}",
+        "- Errors: squared error / d for linear regression (zero predictor 1), 1 − accuracy "
+        'for conjunction (chance 0.5). "within 2x": the error at n = mL − 1 is at most twice '
+        "the error at n = L − 1, counted over seeds. last-20%: attention mass of the prediction "
+        "token on the last 20% of the prompt, last layer, at 4x L (uniform: 0.2). Duplication: "
+        "the last of 2d examples repeated r times; serial: 2d informative examples among "
+        "copies of one example, L points. Closest learner: of least squares, averaging and 3-NN, "
+        "the one whose predictions at the query are nearest the model's (mean squared "
+        "difference) as copies of the last example fill the prompt (min(2d, L − 2) informative "
+        "examples, then copies up to L − 1; errors in `baseline_all_dup.png`), counted over seeds.",
+        f"- Claims only on trained models: a seed whose in-distribution error is not at most "
+        f"{TRAINED_BELOW} x the best constant prediction's (zero for regression, the majority label "
+        f'for conjunction) is marked "{NOT_TRAINED}" and left out of the within-2x counts, the '
+        "attention column and the closest learner.",
+        "",
+    ]
     for task in summaries:
         lines += _table(task, summaries[task]) + [""]
         least = baselines.get(task, {}).get("least_squares")
         if least:
-            lines.append("least squares on the same tasks: " + ", ".join(
-                f"n={m * trained - 1}: {least[m * trained - 1]:.3f}" for m in (1, 2, 4, 8)
-                if m * trained - 1 < len(least)))
+            lines.append(
+                "least squares on the same tasks: "
+                + ", ".join(
+                    f"n={m * trained - 1}: {least[m * trained - 1]:.3f}"
+                    for m in (1, 2, 4, 8)
+                    if m * trained - 1 < len(least)
+                )
+            )
             lines.append("")
     if problems:
         lines += ["## Runs whose analyses could not run", ""] + [f"- {p}" for p in problems] + [""]

@@ -12,6 +12,7 @@ The columns (one number per run, then over seeds):
   label_noise, random_pairs, order_random, ood_alpha2, length_1.5x
                   the robustness stresses: the model's error under each / its clean error at the query
 """
+
 from __future__ import annotations
 
 import csv
@@ -34,9 +35,17 @@ STRESSES = ("label_noise", "random_pairs", "order_random", "ood_alpha2", "length
 COLUMNS = ("loss_vs_gd", "align_cos", "l2_pred_diff", "icl_vs_gd") + STRESSES
 # the direction in which a column is nearer one GD step or more robust (the heat-map's light end)
 BETTER_HIGH = {"align_cos"}
-WORDS = {"loss_vs_gd": "loss / GD", "align_cos": "sensitivity cos", "l2_pred_diff": "|ŷ − ŷ_GD|",
-         "icl_vs_gd": "ICL curve / GD", "label_noise": "label noise", "random_pairs": "random pairs",
-         "order_random": "random order", "ood_alpha2": "inputs x2", "length_1.5x": "length 1.5x"}
+WORDS = {
+    "loss_vs_gd": "loss / GD",
+    "align_cos": "sensitivity cos",
+    "l2_pred_diff": "|ŷ − ŷ_GD|",
+    "icl_vs_gd": "ICL curve / GD",
+    "label_noise": "label noise",
+    "random_pairs": "random pairs",
+    "order_random": "random order",
+    "ood_alpha2": "inputs x2",
+    "length_1.5x": "length 1.5x",
+}
 
 
 def _chunks_line(jobs) -> str:
@@ -50,8 +59,10 @@ def _chunks_line(jobs) -> str:
     if not chunks:
         return ""
     listed = ", ".join(f"{mixer} {chunk}" for mixer, chunk in sorted(chunks.items()))
-    return (f" Mixers with a chunked form ran it in chunks balanced to the prompt's tokens ({listed}), not "
-            "their defaults (16; Mamba-2 64), which pad: the same map in another float rounding, faster.")
+    return (
+        f" Mixers with a chunked form ran it in chunks balanced to the prompt's tokens ({listed}), not "
+        "their defaults (16; Mamba-2 64), which pad: the same map in another float rounding, faster."
+    )
 
 
 def icl_vs_gd(run, gd: np.ndarray) -> float | None:
@@ -59,8 +70,11 @@ def icl_vs_gd(run, gd: np.ndarray) -> float | None:
     model's from analysis/icl_curve.csv."""
     if not run.exists(names.ICL_CURVE_CSV):
         return None
-    model = {int(r["n_examples"]): float(r["mean"]) for r in csv.DictReader(
-        io.StringIO(run.file(names.ICL_CURVE_CSV).read_text())) if r["predictor"] == "model"}
+    model = {
+        int(r["n_examples"]): float(r["mean"])
+        for r in csv.DictReader(io.StringIO(run.file(names.ICL_CURVE_CSV).read_text()))
+        if r["predictor"] == "model"
+    }
     ratios = [model[k] / gd[k] for k in model if 1 <= k < len(gd) and gd[k] > 0]
     return float(np.mean(ratios)) if ratios else None
 
@@ -75,11 +89,15 @@ def run_row(job, gd: np.ndarray) -> dict:
         stress = run.load_json(names.ROBUSTNESS)
     except RunDirError:
         return row
-    row.update({k: align.get(k) for k in ("model_loss", "gd_loss", "least_squares_loss", "zero_loss",
-                                          "align_cos", "l2_pred_diff", "eta")})
+    row.update(
+        {
+            k: align.get(k)
+            for k in ("model_loss", "gd_loss", "least_squares_loss", "zero_loss", "align_cos", "l2_pred_diff", "eta")
+        }
+    )
     row["loss_vs_gd"] = align["model_loss"] / align["gd_loss"] if align.get("gd_loss") else None
     row["icl_vs_gd"] = icl_vs_gd(run, gd)
-    clean = stress.get("clean_last")          # the error at the query, no stress
+    clean = stress.get("clean_last")  # the error at the query, no stress
     row["clean_error"] = clean
     for key in STRESSES:
         value = stress.get(key)
@@ -92,8 +110,10 @@ def summarise(rows: list[dict]) -> dict:
     out = {}
     for mixer in dict.fromkeys(r["mixer"] for r in rows):
         mine = [r for r in rows if r["mixer"] == mixer]
-        out[mixer] = {c: over_seeds([r.get(c) for r in mine])
-                      for c in COLUMNS + ("model_loss", "gd_loss", "least_squares_loss", "zero_loss", "clean_error")}
+        out[mixer] = {
+            c: over_seeds([r.get(c) for r in mine])
+            for c in COLUMNS + ("model_loss", "gd_loss", "least_squares_loss", "zero_loss", "clean_error")
+        }
     return out
 
 
@@ -117,12 +137,22 @@ def heatmap(summary: dict):
         for j in range(len(COLUMNS)):
             v = values[i, j]
             text = "n/a" if not math.isfinite(v) else (f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}")
-            ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                    color="white" if math.isfinite(shade[i, j]) and shade[i, j] > 0.6 else "black")
+            ax.text(
+                j,
+                i,
+                text,
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if math.isfinite(shade[i, j]) and shade[i, j] > 0.6 else "black",
+            )
     ax.set_xticks(range(len(COLUMNS)), [WORDS[c] for c in COLUMNS], rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(len(mixers)), mixers, fontsize=8)
-    ax.set_title("Sequence mixers on von Oswald et al.'s regression (mean over seeds); each column shaded "
-                 "from its best mixer (light) to its worst (dark)", fontsize=8)
+    ax.set_title(
+        "Sequence mixers on von Oswald et al.'s regression (mean over seeds); each column shaded "
+        "from its best mixer (light) to its worst (dark)",
+        fontsize=8,
+    )
     return fig
 
 
@@ -136,9 +166,11 @@ def reading(summary: dict, zero_loss: float) -> list[str]:
     near = [m for m in ranked if 1 <= mean(m, "loss_vs_gd") < 1.1]
     flat = [m for m in ranked if math.isfinite(zero_loss) and mean(m, "model_loss") >= 0.99 * zero_loss]
     ratios = lambda mixers: ", ".join(f"{m} ({mean(m, 'loss_vs_gd'):.3f})" for m in mixers) or "none"
-    lines = [f"- Below one GD step's loss (loss / GD, mean over seeds): {ratios(below)}.",
-             f"- Within 10 % above it: {ratios(near)}.",
-             f"- Did not learn at this protocol (loss within 1 % of predicting 0, {zero_loss:.3f}): {', '.join(flat) or 'none'}."]
+    lines = [
+        f"- Below one GD step's loss (loss / GD, mean over seeds): {ratios(below)}.",
+        f"- Within 10 % above it: {ratios(near)}.",
+        f"- Did not learn at this protocol (loss within 1 % of predicting 0, {zero_loss:.3f}): {', '.join(flat) or 'none'}.",
+    ]
     groups: dict = {}
     for m in ranked:
         groups.setdefault(tuple(round(mean(m, c), 12) for c in COLUMNS), []).append(m)
@@ -163,8 +195,16 @@ def _cell(stats: dict, digits: int = 3) -> str:
     return f"{stats['mean']:.{digits}f}{spread}"
 
 
-def write_report(jobs: Sequence, gd_curves: Sequence[np.ndarray], report_dir: Path, *, quick: bool, seconds: float,
-                 command: str, head: dict) -> list[Path]:
+def write_report(
+    jobs: Sequence,
+    gd_curves: Sequence[np.ndarray],
+    report_dir: Path,
+    *,
+    quick: bool,
+    seconds: float,
+    command: str,
+    head: dict,
+) -> list[Path]:
     """The report of `jobs`; gd_curves[i]: one tuned GD step's error curve on job i's eval prompts
     (scripts.matrix.gd_curve)."""
     rows = [run_row(job, gd) for job, gd in zip(jobs, gd_curves, strict=True)]
@@ -174,37 +214,65 @@ def write_report(jobs: Sequence, gd_curves: Sequence[np.ndarray], report_dir: Pa
         atomic_write_bytes(report_dir / FIG_DIR / "heatmap.png", png_bytes(heatmap(summary)))
         figures.append(f"{FIG_DIR}/heatmap.png")
     ranked = by_loss(summary)
-    atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
-                                             "columns": list(COLUMNS), "results": rows, "summary": summary,
-                                             "figures": figures})
+    atomic_write_json(
+        report_dir / RESULTS,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "columns": list(COLUMNS),
+            "results": rows,
+            "summary": summary,
+            "figures": figures,
+        },
+    )
     seeds = sorted({r["seed"] for r in rows})
     gd = over_seeds([r.get("gd_loss") for r in rows])
-    out = header("The matrix: every sequence mixer on von Oswald et al.'s regression", quick=quick, head=head,
-                 command=command, seconds=seconds, jobs=jobs)
-    out += [f"- Task: von Oswald et al.'s in-context linear regression (d = 10, 10 context pairs and a query, "
-            "x ~ U(−1/2, 1/2)^d, w ~ N(0, I), no noise) in the GPT-2 family's layout; every mixer at the same size "
-            f"and protocol (configs/matrix.yaml); seeds {seeds}; mean ± standard deviation over seeds."
-            + _chunks_line(jobs),
-            f"- Loss: the paper's ½ mean (ŷ − y_q)² at the query over the {rows and jobs[0].settings.train.eval_size} "
-            f"fixed eval prompts. One GD step (η tuned on held-out prompts): {_cell(gd)}; least squares on the "
-            f"context: {_cell(over_seeds([r.get('least_squares_loss') for r in rows]), 4)} (N = d: it interpolates); "
-            f"predicting 0: {_cell(over_seeds([r.get('zero_loss') for r in rows]))}.",
-            "- Columns (plots/matrix_report.py): loss / GD; the cosine of the model's sensitivity ∂ŷ/∂x_q with "
-            "GD's and the mean |ŷ − ŷ_GD| (analysis/alignment.py); the model's ICL curve (analysis/icl_curve.py) / "
-            "one GD step's with η tuned at every number of examples, averaged over 1..10 examples; each robustness stress's error / the model's clean error at "
-            "the query (analysis/robustness.py: 25 % noisy labels, 20 % random pairs, random order, inputs "
-            "scaled by 2, 1.5x the trained length).", "",
-            "## Reading", "", *reading(summary, over_seeds([r.get("zero_loss") for r in rows])["mean"]), "",
-            "## Loss and GD alignment", "",
-            "| mixer | loss | loss / GD | sensitivity cos | \\|ŷ − ŷ_GD\\| | ICL curve / GD |",
-            "|---|---|---|---|---|---|"]
+    out = header(
+        "The matrix: every sequence mixer on von Oswald et al.'s regression",
+        quick=quick,
+        head=head,
+        command=command,
+        seconds=seconds,
+        jobs=jobs,
+    )
+    out += [
+        f"- Task: von Oswald et al.'s in-context linear regression (d = 10, 10 context pairs and a query, "
+        "x ~ U(−1/2, 1/2)^d, w ~ N(0, I), no noise) in the GPT-2 family's layout; every mixer at the same size "
+        f"and protocol (configs/matrix.yaml); seeds {seeds}; mean ± standard deviation over seeds."
+        + _chunks_line(jobs),
+        f"- Loss: the paper's ½ mean (ŷ − y_q)² at the query over the {rows and jobs[0].settings.train.eval_size} "
+        f"fixed eval prompts. One GD step (η tuned on held-out prompts): {_cell(gd)}; least squares on the "
+        f"context: {_cell(over_seeds([r.get('least_squares_loss') for r in rows]), 4)} (N = d: it interpolates); "
+        f"predicting 0: {_cell(over_seeds([r.get('zero_loss') for r in rows]))}.",
+        "- Columns (plots/matrix_report.py): loss / GD; the cosine of the model's sensitivity ∂ŷ/∂x_q with "
+        "GD's and the mean |ŷ − ŷ_GD| (analysis/alignment.py); the model's ICL curve (analysis/icl_curve.py) / "
+        "one GD step's with η tuned at every number of examples, averaged over 1..10 examples; each robustness stress's error / the model's clean error at "
+        "the query (analysis/robustness.py: 25 % noisy labels, 20 % random pairs, random order, inputs "
+        "scaled by 2, 1.5x the trained length).",
+        "",
+        "## Reading",
+        "",
+        *reading(summary, over_seeds([r.get("zero_loss") for r in rows])["mean"]),
+        "",
+        "## Loss and GD alignment",
+        "",
+        "| mixer | loss | loss / GD | sensitivity cos | \\|ŷ − ŷ_GD\\| | ICL curve / GD |",
+        "|---|---|---|---|---|---|",
+    ]
     for mixer in ranked:
         s = summary[mixer]
-        out.append(f"| {mixer} | {_cell(s['model_loss'], 4)} | {_cell(s['loss_vs_gd'])} | {_cell(s['align_cos'])} | "
-                   f"{_cell(s['l2_pred_diff'])} | {_cell(s['icl_vs_gd'])} |")
-    out += ["", "## Robustness and length (error under the stress / clean error)", "",
-            "| mixer | clean error | " + " | ".join(WORDS[k] for k in STRESSES) + " |",
-            "|---|---|" + "---|" * len(STRESSES)]
+        out.append(
+            f"| {mixer} | {_cell(s['model_loss'], 4)} | {_cell(s['loss_vs_gd'])} | {_cell(s['align_cos'])} | "
+            f"{_cell(s['l2_pred_diff'])} | {_cell(s['icl_vs_gd'])} |"
+        )
+    out += [
+        "",
+        "## Robustness and length (error under the stress / clean error)",
+        "",
+        "| mixer | clean error | " + " | ".join(WORDS[k] for k in STRESSES) + " |",
+        "|---|---|" + "---|" * len(STRESSES),
+    ]
     for mixer in ranked:
         s = summary[mixer]
         out.append(f"| {mixer} | {_cell(s['clean_error'], 4)} | " + " | ".join(_cell(s[k], 2) for k in STRESSES) + " |")

@@ -4,6 +4,7 @@ steps_table, the same curves as a markdown table), and boolean accuracy of sign 
 number of in-context examples (figure_boolean). Each takes the study's rows (one dict per run,
 best rate per cell; MQAR rows carry "curve": [[step, eval accuracy], ...]).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,15 @@ def figure_mqar(rows: list[dict]):
             cells = [_cell(runs, "accuracy", width=w) for w in widths]
             ax.plot(widths, [c["mean"] for c in cells], marker="o", color=f"C{j}", label=mixer)
             # every seed as a hollow marker: with two seeds a ± std bar hides a bimodal cell
-            ax.scatter([r["width"] for r in runs], [r["accuracy"] for r in runs], s=22,
-                       facecolors="none", edgecolors=f"C{j}", linewidths=0.8, zorder=3)
+            ax.scatter(
+                [r["width"] for r in runs],
+                [r["accuracy"] for r in runs],
+                s=22,
+                facecolors="none",
+                edgecolors=f"C{j}",
+                linewidths=0.8,
+                zorder=3,
+            )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("model width")
         ax.set_ylabel("MQAR accuracy")
@@ -89,8 +97,12 @@ def steps_table(rows: list[dict]) -> list[str]:
         means = {mixer: dict(zip(steps, mean)) for mixer, (_, steps, mean) in by_mixer.items()}
         logged = sorted(set.intersection(*(set(m) for m in means.values())))
         marks = sorted({next(s for s in logged if s >= logged[-1] * q / 4) for q in (1, 2, 3, 4)})
-        lines += [f"κ = {kappa}:", "", "| mixer | " + " | ".join(f"step {s:,}" for s in marks) + " |",
-                  "|---" * (len(marks) + 1) + "|"]
+        lines += [
+            f"κ = {kappa}:",
+            "",
+            "| mixer | " + " | ".join(f"step {s:,}" for s in marks) + " |",
+            "|---" * (len(marks) + 1) + "|",
+        ]
         lines += [f"| {mixer} | " + " | ".join(f"{m[s]:.3f}" for s in marks) + " |" for mixer, m in means.items()]
         lines.append("")
     return lines
@@ -102,8 +114,11 @@ def figure_boolean(rows: list[dict]):
     for i, task in enumerate(tasks):
         ax = fig.add_subplot(1, len(tasks), i + 1)
         for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows)):
-            curves = [r["accuracy_by_position"] for r in rows
-                      if _matches(r, {"task": task, "mixer": mixer}) and r["accuracy_by_position"]]
+            curves = [
+                r["accuracy_by_position"]
+                for r in rows
+                if _matches(r, {"task": task, "mixer": mixer}) and r["accuracy_by_position"]
+            ]
             if curves:
                 mean, std = mean_std_rows(np.asarray(curves, np.float64))
                 points = np.arange(len(mean))

@@ -8,6 +8,7 @@ boolean accuracy: sign ŷ at every prediction point (chance 0.5). A table cell i
 seeds, "± std" (sample, ddof 1) when there are several. The checks are plots/mixers_checks.py's, the
 figures and the steps table plots/mixers_figures.py's.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,15 +27,17 @@ from src import rundir as names
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 REPORT, RESULTS, FIG_DIR = "MIXERS.md", "mixers_results.json", "figures/mixers"
-RATE_FIELDS = ("run", "mixer", "task", "width", "kappa", "seed", "learning_rate", "accuracy")   # a swept run
+RATE_FIELDS = ("run", "mixer", "task", "width", "kappa", "seed", "learning_rate", "accuracy")  # a swept run
 
 
 # the zoology block (src.models.sequence_presets.with_block) in a report's Model line
-ZOOLOGY_BLOCK = ("Zoology's block (`block: zoology`): layer norm, no MLP (its torch.nn.Identity state mixer, "
-                 "which in its pre-norm residual form adds h += LN(h)), learned positions for attention only (no "
-                 "table for the other mixers: figure 2's max_position_embeddings = 0), dropout 0.1 on the "
-                 "embeddings and on attention's softmax weights in training, attention projections with biases, "
-                 "the read-out tied to the embedding table")
+ZOOLOGY_BLOCK = (
+    "Zoology's block (`block: zoology`): layer norm, no MLP (its torch.nn.Identity state mixer, "
+    "which in its pre-norm residual form adds h += LN(h)), learned positions for attention only (no "
+    "table for the other mixers: figure 2's max_position_embeddings = 0), dropout 0.1 on the "
+    "embeddings and on attention's softmax weights in training, attention projections with biases, "
+    "the read-out tied to the embedding table"
+)
 
 
 def block_words(jobs: Sequence, ours: str) -> str:
@@ -53,18 +56,35 @@ def collect(jobs: Sequence) -> list[dict]:
             continue
         summary = json.loads(run.file(names.SUMMARY).read_text())
         by_position = summary.get("accuracy_by_position") or None
-        per_point = by_position if not job.pairs else None      # boolean rows: every point is scored
-        rows.append({"run": job.name, "mixer": job.mixer, "task": job.task, "width": job.width,
-                     "kappa": job.pairs or None, "seed": job.seed, "heads": job.heads, "steps": job.steps,
-                     "learning_rate": job.learning_rate, "batch_size": job.batch_size,
-                     "vocab_size": job.vocab_size or None, "seq_len": job.seq_len or None,
-                     "accuracy": summary.get("eval_accuracy"), "status": summary.get("status"),
-                     "last_point_accuracy": per_point[-1] if per_point else None,
-                     "mean_point_accuracy": float(np.mean(per_point)) if per_point else None,
-                     "train_seconds": summary.get("train_seconds"), "parameters": summary.get("parameters"),
-                     "accuracy_by_position": by_position,
-                     "curve": [[m["step"], m["eval_accuracy"]] for m in run.read_metrics()
-                               if m.get("eval_accuracy") is not None] if job.pairs else None})
+        per_point = by_position if not job.pairs else None  # boolean rows: every point is scored
+        rows.append(
+            {
+                "run": job.name,
+                "mixer": job.mixer,
+                "task": job.task,
+                "width": job.width,
+                "kappa": job.pairs or None,
+                "seed": job.seed,
+                "heads": job.heads,
+                "steps": job.steps,
+                "learning_rate": job.learning_rate,
+                "batch_size": job.batch_size,
+                "vocab_size": job.vocab_size or None,
+                "seq_len": job.seq_len or None,
+                "accuracy": summary.get("eval_accuracy"),
+                "status": summary.get("status"),
+                "last_point_accuracy": per_point[-1] if per_point else None,
+                "mean_point_accuracy": float(np.mean(per_point)) if per_point else None,
+                "train_seconds": summary.get("train_seconds"),
+                "parameters": summary.get("parameters"),
+                "accuracy_by_position": by_position,
+                "curve": [
+                    [m["step"], m["eval_accuracy"]] for m in run.read_metrics() if m.get("eval_accuracy") is not None
+                ]
+                if job.pairs
+                else None,
+            }
+        )
     return rows
 
 
@@ -99,73 +119,129 @@ def _pm(stats: dict) -> str:
     return f"{stats['mean']:.3f}" + (f" ± {stats['std']:.3f}" if stats["n"] > 1 else "")
 
 
-def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
-                 head: dict, checks: Sequence[Check] = ()) -> list[Path]:
+def write_report(
+    jobs: Sequence,
+    report_dir: Path,
+    *,
+    quick: bool,
+    seconds: float,
+    command: str,
+    head: dict,
+    checks: Sequence[Check] = (),
+) -> list[Path]:
     every = collect(jobs)
     rows = best_of_rates(every)
     results = [evaluate(check, rows) for check in checks]
     figures = []
-    drawn = [("mqar_steps.png", figure_steps, any(r["kappa"] and r["curve"] for r in rows)),
-             ("mqar_width.png", figure_mqar, len({r["width"] for r in rows if r["kappa"]}) > 1),
-             ("boolean_examples.png", figure_boolean, any(not r["kappa"] for r in rows))]
+    drawn = [
+        ("mqar_steps.png", figure_steps, any(r["kappa"] and r["curve"] for r in rows)),
+        ("mqar_width.png", figure_mqar, len({r["width"] for r in rows if r["kappa"]}) > 1),
+        ("boolean_examples.png", figure_boolean, any(not r["kappa"] for r in rows)),
+    ]
     for name, draw, wanted in drawn:
         if wanted:
             atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(draw(rows)))
             figures.append(f"{FIG_DIR}/{name}")
     swept = max((r["rates_tried"] for r in rows), default=1)
-    atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
-                                             "results": rows, "checks": results, "figures": figures,
-                                             "every_rate": [{k: r[k] for k in RATE_FIELDS} for r in every]
-                                             if swept > 1 else None})
+    atomic_write_json(
+        report_dir / RESULTS,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "results": rows,
+            "checks": results,
+            "figures": figures,
+            "every_rate": [{k: r[k] for k in RATE_FIELDS} for r in every] if swept > 1 else None,
+        },
+    )
     mixers = list(dict.fromkeys(r["mixer"] for r in rows))
     widths = sorted({r["width"] for r in rows if r["kappa"]})
     seeds = sorted({r["seed"] for r in rows})
-    lines = header("Sequence mixers on the ICL benchmark (Zoology / miniseq)", quick=quick, head=head,
-                   command=command, seconds=seconds, jobs=jobs)
-    lines += [f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the mean over them"
-             + (" ± the sample std (ddof 1)" if len(seeds) > 1 else "") + ".",
-             f"- Model: the `lm` family, 2 layers, {block_words(jobs, 'MLP state mixer')}, AdamW (lr {_span(rows, 'learning_rate', True)} "
-             f"MQAR, {_span(rows, 'learning_rate', False)} boolean; weight decay 0.1, 3% warm-up, cosine), batch "
-             f"{_span(rows, 'batch_size', True)}. Accuracy on a fixed eval set (512 sequences): exact match at "
-             "the query positions (MQAR), sign ŷ at every point (boolean; chance 0.5).",
-             f"- MQAR (Zoology's protocol): V = {_span(rows, 'vocab_size', True)}, T = {_span(rows, 'seq_len', True)}, "
-             f"{_span(rows, 'heads', True)} head(s), {_span(rows, 'steps', True)} steps.",
-             *([f"- Boolean tasks: d = 10, 40 examples, width {_span(rows, 'width', False)}, "
-                f"{_span(rows, 'heads', False)} heads, {_span(rows, 'steps', False)} steps."]
-               if any(not r["kappa"] for r in rows) else []), ""]
+    lines = header(
+        "Sequence mixers on the ICL benchmark (Zoology / miniseq)",
+        quick=quick,
+        head=head,
+        command=command,
+        seconds=seconds,
+        jobs=jobs,
+    )
+    lines += [
+        f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the mean over them"
+        + (" ± the sample std (ddof 1)" if len(seeds) > 1 else "")
+        + ".",
+        f"- Model: the `lm` family, 2 layers, {block_words(jobs, 'MLP state mixer')}, AdamW (lr {_span(rows, 'learning_rate', True)} "
+        f"MQAR, {_span(rows, 'learning_rate', False)} boolean; weight decay 0.1, 3% warm-up, cosine), batch "
+        f"{_span(rows, 'batch_size', True)}. Accuracy on a fixed eval set (512 sequences): exact match at "
+        "the query positions (MQAR), sign ŷ at every point (boolean; chance 0.5).",
+        f"- MQAR (Zoology's protocol): V = {_span(rows, 'vocab_size', True)}, T = {_span(rows, 'seq_len', True)}, "
+        f"{_span(rows, 'heads', True)} head(s), {_span(rows, 'steps', True)} steps.",
+        *(
+            [
+                f"- Boolean tasks: d = 10, 40 examples, width {_span(rows, 'width', False)}, "
+                f"{_span(rows, 'heads', False)} heads, {_span(rows, 'steps', False)} steps."
+            ]
+            if any(not r["kappa"] for r in rows)
+            else []
+        ),
+        "",
+    ]
     if swept > 1:
-        lines[-1:-1] = [f"- Each cell is the best of {swept} learning rates ({_span(every, 'learning_rate', True)}; "
-                        "Zoology's protocol): the rate each cell chose is in mixers_results.json."]
+        lines[-1:-1] = [
+            f"- Each cell is the best of {swept} learning rates ({_span(every, 'learning_rate', True)}; "
+            "Zoology's protocol): the rate each cell chose is in mixers_results.json."
+        ]
     if results:
-        lines += ["## Checks" + (" (a --quick smoke test: not expected to pass)" if quick else ""), "",
-                  "| check | bounds | worst value | result |", "|---|---|---|---|"]
+        lines += [
+            "## Checks" + (" (a --quick smoke test: not expected to pass)" if quick else ""),
+            "",
+            "| check | bounds | worst value | result |",
+            "|---|---|---|---|",
+        ]
         for r in results:
             worst = "n/a" if r["worst"] is None else _check_value(r["worst"], r["relative"])
             lines.append(f"| {r['claim']} | {r['metric']} {r['bounds']} | {worst} | {r['status']} |")
         lines.append("")
-        failed = [f"- FAIL, {r['claim']}: " + ", ".join(     # what every run of a failed check gave
-                  f"{v['run']} {_check_value(v['value'], r['relative'])}"
-                  for v in r["values"]) for r in results if r["status"] == "FAIL"]
+        failed = [
+            f"- FAIL, {r['claim']}: "
+            + ", ".join(  # what every run of a failed check gave
+                f"{v['run']} {_check_value(v['value'], r['relative'])}" for v in r["values"]
+            )
+            for r in results
+            if r["status"] == "FAIL"
+        ]
         lines += failed + ([""] if failed else [])
     for kappa in sorted({r["kappa"] for r in rows if r["kappa"]}):
-        lines += [f"## MQAR, κ = {kappa}", "", "| mixer | " + " | ".join(f"width {w}" for w in widths) + " |",
-                  "|---" * (len(widths) + 1) + "|"]
+        lines += [
+            f"## MQAR, κ = {kappa}",
+            "",
+            "| mixer | " + " | ".join(f"width {w}" for w in widths) + " |",
+            "|---" * (len(widths) + 1) + "|",
+        ]
         for mixer in mixers:
-            lines.append(f"| {mixer} | " + " | ".join(_pm(_cell(rows, "accuracy", kappa=kappa, mixer=mixer, width=w))
-                                                      for w in widths) + " |")
+            lines.append(
+                f"| {mixer} | "
+                + " | ".join(_pm(_cell(rows, "accuracy", kappa=kappa, mixer=mixer, width=w)) for w in widths)
+                + " |"
+            )
         lines.append("")
     lines += steps_table(rows)
     tasks = sorted({r["task"] for r in rows if not r["kappa"]})
     if tasks:
-        lines += ["## Boolean tasks", "",
-                  "| mixer | " + " | ".join(f"{t}: last point / mean over points" for t in tasks) + " |",
-                  "|---" * (len(tasks) + 1) + "|"]
+        lines += [
+            "## Boolean tasks",
+            "",
+            "| mixer | " + " | ".join(f"{t}: last point / mean over points" for t in tasks) + " |",
+            "|---" * (len(tasks) + 1) + "|",
+        ]
         for mixer in mixers:
-            cells = [f"{_pm(_cell(rows, 'last_point_accuracy', task=t, mixer=mixer))} / "
-                     f"{_pm(_cell(rows, 'mean_point_accuracy', task=t, mixer=mixer))}" for t in tasks]
+            cells = [
+                f"{_pm(_cell(rows, 'last_point_accuracy', task=t, mixer=mixer))} / "
+                f"{_pm(_cell(rows, 'mean_point_accuracy', task=t, mixer=mixer))}"
+                for t in tasks
+            ]
             lines.append(f"| {mixer} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]
-

@@ -3,6 +3,7 @@ table: experiment | what the paper reports | what we measured | wall time), both
 atomically from the experiments' results (analysis/one_step_gd.py, k_steps.py, copy_model.py,
 ood_scales.py, distractors.py) and checks (analysis/paper_checks.py).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -44,10 +45,15 @@ def _seed_note(r: dict) -> str:
 
 def _part_checks(checks: list[dict]):
     """The checks whose names start with any of `names`, one line each, as a table cell."""
+
     def part_checks(*names: str) -> str:
-        lines = [f"**{c['status']}** {c['name']}: {c['detail']}" for c in checks
-                 if any(c["name"].startswith(n) for n in names)]
+        lines = [
+            f"**{c['status']}** {c['name']}: {c['detail']}"
+            for c in checks
+            if any(c["name"].startswith(n) for n in names)
+        ]
         return "<br>".join(lines)
+
     return part_checks
 
 
@@ -63,9 +69,9 @@ def _one_step_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
         f"{one['zero_loss']:.4f}. lsa1: loss {format_pm(f['eval_loss'])} "
         f"({100 * one['rel_gap']['mean']:+.2f} ± {100 * one['rel_gap']['std']:.2f} % vs GD), "
         f"align_cos {format_pm(f['align_cos'])}, model_diff {format_pm(f['model_diff'])}, "
-        f"l2_pred_diff {format_pm(f['l2_pred_diff'])}.<br>"
-        + part_checks("lsa1", "one-step GD"),
-        fmt_seconds(part_seconds["one_step_gd"])]
+        f"l2_pred_diff {format_pm(f['l2_pred_diff'])}.<br>" + part_checks("lsa1", "one-step GD"),
+        fmt_seconds(part_seconds["one_step_gd"]),
+    ]
 
 
 def _k_steps_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
@@ -80,14 +86,16 @@ def _k_steps_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
             f"vs GD++ {format_pm(a['vs_gdpp']['align_cos'])}; model_diff vs GD "
             f"{format_pm(a['vs_gdk']['model_diff'])}, vs GD++ {format_pm(a['vs_gdpp']['model_diff'])}; "
             f"l2_pred_diff vs GD {format_pm(a['vs_gdk']['l2_pred_diff'])}, vs GD++ "
-            f"{format_pm(a['vs_gdpp']['l2_pred_diff'])}.")
+            f"{format_pm(a['vs_gdpp']['l2_pred_diff'])}."
+        )
     return [
         "2. K recurrent LSA layers ≈ K GD steps; GD++ (`lsa_rec`, K = " + ", ".join(sorted(ks, key=int)) + ")",
         "A K-layer (weight-shared) linear transformer reaches a loss at or below K steps of GD and "
         "close to GD++ (GD with input preconditioning), and aligns more closely with GD++ than "
         "with plain GD (paper §3, Fig. 4).",
         "<br>".join(lines) + "<br>" + part_checks("K="),
-        fmt_seconds(part_seconds["k_steps"])]
+        fmt_seconds(part_seconds["k_steps"]),
+    ]
 
 
 def _copy_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
@@ -104,9 +112,9 @@ def _copy_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
         f"{format_pm(cf['copy_prev'], 3)}, other {format_pm(cf['copy_other'], 3)}. First-layer attention "
         f"(mean over {cp['attention_tasks']} eval tasks): x token → its own label token "
         f"{format_pm(cp['attention_partner'], 3)}, all tokens → one fixed pair (max over pairs) "
-        f"{format_pm(cp['attention_fixed_pair'], 3)}.<br>"
-        + part_checks("copy"),
-        fmt_seconds(part_seconds["copy"])]
+        f"{format_pm(cp['attention_fixed_pair'], 3)}.<br>" + part_checks("copy"),
+        fmt_seconds(part_seconds["copy"]),
+    ]
 
 
 def _ood_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
@@ -119,8 +127,10 @@ def _ood_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
         bits = []
         for x in (rows_[0]["x"], 1.0 if label == "α" else o["train_weight_scale"], rows_[-1]["x"]):
             row = at(rows_, x)
-            bits.append(f"{label}={row['x']:g}: TF {format_pm(row['tf_loss'])}, GD {row['gd_loss']:.4f}, "
-                        f"TF/GD {format_pm(row['tf_over_gd'], 2)}")
+            bits.append(
+                f"{label}={row['x']:g}: TF {format_pm(row['tf_loss'])}, GD {row['gd_loss']:.4f}, "
+                f"TF/GD {format_pm(row['tf_over_gd'], 2)}"
+            )
         return "; ".join(bits)
 
     return [
@@ -130,7 +140,8 @@ def _ood_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
         f"Seeds {o['seeds']}, GD η = {o['gd_eta']:.3f}. Input range: {ood_line(o['alpha'], 'α')}.<br>"
         f"Weight scale: {ood_line(o['weight_scale'], 'σ_w')}.<br>(No PASS/MISMATCH: the paper "
         "states this qualitatively; see fig4.)",
-        fmt_seconds(part_seconds["ood"])]
+        fmt_seconds(part_seconds["ood"]),
+    ]
 
 
 def _distractors_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
@@ -141,8 +152,10 @@ def _distractors_row(results: dict, part_checks, part_seconds: dict) -> list[str
         "SPEC gives no number for this test (it is an extension: random pairs are fresh x' with "
         "labels y' ~ N(0, σ²) unrelated to x').",
         f"Seeds {d['seeds']}, σ = {d['sigma']:g}, GD η tuned on clean tasks = {d['gd_eta']:.3f}. "
-        + "; ".join(bits) + ". (Measured only; no check.)",
-        fmt_seconds(part_seconds["distractors"])]
+        + "; ".join(bits)
+        + ". (Measured only; no check.)",
+        fmt_seconds(part_seconds["distractors"]),
+    ]
 
 
 def _nonlinear_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
@@ -153,7 +166,7 @@ def _nonlinear_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
         "6. Non-linear regression: MLP block + LSA on sine tasks (`nonlinear` system)",
         "A transformer with an MLP before its linear self-attention layer solves sine "
         "regression by learning features and taking a GD step on them: its loss and "
-        "predictions follow a trained \"MLP + GD\" model (the reference notebook "
+        'predictions follow a trained "MLP + GD" model (the reference notebook '
         "non_linear_regression.ipynb; 20,000 steps at batch 2,048; loss curves only, no table).",
         f"{_seed_note(nl)}, batch {nl['batch_size']}, {nl['schedule']}; y = A sin(x + φ), A ~ U({opts['amplitude_low']:g}, "
         f"{opts['amplitude_high']:g}), φ ~ U(0, {opts['phase_high']:.3g}), x ~ U(±{opts['input_range'] / 2:g}), "
@@ -161,22 +174,34 @@ def _nonlinear_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
         f"features {format_pm(nl['final']['features_gd'], 5)}; RBF kernel ridge {b['kernel_ridge']['loss']:.5f}; "
         f"1 GD step, RBF kernel {b['kernel_gd_step']['loss']:.5f}; 1 GD step on raw x {b['gd_raw']['loss']:.5f}; "
         f"predict 0 {nl['zero_loss']:.5f}.<br>" + part_checks("sine"),
-        fmt_seconds(part_seconds["nonlinear"])]
+        fmt_seconds(part_seconds["nonlinear"]),
+    ]
 
 
 def report_rows(plan, results: dict, checks: list[dict], part_seconds: dict) -> list[list[str]]:
     """The table: experiment | paper | measured | wall time."""
     part_checks = _part_checks(checks)
-    rows = [row(results, part_checks, part_seconds)
-            for row in (_one_step_row, _k_steps_row, _copy_row, _ood_row, _distractors_row)]
+    rows = [
+        row(results, part_checks, part_seconds)
+        for row in (_one_step_row, _k_steps_row, _copy_row, _ood_row, _distractors_row)
+    ]
     if results.get("nonlinear"):
         rows.append(_nonlinear_row(results, part_checks, part_seconds))
     return rows
 
 
-def write_report(plan, jobs, results: dict, checks: list[dict], part_seconds: dict,
-                 figures: list[tuple[str, str]], total_seconds: float, command: str,
-                 base_sizes: dict, head: dict) -> str:
+def write_report(
+    plan,
+    jobs,
+    results: dict,
+    checks: list[dict],
+    part_seconds: dict,
+    figures: list[tuple[str, str]],
+    total_seconds: float,
+    command: str,
+    base_sizes: dict,
+    head: dict,
+) -> str:
     """REPRODUCTION.md: a header (date, commit, machine, mode, wall time, command, checks)
     and one table (experiment | paper | measured | wall time), written atomically. `head`:
     src.provenance.git_commit() taken before anything was written (the report's own figures

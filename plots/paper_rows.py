@@ -9,14 +9,24 @@ plots/paper_rows_von_oswald.py, plots/paper_rows_limits.py and plots/paper_rows_
 Budgets are the studies' shipped configs (sequences = steps × batch; a test checks them against
 configs/): a study run at other settings says so in its own report, not here.
 """
+
 from __future__ import annotations
 
 import math
 from pathlib import Path
 from typing import Callable
 
-from plots.paper_rows_base import (DYNAMICS, LENGTHGEN, MECHANISMS, TASK_DIVERSITY, YARN_RECENCY, Budget, Row,
-                                   _ratio_row, _stat_row)
+from plots.paper_rows_base import (
+    DYNAMICS,
+    LENGTHGEN,
+    MECHANISMS,
+    TASK_DIVERSITY,
+    YARN_RECENCY,
+    Budget,
+    Row,
+    _ratio_row,
+    _stat_row,
+)
 from plots.paper_rows_limits import linear_attention, mechanisms, robustness
 from plots.paper_rows_von_oswald import matrix, reproduction
 from plots.paper_rows_zoology import mixers, zoo
@@ -29,19 +39,30 @@ def task_diversity(data: dict, report_dir: Path) -> list[Row]:
     fresh = [r for r in data.get("results", []) if r.get("num_tasks") == 0]
     ratios = tuple(r["errors"]["prior"]["model"] / r["errors"]["prior"]["ridge"] for r in fresh)
     ours = f"switch at M = {found} (the smallest pool from which the model is nearer ridge), 3 × 64"
-    return [Row("raventos.threshold", value, ours, TASK_DIVERSITY, digits=1),
-            Row("raventos.small_threshold", value, ours, TASK_DIVERSITY, digits=1),
-            Row("raventos.fresh_tasks_ridge", sum(ratios) / len(ratios) if ratios else None,
-                "fresh tasks every step, error / ridge's on prior prompts", TASK_DIVERSITY, ratios)]
+    return [
+        Row("raventos.threshold", value, ours, TASK_DIVERSITY, digits=1),
+        Row("raventos.small_threshold", value, ours, TASK_DIVERSITY, digits=1),
+        Row(
+            "raventos.fresh_tasks_ridge",
+            sum(ratios) / len(ratios) if ratios else None,
+            "fresh tasks every step, error / ridge's on prior prompts",
+            TASK_DIVERSITY,
+            ratios,
+        ),
+    ]
 
 
 def task_diversity_finite(data: dict, report_dir: Path) -> list[Row]:
     found, steps = data.get("threshold_at_budget"), int(data.get("steps") or 0)
     budget = Budget(steps * 64, TASK_DIVERSITY.model, TASK_DIVERSITY.rates)
-    ours = f"threshold at {steps:,} steps by the finite-size rule (the smallest M from which no distance to ridge rises)"
+    ours = (
+        f"threshold at {steps:,} steps by the finite-size rule (the smallest M from which no distance to ridge rises)"
+    )
     value = math.log2(found) if found else None
-    return [Row("raventos.threshold", value, ours, budget, digits=1),
-            Row("raventos.small_threshold", value, ours, budget, digits=1)]
+    return [
+        Row("raventos.threshold", value, ours, budget, digits=1),
+        Row("raventos.small_threshold", value, ours, budget, digits=1),
+    ]
 
 
 # --- Lin et al.
@@ -49,12 +70,20 @@ def lengthgen(data: dict, report_dir: Path) -> list[Row]:
     cells = data.get("summary", {}).get("linear_regression", {})
     fire, nope, yarn = cells.get("fire", {}), cells.get("nope", {}), cells.get("dynamic_yarn", {})
     serial = nope.get("serial", {})
-    return [_stat_row("lin.fire_in_distribution", fire.get("in_distribution"), "FIRE, d = 5, trained to 21 points",
-                      LENGTHGEN),
-            _stat_row("lin.fire_8x", fire.get("error_8x"), "FIRE at 8× the trained length, d = 5", LENGTHGEN),
-            _ratio_row("lin.nope_late_block", serial.get("end"), serial.get("start"),
-                       "NoPE, informative block at the end / at the start", LENGTHGEN),
-            _stat_row("lin.dynamic_yarn_recency", yarn.get("last_20pct"), "dynamic YaRN, last layer, at 4× L", LENGTHGEN)]
+    return [
+        _stat_row(
+            "lin.fire_in_distribution", fire.get("in_distribution"), "FIRE, d = 5, trained to 21 points", LENGTHGEN
+        ),
+        _stat_row("lin.fire_8x", fire.get("error_8x"), "FIRE at 8× the trained length, d = 5", LENGTHGEN),
+        _ratio_row(
+            "lin.nope_late_block",
+            serial.get("end"),
+            serial.get("start"),
+            "NoPE, informative block at the end / at the start",
+            LENGTHGEN,
+        ),
+        _stat_row("lin.dynamic_yarn_recency", yarn.get("last_20pct"), "dynamic YaRN, last layer, at 4× L", LENGTHGEN),
+    ]
 
 
 def yarn_recency(data: dict, report_dir: Path) -> list[Row]:
@@ -64,21 +93,36 @@ def yarn_recency(data: dict, report_dir: Path) -> list[Row]:
     longest = max(tails, key=lambda k: int(k.split("@")[1]))
     by_layer = [sum(heads) / len(heads) for heads in tails[longest]]
     best = max(range(len(by_layer)), key=by_layer.__getitem__)
-    return [Row("lin.dynamic_yarn_recency", by_layer[best],
-                f"dynamic YaRN at {longest.split('@')[1]} points, layer {best} (its most recent), mean over heads",
-                YARN_RECENCY)]
+    return [
+        Row(
+            "lin.dynamic_yarn_recency",
+            by_layer[best],
+            f"dynamic YaRN at {longest.split('@')[1]} points, layer {best} (its most recent), mean over heads",
+            YARN_RECENCY,
+        )
+    ]
 
 
 def sweep(claims: tuple[str, ...], budget_of: Callable[[dict], Budget]) -> Callable[[dict, Path], list[Row]]:
     def rows(data: dict, report_dir: Path) -> list[Row]:
         out = []
         for name, result in data.get("results", {}).items():
-            keys = {"garg.matches_least_squares": "final", "lin.fire_in_distribution": "in_distribution",
-                    "lin.fire_8x": "error_8x"}
+            keys = {
+                "garg.matches_least_squares": "final",
+                "lin.fire_in_distribution": "in_distribution",
+                "lin.fire_8x": "error_8x",
+            }
             for claim in claims:
-                out.append(_stat_row(claim, result.get(keys[claim]), f"protocol {name}"
-                                     + (" (the study's)" if result.get("is_study") else ""), budget_of(result)))
+                out.append(
+                    _stat_row(
+                        claim,
+                        result.get(keys[claim]),
+                        f"protocol {name}" + (" (the study's)" if result.get("is_study") else ""),
+                        budget_of(result),
+                    )
+                )
         return out
+
     return rows
 
 
@@ -94,18 +138,45 @@ def dynamics(data: dict, report_dir: Path) -> list[Row]:
     attn, mlp = runs.get("attnM"), runs.get("mlp")
     if attn and mlp:
         a, m = attn["dynamics"]["final_loss"], mlp["dynamics"]["final_loss"]
-        out.append(Row("zhang.merged_equals_mlp", abs(a - m) / m, "ATTN_M (unrestricted) against the cubic MLP",
-                       DYNAMICS, digits=4))
-        out.append(Row("zhang.merged_one_drop", float(len(attn["dynamics"]["drops"])), "ATTN_M, their defaults",
-                       DYNAMICS, digits=0))
+        out.append(
+            Row(
+                "zhang.merged_equals_mlp",
+                abs(a - m) / m,
+                "ATTN_M (unrestricted) against the cubic MLP",
+                DYNAMICS,
+                digits=4,
+            )
+        )
+        out.append(
+            Row(
+                "zhang.merged_one_drop",
+                float(len(attn["dynamics"]["drops"])),
+                "ATTN_M, their defaults",
+                DYNAMICS,
+                digits=0,
+            )
+        )
     stair = runs.get("attnS_rank1_D4")
     if stair:
-        out.append(Row("zhang.separate_staircase", float(len(stair["dynamics"]["drops"])),
-                       "ATTN_S, rank-one heads, D = 4, 80,001 epochs", Budget(80001 * 5000, DYNAMICS.model, DYNAMICS.rates),
-                       digits=0))
+        out.append(
+            Row(
+                "zhang.separate_staircase",
+                float(len(stair["dynamics"]["drops"])),
+                "ATTN_S, rank-one heads, D = 4, 80,001 epochs",
+                Budget(80001 * 5000, DYNAMICS.model, DYNAMICS.rates),
+                digits=0,
+            )
+        )
         gaps = [abs(p["difference"]) for p in stair["dynamics"]["plateaus"]]
-        out.append(Row("zhang.plateau_levels", max(gaps) if gaps else None, "ATTN_S's plateaus against top-m least squares",
-                       Budget(80001 * 5000, DYNAMICS.model, DYNAMICS.rates), digits=4))
+        out.append(
+            Row(
+                "zhang.plateau_levels",
+                max(gaps) if gaps else None,
+                "ATTN_S's plateaus against top-m least squares",
+                Budget(80001 * 5000, DYNAMICS.model, DYNAMICS.rates),
+                digits=4,
+            )
+        )
     return out
 
 
@@ -121,10 +192,14 @@ ROWS: dict[str, Callable[[dict, Path], list[Row]]] = {
     "DYNAMICS.md": dynamics,
     "ROBUSTNESS.md": robustness,
     "LINEAR_ATTENTION.md": linear_attention,
-    "SWEEP_MECHANISMS.md": sweep(("garg.matches_least_squares",),
-                                 lambda r: Budget(_steps_of(r) * 64, MECHANISMS.model, "Adam, one rate per protocol")),
-    "SWEEP_LENGTHGEN.md": sweep(("lin.fire_in_distribution", "lin.fire_8x"),
-                                lambda r: Budget(_steps_of(r) * 64, "Llama, 2 layers", "AdamW, one rate per protocol")),
+    "SWEEP_MECHANISMS.md": sweep(
+        ("garg.matches_least_squares",),
+        lambda r: Budget(_steps_of(r) * 64, MECHANISMS.model, "Adam, one rate per protocol"),
+    ),
+    "SWEEP_LENGTHGEN.md": sweep(
+        ("lin.fire_in_distribution", "lin.fire_8x"),
+        lambda r: Budget(_steps_of(r) * 64, "Llama, 2 layers", "AdamW, one rate per protocol"),
+    ),
     "YARN_RECENCY.md": yarn_recency,
 }
 

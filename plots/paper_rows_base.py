@@ -3,6 +3,7 @@ modules plots/paper_rows_*.py): `Budget` (what a run trained on), `Row` (our num
 our studies' budgets as shipped (sequences = steps × batch of configs/) and the helpers that read a
 recorded statistic ({mean, values}: the mean over seeds and the per-seed values) into a row.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 class Budget:
     """What a run trained on: sequences seen (steps × batch, or epochs × the fixed set), the model
     (layers × width) and the learning-rate protocol."""
+
     sequences: int | None
     model: str
     rates: str
@@ -23,6 +25,7 @@ class Row:
     """Our number for one claim: `value` (mean over seeds), `values` (per seed, for the range),
     what it is (`ours`: the setting in a few words), our `budget`, and `unlike` when our setting
     differs from the paper's in kind (the verdict is then "not comparable", saying this)."""
+
     claim: str
     value: float | None
     ours: str
@@ -67,7 +70,6 @@ def _stat_row(claim: str, stats: dict | None, ours: str, budget: Budget, digits:
     return Row(claim, _mean(stats), ours, budget, _values(stats), unlike, digits)
 
 
-def _ratio_row(claim: str, top: dict | None, bottom: dict | None, ours: str, budget: Budget,
-               unlike: str = "") -> Row:
+def _ratio_row(claim: str, top: dict | None, bottom: dict | None, ours: str, budget: Budget, unlike: str = "") -> Row:
     value, values = _ratio(top, bottom)
     return Row(claim, value, ours, budget, values, unlike)

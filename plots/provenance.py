@@ -6,6 +6,7 @@ invocation, which may have trained none of them) and the command.
     lines = header("Sequence mixers on the ICL benchmark (Zoology)", quick=..., head=head,
                    command=command, seconds=seconds, jobs=jobs)
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -19,10 +20,12 @@ from src import rundir as names
 def machine() -> str:
     """What trained and evaluated: OS, CPU kind and cores, JAX and its devices."""
     import jax
-    devices = sorted({f"{d.platform}" + (f" ({d.device_kind})" if d.platform != "cpu" else "")
-                      for d in jax.devices()})
-    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, "
-            f"jax {jax.__version__} on {', '.join(devices)}")
+
+    devices = sorted({f"{d.platform}" + (f" ({d.device_kind})" if d.platform != "cpu" else "") for d in jax.devices()})
+    return (
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, "
+        f"jax {jax.__version__} on {', '.join(devices)}"
+    )
 
 
 def commit_line(head: dict) -> str:
@@ -31,10 +34,15 @@ def commit_line(head: dict) -> str:
     if head.get("dirty"):
         untracked = head.get("untracked") or []
         more = head.get("untracked_count", len(untracked)) - len(untracked)
-        files = (f" (untracked: {', '.join(untracked)}" + (f" and {more} more" if more > 0 else "") + ")"
-                 if untracked else "")
-        return (f"commit {commit} **with uncommitted changes{files}: this report cannot be reproduced from "
-                "any commit; do not ship it**")
+        files = (
+            f" (untracked: {', '.join(untracked)}" + (f" and {more} more" if more > 0 else "") + ")"
+            if untracked
+            else ""
+        )
+        return (
+            f"commit {commit} **with uncommitted changes{files}: this report cannot be reproduced from "
+            "any commit; do not ship it**"
+        )
     return f"commit {commit} (clean tree)"
 
 
@@ -63,12 +71,16 @@ def header(title: str, *, quick: bool, head: dict, command: str, seconds: float,
     """The report's title and provenance lines (Markdown), ending with a blank line."""
     total, counted = training_seconds(jobs)
     trained_now = sum(1 for j in jobs if getattr(j, "seconds", 0) > 0)
-    return [f"# {title}{' — QUICK (a smoke test, not a result)' if quick else ''}", "",
-            f"- Produced {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')} from {commit_line(head)}",
-            f"- Machine: {machine()}",
-            f"- Training: {len(jobs)} runs; their training loops took {duration(total)} in all "
-            f"({'' if total < 120 else f'{total:.0f} s, '}one process per run"
-            f"{'' if counted == len(jobs) else f'; {counted} runs recorded it'}). "
-            f"This command trained {trained_now} of them in {duration(seconds)} of wall time; the others "
-            "were finished runs of the same settings and code, reused",
-            f"- Command: `{command}`", ""]
+    return [
+        f"# {title}{' — QUICK (a smoke test, not a result)' if quick else ''}",
+        "",
+        f"- Produced {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')} from {commit_line(head)}",
+        f"- Machine: {machine()}",
+        f"- Training: {len(jobs)} runs; their training loops took {duration(total)} in all "
+        f"({'' if total < 120 else f'{total:.0f} s, '}one process per run"
+        f"{'' if counted == len(jobs) else f'; {counted} runs recorded it'}). "
+        f"This command trained {trained_now} of them in {duration(seconds)} of wall time; the others "
+        "were finished runs of the same settings and code, reused",
+        f"- Command: `{command}`",
+        "",
+    ]

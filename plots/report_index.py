@@ -7,6 +7,7 @@ section would not change is left untouched).
 
     python -m plots.report_index            # rewrite report/README.md from what is in report/
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ def _mean(cell: dict | None) -> str:
 def _reproduction(data: dict) -> str:
     checks = data.get("checks", [])
     passed = sum(1 for c in checks if c.get("status") == "PASS")
-    first = checks[0].get("detail", "") if checks else ""       # the first check: one LSA layer vs GD
+    first = checks[0].get("detail", "") if checks else ""  # the first check: one LSA layer vs GD
     return f"{passed} PASS, {len(checks) - passed} MISMATCH" + (f"; {first}" if first else "")
 
 
@@ -57,16 +58,22 @@ def _mixers(data: dict) -> str:
 
 def _lengthgen(data: dict) -> str:
     from src.tasks.objectives import objective_of
-    tasks = data.get("summary", {})       # a regression task first (the study's headline), else any
+
+    tasks = data.get("summary", {})  # a regression task first (the study's headline), else any
     task = min(tasks, key=lambda t: objective_of(t).metric != "error", default=None)
     if task is None:
         return "n/a"
     cells = tasks[task]
-    kept = [p for p, c in cells.items() if c and c.get("within_8x") and c["within_8x"][1] > 0
-            and c["within_8x"][0] == c["within_8x"][1]]    # [seeds within 2x, seeds judged]
+    kept = [
+        p
+        for p, c in cells.items()
+        if c and c.get("within_8x") and c["within_8x"][1] > 0 and c["within_8x"][0] == c["within_8x"][1]
+    ]  # [seeds within 2x, seeds judged]
     fire = cells.get("fire") or {}
-    return (f"{task}: within 2x at 8x the trained length in every seed: {', '.join(kept) or 'none'}; FIRE "
-            f"{_mean(fire.get('in_distribution'))} in distribution, {_mean(fire.get('error_8x'))} at 8x")
+    return (
+        f"{task}: within 2x at 8x the trained length in every seed: {', '.join(kept) or 'none'}; FIRE "
+        f"{_mean(fire.get('in_distribution'))} in distribution, {_mean(fire.get('error_8x'))} at 8x"
+    )
 
 
 def _dynamics(data: dict) -> str:
@@ -77,9 +84,15 @@ def _dynamics(data: dict) -> str:
 
 def _robustness(data: dict) -> str:
     models = data.get("models", {})
-    parts = [f"{m} {(c.get('standard') or {}).get('mean', float('nan')):.3f} → "
-             f"{(c.get('opposite_quadrants=original') or {}).get('mean', float('nan')):.3f}" for m, c in models.items()]
-    return "error on standard prompts → with the query in a random orthant (limits_of_icl's quadrant shift): " + ", ".join(parts)
+    parts = [
+        f"{m} {(c.get('standard') or {}).get('mean', float('nan')):.3f} → "
+        f"{(c.get('opposite_quadrants=original') or {}).get('mean', float('nan')):.3f}"
+        for m, c in models.items()
+    ]
+    return (
+        "error on standard prompts → with the query in a random orthant (limits_of_icl's quadrant shift): "
+        + ", ".join(parts)
+    )
 
 
 def _linear_attention(data: dict) -> str:
@@ -93,8 +106,10 @@ def _linear_attention(data: dict) -> str:
 
 
 def _sweep(data: dict) -> str:
-    parts = [f"{name} {r['final']['mean']:.3f}" + (" (the study's)" if r.get("is_study") else "")
-             for name, r in data.get("results", {}).items()]
+    parts = [
+        f"{name} {r['final']['mean']:.3f}" + (" (the study's)" if r.get("is_study") else "")
+        for name, r in data.get("results", {}).items()
+    ]
     return f"target metric at the end (mean over seeds; target {data['target']}): " + ", ".join(parts)
 
 
@@ -105,8 +120,10 @@ def _yarn_recency(data: dict) -> str:
     longest = max(points, key=lambda k: int(k.split("@")[1]))
     rope = longest.replace("dynamic_yarn", "rope")
     by_layer = lambda key: " / ".join(f"{sum(heads) / len(heads):.3f}" for heads in mean[key])
-    return (f"attention on the last 20 % at {longest.split('@')[1]} points, by layer (mean over heads and seeds): "
-            f"dynamic YaRN {by_layer(longest)}, the same weights as RoPE {by_layer(rope)} (uniform 0.2)")
+    return (
+        f"attention on the last 20 % at {longest.split('@')[1]} points, by layer (mean over heads and seeds): "
+        f"dynamic YaRN {by_layer(longest)}, the same weights as RoPE {by_layer(rope)} (uniform 0.2)"
+    )
 
 
 # report -> (its results JSON, its headline)
@@ -118,16 +135,21 @@ def _zoo(data: dict) -> str:
 
 def _task_diversity(data: dict) -> str:
     found = data.get("threshold")
-    return (f"the model tracks ridge from pool size M = {found} on" if found is not None
-            else "the model does not track ridge at any pool size run")
+    return (
+        f"the model tracks ridge from pool size M = {found} on"
+        if found is not None
+        else "the model does not track ridge at any pool size run"
+    )
 
 
 def _task_diversity_finite(data: dict) -> str:
     found, switch = data.get("threshold_at_budget"), data.get("study_switch")
     rising = [m for m, r in data.get("rises", {}).items() if r]
-    return (f"at {data.get('steps', 0):,} steps the distance to ridge rises for M = {', '.join(rising) or 'none'}; "
-            f"threshold at this budget: {found if found is not None else 'above every M run'}"
-            + (f" (the study's switch: M = {switch})" if switch is not None else ""))
+    return (
+        f"at {data.get('steps', 0):,} steps the distance to ridge rises for M = {', '.join(rising) or 'none'}; "
+        f"threshold at this budget: {found if found is not None else 'above every M run'}"
+        + (f" (the study's switch: M = {switch})" if switch is not None else "")
+    )
 
 
 def _matrix(data: dict) -> str:
@@ -135,7 +157,9 @@ def _matrix(data: dict) -> str:
     summary = data.get("summary", {})
     key = lambda m: (summary[m].get("loss_vs_gd") or {}).get("mean", float("inf"))
     ranked = sorted(summary, key=key)
-    parts = [f"{m} {_mean(summary[m].get('loss_vs_gd'))} (cos {_mean(summary[m].get('align_cos'))})" for m in ranked[:3]]
+    parts = [
+        f"{m} {_mean(summary[m].get('loss_vs_gd'))} (cos {_mean(summary[m].get('align_cos'))})" for m in ranked[:3]
+    ]
     return ("loss / one GD step's, lowest three (sensitivity cosine with GD): " + ", ".join(parts)) if parts else "n/a"
 
 
@@ -163,7 +187,8 @@ def write_index(report_dir: Path) -> Path:
     report's "Beside the paper" section."""
     from plots.beside_paper import VERDICTS, counted, tally, write_section
     from src.provenance import git_commit
-    head = git_commit()                   # once: the first section written must not mark the rest dirty
+
+    head = git_commit()  # once: the first section written must not mark the rest dirty
     lines = []
     totals = {w: 0 for w in VERDICTS}
     for report, (results, headline) in REPORTS.items():
@@ -179,14 +204,23 @@ def write_index(report_dir: Path) -> Path:
             line = headline(json.loads((report_dir / results).read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             line = "(results file unreadable)"
-        lines += [f"## [{title}]({report})", "", f"- Headline: {line}",
-                  "- Beside the paper: " + (counted(counts) if any(counts.values()) else "no claim of a paper measured")]
+        lines += [
+            f"## [{title}]({report})",
+            "",
+            f"- Headline: {line}",
+            "- Beside the paper: " + (counted(counts) if any(counts.values()) else "no claim of a paper measured"),
+        ]
         lines += [t for t in text[:12] if t.startswith(PROVENANCE)] + [""]
-    lines = ["# Reports", "",
-             "Each study writes its report, its results (JSON) and its figures here; this index is written "
-             "again after every study. Headlines are read from each report's results file; verdicts from "
-             "each report's \"Beside the paper\" table (the papers' numbers: report/anchors.yaml).", "",
-             f"- Verdicts beside the papers, all reports: {counted(totals)}.", ""] + lines
+    lines = [
+        "# Reports",
+        "",
+        "Each study writes its report, its results (JSON) and its figures here; this index is written "
+        "again after every study. Headlines are read from each report's results file; verdicts from "
+        "each report's \"Beside the paper\" table (the papers' numbers: report/anchors.yaml).",
+        "",
+        f"- Verdicts beside the papers, all reports: {counted(totals)}.",
+        "",
+    ] + lines
     out = report_dir / "README.md"
     atomic_write_text(out, "\n".join(lines))
     return out

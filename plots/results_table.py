@@ -2,6 +2,7 @@
 rows, the condition each row belongs to ("order", "noise", "p", "σ", "placement"; "a→b" when
 training and evaluation differ), and aggregates over seeds (src.stats: sample std, ddof 1).
 """
+
 from __future__ import annotations
 
 import math
@@ -14,15 +15,18 @@ from src.stats import std_over_seeds
 
 REQUIRED = ("model", "seed", "eval_loss")
 # Condition parts: name -> (train column, eval column, shared column used when those are absent)
-PARTS = {"order": ("train_ordering", "eval_ordering", "ordering"),
-         "noise": ("train_noise_mode", "eval_noise_mode", "noise_mode"),
-         "p": ("train_noise_p", "eval_noise_p", "p"),
-         "σ": ("train_noise_sigma", "eval_noise_sigma", "sigma"),
-         "placement": ("train_noise_placement", "eval_noise_placement", "placement")}
+PARTS = {
+    "order": ("train_ordering", "eval_ordering", "ordering"),
+    "noise": ("train_noise_mode", "eval_noise_mode", "noise_mode"),
+    "p": ("train_noise_p", "eval_noise_p", "p"),
+    "σ": ("train_noise_sigma", "eval_noise_sigma", "sigma"),
+    "placement": ("train_noise_placement", "eval_noise_placement", "placement"),
+}
 
 
 # ---------------------------------------------------------------------------
 # Reading and describing rows
+
 
 def _text(value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -44,8 +48,9 @@ def load_results(path: Path) -> pd.DataFrame:
     frame = pd.read_csv(path)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
-        raise ValueError(f"{path} lacks column(s) {', '.join(missing)}; accepted: a CSV written by "
-                         "python -m eval_order / eval_noise")
+        raise ValueError(
+            f"{path} lacks column(s) {', '.join(missing)}; accepted: a CSV written by python -m eval_order / eval_noise"
+        )
     for part in PARTS:
         frame[f"_{part}"] = [part_value(row, part) for _, row in frame.iterrows()]
     return frame
@@ -57,9 +62,9 @@ def varying(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
 
 def label_column(frame: pd.DataFrame, parts: Sequence[str], fallback: str = "all runs") -> pd.Series:
     def label(row):
-        bits = [(row[f"_{p}"] if p == "order" else f"{p}={row[f'_{p}']}") for p in parts
-                if row[f"_{p}"]]
+        bits = [(row[f"_{p}"] if p == "order" else f"{p}={row[f'_{p}']}") for p in parts if row[f"_{p}"]]
         return ", ".join(bits) or fallback
+
     return frame.apply(label, axis=1) if len(frame) else pd.Series([], dtype=str)
 
 

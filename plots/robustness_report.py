@@ -3,6 +3,7 @@ report/robustness_results.json and report/figures/robustness/{heatmap,curves}.pn
 analysis/shifts.json (the battery) and analysis/robustness.json (the curricula part). Errors are
 squared error / d at the last point (the zero predictor scores 1 on the standard tasks).
 """
+
 from __future__ import annotations
 
 import math
@@ -22,26 +23,47 @@ RESULTS, REPORT, FIG_DIR = "robustness_results.json", "ROBUSTNESS.md", "figures/
 BASELINES = ("least_squares", "averaging", "knn", "lasso")
 # The notebook of limits_of_icl (src/eval_colab.ipynb, its printed metrics): 12 layers, width 256,
 # 8 heads, d = 20, 41 points, squared error at the query NOT divided by d (zero predictor ≈ 20).
-PUBLISHED_COLUMNS = {"standard": "standard", "scaled_query=2.1": "scaled_query_scale=2.1",
-                     "opposite_quadrants=original": "opposite_quadrants_num_flipped=10",
-                     "subspace=half": "subspace_dim=10", "noisy_labels=0.5": "noisyLR_std=0.5"}
-PUBLISHED = {"softmax_causal": (0.035, 1.846, 0.202, 0.025, 0.667), "mqa": (0.041, 1.056, 0.558, 0.019, 0.794),
-             "rela": (0.158, 1.601, 2.245, 0.107, 0.783), "favor": (0.083, 1.947, 4.989, 0.041, 0.740),
-             "rebased": (0.088, 5.719, 7.700, 0.096, 0.754), "local (window 15)": (5.334, 19.561, 5.359, 6.145, 6.116),
-             "local (window 5)": (17.261, 70.207, 14.961, 14.668, 16.906)}
+PUBLISHED_COLUMNS = {
+    "standard": "standard",
+    "scaled_query=2.1": "scaled_query_scale=2.1",
+    "opposite_quadrants=original": "opposite_quadrants_num_flipped=10",
+    "subspace=half": "subspace_dim=10",
+    "noisy_labels=0.5": "noisyLR_std=0.5",
+}
+PUBLISHED = {
+    "softmax_causal": (0.035, 1.846, 0.202, 0.025, 0.667),
+    "mqa": (0.041, 1.056, 0.558, 0.019, 0.794),
+    "rela": (0.158, 1.601, 2.245, 0.107, 0.783),
+    "favor": (0.083, 1.947, 4.989, 0.041, 0.740),
+    "rebased": (0.088, 5.719, 7.700, 0.096, 0.754),
+    "local (window 15)": (5.334, 19.561, 5.359, 6.145, 6.116),
+    "local (window 5)": (17.261, 70.207, 14.961, 14.668, 16.906),
+}
 KERNELISED, REFERENCE, WINDOWED = ("favor", "rebased"), "softmax_causal", "local"
 
 
 def selected(d: int) -> list[tuple[str, str]]:
     """(battery label, column title) of the report's table and heat-map at dimension d."""
     half = max(1, d // 2)
-    return [("standard", "standard"), ("scaled_query=2.1", "query ×2.1"), ("scaled_query=0.5", "query ×0.5"),
-            (f"opposite_quadrants={half}", f"{half} signs flipped"), ("opposite_quadrants=original", "orthant (orig.)"),
-            ("random_quadrants=5", "5 pts in orthant"), (f"orthogonal_query={min(d - 1, 10)}", "orthogonal query"),
-            ("orthogonal_subspaces", "orth. subspaces"), ("overlapping_query", "overlapping"),
-            (f"subspace={half}", "half subspace"), ("skewed=0.5", "skewed (1/i)"), ("scale_x=2", "x ×2"),
-            ("scale_y=2", "y ×2"), ("noisy_labels=0.5", "noise 0.5"), ("affine=1.1", "bias 1.1"),
-            ("sparse=2", "sparse k=2"), ("uniform_w", "uniform w")]
+    return [
+        ("standard", "standard"),
+        ("scaled_query=2.1", "query ×2.1"),
+        ("scaled_query=0.5", "query ×0.5"),
+        (f"opposite_quadrants={half}", f"{half} signs flipped"),
+        ("opposite_quadrants=original", "orthant (orig.)"),
+        ("random_quadrants=5", "5 pts in orthant"),
+        (f"orthogonal_query={min(d - 1, 10)}", "orthogonal query"),
+        ("orthogonal_subspaces", "orth. subspaces"),
+        ("overlapping_query", "overlapping"),
+        (f"subspace={half}", "half subspace"),
+        ("skewed=0.5", "skewed (1/i)"),
+        ("scale_x=2", "x ×2"),
+        ("scale_y=2", "y ×2"),
+        ("noisy_labels=0.5", "noise 0.5"),
+        ("affine=1.1", "bias 1.1"),
+        ("sparse=2", "sparse k=2"),
+        ("uniform_w", "uniform w"),
+    ]
 
 
 def collect(jobs: Sequence) -> tuple[dict, dict, dict]:
@@ -54,7 +76,7 @@ def collect(jobs: Sequence) -> tuple[dict, dict, dict]:
         if getattr(job, "curriculum", ""):
             curricula[job.curriculum] = job.run.load_json(names.ROBUSTNESS)
             continue
-        if (job.mechanism, job.seed) == base:        # the run the curricula change
+        if (job.mechanism, job.seed) == base:  # the run the curricula change
             curricula = {"clean": job.run.load_json(names.ROBUSTNESS), **curricula}
         for label, record in job.run.load_json(names.SHIFTS_JSON).items():
             models.setdefault(job.mechanism, {}).setdefault(label, []).append(record.get("model"))
@@ -71,8 +93,15 @@ def _cell(models, mechanism, label):
 
 def figure_heatmap(models: dict, baselines: dict, columns: list[tuple[str, str]]):
     rows = list(models)
-    gap = np.array([[(_cell(models, m, label)["mean"] or np.nan) - baselines.get(label, {}).get("least_squares", np.nan)
-                     for label, _ in columns] for m in rows])
+    gap = np.array(
+        [
+            [
+                (_cell(models, m, label)["mean"] or np.nan) - baselines.get(label, {}).get("least_squares", np.nan)
+                for label, _ in columns
+            ]
+            for m in rows
+        ]
+    )
     fig = new_figure(1.0 + 0.75 * len(columns), 1.2 + 0.45 * len(rows), constrained=True)
     ax = fig.add_subplot(1, 1, 1)
     shown = np.log10(np.clip(gap, 1e-3, None))
@@ -80,8 +109,15 @@ def figure_heatmap(models: dict, baselines: dict, columns: list[tuple[str, str]]
     for i in range(len(rows)):
         for j in range(len(columns)):
             if np.isfinite(gap[i, j]):
-                ax.text(j, i, f"{gap[i, j]:.2f}", ha="center", va="center", fontsize=6,
-                        color="white" if shown[i, j] > 0 else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{gap[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if shown[i, j] > 0 else "black",
+                )
     ax.set_xticks(range(len(columns)), [title for _, title in columns], rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     fig.colorbar(image, ax=ax, label="log10 of the gap")
@@ -97,10 +133,16 @@ def figure_curves(models: dict, baselines: dict):
         labels = [label for label in next(iter(models.values())) if label.startswith(family + "=")]
         xs = [float(label.split("=")[1]) for label in labels]
         for j, mechanism in enumerate(models):
-            ax.plot(xs, [_cell(models, mechanism, label)["mean"] for label in labels], color=f"C{j}",
-                    label=mechanism, lw=1)
-        ax.plot(xs, [baselines.get(label, {}).get("least_squares", np.nan) for label in labels], "k--", lw=1,
-                label="least squares")
+            ax.plot(
+                xs, [_cell(models, mechanism, label)["mean"] for label in labels], color=f"C{j}", label=mechanism, lw=1
+            )
+        ax.plot(
+            xs,
+            [baselines.get(label, {}).get("least_squares", np.nan) for label in labels],
+            "k--",
+            lw=1,
+            label="least squares",
+        )
         ax.set_yscale("symlog", linthresh=1e-2)
         ax.set_xlabel(family.replace("_", " "))
         ax.set_ylabel("error (squared error / d)")
@@ -123,88 +165,142 @@ def claims(models: dict, d: int) -> list[str]:
             ref = _ratio(models, REFERENCE, label)
             parts = [f"{k} ×{_ratio(models, k, label):.2f}" for k in KERNELISED]
             holds = all(_ratio(models, k, label) >= 2 * ref for k in KERNELISED)
-            lines.append(f"- Kernelised attention breaks under the quadrant shift ({label}): "
-                         f"{'**holds**' if holds else '**does not hold**'} at our scale — error under the shift / "
-                         f"standard error: {REFERENCE} ×{ref:.2f}, " + ", ".join(parts) +
-                         " (holds: both at least twice softmax's ratio).")
+            lines.append(
+                f"- Kernelised attention breaks under the quadrant shift ({label}): "
+                f"{'**holds**' if holds else '**does not hold**'} at our scale — error under the shift / "
+                f"standard error: {REFERENCE} ×{ref:.2f}, "
+                + ", ".join(parts)
+                + " (holds: both at least twice softmax's ratio)."
+            )
     windowed = [m for m in models if m.startswith(WINDOWED)]
     if REFERENCE in models and windowed:
         ref = _cell(models, REFERENCE, "standard")["mean"]
         for m in windowed:
             err = _cell(models, m, "standard")["mean"]
-            lines.append(f"- Local windows fail: {'**holds**' if err >= 2 * ref else '**does not hold**'} — "
-                         f"standard error {m} {err:.3f} vs {REFERENCE} {ref:.3f} (holds: at least twice).")
+            lines.append(
+                f"- Local windows fail: {'**holds**' if err >= 2 * ref else '**does not hold**'} — "
+                f"standard error {m} {err:.3f} vs {REFERENCE} {ref:.3f} (holds: at least twice)."
+            )
     return lines
 
 
-CURRICULUM_COLUMNS = (("clean_last", "clean"), ("label_noise", "label noise, mixed"),
-                      ("label_noise_noisy_first", "label noise, noisy first"),
-                      ("label_noise_clean_first", "label noise, noisy last"),
-                      ("random_pairs", "random pairs"), ("order_easy2hard", "easy2hard order"),
-                      ("order_random", "random order"))
+CURRICULUM_COLUMNS = (
+    ("clean_last", "clean"),
+    ("label_noise", "label noise, mixed"),
+    ("label_noise_noisy_first", "label noise, noisy first"),
+    ("label_noise_clean_first", "label noise, noisy last"),
+    ("random_pairs", "random pairs"),
+    ("order_easy2hard", "easy2hard order"),
+    ("order_random", "random order"),
+)
 
 
 def curricula_lines(curricula: dict) -> list[str]:
     if len(curricula) < 2:
         return []
-    lines = ["", "## Training-time curricula (softmax attention, seed 0)", "",
-             "The same run trained with its context pairs corrupted (label noise p 0.25, σ 0.5, the noisy pairs "
-             "first) or ordered (easy to hard), evaluated on the clean and stressed eval tasks "
-             "(analysis/robustness.json of each run):", "",
-             "| trained with | " + " | ".join(t for _, t in CURRICULUM_COLUMNS) + " |",
-             "|---" * (len(CURRICULUM_COLUMNS) + 1) + "|"]
+    lines = [
+        "",
+        "## Training-time curricula (softmax attention, seed 0)",
+        "",
+        "The same run trained with its context pairs corrupted (label noise p 0.25, σ 0.5, the noisy pairs "
+        "first) or ordered (easy to hard), evaluated on the clean and stressed eval tasks "
+        "(analysis/robustness.json of each run):",
+        "",
+        "| trained with | " + " | ".join(t for _, t in CURRICULUM_COLUMNS) + " |",
+        "|---" * (len(CURRICULUM_COLUMNS) + 1) + "|",
+    ]
     for name, record in curricula.items():
-        lines.append(f"| {name} | " + " | ".join(f"{record.get(k, float('nan')):.3f}" for k, _ in CURRICULUM_COLUMNS) + " |")
+        lines.append(
+            f"| {name} | " + " | ".join(f"{record.get(k, float('nan')):.3f}" for k, _ in CURRICULUM_COLUMNS) + " |"
+        )
     clean, noisy = curricula.get("clean"), curricula.get("label_noise_noisy_first")
     if clean and noisy:
         better = noisy["label_noise_noisy_first"] < clean["label_noise_noisy_first"]
-        lines += ["", f"- Trained with noisy pairs first, the model's error on prompts with noisy pairs first is "
-                  f"{noisy['label_noise_noisy_first']:.3f} against {clean['label_noise_noisy_first']:.3f} for the "
-                  f"clean-trained run: {'lower, the expected direction' if better else 'NOT lower (the expected direction fails)'}; "
-                  f"on clean prompts {noisy['clean_last']:.3f} vs {clean['clean_last']:.3f}."]
+        lines += [
+            "",
+            f"- Trained with noisy pairs first, the model's error on prompts with noisy pairs first is "
+            f"{noisy['label_noise_noisy_first']:.3f} against {clean['label_noise_noisy_first']:.3f} for the "
+            f"clean-trained run: {'lower, the expected direction' if better else 'NOT lower (the expected direction fails)'}; "
+            f"on clean prompts {noisy['clean_last']:.3f} vs {clean['clean_last']:.3f}.",
+        ]
     return lines
 
 
-def write_report(jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str,
-                 head: dict) -> list[Path]:
+def write_report(
+    jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
+) -> list[Path]:
     models, baselines, curricula = collect(jobs)
     d = int(jobs[0].settings.curriculum.dims.end)
-    columns = [(label, title) for label, title in selected(d) if label in baselines or
-               any(label in per for per in models.values())]
+    columns = [
+        (label, title)
+        for label, title in selected(d)
+        if label in baselines or any(label in per for per in models.values())
+    ]
     figures = []
-    for name, fig in (("heatmap.png", figure_heatmap(models, baselines, columns)),
-                      ("curves.png", figure_curves(models, baselines))):
+    for name, fig in (
+        ("heatmap.png", figure_heatmap(models, baselines, columns)),
+        ("curves.png", figure_curves(models, baselines)),
+    ):
         atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(fig))
         figures.append(f"{FIG_DIR}/{name}")
     table = {m: {label: over_seeds(v) for label, v in per.items()} for m, per in models.items()}
-    atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds, "models": table,
-                                             "baselines": baselines, "curricula": curricula, "figures": figures})
+    atomic_write_json(
+        report_dir / RESULTS,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "models": table,
+            "baselines": baselines,
+            "curricula": curricula,
+            "figures": figures,
+        },
+    )
     seeds = sorted({j.seed for j in jobs if not getattr(j, "curriculum", "")})
-    lines = header("The robustness battery: attention mechanisms under evaluation shifts (limits_of_icl)",
-                   quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
-    lines += [f"- Runs: the mechanisms study's (configs/mechanisms.yaml: d = {d}, "
-              f"{jobs[0].settings.curriculum.points.end} points, width {jobs[0].settings.model.width}, "
-              f"{jobs[0].settings.train.steps} steps), seeds {', '.join(map(str, seeds))}; each shift on "
-              f"{'200' if quick else '1,000'} fixed "
-              "tasks at the last point; the baselines on the same shifted tasks. Error: squared error / d; "
-              f"mean ± {STD_LABEL}. Every shift and its options: `src/tasks/shifts.py`; the grid: "
-              "`analysis.robustness.battery_grid` (the notebook's).", ""]
+    lines = header(
+        "The robustness battery: attention mechanisms under evaluation shifts (limits_of_icl)",
+        quick=quick,
+        head=head,
+        command=command,
+        seconds=seconds,
+        jobs=jobs,
+    )
+    lines += [
+        f"- Runs: the mechanisms study's (configs/mechanisms.yaml: d = {d}, "
+        f"{jobs[0].settings.curriculum.points.end} points, width {jobs[0].settings.model.width}, "
+        f"{jobs[0].settings.train.steps} steps), seeds {', '.join(map(str, seeds))}; each shift on "
+        f"{'200' if quick else '1,000'} fixed "
+        "tasks at the last point; the baselines on the same shifted tasks. Error: squared error / d; "
+        f"mean ± {STD_LABEL}. Every shift and its options: `src/tasks/shifts.py`; the grid: "
+        "`analysis.robustness.battery_grid` (the notebook's).",
+        "",
+    ]
     lines += ["## Claims of limits_of_icl at our scale", ""] + claims(models, d) + [""]
-    lines += ["## Selected shifts", "", "| | " + " | ".join(t for _, t in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    lines += [
+        "## Selected shifts",
+        "",
+        "| | " + " | ".join(t for _, t in columns) + " |",
+        "|---" * (len(columns) + 1) + "|",
+    ]
     for m in models:
         lines.append(f"| {m} | " + " | ".join(format_pm(_cell(models, m, label), 3) for label, _ in columns) + " |")
     for b in BASELINES:
         cells = [f"{baselines[label][b]:.3f}" if b in baselines.get(label, {}) else "" for label, _ in columns]
         if any(cells):
             lines.append(f"| *{b}* | " + " | ".join(cells) + " |")
-    lines += ["", "## Side by side with the original notebook (a different scale)", "",
-              "Published: limits_of_icl's notebook, 12 layers, width 256, 8 heads, d = 20, 40 examples, squared error "
-              "NOT divided by d (the zero predictor scores about 20); its `opposite_quadrants_num_flipped=10` puts "
-              "the query in a uniformly random orthant whatever the number flipped (its code flips signs of the "
-              "unconstrained x), which is our `opposite_quadrants=original`; `half subspace` is its subspace_dim=10. "
-              f"Ours: d = {d}, {jobs[0].settings.curriculum.points.end - 1} examples, error / d and × d (raw).", "",
-              "| mechanism | " + " | ".join(f"{c}: ours (/d, raw) · published (raw)" for c in PUBLISHED_COLUMNS) + " |",
-              "|---" * (len(PUBLISHED_COLUMNS) + 1) + "|"]
+    lines += [
+        "",
+        "## Side by side with the original notebook (a different scale)",
+        "",
+        "Published: limits_of_icl's notebook, 12 layers, width 256, 8 heads, d = 20, 40 examples, squared error "
+        "NOT divided by d (the zero predictor scores about 20); its `opposite_quadrants_num_flipped=10` puts "
+        "the query in a uniformly random orthant whatever the number flipped (its code flips signs of the "
+        "unconstrained x), which is our `opposite_quadrants=original`; `half subspace` is its subspace_dim=10. "
+        f"Ours: d = {d}, {jobs[0].settings.curriculum.points.end - 1} examples, error / d and × d (raw).",
+        "",
+        "| mechanism | " + " | ".join(f"{c}: ours (/d, raw) · published (raw)" for c in PUBLISHED_COLUMNS) + " |",
+        "|---" * (len(PUBLISHED_COLUMNS) + 1) + "|",
+    ]
     ours_labels = {"subspace=half": f"subspace={max(1, d // 2)}"}
     for m, published in PUBLISHED.items():
         key = m.split(" ")[0]

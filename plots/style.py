@@ -3,6 +3,7 @@ without version metadata (the same figure gives the same bytes), the shared colo
 grids and legends. A leaf module (matplotlib only), so analyses, figure templates and the
 reproduction's figures all draw with it.
 """
+
 from __future__ import annotations
 
 import io
@@ -29,17 +30,17 @@ LINE_COLORMAP = "tab10"
 
 def new_figure(width: float, height: float, constrained: bool = False) -> Figure:
     """A white Figure on the Agg backend, `width` x `height` inches."""
-    return Figure(figsize=(width, height), facecolor="white",
-                  layout="constrained" if constrained else None)
+    return Figure(figsize=(width, height), facecolor="white", layout="constrained" if constrained else None)
 
 
-CHECK_FIGURES = "WORKBENCH_CHECK_FIGURES"      # =1: png_bytes refuses a figure with a problem
+CHECK_FIGURES = "WORKBENCH_CHECK_FIGURES"  # =1: png_bytes refuses a figure with a problem
 
 
 def log_scale(ax, axis: str = "y") -> None:
     """A logarithmic `axis` ("x" or "y") whose ticks read as plain numbers (2, 3, 0.5, 10) where
     its range spans less than two decades, not matplotlib's 2×10⁰; wider ranges keep 10ⁿ."""
     from matplotlib.ticker import LogFormatter
+
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
     low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
     if low > 0 and high / low < 100:
@@ -53,12 +54,14 @@ def figure_problems(figure: Figure) -> list[str]:
     visible panel), a visible panel with data but no x or y label, tick labels written a×10ⁿ,
     and any text (titles, labels, tick labels, legends) falling outside the canvas."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     agg = FigureCanvasAgg(figure)
-    agg.draw()                               # lays out the text, constrained layouts included
+    agg.draw()  # lays out the text, constrained layouts included
     renderer = agg.get_renderer()
     canvas = figure.bbox
-    visible = [ax for ax in figure.axes if ax.get_visible() and ax.axison
-               and not hasattr(ax, "_colorbar")]     # a colour bar is labelled by its own label
+    visible = [
+        ax for ax in figure.axes if ax.get_visible() and ax.axison and not hasattr(ax, "_colorbar")
+    ]  # a colour bar is labelled by its own label
     problems = []
     suptitle = figure._suptitle.get_text().strip() if figure._suptitle is not None else ""
     if not suptitle and not all(ax.get_title().strip() for ax in visible):
@@ -70,18 +73,26 @@ def figure_problems(figure: Figure) -> list[str]:
             problems.append(f"{name}: no x label")
         if has_data and not ax.get_ylabel().strip() and not ax.images:
             problems.append(f"{name}: no y label")
-        ticks = [t.get_text() for axis in (ax.xaxis, ax.yaxis) for minor in (False, True)
-                 for t in axis.get_ticklabels(minor=minor)]
+        ticks = [
+            t.get_text()
+            for axis in (ax.xaxis, ax.yaxis)
+            for minor in (False, True)
+            for t in axis.get_ticklabels(minor=minor)
+        ]
         if any("\\times10" in t for t in ticks):
             problems.append(f"{name}: tick labels like 2×10⁰ (plots.style.log_scale writes plain numbers)")
     parts = [(name, ax.get_tightbbox(renderer)) for name, ax in zip(names, visible)]
     texts = [*figure.texts, *([figure._suptitle] if figure._suptitle is not None else [])]
-    parts += [(f"text {t.get_text()[:40]!r}", t.get_window_extent(renderer)) for t in texts
-              if t.get_visible() and t.get_text().strip()]
+    parts += [
+        (f"text {t.get_text()[:40]!r}", t.get_window_extent(renderer))
+        for t in texts
+        if t.get_visible() and t.get_text().strip()
+    ]
     parts += [("a legend", legend.get_window_extent(renderer)) for legend in figure.legends]
-    for name, box in parts:     # drawn text only: titles, labels, tick labels, legends
-        if box is not None and (box.x0 < canvas.x0 - 1 or box.y0 < canvas.y0 - 1 or box.x1 > canvas.x1 + 1
-                                or box.y1 > canvas.y1 + 1):
+    for name, box in parts:  # drawn text only: titles, labels, tick labels, legends
+        if box is not None and (
+            box.x0 < canvas.x0 - 1 or box.y0 < canvas.y0 - 1 or box.x1 > canvas.x1 + 1 or box.y1 > canvas.y1 + 1
+        ):
             problems.append(f"{name}: outside the canvas")
     return problems
 
@@ -106,8 +117,7 @@ def png_bytes(figure: Figure) -> bytes:
 def wrapped_title(figure: Figure, *lines: str, fontsize: int = 9) -> None:
     """A suptitle whose lines are wrapped to the figure's width."""
     width = max(40, int(figure.get_size_inches()[0] * 13))
-    figure.suptitle("\n".join(textwrap.fill(line, width) for line in lines if line),
-                    fontsize=fontsize)
+    figure.suptitle("\n".join(textwrap.fill(line, width) for line in lines if line), fontsize=fontsize)
 
 
 def axes_grid(figure: Figure, rows: int, cols: int):
@@ -147,10 +157,12 @@ def line_colors(count: int) -> list:
 def line_legend(figure: Figure, colors: dict, extra: Sequence[tuple[str, dict]] = ()) -> None:
     """One legend below all panels: a colour per condition, then line-style keys."""
     from matplotlib.lines import Line2D
+
     handles = [Line2D([], [], color=c, marker="o", markersize=4) for c in colors.values()]
     labels = [str(k) for k in colors]
     for label, style in extra:
         handles.append(Line2D([], [], **style))
         labels.append(label)
-    figure.legend(handles, labels, loc="outside lower center", fontsize=7,
-                  ncols=max(1, min(3, len(labels))), frameon=False)
+    figure.legend(
+        handles, labels, loc="outside lower center", fontsize=7, ncols=max(1, min(3, len(labels))), frameon=False
+    )

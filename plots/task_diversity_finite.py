@@ -14,6 +14,7 @@ this budget: the early ridge-like phase was transient); else it **does not rise*
 threshold at this budget is the smallest M run from which no larger M's distance rises; the study's
 switch (from 5,000 steps) is a threshold if it is at or above that M's switch, a transient if not.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,11 +26,14 @@ from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
-REPORT, RESULTS, FIGURE = "TASK_DIVERSITY_FINITE.md", "task_diversity_finite_results.json", \
-    "figures/task_diversity/finite_size.png"
-RISE = 1.10                     # the last distance this many times the earlier minimum: it rises
-STEPS_FACTOR = 10               # the finite-size runs train this many times the study's steps
-KEEP_FRACTION = 10              # ... keeping a checkpoint every 1/KEEP_FRACTION of them
+REPORT, RESULTS, FIGURE = (
+    "TASK_DIVERSITY_FINITE.md",
+    "task_diversity_finite_results.json",
+    "figures/task_diversity/finite_size.png",
+)
+RISE = 1.10  # the last distance this many times the earlier minimum: it rises
+STEPS_FACTOR = 10  # the finite-size runs train this many times the study's steps
+KEEP_FRACTION = 10  # ... keeping a checkpoint every 1/KEEP_FRACTION of them
 
 
 def rises(distances: Sequence[float]) -> bool | None:
@@ -61,8 +65,17 @@ def figure(curves: dict[int, dict]):
     return fig
 
 
-def write_report(jobs: Sequence, curves: dict[int, dict], report_dir: Path, *, quick: bool, seconds: float,
-                 command: str, head: dict, study_switch: int | None = None) -> list[Path]:
+def write_report(
+    jobs: Sequence,
+    curves: dict[int, dict],
+    report_dir: Path,
+    *,
+    quick: bool,
+    seconds: float,
+    command: str,
+    head: dict,
+    study_switch: int | None = None,
+) -> list[Path]:
     """The report of `curves` (pool size -> scripts.task_diversity.curve of its finished run)."""
     verdicts = {m: rises(c["distance_ridge"]) for m, c in curves.items()}
     found = threshold_at_budget(verdicts)
@@ -73,31 +86,61 @@ def write_report(jobs: Sequence, curves: dict[int, dict], report_dir: Path, *, q
         figures.append(FIGURE)
     if found is None:
         answer = "no pool size run stops rising: the threshold of our model at this budget is above every M run" + (
-            "" if study_switch is None or study_switch > max(curves, default=0) else
-            f", so the study's switch at M = {study_switch} was a transient (longer training pulls it back toward dMMSE)")
+            ""
+            if study_switch is None or study_switch > max(curves, default=0)
+            else f", so the study's switch at M = {study_switch} was a transient (longer training pulls it back toward dMMSE)"
+        )
     elif study_switch is None:
         answer = f"our model's threshold at {steps:,} steps is M = {found}"
     else:
-        answer = (f"our model's threshold at {steps:,} steps is M = {found}; the study's switch at M = {study_switch} "
-                  + ("is a threshold (at or above it)" if study_switch >= found else
-                     "was a transient (below it: longer training pulls those pools back toward dMMSE)"))
-    atomic_write_json(report_dir / RESULTS, {
-        "command": command, "quick": quick, "seconds": seconds, "steps": steps, "rule": f"rises: last ≥ {RISE} × min",
-        "curves": {str(m): c for m, c in sorted(curves.items())},
-        "rises": {str(m): v for m, v in sorted(verdicts.items())}, "threshold_at_budget": found,
-        "study_switch": study_switch, "figures": figures})
-    out = header("Task diversity, finite-size test: threshold or transient (Raventós et al. 2023)", quick=quick,
-                 head=head, command=command, seconds=seconds, jobs=jobs)
+        answer = (
+            f"our model's threshold at {steps:,} steps is M = {found}; the study's switch at M = {study_switch} "
+            + (
+                "is a threshold (at or above it)"
+                if study_switch >= found
+                else "was a transient (below it: longer training pulls those pools back toward dMMSE)"
+            )
+        )
+    atomic_write_json(
+        report_dir / RESULTS,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "steps": steps,
+            "rule": f"rises: last ≥ {RISE} × min",
+            "curves": {str(m): c for m, c in sorted(curves.items())},
+            "rises": {str(m): v for m, v in sorted(verdicts.items())},
+            "threshold_at_budget": found,
+            "study_switch": study_switch,
+            "figures": figures,
+        },
+    )
+    out = header(
+        "Task diversity, finite-size test: threshold or transient (Raventós et al. 2023)",
+        quick=quick,
+        head=head,
+        command=command,
+        seconds=seconds,
+        jobs=jobs,
+    )
     kept = max((j.settings.train.keep_every for j in jobs), default=0)
-    out += [f"- The task-diversity study's model and task (configs/task_diversity.yaml) at {steps:,} steps "
-            f"({'a smoke test' if quick else f'{STEPS_FACTOR}× the study' + chr(39) + 's'}), one seed, checkpoints "
-            f"kept every {kept:,} steps; at "
-            "each, the model's distance to ridge and to dMMSE on prompts from the prior (squared difference / d).",
-            f"- Rule: a pool size's distance to ridge rises when its last value is at least {RISE}× its lowest "
-            "earlier value (Raventós et al.: below the threshold, longer training pulls the model back toward "
-            "dMMSE).", "", "## Answer", "", f"{answer[0].upper()}{answer[1:]}.", "",
-            "| M | steps | distance to ridge: first → lowest → last | distance to dMMSE: first → last | rises |",
-            "|---|---|---|---|---|"]
+    out += [
+        f"- The task-diversity study's model and task (configs/task_diversity.yaml) at {steps:,} steps "
+        f"({'a smoke test' if quick else f'{STEPS_FACTOR}× the study' + chr(39) + 's'}), one seed, checkpoints "
+        f"kept every {kept:,} steps; at "
+        "each, the model's distance to ridge and to dMMSE on prompts from the prior (squared difference / d).",
+        f"- Rule: a pool size's distance to ridge rises when its last value is at least {RISE}× its lowest "
+        "earlier value (Raventós et al.: below the threshold, longer training pulls the model back toward "
+        "dMMSE).",
+        "",
+        "## Answer",
+        "",
+        f"{answer[0].upper()}{answer[1:]}.",
+        "",
+        "| M | steps | distance to ridge: first → lowest → last | distance to dMMSE: first → last | rises |",
+        "|---|---|---|---|---|",
+    ]
     for size, c in sorted(curves.items()):
         r, d = c["distance_ridge"], c["distance_dmmse"]
         ridge = f"{r[0]:.4f} → {min(r):.4f} → {r[-1]:.4f}" if r else "—"

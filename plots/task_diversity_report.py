@@ -10,6 +10,7 @@ predictions from an estimator's, on the same prompts, averaged likewise. The mod
 estimator whose predictions are nearer its own on prior prompts (errors alone mislead where dMMSE
 and ridge err alike, at large pools); the threshold is the smallest pool size from which it tracks
 ridge at every larger size run."""
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,13 @@ ESTIMATORS = ("model", "dmmse", "ridge")
 
 
 def mean_error(rows, size: int, prompts: str, estimator: str) -> dict:
-    return over_seeds([r["errors"][prompts][estimator] for r in rows if r["num_tasks"] == size
-                       and estimator in r["errors"].get(prompts, {})])
+    return over_seeds(
+        [
+            r["errors"][prompts][estimator]
+            for r in rows
+            if r["num_tasks"] == size and estimator in r["errors"].get(prompts, {})
+        ]
+    )
 
 
 def threshold(rows: list[dict]) -> tuple[int | None, list[str]]:
@@ -41,9 +47,11 @@ def threshold(rows: list[dict]) -> tuple[int | None, list[str]]:
         m, d, r = (mean_error(rows, size, "prior", e)["mean"] for e in ESTIMATORS)
         to_d, to_r = (mean_error(rows, size, "prior", f"distance_{e}")["mean"] for e in ("dmmse", "ridge"))
         nearer_ridge[size] = to_r < to_d
-        lines.append(f"- M = {size}: on prior prompts, error: model {m:.4f}, dMMSE {d:.4f}, ridge {r:.4f}; "
-                     f"the model's distance to dMMSE {to_d:.4f}, to ridge {to_r:.4f}: nearer "
-                     f"{'ridge' if nearer_ridge[size] else 'dMMSE'}")
+        lines.append(
+            f"- M = {size}: on prior prompts, error: model {m:.4f}, dMMSE {d:.4f}, ridge {r:.4f}; "
+            f"the model's distance to dMMSE {to_d:.4f}, to ridge {to_r:.4f}: nearer "
+            f"{'ridge' if nearer_ridge[size] else 'dMMSE'}"
+        )
     found = next((s for i, s in enumerate(sizes) if all(nearer_ridge[t] for t in sizes[i:])), None)
     return found, lines
 
@@ -55,16 +63,23 @@ def figure(rows: list[dict]):
     fig = new_figure(9, 6.6, constrained=True)
     axes = fig.subplots(2, 2)
     panels = [(prompts, ESTIMATORS, "squared error / d, mean over points") for prompts in ("pool", "prior")]
-    panels += [(prompts, ("distance_dmmse", "distance_ridge"), "model's distance to the estimator / d")
-               for prompts in ("pool", "prior")]
+    panels += [
+        (prompts, ("distance_dmmse", "distance_ridge"), "model's distance to the estimator / d")
+        for prompts in ("pool", "prior")
+    ]
     for ax, (prompts, series, ylabel) in zip(axes.flat, panels):
         for name, style in zip(series, ("o-", "s--", "^:")):
             points = [(x[s], mean_error(rows, s, prompts, name)) for s in sizes]
             points = [(px, st) for px, st in points if st["n"]]
             if points:
-                ax.errorbar([p[0] for p in points], [p[1]["mean"] for p in points],
-                            yerr=[p[1].get("std") or 0 for p in points], fmt=style, ms=4,
-                            label=name.replace("distance_", "to "))
+                ax.errorbar(
+                    [p[0] for p in points],
+                    [p[1]["mean"] for p in points],
+                    yerr=[p[1].get("std") or 0 for p in points],
+                    fmt=style,
+                    ms=4,
+                    label=name.replace("distance_", "to "),
+                )
         ax.set_xticks([x[s] for s in sizes], [f"2^{int(math.log2(s))}" if s else "∞" for s in sizes], fontsize=7)
         ax.set_xlabel("pretraining pool size M")
         ax.set_ylabel(ylabel, fontsize=8)
@@ -74,30 +89,57 @@ def figure(rows: list[dict]):
     return fig
 
 
-def write_report(jobs: Sequence, rows: list[dict], report_dir: Path, *, quick: bool, seconds: float, command: str,
-                 head: dict) -> list[Path]:
+def write_report(
+    jobs: Sequence, rows: list[dict], report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
+) -> list[Path]:
     """The report of `rows` (scripts.task_diversity.collect: one per finished run of `jobs`)."""
     found, lines = threshold(rows)
     figures = []
     if rows:
         atomic_write_bytes(report_dir / FIG_DIR / "error_pool.png", png_bytes(figure(rows)))
         figures.append(f"{FIG_DIR}/error_pool.png")
-    statement = (f"From M = {found} on, at every larger pool run, the model's predictions on prior prompts are "
-                 "nearer ridge's than dMMSE's; below it, nearer dMMSE's." if found is not None else
-                 "At no pool size run are the model's predictions nearer ridge's at that size and every larger one.")
-    atomic_write_json(report_dir / RESULTS, {"command": command, "quick": quick, "seconds": seconds,
-                                             "results": rows, "threshold": found, "per_pool": lines,
-                                             "figures": figures})
-    out = header("Task diversity: dMMSE or ridge (Raventós et al. 2023)", quick=quick, head=head,
-                 command=command, seconds=seconds, jobs=jobs)
-    out += ["- Noisy linear regression, d = 8, 16 points, σ = 0.5; pretraining tasks from a pool of M vectors "
-            "drawn once (training.num_tasks; ∞: fresh every step). Error: squared error / d averaged over the "
-            f"points, mean over seeds {sorted({r['seed'] for r in rows})}; dMMSE over the run's own pool, ridge "
-            "with the prior's λ = σ². Distance: the squared difference / d of the model's predictions from the "
-            "estimator's on the same prompts (Raventós et al.'s ΔdMMSE, Δridge).", "",
-            "## Where the model switches", "", statement, "", *lines, "",
-            "| M | pool: model | pool: dMMSE | pool: ridge | prior: model | prior: dMMSE | prior: ridge |",
-            "|---|---|---|---|---|---|---|"]
+    statement = (
+        f"From M = {found} on, at every larger pool run, the model's predictions on prior prompts are "
+        "nearer ridge's than dMMSE's; below it, nearer dMMSE's."
+        if found is not None
+        else "At no pool size run are the model's predictions nearer ridge's at that size and every larger one."
+    )
+    atomic_write_json(
+        report_dir / RESULTS,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "results": rows,
+            "threshold": found,
+            "per_pool": lines,
+            "figures": figures,
+        },
+    )
+    out = header(
+        "Task diversity: dMMSE or ridge (Raventós et al. 2023)",
+        quick=quick,
+        head=head,
+        command=command,
+        seconds=seconds,
+        jobs=jobs,
+    )
+    out += [
+        "- Noisy linear regression, d = 8, 16 points, σ = 0.5; pretraining tasks from a pool of M vectors "
+        "drawn once (training.num_tasks; ∞: fresh every step). Error: squared error / d averaged over the "
+        f"points, mean over seeds {sorted({r['seed'] for r in rows})}; dMMSE over the run's own pool, ridge "
+        "with the prior's λ = σ². Distance: the squared difference / d of the model's predictions from the "
+        "estimator's on the same prompts (Raventós et al.'s ΔdMMSE, Δridge).",
+        "",
+        "## Where the model switches",
+        "",
+        statement,
+        "",
+        *lines,
+        "",
+        "| M | pool: model | pool: dMMSE | pool: ridge | prior: model | prior: dMMSE | prior: ridge |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for size in sorted({r["num_tasks"] for r in rows}, key=lambda s: s or math.inf):
         cells = []
         for prompts in ("pool", "prior"):
@@ -105,11 +147,19 @@ def write_report(jobs: Sequence, rows: list[dict], report_dir: Path, *, quick: b
                 stats = mean_error(rows, size, prompts, estimator)
                 cells.append(f"{stats['mean']:.4f}" if stats["n"] else "—")
         out.append(f"| {size or '∞'} | " + " | ".join(cells) + " |")
-    out += ["", "Distances of the model's predictions (squared difference / d):", "",
-            "| M | pool: to dMMSE | pool: to ridge | prior: to dMMSE | prior: to ridge |", "|---|---|---|---|---|"]
+    out += [
+        "",
+        "Distances of the model's predictions (squared difference / d):",
+        "",
+        "| M | pool: to dMMSE | pool: to ridge | prior: to dMMSE | prior: to ridge |",
+        "|---|---|---|---|---|",
+    ]
     for size in sorted({r["num_tasks"] for r in rows}, key=lambda s: s or math.inf):
-        cells = [mean_error(rows, size, prompts, f"distance_{e}") for prompts in ("pool", "prior")
-                 for e in ("dmmse", "ridge")]
+        cells = [
+            mean_error(rows, size, prompts, f"distance_{e}")
+            for prompts in ("pool", "prior")
+            for e in ("dmmse", "ridge")
+        ]
         out.append(f"| {size or '∞'} | " + " | ".join(f"{c['mean']:.4f}" if c["n"] else "—" for c in cells) + " |")
     out += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(out))

@@ -5,6 +5,7 @@ verdicts are in ZOO.md's "Beside the paper" table (plots/paper_rows_zoology.py Z
 
     python -m plots.zoo_settling            # rewrite the section from the recorded results
 """
+
 from __future__ import annotations
 
 import json
@@ -56,17 +57,25 @@ def section(report_dir: Path) -> list[str]:
     rates = sorted({r["learning_rate"] for r in every})
     mixers = list(dict.fromkeys(r["mixer"] for r in every))
     steps = sorted({r["steps"] for r in grid[0].get("results", []) if _in_cell(r)})
-    lines = [HEADING, "",
-             f"- The grid: `{grid[0].get('command', '?')}` ({grid[1]}): T 64, κ 4, width 64, Zoology's block (no MLP, "
-             f"positions for attention only, dropout 0.1), {', '.join(f'{s:,}' for s in steps)} steps, seed 0, rates "
-             f"{', '.join(f'{r:g}' for r in rates)}: each mixer's best is its accuracy."]
+    lines = [
+        HEADING,
+        "",
+        f"- The grid: `{grid[0].get('command', '?')}` ({grid[1]}): T 64, κ 4, width 64, Zoology's block (no MLP, "
+        f"positions for attention only, dropout 0.1), {', '.join(f'{s:,}' for s in steps)} steps, seed 0, rates "
+        f"{', '.join(f'{r:g}' for r in rates)}: each mixer's best is its accuracy.",
+    ]
     if long is not None:
         long_steps = sorted({r["steps"] for r in long[0].get("results", []) if _in_cell(r)})
-        lines.append(f"- 10× the steps: `{long[0].get('command', '?')}` ({long[1]}): "
-                     f"{', '.join(f'{s:,}' for s in long_steps)} steps at each gated convolution's winning rate.")
+        lines.append(
+            f"- 10× the steps: `{long[0].get('command', '?')}` ({long[1]}): "
+            f"{', '.join(f'{s:,}' for s in long_steps)} steps at each gated convolution's winning rate."
+        )
     head = " | ".join(f"{r:g}" for r in rates)
-    lines += ["", f"| mixer | {head} | best (rate) | 10× steps | our block (ZOO.md) | figure 2 |",
-              "|" + "---|" * (len(rates) + 5)]
+    lines += [
+        "",
+        f"| mixer | {head} | best (rate) | 10× steps | our block (ZOO.md) | figure 2 |",
+        "|" + "---|" * (len(rates) + 5),
+    ]
     for mixer in mixers:
         cells = []
         for rate in rates:
@@ -81,12 +90,23 @@ def section(report_dir: Path) -> list[str]:
     best = {m: _best(grid[0], m) for m in gated}
     mine = {m: _best(ours, m) for m in gated}
     worse = [m for m in gated if best[m] and mine[m] and best[m]["accuracy"] < mine[m]["accuracy"]]
-    lines += ["", "What it says: " + (
-        f"Zoology's block does not close the gap at this budget: {', '.join(worse)} "
-        "score lower under it than under ours, each at its best rate" if worse else
-        "under Zoology's block the gated convolutions score at least what they score under ours")
-        + ("; at 10× the steps, " + ", ".join(f"{m} {_acc(_best(long[0], m))}" for m in gated if _best(long[0], m))
-           if long else "") + ". The verdicts are in the table below, each row beside figure 2's number.", ""]
+    lines += [
+        "",
+        "What it says: "
+        + (
+            f"Zoology's block does not close the gap at this budget: {', '.join(worse)} "
+            "score lower under it than under ours, each at its best rate"
+            if worse
+            else "under Zoology's block the gated convolutions score at least what they score under ours"
+        )
+        + (
+            "; at 10× the steps, " + ", ".join(f"{m} {_acc(_best(long[0], m))}" for m in gated if _best(long[0], m))
+            if long
+            else ""
+        )
+        + ". The verdicts are in the table below, each row beside figure 2's number.",
+        "",
+    ]
     return lines
 
 
@@ -101,8 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     report_dir = Path(args.report_dir)
     if not (report_dir / "ZOO.md").is_file() or not (report_dir / GRID / "zoo_results.json").is_file():
-        raise UsageError(f"--report-dir={args.report_dir!r} has no ZOO.md with {GRID}/zoo_results.json beside it; "
-                         "accepted: the zoo's report folder after the settling grid ran")
+        raise UsageError(
+            f"--report-dir={args.report_dir!r} has no ZOO.md with {GRID}/zoo_results.json beside it; "
+            "accepted: the zoo's report folder after the settling grid ran"
+        )
     path = report_dir / "ZOO.md"
     atomic_write_text(path, replace_section(path.read_text(), section(report_dir)))
     print(f"wrote the section of {path}")

@@ -3,6 +3,7 @@ ICML 2025): the original's `python train.py` command lines, as `python -m runner
 
     python -m runners.linattn --model attnM --head 8 --init 1e-6 --show
 """
+
 import sys
 
 from src.cli.dynamics import main  # noqa: F401 - runners.linattn.main(argv)

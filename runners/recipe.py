@@ -5,6 +5,7 @@
     python -m runners.recipe task:mqar model.seq_mixer:attention model.state_mixer:mlp --help
     python -m runners.recipe wandb:None task:mqar model.seq_mixer:attention model.state_mixer:mlp
 """
+
 import sys
 
 from src.cli.recipe import main  # noqa: F401 - runners.recipe.main(argv)

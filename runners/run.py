@@ -7,6 +7,7 @@
 `--config` takes a run's config.json (any system, any schema; its "settings" are used) or a
 bare settings mapping. Same settings and seed give the same metrics, bit for bit.
 """
+
 import sys
 
 from src.flags import summary

@@ -5,6 +5,7 @@ is compared with one (K) step(s) of gradient descent on the same eval tasks.
 
     python -m runners.run_concat_inputs_targets --out runs/lsa1 --steps 5000
 """
+
 import sys
 
 from src.flags import summary

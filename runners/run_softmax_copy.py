@@ -6,6 +6,7 @@ sinusoidal positional encoding of size 10 (model width 20).
 
     python -m runners.run_softmax_copy --out runs/twolayer --steps 10000
 """
+
 import sys
 
 from src.flags import summary

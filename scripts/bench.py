@@ -10,6 +10,7 @@ the floor achieved is floor_ms / ms_per_step. Writes runs/bench/bench.json.
     python -m scripts.bench                  # batch 2048, both models
     python -m scripts.bench --quick          # seconds-long smoke
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,10 @@ def peak_rss_mb() -> float:
 
 def bench_model(name: str, batch: int, chunk_steps: int, repeats: int, eval_size: int) -> dict:
     settings = preset(name)
-    settings = replace(settings, train=replace(settings.train, batch_size=batch, eval_size=eval_size,
-                                               log_every=chunk_steps))
-    trainer = LSATrainer(settings)          # the system's own chunk, as the loop runs it
+    settings = replace(
+        settings, train=replace(settings.train, batch_size=batch, eval_size=eval_size, log_every=chunk_steps)
+    )
+    trainer = LSATrainer(settings)  # the system's own chunk, as the loop runs it
     chunk, seed_input = trainer.jitted_chunk, trainer.seed_input
     params, opt_state = trainer.init_state()
 
@@ -69,14 +71,18 @@ def bench_model(name: str, batch: int, chunk_steps: int, repeats: int, eval_size
 
     flops = step_flops(trainer)
     width, tokens = model_width(settings.task, settings.model), num_tokens(settings.task, settings.model)
-    gflops = matmul_rate((batch, tokens, width)) / 1e9     # the projections' [B, T, D] @ [D, D]
+    gflops = matmul_rate((batch, tokens, width)) / 1e9  # the projections' [B, T, D] @ [D, D]
     floor_ms = 1000 * flops / (gflops * 1e9) if flops else None
     ref = REFERENCE_MS.get(name)
     return {
-        "model": name, "batch_size": batch, "chunk_steps": chunk_steps, "repeats": repeats,
+        "model": name,
+        "batch_size": batch,
+        "chunk_steps": chunk_steps,
+        "repeats": repeats,
         "ms_per_step": round(ms_per_step, 3),
         "ms_per_step_all": [round(1000 * t / chunk_steps, 3) for t in times],
-        "compile_s": round(compile_s, 2), "eval_s_per_log_point": round(eval_s, 3),
+        "compile_s": round(compile_s, 2),
+        "eval_s_per_log_point": round(eval_s, 3),
         "eval_size": eval_size,
         "step_gflop": round(flops / 1e9, 4) if flops else None,
         "matmul_gflops_per_s": round(gflops, 1),
@@ -109,21 +115,32 @@ def main(argv=None) -> int:
     if min(args.batch_size, args.chunk, args.repeats, args.eval_size) < 1:
         parser.error("--batch_size, --chunk, --repeats and --eval_size must be >= 1")
     results = [bench_model(m, args.batch_size, args.chunk, args.repeats, args.eval_size) for m in models]
-    record = {"results": results, "peak_rss_mb": round(peak_rss_mb(), 1),
-              "machine": {"cpus": jax.local_device_count(), "platform": platform.platform(),
-                          "processor": platform.processor(), "jax": jax.__version__,
-                          "backend": jax.default_backend()}}
+    record = {
+        "results": results,
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "machine": {
+            "cpus": jax.local_device_count(),
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "jax": jax.__version__,
+            "backend": jax.default_backend(),
+        },
+    }
     atomic_write_json(Path(args.out), record)
-    header = f"{'model':9} {'ms/step':>8} {'ref':>6} {'speedup':>8} {'compile s':>9} {'eval s':>7} " \
-             f"{'GFLOP/step':>10} {'GFLOP/s':>8} {'floor ms':>8} {'of floor':>8}"
+    header = (
+        f"{'model':9} {'ms/step':>8} {'ref':>6} {'speedup':>8} {'compile s':>9} {'eval s':>7} "
+        f"{'GFLOP/step':>10} {'GFLOP/s':>8} {'floor ms':>8} {'of floor':>8}"
+    )
     print(header)
     for r in results:
         fmt = lambda v, spec: format(v, spec) if v is not None else "n/a"
-        print(f"{r['model']:9} {r['ms_per_step']:8.2f} {fmt(r['reference_ms_per_step'], '6.1f')} "
-              f"{fmt(r['speedup_vs_reference'], '7.1f')}x {r['compile_s']:9.1f} "
-              f"{r['eval_s_per_log_point']:7.3f} {fmt(r['step_gflop'], '10.4f')} "
-              f"{r['matmul_gflops_per_s']:8.1f} {fmt(r['floor_ms_per_step'], '8.3f')} "
-              f"{fmt(r['fraction_of_floor'], '8.2f')}")
+        print(
+            f"{r['model']:9} {r['ms_per_step']:8.2f} {fmt(r['reference_ms_per_step'], '6.1f')} "
+            f"{fmt(r['speedup_vs_reference'], '7.1f')}x {r['compile_s']:9.1f} "
+            f"{r['eval_s_per_log_point']:7.3f} {fmt(r['step_gflop'], '10.4f')} "
+            f"{r['matmul_gflops_per_s']:8.1f} {fmt(r['floor_ms_per_step'], '8.3f')} "
+            f"{fmt(r['fraction_of_floor'], '8.2f')}"
+        )
     print(f"peak RSS {record['peak_rss_mb']:.0f} MB -> {args.out}")
     return 0
 

@@ -19,6 +19,7 @@ scripts.paper_scale.step_work, 6 x (12 D² L matrix-product parameters, and the 
 plus attention's two [T, T] products, 12 x L x B x T² x D for forward and backward (the full
 square, as the masked products compute it).
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -51,26 +52,34 @@ VARIANTS = {
     "bfloat16": ({"precision": "bfloat16"}, {}, 1),
     "bfloat16_fused": ({"precision": "bfloat16"}, {"attention_kernel": "fused"}, 1),
     "bfloat16_fused_flat": ({"precision": "bfloat16", "flat_update": True}, {"attention_kernel": "fused"}, 1),
-    "bfloat16_fused_flat_b256": ({"precision": "bfloat16", "flat_update": True, "batch_size": 256},
-                                 {"attention_kernel": "fused"}, 1),
+    "bfloat16_fused_flat_b256": (
+        {"precision": "bfloat16", "flat_update": True, "batch_size": 256},
+        {"attention_kernel": "fused"},
+        1,
+    ),
     "tf32_fused_flat_x8": ({"precision": "tf32", "flat_update": True}, {"attention_kernel": "fused"}, 8),
     "bfloat16_fused_flat_x8": ({"precision": "bfloat16", "flat_update": True}, {"attention_kernel": "fused"}, 8),
 }
 # the part of a step a kernel belongs to, from its name stack (op_name) first, then its name
-PARTS = [("sampler", r"_normal|_uniform|threefry|random"),
-         ("attention", r"seq_mixer|dot_product_attention|softmax|fmha|flash|cudnn"),
-         ("MLP", r"/up/|/down/|gelu|state_mixer"),
-         ("norms", r"norm_seq|norm_state|norm_final"),
-         ("read-in/out", r"read_in|read_out|interleave"),
-         ("model, other (residuals, positions)", r"gpt2"),
-         ("optimizer update, clipping, loss", r"\S")]        # any other name stack: outside the model
-KERNEL_PARTS = [("matrix products (no name stack)", r"gemm|cublas|cutlass|wgmma|sm90|xmma|nvjet|dot"),
-                ("layout copies (no name stack)", r"copy|transpose|memcpy|concatenate")]
+PARTS = [
+    ("sampler", r"_normal|_uniform|threefry|random"),
+    ("attention", r"seq_mixer|dot_product_attention|softmax|fmha|flash|cudnn"),
+    ("MLP", r"/up/|/down/|gelu|state_mixer"),
+    ("norms", r"norm_seq|norm_state|norm_final"),
+    ("read-in/out", r"read_in|read_out|interleave"),
+    ("model, other (residuals, positions)", r"gpt2"),
+    ("optimizer update, clipping, loss", r"\S"),
+]  # any other name stack: outside the model
+KERNEL_PARTS = [
+    ("matrix products (no name stack)", r"gemm|cublas|cutlass|wgmma|sm90|xmma|nvjet|dot"),
+    ("layout copies (no name stack)", r"copy|transpose|memcpy|concatenate"),
+]
 
 
 def paper_settings(tiny: bool = False):
     """The paper cell: configs/paper/mechanisms.yaml at the curriculum's end (d = 20, 41 points)."""
     from src.formats.limits_of_icl import read_config
+
     settings, _ = read_config(CONFIG)
     c = settings.curriculum
     curriculum = replace(c, dims=replace(c.dims, start=c.dims.end), points=replace(c.points, start=c.points.end))
@@ -97,16 +106,17 @@ def bf16_rate(size: int = 8192, repeats: int = 10) -> float:
         begin = time.perf_counter()
         f(a, b).block_until_ready()
         times.append(time.perf_counter() - begin)
-    return 2.0 * size ** 3 / statistics.median(times)
+    return 2.0 * size**3 / statistics.median(times)
 
 
 def make_trainer(settings, runs: int):
     from src.systems import build
+
     if runs == 1:
         return build(settings)
     from src.together import Together
-    return Together([build(replace(settings, train=replace(settings.train, seed=s)).validate())
-                     for s in range(runs)])
+
+    return Together([build(replace(settings, train=replace(settings.train, seed=s)).validate()) for s in range(runs)])
 
 
 class Timed:
@@ -134,7 +144,7 @@ class Timed:
 def _stat_text(event) -> str:
     try:
         return " ".join(f"{k}={v}" for k, v in dict(event.stats).items())
-    except Exception:        # the profile's stats differ across jaxlib versions
+    except Exception:  # the profile's stats differ across jaxlib versions
         return ""
 
 
@@ -171,17 +181,22 @@ def op_names(timed: Timed) -> dict[str, str]:
         return {}
     try:
         state = trainer.init_state()
-        text = trainer.jitted_chunk.lower(state.params, state.opt_state, trainer.seed_input, 0,
-                                          timed.chunk_steps).compile().as_text()
+        text = (
+            trainer.jitted_chunk.lower(state.params, state.opt_state, trainer.seed_input, 0, timed.chunk_steps)
+            .compile()
+            .as_text()
+        )
     except Exception:
         return {}
     return dict(re.findall(r'%?([\w.\-]+) = [^\n]*?op_name="([^"]+)"', text))
 
 
-def profile(timed: Timed, top: int = 40, plane_pattern: str = r"^/device:GPU",
-            line_pattern: str = r"stream|^XLA Ops$") -> dict:
+def profile(
+    timed: Timed, top: int = 40, plane_pattern: str = r"^/device:GPU", line_pattern: str = r"stream|^XLA Ops$"
+) -> dict:
     """Device time of one traced chunk by part of the step, and the costliest kernels."""
     from jax.profiler import ProfileData
+
     names = op_names(timed)
     folder = tempfile.mkdtemp(prefix="paper_cell_trace_")
     try:
@@ -202,9 +217,17 @@ def profile(timed: Timed, top: int = 40, plane_pattern: str = r"^/device:GPU",
                     continue
                 for event in events:
                     key = f"{line.name} | {event.name}"
-                    record = kernels.setdefault(key, {"line": line.name, "name": event.name, "count": 0,
-                                                      "ns": 0.0, "stats": _stat_text(event)[:400],
-                                                      "op_name": _op_name(names, event)})
+                    record = kernels.setdefault(
+                        key,
+                        {
+                            "line": line.name,
+                            "name": event.name,
+                            "count": 0,
+                            "ns": 0.0,
+                            "stats": _stat_text(event)[:400],
+                            "op_name": _op_name(names, event),
+                        },
+                    )
                     record["count"] += 1
                     record["ns"] += float(event.duration_ns)
         steps = timed.chunk_steps
@@ -217,9 +240,14 @@ def profile(timed: Timed, top: int = 40, plane_pattern: str = r"^/device:GPU",
         costly = sorted(kernels.values(), key=lambda r: -r["ns"])[:top]
         for record in costly:
             record["ms_per_run_step"] = record.pop("ns") / steps / 1e6 / timed.runs
-        return {"lines": lines_seen, "ms_per_run_step_by_line_and_part": by_line, "costliest": costly,
-                "kernels": len(kernels), "op_names": len(names),
-                "launches_per_step": sum(r["count"] for r in kernels.values()) / steps}
+        return {
+            "lines": lines_seen,
+            "ms_per_run_step_by_line_and_part": by_line,
+            "costliest": costly,
+            "kernels": len(kernels),
+            "op_names": len(names),
+            "launches_per_step": sum(r["count"] for r in kernels.values()) / steps,
+        }
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -232,7 +260,7 @@ def time_settings(names: list[str], base, chunk_steps: int, rounds: int, rate: f
     for name in names:
         try:
             timed[name] = Timed(name, variant_settings(base, name), chunk_steps)
-        except Exception as err:       # a setting this device refuses: recorded, the rest go on
+        except Exception as err:  # a setting this device refuses: recorded, the rest go on
             out["variants"][name] = {"error": f"{type(err).__name__}: {err}"[:500]}
     # compile every setting at once (XLA compiles outside the GIL), then time them in turn
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(timed))) as pool:
@@ -249,12 +277,21 @@ def time_settings(names: list[str], base, chunk_steps: int, rounds: int, rate: f
             t.one_round()
     for name, t in timed.items():
         ms, work = statistics.median(t.rounds), step_work(t.settings)
-        out["variants"][name] = {"ms_per_run_step": ms, "rounds_ms": t.rounds, "runs_together": t.runs,
-                                 "batch_size": t.settings.train.batch_size, "tflop_per_step": work / 1e12,
-                                 "compile_s": round(t.compile_s, 1), "tflops": work / (ms / 1000) / 1e12,
-                                 "of_bf16_rate": work / (ms / 1000) / rate}
-        print(f"{name:26} {ms:8.2f} ms/run-step  {work / (ms / 1000) / 1e12:6.1f} TFLOP/s "
-              f"({work / (ms / 1000) / rate:5.1%} of bf16)  compiled in {t.compile_s:.0f}s", flush=True)
+        out["variants"][name] = {
+            "ms_per_run_step": ms,
+            "rounds_ms": t.rounds,
+            "runs_together": t.runs,
+            "batch_size": t.settings.train.batch_size,
+            "tflop_per_step": work / 1e12,
+            "compile_s": round(t.compile_s, 1),
+            "tflops": work / (ms / 1000) / 1e12,
+            "of_bf16_rate": work / (ms / 1000) / rate,
+        }
+        print(
+            f"{name:26} {ms:8.2f} ms/run-step  {work / (ms / 1000) / 1e12:6.1f} TFLOP/s "
+            f"({work / (ms / 1000) / rate:5.1%} of bf16)  compiled in {t.compile_s:.0f}s",
+            flush=True,
+        )
     save()
     return timed
 
@@ -267,8 +304,13 @@ def flags() -> OneLineParser:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--chunk-steps", "--chunk_steps", dest="chunk_steps", type=int, default=50)
     parser.add_argument("--tiny", action="store_true", help="a tiny model (a CPU check, seconds)")
-    parser.add_argument("--gpu-only", "--gpu_only", dest="gpu_only", action="store_true",
-                        help="say so and stop where JAX finds no GPU (make bench)")
+    parser.add_argument(
+        "--gpu-only",
+        "--gpu_only",
+        dest="gpu_only",
+        action="store_true",
+        help="say so and stop where JAX finds no GPU (make bench)",
+    )
     return parser
 
 
@@ -284,24 +326,35 @@ def main(argv=None) -> int:
     if dry_run(PROG, f"time {', '.join(names)} at the paper cell"):
         return 0
     if args.gpu_only and jax.default_backend() != "gpu":
-        print(f"the paper cell (12 x 256, d 20, 41 points): not timed on {jax.default_backend()} (a step takes "
-              "seconds there; a GPU benchmark, docs/workbench.md)")
+        print(
+            f"the paper cell (12 x 256, d 20, 41 points): not timed on {jax.default_backend()} (a step takes "
+            "seconds there; a GPU benchmark, docs/workbench.md)"
+        )
         return 0
     base = paper_settings(args.tiny)
     flops = step_work(base)
-    out = {"device": str(jax.devices()[0].device_kind), "backend": jax.default_backend(), "jax": jax.__version__,
-           "cell": "GPT-2 12 x 256, 8 heads, d 20, 41 points (82 tokens), batch 64" if not args.tiny else "tiny",
-           "tflop_per_step": flops / 1e12, "variants": {}}
+    out = {
+        "device": str(jax.devices()[0].device_kind),
+        "backend": jax.default_backend(),
+        "jax": jax.__version__,
+        "cell": "GPT-2 12 x 256, 8 heads, d 20, 41 points (82 tokens), batch 64" if not args.tiny else "tiny",
+        "tflop_per_step": flops / 1e12,
+        "variants": {},
+    }
 
     def save():
         if args.json:
             with open(args.json + ".tmp", "w") as f:
                 json.dump(out, f, indent=1, default=str)
             os.replace(args.json + ".tmp", args.json)
+
     rate = bf16_rate(512 if args.tiny else 8192)
     out["bf16_tflops"] = rate / 1e12
-    print(f"bfloat16 matrix rate here: {rate / 1e12:.0f} TFLOP/s; a step {flops / 1e12:.3f} TFLOP "
-          f"(floor {1000 * flops / rate:.2f} ms)", flush=True)
+    print(
+        f"bfloat16 matrix rate here: {rate / 1e12:.0f} TFLOP/s; a step {flops / 1e12:.3f} TFLOP "
+        f"(floor {1000 * flops / rate:.2f} ms)",
+        flush=True,
+    )
     save()
     timed = time_settings(names, base, args.chunk_steps, args.rounds, rate, out, save)
     for name in traced:

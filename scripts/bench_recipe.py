@@ -15,6 +15,7 @@ convolution).
 
     python -m scripts.bench_recipe
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,8 +27,8 @@ from src.device_rate import matmul_rate
 from src.registry import Choice, choice
 from src.systems.lm import LMTrain, lm_settings
 
-SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the original's names
-CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}      # cell -> heads
+SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")  # the original's names
+CELLS = {"recipe default (4 heads)": 4, "study cell (1 head)": 1}  # cell -> heads
 ZOO = ("short_conv", "base_conv", "hyena", "h3", "based", "delta_net", "gated_delta_net", "mamba2", "rwkv7")
 HYBRIDS = ("base_conv+based", "base_conv+base_conv:kernel_size=-1")
 
@@ -36,36 +37,69 @@ def original_default_cell(dense_layout: str = "flat", logits: str = "scored"):
     """The ICL benchmark recipe's own default cell, attention + MLP (MQAR V = 8,192, T = 64, κ = 8;
     width 128, 2 layers, 8 heads, batch 256), validated settings."""
     mixer = registry_entry("seq_mixer", "attention")
-    return lm_settings(choice("task", "mqar"), Choice(mixer.name, mixer.default_options()), choice("state_mixer", "mlp"),
-                       width=128, n_layer=2, n_head=8, train=LMTrain(batch_size=256, logits=logits),
-                       dense_layout=dense_layout)
+    return lm_settings(
+        choice("task", "mqar"),
+        Choice(mixer.name, mixer.default_options()),
+        choice("state_mixer", "mlp"),
+        width=128,
+        n_layer=2,
+        n_head=8,
+        train=LMTrain(batch_size=256, logits=logits),
+        dense_layout=dense_layout,
+    )
 
 
 def main(argv=None) -> int:
     OneLineParser(prog="python -m scripts.bench_recipe", description=summary(__doc__)).parse_args(
-        list(sys.argv[1:] if argv is None else argv))
+        list(sys.argv[1:] if argv is None else argv)
+    )
     if dry_run("python -m scripts.bench_recipe", "time every mechanism"):
         return 0
     rate = matmul_rate((64 * 64, 64))
-    print(f"{'seq_mixer':18} {'cell':26} {HEADER}   MQAR V=256 T=64 kappa=8, width 64, 2 layers, batch 64; "
-          f"matmul [4096, 64] @ [64, 64]: {rate / 1e9:.1f} GFLOP/s")
+    print(
+        f"{'seq_mixer':18} {'cell':26} {HEADER}   MQAR V=256 T=64 kappa=8, width 64, 2 layers, batch 64; "
+        f"matmul [4096, 64] @ [64, 64]: {rate / 1e9:.1f} GFLOP/s"
+    )
     for name in SEQ_MIXERS:
         mixer = registry_entry("seq_mixer", name)
         for cell, heads in CELLS.items():
-            settings = lm_settings(choice("task", "mqar", vocab_size=256), Choice(mixer.name, mixer.default_options()),
-                                   choice("state_mixer", "mlp"), width=64, n_layer=2, n_head=heads)
+            settings = lm_settings(
+                choice("task", "mqar", vocab_size=256),
+                Choice(mixer.name, mixer.default_options()),
+                choice("state_mixer", "mlp"),
+                width=64,
+                n_layer=2,
+                n_head=heads,
+            )
             print(speed_row(f"{name:18} {cell:26}", settings, rate, width=45))
     for name in (*ZOO, *HYBRIDS):
         layers = mixer_stack(name, "+", "HYBRIDS")
-        settings = lm_settings(choice("task", "mqar", vocab_size=256), layers[-1], choice("state_mixer", "mlp"),
-                               width=64, n_layer=2, n_head=1, seq_mixers=layers if len(layers) > 1 else ())
+        settings = lm_settings(
+            choice("task", "mqar", vocab_size=256),
+            layers[-1],
+            choice("state_mixer", "mlp"),
+            width=64,
+            n_layer=2,
+            n_head=1,
+            seq_mixers=layers if len(layers) > 1 else (),
+        )
         print(speed_row(f"{name:18} {'study cell (1 head)':26}", settings, rate, width=45))
     settings = original_default_cell()
     big_rate = matmul_rate((256 * 64, 128))
-    print(f"{'attention':18} {'original default (8 heads)':26} (V 8192, width 128, batch 256; matmul "
-          f"[16384, 128] @ [128, 128]: {big_rate / 1e9:.1f} GFLOP/s)")
-    print(speed_row(f"{'attention':18} {'original default (8 heads)':26}", settings, big_rate, width=45,
-                    chunk_steps=3, repeats=3))
+    print(
+        f"{'attention':18} {'original default (8 heads)':26} (V 8192, width 128, batch 256; matmul "
+        f"[16384, 128] @ [128, 128]: {big_rate / 1e9:.1f} GFLOP/s)"
+    )
+    print(
+        speed_row(
+            f"{'attention':18} {'original default (8 heads)':26}",
+            settings,
+            big_rate,
+            width=45,
+            chunk_steps=3,
+            repeats=3,
+        )
+    )
     return 0
 
 

@@ -18,6 +18,7 @@ docs/workbench.md, "Against the original code") from checkouts of their reposito
 
     python -m scripts.compare_originals --torch-python SCRATCH/bin/python --limits-of-icl CHECKOUT --miniseq CHECKOUT
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,9 @@ class Original:
 
     def __init__(self, argv: list[str], what: str):
         self.what = what
-        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         self.meta = self._line()
 
     def _line(self) -> dict:
@@ -69,6 +71,7 @@ def ours(settings, steps: int):
     step (src.loop.chunk_timer)."""
     from src.loop import chunk_timer
     from src.systems import build
+
     return chunk_timer(build(settings), steps)
 
 
@@ -77,55 +80,91 @@ def limits_of_icl_cell(settings, python: str, checkout, warmup: int, steps: int,
     harness under `python` from `checkout`, timing `steps` steps a round after `warmup`, then
     `extra` arguments: DEVICE, TF32)."""
     m = settings.model
-    cell = {"width": m.width, "layers": m.n_layer, "heads": m.n_head, "batch": settings.train.batch_size,
-            "dims": m.n_dims, "points": settings.curriculum.points.end}
-    harness = [python, str(ROOT / "scripts" / "originals" / "limits_of_icl_step.py"), str(checkout),
-               *map(str, (*cell.values(), warmup, steps)), *extra]
+    cell = {
+        "width": m.width,
+        "layers": m.n_layer,
+        "heads": m.n_head,
+        "batch": settings.train.batch_size,
+        "dims": m.n_dims,
+        "points": settings.curriculum.points.end,
+    }
+    harness = [
+        python,
+        str(ROOT / "scripts" / "originals" / "limits_of_icl_step.py"),
+        str(checkout),
+        *map(str, (*cell.values(), warmup, steps)),
+        *extra,
+    ]
     return cell, harness
 
 
 def mechanisms_sides(args) -> tuple[dict, dict]:
     """(the cell, read from configs/mechanisms.yaml; its sides)."""
     from src.formats.limits_of_icl import read_config
+
     base, _ = read_config(str(ROOT / "configs" / "mechanisms.yaml"))
     m = base.model
     cell, harness = limits_of_icl_cell(base, args.torch_python, args.limits_of_icl, 20, args.steps)
-    return cell, {"ours": ours(base, args.steps),
-                  "ours_before": ours(replace(base, model=replace(m, dense_layout="batched")).validate(), args.steps),
-                  "original": Original(harness, "the mechanisms paper's code")}
+    return cell, {
+        "ours": ours(base, args.steps),
+        "ours_before": ours(replace(base, model=replace(m, dense_layout="batched")).validate(), args.steps),
+        "original": Original(harness, "the mechanisms paper's code"),
+    }
 
 
 def paper_cell_sides(args) -> tuple[dict, dict]:
     """(the paper cell, scripts/bench_paper_cell's; its sides: ours in float32 and in the fastest
     setting, and the original's step on --device, float32 or with TF32 allowed (--tf32))."""
     from scripts.bench_paper_cell import paper_settings, variant_settings
+
     base = paper_settings()
-    cell, harness = limits_of_icl_cell(base, args.torch_python, args.limits_of_icl, 10, args.paper_steps, args.device,
-                                       "1" if args.tf32 else "0")
-    return cell, {"ours": ours(base, args.paper_steps),
-                  "ours_bfloat16_fused_flat": ours(variant_settings(base, "bfloat16_fused_flat"), args.paper_steps),
-                  "original": Original(harness, "the mechanisms paper's code at the paper cell")}
+    cell, harness = limits_of_icl_cell(
+        base, args.torch_python, args.limits_of_icl, 10, args.paper_steps, args.device, "1" if args.tf32 else "0"
+    )
+    return cell, {
+        "ours": ours(base, args.paper_steps),
+        "ours_bfloat16_fused_flat": ours(variant_settings(base, "bfloat16_fused_flat"), args.paper_steps),
+        "original": Original(harness, "the mechanisms paper's code at the paper cell"),
+    }
 
 
 def icl_sides(args) -> tuple[dict, dict]:
     """(the ICL benchmark's default cell, scripts/bench_recipe's; its sides)."""
     from scripts.bench_recipe import original_default_cell
+
     settings, steps = original_default_cell(), args.icl_steps
     m, task = settings.model, settings.task.options
-    cell = {"width": m.width, "layers": m.n_layer, "heads": m.n_head, "batch": settings.train.batch_size,
-            "vocab": task.vocab_size, "seq_len": task.seq_len, "pairs": task.num_pairs}
+    cell = {
+        "width": m.width,
+        "layers": m.n_layer,
+        "heads": m.n_head,
+        "batch": settings.train.batch_size,
+        "vocab": task.vocab_size,
+        "seq_len": task.seq_len,
+        "pairs": task.num_pairs,
+    }
 
     def harness(dtype, compiled):
-        return [args.torch_python, str(ROOT / "scripts" / "originals" / "miniseq_step.py"), str(args.miniseq), dtype,
-                compiled, *map(str, (*cell.values(), 2, steps))]
-    return cell, {"ours": ours(settings, steps), "ours_before": ours(original_default_cell("batched", "all"), steps),
-                  "original": Original(harness("bfloat16", "1"), "the ICL benchmark's code (bfloat16, compiled)"),
-                  "original_float32_eager": Original(harness("float32", "0"),
-                                                     "the ICL benchmark's code (float32, eager)")}
+        return [
+            args.torch_python,
+            str(ROOT / "scripts" / "originals" / "miniseq_step.py"),
+            str(args.miniseq),
+            dtype,
+            compiled,
+            *map(str, (*cell.values(), 2, steps)),
+        ]
+
+    return cell, {
+        "ours": ours(settings, steps),
+        "ours_before": ours(original_default_cell("batched", "all"), steps),
+        "original": Original(harness("bfloat16", "1"), "the ICL benchmark's code (bfloat16, compiled)"),
+        "original_float32_eager": Original(harness("float32", "0"), "the ICL benchmark's code (float32, eager)"),
+    }
 
 
 def _backend() -> str:
     import jax
+
     return f"{jax.default_backend()} ({jax.devices()[0].device_kind})"
 
 
@@ -135,22 +174,35 @@ def compare(name: str, cell: dict, sides: dict, rounds: int) -> dict:
         for r in range(rounds):
             for side, timer in sides.items():
                 times[side].append(timer.round() if isinstance(timer, Original) else timer())
-            print(f"{name} round {r + 1}: " + "  ".join(f"{k} {v[-1]:.1f}" for k, v in times.items()) + " ms/step",
-                  flush=True)
+            print(
+                f"{name} round {r + 1}: " + "  ".join(f"{k} {v[-1]:.1f}" for k, v in times.items()) + " ms/step",
+                flush=True,
+            )
     finally:
         for timer in sides.values():
             if isinstance(timer, Original):
                 timer.close()
     median = {side: statistics.median(v) for side, v in times.items()}
     originals = {side: timer.meta for side, timer in sides.items() if isinstance(timer, Original)}
-    result = {"cell": cell, "rounds": rounds, "ms_per_step": times, "median_ms_per_step": median,
-              "speed_up_over": {side: median[side] / median["ours"] for side in sides if side != "ours"},
-              "originals": originals, "machine": platform.processor() or platform.machine(),
-              "ours": f"float32 unless the side's name says otherwise, JAX on {_backend()}"}
+    result = {
+        "cell": cell,
+        "rounds": rounds,
+        "ms_per_step": times,
+        "median_ms_per_step": median,
+        "speed_up_over": {side: median[side] / median["ours"] for side in sides if side != "ours"},
+        "originals": originals,
+        "machine": platform.processor() or platform.machine(),
+        "ours": f"float32 unless the side's name says otherwise, JAX on {_backend()}",
+    }
     atomic_write_json(OUT / f"{name}.json", result)
-    print(f"{name}: median ms/step " + ", ".join(f"{k} {v:.1f}" for k, v in median.items()) + "; ours faster than "
-          + ", ".join(f"{k} {v:.2f}x" for k, v in result["speed_up_over"].items())
-          + f" -> {(OUT / f'{name}.json').relative_to(ROOT)}", flush=True)
+    print(
+        f"{name}: median ms/step "
+        + ", ".join(f"{k} {v:.1f}" for k, v in median.items())
+        + "; ours faster than "
+        + ", ".join(f"{k} {v:.2f}x" for k, v in result["speed_up_over"].items())
+        + f" -> {(OUT / f'{name}.json').relative_to(ROOT)}",
+        flush=True,
+    )
     return result
 
 
@@ -162,11 +214,18 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds per cell (default 7)")
     parser.add_argument("--steps", type=int, default=100, help="steps per round at the mechanisms cell (default 100)")
     parser.add_argument("--icl-steps", type=int, default=4, help="steps per round at the ICL cell (default 4)")
-    parser.add_argument("--paper-cell", action="store_true",
-                        help="also the paper cell (12 x 256, d 20, 41 points; a GPU comparison) with --limits-of-icl")
+    parser.add_argument(
+        "--paper-cell",
+        action="store_true",
+        help="also the paper cell (12 x 256, d 20, 41 points; a GPU comparison) with --limits-of-icl",
+    )
     parser.add_argument("--paper-steps", type=int, default=50, help="steps per round at the paper cell (default 50)")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="where the original's step runs (cuda: as its train.py on a GPU)")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the original's step runs (cuda: as its train.py on a GPU)",
+    )
     parser.add_argument("--tf32", action="store_true", help="the original with TF32 matrix passes allowed (cuda)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
@@ -178,16 +237,22 @@ def main(argv=None) -> int:
 def run(args) -> int:
     if args.limits_of_icl is None and args.miniseq is None:
         raise UsageError("nothing to compare; accepted: --limits-of-icl CHECKOUT and/or --miniseq CHECKOUT")
-    for flag, path, inside in (("--limits-of-icl", args.limits_of_icl, "src/wrapper_model.py"),
-                               ("--miniseq", args.miniseq, "examples/icl_benchmark/model.py")):
+    for flag, path, inside in (
+        ("--limits-of-icl", args.limits_of_icl, "src/wrapper_model.py"),
+        ("--miniseq", args.miniseq, "examples/icl_benchmark/model.py"),
+    ):
         if path is not None and not (path / inside).is_file():
             raise UsageError(f"{flag}={str(path)!r} has no {inside}; accepted: a checkout of that repository")
     if not Path(args.torch_python).is_file():
         raise UsageError(f"--torch-python={args.torch_python!r} is not a file; accepted: a Python with torch installed")
     if args.paper_cell and args.limits_of_icl is None:
         raise UsageError("--paper-cell needs --limits-of-icl CHECKOUT; accepted: both")
-    for flag, value in (("--rounds", args.rounds), ("--steps", args.steps), ("--icl-steps", args.icl_steps),
-                        ("--paper-steps", args.paper_steps)):
+    for flag, value in (
+        ("--rounds", args.rounds),
+        ("--steps", args.steps),
+        ("--icl-steps", args.icl_steps),
+        ("--paper-steps", args.paper_steps),
+    ):
         if value < 1:
             raise UsageError(f"{flag}={value} is not accepted; accepted: an integer >= 1")
     if dry_run(PROG, f"time {args.rounds} interleaved rounds per cell"):

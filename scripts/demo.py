@@ -11,6 +11,7 @@ Every step is one of the workbench's own commands (printed as it starts, so each
 at full length). The copy model, the longest, trains beside the others: two processes, one core
 and one XLA thread each. Each step's output is kept in <out>/logs/<step>.log.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,39 +31,111 @@ PROG = "python -m scripts.demo"
 
 @dataclass(frozen=True)
 class Step:
-    name: str            # the run directory's name under --out (an analysis: the run it reads)
-    what: str            # one line for the reader
-    argv: tuple          # the command after `python -m`, without --out / --run
-    analysis: bool = False   # reads the run `name` (--run) instead of training one (--out)
+    name: str  # the run directory's name under --out (an analysis: the run it reads)
+    what: str  # one line for the reader
+    argv: tuple  # the command after `python -m`, without --out / --run
+    analysis: bool = False  # reads the run `name` (--run) instead of training one (--out)
 
 
 STEPS = (
-    Step("gd_twolayer", "the GD paper: the copy model (softmax copy layer + GD layer), 5,000 steps at batch 2,048",
-         ("runners.run_softmax_copy", "--steps", "5000", "--save_attention")),
-    Step("gd_lsa1", "the GD paper: one linear self-attention layer against one GD step, 1,500 steps",
-         ("runners.run_concat_inputs_targets", "--steps", "1500", "--save_attention")),
-    Step("mechanisms_softmax", "limits_of_icl: softmax attention on regression (d = 5), ICL curve vs least "
-         "squares, averaging, 3-NN and one GD step, 1,500 steps",
-         ("runners.train", "--config", "configs/mechanisms.yaml", "--set", "training.train_steps=1500",
-          "--set", "training.eval_size=500", "--set", "training.log_every=250")),
-    Step("mqar_attention", "the ICL benchmark: MQAR (κ = 4 pairs, T = 64) with softmax attention, 600 steps",
-         ("runners.recipe", "wandb:None", "task:mqar", "model.seq_mixer:attention", "--task.num_pairs", "4",
-          "--train.train_steps", "600", "--train.log_every", "50")),
-    Step("mqar_linear_attention", "the ICL benchmark: the same with linear attention",
-         ("runners.recipe", "wandb:None", "task:mqar", "model.seq_mixer:linear_attention", "--task.num_pairs",
-          "4", "--train.train_steps", "600", "--train.log_every", "50")),
-    Step("lengthgen_fire", "Lin et al.: FIRE on a small Llama, trained to 21 points, error out to 8x that",
-         ("runners.train", "--config", "configs/lengthgen.yaml", "--set", "model.position=fire",
-          "--set", "training.train_steps=800")),
-    Step("lengthgen_fire", "Lin et al.: the same run's error against least squares, averaging and 3-NN out to 8x "
-         "the trained length", ("analysis.length_gen", "--factor", "8"), analysis=True),
-    Step("dynamics_rank1", "Zhang et al.: separate rank-one key-query heads, the staircase of principal "
-         "components (the README's command)",
-         ("runners.linattn", "--model", "attnS", "--head", "5", "--init", "1e-2", "--epoch", "10001",
-          "--lr", "0.02", "--show")),
+    Step(
+        "gd_twolayer",
+        "the GD paper: the copy model (softmax copy layer + GD layer), 5,000 steps at batch 2,048",
+        ("runners.run_softmax_copy", "--steps", "5000", "--save_attention"),
+    ),
+    Step(
+        "gd_lsa1",
+        "the GD paper: one linear self-attention layer against one GD step, 1,500 steps",
+        ("runners.run_concat_inputs_targets", "--steps", "1500", "--save_attention"),
+    ),
+    Step(
+        "mechanisms_softmax",
+        "limits_of_icl: softmax attention on regression (d = 5), ICL curve vs least "
+        "squares, averaging, 3-NN and one GD step, 1,500 steps",
+        (
+            "runners.train",
+            "--config",
+            "configs/mechanisms.yaml",
+            "--set",
+            "training.train_steps=1500",
+            "--set",
+            "training.eval_size=500",
+            "--set",
+            "training.log_every=250",
+        ),
+    ),
+    Step(
+        "mqar_attention",
+        "the ICL benchmark: MQAR (κ = 4 pairs, T = 64) with softmax attention, 600 steps",
+        (
+            "runners.recipe",
+            "wandb:None",
+            "task:mqar",
+            "model.seq_mixer:attention",
+            "--task.num_pairs",
+            "4",
+            "--train.train_steps",
+            "600",
+            "--train.log_every",
+            "50",
+        ),
+    ),
+    Step(
+        "mqar_linear_attention",
+        "the ICL benchmark: the same with linear attention",
+        (
+            "runners.recipe",
+            "wandb:None",
+            "task:mqar",
+            "model.seq_mixer:linear_attention",
+            "--task.num_pairs",
+            "4",
+            "--train.train_steps",
+            "600",
+            "--train.log_every",
+            "50",
+        ),
+    ),
+    Step(
+        "lengthgen_fire",
+        "Lin et al.: FIRE on a small Llama, trained to 21 points, error out to 8x that",
+        (
+            "runners.train",
+            "--config",
+            "configs/lengthgen.yaml",
+            "--set",
+            "model.position=fire",
+            "--set",
+            "training.train_steps=800",
+        ),
+    ),
+    Step(
+        "lengthgen_fire",
+        "Lin et al.: the same run's error against least squares, averaging and 3-NN out to 8x the trained length",
+        ("analysis.length_gen", "--factor", "8"),
+        analysis=True,
+    ),
+    Step(
+        "dynamics_rank1",
+        "Zhang et al.: separate rank-one key-query heads, the staircase of principal components (the README's command)",
+        (
+            "runners.linattn",
+            "--model",
+            "attnS",
+            "--head",
+            "5",
+            "--init",
+            "1e-2",
+            "--epoch",
+            "10001",
+            "--lr",
+            "0.02",
+            "--show",
+        ),
+    ),
 )
-BESIDE = ("gd_twolayer",)     # trained in a second process beside the sequential rest
-HEARTBEAT_S = 15              # while a step runs, a line at least this often: its progress bar's latest state
+BESIDE = ("gd_twolayer",)  # trained in a second process beside the sequential rest
+HEARTBEAT_S = 15  # while a step runs, a line at least this often: its progress bar's latest state
 
 
 def command(step: Step, out: Path) -> list[str]:
@@ -115,8 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 code = proc.wait(timeout=HEARTBEAT_S)
                 break
             except subprocess.TimeoutExpired:
-                print(f"[{number[step]}/{total}] {time.monotonic() - began:.0f} s: {latest(log) or 'starting'}",
-                      flush=True)
+                print(
+                    f"[{number[step]}/{total}] {time.monotonic() - began:.0f} s: {latest(log) or 'starting'}",
+                    flush=True,
+                )
         lines = log.read_text(errors="replace").strip().splitlines()
         result = lines[-1] if lines else ""
         status = "done" if code == 0 else f"FAILED (exit {code}; see {log})"
@@ -130,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for step, proc, began in beside:
         end(step, proc, began)
     from plots.demo_figures import mqar_curves
+
     try:
         mqar_curves([out / "mqar_attention", out / "mqar_linear_attention"], out / "mqar_attention_vs_linear.png")
     except (OSError, ValueError, KeyError) as err:

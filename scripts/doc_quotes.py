@@ -21,6 +21,7 @@ quantities, one entry per quote with its ``occurrence``) and of which kind it is
 who adds a figure sees what to record. tests/test_docs_quotes.py fails on any of them, on an
 entry no document quotes any more, and on a record that does not hold its figure.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -39,7 +40,8 @@ _UNIT = r"ms|s|min|minutes|seconds|h|hours|GiB|GB|MiB|MB|KiB|KB"
 FIGURE = re.compile(
     rf"(?<![\w.^/−-])(?:(?P<minutes>\d+) min (?P<seconds>\d\d) s"
     rf"|(?P<low>{_NUMBER})(?:[–-](?P<high>{_NUMBER}))?(?P<space>\s?)(?P<unit>{_UNIT})"
-    rf"(?:/(?:step|run|epoch|seed-step))?)(?![\w/^])")
+    rf"(?:/(?:step|run|epoch|seed-step))?)(?![\w/^])"
+)
 
 
 def documents(root: Path = ROOT) -> list[str]:
@@ -51,7 +53,7 @@ def figures(text: str):
     """Each quoted time or memory size in ``text``: (figure as written, line number)."""
     for match in FIGURE.finditer(text):
         if match["unit"] and not match["space"] and match["unit"] not in ("s", "ms"):
-            continue                              # "8h/H", "4GB" inside a word: not a quote
+            continue  # "8h/H", "4GB" inside a word: not a quote
         yield match.group(0), text.count("\n", 0, match.start()) + 1
 
 
@@ -78,8 +80,10 @@ def coverage_problem(entries: list[dict], quoted: int) -> str | None:
     if len(entries) == 1 and "occurrence" not in entries[0]:
         if entries[0].get("times", 1) == quoted:
             return None
-        return (f"quoted {quoted} times, its entry covers {entries[0].get('times', 1)} (the same quantity each "
-                f"time? then say so with 'times'; else one entry per quote with its 'occurrence')")
+        return (
+            f"quoted {quoted} times, its entry covers {entries[0].get('times', 1)} (the same quantity each "
+            f"time? then say so with 'times'; else one entry per quote with its 'occurrence')"
+        )
     if sorted(entry.get("occurrence", 0) for entry in entries) == list(range(1, quoted + 1)):
         return None
     return f"quoted {quoted} times, its entries' occurrences are not 1..{quoted}"
@@ -130,6 +134,7 @@ def json_holds(record, figure: str) -> bool:
         elif isinstance(node, list):
             for item in node:
                 walk(item)
+
     walk(record)
     return any(abs(number - value) <= half_step * (1 + 1e-9) for number in found)
 
@@ -199,6 +204,7 @@ def entry_problem(entry: dict, root: Path = ROOT) -> str | None:
 
 def main(argv=None) -> int:
     from src.flags import OneLineParser, summary
+
     OneLineParser(prog="python -m scripts.doc_quotes", description=summary(__doc__)).parse_args(argv)
     known = ledger()
     problems = []

@@ -14,6 +14,7 @@ runs are reused, changed ones redone); the report is report/DYNAMICS.md,
 report/dynamics_results.json and report/figures/dynamics/*.png. The runs are the original's README
 commands (quoted beside each part) as the Settings they mean.
 """
+
 from __future__ import annotations
 
 import sys
@@ -35,8 +36,12 @@ PROG = "python -m scripts.dynamics"
 
 def run(model: str, options: dict, *, task: dict | None = None, show: bool = False, **train) -> DynamicsSettings:
     """The settings of one of the original's commands (its defaults for what it does not set)."""
-    return DynamicsSettings(task=DynamicsTaskConfig(**(task or {})), model=choice("dynamics_model", model, **options),
-                            train=DynamicsTrain(**train), show=show).validate()
+    return DynamicsSettings(
+        task=DynamicsTaskConfig(**(task or {})),
+        model=choice("dynamics_model", model, **options),
+        train=DynamicsTrain(**train),
+        show=show,
+    ).validate()
 
 
 # part -> [(run name, settings)], each the original's README command quoted beside it. The
@@ -46,46 +51,91 @@ def run(model: str, options: dict, *, task: dict | None = None, show: bool = Fal
 # `uniform` companion keeps this workbench's earlier convention for comparison. The staircase
 # runs to 80,001 epochs: the fourth drop comes at ~58,000 under the original's initialisation.
 STUDY = {
-    "merged_vs_mlp": [   # train.py --model attnM | mlp --cubic_feat --head 8 --init 1e-6 --show
+    "merged_vs_mlp": [  # train.py --model attnM | mlp --cubic_feat --head 8 --init 1e-6 --show
         ("attnM", run("attn_merged", {"heads": 8}, init=1e-6, show=True)),
         ("attnM_restricted", run("attn_merged", {"heads": 8, "restricted": True}, init=1e-6, show=True)),
-        ("mlp", run("cubic_mlp", {"heads": 8}, init=1e-6, show=True))],
-    "staircase": [       # --model attnS --head 5 --init 1e-2 --epoch 10001 --lr 0.02 (run to 80001)
-        ("attnS_rank1_D4", run("attn_separate", {"heads": 5, "rank": 1}, init=1e-2, learning_rate=0.02,
-                               epochs=80001, log_every=100, show=True))],
-    "staircase_uniform": [   # the same with every entry ~ init·N(0, 1)
-        ("attnS_rank1_D4_uniform", run("attn_separate", {"heads": 5, "rank": 1}, init=1e-2,
-                                       init_convention="uniform", learning_rate=0.02, epochs=80001,
-                                       log_every=100))],
-    "rank_sweep": [      # --model attnS --head 9 --KQ_dim R --in_dim 8 --seq_len 32 --init 5e-3 --trainset_size 80000
-        (f"attnS_D8_R{r}", run("attn_separate", {"heads": 9, "rank": r},
-                               task={"in_dim": 8, "seq_len": 32, "trainset_size": 80000},
-                               init=5e-3, init_convention="paper", learning_rate=0.02, epochs=20001,
-                               log_every=50))
-        for r in (8, 4, 2, 1)],
-    "icl_sweep": [       # --model attnM --icl "$c" --head 8 --testset 5000 --init 1e-6 --white_cov --lr 0.0005 --epoch 4001
-        (f"attnM_icl{c}", run("attn_merged", {"heads": 8},
-                              task={"icl": float(c), "testset_size": 5000, "white_cov": True},
-                              init=1e-6, learning_rate=0.0005, epochs=4001))
-        for c in ("0", "0.2", "0.4", "0.6", "0.8", "1")],
+        ("mlp", run("cubic_mlp", {"heads": 8}, init=1e-6, show=True)),
+    ],
+    "staircase": [  # --model attnS --head 5 --init 1e-2 --epoch 10001 --lr 0.02 (run to 80001)
+        (
+            "attnS_rank1_D4",
+            run(
+                "attn_separate",
+                {"heads": 5, "rank": 1},
+                init=1e-2,
+                learning_rate=0.02,
+                epochs=80001,
+                log_every=100,
+                show=True,
+            ),
+        )
+    ],
+    "staircase_uniform": [  # the same with every entry ~ init·N(0, 1)
+        (
+            "attnS_rank1_D4_uniform",
+            run(
+                "attn_separate",
+                {"heads": 5, "rank": 1},
+                init=1e-2,
+                init_convention="uniform",
+                learning_rate=0.02,
+                epochs=80001,
+                log_every=100,
+            ),
+        )
+    ],
+    "rank_sweep": [  # --model attnS --head 9 --KQ_dim R --in_dim 8 --seq_len 32 --init 5e-3 --trainset_size 80000
+        (
+            f"attnS_D8_R{r}",
+            run(
+                "attn_separate",
+                {"heads": 9, "rank": r},
+                task={"in_dim": 8, "seq_len": 32, "trainset_size": 80000},
+                init=5e-3,
+                init_convention="paper",
+                learning_rate=0.02,
+                epochs=20001,
+                log_every=50,
+            ),
+        )
+        for r in (8, 4, 2, 1)
+    ],
+    "icl_sweep": [  # --model attnM --icl "$c" --head 8 --testset 5000 --init 1e-6 --white_cov --lr 0.0005 --epoch 4001
+        (
+            f"attnM_icl{c}",
+            run(
+                "attn_merged",
+                {"heads": 8},
+                task={"icl": float(c), "testset_size": 5000, "white_cov": True},
+                init=1e-6,
+                learning_rate=0.0005,
+                epochs=4001,
+            ),
+        )
+        for c in ("0", "0.2", "0.4", "0.6", "0.8", "1")
+    ],
 }
 QUICK = {"trainset_size": 600, "testset_size": 200, "log_every": 20}
-QUICK_EPOCHS = {"merged_vs_mlp": 3001, "staircase": 4001, "staircase_uniform": 4001, "rank_sweep": 1001,
-                "icl_sweep": 401}
+QUICK_EPOCHS = {
+    "merged_vs_mlp": 3001,
+    "staircase": 4001,
+    "staircase_uniform": 4001,
+    "rank_sweep": 1001,
+    "icl_sweep": 401,
+}
 
 
 def quick(settings: DynamicsSettings, part: str) -> DynamicsSettings:
     """The smoke-test size of a run: a small set, fewer epochs, records every 20 epochs."""
     t = settings.task
-    task = replace(t, trainset_size=QUICK["trainset_size"],
-                   testset_size=QUICK["testset_size"] if t.testset_size else 0)
+    task = replace(t, trainset_size=QUICK["trainset_size"], testset_size=QUICK["testset_size"] if t.testset_size else 0)
     train = replace(settings.train, epochs=QUICK_EPOCHS[part], log_every=QUICK["log_every"])
     return replace(settings, task=task, train=train).validate()
 
 
 @dataclass
 class StudyJob(Job):
-    part: str = ""            # which part of the study the run belongs to
+    part: str = ""  # which part of the study the run belongs to
 
 
 def make_jobs(runs_dir: Path, is_quick: bool) -> list[StudyJob]:
@@ -93,8 +143,11 @@ def make_jobs(runs_dir: Path, is_quick: bool) -> list[StudyJob]:
     for part, runs in STUDY.items():
         for name, settings in runs:
             settings = quick(settings, part) if is_quick else settings
-            jobs.append(StudyJob(name, settings, runs_dir / name,
-                                 cost=settings.train.epochs * settings.task.trainset_size, part=part))
+            jobs.append(
+                StudyJob(
+                    name, settings, runs_dir / name, cost=settings.train.epochs * settings.task.trainset_size, part=part
+                )
+            )
     return plan(jobs)
 
 
@@ -105,8 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs_dir, report_dir = study_dirs(args, "dynamics")
     except UsageError as err:
         return fail(PROG, err)
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, args.quick), write_report)
+    return finish_study(PROG, argv, args, runs_dir, report_dir, lambda: make_jobs(runs_dir, args.quick), write_report)
 
 
 if __name__ == "__main__":

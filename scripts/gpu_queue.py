@@ -23,6 +23,7 @@ study's own command, each run a piece the moment it finishes: scripts/gpu_study.
 Expected seconds: the recorded H200 timings (report/measurements/gpu_2026-11-27b, gpu_2026-11-27);
 a study job's scaled from the paper cell's step by work (scripts/gpu_job.py, Shape).
 """
+
 from __future__ import annotations
 
 import json
@@ -39,11 +40,13 @@ from src.files import TMP_SUFFIX, atomic_write_json
 from src.flags import OneLineParser, UsageError, dry_run, summary
 
 PROG = "python -m scripts.gpu_queue"
-DEVICE_TIMEOUT_S = 600             # the device call's timeout: the job's 540 s and the wheels' install
+DEVICE_TIMEOUT_S = 600  # the device call's timeout: the job's 540 s and the wheels' install
 RECORDS = Path("report/measurements/gpu")
 PAPER_SCALE = Path("report/PAPER_SCALE.md")
-INSTALL = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
-           f"--target /tmp/site {WHEELS}/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && ")
+INSTALL = (
+    "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
+    f"--target /tmp/site {WHEELS}/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && "
+)
 
 
 def git(*args: str) -> str:
@@ -58,6 +61,7 @@ def head() -> tuple[str, bool]:
 def records(job: str, records_dir: Path = RECORDS) -> list[dict]:
     """The job's records, oldest first (report/measurements/gpu/<job>/<stamp>/record.json)."""
     from plots.paper_scale import records as read
+
     return read(job, records_dir)
 
 
@@ -65,8 +69,15 @@ def write_report(records_dir: Path, path: Path) -> Path:
     """report/PAPER_SCALE.md from every recorded job (plots/paper_scale.py)."""
     from plots.paper_scale import write_report as write
     from scripts.paper_mechanisms import ORIGINAL
-    return write(records_dir, path, [(job.name, job.title, job.expected.total) for job in JOBS], JOB_LIMIT_S, ORIGINAL,
-                 [job.name for job in JOBS if job.kind == "study"])
+
+    return write(
+        records_dir,
+        path,
+        [(job.name, job.title, job.expected.total) for job in JOBS],
+        JOB_LIMIT_S,
+        ORIGINAL,
+        [job.name for job in JOBS if job.kind == "study"],
+    )
 
 
 def next_job(records_dir: Path = RECORDS) -> Job | None:
@@ -76,8 +87,11 @@ def next_job(records_dir: Path = RECORDS) -> Job | None:
 
 def device_call(job: Job, commit: str, clean: bool) -> dict:
     """The device tool's run: command, carry, timeout_s."""
-    command = (INSTALL + f"python3 -m scripts.gpu_queue run {job.name} --out $OUT --commit {commit}"
-               + ("" if clean else " --dirty"))
+    command = (
+        INSTALL
+        + f"python3 -m scripts.gpu_queue run {job.name} --out $OUT --commit {commit}"
+        + ("" if clean else " --dirty")
+    )
     return {"command": command, "carry": list(job.carry), "timeout_s": DEVICE_TIMEOUT_S}
 
 
@@ -87,13 +101,17 @@ def record(job: Job, source: Path, records_dir: Path = RECORDS) -> Path:
     try:
         manifest = json.loads(manifest_file.read_text())
     except (OSError, ValueError):
-        raise UsageError(f"--from={str(source)!r} holds no readable job.json; accepted: the folder a device "
-                         "call of this job brought back") from None
+        raise UsageError(
+            f"--from={str(source)!r} holds no readable job.json; accepted: the folder a device "
+            "call of this job brought back"
+        ) from None
     if manifest.get("job") != job.name:
         raise UsageError(f"--from={str(source)!r} holds job {manifest.get('job')!r}; accepted: a run of {job.name}")
     if manifest.get("rehearsal") and records_dir == RECORDS:
-        raise UsageError(f"--from={str(source)!r} is a rehearsal; accepted: a device run (a rehearsal is "
-                         "recorded only into another --records-dir)")
+        raise UsageError(
+            f"--from={str(source)!r} is a rehearsal; accepted: a device run (a rehearsal is "
+            "recorded only into another --records-dir)"
+        )
     stamp = f"{manifest.get('began_utc', '?')[:10]}_{manifest.get('commit', 'unknown')}"
     target = records_dir / job.name / stamp
     staging = target.with_name(f".{stamp}.staging")
@@ -101,14 +119,22 @@ def record(job: Job, source: Path, records_dir: Path = RECORDS) -> Path:
         raise UsageError(f"{target} exists: this device run is recorded already")
     staging.mkdir(parents=True, exist_ok=False)
     for path in sorted(source.iterdir()):
-        if path.is_file() and not path.name.endswith(TMP_SUFFIX):   # not a write a kill cut short
+        if path.is_file() and not path.name.endswith(TMP_SUFFIX):  # not a write a kill cut short
             shutil.copyfile(path, staging / path.name)
-    provenance = {"job": job.name, "commit": manifest.get("commit"), "clean": manifest.get("clean"),
-                  "device": manifest.get("device"), "jax": manifest.get("jax"), "date": manifest.get("began_utc"),
-                  "device_seconds": manifest.get("wall_s"), "state": manifest.get("state"),
-                  "rehearsal": bool(manifest.get("rehearsal")),
-                  "recorded_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-                  "recorded_at": head()[0], "files": sorted(p.name for p in staging.iterdir())}
+    provenance = {
+        "job": job.name,
+        "commit": manifest.get("commit"),
+        "clean": manifest.get("clean"),
+        "device": manifest.get("device"),
+        "jax": manifest.get("jax"),
+        "date": manifest.get("began_utc"),
+        "device_seconds": manifest.get("wall_s"),
+        "state": manifest.get("state"),
+        "rehearsal": bool(manifest.get("rehearsal")),
+        "recorded_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "recorded_at": head()[0],
+        "files": sorted(p.name for p in staging.iterdir()),
+    }
     atomic_write_json(staging / "record.json", provenance)
     os.replace(staging, target)
     return target
@@ -116,24 +142,38 @@ def record(job: Job, source: Path, records_dir: Path = RECORDS) -> Path:
 
 def plan(commit: str) -> dict:
     """The queue's expected device seconds, as a record the docs quote (report/measurements/gpu_queue_plan.json)."""
-    return {"commit": commit, "produced": time.strftime("%Y-%m-%d", time.gmtime()), "job_limit_seconds": JOB_LIMIT_S,
-            "machine": "one lent NVIDIA H200: estimates from report/measurements/gpu_2026-11-27b and gpu_2026-11-27; "
-                       "the study jobs' steps scaled from the paper cell's by work (scripts/gpu_job.py Shape), "
-                       "not yet measured on a device",
-            "jobs": {job.name: {"expected_seconds": round(job.expected.total, 1), "start_seconds": job.expected.start,
-                                "compile_seconds": job.expected.compile, "train_seconds": round(job.expected.train, 1),
-                                "evaluate_seconds": job.expected.evaluate,
-                                "steps": (planned_steps(len(job.runs), JOB_LIMIT_S) if job.runs
-                                          else job.study.steps if job.study else None)}
-                     for job in JOBS}}
+    return {
+        "commit": commit,
+        "produced": time.strftime("%Y-%m-%d", time.gmtime()),
+        "job_limit_seconds": JOB_LIMIT_S,
+        "machine": "one lent NVIDIA H200: estimates from report/measurements/gpu_2026-11-27b and gpu_2026-11-27; "
+        "the study jobs' steps scaled from the paper cell's by work (scripts/gpu_job.py Shape), "
+        "not yet measured on a device",
+        "jobs": {
+            job.name: {
+                "expected_seconds": round(job.expected.total, 1),
+                "start_seconds": job.expected.start,
+                "compile_seconds": job.expected.compile,
+                "train_seconds": round(job.expected.train, 1),
+                "evaluate_seconds": job.expected.evaluate,
+                "steps": (
+                    planned_steps(len(job.runs), JOB_LIMIT_S) if job.runs else job.study.steps if job.study else None
+                ),
+            }
+            for job in JOBS
+        },
+    }
 
 
 def states(records_dir: Path = RECORDS) -> list[str]:
     lines = []
     for job in JOBS:
         done = records(job.name, records_dir)
-        state = (f"recorded {len(done)}x, last {done[-1]['date']} at {done[-1]['commit']} on {done[-1]['device']}"
-                 if done else "waiting")
+        state = (
+            f"recorded {len(done)}x, last {done[-1]['date']} at {done[-1]['commit']} on {done[-1]['device']}"
+            if done
+            else "waiting"
+        )
         lines.append(f"{job.name:22s} {job.expected.words():58s} {state}")
     return lines
 
@@ -149,8 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget-s", "--budget_s", dest="budget_s", type=float, default=JOB_LIMIT_S)
     parser.add_argument("--steps", type=int, default=None, help="run: every run's steps (default: the plan's)")
     parser.add_argument("--rehearse", action="store_true", help="run: the same code path at a tiny size (a CPU)")
-    parser.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default="runs/gpu_queue",
-                        help="run, all: the training runs' folder (lost with the device)")
+    parser.add_argument(
+        "--runs-dir",
+        "--runs_dir",
+        dest="runs_dir",
+        default="runs/gpu_queue",
+        help="run, all: the training runs' folder (lost with the device)",
+    )
     parser.add_argument("--records-dir", "--records_dir", dest="records_dir", default=str(RECORDS))
     parser.add_argument("--report", default=str(PAPER_SCALE), help="report: the Markdown file")
     parser.add_argument("--json", default=None, help="list: also write the expected seconds as a record here")
@@ -181,12 +226,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         commit, clean = head()
         call = device_call(job, commit, clean)
-        print(f"next: {job.name}: {job.title}\nexpected: {job.expected.words()} of the {JOB_LIMIT_S} s a job may take\n"
-              f"device call (the device tool's run):\n  command: {call['command']}\n  carry: {json.dumps(call['carry'])}\n"
-              f"  timeout_s: {call['timeout_s']}\n"
-              f"before it, here: make gpu_wheels{' originals' if ORIGINALS in job.carry else ''} (the carried paths)"
-              f"{'' if clean else '; commit first: this tree has uncommitted changes'}\n"
-              f"after it, here: {PROG} record {job.name} --from <files_at>; make paper_scale_report")
+        print(
+            f"next: {job.name}: {job.title}\nexpected: {job.expected.words()} of the {JOB_LIMIT_S} s a job may take\n"
+            f"device call (the device tool's run):\n  command: {call['command']}\n  carry: {json.dumps(call['carry'])}\n"
+            f"  timeout_s: {call['timeout_s']}\n"
+            f"before it, here: make gpu_wheels{' originals' if ORIGINALS in job.carry else ''} (the carried paths)"
+            f"{'' if clean else '; commit first: this tree has uncommitted changes'}\n"
+            f"after it, here: {PROG} record {job.name} --from <files_at>; make paper_scale_report"
+        )
         return 0
     if args.verb == "report":
         path = write_report(records_dir, Path(args.report))
@@ -200,8 +247,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if dry_run(PROG, f"run {args.job} into {args.out} within {args.budget_s:g} s"):
             return 0
         from scripts.gpu_job import run_job
-        run_job(BY_NAME[args.job], Path(args.out), args.budget_s, args.commit or head()[0],
-                not args.dirty if args.commit else head()[1], args.rehearse, args.steps, Path(args.runs_dir))
+
+        run_job(
+            BY_NAME[args.job],
+            Path(args.out),
+            args.budget_s,
+            args.commit or head()[0],
+            not args.dirty if args.commit else head()[1],
+            args.rehearse,
+            args.steps,
+            Path(args.runs_dir),
+        )
         return 0
     # all: a GPU of one's own, every job not recorded, in order, each recorded, then the report
     commit, clean = head()
@@ -213,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if out.exists():
             os.replace(out, out.with_name(f"{out.name}.{time.strftime('%Y%m%d-%H%M%S')}"))
         from scripts.gpu_job import run_job
+
         run_job(job, out, args.budget_s, commit, clean, args.rehearse, args.steps, Path(args.runs_dir))
         print(f"recorded {record(job, out, records_dir)}")
     print(f"wrote {write_report(records_dir, Path(args.report))}")

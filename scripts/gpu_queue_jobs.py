@@ -2,55 +2,149 @@
 (mechanisms), carried paths (speed) or Study (study: its command, its --quick rehearsal, parallel runs,
 steps and Shape); BY_NAME maps a job's name to its Job.
 """
+
 from __future__ import annotations
 
 from scripts.gpu_job import ORIGINALS, WHEELS, Job, Run, Shape, Study
 
 ZOO_T64 = "configs/gpu/zoo_T64.yaml"
 MATRIX_10X = "configs/gpu/matrix_settling_10x.yaml"
-LSA_CAUSAL = "linear_attention:feature_map=identity:output_norm=none"   # one LSA layer's causal form
-BASE_CONV = "base_conv+base_conv:kernel_size=-1"      # Zoology's BaseConv: a short and the long convolution
+LSA_CAUSAL = "linear_attention:feature_map=identity:output_norm=none"  # one LSA layer's causal form
+BASE_CONV = "base_conv+base_conv:kernel_size=-1"  # Zoology's BaseConv: a short and the long convolution
 LOCAL_GLOBAL = ("model.attention_kwargs.local_window_size=15", "model.attention_kwargs.global_attn_indices=[20,40]")
 JOBS = (
-    Job("mechanisms_a", "limits_of_icl at the paper's size (12 x 256, 8 heads, d = 20): softmax, FAVOR+, "
+    Job(
+        "mechanisms_a",
+        "limits_of_icl at the paper's size (12 x 256, 8 heads, d = 20): softmax, FAVOR+, "
         "ReBased and local_global (window 15, globals [20, 40]) trained together, each evaluated at 40 "
-        "examples on standard prompts and the three shifts", "mechanisms",
-        (Run("softmax_causal", "softmax_causal"), Run("favor", "favor"), Run("rebased", "rebased"),
-         Run("local_global", "local_global", LOCAL_GLOBAL))),
-    Job("mechanisms_b", "the same for MQA, ReLA, linear and a second softmax seed", "mechanisms",
-        (Run("mqa", "mqa"), Run("rela", "rela"), Run("linear", "linear"),
-         Run("softmax_causal_seed1", "softmax_causal", ("training.seed=1",)))),
-    Job("speed", "the paper cell's speed: every precision setting alone and 8 runs together, beside "
-        "limits_of_icl's own step (float32, TF32) in the same call", "speed",
-        carry=(WHEELS, ORIGINALS)),
-    Job("zoo_T64_a", "Zoology's figure-2 cell T = 64, κ = 4 at Zoology's protocol (V 8,192, width 64, "
-        "Zoology's block, batch 512, 12,500 steps, its four learning rates): attention and BaseConv", "study",
-        study=Study(("scripts.zoo", "--config", ZOO_T64, "--mixers", f"attention,{BASE_CONV}", "--jobs", "8"),
-                    ("scripts.zoo", "--quick", "--mixers", f"attention,{BASE_CONV}"), 8, 12500,
-                    Shape(64, 2, 64, 512, 8192), report_s=30.0)),
-    Job("zoo_T64_b", "the same cell for H3 and Hyena", "study",
-        study=Study(("scripts.zoo", "--config", ZOO_T64, "--mixers", "h3,hyena", "--jobs", "8"),
-                    ("scripts.zoo", "--quick", "--mixers", "h3,hyena"), 8, 12500,
-                    Shape(64, 2, 64, 512, 8192), report_s=30.0)),
-    Job("task_diversity_small", "Raventós et al.'s small model (4 x 64) at their protocol (batch 256, Adam 1e-3, "
+        "examples on standard prompts and the three shifts",
+        "mechanisms",
+        (
+            Run("softmax_causal", "softmax_causal"),
+            Run("favor", "favor"),
+            Run("rebased", "rebased"),
+            Run("local_global", "local_global", LOCAL_GLOBAL),
+        ),
+    ),
+    Job(
+        "mechanisms_b",
+        "the same for MQA, ReLA, linear and a second softmax seed",
+        "mechanisms",
+        (
+            Run("mqa", "mqa"),
+            Run("rela", "rela"),
+            Run("linear", "linear"),
+            Run("softmax_causal_seed1", "softmax_causal", ("training.seed=1",)),
+        ),
+    ),
+    Job(
+        "speed",
+        "the paper cell's speed: every precision setting alone and 8 runs together, beside "
+        "limits_of_icl's own step (float32, TF32) in the same call",
+        "speed",
+        carry=(WHEELS, ORIGINALS),
+    ),
+    Job(
+        "zoo_T64_a",
+        "Zoology's figure-2 cell T = 64, κ = 4 at Zoology's protocol (V 8,192, width 64, "
+        "Zoology's block, batch 512, 12,500 steps, its four learning rates): attention and BaseConv",
+        "study",
+        study=Study(
+            ("scripts.zoo", "--config", ZOO_T64, "--mixers", f"attention,{BASE_CONV}", "--jobs", "8"),
+            ("scripts.zoo", "--quick", "--mixers", f"attention,{BASE_CONV}"),
+            8,
+            12500,
+            Shape(64, 2, 64, 512, 8192),
+            report_s=30.0,
+        ),
+    ),
+    Job(
+        "zoo_T64_b",
+        "the same cell for H3 and Hyena",
+        "study",
+        study=Study(
+            ("scripts.zoo", "--config", ZOO_T64, "--mixers", "h3,hyena", "--jobs", "8"),
+            ("scripts.zoo", "--quick", "--mixers", "h3,hyena"),
+            8,
+            12500,
+            Shape(64, 2, 64, 512, 8192),
+            report_s=30.0,
+        ),
+    ),
+    Job(
+        "task_diversity_small",
+        "Raventós et al.'s small model (4 x 64) at their protocol (batch 256, Adam 1e-3, "
         "triangle schedule), 50,000 steps (1/10 of theirs), pools 2^10 to 2^13 and fresh tasks: which side of "
-        "their 2^11-2^12 threshold it falls", "study",
-        study=Study(("scripts.task_diversity", "--config", "configs/gpu/task_diversity_small.yaml", "--pools",
-                     "1024,2048,4096,8192,0", "--seeds", "0", "--jobs", "5"),
-                    ("scripts.task_diversity", "--quick"), 5, 50000, Shape(64, 4, 32, 256))),
-    Job("lengthgen_fire_rope", "the length study at Lin et al.'s model size (standard Llama, 16 x 256), FIRE and "
-        "RoPE on linear regression, 20,000 steps (2/5 of theirs), evaluated out to 8x the trained length", "study",
-        study=Study(("scripts.lengthgen", "--config", "configs/gpu/lengthgen_fire_rope.yaml", "--positions",
-                     "fire,rope", "--tasks", "linear_regression", "--seeds", "0", "--jobs", "2"),
-                    ("scripts.lengthgen", "--quick", "--positions", "fire,rope", "--tasks", "linear_regression"),
-                    2, 20000, Shape(256, 16, 102, 64), report_s=120.0)),
-    Job("matrix_settling_10x_a", "the matrix's settling row linear_attention (at the zero predictor, 2.017 x GD's "
-        "loss at 10,000 steps) at 10x its budget: 100,000 steps at both rates", "study",
-        study=Study(("scripts.matrix", "--config", MATRIX_10X, "--mixers", "linear_attention", "--jobs", "2"),
-                    ("scripts.matrix", "--quick", "--mixers", "linear_attention"), 2, 100000, Shape(64, 2, 22, 64))),
-    Job("matrix_settling_10x_b", "the same for LSA's causal form (linear_attention, identity features, no "
-        "output norm)", "study",
-        study=Study(("scripts.matrix", "--config", MATRIX_10X, "--mixers", LSA_CAUSAL, "--jobs", "2"),
-                    ("scripts.matrix", "--quick", "--mixers", LSA_CAUSAL), 2, 100000, Shape(64, 2, 22, 64))),
+        "their 2^11-2^12 threshold it falls",
+        "study",
+        study=Study(
+            (
+                "scripts.task_diversity",
+                "--config",
+                "configs/gpu/task_diversity_small.yaml",
+                "--pools",
+                "1024,2048,4096,8192,0",
+                "--seeds",
+                "0",
+                "--jobs",
+                "5",
+            ),
+            ("scripts.task_diversity", "--quick"),
+            5,
+            50000,
+            Shape(64, 4, 32, 256),
+        ),
+    ),
+    Job(
+        "lengthgen_fire_rope",
+        "the length study at Lin et al.'s model size (standard Llama, 16 x 256), FIRE and "
+        "RoPE on linear regression, 20,000 steps (2/5 of theirs), evaluated out to 8x the trained length",
+        "study",
+        study=Study(
+            (
+                "scripts.lengthgen",
+                "--config",
+                "configs/gpu/lengthgen_fire_rope.yaml",
+                "--positions",
+                "fire,rope",
+                "--tasks",
+                "linear_regression",
+                "--seeds",
+                "0",
+                "--jobs",
+                "2",
+            ),
+            ("scripts.lengthgen", "--quick", "--positions", "fire,rope", "--tasks", "linear_regression"),
+            2,
+            20000,
+            Shape(256, 16, 102, 64),
+            report_s=120.0,
+        ),
+    ),
+    Job(
+        "matrix_settling_10x_a",
+        "the matrix's settling row linear_attention (at the zero predictor, 2.017 x GD's "
+        "loss at 10,000 steps) at 10x its budget: 100,000 steps at both rates",
+        "study",
+        study=Study(
+            ("scripts.matrix", "--config", MATRIX_10X, "--mixers", "linear_attention", "--jobs", "2"),
+            ("scripts.matrix", "--quick", "--mixers", "linear_attention"),
+            2,
+            100000,
+            Shape(64, 2, 22, 64),
+        ),
+    ),
+    Job(
+        "matrix_settling_10x_b",
+        "the same for LSA's causal form (linear_attention, identity features, no output norm)",
+        "study",
+        study=Study(
+            ("scripts.matrix", "--config", MATRIX_10X, "--mixers", LSA_CAUSAL, "--jobs", "2"),
+            ("scripts.matrix", "--quick", "--mixers", LSA_CAUSAL),
+            2,
+            100000,
+            Shape(64, 2, 22, 64),
+        ),
+    ),
 )
 BY_NAME = {job.name: job for job in JOBS}

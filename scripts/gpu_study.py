@@ -10,6 +10,7 @@ evaluations.
 Files under --out: job.json (rewritten atomically after every piece), job.log, study.log (the
 study's own output) and the study's report (its Markdown and results JSON, at most REPORT_FILES).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,11 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-POLL_S = 2.0                 # how often the runs' folder is read
-STOP_GRACE_S = 30.0          # from Ctrl-C to a kill, while the study stops its runs
-REPORT_FILES = 4             # the report's Markdown and JSON files brought back (8 files come back at most)
-KEPT_ROWS = 5                # the training's last evaluations kept in a piece
-SETTINGS_KEPT = ("learning_rate", "steps", "batch_size", "seed", "num_tasks")   # of the run's train settings
+POLL_S = 2.0  # how often the runs' folder is read
+STOP_GRACE_S = 30.0  # from Ctrl-C to a kill, while the study stops its runs
+REPORT_FILES = 4  # the report's Markdown and JSON files brought back (8 files come back at most)
+KEPT_ROWS = 5  # the training's last evaluations kept in a piece
+SETTINGS_KEPT = ("learning_rate", "steps", "batch_size", "seed", "num_tasks")  # of the run's train settings
 
 
 def last_rows(path: Path, count: int = KEPT_ROWS) -> list[dict]:
@@ -48,8 +49,13 @@ def piece(run: Path, finished: bool) -> dict:
     training's last evaluations, a few of its training settings and, when finished, the numbers of
     its metrics_summary.json."""
     rows = last_rows(run / "metrics.jsonl")
-    out = {"name": run.name, "finished": finished, "stopped_at_deadline": not finished,
-           "steps": rows[-1].get("step", 0) if rows else 0, "metrics": rows}
+    out = {
+        "name": run.name,
+        "finished": finished,
+        "stopped_at_deadline": not finished,
+        "steps": rows[-1].get("step", 0) if rows else 0,
+        "metrics": rows,
+    }
     try:
         train = json.loads((run / "config.json").read_text())["settings"].get("train", {})
         out["settings"] = {k: train[k] for k in SETTINGS_KEPT if k in train}
@@ -74,8 +80,15 @@ def set_aside(folder: Path, log) -> None:
 
 def study_command(job, rehearse: bool, runs: Path, report: Path) -> list[str]:
     study = job.study
-    return [sys.executable, "-m", *(study.rehearsal if rehearse else study.args),
-            "--runs-dir", str(runs), "--report-dir", str(report)]
+    return [
+        sys.executable,
+        "-m",
+        *(study.rehearsal if rehearse else study.args),
+        "--runs-dir",
+        str(runs),
+        "--report-dir",
+        str(report),
+    ]
 
 
 def run_study(job, out: Path, began: float, stop_at: float, rehearse: bool, runs_dir: Path, log, save) -> None:
@@ -83,12 +96,19 @@ def run_study(job, out: Path, began: float, stop_at: float, rehearse: bool, runs
     if it has not ended; its runs under runs_dir/<job>, its report under runs_dir/<job>_report,
     then copied into `out`."""
     from scripts.paper_mechanisms import device_env
+
     runs, report = runs_dir / job.name, runs_dir / f"{job.name}_report"
     for folder in (runs, report):
         set_aside(folder, log)
     command = study_command(job, rehearse, runs, report)
-    save(plan={"command": " ".join(command[2:]), "runs": job.study.runs, "steps": job.study.steps,
-               "stop_training_at_s": round(stop_at - began, 1)})
+    save(
+        plan={
+            "command": " ".join(command[2:]),
+            "runs": job.study.runs,
+            "steps": job.study.steps,
+            "stop_training_at_s": round(stop_at - began, 1),
+        }
+    )
     log(" ".join(command[2:]))
     pieces: dict[str, dict] = {}
 
@@ -98,13 +118,17 @@ def run_study(job, out: Path, began: float, stop_at: float, rehearse: bool, runs
             if run.name in pieces or (finished_only and not finished):
                 continue
             pieces[run.name] = piece(run, finished)
-            save(pieces=list(pieces.values()))           # saved, then logged: a kill between keeps it
+            save(pieces=list(pieces.values()))  # saved, then logged: a kill between keeps it
             p = pieces[run.name]
-            log(f"piece {run.name}: {'finished' if finished else 'stopped'} at step {p['steps']}"
-                f"{'' if not p['metrics'] else ', last ' + json.dumps(p['metrics'][-1])[:160]}")
+            log(
+                f"piece {run.name}: {'finished' if finished else 'stopped'} at step {p['steps']}"
+                f"{'' if not p['metrics'] else ', last ' + json.dumps(p['metrics'][-1])[:160]}"
+            )
+
     with open(out / "study.log", "w") as sink:
-        proc = subprocess.Popen(command, env=device_env(), stdout=sink, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            command, env=device_env(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
         stopped = False
         while proc.poll() is None:
             collect(finished_only=True)
@@ -120,12 +144,14 @@ def run_study(job, out: Path, began: float, stop_at: float, rehearse: bool, runs
                 break
             time.sleep(POLL_S)
     collect(finished_only=True)
-    collect(finished_only=False)                          # the runs stopped at the deadline
+    collect(finished_only=False)  # the runs stopped at the deadline
     copied = []
     for path in sorted(report.glob("*.md")) + sorted(report.glob("*.json")):
         if path.name != "README.md" and len(copied) < REPORT_FILES:
             shutil.copyfile(path, out / path.name)
             copied.append(path.name)
     save(pieces=list(pieces.values()), exit=proc.returncode, stopped_at_deadline=stopped, report_files=copied)
-    log(f"study exit {proc.returncode}; {sum(p['finished'] for p in pieces.values())} of {len(pieces)} runs finished; "
-        f"report: {', '.join(copied) or 'none'}")
+    log(
+        f"study exit {proc.returncode}; {sum(p['finished'] for p in pieces.values())} of {len(pieces)} runs finished; "
+        f"report: {', '.join(copied) or 'none'}"
+    )

@@ -6,6 +6,7 @@ figures); docs/length_generalisation.md and the README quote it (tests/test_docs
 
     python -m scripts.laptop_lengthgen [--out runs/laptop_lengthgen] [--overwrite]     (make lengthgen_laptop)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,6 +63,7 @@ def main(argv=None) -> int:
     record["eval"].update({"eval_tasks": length.get("eval_tasks"), "evaluated_points": length.get("evaluated_points")})
     RECORD.parent.mkdir(parents=True, exist_ok=True)
     from src.files import atomic_write_text
+
     atomic_write_text(RECORD, json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))
     return 0 if record["eval"]["exit"] == 0 else 1

@@ -18,6 +18,7 @@ analysis.inductive_bias runs with every run. The report is
 report/LENGTHGEN.md, report/lengthgen_results.json and report/figures/lengthgen/*.png (quick:
 under report/quick).
 """
+
 from __future__ import annotations
 
 import sys
@@ -37,9 +38,9 @@ from src.registry import choice, registry
 PROG = "python -m scripts.lengthgen"
 CONFIG = "configs/lengthgen.yaml"
 SEEDS = (0, 1, 2)
-TASKS = {"linear_regression": {}, "conjunction": {"steps": 1000}}     # task -> training changes
+TASKS = {"linear_regression": {}, "conjunction": {"steps": 1000}}  # task -> training changes
 QUICK = {"steps": 60, "log_every": 30, "checkpoint_every": 60, "eval_size": 100}
-MAMBA = "mamba"      # the row that swaps the backbone (Lin et al.'s run_pe name) instead of the encoding
+MAMBA = "mamba"  # the row that swaps the backbone (Lin et al.'s run_pe name) instead of the encoding
 
 
 def row_model(base, position: str):
@@ -57,8 +58,15 @@ class LengthJob(Job):
     seed: int = 0
 
 
-def make_jobs(runs_dir: Path, positions: Sequence[str], tasks: Sequence[str], seeds: Sequence[int],
-              quick: bool, mixer: str | None = None, config: str = CONFIG) -> list[Job]:
+def make_jobs(
+    runs_dir: Path,
+    positions: Sequence[str],
+    tasks: Sequence[str],
+    seeds: Sequence[int],
+    quick: bool,
+    mixer: str | None = None,
+    config: str = CONFIG,
+) -> list[Job]:
     """One run per task, encoding and seed; `mixer` (any registered sequence mixer) replaces the
     config's softmax attention and joins the run names."""
     base, _ = read_config(config)
@@ -73,8 +81,17 @@ def make_jobs(runs_dir: Path, positions: Sequence[str], tasks: Sequence[str], se
                 model = row_model(base.model, position)
                 settings = replace(base, model=model, task=choice("task", task), train=train).validate()
                 name = f"{task}_{tag}{position}_seed{seed}"
-                jobs.append(LengthJob(name, settings, runs_dir / name, cost=settings.train.steps,
-                                      position=position, task=task, seed=seed))
+                jobs.append(
+                    LengthJob(
+                        name,
+                        settings,
+                        runs_dir / name,
+                        cost=settings.train.steps,
+                        position=position,
+                        task=task,
+                        seed=seed,
+                    )
+                )
     return plan(jobs)
 
 
@@ -85,13 +102,16 @@ def analyse(jobs: Sequence[Job]) -> dict[str, str]:
     from analysis import length_gen, prompt_tests, recency
     from analysis.common import AnalysisError
     from src.rundir import names
+
     problems = {}
     for job in jobs:
         run = job.run
         if not (run.path.is_dir() and run.is_trained()):
             continue
-        wanted = [(names.LENGTH_GEN_JSON, lambda: length_gen.run(run, FACTOR)),
-                  (names.PROMPT_TESTS_JSON, lambda: prompt_tests.run(run, PROBE_FACTOR))]
+        wanted = [
+            (names.LENGTH_GEN_JSON, lambda: length_gen.run(run, FACTOR)),
+            (names.PROMPT_TESTS_JSON, lambda: prompt_tests.run(run, PROBE_FACTOR)),
+        ]
         if recency.applies(job.settings):
             wanted.insert(1, (names.RECENCY_JSON, lambda: recency.run(run, PROBE_FACTOR)))
         for output, work in wanted:
@@ -121,17 +141,24 @@ def _names(flag: str, text: str | None, known: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = study_parser(PROG, __doc__, "60 steps, seed 0 (a smoke test)")
-    parser.add_argument("--positions", default=None,
-                        help="comma list of position encodings, and mamba for the Mamba backbone "
-                             "(default: all registered, then mamba)")
-    parser.add_argument("--tasks", default=None,
-                        help=f"comma list of tasks (default: {','.join(TASKS)})")
-    parser.add_argument("--mixer", default=None,
-                        help="the sequence mixer of every run (default: the config's softmax_causal; "
-                             "encodings acting inside softmax attention need a softmax mixer)")
-    parser.add_argument("--config", default=CONFIG,
-                        help=f"every run's config file, read as runners.train reads it (default: {CONFIG}; "
-                             "configs/paper/lengthgen.yaml is Lin et al.'s scale)")
+    parser.add_argument(
+        "--positions",
+        default=None,
+        help="comma list of position encodings, and mamba for the Mamba backbone (default: all registered, then mamba)",
+    )
+    parser.add_argument("--tasks", default=None, help=f"comma list of tasks (default: {','.join(TASKS)})")
+    parser.add_argument(
+        "--mixer",
+        default=None,
+        help="the sequence mixer of every run (default: the config's softmax_causal; "
+        "encodings acting inside softmax attention need a softmax mixer)",
+    )
+    parser.add_argument(
+        "--config",
+        default=CONFIG,
+        help=f"every run's config file, read as runners.train reads it (default: {CONFIG}; "
+        "configs/paper/lengthgen.yaml is Lin et al.'s scale)",
+    )
     parser.add_argument("--seeds", default=None, help=f"comma list (default: {','.join(map(str, SEEDS))}; quick: 0)")
     args = parser.parse_args(argv)
     try:
@@ -142,8 +169,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         mixer = None if args.mixer is None else _names("--mixer", args.mixer, registry("seq_mixer").names())[0]
     except UsageError as err:
         return fail(PROG, err)
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, positions, tasks, seeds, args.quick, mixer, args.config), report)
+    return finish_study(
+        PROG,
+        argv,
+        args,
+        runs_dir,
+        report_dir,
+        lambda: make_jobs(runs_dir, positions, tasks, seeds, args.quick, mixer, args.config),
+        report,
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ report/figures/linear_attention/*.png (quick: under report/quick): the mechanism
 for the variants, each variant's error at n = 2d beside one tuned GD step on the same eval tasks,
 and the GD paper's models beside their tuned GD step with the copy term of the first layer.
 """
+
 from __future__ import annotations
 
 import sys
@@ -43,7 +44,7 @@ TITLE = "Linear attention on in-context regression: sum, mean and a normalised o
 
 @dataclass(frozen=True)
 class Variant:
-    label: str            # the report's row
+    label: str  # the report's row
     mixer: str
     options: dict
     learning_rate: float
@@ -58,9 +59,11 @@ VARIANTS = (
     Variant("rebased (normalised positive features), lr 1e-3", "rebased", {}, 1e-3),
 )
 # the GD paper's system: (label, preset, --set overrides)
-GD_PAPER = (("lsa1: one linear layer, x and y in one token", "lsa1", ()),
-            ("twolayer: softmax copy layer, then linear (the paper's)", "twolayer", ()),
-            ("twolayer: linear copy layer, then linear", "twolayer", ("model.mixers=linear,linear",)))
+GD_PAPER = (
+    ("lsa1: one linear layer, x and y in one token", "lsa1", ()),
+    ("twolayer: softmax copy layer, then linear (the paper's)", "twolayer", ()),
+    ("twolayer: linear copy layer, then linear", "twolayer", ("model.mixers=linear,linear",)),
+)
 GD_QUICK_STEPS = 150
 
 
@@ -77,6 +80,7 @@ def run_name(variant: Variant, seed: int) -> str:
 
 def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool) -> list:
     from src.presets import preset_settings
+
     base, _ = read_config(CONFIG)
     jobs = []
     for variant in VARIANTS:
@@ -85,14 +89,18 @@ def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool) -> list:
             model = replace(base.model, seq_mixer=choice("seq_mixer", variant.mixer, **variant.options))
             settings = replace(base, model=model, train=train).validate()
             name = run_name(variant, seed)
-            jobs.append(MechanismJob(name, settings, runs_dir / name, cost=settings.train.steps,
-                                     mechanism=variant.label, seed=seed))
+            jobs.append(
+                MechanismJob(
+                    name, settings, runs_dir / name, cost=settings.train.steps, mechanism=variant.label, seed=seed
+                )
+            )
     for label, model, sets in GD_PAPER:
         for seed in seeds:
             settings = preset_settings(model, seed=seed, sets=sets, steps=GD_QUICK_STEPS if quick else None)
             name = f"{model}{'_linear_copy' if sets else ''}_seed{seed}"
-            jobs.append(GDPaperJob(name, settings, runs_dir / name, cost=3 * settings.train.steps,
-                                   label=label, seed=seed))
+            jobs.append(
+                GDPaperJob(name, settings, runs_dir / name, cost=3 * settings.train.steps, label=label, seed=seed)
+            )
     return plan(jobs)
 
 
@@ -105,15 +113,23 @@ def gd_paper_section(jobs: Sequence) -> list[str]:
             rows.setdefault(job.label, []).append(job.run.load_json(names.SUMMARY))
     if not rows:
         return []
-    lines = ["", "## In the GD paper's system: where x_i and y_i meet", "",
-             "Eval loss is ½ MSE on the system's 10,000 fixed tasks (d = 10, 10 examples); one GD step "
-             "with its step size tuned on them beside it. Copy terms (two-layer models): the mean "
-             "∂ first-layer output at token j / ∂ token j + 1 (`copy_next`) against other tokens.", "",
-             "| model | eval loss | one GD step | align_cos | copy_next | copy_other | seeds |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## In the GD paper's system: where x_i and y_i meet",
+        "",
+        "Eval loss is ½ MSE on the system's 10,000 fixed tasks (d = 10, 10 examples); one GD step "
+        "with its step size tuned on them beside it. Copy terms (two-layer models): the mean "
+        "∂ first-layer output at token j / ∂ token j + 1 (`copy_next`) against other tokens.",
+        "",
+        "| model | eval loss | one GD step | align_cos | copy_next | copy_other | seeds |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for label, summaries in rows.items():
         cell = lambda key: format_pm(over_seeds([s.get(key) for s in summaries]), 4)
-        lines.append(f"| {label} | {cell('eval_loss')} | {cell('gd_loss')} | {cell('align_cos')} | "
-                     f"{cell('copy_next')} | {cell('copy_other')} | {len(summaries)} |")
+        lines.append(
+            f"| {label} | {cell('eval_loss')} | {cell('gd_loss')} | {cell('align_cos')} | "
+            f"{cell('copy_next')} | {cell('copy_other')} | {len(summaries)} |"
+        )
     return lines
 
 
@@ -124,11 +140,17 @@ def against_gd(results: dict) -> list[str]:
     model = first["curve_mean"].get("model")
     if not gd or not model:
         return []
-    at = min(len(gd), len(model)) - 1           # the last point: n = 2d at the study's 11 points
-    lines = ["", f"## Against one step of gradient descent (n = {at})", "",
-             f"One GD step from w = 0 with the step size tuned on held-out tasks scores {gd[at]:.3f} at "
-             f"n = {at}; least squares {first['curve_mean']['least_squares'][at]:.3f}.", "",
-             "| variant | error at n = 2d | ratio to one GD step | matches one GD step (≤ 1.0×) |", "|---|---|---|---|"]
+    at = min(len(gd), len(model)) - 1  # the last point: n = 2d at the study's 11 points
+    lines = [
+        "",
+        f"## Against one step of gradient descent (n = {at})",
+        "",
+        f"One GD step from w = 0 with the step size tuned on held-out tasks scores {gd[at]:.3f} at "
+        f"n = {at}; least squares {first['curve_mean']['least_squares'][at]:.3f}.",
+        "",
+        "| variant | error at n = 2d | ratio to one GD step | matches one GD step (≤ 1.0×) |",
+        "|---|---|---|---|",
+    ]
     for label, record in results.items():
         value = record["curve_mean"]["model"][at]
         lines.append(f"| {label} | {value:.3f} | {value / gd[at]:.2f}× | {'yes' if value <= gd[at] else 'no'} |")
@@ -139,12 +161,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = study_parser(PROG, __doc__, "150 steps, seed 0 (a smoke test)")
     argv, args, runs_dir, report_dir = parse_study(parser, argv, "linear_attention")
     seeds = SEEDS[:1] if args.quick else SEEDS
+
     def report(jobs, report_dir, **kw):
-        return write_report(jobs, report_dir, title=TITLE, report="LINEAR_ATTENTION.md",
-                            results_file="linear_attention_results.json", fig_dir="figures/linear_attention",
-                            extra=lambda results: against_gd(results) + gd_paper_section(jobs), **kw)
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, seeds, args.quick), report)
+        return write_report(
+            jobs,
+            report_dir,
+            title=TITLE,
+            report="LINEAR_ATTENTION.md",
+            results_file="linear_attention_results.json",
+            fig_dir="figures/linear_attention",
+            extra=lambda results: against_gd(results) + gd_paper_section(jobs),
+            **kw,
+        )
+
+    return finish_study(PROG, argv, args, runs_dir, report_dir, lambda: make_jobs(runs_dir, seeds, args.quick), report)
 
 
 if __name__ == "__main__":

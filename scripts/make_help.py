@@ -3,6 +3,7 @@ the target's line, in the file's order. Standard library only: it runs before .v
 
     python3 scripts/make_help.py Makefile
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = Path(args.makefile).read_text(encoding="utf-8")
     except OSError as err:
-        print(f"{parser.prog}: error: makefile={args.makefile!r} cannot be read ({err.strerror}); accepted: "
-              "a readable Makefile", file=sys.stderr)
+        print(
+            f"{parser.prog}: error: makefile={args.makefile!r} cannot be read ({err.strerror}); accepted: "
+            "a readable Makefile",
+            file=sys.stderr,
+        )
         return 2
     targets = described_targets(text)
     width = max((len(name) for name, _ in targets), default=0)

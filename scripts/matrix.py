@@ -31,6 +31,7 @@ and such a config's runs and report go to runs/<config name> and report/<config 
 --runs-dir and --report-dir say otherwise. configs/matrix.yaml has no such mapping: `make matrix` is
 as it was.
 """
+
 from __future__ import annotations
 
 import math
@@ -87,18 +88,21 @@ def cell_settings(base, mixer: str):
     the same map, the float rounding of another chunk, and on 2 CPU cores 1.1-2x faster a step
     (Mamba-2 2x, GLA 1.4x, Gated DeltaNet and RWKV-7 about 1.1x)."""
     m = base.model
-    if "+" in mixer:                                     # a hybrid stack: layer i takes the i-th, repeating
+    if "+" in mixer:  # a hybrid stack: layer i takes the i-th, repeating
         layers = tuple(_layer_choice(base, part.strip()) for part in mixer.split("+"))
         presets = [c.name for c in layers if c.name in PRESETS]
         if presets:
-            raise UsageError(f"--mixers={mixer!r}: {presets[0]} has a stack of its own (a preset); accepted: "
-                             "mixers of the residual stack joined by '+'")
+            raise UsageError(
+                f"--mixers={mixer!r}: {presets[0]} has a stack of its own (a preset); accepted: "
+                "mixers of the residual stack joined by '+'"
+            )
         return replace(base, model=replace(m, seq_mixer=layers[-1], seq_mixers=layers))
     mixer_choice = _layer_choice(base, mixer)
     preset = PRESETS.get(mixer_choice.name)
     if preset is not None:
-        return replace(base, model=preset(n_dims=m.n_dims, n_embd=m.width, n_layer=m.n_layer,
-                                          n_positions=m.max_tokens // 2))
+        return replace(
+            base, model=preset(n_dims=m.n_dims, n_embd=m.width, n_layer=m.n_layer, n_positions=m.max_tokens // 2)
+        )
     return replace(base, model=replace(m, seq_mixer=mixer_choice))
 
 
@@ -108,7 +112,7 @@ def _layer_choice(base, mixer: str):
     options = mixer_choice.options
     typed = {part.partition("=")[0].strip() for part in mixer.split(":")[1:]}
     if any(f.name == "chunk" for f in fields(options)) and "chunk" not in typed:
-        tokens = 2 * base.curriculum.points.end          # x and y tokens of every point (the GPT-2 layout)
+        tokens = 2 * base.curriculum.points.end  # x and y tokens of every point (the GPT-2 layout)
         mixer_choice = replace(mixer_choice, options=replace(options, chunk=balanced_chunk(tokens, options.chunk)))
     return mixer_choice
 
@@ -133,8 +137,9 @@ def plan_cells(base, mixers: Sequence[str], protocol: Protocol = Protocol()) -> 
     return cells
 
 
-def study_cells(mixers: Sequence[str], quick: bool, config: str = CONFIG,
-                protocol: Protocol | None = None) -> dict[str, tuple[str, object]]:
+def study_cells(
+    mixers: Sequence[str], quick: bool, config: str = CONFIG, protocol: Protocol | None = None
+) -> dict[str, tuple[str, object]]:
     """plan_cells of the config's settings (`--quick`: QUICK's training, the protocol's steps
     ignored). `protocol`: the config's `matrix:` mapping (None: read from `config`)."""
     base, read = read_config(config)
@@ -145,8 +150,14 @@ def study_cells(mixers: Sequence[str], quick: bool, config: str = CONFIG,
     return plan_cells(base, mixers, protocol)
 
 
-def make_jobs(runs_dir, mixers: Sequence[str], seeds: Sequence[int], quick: bool, config: str = CONFIG,
-              protocol: Protocol | None = None):
+def make_jobs(
+    runs_dir,
+    mixers: Sequence[str],
+    seeds: Sequence[int],
+    quick: bool,
+    config: str = CONFIG,
+    protocol: Protocol | None = None,
+):
     """The study's runs: every cell (study_cells) x seed."""
     cells = study_cells(mixers, quick, config, protocol)
     return cell_jobs(runs_dir, {name: settings for name, (_, settings) in cells.items()}, seeds, ANALYSES)
@@ -157,32 +168,41 @@ def rate_summary(jobs: Sequence, mixer_of_cell: dict[str, str]) -> dict:
     seeds, its best rate (the lowest mean eval loss; only rates every seed finished count) and the
     mixers ranked by their best loss / GD: {"mixers": {...}, "ranking": [...], "winner": ...}."""
     from src.stats import over_seeds
+
     runs: dict = {}
     for job in jobs:
         try:
             align = job.run.load_json("analysis/alignment.json")
-        except Exception:                       # a run without the analysis: counted as missing
+        except Exception:  # a run without the analysis: counted as missing
             align = {}
         runs.setdefault(job.cell, []).append((job, align))
     mixers: dict = {}
     for cell, members in runs.items():
         job = members[0][0]
-        stats = {k: over_seeds([a.get(k) for _, a in members]) for k in ("model_loss", "gd_loss", "zero_loss",
-                                                                          "align_cos")}
-        stats["loss_vs_gd"] = over_seeds([a["model_loss"] / a["gd_loss"] if a.get("gd_loss") else None
-                                          for _, a in members])
+        stats = {
+            k: over_seeds([a.get(k) for _, a in members]) for k in ("model_loss", "gd_loss", "zero_loss", "align_cos")
+        }
+        stats["loss_vs_gd"] = over_seeds(
+            [a["model_loss"] / a["gd_loss"] if a.get("gd_loss") else None for _, a in members]
+        )
         complete = stats["model_loss"]["n"] == len(members)
         mine = mixers.setdefault(mixer_of_cell[cell], {"rates": {}})
         mine["rates"][f"{job.settings.train.learning_rate:g}"] = {
-            "cell": cell, "learning_rate": job.settings.train.learning_rate, "steps": job.settings.train.steps,
-            "seeds": [j.seed for j, _ in members], "complete": complete, **stats}
+            "cell": cell,
+            "learning_rate": job.settings.train.learning_rate,
+            "steps": job.settings.train.steps,
+            "seeds": [j.seed for j, _ in members],
+            "complete": complete,
+            **stats,
+        }
     for mine in mixers.values():
         done = {r: c for r, c in mine["rates"].items() if c["complete"]}
         best = min(done, key=lambda r: done[r]["model_loss"]["mean"]) if done else None
         mine["best_rate"] = None if best is None else done[best]["learning_rate"]
         mine["best_loss_vs_gd"] = None if best is None else done[best]["loss_vs_gd"]["mean"]
-    ranking = sorted((m for m in mixers if mixers[m]["best_loss_vs_gd"] is not None),
-                     key=lambda m: mixers[m]["best_loss_vs_gd"])
+    ranking = sorted(
+        (m for m in mixers if mixers[m]["best_loss_vs_gd"] is not None), key=lambda m: mixers[m]["best_loss_vs_gd"]
+    )
     return {"mixers": mixers, "ranking": ranking, "winner": ranking[0] if ranking else None}
 
 
@@ -190,36 +210,61 @@ def rate_lines(summary: dict) -> list[str]:
     """The best rate of every mixer and the winner, one line each (what the study prints)."""
     lines = []
     for mixer, mine in summary["mixers"].items():
-        each = ", ".join(f"lr {r}: {c['loss_vs_gd']['mean']:.3f}" for r, c in mine["rates"].items()
-                         if c["complete"])
-        best = "no rate finished" if mine["best_rate"] is None else \
-            f"best lr {mine['best_rate']:g} (loss / GD {mine['best_loss_vs_gd']:.3f})"
+        each = ", ".join(f"lr {r}: {c['loss_vs_gd']['mean']:.3f}" for r, c in mine["rates"].items() if c["complete"])
+        best = (
+            "no rate finished"
+            if mine["best_rate"] is None
+            else f"best lr {mine['best_rate']:g} (loss / GD {mine['best_loss_vs_gd']:.3f})"
+        )
         lines.append(f"  {mixer}: {best}; {each}")
     if summary["winner"] is not None:
-        lines.append(f"  won: {summary['winner']} (loss / GD {summary['mixers'][summary['winner']]['best_loss_vs_gd']:.3f})")
+        lines.append(
+            f"  won: {summary['winner']} (loss / GD {summary['mixers'][summary['winner']]['best_loss_vs_gd']:.3f})"
+        )
     return lines
 
 
-def write_rates(jobs: Sequence, report_dir: Path, mixer_of_cell: dict[str, str], protocol: Protocol, *,
-                config: str, seconds: float, command: str, head: dict) -> Path:
+def write_rates(
+    jobs: Sequence,
+    report_dir: Path,
+    mixer_of_cell: dict[str, str],
+    protocol: Protocol,
+    *,
+    config: str,
+    seconds: float,
+    command: str,
+    head: dict,
+) -> Path:
     """report_dir/matrix_rates.json: rate_summary with its provenance (commit, clean tree or not,
     machine, date, the runs' training seconds, wall seconds, command, config)."""
     import datetime as dt
     from plots.provenance import machine, training_seconds
     from src.files import atomic_write_json
+
     summary = rate_summary(jobs, mixer_of_cell)
     train_total, counted = training_seconds(jobs)
     out = report_dir / RATES
-    atomic_write_json(out, {
-        "produced": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "commit": head.get("commit"), "clean_tree": None if head.get("dirty") is None else not head["dirty"],
-        "machine": machine(), "command": command, "config": config, "wall_seconds": round(seconds, 1),
-        "train_seconds": round(train_total, 1), "runs": len(jobs), "runs_timed": counted,
-        "steps": sorted({j.settings.train.steps for j in jobs}), "learning_rates": list(protocol.learning_rates or ()),
-        "seeds": sorted({j.seed for j in jobs}),
-        "selection": "each mixer's best rate: the lowest eval loss (analysis/alignment.json model_loss) "
-                     "averaged over seeds, among rates every seed finished",
-        **summary})
+    atomic_write_json(
+        out,
+        {
+            "produced": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "commit": head.get("commit"),
+            "clean_tree": None if head.get("dirty") is None else not head["dirty"],
+            "machine": machine(),
+            "command": command,
+            "config": config,
+            "wall_seconds": round(seconds, 1),
+            "train_seconds": round(train_total, 1),
+            "runs": len(jobs),
+            "runs_timed": counted,
+            "steps": sorted({j.settings.train.steps for j in jobs}),
+            "learning_rates": list(protocol.learning_rates or ()),
+            "seeds": sorted({j.seed for j in jobs}),
+            "selection": "each mixer's best rate: the lowest eval loss (analysis/alignment.json model_loss) "
+            "averaged over seeds, among rates every seed finished",
+            **summary,
+        },
+    )
     print("\n".join(["best learning rate per mixer (loss / one GD step, mean over seeds):", *rate_lines(summary)]))
     return out
 
@@ -244,8 +289,10 @@ def gd_curve(settings) -> np.ndarray:
 
 def gd_curves(jobs: Sequence) -> list[np.ndarray]:
     """gd_curve of each job's settings, computed once per eval set (every run of the study shares one)."""
-    def eval_set(s) -> tuple:            # what fixes a run's eval prompts
+
+    def eval_set(s) -> tuple:  # what fixes a run's eval prompts
         return s.task, s.curriculum, s.train.eval_size, s.train.eval_seed
+
     curves: dict = {}
     for job in jobs:
         if eval_set(job.settings) not in curves:
@@ -262,16 +309,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         _, protocol = read_config(args.config)
-        if protocol.varies and not args.quick:     # another protocol: its own runs and report
+        if protocol.varies and not args.quick:  # another protocol: its own runs and report
             stem = Path(args.config).stem
             args.runs_dir = args.runs_dir or f"runs/{stem}"
             args.report_dir = args.report_dir or f"report/{stem}"
         runs_dir, report_dir = study_dirs(args, "matrix")
-        default_mixers = ",".join(QUICK_MIXERS) if args.quick else (
-            ",".join(protocol.mixers) if protocol.mixers else None)
+        default_mixers = (
+            ",".join(QUICK_MIXERS) if args.quick else (",".join(protocol.mixers) if protocol.mixers else None)
+        )
         mixers = mixer_names(args.mixers or default_mixers)
-        seeds = seed_list(args.seeds) if args.seeds else (
-            SEEDS[:1] if args.quick else list(protocol.seeds or SEEDS))
+        seeds = seed_list(args.seeds) if args.seeds else (SEEDS[:1] if args.quick else list(protocol.seeds or SEEDS))
     except UsageError as err:
         return fail(PROG, err)
     mixer_of_cell: dict[str, str] = {}
@@ -282,11 +329,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cell_jobs(runs_dir, {name: settings for name, (_, settings) in cells.items()}, seeds, ANALYSES)
 
     def report(jobs, report_dir, *, quick, seconds, command, head):
-        written = write_report(jobs, gd_curves(jobs), report_dir, quick=quick, seconds=seconds, command=command, head=head)
+        written = write_report(
+            jobs, gd_curves(jobs), report_dir, quick=quick, seconds=seconds, command=command, head=head
+        )
         if protocol.learning_rates:
-            written.append(write_rates(jobs, report_dir, mixer_of_cell, protocol, config=args.config,
-                                       seconds=seconds, command=command, head=head))
+            written.append(
+                write_rates(
+                    jobs,
+                    report_dir,
+                    mixer_of_cell,
+                    protocol,
+                    config=args.config,
+                    seconds=seconds,
+                    command=command,
+                    head=head,
+                )
+            )
         return written
+
     return finish_study(PROG, argv, args, runs_dir, report_dir, jobs, report)
 
 

@@ -10,6 +10,7 @@ mechanism and seed, made by the job engine (src/jobs/: finished runs are reused)
 report/MECHANISMS.md, report/mechanisms_results.json and report/figures/mechanisms/*.png (quick:
 under report/quick).
 """
+
 from __future__ import annotations
 
 import sys
@@ -40,28 +41,42 @@ class MechanismJob(Job):
     seed: int = 0
 
 
-def make_jobs(runs_dir: Path, mechanisms: Sequence[str], seeds: Sequence[int], quick: bool,
-              config: str = CONFIG) -> list[Job]:
+def make_jobs(
+    runs_dir: Path, mechanisms: Sequence[str], seeds: Sequence[int], quick: bool, config: str = CONFIG
+) -> list[Job]:
     base, _ = read_config(config)
     jobs = []
     for mechanism in mechanisms:
         for seed in seeds:
             train = replace(base.train, seed=seed, **(QUICK if quick else {}))
-            settings = replace(base, model=replace(base.model, seq_mixer=choice("seq_mixer", mechanism)),
-                               train=train).validate()
-            jobs.append(MechanismJob(f"{mechanism}_seed{seed}", settings, runs_dir / f"{mechanism}_seed{seed}",
-                                     cost=settings.train.steps, mechanism=mechanism, seed=seed))
+            settings = replace(
+                base, model=replace(base.model, seq_mixer=choice("seq_mixer", mechanism)), train=train
+            ).validate()
+            jobs.append(
+                MechanismJob(
+                    f"{mechanism}_seed{seed}",
+                    settings,
+                    runs_dir / f"{mechanism}_seed{seed}",
+                    cost=settings.train.steps,
+                    mechanism=mechanism,
+                    seed=seed,
+                )
+            )
     return plan(jobs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = study_parser(PROG, __doc__, "150 steps, seed 0 (a smoke test)")
-    parser.add_argument("--mechanisms", default=None,
-                        help=f"comma list of seq_mixer names (default: {', '.join(MECHANISMS)})")
-    parser.add_argument("--config", default=CONFIG,
-                        help=f"every run's config file, read as runners.train reads it (default: {CONFIG}; "
-                             "configs/paper/mechanisms.yaml is the paper's scale)")
+    parser.add_argument(
+        "--mechanisms", default=None, help=f"comma list of seq_mixer names (default: {', '.join(MECHANISMS)})"
+    )
+    parser.add_argument(
+        "--config",
+        default=CONFIG,
+        help=f"every run's config file, read as runners.train reads it (default: {CONFIG}; "
+        "configs/paper/mechanisms.yaml is the paper's scale)",
+    )
     args = parser.parse_args(argv)
     try:
         runs_dir, report_dir = study_dirs(args, "mechanisms")
@@ -69,13 +84,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         mechanisms = [m.strip() for m in (args.mechanisms or ",".join(MECHANISMS)).split(",") if m.strip()]
         unknown = [m for m in mechanisms if m not in known]
         if unknown or not mechanisms:
-            raise UsageError(f"--mechanisms={args.mechanisms!r} is not accepted; accepted: a comma "
-                             f"list of {', '.join(known)}")
+            raise UsageError(
+                f"--mechanisms={args.mechanisms!r} is not accepted; accepted: a comma list of {', '.join(known)}"
+            )
     except UsageError as err:
         return fail(PROG, err)
     seeds = SEEDS[:1] if args.quick else SEEDS
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, mechanisms, seeds, args.quick, args.config), write_report)
+    return finish_study(
+        PROG,
+        argv,
+        args,
+        runs_dir,
+        report_dir,
+        lambda: make_jobs(runs_dir, mechanisms, seeds, args.quick, args.config),
+        write_report,
+    )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ Report: report/MIXERS.md, report/mixers_results.json and report/figures/mixers/*
 report/quick), with the study's checks (make_checks) evaluated on the runs: each says pass, FAIL or
 n/a.
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,34 +46,61 @@ from src.registry import Choice, choice
 from src.systems.lm import LMTrain, PairShape, lm_settings
 
 PROG = "python -m scripts.mixers"
-SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")   # the original's names, and Mamba
-STUDY_MIXERS = SEQ_MIXERS[:3]    # the default: the original's three (Mamba's runs take 4x attention's)
-GAP_WIDTH = 64                   # where the Zoology gap is checked (the grid's smallest width if absent)
+SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")  # the original's names, and Mamba
+STUDY_MIXERS = SEQ_MIXERS[:3]  # the default: the original's three (Mamba's runs take 4x attention's)
+GAP_WIDTH = 64  # where the Zoology gap is checked (the grid's smallest width if absent)
 BOOLEAN = {"conjunction": PairShape(n_points=40, n_dims=10), "parity": PairShape(n_points=40, n_dims=10)}
 BOOLEAN_STEPS = 2000
-REFERENCE = "attention"          # the mixer the Zoology gap is measured against
+REFERENCE = "attention"  # the mixer the Zoology gap is measured against
 
 
-def make_checks(mixers: Sequence[str], widths: Sequence[int], pairs: Sequence[int],
-                boolean: bool = False) -> list[Check]:
+def make_checks(
+    mixers: Sequence[str], widths: Sequence[int], pairs: Sequence[int], boolean: bool = False
+) -> list[Check]:
     """The issue's targets for this study, fixed before the runs are read (never tuned to them): at
     width GAP_WIDTH (or the grid's smallest), attention solves MQAR at every κ and every other mixer
     stays at least 0.2 below it, seed by seed."""
     width = GAP_WIDTH if GAP_WIDTH in widths else min(widths)
-    checks = [Check(f"{REFERENCE} solves MQAR at width {width}, κ = {kappa} (each seed)",
-                    where={"task": "mqar", "mixer": REFERENCE, "width": width, "kappa": kappa},
-                    metric="accuracy", low=0.97) for kappa in pairs]
-    checks += [Check(f"{REFERENCE} learns conjunction: accuracy at the last prediction point",
-                    where={"task": "conjunction", "mixer": REFERENCE}, metric="last_point_accuracy", low=0.95),
-              Check("parity (d = 10) stays near chance for every mixer: mean accuracy over the points",
-                    where={"task": "parity"}, metric="mean_point_accuracy", low=0.45, high=0.55)] if boolean else []
+    checks = [
+        Check(
+            f"{REFERENCE} solves MQAR at width {width}, κ = {kappa} (each seed)",
+            where={"task": "mqar", "mixer": REFERENCE, "width": width, "kappa": kappa},
+            metric="accuracy",
+            low=0.97,
+        )
+        for kappa in pairs
+    ]
+    checks += (
+        [
+            Check(
+                f"{REFERENCE} learns conjunction: accuracy at the last prediction point",
+                where={"task": "conjunction", "mixer": REFERENCE},
+                metric="last_point_accuracy",
+                low=0.95,
+            ),
+            Check(
+                "parity (d = 10) stays near chance for every mixer: mean accuracy over the points",
+                where={"task": "parity"},
+                metric="mean_point_accuracy",
+                low=0.45,
+                high=0.55,
+            ),
+        ]
+        if boolean
+        else []
+    )
     for kappa in pairs:
         for other in mixers:
             if other != REFERENCE:
-                checks.append(Check(f"the Zoology gap: {other} at width {width}, κ = {kappa} stays at "
-                                    f"least 0.2 below {REFERENCE}",
-                                    where={"task": "mqar", "mixer": other, "width": width, "kappa": kappa},
-                                    metric="accuracy", high=-0.2, reference={"mixer": REFERENCE}))
+                checks.append(
+                    Check(
+                        f"the Zoology gap: {other} at width {width}, κ = {kappa} stays at least 0.2 below {REFERENCE}",
+                        where={"task": "mqar", "mixer": other, "width": width, "kappa": kappa},
+                        metric="accuracy",
+                        high=-0.2,
+                        reference={"mixer": REFERENCE},
+                    )
+                )
     return checks
 
 
@@ -92,34 +120,69 @@ class MixerJob(Job):
     block: str = "ours"
 
 
-
-
 def run_label(mixer: str) -> str:
     """A study mixer's spelling as a run-name part: `base_conv:kernel_size=-1` is
     `base_conv_kernel_size-1`."""
     return mixer.replace(":", "_").replace("=", "")
 
 
-def _job(runs_dir: Path, name: str, mixer: str, task_choice: Choice, *, width: int, heads: int,
-         steps: int, seed: int, shape: PairShape = PairShape(), batch_size: int | None = None,
-         learning_rate: float | None = None, block: str = "ours", **labels) -> MixerJob:
+def _job(
+    runs_dir: Path,
+    name: str,
+    mixer: str,
+    task_choice: Choice,
+    *,
+    width: int,
+    heads: int,
+    steps: int,
+    seed: int,
+    shape: PairShape = PairShape(),
+    batch_size: int | None = None,
+    learning_rate: float | None = None,
+    block: str = "ours",
+    **labels,
+) -> MixerJob:
     seq, layers = mixer_choices(mixer)
     train = LMTrain(steps=steps, seed=seed)
-    train = replace(train, **{k: v for k, v in (("batch_size", batch_size), ("learning_rate", learning_rate))
-                              if v is not None})
-    settings = lm_settings(task_choice, seq, choice("state_mixer", "mlp"),
-                           width=width, n_layer=2, n_head=heads, train=train, pairs=shape, seq_mixers=layers,
-                           block=block)
+    train = replace(
+        train, **{k: v for k, v in (("batch_size", batch_size), ("learning_rate", learning_rate)) if v is not None}
+    )
+    settings = lm_settings(
+        task_choice,
+        seq,
+        choice("state_mixer", "mlp"),
+        width=width,
+        n_layer=2,
+        n_head=heads,
+        train=train,
+        pairs=shape,
+        seq_mixers=layers,
+        block=block,
+    )
     model, train = settings.model, settings.train
     # no end-of-run analyses: the report reads the runs' own accuracy (a boolean run's ICL curve and
     # inductive-bias test cost 3-20 s; `python -m analysis.icl_curve --run RUN` adds them later)
-    return MixerJob(name, settings, runs_dir / name, cost=train.steps * model.width, analyses=(), mixer=mixer,
-                    width=model.width, heads=model.n_head, steps=train.steps, seed=train.seed,
-                    learning_rate=train.learning_rate, batch_size=train.batch_size, block=block, **labels)
+    return MixerJob(
+        name,
+        settings,
+        runs_dir / name,
+        cost=train.steps * model.width,
+        analyses=(),
+        mixer=mixer,
+        width=model.width,
+        heads=model.n_head,
+        steps=train.steps,
+        seed=train.seed,
+        learning_rate=train.learning_rate,
+        batch_size=train.batch_size,
+        block=block,
+        **labels,
+    )
 
 
-def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick: bool,
-              grid: Grid | None = None) -> list[Job]:
+def make_jobs(
+    runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick: bool, grid: Grid | None = None
+) -> list[Job]:
     """Every run of the study: MQAR over the grid's cells, widths and learning rates, then the
     boolean tasks. A run's name carries T and the learning rate only where the grid has several,
     and the block where it is not ours (`_zoology_block`)."""
@@ -131,8 +194,10 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick
     name_length = len({c.seq_len for c in grid.cells}) > 1
     unknown = sorted(set(dict(grid.rates)) - set(mixers))
     if unknown:
-        raise UsageError(f"rates names {unknown[0]!r}, which this study does not run; accepted: rates for its "
-                         f"mixers ({', '.join(mixers)})")
+        raise UsageError(
+            f"rates names {unknown[0]!r}, which this study does not run; accepted: rates for its "
+            f"mixers ({', '.join(mixers)})"
+        )
     block = "" if grid.block == "ours" else f"_{grid.block}_block"
     jobs = []
     for mixer in mixers:
@@ -142,47 +207,92 @@ def make_jobs(runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick
                 name_rate = len(grid.learning_rates) > 1 or rates != grid.learning_rates
                 for width in grid.widths:
                     for rate in rates:
-                        task = choice("task", "mqar", vocab_size=grid.vocab_size, num_pairs=cell.kappa,
-                                      seq_len=cell.seq_len)
-                        name = (f"mqar_k{cell.kappa}" + (f"_T{cell.seq_len}" if name_length else "")
-                                + f"_{run_label(mixer)}_w{width}" + (f"_lr{rate:g}" if name_rate else "") + block
-                                + f"_seed{seed}")
-                        jobs.append(_job(runs_dir, name, mixer, task, width=width, heads=grid.heads,
-                                         steps=cell.steps, seed=seed, batch_size=cell.batch_size,
-                                         learning_rate=rate, block=grid.block, task="mqar", pairs=cell.kappa,
-                                         vocab_size=grid.vocab_size, seq_len=cell.seq_len))
+                        task = choice(
+                            "task", "mqar", vocab_size=grid.vocab_size, num_pairs=cell.kappa, seq_len=cell.seq_len
+                        )
+                        name = (
+                            f"mqar_k{cell.kappa}"
+                            + (f"_T{cell.seq_len}" if name_length else "")
+                            + f"_{run_label(mixer)}_w{width}"
+                            + (f"_lr{rate:g}" if name_rate else "")
+                            + block
+                            + f"_seed{seed}"
+                        )
+                        jobs.append(
+                            _job(
+                                runs_dir,
+                                name,
+                                mixer,
+                                task,
+                                width=width,
+                                heads=grid.heads,
+                                steps=cell.steps,
+                                seed=seed,
+                                batch_size=cell.batch_size,
+                                learning_rate=rate,
+                                block=grid.block,
+                                task="mqar",
+                                pairs=cell.kappa,
+                                vocab_size=grid.vocab_size,
+                                seq_len=cell.seq_len,
+                            )
+                        )
             for task, shape in boolean.items():
-                jobs.append(_job(runs_dir, f"{task}_{run_label(mixer)}{block}_seed{seed}", mixer, choice("task", task),
-                                 width=64, heads=4, steps=boolean_steps, seed=seed, shape=shape, block=grid.block,
-                                 task=task, pairs=0))
+                jobs.append(
+                    _job(
+                        runs_dir,
+                        f"{task}_{run_label(mixer)}{block}_seed{seed}",
+                        mixer,
+                        choice("task", task),
+                        width=64,
+                        heads=4,
+                        steps=boolean_steps,
+                        seed=seed,
+                        shape=shape,
+                        block=grid.block,
+                        task=task,
+                        pairs=0,
+                    )
+                )
     return plan(jobs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = study_parser(PROG, __doc__, "width 16, κ 4, conjunction only, 40 steps (a smoke test)")
-    parser.add_argument("--mixers", default=None, help=f"comma list of {', '.join(SEQ_MIXERS)} "
-                                                        f"(default: {', '.join(STUDY_MIXERS)})")
+    parser.add_argument(
+        "--mixers", default=None, help=f"comma list of {', '.join(SEQ_MIXERS)} (default: {', '.join(STUDY_MIXERS)})"
+    )
     parser.add_argument("--seeds", default="0", help="comma list of training seeds (default: 0)")
-    parser.add_argument("--config", default=None,
-                        help="a YAML grid (keys of Grid: cells, widths, learning_rates, ...; "
-                             "configs/paper/mixers.yaml is Zoology's figure 2)")
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="a YAML grid (keys of Grid: cells, widths, learning_rates, ...; "
+        "configs/paper/mixers.yaml is Zoology's figure 2)",
+    )
     args = parser.parse_args(argv)
     try:
         runs_dir, report_dir = study_dirs(args, "mixers")
         mixers = [m.strip() for m in (args.mixers or ",".join(STUDY_MIXERS)).split(",") if m.strip()]
         if not mixers or any(m not in SEQ_MIXERS for m in mixers):
-            raise UsageError(f"--mixers={args.mixers!r} is not accepted; accepted: a comma list of "
-                             f"{', '.join(SEQ_MIXERS)}")
+            raise UsageError(
+                f"--mixers={args.mixers!r} is not accepted; accepted: a comma list of {', '.join(SEQ_MIXERS)}"
+            )
         refuse_repeats("--mixers", args.mixers, mixers)
         seeds = seed_list(args.seeds)
         grid = read_grid(args.config) if args.config else (QUICK_GRID if args.quick else Grid())
     except UsageError as err:
         return fail(PROG, err)
     checks = make_checks(mixers, grid.widths, grid.pairs, grid.boolean)
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, mixers, seeds, args.quick, grid),
-                        functools.partial(write_report, checks=checks))
+    return finish_study(
+        PROG,
+        argv,
+        args,
+        runs_dir,
+        report_dir,
+        lambda: make_jobs(runs_dir, mixers, seeds, args.quick, grid),
+        functools.partial(write_report, checks=checks),
+    )
 
 
 if __name__ == "__main__":

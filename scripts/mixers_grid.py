@@ -3,6 +3,7 @@ Cells (sequence length T, κ pairs, batch, steps, rates) and a Grid (vocabulary,
 learning rates, block, per-mixer rates), read from a `--config` YAML file by read_grid; mixer_choices
 reads a study's mixer spelling (one mixer or a hybrid stack a+b) into registry choices.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,11 +22,12 @@ QUICK = {"widths": (16,), "pairs": (4,), "mqar_steps": 40, "boolean_steps": 40, 
 class Cell:
     """One MQAR cell: sequence length T, κ pairs, and the batch and steps it trains at (None: the
     recipe's batch)."""
+
     seq_len: int = 64
     kappa: int = 4
     batch_size: int | None = None
     steps: int = MQAR_STEPS
-    learning_rates: tuple | None = None   # this cell's rate set (None: the grid's)
+    learning_rates: tuple | None = None  # this cell's rate set (None: the grid's)
 
 
 @dataclass(frozen=True)
@@ -34,14 +36,15 @@ class Grid:
     of these keys, configs/paper/mixers.yaml being Zoology's figure 2). Several learning rates: each
     cell reports the best of them (Zoology's protocol); None is the recipe's default rate. `block`:
     our block, or Zoology's own (src.models.sequence_presets.with_block)."""
+
     vocab_size: int = 256
     cells: tuple = tuple(Cell(kappa=k) for k in PAIRS)
     widths: tuple = WIDTHS
     heads: int = MQAR_HEADS
     learning_rates: tuple = (None,)
     boolean: bool = False
-    block: str = "ours"     # the models' block (src.models.sequence_presets.with_block): ours, or zoology (Zoology's own)
-    rates: tuple = ()       # ((mixer, rates), ...): a recorded rate set per mixer, over the cell's and the grid's
+    block: str = "ours"  # the models' block (src.models.sequence_presets.with_block): ours, or zoology (Zoology's own)
+    rates: tuple = ()  # ((mixer, rates), ...): a recorded rate set per mixer, over the cell's and the grid's
 
     @property
     def pairs(self) -> tuple:
@@ -62,8 +65,10 @@ def read_grid(path: str) -> Grid:
     """The Grid of a YAML file (UsageError, one line, naming the key, the value and what is accepted)."""
     raw = load_yaml(path)
     if not isinstance(raw, dict):
-        raise UsageError(f"--config={path!r}: the file holds {type(raw).__name__}; accepted: a mapping of "
-                         f"{', '.join(sorted(GRID_KEYS))}")
+        raise UsageError(
+            f"--config={path!r}: the file holds {type(raw).__name__}; accepted: a mapping of "
+            f"{', '.join(sorted(GRID_KEYS))}"
+        )
     unknown = sorted(set(raw) - GRID_KEYS)
     if unknown:
         raise UsageError(f"{path}: key {unknown[0]!r} is unknown; accepted: {', '.join(sorted(GRID_KEYS))}")
@@ -94,10 +99,16 @@ def read_grid(path: str) -> Grid:
 
     def cell(key, value):
         if not isinstance(value, dict) or set(value) - CELL_KEYS or "kappa" not in value:
-            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a mapping with kappa and any "
-                             f"of {', '.join(sorted(CELL_KEYS - {'kappa'}))}")
-        return Cell(**{k: rate_list(f"{key}.{k}", v) if k == "learning_rates" else positive_int(f"{key}.{k}", v)
-                       for k, v in value.items()})
+            raise UsageError(
+                f"{path}: {key}={value!r} is not accepted; accepted: a mapping with kappa and any "
+                f"of {', '.join(sorted(CELL_KEYS - {'kappa'}))}"
+            )
+        return Cell(
+            **{
+                k: rate_list(f"{key}.{k}", v) if k == "learning_rates" else positive_int(f"{key}.{k}", v)
+                for k, v in value.items()
+            }
+        )
 
     grid = Grid()
     values = {}
@@ -113,8 +124,10 @@ def read_grid(path: str) -> Grid:
         values["learning_rates"] = rate_list("learning_rates", raw["learning_rates"])
     if "rates" in raw:
         if not isinstance(raw["rates"], dict) or not raw["rates"]:
-            raise UsageError(f"{path}: rates={raw['rates']!r} is not accepted; accepted: a mapping of mixer "
-                             "(as --mixers spells it) to its list of learning rates")
+            raise UsageError(
+                f"{path}: rates={raw['rates']!r} is not accepted; accepted: a mapping of mixer "
+                "(as --mixers spells it) to its list of learning rates"
+            )
         for mixer in raw["rates"]:
             mixer_choices(str(mixer))
         values["rates"] = tuple((str(m), rate_list(f"rates.{m}", v)) for m, v in raw["rates"].items())

@@ -25,6 +25,7 @@ What it does:
 The prompts and their check are scripts/originals_beside_ours_prompts.py's, the original's runs
 scripts/originals_beside_ours_runs.py's.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,26 +57,38 @@ WORK = ROOT / "runs" / "originals_beside_ours"
 
 # ---------------------------------------------------------------- the verdict
 
+
 def spread_summary(values: Sequence[float]) -> dict:
     values = [float(v) for v in values]
-    return {"per_seed": values, "mean": statistics.fmean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "min": min(values), "max": max(values), "spread": max(values) - min(values)}
+    return {
+        "per_seed": values,
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+        "spread": max(values) - min(values),
+    }
 
 
 def verdict(ours: Sequence[float], original: Sequence[float]) -> dict:
-    """"agrees" when |mean(ours) - mean(original)| < the larger seed spread (max - min) of the
+    """ "agrees" when |mean(ours) - mean(original)| < the larger seed spread (max - min) of the
     two; else "disagrees", with the gap in units of that spread."""
     a, b = spread_summary(ours), spread_summary(original)
     gap, spread = abs(a["mean"] - b["mean"]), max(a["spread"], b["spread"])
     agrees = gap < spread
     in_spreads = gap / spread if spread > 0 else math.inf
-    text = (f"agrees: the means differ by {gap:.4f}, less than the larger seed spread {spread:.4f}" if agrees
-            else f"disagrees: the means differ by {gap:.4f}, {in_spreads:.2f} times the larger seed spread "
-                 f"{spread:.4f}")
-    return {"verdict": "agrees" if agrees else "disagrees", "mean_difference": b["mean"] - a["mean"],
-            "larger_spread": spread, "difference_in_spreads": in_spreads if math.isfinite(in_spreads) else None,
-            "text": text}
+    text = (
+        f"agrees: the means differ by {gap:.4f}, less than the larger seed spread {spread:.4f}"
+        if agrees
+        else f"disagrees: the means differ by {gap:.4f}, {in_spreads:.2f} times the larger seed spread {spread:.4f}"
+    )
+    return {
+        "verdict": "agrees" if agrees else "disagrees",
+        "mean_difference": b["mean"] - a["mean"],
+        "larger_spread": spread,
+        "difference_in_spreads": in_spreads if math.isfinite(in_spreads) else None,
+        "text": text,
+    }
 
 
 def side_by_side(results: dict, originals: dict[str, dict[int, dict]], seeds: Sequence[int]) -> dict:
@@ -90,34 +103,57 @@ def side_by_side(results: dict, originals: dict[str, dict[int, dict]], seeds: Se
         out[mechanism] = {
             "original_attention_type": ORIGINAL_NAMES[mechanism],
             "original_attention_kwargs": runs[seeds[0]]["attention_kwargs"],
-            "n_examples": last, "seeds": list(seeds),
-            "ours": spread_summary(ours_last), "original": spread_summary(original_last),
+            "n_examples": last,
+            "seeds": list(seeds),
+            "ours": spread_summary(ours_last),
+            "original": spread_summary(original_last),
             **verdict(ours_last, original_last),
-            "curves": {"ours": {str(s): ours_curves[s] for s in seeds},
-                       "original": {str(s): runs[s]["curve"] for s in seeds},
-                       "ours_mean": list(np.mean([ours_curves[s] for s in seeds], axis=0)),
-                       "original_mean": list(np.mean([runs[s]["curve"] for s in seeds], axis=0)),
-                       "least_squares": recorded["curves"][0]["least_squares"]},
-            "original_runs": {str(s): {k: runs[s][k] for k in ("seconds", "seconds_train", "parameters",
-                                                                   "final_loss_mean_last_100", "clipped_steps",
-                                                                   "threads")} for s in seeds},
+            "curves": {
+                "ours": {str(s): ours_curves[s] for s in seeds},
+                "original": {str(s): runs[s]["curve"] for s in seeds},
+                "ours_mean": list(np.mean([ours_curves[s] for s in seeds], axis=0)),
+                "original_mean": list(np.mean([runs[s]["curve"] for s in seeds], axis=0)),
+                "least_squares": recorded["curves"][0]["least_squares"],
+            },
+            "original_runs": {
+                str(s): {
+                    k: runs[s][k]
+                    for k in (
+                        "seconds",
+                        "seconds_train",
+                        "parameters",
+                        "final_loss_mean_last_100",
+                        "clipped_steps",
+                        "threads",
+                    )
+                }
+                for s in seeds
+            },
         }
     return out
 
 
 # ---------------------------------------------------------------- the command line
 
+
 def main(argv=None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--torch-python", required=True, help="the scratch environment's python (with torch)")
     parser.add_argument("--limits-of-icl", required=True, type=Path, help="a checkout of kenzhengjk/limits_of_icl")
-    parser.add_argument("--mechanisms", default=",".join(ORIGINAL_NAMES),
-                        help=f"comma list of {', '.join(ORIGINAL_NAMES)} (default: both)")
+    parser.add_argument(
+        "--mechanisms",
+        default=",".join(ORIGINAL_NAMES),
+        help=f"comma list of {', '.join(ORIGINAL_NAMES)} (default: both)",
+    )
     parser.add_argument("--seeds", default="0,1,2", help="comma list of seeds our study recorded (default 0,1,2)")
     parser.add_argument("--jobs", type=int_at_least(1, 2), default=2, help="trainings at once (default 2)")
-    parser.add_argument("--steps", type=int_at_least(1), default=None,
-                        help="train this many steps instead of the study's (a smoke test: the verdict then "
-                             "compares unlike runs; written beside --out with .steps<N>)")
+    parser.add_argument(
+        "--steps",
+        type=int_at_least(1),
+        default=None,
+        help="train this many steps instead of the study's (a smoke test: the verdict then "
+        "compares unlike runs; written beside --out with .steps<N>)",
+    )
     parser.add_argument("--out", type=Path, default=OUT, help=f"(default {OUT.relative_to(ROOT)})")
     parser.add_argument("--rerun", action="store_true", help="train again even where a kept run matches")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -131,12 +167,16 @@ def main(argv=None) -> int:
 
 def check_flags(args) -> tuple[list[str], list[int]]:
     if not (args.limits_of_icl / "src" / "wrapper_model.py").is_file():
-        raise UsageError(f"--limits-of-icl={str(args.limits_of_icl)!r} has no src/wrapper_model.py; accepted: a "
-                         "checkout of kenzhengjk/limits_of_icl (040e95d)")
+        raise UsageError(
+            f"--limits-of-icl={str(args.limits_of_icl)!r} has no src/wrapper_model.py; accepted: a "
+            "checkout of kenzhengjk/limits_of_icl (040e95d)"
+        )
     if not Path(args.torch_python).is_file():
         raise UsageError(f"--torch-python={args.torch_python!r} is not a file; accepted: a Python with torch installed")
     if not RESULTS.is_file():
-        raise UsageError(f"{RESULTS.relative_to(ROOT)} is missing; accepted: the mechanisms study's results (make mechanisms)")
+        raise UsageError(
+            f"{RESULTS.relative_to(ROOT)} is missing; accepted: the mechanisms study's results (make mechanisms)"
+        )
     mechanisms = choices_list("--mechanisms", args.mechanisms, tuple(ORIGINAL_NAMES))
     seeds = seed_list(args.seeds)
     if args.out.exists() and not args.out.is_file():
@@ -153,8 +193,9 @@ def run(args) -> int:
         have = list(recorded.get("seeds", [])) if recorded else []
         missing = [s for s in seeds if s not in have]
         if missing:
-            raise UsageError(f"--seeds={args.seeds!r}: {mechanism} has no recorded seed {missing[0]}; accepted: "
-                             f"seeds among {have}")
+            raise UsageError(
+                f"--seeds={args.seeds!r}: {mechanism} has no recorded seed {missing[0]}; accepted: seeds among {have}"
+            )
     out = args.out if args.steps is None else args.out.with_suffix(f".steps{args.steps}.json")
     if dry_run(PROG, f"train {len(mechanisms) * len(seeds)} runs of the original and write {out}"):
         return 0
@@ -167,19 +208,23 @@ def run(args) -> int:
     except RuntimeError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 1
-    print(f"prompts: {xs.shape} -> {prompts.relative_to(ROOT)}; recorded baseline rows reproduced "
-          f"(worst relative difference {max(v for m in check.values() for v in m.values()):.2g})", flush=True)
+    print(
+        f"prompts: {xs.shape} -> {prompts.relative_to(ROOT)}; recorded baseline rows reproduced "
+        f"(worst relative difference {max(v for m in check.values() for v in m.values()):.2g})",
+        flush=True,
+    )
     sha = hashlib.sha256(xs.tobytes() + ys.tobytes()).hexdigest()
     work = [(mechanism, seed) for mechanism in mechanisms for seed in seeds]
-    work.sort(key=lambda ms: -ORIGINALS[ms[0]].hours)     # the longest first, so the slots stay busy
+    work.sort(key=lambda ms: -ORIGINALS[ms[0]].hours)  # the longest first, so the slots stay busy
     suffix = "" if args.steps is None else f"_steps{args.steps}"
 
     def one(ms):
         mechanism, seed = ms
-        argv = harness_argv(args.torch_python, args.limits_of_icl.resolve(), settings, mechanism, seed,
-                            prompts, args.steps)
+        argv = harness_argv(
+            args.torch_python, args.limits_of_icl.resolve(), settings, mechanism, seed, prompts, args.steps
+        )
         stem = f"{mechanism}_seed{seed}{suffix}"
-        checkpoint = WORK / f"{stem}.pt"        # a killed training continues from here, bit for bit
+        checkpoint = WORK / f"{stem}.pt"  # a killed training continues from here, bit for bit
         if args.rerun:
             checkpoint.unlink(missing_ok=True)
         argv += ["--checkpoint", str(checkpoint), "--checkpoint-every", "250"]
@@ -195,31 +240,46 @@ def run(args) -> int:
         return 1
     import jax
     from src.provenance import git_commit
+
     first = originals[mechanisms[0]][seeds[0]]
     record = {
         "what": "limits_of_icl's own PyTorch code (nanogpt) trained at our mechanisms study's cell and protocol, "
-                "scored on our eval prompts and metric, beside our recorded runs",
+        "scored on our eval prompts and metric, beside our recorded runs",
         "command": f"{PROG} " + " ".join(shlex.quote(a) for a in args.argv),
-        "provenance": {**git_commit(), "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-                       "cpus": os.cpu_count(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       "torch": first["torch"], "jax": jax.__version__, "python": platform.python_version(),
-                       "original": "kenzhengjk/limits_of_icl 040e95d", "harness": str(HARNESS.relative_to(ROOT)),
-                       "seconds": time.perf_counter() - began,
-                       "note": "kept runs (runs/originals_beside_ours/*.json) are reused; their own seconds are "
-                               "under original_runs"},
+        "provenance": {
+            **git_commit(),
+            "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+            "cpus": os.cpu_count(),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "torch": first["torch"],
+            "jax": jax.__version__,
+            "python": platform.python_version(),
+            "original": "kenzhengjk/limits_of_icl 040e95d",
+            "harness": str(HARNESS.relative_to(ROOT)),
+            "seconds": time.perf_counter() - began,
+            "note": "kept runs (runs/originals_beside_ours/*.json) are reused; their own seconds are "
+            "under original_runs",
+        },
         "protocol": protocol_of(settings) if args.steps is None else {**protocol_of(settings), "steps": args.steps},
-        "prompts": {"file": str(prompts.relative_to(ROOT)), "shape": list(xs.shape), "sha256": sha,
-                    "recorded_baselines_max_relative_difference": check},
+        "prompts": {
+            "file": str(prompts.relative_to(ROOT)),
+            "shape": list(xs.shape),
+            "sha256": sha,
+            "recorded_baselines_max_relative_difference": check,
+        },
         "rule": "agrees when |mean(ours) - mean(original)| at n = 2d < max(spread(ours), spread(original)), "
-                "spread = max - min over the seeds",
+        "spread = max - min over the seeds",
         "ours_source": str(RESULTS.relative_to(ROOT)),
         "mechanisms": side_by_side(results, originals, seeds),
     }
     atomic_write_json(out, record)
     for mechanism, row in record["mechanisms"].items():
         a, b = row["ours"], row["original"]
-        print(f"{mechanism}: ours {a['mean']:.4f} ± {a['std']:.4f} [{a['min']:.4f}, {a['max']:.4f}]  original "
-              f"{b['mean']:.4f} ± {b['std']:.4f} [{b['min']:.4f}, {b['max']:.4f}]  -> {row['text']}", flush=True)
+        print(
+            f"{mechanism}: ours {a['mean']:.4f} ± {a['std']:.4f} [{a['min']:.4f}, {a['max']:.4f}]  original "
+            f"{b['mean']:.4f} ± {b['std']:.4f} [{b['min']:.4f}, {b['max']:.4f}]  -> {row['text']}",
+            flush=True,
+        )
     print(f"-> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} ({time.perf_counter() - began:.0f} s)")
     return 0
 

@@ -4,6 +4,7 @@ exported to a .npz, and the check that they are the recorded ones: the repositor
 them must give the baseline rows (squared error / d per position) recorded in the study's results
 to RTOL (with an ATOL floor).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,11 +18,12 @@ from src.flags import UsageError
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "mechanisms.yaml"
 BASELINES_CHECKED = ("least_squares", "averaging")
-RTOL, ATOL = 1e-5, 1e-9        # recorded least squares is ~1e-13 from n = d on: a floor
+RTOL, ATOL = 1e-5, 1e-9  # recorded least squares is ~1e-13 from n = d on: a floor
 
 
 def mechanisms_settings():
     from src.formats.limits_of_icl import read_config
+
     settings, _ = read_config(str(CONFIG))
     return settings
 
@@ -30,6 +32,7 @@ def eval_prompts(settings) -> tuple[np.ndarray, np.ndarray]:
     """(xs [E, n, d], ys [E, n]) float32: the fixed eval set every run of the study is scored on
     (src.systems.gpt2_prompts.eval_batch, what the ICL curve analysis scores through GPT2Pairs.prompts)."""
     from src.systems import gpt2_prompts
+
     batch = gpt2_prompts.eval_batch(settings)
     if float(np.min(np.asarray(batch.weights))) != 1.0:
         raise UsageError("the eval set has masked points; accepted: a config without a points curriculum at its end")
@@ -42,8 +45,9 @@ def export_prompts(path: Path, settings=None) -> tuple[np.ndarray, np.ndarray]:
     return xs, ys
 
 
-def baseline_rows(xs: np.ndarray, ys: np.ndarray, names: Sequence[str] = BASELINES_CHECKED,
-                  task: str = "linear_regression") -> dict[str, np.ndarray]:
+def baseline_rows(
+    xs: np.ndarray, ys: np.ndarray, names: Sequence[str] = BASELINES_CHECKED, task: str = "linear_regression"
+) -> dict[str, np.ndarray]:
     """The repository's baselines on prompts (xs, ys): name -> squared error / d per position,
     mean over prompts (as analysis.icl_curve computes its rows)."""
     import jax.numpy as jnp
@@ -51,8 +55,14 @@ def baseline_rows(xs: np.ndarray, ys: np.ndarray, names: Sequence[str] = BASELIN
     from src.registry import registry
     from src.tasks.garg import RegressionBatch
     from src.tasks.objectives import objective_of
-    batch = RegressionBatch(jnp.asarray(xs), jnp.asarray(ys), jnp.ones(ys.shape, jnp.float32),
-                            jnp.zeros(xs.shape[::2], jnp.float32), jnp.float32(xs.shape[-1]))
+
+    batch = RegressionBatch(
+        jnp.asarray(xs),
+        jnp.asarray(ys),
+        jnp.ones(ys.shape, jnp.float32),
+        jnp.zeros(xs.shape[::2], jnp.float32),
+        jnp.float32(xs.shape[-1]),
+    )
     objective, out = objective_of(task), {}
     for name in names:
         entry = registry("baseline").get(name)
@@ -78,7 +88,8 @@ def check_prompts(xs, ys, results: dict, mechanisms: Sequence[str]) -> dict:
             worst = float(np.max(np.abs(rows - ours[name]) / np.maximum(np.abs(rows), ATOL / RTOL)))
             report[mechanism][name] = worst
             if worst > RTOL:
-                raise RuntimeError(f"the exported prompts do not give the recorded {name} row of {mechanism} "
-                                   f"(max relative difference {worst:.3g} > {RTOL:g}): not the recorded eval set")
+                raise RuntimeError(
+                    f"the exported prompts do not give the recorded {name} row of {mechanism} "
+                    f"(max relative difference {worst:.3g} > {RTOL:g}): not the recorded eval set"
+                )
     return report
-

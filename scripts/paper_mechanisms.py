@@ -14,6 +14,7 @@ recompute the labels from each task's weights: the query scaled x2.1; the contex
 and the query with 10 of its 20 signs flipped; the query orthogonal to the context (to d − 1 of
 its points). Results: --json (one record per run), --report (Markdown).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,15 +33,24 @@ from src.flags import OneLineParser, UsageError, dry_run, summary
 PROG = "python -m scripts.paper_mechanisms"
 MECHANISMS = ("softmax_causal", "local", "mqa", "rela", "favor", "rebased", "linear")
 # label -> (shift, options)
-SHIFTS = {"query x2.1": ("scaled_query", {"scale": 2.1}),
-          "10 dims flipped": ("opposite_quadrants", {"num_flipped": 10}),
-          "orthogonal query": ("orthogonal_query", {})}
+SHIFTS = {
+    "query x2.1": ("scaled_query", {"scale": 2.1}),
+    "10 dims flipped": ("opposite_quadrants", {"num_flipped": 10}),
+    "orthogonal query": ("orthogonal_query", {}),
+}
 SHIFT_SEED = 11
 # limits_of_icl's published figures at 40 examples (squared error, not divided by d): standard,
 # 10 dimensions flipped (None: not given)
-ORIGINAL = {"softmax_causal": (0.035, 0.20), "mqa": (0.041, 0.56), "favor": (0.083, 4.99),
-            "rebased": (0.088, 7.70), "rela": (0.158, 2.25), "local": (5.33, None), "linear": (None, None)}
-TRAINED = 0.05           # softmax at or under this on standard prompts: trained as the paper's
+ORIGINAL = {
+    "softmax_causal": (0.035, 0.20),
+    "mqa": (0.041, 0.56),
+    "favor": (0.083, 4.99),
+    "rebased": (0.088, 7.70),
+    "rela": (0.158, 2.25),
+    "local": (5.33, None),
+    "linear": (None, None),
+}
+TRAINED = 0.05  # softmax at or under this on standard prompts: trained as the paper's
 
 
 def last_least_squares(xs, ys) -> np.ndarray:
@@ -59,6 +69,7 @@ def evaluate(run_dir: str) -> dict:
     from src.registry import choice, registry
     from src.systems.gpt2_prompts import eval_batch, predictor
     from src.tasks.shifts import shifted_prompts
+
     began = time.time()
     note = lambda what: print(f"[evaluate {time.time() - began:.1f} s] {what}", file=sys.stderr, flush=True)
     settings, model, params, state, trained_steps = restore_trained(run_dir)
@@ -69,8 +80,11 @@ def evaluate(run_dir: str) -> dict:
     predict = predictor(settings, model, params, state, n, tasks)
 
     def last_errors(sx, sy) -> dict:
-        return {"model": float(jnp.mean((predict(sx, sy)[:, -1] - sy[:, -1]) ** 2)),
-                "least_squares": float(np.mean((last_least_squares(sx, sy) - np.asarray(sy)[:, -1]) ** 2))}
+        return {
+            "model": float(jnp.mean((predict(sx, sy)[:, -1] - sy[:, -1]) ** 2)),
+            "least_squares": float(np.mean((last_least_squares(sx, sy) - np.asarray(sy)[:, -1]) ** 2)),
+        }
+
     out = {"standard": last_errors(xs, ys)}
     note("standard prompts")
     for i, (label, (name, options)) in enumerate(SHIFTS.items()):
@@ -79,14 +93,25 @@ def evaluate(run_dir: str) -> dict:
         note(label)
     summary_file = Path(run_dir) / "metrics_summary.json"
     summary_json = json.loads(summary_file.read_text()) if summary_file.exists() else {}
-    return {"run": str(run_dir), "mechanism": settings.model.mixer_label(), "tasks": int(tasks),
-            "examples": int(n - 1), "steps": trained_steps, "planned_steps": settings.train.steps, "errors": out,
-            "train_seconds": summary_json.get("train_seconds", summary_json.get("elapsed_s")),
-            "settings": {"batch_size": settings.train.batch_size, "learning_rate": settings.train.learning_rate,
-                         "precision": settings.train.precision, "flat_update": settings.train.flat_update,
-                         "attention_kernel": settings.model.attention_kernel,
-                         "warmup_fraction": settings.train.warmup_fraction,
-                         "curriculum_interval": settings.curriculum.dims.interval}}
+    return {
+        "run": str(run_dir),
+        "mechanism": settings.model.mixer_label(),
+        "tasks": int(tasks),
+        "examples": int(n - 1),
+        "steps": trained_steps,
+        "planned_steps": settings.train.steps,
+        "errors": out,
+        "train_seconds": summary_json.get("train_seconds", summary_json.get("elapsed_s")),
+        "settings": {
+            "batch_size": settings.train.batch_size,
+            "learning_rate": settings.train.learning_rate,
+            "precision": settings.train.precision,
+            "flat_update": settings.train.flat_update,
+            "attention_kernel": settings.model.attention_kernel,
+            "warmup_fraction": settings.train.warmup_fraction,
+            "curriculum_interval": settings.curriculum.dims.interval,
+        },
+    }
 
 
 def restore_trained(run_dir: str) -> tuple:
@@ -98,9 +123,10 @@ def restore_trained(run_dir: str) -> tuple:
     from src.rundir import RunDir
     from src.rundir.names import CHECKPOINT, PARAMS
     from src.systems import gpt2
+
     run = RunDir(Path(run_dir))
     if run.exists(PARAMS) or not run.exists(CHECKPOINT):
-        settings, model, params, state = load_run(run)       # MissingArtifact when neither is there
+        settings, model, params, state = load_run(run)  # MissingArtifact when neither is there
         return settings, model, params, state, settings.train.steps
     settings = run.load_settings(*systems_with(PredictsPairs))
     model = gpt2.make_model(settings)
@@ -118,15 +144,32 @@ def device_env() -> dict:
 
 
 def train_command(config: str, mechanism: str, sets: Sequence[str], out: Path) -> list[str]:
-    command = [sys.executable, "-m", "runners.train", "--config", config, "--set",
-               f"model.attention_type={mechanism}", "--out", str(out), "--skip_analysis"]
+    command = [
+        sys.executable,
+        "-m",
+        "runners.train",
+        "--config",
+        config,
+        "--set",
+        f"model.attention_type={mechanism}",
+        "--out",
+        str(out),
+        "--skip_analysis",
+    ]
     for item in sets:
         command += ["--set", item]
     return command
 
 
-def run_all(jobs: list[tuple[str, list[str]]], *, parallel: int, deadline: float | None = None,
-            train_deadline: float | None = None, on_result=None, log=print) -> list[dict]:
+def run_all(
+    jobs: list[tuple[str, list[str]]],
+    *,
+    parallel: int,
+    deadline: float | None = None,
+    train_deadline: float | None = None,
+    on_result=None,
+    log=print,
+) -> list[dict]:
     """Train each (name, train command) with at most `parallel` at once, and evaluate each finished
     run in a process of its own (`--evaluate`) while the others train. A run still training at
     `train_deadline` (time.time(); default `deadline`) is stopped (SIGINT) and its last checkpoint
@@ -140,12 +183,18 @@ def run_all(jobs: list[tuple[str, list[str]]], *, parallel: int, deadline: float
         results.append(record)
         if on_result is not None:
             on_result(results)
+
     while pending or running or evaluating:
         while pending and len(running) < parallel:
             name, command = pending.pop(0)
             out = command[command.index("--out") + 1]
-            running[name] = (subprocess.Popen(command, env=device_env(), stdout=subprocess.PIPE,
-                                              stderr=subprocess.STDOUT, text=True), out, time.time())
+            running[name] = (
+                subprocess.Popen(
+                    command, env=device_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                ),
+                out,
+                time.time(),
+            )
             log(f"started {name}")
         time.sleep(1.0)
         late = deadline is not None and time.time() > deadline
@@ -158,18 +207,31 @@ def run_all(jobs: list[tuple[str, list[str]]], *, parallel: int, deadline: float
                 stop(proc)
             text = proc.stdout.read() if proc.stdout else ""
             del running[name]
-            record = {"name": name, "wall_s": round(time.time() - began, 1), "exit": proc.returncode,
-                      "log_tail": text[-1500:], "stopped_at_deadline": stopped}
+            record = {
+                "name": name,
+                "wall_s": round(time.time() - began, 1),
+                "exit": proc.returncode,
+                "log_tail": text[-1500:],
+                "stopped_at_deadline": stopped,
+            }
             metrics = Path(out) / "metrics.jsonl"
             if metrics.exists():
-                record["metrics"] = [json.loads(line) for line in metrics.read_text().splitlines()[-40:]
-                                     if line.strip().startswith("{")]
+                record["metrics"] = [
+                    json.loads(line) for line in metrics.read_text().splitlines()[-40:] if line.strip().startswith("{")
+                ]
             if proc.returncode != 0 and not (stopped and (Path(out) / "checkpoint.npz").exists()):
                 finish(record)
                 continue
-            evaluating[name] = (subprocess.Popen([sys.executable, "-m", "scripts.paper_mechanisms", "--evaluate", out],
-                                                 env=device_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                 text=True), record)
+            evaluating[name] = (
+                subprocess.Popen(
+                    [sys.executable, "-m", "scripts.paper_mechanisms", "--evaluate", out],
+                    env=device_env(),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+                record,
+            )
         for name, (proc, record) in list(evaluating.items()):
             if proc.poll() is None and not late:
                 continue
@@ -199,28 +261,40 @@ def stop(proc: subprocess.Popen, patience_s: float = 20.0) -> None:
 def write_report(results: list[dict], path: Path, header: Sequence[str]) -> None:
     """The table beside the original's numbers and the claim's verdict (module docstring)."""
     rows = {r["mechanism"]: r for r in results if "errors" in r}
-    lines = ["# limits_of_icl's mechanisms at the paper's model size", "", *header, "",
-             "Error: squared error at the last point (40 in-context examples), not divided by d (the "
-             "zero estimator scores 20); ours on the run's eval tasks, the original's from limits_of_icl.", "",
-             "| mechanism | steps | standard (ours) | standard (original) | query x2.1 | 10 dims flipped (ours) "
-             "| 10 dims flipped (original) | orthogonal query |", "|---|---|---|---|---|---|---|---|"]
-    fmt = lambda v: "—" if v is None else f"{v:.3f}"       # noqa: E731
+    lines = [
+        "# limits_of_icl's mechanisms at the paper's model size",
+        "",
+        *header,
+        "",
+        "Error: squared error at the last point (40 in-context examples), not divided by d (the "
+        "zero estimator scores 20); ours on the run's eval tasks, the original's from limits_of_icl.",
+        "",
+        "| mechanism | steps | standard (ours) | standard (original) | query x2.1 | 10 dims flipped (ours) "
+        "| 10 dims flipped (original) | orthogonal query |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
     for mechanism in MECHANISMS:
         r = rows.get(mechanism)
         if r is None:
             continue
         e = r["errors"]
         original = ORIGINAL.get(mechanism, (None, None))
-        lines.append(f"| {mechanism} | {r['steps']} | {fmt(e['standard']['model'])} | {fmt(original[0])} | "
-                     f"{fmt(e['query x2.1']['model'])} | {fmt(e['10 dims flipped']['model'])} | {fmt(original[1])} | "
-                     f"{fmt(e['orthogonal query']['model'])} |")
+        lines.append(
+            f"| {mechanism} | {r['steps']} | {fmt(e['standard']['model'])} | {fmt(original[0])} | "
+            f"{fmt(e['query x2.1']['model'])} | {fmt(e['10 dims flipped']['model'])} | {fmt(original[1])} | "
+            f"{fmt(e['orthogonal query']['model'])} |"
+        )
     any_row = next(iter(rows.values()), None)
     if any_row is not None:
         e = any_row["errors"]
-        lines += ["", f"Least squares on the same prompts: standard {fmt(e['standard']['least_squares'])}, "
-                      f"query x2.1 {fmt(e['query x2.1']['least_squares'])}, 10 dims flipped "
-                      f"{fmt(e['10 dims flipped']['least_squares'])}, orthogonal query "
-                      f"{fmt(e['orthogonal query']['least_squares'])}."]
+        lines += [
+            "",
+            f"Least squares on the same prompts: standard {fmt(e['standard']['least_squares'])}, "
+            f"query x2.1 {fmt(e['query x2.1']['least_squares'])}, 10 dims flipped "
+            f"{fmt(e['10 dims flipped']['least_squares'])}, orthogonal query "
+            f"{fmt(e['orthogonal query']['least_squares'])}.",
+        ]
     lines += ["", "## The claim: kernelised attention breaks under opposite-quadrant shifts", "", verdict(rows)]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
@@ -232,23 +306,33 @@ def verdict(rows: dict) -> str:
         return "Not judged: no softmax run."
     standard = soft["errors"]["standard"]["model"]
     if standard > TRAINED:
-        return (f"Not judged: softmax attention's standard error is {standard:.3f}, above {TRAINED} (the "
-                f"original's 0.035): the models are not trained as the paper's.")
+        return (
+            f"Not judged: softmax attention's standard error is {standard:.3f}, above {TRAINED} (the "
+            f"original's 0.035): the models are not trained as the paper's."
+        )
     flipped = soft["errors"]["10 dims flipped"]["model"]
     ratios = {m: rows[m]["errors"]["10 dims flipped"]["model"] / flipped for m in ("favor", "rebased") if m in rows}
     text = ", ".join(f"{m} x{r:.1f}" for m, r in ratios.items())
     holds = len(ratios) == 2 and all(r > 2.0 for r in ratios.values())
-    return (f"{'Holds' if holds else 'Does not hold'} at the paper's size: with 10 dimensions flipped the "
-            f"kernelised mechanisms' errors are {text} softmax's ({flipped:.3f}; the original: FAVOR+ x25, "
-            f"ReBased x38). Holding means both over x2.")
+    return (
+        f"{'Holds' if holds else 'Does not hold'} at the paper's size: with 10 dimensions flipped the "
+        f"kernelised mechanisms' errors are {text} softmax's ({flipped:.3f}; the original: FAVOR+ x25, "
+        f"ReBased x38). Holding means both over x2."
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--config", default="configs/paper/mechanisms.yaml")
     parser.add_argument("--mechanisms", default=",".join(MECHANISMS))
-    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                        help="a runners.train override for every run (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a runners.train override for every run (repeatable)",
+    )
     parser.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default="runs/paper_mechanisms")
     parser.add_argument("--jobs", type=int, default=len(MECHANISMS), help="runs at once on the device")
     parser.add_argument("--json", default=None, help="the results (one record per run)")
@@ -260,13 +344,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     mechanisms = [m for m in args.mechanisms.split(",") if m]
     from src.registry import registry
+
     for m in mechanisms:
         if m not in registry("seq_mixer"):
             raise UsageError(f"--mechanisms: {m!r} is unknown; accepted: {', '.join(registry('seq_mixer').names())}")
     if args.jobs < 1:
         raise UsageError(f"--jobs={args.jobs} is not accepted; accepted: an integer >= 1")
     from src.formats.limits_of_icl import read_config
-    for m in mechanisms:         # every run's settings checked before any is trained
+
+    for m in mechanisms:  # every run's settings checked before any is trained
         read_config(args.config, [*args.sets, f"model.attention_type={m}"])
     if dry_run(PROG, f"train {', '.join(mechanisms)} from {args.config}"):
         return 0
@@ -277,12 +363,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(results, indent=1))
+
     results = run_all(jobs, parallel=args.jobs, on_result=save)
     if args.report:
         import jax
-        write_report(results, Path(args.report), [f"- Device: {jax.devices()[0].device_kind}",
-                                                  f"- Command: `{PROG} {' '.join(sys.argv[1:])}`",
-                                                  f"- Wall time: {time.time() - began:.0f} s"])
+
+        write_report(
+            results,
+            Path(args.report),
+            [
+                f"- Device: {jax.devices()[0].device_kind}",
+                f"- Command: `{PROG} {' '.join(sys.argv[1:])}`",
+                f"- Wall time: {time.time() - began:.0f} s",
+            ],
+        )
     return 0
 
 

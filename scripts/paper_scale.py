@@ -23,6 +23,7 @@ reports stay as they are). Finished runs are reused, as in every study. `--tiny`
 model (width 16, 2 layers, 2 heads; the mixers' grid to width 16 and one short cell) and runs the
 study's --quick form on two of its rows: what the test suite runs to keep every paper config working.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -48,6 +49,7 @@ class PaperStudy:
     rows, the flags it always gets at paper scale, the rows --tiny trains, how --tiny shrinks the
     config, its rows (what --only accepts) and its jobs (runs_dir, rows or None for all, quick,
     config) as the study makes them with those flags."""
+
     module: str
     config: str
     select_flag: str
@@ -64,33 +66,40 @@ def _seeds(study, quick: bool):
 
 def _mechanism_rows() -> list[str]:
     from src.registry import registry
+
     return registry("seq_mixer").names()
 
 
 def _mechanism_jobs(runs_dir, rows, quick, config) -> list:
     from scripts import mechanisms
+
     return mechanisms.make_jobs(runs_dir, rows or mechanisms.MECHANISMS, _seeds(mechanisms, quick), quick, config)
 
 
 def _position_rows() -> list[str]:
     from scripts import lengthgen
     from src.registry import registry
+
     return [*registry("position").names(), lengthgen.MAMBA]
 
 
 def _position_jobs(runs_dir, rows, quick, config) -> list:
     from scripts import lengthgen
-    return lengthgen.make_jobs(runs_dir, rows or _position_rows(), ["linear_regression"], _seeds(lengthgen, quick),
-                               quick, None, config)
+
+    return lengthgen.make_jobs(
+        runs_dir, rows or _position_rows(), ["linear_regression"], _seeds(lengthgen, quick), quick, None, config
+    )
 
 
 def _mixer_rows() -> list[str]:
     from scripts import mixers
+
     return list(mixers.SEQ_MIXERS)
 
 
 def _mixer_jobs(runs_dir, rows, quick, config) -> list:
     from scripts import mixers, mixers_grid
+
     return mixers.make_jobs(runs_dir, rows or mixers.SEQ_MIXERS, [0], quick, mixers_grid.read_grid(config))
 
 
@@ -110,13 +119,37 @@ def _tiny_grid(raw: dict) -> dict:
 
 
 STUDIES = {
-    "mechanisms": PaperStudy("scripts.mechanisms", "configs/paper/mechanisms.yaml", "--mechanisms", (),
-                             "softmax_causal,linear", _tiny_gpt2, _mechanism_rows, _mechanism_jobs),
+    "mechanisms": PaperStudy(
+        "scripts.mechanisms",
+        "configs/paper/mechanisms.yaml",
+        "--mechanisms",
+        (),
+        "softmax_causal,linear",
+        _tiny_gpt2,
+        _mechanism_rows,
+        _mechanism_jobs,
+    ),
     # linear regression only: conjunction needs a fixed dimension, the paper's curriculum grows it
-    "lengthgen": PaperStudy("scripts.lengthgen", "configs/paper/lengthgen.yaml", "--positions",
-                            ("--tasks", "linear_regression"), "rope,fire", _tiny_llama, _position_rows, _position_jobs),
-    "mixers": PaperStudy("scripts.mixers", "configs/paper/mixers.yaml", "--mixers", ("--seeds", "0"),
-                         "attention,mamba", _tiny_grid, _mixer_rows, _mixer_jobs),
+    "lengthgen": PaperStudy(
+        "scripts.lengthgen",
+        "configs/paper/lengthgen.yaml",
+        "--positions",
+        ("--tasks", "linear_regression"),
+        "rope,fire",
+        _tiny_llama,
+        _position_rows,
+        _position_jobs,
+    ),
+    "mixers": PaperStudy(
+        "scripts.mixers",
+        "configs/paper/mixers.yaml",
+        "--mixers",
+        ("--seeds", "0"),
+        "attention,mamba",
+        _tiny_grid,
+        _mixer_rows,
+        _mixer_jobs,
+    ),
 }
 
 
@@ -124,10 +157,13 @@ def device_free_bytes() -> tuple[int | None, str]:
     """(free bytes, what the device is): a GPU's allocator limit less its bytes in use, else the
     machine's available memory."""
     import jax
+
     device = jax.devices()[0]
     stats = device.memory_stats() if device.platform != "cpu" else None
     if stats and "bytes_limit" in stats:
-        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)), f"{device.device_kind} ({device.platform})"
+        return int(stats["bytes_limit"]) - int(
+            stats.get("bytes_in_use", 0)
+        ), f"{device.device_kind} ({device.platform})"
     return available_bytes(), f"this machine's memory ({device.platform}, {os.cpu_count()} cores)"
 
 
@@ -147,8 +183,9 @@ def work_of(width: int, layers: int, tokens: int, batch: int, vocab: int = 0) ->
     """Work of one training step in FLOP-like units: 6 x parameters x tokens for the dense layers
     (about 12 D^2 parameters per layer), 12 x T^2 x D per layer for attention scores and their
     use, and the token read-out over the vocabulary; times the batch."""
-    per_sequence = 6 * 12 * width ** 2 * layers * tokens + 12 * layers * tokens * tokens * width \
-        + 6 * tokens * width * max(vocab, 1)
+    per_sequence = (
+        6 * 12 * width**2 * layers * tokens + 12 * layers * tokens * tokens * width + 6 * tokens * width * max(vocab, 1)
+    )
     return float(batch * per_sequence)
 
 
@@ -157,8 +194,12 @@ def run_bytes(settings) -> int:
     m, tr = settings.model, settings.train
     t = tokens_of(settings)
     logits = 3 * tr.batch_size * t * m.vocab_size + tr.eval_size * t * m.vocab_size
-    return training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, tokens=t, width=m.width,
-                          layers=m.n_layer, heads=m.n_head) + FLOAT_BYTES * logits
+    return (
+        training_bytes(
+            batch_size=tr.batch_size, eval_size=tr.eval_size, tokens=t, width=m.width, layers=m.n_layer, heads=m.n_head
+        )
+        + FLOAT_BYTES * logits
+    )
 
 
 def probe(settings, steps: int) -> tuple[float, int | None]:
@@ -167,6 +208,7 @@ def probe(settings, steps: int) -> tuple[float, int | None]:
     import statistics
     import jax
     from src.systems import build
+
     trainer = build(settings)
     with trainer.context():
         state = trainer.init_state()
@@ -178,8 +220,11 @@ def probe(settings, steps: int) -> tuple[float, int | None]:
             times.append(time.perf_counter() - begin)
     device = jax.devices()[0]
     stats = device.memory_stats() if device.platform != "cpu" else None
-    peak = int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats \
+    peak = (
+        int(stats["peak_bytes_in_use"])
+        if stats and "peak_bytes_in_use" in stats
         else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    )
     return 1000.0 * statistics.median(times) / steps, peak
 
 
@@ -188,20 +233,22 @@ def duration(hours: float) -> str:
 
 
 def gib(n: float) -> str:
-    return f"{n / 2 ** 30:.1f} GiB"
+    return f"{n / 2**30:.1f} GiB"
 
 
 def check_fits(needed: int, free: int | None, where: str, what: str, jobs: int) -> None:
     if free is not None and needed * jobs > HEADROOM * free:
-        raise UsageError(f"{what} needs about {gib(needed)} per run x {jobs} in parallel but {where} has "
-                         f"{gib(free)} free (at most {HEADROOM:.0%} is used); accepted: fewer --jobs, "
-                         "a device with more memory, or --tiny")
+        raise UsageError(
+            f"{what} needs about {gib(needed)} per run x {jobs} in parallel but {where} has "
+            f"{gib(free)} free (at most {HEADROOM:.0%} is used); accepted: fewer --jobs, "
+            "a device with more memory, or --tiny"
+        )
 
 
-def estimate(study: PaperStudy, runs_dir: Path, rows, quick: bool, config: str, jobs: int,
-             probe_steps: int) -> list:
+def estimate(study: PaperStudy, runs_dir: Path, rows, quick: bool, config: str, jobs: int, probe_steps: int) -> list:
     """Print the estimate (one paragraph) and return the study's jobs; UsageError when it cannot fit."""
     from src.jobs.engine import TODO_STATES
+
     known = study.known_rows()
     if rows and any(r not in known for r in rows):
         raise UsageError(f"--only={','.join(rows)!r} is not accepted; accepted: a comma list of {', '.join(known)}")
@@ -216,15 +263,17 @@ def estimate(study: PaperStudy, runs_dir: Path, rows, quick: bool, config: str, 
     unit = ms / step_work(heaviest.settings)
     hours = sum(j.settings.train.steps * step_work(j.settings) * unit for j in todo) / 1000 / 3600 / jobs
     m = heaviest.settings.model
-    print(f"{PROG}: {len(planned)} runs ({len(planned) - len(todo)} already done) from {config} on {where}, "
-          f"{gib(free) if free is not None else 'unknown memory'} free.\n"
-          f"  heaviest run {heaviest.name}: width {m.width}, {m.n_layer} layers, {m.n_head} heads, "
-          f"{tokens_of(heaviest.settings)} tokens, batch {heaviest.settings.train.batch_size}: "
-          f"{ms:.1f} ms/step measured here, peak memory {gib(peak) if peak else 'unknown'} "
-          f"(estimate {gib(run_bytes(largest.settings))} for the largest run).\n"
-          f"  training time of the runs to do, {jobs} at a time: about {duration(hours)} "
-          f"(every run scaled from the heaviest by its work per step; evaluation and compilation not counted).",
-          flush=True)
+    print(
+        f"{PROG}: {len(planned)} runs ({len(planned) - len(todo)} already done) from {config} on {where}, "
+        f"{gib(free) if free is not None else 'unknown memory'} free.\n"
+        f"  heaviest run {heaviest.name}: width {m.width}, {m.n_layer} layers, {m.n_head} heads, "
+        f"{tokens_of(heaviest.settings)} tokens, batch {heaviest.settings.train.batch_size}: "
+        f"{ms:.1f} ms/step measured here, peak memory {gib(peak) if peak else 'unknown'} "
+        f"(estimate {gib(run_bytes(largest.settings))} for the largest run).\n"
+        f"  training time of the runs to do, {jobs} at a time: about {duration(hours)} "
+        f"(every run scaled from the heaviest by its work per step; evaluation and compilation not counted).",
+        flush=True,
+    )
     return planned
 
 
@@ -233,6 +282,7 @@ def tiny_config(study: PaperStudy, folder: Path) -> str:
     import yaml
     from src.yaml_includes import load
     from src.files import atomic_write_text
+
     path = folder / Path(study.config).name
     atomic_write_text(path, yaml.safe_dump(study.shrink(load(study.config)), sort_keys=False))
     return str(path)
@@ -243,43 +293,71 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--study", required=True, choices=sorted(STUDIES), help="which study")
     parser.add_argument("--estimate", action="store_true", help="print the estimate and stop")
-    parser.add_argument("--tiny", action="store_true",
-                        help="the config at a tiny size, the study's --quick form on two rows (a smoke test)")
-    parser.add_argument("--only", default=None,
-                        help="comma list of the study's rows (mechanisms / positions / mixers; default: all)")
-    parser.add_argument("--jobs", type=int_at_least(1), default=1,
-                        help="runs in parallel (default 1: a paper-scale run fills a device)")
-    parser.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default=None,
-                        help="run directories (default: runs/paper_scale/<study>, --tiny: <study>_tiny)")
-    parser.add_argument("--probe-steps", "--probe_steps", dest="probe_steps", type=int_at_least(1), default=5,
-                        help="steps per timed chunk of the estimate (default 5)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="retrain runs made with other settings or code (otherwise refused)")
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="the config at a tiny size, the study's --quick form on two rows (a smoke test)",
+    )
+    parser.add_argument(
+        "--only", default=None, help="comma list of the study's rows (mechanisms / positions / mixers; default: all)"
+    )
+    parser.add_argument(
+        "--jobs", type=int_at_least(1), default=1, help="runs in parallel (default 1: a paper-scale run fills a device)"
+    )
+    parser.add_argument(
+        "--runs-dir",
+        "--runs_dir",
+        dest="runs_dir",
+        default=None,
+        help="run directories (default: runs/paper_scale/<study>, --tiny: <study>_tiny)",
+    )
+    parser.add_argument(
+        "--probe-steps",
+        "--probe_steps",
+        dest="probe_steps",
+        type=int_at_least(1),
+        default=5,
+        help="steps per timed chunk of the estimate (default 5)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="retrain runs made with other settings or code (otherwise refused)"
+    )
     args = parser.parse_args(argv)
     study = STUDIES[args.study]
     runs_dir = Path(args.runs_dir or f"runs/paper_scale/{args.study}" + ("_tiny" if args.tiny else ""))
     rows = [r.strip() for r in (args.only or (study.tiny_rows if args.tiny else "")).split(",") if r.strip()] or None
     with tempfile.TemporaryDirectory(prefix="paper-scale-") as scratch:
         config = tiny_config(study, Path(scratch)) if args.tiny else study.config
-        study_argv = ["--config", config, "--runs-dir", str(runs_dir), "--report-dir", str(runs_dir / "report"),
-                      "--jobs", str(args.jobs), *study.fixed, *(["--quick"] if args.tiny else []),
-                      *([study.select_flag, ",".join(rows)] if rows else []),
-                      *(["--overwrite"] if args.overwrite else [])]
+        study_argv = [
+            "--config",
+            config,
+            "--runs-dir",
+            str(runs_dir),
+            "--report-dir",
+            str(runs_dir / "report"),
+            "--jobs",
+            str(args.jobs),
+            *study.fixed,
+            *(["--quick"] if args.tiny else []),
+            *([study.select_flag, ",".join(rows)] if rows else []),
+            *(["--overwrite"] if args.overwrite else []),
+        ]
         module = importlib.import_module(study.module)
         try:
             if args.only is not None and not rows:
-                raise UsageError(f"--only={args.only!r} is not accepted; accepted: a comma list of "
-                                 f"{', '.join(study.known_rows())}")
+                raise UsageError(
+                    f"--only={args.only!r} is not accepted; accepted: a comma list of {', '.join(study.known_rows())}"
+                )
             if dry_run(PROG, f"estimate and run {study.module} {' '.join(study_argv)}"):
                 return 0
             estimate(study, runs_dir, rows, args.tiny, config, args.jobs, args.probe_steps)
         except UsageError as err:
             return fail(PROG, err)
-        except ValueError as err:           # a settings refusal (SettingsError) of the paper config
+        except ValueError as err:  # a settings refusal (SettingsError) of the paper config
             return fail(PROG, err)
         if args.estimate:
             return 0
-        if args.jobs > 1:     # every child process would otherwise take 75 % of a GPU's memory
+        if args.jobs > 1:  # every child process would otherwise take 75 % of a GPU's memory
             os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 / args.jobs:.2f}")
         return module.main(study_argv)
 

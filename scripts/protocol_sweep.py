@@ -15,6 +15,7 @@ report/figures/sweeps/<study>.png: per protocol the keys it changes from the stu
 target metric at the end (mean ± sample std over seeds), seconds per run, and the metric
 (mean over seeds) at every logged step. The row whose settings equal the study's config is marked.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,43 +34,56 @@ from src.jobs.study import finish_study, study_dirs, study_parser
 from src.provenance import checkout_path
 
 PROG = "python -m scripts.protocol_sweep"
-LENGTH_COLUMNS = ("in-distribution, the study's eval tasks | 8× the trained length | "
-                  "within 2× at 8× (seeds) | ")
+LENGTH_COLUMNS = "in-distribution, the study's eval tasks | 8× the trained length | within 2× at 8× (seeds) | "
 
 
 @dataclass(frozen=True)
 class Sweep:
     """One study's sweep: its cell, its protocols' folder and its targets."""
-    study_config: str                     # the study's own config (the shipped protocol)
-    protocols: str                        # folder of protocol configs
-    cell: str                             # what is trained, in words
-    metric: str                           # the target metric, in words (metrics.jsonl's eval_error_last)
-    target: float                         # the metric's target (at most)
-    make_jobs: Callable[..., list[Job]]   # (runs_dir, config, seeds, quick) -> the study's jobs of the cell
-    gap_below_d: bool = False             # also report the ICL curve's largest gap to least squares below d
+
+    study_config: str  # the study's own config (the shipped protocol)
+    protocols: str  # folder of protocol configs
+    cell: str  # what is trained, in words
+    metric: str  # the target metric, in words (metrics.jsonl's eval_error_last)
+    target: float  # the metric's target (at most)
+    make_jobs: Callable[..., list[Job]]  # (runs_dir, config, seeds, quick) -> the study's jobs of the cell
+    gap_below_d: bool = False  # also report the ICL curve's largest gap to least squares below d
     gap_target: float | None = None
-    length_gen: bool = False              # also report the length study's in-distribution and 8x errors
+    length_gen: bool = False  # also report the length study's in-distribution and 8x errors
 
 
 def _mechanisms_jobs(runs_dir: Path, config: str, seeds: Sequence[int], quick: bool) -> list[Job]:
     from scripts import mechanisms
+
     return mechanisms.make_jobs(runs_dir, ["softmax_causal"], seeds, quick, config)
 
 
 def _lengthgen_jobs(runs_dir: Path, config: str, seeds: Sequence[int], quick: bool) -> list[Job]:
     from scripts import lengthgen
+
     return lengthgen.make_jobs(runs_dir, ["fire"], ["linear_regression"], seeds, quick, None, config)
 
 
 SWEEPS = {
-    "mechanisms": Sweep("configs/mechanisms.yaml", "configs/sweeps/mechanisms",
-                        "softmax_causal (limits_of_icl's GPT-2 cell: 3 layers, width 64, d = 5, 11 points)",
-                        "error at n = 2d (squared error / d)", 0.05, _mechanisms_jobs,
-                        gap_below_d=True, gap_target=0.1),
-    "lengthgen": Sweep("configs/lengthgen.yaml", "configs/sweeps/lengthgen",
-                       "FIRE on linear regression (the length study's Llama cell, trained to 21 points)",
-                       "in-distribution error, n = L − 1 (squared error / d)", 0.05, _lengthgen_jobs,
-                       length_gen=True),
+    "mechanisms": Sweep(
+        "configs/mechanisms.yaml",
+        "configs/sweeps/mechanisms",
+        "softmax_causal (limits_of_icl's GPT-2 cell: 3 layers, width 64, d = 5, 11 points)",
+        "error at n = 2d (squared error / d)",
+        0.05,
+        _mechanisms_jobs,
+        gap_below_d=True,
+        gap_target=0.1,
+    ),
+    "lengthgen": Sweep(
+        "configs/lengthgen.yaml",
+        "configs/sweeps/lengthgen",
+        "FIRE on linear regression (the length study's Llama cell, trained to 21 points)",
+        "in-distribution error, n = L − 1 (squared error / d)",
+        0.05,
+        _lengthgen_jobs,
+        length_gen=True,
+    ),
 }
 SEEDS = (0, 1, 2)
 
@@ -88,9 +102,11 @@ def changes(study_config: str, protocol: Path) -> dict[str, str]:
     (out_dir aside: the study sets each run's directory)."""
     study = _flat(load_yaml(study_config))
     mine = _flat(load_yaml(protocol))
-    return {key: f"{study.get(key, '(absent)')} → {mine.get(key, '(absent)')}"
-            for key in sorted(set(study) | set(mine))
-            if key != "out_dir" and study.get(key, "(absent)") != mine.get(key, "(absent)")}
+    return {
+        key: f"{study.get(key, '(absent)')} → {mine.get(key, '(absent)')}"
+        for key in sorted(set(study) | set(mine))
+        if key != "out_dir" and study.get(key, "(absent)") != mine.get(key, "(absent)")
+    }
 
 
 def protocol_files(sweep: Sweep, names: str | None) -> list[Path]:
@@ -112,20 +128,28 @@ class ProtocolJob(Job):
     seed: int = 0
 
 
-def make_jobs(sweep: Sweep, runs_dir: Path, protocols: Sequence[Path], seeds: Sequence[int],
-              quick: bool) -> list[Job]:
+def make_jobs(sweep: Sweep, runs_dir: Path, protocols: Sequence[Path], seeds: Sequence[int], quick: bool) -> list[Job]:
     """The study's jobs of the cell under every protocol, named <protocol>/<run>."""
     jobs: list[Job] = []
     for path in protocols:
         for job in sweep.make_jobs(runs_dir / path.stem, str(path), seeds, quick):
-            jobs.append(ProtocolJob(f"{path.stem}/{job.name}", job.settings, job.path, cost=job.cost,
-                                    protocol=path.stem, seed=getattr(job, "seed", 0)))
+            jobs.append(
+                ProtocolJob(
+                    f"{path.stem}/{job.name}",
+                    job.settings,
+                    job.path,
+                    cost=job.cost,
+                    protocol=path.stem,
+                    seed=getattr(job, "seed", 0),
+                )
+            )
     return plan(jobs)
 
 
 def budget_curve(run) -> dict[int, float]:
     """step -> the target metric logged at that step (metrics.jsonl's eval_error_last)."""
     from src.rundir import names
+
     out = {}
     for line in run.file(names.METRICS).read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
@@ -137,6 +161,7 @@ def budget_curve(run) -> dict[int, float]:
 def gap_below_d(run, n_dims: int) -> list[float]:
     """The model's ICL curve minus least squares' at n = 0 .. d − 1 (analysis/icl_curve.csv)."""
     from plots.mechanisms_report import icl_curve_means
+
     curves = icl_curve_means(run)
     return [m - ls for m, ls in zip(curves["model"][:n_dims], curves["least_squares"][:n_dims])]
 
@@ -147,6 +172,7 @@ def length_gen(run) -> dict:
     from analysis import length_gen as analysis
     from plots.lengthgen_report import FACTOR
     from src.rundir import names
+
     if not run.exists(names.LENGTH_GEN_JSON):
         analysis.run(run, FACTOR)
     return run.load_json(names.LENGTH_GEN_JSON)
@@ -155,6 +181,7 @@ def length_gen(run) -> dict:
 def collect(sweep: Sweep, jobs: Sequence[ProtocolJob], protocols: Sequence[Path]) -> dict:
     from src.stats import over_seeds
     from src.rundir import names
+
     results = {}
     for path in protocols:
         mine = [j for j in jobs if j.protocol == path.stem]
@@ -173,7 +200,7 @@ def collect(sweep: Sweep, jobs: Sequence[ProtocolJob], protocols: Sequence[Path]
         }
         if sweep.gap_below_d:
             n_dims = mine[0].settings.model.n_dims
-            gaps = np.mean([gap_below_d(j.run, n_dims) for j in mine], axis=0)   # of the mean curve
+            gaps = np.mean([gap_below_d(j.run, n_dims) for j in mine], axis=0)  # of the mean curve
             record["max_gap_below_d"] = float(np.max(gaps))
         if sweep.length_gen:
             gens = [length_gen(j.run) for j in mine]
@@ -189,7 +216,7 @@ def _verdict(sweep: Sweep, record: dict) -> str:
     met = record["final"]["mean"] <= sweep.target
     if sweep.gap_below_d:
         met = met and record["max_gap_below_d"] <= sweep.gap_target
-    if sweep.length_gen:     # the length study's own measure, and FIRE's claim at 8x in every seed
+    if sweep.length_gen:  # the length study's own measure, and FIRE's claim at 8x in every seed
         kept, judged = record["within_2x_at_8x"]
         met = record["in_distribution"]["mean"] <= sweep.target and kept == judged
     return "met" if met else "not met"
@@ -197,12 +224,19 @@ def _verdict(sweep: Sweep, record: dict) -> str:
 
 def figure(sweep: Sweep, results: dict):
     from plots.style import line_colors, new_figure
+
     fig = new_figure(6.4, 3.8)
     ax = fig.add_subplot(1, 1, 1)
     for color, (name, record) in zip(line_colors(len(results)), results.items()):
         steps = [int(s) for s in record["budget"]]
-        ax.plot(steps, list(record["budget"].values()), marker="o", ms=3, color=color,
-                label=name + (" (the study's)" if record["is_study"] else ""))
+        ax.plot(
+            steps,
+            list(record["budget"].values()),
+            marker="o",
+            ms=3,
+            color=color,
+            label=name + (" (the study's)" if record["is_study"] else ""),
+        )
     ax.axhline(sweep.target, color="k", ls="--", lw=1, label=f"target {sweep.target}")
     ax.set_yscale("log")
     ax.set_xlabel("training step")
@@ -212,52 +246,95 @@ def figure(sweep: Sweep, results: dict):
     return fig
 
 
-def write_report(sweep: Sweep, study: str, protocols: Sequence[Path], jobs: Sequence[ProtocolJob],
-                 report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict) -> list[Path]:
+def write_report(
+    sweep: Sweep,
+    study: str,
+    protocols: Sequence[Path],
+    jobs: Sequence[ProtocolJob],
+    report_dir: Path,
+    *,
+    quick: bool,
+    seconds: float,
+    command: str,
+    head: dict,
+) -> list[Path]:
     from plots.provenance import header
     from plots.report_index import write_index
     from plots.style import png_bytes
     from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
     from src.stats import STD_LABEL, format_pm
+
     results = collect(sweep, jobs, protocols)
     report, data, fig = f"SWEEP_{study.upper()}.md", f"sweep_{study}_results.json", f"figures/sweeps/{study}.png"
     atomic_write_bytes(report_dir / fig, png_bytes(figure(sweep, results)))
-    atomic_write_json(report_dir / data, {"command": command, "quick": quick, "seconds": seconds,
-                                          "target": sweep.target, "gap_target": sweep.gap_target,
-                                          "results": results, "figures": [fig]})
+    atomic_write_json(
+        report_dir / data,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "target": sweep.target,
+            "gap_target": sweep.gap_target,
+            "results": results,
+            "figures": [fig],
+        },
+    )
     commits = sorted({str(j.run.load_config().get("git", {}).get("commit", "unknown"))[:12] for j in jobs})
-    lines = header(f"Protocol sweep of the {study} study: {sweep.cell}", quick=quick, head=head,
-                   command=command, seconds=seconds, jobs=jobs)
-    lines += [f"- Runs trained at commit {', '.join(commits)} (their config.json)",
-              f"- Metric: {sweep.metric}, on each run's fixed eval tasks (training.eval_size of them, "
-              f"logged in metrics.jsonl); mean ± {STD_LABEL}. Target: ≤ {sweep.target}"
-              + (f", and the ICL curve ≤ {sweep.gap_target} above least squares for every n < d (of the "
-                 "mean curve)" if sweep.gap_below_d else "")
-              + (" on the study's own in-distribution measure (analysis/length_gen.json), and within 2× of "
-                 "it at 8× the trained length in every seed" if sweep.length_gen else ""),
-              f"- Each protocol is configs/sweeps/{study}/<protocol>.yaml, the study's config "
-              f"({sweep.study_config}) with the changes listed", "",
-              "| protocol | changes from the study's config | steps | at the end | "
-              + ("max gap to LS, n < d | " if sweep.gap_below_d else "")
-              + (LENGTH_COLUMNS if sweep.length_gen else "") + "verdict | training |",
-              "|---" * (6 + sweep.gap_below_d + 3 * sweep.length_gen) + "|"]
+    lines = header(
+        f"Protocol sweep of the {study} study: {sweep.cell}",
+        quick=quick,
+        head=head,
+        command=command,
+        seconds=seconds,
+        jobs=jobs,
+    )
+    lines += [
+        f"- Runs trained at commit {', '.join(commits)} (their config.json)",
+        f"- Metric: {sweep.metric}, on each run's fixed eval tasks (training.eval_size of them, "
+        f"logged in metrics.jsonl); mean ± {STD_LABEL}. Target: ≤ {sweep.target}"
+        + (
+            f", and the ICL curve ≤ {sweep.gap_target} above least squares for every n < d (of the mean curve)"
+            if sweep.gap_below_d
+            else ""
+        )
+        + (
+            " on the study's own in-distribution measure (analysis/length_gen.json), and within 2× of "
+            "it at 8× the trained length in every seed"
+            if sweep.length_gen
+            else ""
+        ),
+        f"- Each protocol is configs/sweeps/{study}/<protocol>.yaml, the study's config "
+        f"({sweep.study_config}) with the changes listed",
+        "",
+        "| protocol | changes from the study's config | steps | at the end | "
+        + ("max gap to LS, n < d | " if sweep.gap_below_d else "")
+        + (LENGTH_COLUMNS if sweep.length_gen else "")
+        + "verdict | training |",
+        "|---" * (6 + sweep.gap_below_d + 3 * sweep.length_gen) + "|",
+    ]
     for name, record in results.items():
         changed = "; ".join(f"{k}: {v}" for k, v in record["changes"].items()) or "none"
         label = f"**{name}** (the study's)" if record["is_study"] else name
         gap = f"{record['max_gap_below_d']:.3f} | " if sweep.gap_below_d else ""
         if sweep.length_gen:
             kept, judged = record["within_2x_at_8x"]
-            gap += (f"{format_pm(record['in_distribution'], 3)} | {format_pm(record['error_8x'], 3)} | "
-                    f"{kept}/{judged} | ")
-        lines.append(f"| {label} | {changed} | {record['steps']} | {format_pm(record['final'], 3)} | {gap}"
-                     f"{_verdict(sweep, record)} | {record['train_seconds']['mean']:.0f} s/run |")
+            gap += (
+                f"{format_pm(record['in_distribution'], 3)} | {format_pm(record['error_8x'], 3)} | {kept}/{judged} | "
+            )
+        lines.append(
+            f"| {label} | {changed} | {record['steps']} | {format_pm(record['final'], 3)} | {gap}"
+            f"{_verdict(sweep, record)} | {record['train_seconds']['mean']:.0f} s/run |"
+        )
     lines += ["", f"## {sweep.metric} against steps (mean over seeds)", ""]
     every = sorted({int(s) for r in results.values() for s in r["budget"]})
     shown = [s for s in every if s % 1000 == 0] or every
     lines += ["| protocol | " + " | ".join(str(s) for s in shown) + " |", "|---" * (len(shown) + 1) + "|"]
     for name, record in results.items():
-        lines.append(f"| {name} | " + " | ".join(
-            f"{record['budget'][str(s)]:.3f}" if str(s) in record["budget"] else "" for s in shown) + " |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{record['budget'][str(s)]:.3f}" if str(s) in record["budget"] else "" for s in shown)
+            + " |"
+        )
     lines += ["", "## Figures", "", f"- `{fig}`", ""]
     atomic_write_text(report_dir / report, "\n".join(lines))
     return [report_dir / report, report_dir / data, report_dir / fig, write_index(report_dir)]
@@ -267,8 +344,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = study_parser(PROG, __doc__, "every protocol at the study's quick size, seed 0 (a smoke test)")
     parser.add_argument("study", choices=list(SWEEPS), help="the study whose protocols to sweep")
-    parser.add_argument("--protocols", default=None,
-                        help="comma list of protocol names (configs/sweeps/<study>/<name>.yaml; default: all)")
+    parser.add_argument(
+        "--protocols",
+        default=None,
+        help="comma list of protocol names (configs/sweeps/<study>/<name>.yaml; default: all)",
+    )
     args = parser.parse_args(argv)
     sweep = SWEEPS[args.study]
     try:
@@ -277,9 +357,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         return fail(PROG, err)
     seeds = SEEDS[:1] if args.quick else SEEDS
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(sweep, runs_dir, protocols, seeds, args.quick),
-                        lambda jobs, report_dir, **kw: write_report(sweep, args.study, protocols, jobs, report_dir, **kw))
+    return finish_study(
+        PROG,
+        argv,
+        args,
+        runs_dir,
+        report_dir,
+        lambda: make_jobs(sweep, runs_dir, protocols, seeds, args.quick),
+        lambda jobs, report_dir, **kw: write_report(sweep, args.study, protocols, jobs, report_dir, **kw),
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ the commit (and whether the tree was dirty), the machine, the load before it sta
 
 A command that fails is recorded too (its exit status says so) and this exits with its status.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -29,40 +30,53 @@ def timed(argv: list[str], cwd: Path = ROOT) -> dict:
     start = time.perf_counter()
     child = subprocess.Popen(argv, cwd=cwd)
     _, status, usage = os.wait4(child.pid, 0)
-    return {"command": " ".join(argv), "exit": os.waitstatus_to_exitcode(status),
-            "seconds": round(time.perf_counter() - start, 1),
-            "peak_rss_gib": round(usage.ru_maxrss * 1024 / 2**30, 2)}      # ru_maxrss: KiB on Linux
+    return {
+        "command": " ".join(argv),
+        "exit": os.waitstatus_to_exitcode(status),
+        "seconds": round(time.perf_counter() - start, 1),
+        "peak_rss_gib": round(usage.ru_maxrss * 1024 / 2**30, 2),
+    }  # ru_maxrss: KiB on Linux
 
 
 def provenance() -> dict:
     """Date, commit, dirty flag, machine and load: what every record opens with."""
     from plots.provenance import machine
     from src.provenance import git_commit
+
     head = git_commit()
-    return {"produced": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": head.get("commit"), "dirty": head.get("dirty"), "machine": machine(),
-            "load_before": round(os.getloadavg()[0], 2)}
+    return {
+        "produced": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": head.get("commit"),
+        "dirty": head.get("dirty"),
+        "machine": machine(),
+        "load_before": round(os.getloadavg()[0], 2),
+    }
 
 
 def main(argv=None) -> int:
     from src.flags import OneLineParser, dry_run, summary
+
     parser = OneLineParser(prog="python -m scripts.record_timing", description=summary(__doc__))
     parser.add_argument("name", help="the record's name: report/measurements/<name>.json")
     parser.add_argument("--note", default="", help="what the docs should know about the conditions")
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
-    args, command = parser.parse_args(argv[:split]), argv[split + 1:]
+    args, command = parser.parse_args(argv[:split]), argv[split + 1 :]
     if not re.fullmatch(r"[a-z0-9_]+", args.name) or not command:
-        parser.error(f"name {args.name!r} and command {' '.join(command)!r}: accepted a name of lower-case "
-                     "letters, digits and _, then -- and the command to time")
-    if dry_run("python -m scripts.record_timing", f"time {' '.join(command)} into "
-               f"report/measurements/{args.name}.json"):
+        parser.error(
+            f"name {args.name!r} and command {' '.join(command)!r}: accepted a name of lower-case "
+            "letters, digits and _, then -- and the command to time"
+        )
+    if dry_run(
+        "python -m scripts.record_timing", f"time {' '.join(command)} into report/measurements/{args.name}.json"
+    ):
         return 0
     record = provenance()
     if args.note:
         record["note"] = args.note
     record.update(timed(command))
     from src.files import atomic_write_text
+
     MEASUREMENTS.mkdir(parents=True, exist_ok=True)
     atomic_write_text(MEASUREMENTS / f"{args.name}.json", json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))

@@ -20,6 +20,7 @@ in-process and write report/REPRODUCTION.md (one table), report/reproduce_result
 and report/figures/paper/*.png, each atomically. The sizes and flag checks are
 scripts/reproduce_plan.py's, the evaluation scripts/reproduce_eval.py's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,9 +33,22 @@ from typing import Sequence
 
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
 from scripts.reproduce_eval import evaluate, part_times
-from scripts.reproduce_plan import (ALPHAS, DISTRACTORS, FULL, KS, NONLINEAR_BATCH, NONLINEAR_INIT,
-                                    NONLINEAR_WARMUP, QUICK, SEEDS, STEP_FLAG_LABELS, WEIGHT_SCALES, FlagError,
-                                    Plan, make_plan)
+from scripts.reproduce_plan import (
+    ALPHAS,
+    DISTRACTORS,
+    FULL,
+    KS,
+    NONLINEAR_BATCH,
+    NONLINEAR_INIT,
+    NONLINEAR_WARMUP,
+    QUICK,
+    SEEDS,
+    STEP_FLAG_LABELS,
+    WEIGHT_SCALES,
+    FlagError,
+    Plan,
+    make_plan,
+)
 from src.flags import OneLineParser, fail, summary
 from src.process import guarded
 from src.presets import preset_settings
@@ -49,56 +63,125 @@ PROG = "python -m scripts.reproduce"
 # ---------------------------------------------------------------------------
 # Flags
 
+
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog=PROG, description=summary(__doc__),
-                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                      epilog="Sizes: explicit flags win over --steps-scale, which scales the "
-                             "mode's steps (the paper's, or --quick's).")
-    p.add_argument("--quick", action="store_true",
-                   help=f"reduced steps (lsa1 {QUICK['lsa1']}, lsa_rec {QUICK['lsa_rec']}, twolayer "
-                        f"{QUICK['twolayer']}, eval_size {QUICK['eval_size']}); default --runs-dir "
-                        "runs/reproduce_quick")
+    p = OneLineParser(
+        prog=PROG,
+        description=summary(__doc__),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Sizes: explicit flags win over --steps-scale, which scales the "
+        "mode's steps (the paper's, or --quick's).",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"reduced steps (lsa1 {QUICK['lsa1']}, lsa_rec {QUICK['lsa_rec']}, twolayer "
+        f"{QUICK['twolayer']}, eval_size {QUICK['eval_size']}); default --runs-dir "
+        "runs/reproduce_quick",
+    )
     p.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="training seeds (default: 0,1,2)")
-    p.add_argument("--ks", default=",".join(map(str, KS)),
-                   help="depths K >= 2 of the recurrent LSA (default: 2,3,4)")
-    p.add_argument("--steps-scale", "--steps_scale", dest="steps_scale", default="1",
-                   help="multiply every model's steps by this (default: 1)")
-    for name, model in (("lsa1", "lsa1"), ("rec", "lsa_rec"), ("twolayer", "twolayer"),
-                        ("nonlinear", "nonlinear")):
-        p.add_argument(f"--{name}-steps", f"--{name}_steps", dest=f"{name}_steps", default=None,
-                       help=f"training steps of {STEP_FLAG_LABELS.get(model, model)} "
-                            f"(default: {FULL[model]}, quick {QUICK[model]})")
-    p.add_argument("--batch_size", "--batch-size", dest="batch_size", default="2048",
-                   help="tasks per training step (default: 2048)")
-    p.add_argument("--eval_size", "--eval-size", dest="eval_size", default=None,
-                   help=f"fixed eval tasks (default: {FULL['eval_size']}, quick {QUICK['eval_size']})")
-    p.add_argument("--log_every", "--log-every", dest="log_every", default=None,
-                   help="log every this many steps (default: 100, or steps/10 for runs < 1000 steps)")
-    p.add_argument("--gdpp-steps", "--gdpp_steps", dest="gdpp_steps", default=None,
-                   help=f"Adam steps fitting GD++ per K (default: {FULL['gdpp_steps']}, "
-                        f"quick {QUICK['gdpp_steps']})")
-    p.add_argument("--gdpp-batch", "--gdpp_batch", dest="gdpp_batch", default="1024",
-                   help="tasks per GD++ fitting step (default: 1024)")
-    p.add_argument("--gdpp-lr", "--gdpp_lr", dest="gdpp_lr", default="0.03",
-                   help="Adam learning rate of the GD++ fit (default: 0.03)")
-    p.add_argument("--alphas", default=",".join(f"{a:g}" for a in ALPHAS),
-                   help="input-range scales for the OOD test (default: 0.5,0.625,...,2)")
-    p.add_argument("--weight-scales", "--weight_scales", dest="weight_scales",
-                   default=",".join(f"{w:g}" for w in WEIGHT_SCALES),
-                   help="weight scales for the OOD test (default: 0.5,...,5)")
-    p.add_argument("--distractors", default=",".join(map(str, DISTRACTORS)),
-                   help="numbers of random pairs among the N=10 context pairs (default: 0,2,4,6,8)")
-    p.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default=None,
-                   help="where the run directories go (default: runs/reproduce, quick: "
-                        "runs/reproduce_quick)")
-    p.add_argument("--report-dir", "--report_dir", dest="report_dir", default=None,
-                   help=f"where {REPORT}, {RESULTS} and {FIG_DIR}/ go (default: report; quick: "
-                        "report/quick, so a quick run never replaces the full report)")
-    p.add_argument("--jobs", default=str(os.cpu_count() or 1),
-                   help=f"training runs in parallel (default: os.cpu_count() = {os.cpu_count() or 1})")
+    p.add_argument("--ks", default=",".join(map(str, KS)), help="depths K >= 2 of the recurrent LSA (default: 2,3,4)")
+    p.add_argument(
+        "--steps-scale",
+        "--steps_scale",
+        dest="steps_scale",
+        default="1",
+        help="multiply every model's steps by this (default: 1)",
+    )
+    for name, model in (("lsa1", "lsa1"), ("rec", "lsa_rec"), ("twolayer", "twolayer"), ("nonlinear", "nonlinear")):
+        p.add_argument(
+            f"--{name}-steps",
+            f"--{name}_steps",
+            dest=f"{name}_steps",
+            default=None,
+            help=f"training steps of {STEP_FLAG_LABELS.get(model, model)} "
+            f"(default: {FULL[model]}, quick {QUICK[model]})",
+        )
+    p.add_argument(
+        "--batch_size",
+        "--batch-size",
+        dest="batch_size",
+        default="2048",
+        help="tasks per training step (default: 2048)",
+    )
+    p.add_argument(
+        "--eval_size",
+        "--eval-size",
+        dest="eval_size",
+        default=None,
+        help=f"fixed eval tasks (default: {FULL['eval_size']}, quick {QUICK['eval_size']})",
+    )
+    p.add_argument(
+        "--log_every",
+        "--log-every",
+        dest="log_every",
+        default=None,
+        help="log every this many steps (default: 100, or steps/10 for runs < 1000 steps)",
+    )
+    p.add_argument(
+        "--gdpp-steps",
+        "--gdpp_steps",
+        dest="gdpp_steps",
+        default=None,
+        help=f"Adam steps fitting GD++ per K (default: {FULL['gdpp_steps']}, quick {QUICK['gdpp_steps']})",
+    )
+    p.add_argument(
+        "--gdpp-batch",
+        "--gdpp_batch",
+        dest="gdpp_batch",
+        default="1024",
+        help="tasks per GD++ fitting step (default: 1024)",
+    )
+    p.add_argument(
+        "--gdpp-lr",
+        "--gdpp_lr",
+        dest="gdpp_lr",
+        default="0.03",
+        help="Adam learning rate of the GD++ fit (default: 0.03)",
+    )
+    p.add_argument(
+        "--alphas",
+        default=",".join(f"{a:g}" for a in ALPHAS),
+        help="input-range scales for the OOD test (default: 0.5,0.625,...,2)",
+    )
+    p.add_argument(
+        "--weight-scales",
+        "--weight_scales",
+        dest="weight_scales",
+        default=",".join(f"{w:g}" for w in WEIGHT_SCALES),
+        help="weight scales for the OOD test (default: 0.5,...,5)",
+    )
+    p.add_argument(
+        "--distractors",
+        default=",".join(map(str, DISTRACTORS)),
+        help="numbers of random pairs among the N=10 context pairs (default: 0,2,4,6,8)",
+    )
+    p.add_argument(
+        "--runs-dir",
+        "--runs_dir",
+        dest="runs_dir",
+        default=None,
+        help="where the run directories go (default: runs/reproduce, quick: runs/reproduce_quick)",
+    )
+    p.add_argument(
+        "--report-dir",
+        "--report_dir",
+        dest="report_dir",
+        default=None,
+        help=f"where {REPORT}, {RESULTS} and {FIG_DIR}/ go (default: report; quick: "
+        "report/quick, so a quick run never replaces the full report)",
+    )
+    p.add_argument(
+        "--jobs",
+        default=str(os.cpu_count() or 1),
+        help=f"training runs in parallel (default: os.cpu_count() = {os.cpu_count() or 1})",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the summary lines")
-    p.add_argument("--overwrite", action="store_true",
-                   help="retrain runs of --runs-dir made with other settings or code (default: refuse, one line)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="retrain runs of --runs-dir made with other settings or code (default: refuse, one line)",
+    )
     add_executor_flags(p)
     return p
 
@@ -106,12 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------
 # Training jobs
 
+
 @dataclass
 class ReproJob(Job):
-    part: str = ""          # which experiment needs it: one_step_gd | k_steps | copy | nonlinear
-    model: str = ""         # a preset (lsa1 | lsa_rec | twolayer) or a non-linear model (mlp_lsa | features_gd)
+    part: str = ""  # which experiment needs it: one_step_gd | k_steps | copy | nonlinear
+    model: str = ""  # a preset (lsa1 | lsa_rec | twolayer) or a non-linear model (mlp_lsa | features_gd)
     seed: int = 0
-    k: int = 1              # layers
+    k: int = 1  # layers
 
 
 def _log_every(plan: Plan, steps: int) -> int:
@@ -127,11 +211,27 @@ def make_jobs(plan: Plan) -> list[ReproJob]:
     def add(part: str, model: str, seed: int, k: int, name: str) -> None:
         steps = plan.steps[model]
         spec = MODEL_PRESETS[model]
-        settings = preset_settings(model, num_layers=None if spec.fixed_depth else k, seed=seed,
-                                steps=steps, batch_size=plan.batch_size, eval_size=plan.eval_size,
-                                log_every=_log_every(plan, steps))
-        jobs.append(ReproJob(name, settings, plan.runs_dir / name, cost=spec.relative_cost(k, steps),
-                             part=part, model=model, seed=seed, k=k))
+        settings = preset_settings(
+            model,
+            num_layers=None if spec.fixed_depth else k,
+            seed=seed,
+            steps=steps,
+            batch_size=plan.batch_size,
+            eval_size=plan.eval_size,
+            log_every=_log_every(plan, steps),
+        )
+        jobs.append(
+            ReproJob(
+                name,
+                settings,
+                plan.runs_dir / name,
+                cost=spec.relative_cost(k, steps),
+                part=part,
+                model=model,
+                seed=seed,
+                k=k,
+            )
+        )
 
     for seed in plan.seeds:
         add("one_step_gd", "lsa1", seed, 1, f"lsa1_seed{seed}")
@@ -141,23 +241,39 @@ def make_jobs(plan: Plan) -> list[ReproJob]:
         for model in ("mlp_lsa", "features_gd"):
             name = f"sine_{model}_seed{seed}"
             steps = plan.steps["nonlinear"]
-            jobs.append(ReproJob(name, nonlinear_settings(plan, model, seed), plan.runs_dir / name,
-                                 cost=steps * 0.5, part="nonlinear", model=model, seed=seed))
+            jobs.append(
+                ReproJob(
+                    name,
+                    nonlinear_settings(plan, model, seed),
+                    plan.runs_dir / name,
+                    cost=steps * 0.5,
+                    part="nonlinear",
+                    model=model,
+                    seed=seed,
+                )
+            )
     return jobs
 
 
 def nonlinear_settings(plan: Plan, model: str, seed: int):
     """The non-linear part's settings: sine tasks (the notebook's), one model, the plan's sizes."""
     from src.systems.nonlinear import NonlinearSettings, NonlinearTrain
+
     steps = plan.steps["nonlinear"]
-    train = NonlinearTrain(steps=steps, batch_size=NONLINEAR_BATCH, warmup_fraction=NONLINEAR_WARMUP,
-                           seed=seed, eval_size=plan.eval_size, log_every=_log_every(plan, steps))
-    return NonlinearSettings(model=choice("nonlinear_model", model, init_scale=NONLINEAR_INIT),
-                             train=train).validate()
+    train = NonlinearTrain(
+        steps=steps,
+        batch_size=NONLINEAR_BATCH,
+        warmup_fraction=NONLINEAR_WARMUP,
+        seed=seed,
+        eval_size=plan.eval_size,
+        log_every=_log_every(plan, steps),
+    )
+    return NonlinearSettings(model=choice("nonlinear_model", model, init_scale=NONLINEAR_INIT), train=train).validate()
 
 
 # ---------------------------------------------------------------------------
 # Evaluation, figures, report
+
 
 def write_everything(plan: Plan, jobs: list[Job], say, seconds: float, command: str, head) -> list[Path]:
     """After training (`seconds` of it): every experiment evaluated in-process, the checks, the
@@ -165,6 +281,7 @@ def write_everything(plan: Plan, jobs: list[Job], say, seconds: float, command: 
     from analysis.paper_checks import checks as compute_checks
     from plots.paper_report import write_figures, write_report
     from src.files import atomic_write_json
+
     say(f"{PROG}: training done ({fmt_seconds(seconds)}); evaluating")
     start = time.monotonic()
     results, eval_seconds = evaluate(plan, jobs, say)
@@ -172,17 +289,32 @@ def write_everything(plan: Plan, jobs: list[Job], say, seconds: float, command: 
     parts = part_times(jobs, eval_seconds)
     figures = write_figures(plan, results)
     total = seconds + time.monotonic() - start
-    atomic_write_json(plan.report_dir / RESULTS, {
-        "command": command, "quick": plan.quick, "seeds": list(plan.seeds), "ks": list(plan.ks),
-        "steps": plan.steps, "batch_size": plan.batch_size, "eval_size": plan.eval_size,
-        "runs": {j.name: {"path": str(j.path), "part": j.part, "state": j.state,
-                          "subprocess_seconds": round(j.seconds, 3)} for j in jobs},
-        "results": results, "checks": checks,
-        "seconds": {"total": total, "training_wall": seconds, "parts": parts,
-                    "evaluation": eval_seconds},
-        "figures": [p for p, _ in figures]})
-    write_report(plan, jobs, results, checks, parts, figures, total, command,
-                 QUICK if plan.quick else FULL, head)
+    atomic_write_json(
+        plan.report_dir / RESULTS,
+        {
+            "command": command,
+            "quick": plan.quick,
+            "seeds": list(plan.seeds),
+            "ks": list(plan.ks),
+            "steps": plan.steps,
+            "batch_size": plan.batch_size,
+            "eval_size": plan.eval_size,
+            "runs": {
+                j.name: {
+                    "path": str(j.path),
+                    "part": j.part,
+                    "state": j.state,
+                    "subprocess_seconds": round(j.seconds, 3),
+                }
+                for j in jobs
+            },
+            "results": results,
+            "checks": checks,
+            "seconds": {"total": total, "training_wall": seconds, "parts": parts, "evaluation": eval_seconds},
+            "figures": [p for p, _ in figures],
+        },
+    )
+    write_report(plan, jobs, results, checks, parts, figures, total, command, QUICK if plan.quick else FULL, head)
     for c in checks:
         print(f"{c['status']:8s} {c['name']}: {c['detail']}")
     return [plan.report_dir / REPORT, plan.report_dir / RESULTS, plan.report_dir / FIG_DIR]
@@ -200,9 +332,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, err)
     say = (lambda m: None) if plan.quiet else (lambda m: print(m, flush=True))
     frame_args = argparse.Namespace(**{**vars(args), "jobs": plan.jobs})
-    return finish_study(PROG, argv, frame_args, plan.runs_dir, plan.report_dir, lambda: make_jobs(plan),
-                        lambda jobs, report_dir, quick, seconds, command, head: write_everything(
-                            plan, jobs, say, seconds, command, head), quiet=plan.quiet)
+    return finish_study(
+        PROG,
+        argv,
+        frame_args,
+        plan.runs_dir,
+        plan.report_dir,
+        lambda: make_jobs(plan),
+        lambda jobs, report_dir, quick, seconds, command, head: write_everything(
+            plan, jobs, say, seconds, command, head
+        ),
+        quiet=plan.quiet,
+    )
+
 
 if __name__ == "__main__":
     sys.exit(guarded(main))

@@ -4,6 +4,7 @@ the --quick ones (FULL, QUICK; training steps, eval tasks and GD++ fitting steps
 initialisation, and `make_plan`, which checks every flag of build_parser's namespace into a `Plan`
 (FlagError: one line naming the flag, the value and what is accepted).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,15 +17,13 @@ from src.jobs.study import check_directory
 
 SEEDS = (0, 1, 2)
 KS = (2, 3, 4)
-ALPHAS = tuple(0.5 + 0.125 * i for i in range(13))            # 0.5, 0.625, ..., 2.0
+ALPHAS = tuple(0.5 + 0.125 * i for i in range(13))  # 0.5, 0.625, ..., 2.0
 WEIGHT_SCALES = (0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
 DISTRACTORS = (0, 2, 4, 6, 8)
 # Steps per model: the paper's (SPEC §4; lsa_rec as lsa1) and the --quick ones.
 # The non-linear part trains at batch NONLINEAR_BATCH (the notebook: 20,000 steps at 2,048).
-FULL = {"lsa1": 5000, "lsa_rec": 5000, "twolayer": 10_000, "nonlinear": 8000, "eval_size": 10_000,
-        "gdpp_steps": 1000}
-QUICK = {"lsa1": 1000, "lsa_rec": 600, "twolayer": 1000, "nonlinear": 300, "eval_size": 2000,
-         "gdpp_steps": 300}
+FULL = {"lsa1": 5000, "lsa_rec": 5000, "twolayer": 10_000, "nonlinear": 8000, "eval_size": 10_000, "gdpp_steps": 1000}
+QUICK = {"lsa1": 1000, "lsa_rec": 600, "twolayer": 1000, "nonlinear": 300, "eval_size": 2000, "gdpp_steps": 300}
 STEP_FLAG_LABELS = {"nonlinear": "each sine model (mlp_lsa, features_gd)"}
 NONLINEAR_BATCH = 512
 # A constant learning rate, the notebook's: with a 5 % warm-up and cosine decay over 6,000 steps
@@ -36,7 +35,7 @@ NONLINEAR_WARMUP = None
 NONLINEAR_INIT = 0.02
 
 
-FlagError = UsageError   # a bad flag value: one line naming the flag, the value and what is accepted
+FlagError = UsageError  # a bad flag value: one line naming the flag, the value and what is accepted
 
 
 def _int(flag: str, text, low: int) -> int:
@@ -74,7 +73,7 @@ class Plan:
     quick: bool
     seeds: tuple[int, ...]
     ks: tuple[int, ...]
-    steps: dict                 # model -> steps
+    steps: dict  # model -> steps
     batch_size: int
     eval_size: int
     log_every: int | None
@@ -95,14 +94,13 @@ def make_plan(args: argparse.Namespace) -> Plan:
     base = QUICK if args.quick else FULL
     scale = _pos_float("--steps-scale", args.steps_scale)
     steps = {}
-    for flag, model in (("lsa1", "lsa1"), ("rec", "lsa_rec"), ("twolayer", "twolayer"),
-                        ("nonlinear", "nonlinear")):
+    for flag, model in (("lsa1", "lsa1"), ("rec", "lsa_rec"), ("twolayer", "twolayer"), ("nonlinear", "nonlinear")):
         given = getattr(args, f"{flag}_steps")
-        steps[model] = (_int(f"--{flag}-steps", given, 1) if given is not None
-                        else max(1, int(round(base[model] * scale))))
+        steps[model] = (
+            _int(f"--{flag}-steps", given, 1) if given is not None else max(1, int(round(base[model] * scale)))
+        )
     n = 10  # N of the reference task (SPEC §1); the distractor counts index its pairs
-    distractors = _list("--distractors", args.distractors, lambda f, t: _int(f, t, 0),
-                        f"integers in [0, {n}]")
+    distractors = _list("--distractors", args.distractors, lambda f, t: _int(f, t, 0), f"integers in [0, {n}]")
     for k in distractors:
         if k > n:
             raise FlagError(f"--distractors={k} is out of range; accepted: integers in [0, {n}]")
@@ -116,16 +114,16 @@ def make_plan(args: argparse.Namespace) -> Plan:
         ks=tuple(sorted(_list("--ks", args.ks, lambda f, t: _int(f, t, 2), "integers >= 2"))),
         steps=steps,
         batch_size=_int("--batch_size", args.batch_size, 1),
-        eval_size=(_int("--eval_size", args.eval_size, 2) if args.eval_size is not None
-                   else base["eval_size"]),
+        eval_size=(_int("--eval_size", args.eval_size, 2) if args.eval_size is not None else base["eval_size"]),
         log_every=_int("--log_every", args.log_every, 1) if args.log_every is not None else None,
-        gdpp_steps=(_int("--gdpp-steps", args.gdpp_steps, 1) if args.gdpp_steps is not None
-                    else base["gdpp_steps"]),
+        gdpp_steps=(_int("--gdpp-steps", args.gdpp_steps, 1) if args.gdpp_steps is not None else base["gdpp_steps"]),
         gdpp_batch=_int("--gdpp-batch", args.gdpp_batch, 1),
         gdpp_lr=_pos_float("--gdpp-lr", args.gdpp_lr),
         alphas=tuple(sorted(_list("--alphas", args.alphas, _pos_float, "finite numbers > 0"))),
-        weight_scales=tuple(sorted(_list("--weight-scales", args.weight_scales, _pos_float,
-                                         "finite numbers > 0"))),
+        weight_scales=tuple(sorted(_list("--weight-scales", args.weight_scales, _pos_float, "finite numbers > 0"))),
         distractors=tuple(sorted(distractors)),
-        runs_dir=runs_dir, report_dir=report_dir,
-        jobs=_int("--jobs", args.jobs, 1), quiet=args.quiet)
+        runs_dir=runs_dir,
+        report_dir=report_dir,
+        jobs=_int("--jobs", args.jobs, 1),
+        quiet=args.quiet,
+    )

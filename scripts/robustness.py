@@ -14,6 +14,7 @@ analysis/shifts.json). The curricula part trains softmax attention, seed 0, with
 on the noisy and reordered evaluations. Report: report/ROBUSTNESS.md, report/robustness_results.json
 and report/figures/robustness/*.png (quick: under report/quick).
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,9 +33,12 @@ from scripts import mechanisms
 PROG = "python -m scripts.robustness"
 QUICK_MECHANISMS = ("softmax_causal", "favor")
 # name -> the pairs while training (softmax attention, seed 0)
-CURRICULA = {"label_noise_noisy_first": CurriculumConfig(noise_mode="label_noise", noise_p=0.25, noise_sigma=0.5,
-                                                         noise_placement="noisy_first"),
-             "easy2hard": CurriculumConfig(ordering="easy2hard")}
+CURRICULA = {
+    "label_noise_noisy_first": CurriculumConfig(
+        noise_mode="label_noise", noise_p=0.25, noise_sigma=0.5, noise_placement="noisy_first"
+    ),
+    "easy2hard": CurriculumConfig(ordering="easy2hard"),
+}
 
 
 @dataclass
@@ -44,19 +48,28 @@ class CurriculumJob(Job):
     curriculum: str = ""
 
 
-def make_jobs(runs_dir: Path, curricula_dir: Path, names: Sequence[str], seeds: Sequence[int],
-              quick: bool) -> list[Job]:
+def make_jobs(
+    runs_dir: Path, curricula_dir: Path, names: Sequence[str], seeds: Sequence[int], quick: bool
+) -> list[Job]:
     jobs = mechanisms.make_jobs(runs_dir, names, seeds, quick)
-    clean = next(j for j in jobs if (j.mechanism, j.seed) == (names[0], seeds[0]))   # the curricula's base
-    for name, pairs in list(CURRICULA.items())[:1 if quick else None]:
+    clean = next(j for j in jobs if (j.mechanism, j.seed) == (names[0], seeds[0]))  # the curricula's base
+    for name, pairs in list(CURRICULA.items())[: 1 if quick else None]:
         settings = replace(clean.settings, train_curriculum=pairs).validate()
-        jobs.append(CurriculumJob(f"{clean.mechanism}_{name}_seed{clean.seed}", settings, curricula_dir / name,
-                                  cost=settings.train.steps, mechanism=clean.mechanism, seed=clean.seed,
-                                  curriculum=name))
+        jobs.append(
+            CurriculumJob(
+                f"{clean.mechanism}_{name}_seed{clean.seed}",
+                settings,
+                curricula_dir / name,
+                cost=settings.train.steps,
+                mechanism=clean.mechanism,
+                seed=clean.seed,
+                curriculum=name,
+            )
+        )
     return plan(jobs)
 
 
-QUICK_BATTERY = 200       # tasks per shift in --quick (the study: 1,000), only the report's columns
+QUICK_BATTERY = 200  # tasks per shift in --quick (the study: 1,000), only the report's columns
 
 
 def battery_then_report(jobs, report_dir, **kwargs) -> list[Path]:
@@ -64,6 +77,7 @@ def battery_then_report(jobs, report_dir, **kwargs) -> list[Path]:
     from analysis.robustness import BATTERY_SIZE, run_battery
     from plots.robustness_report import selected
     from src import rundir as names
+
     quick = kwargs.get("quick")
     for job in jobs:
         if not getattr(job, "curriculum", "") and not job.run.exists(names.SHIFTS_JSON):
@@ -79,9 +93,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = QUICK_MECHANISMS if args.quick else mechanisms.MECHANISMS
     seeds = mechanisms.SEEDS[:1] if args.quick else mechanisms.SEEDS
     curricula_dir = runs_dir.parent / f"{runs_dir.name}_curricula"
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, curricula_dir, names, seeds, args.quick),
-                        functools.partial(battery_then_report))
+    return finish_study(
+        PROG,
+        argv,
+        args,
+        runs_dir,
+        report_dir,
+        lambda: make_jobs(runs_dir, curricula_dir, names, seeds, args.quick),
+        functools.partial(battery_then_report),
+    )
 
 
 if __name__ == "__main__":

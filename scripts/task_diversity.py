@@ -20,6 +20,7 @@ kept every tenth of them, each evaluated as the study evaluates a finished run: 
 ridge rise with training (M below our model's threshold: the switch was a transient) or not? Report:
 report/TASK_DIVERSITY_FINITE.md (plots/task_diversity_finite.py; about 3.5 h on 2 cores).
 """
+
 from __future__ import annotations
 
 import sys
@@ -45,13 +46,13 @@ from src.tasks.pools import pooled, task_pool
 
 PROG = "python -m scripts.task_diversity"
 CONFIG = "configs/task_diversity.yaml"
-POOLS = (2, 8, 32, 128, 512, 2048, 8192, 0)     # 0: fresh tasks every step (an effectively infinite pool)
+POOLS = (2, 8, 32, 128, 512, 2048, 8192, 0)  # 0: fresh tasks every step (an effectively infinite pool)
 SEEDS = (0, 1, 2)
 QUICK = {"steps": 60, "log_every": 30, "checkpoint_every": 60, "eval_size": 200}
 QUICK_POOLS = (2, 0)
 FINITE_POOLS = (32, 128, 512, 2048, 8192)
 QUICK_FINITE = {"steps": 90, "log_every": 30, "checkpoint_every": 30, "keep_every": 30, "eval_size": 200}
-EVAL_PROMPTS, POOL_EVAL_SEED = 1000, 29       # the prompts drawn from a run's own pool
+EVAL_PROMPTS, POOL_EVAL_SEED = 1000, 29  # the prompts drawn from a run's own pool
 
 
 def pool_sizes(text: str | None, quick: bool) -> tuple[int, ...]:
@@ -63,14 +64,21 @@ def pool_sizes(text: str | None, quick: bool) -> tuple[int, ...]:
     except ValueError:
         sizes = ()
     if not sizes or any(size < 0 for size in sizes):
-        raise UsageError(f"--pools={text!r} is not accepted; accepted: a comma list of integers >= 0 "
-                         "(0: fresh tasks every step)")
+        raise UsageError(
+            f"--pools={text!r} is not accepted; accepted: a comma list of integers >= 0 (0: fresh tasks every step)"
+        )
     refuse_repeats("--pools", text, sizes)
     return sizes
 
 
-def make_jobs(runs_dir: Path, pools: Sequence[int], seeds: Sequence[int], quick: bool,
-              config: str = CONFIG, finite_size: bool = False) -> list[Job]:
+def make_jobs(
+    runs_dir: Path,
+    pools: Sequence[int],
+    seeds: Sequence[int],
+    quick: bool,
+    config: str = CONFIG,
+    finite_size: bool = False,
+) -> list[Job]:
     """Run pool<M>_seed<s> (poolfresh for M = 0) of the config with train.num_tasks = M; with
     `finite_size`, at STEPS_FACTOR × its steps keeping a checkpoint every 1/KEEP_FRACTION of them."""
     base = read_settings(config)
@@ -79,12 +87,14 @@ def make_jobs(runs_dir: Path, pools: Sequence[int], seeds: Sequence[int], quick:
         steps = base.train.steps * task_diversity_finite.STEPS_FACTOR
         every = steps // task_diversity_finite.KEEP_FRACTION
         changes = QUICK_FINITE if quick else {"steps": steps, "keep_every": every, "checkpoint_every": every}
-    cells = {f"pool{size or 'fresh'}": replace(base, train=replace(base.train, num_tasks=size, **changes))
-             for size in pools}
+    cells = {
+        f"pool{size or 'fresh'}": replace(base, train=replace(base.train, num_tasks=size, **changes)) for size in pools
+    }
     return cell_jobs(runs_dir, cells, seeds)
 
 
 # The study's step: each finished run evaluated (the report only draws what this returns)
+
 
 def evaluate(job, at_step: int | None = None) -> dict:
     """{prompts ("pool", "prior") -> {estimator -> error}} of one finished run: error, squared error / d
@@ -103,7 +113,8 @@ def evaluate(job, at_step: int | None = None) -> dict:
     if tr.num_tasks:
         pool = task_pool(sample, tr.seed, tr.num_tasks, dims, points)
         batches["pool"] = jax.jit(lambda key: pooled(sample, tr.seed, tr.num_tasks)(key, EVAL_PROMPTS, dims, points))(
-            jax.random.key(POOL_EVAL_SEED))
+            jax.random.key(POOL_EVAL_SEED)
+        )
     out = {}
     for name, batch in batches.items():
         predict = pairs.predictor(model, params, state, points, batch.xs.shape[0])
@@ -112,8 +123,13 @@ def evaluate(job, at_step: int | None = None) -> dict:
             guesses["dmmse"] = dmmse(batch.xs, batch.ys, pool, noise)
         guesses = {k: np.asarray(g) for k, g in guesses.items()}
         out[name] = {k: float(np.mean((g - np.asarray(batch.ys)) ** 2) / dims) for k, g in guesses.items()}
-        out[name].update({f"distance_{k}": float(np.mean((guesses["model"] - g) ** 2) / dims)
-                          for k, g in guesses.items() if k != "model"})
+        out[name].update(
+            {
+                f"distance_{k}": float(np.mean((guesses["model"] - g) ** 2) / dims)
+                for k, g in guesses.items()
+                if k != "model"
+            }
+        )
     return out
 
 
@@ -121,7 +137,9 @@ def collect(jobs: Sequence) -> list[dict]:
     rows = []
     for job in jobs:
         if job.run.path.is_dir() and (job.run.path / names.PARAMS).exists():
-            rows.append({"run": job.name, "num_tasks": job.settings.train.num_tasks, "seed": job.seed, "errors": evaluate(job)})
+            rows.append(
+                {"run": job.name, "num_tasks": job.settings.train.num_tasks, "seed": job.seed, "errors": evaluate(job)}
+            )
     return rows
 
 
@@ -137,8 +155,11 @@ def params_at(run, like, step: int):
 
 def kept_steps(job) -> list[int]:
     every, total = job.settings.train.keep_every, job.settings.train.steps
-    return [s for s in range(every, total + 1, every) if (job.run.path / names.kept_checkpoint(s)).exists()] \
-        if every else []
+    return (
+        [s for s in range(every, total + 1, every) if (job.run.path / names.kept_checkpoint(s)).exists()]
+        if every
+        else []
+    )
 
 
 def curve(job) -> dict:
@@ -161,6 +182,7 @@ def finite_curves(jobs: Sequence) -> dict[int, dict]:
 def study_switch(report_dir: Path) -> int | None:
     """The pool size from which the study's own runs track ridge (its recorded results), or None."""
     import json
+
     try:
         return json.loads((report_dir / RESULTS).read_text(encoding="utf-8")).get("threshold")
     except (OSError, ValueError, AttributeError):
@@ -170,29 +192,52 @@ def study_switch(report_dir: Path) -> int | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = study_parser(PROG, __doc__, "pools 2 and fresh, 60 steps, seed 0 (a smoke test)")
-    parser.add_argument("--pools", default=None, help="comma list of pool sizes, 0 for fresh tasks "
-                                                      f"(default: {','.join(map(str, POOLS))})")
+    parser.add_argument(
+        "--pools",
+        default=None,
+        help=f"comma list of pool sizes, 0 for fresh tasks (default: {','.join(map(str, POOLS))})",
+    )
     parser.add_argument("--seeds", default=None, help=f"comma list (default: {','.join(map(str, SEEDS))})")
-    parser.add_argument("--config", default=CONFIG, help=f"every run's settings file (default: {CONFIG}; "
-                        "configs/gpu/task_diversity_small.yaml is Raventós et al.'s small model at their protocol)")
-    parser.add_argument("--finite-size", action="store_true",
-                        help=f"the finite-size test: pools {','.join(map(str, FINITE_POOLS))} at 10x the steps, seed 0")
+    parser.add_argument(
+        "--config",
+        default=CONFIG,
+        help=f"every run's settings file (default: {CONFIG}; "
+        "configs/gpu/task_diversity_small.yaml is Raventós et al.'s small model at their protocol)",
+    )
+    parser.add_argument(
+        "--finite-size",
+        action="store_true",
+        help=f"the finite-size test: pools {','.join(map(str, FINITE_POOLS))} at 10x the steps, seed 0",
+    )
     args = parser.parse_args(argv)
     finite = args.finite_size
     try:
         runs_dir, report_dir = study_dirs(args, "task_diversity_finite" if finite else "task_diversity")
-        pools = pool_sizes(args.pools, args.quick) if args.pools or not finite else \
-            (FINITE_POOLS[:2] if args.quick else FINITE_POOLS)
+        pools = (
+            pool_sizes(args.pools, args.quick)
+            if args.pools or not finite
+            else (FINITE_POOLS[:2] if args.quick else FINITE_POOLS)
+        )
         seeds = seed_list(args.seeds) if args.seeds else (SEEDS[:1] if args.quick or finite else SEEDS)
     except UsageError as err:
         return fail(PROG, err)
+
     def writer(jobs, report_dir, **kwargs):
         if finite:
-            return task_diversity_finite.write_report(jobs, finite_curves(jobs), report_dir,
-                                                      study_switch=study_switch(report_dir), **kwargs)
+            return task_diversity_finite.write_report(
+                jobs, finite_curves(jobs), report_dir, study_switch=study_switch(report_dir), **kwargs
+            )
         return write_report(jobs, collect(jobs), report_dir, **kwargs)
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, pools, seeds, args.quick, args.config, finite_size=finite), writer)
+
+    return finish_study(
+        PROG,
+        argv,
+        args,
+        runs_dir,
+        report_dir,
+        lambda: make_jobs(runs_dir, pools, seeds, args.quick, args.config, finite_size=finite),
+        writer,
+    )
 
 
 if __name__ == "__main__":

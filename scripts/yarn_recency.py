@@ -16,6 +16,7 @@ report/yarn_recency_results.json and report/figures/yarn_recency/tail_mass.png.
 
 Glossary: L layers, B eval tasks, H heads, T tokens (2 x points).
 """
+
 from __future__ import annotations
 
 import sys
@@ -41,6 +42,7 @@ RESULTS, REPORT, FIGURE = "yarn_recency_results.json", "YARN_RECENCY.md", "figur
 
 def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool):
     from scripts import lengthgen
+
     return lengthgen.make_jobs(runs_dir, ["dynamic_yarn"], ["linear_regression"], seeds, quick, None, CONFIG)
 
 
@@ -55,6 +57,7 @@ def measure(run) -> dict:
     from src.systems.gpt2 import make_model
     from src.systems.gpt2_prompts import eval_batch
     from src.tasks.objectives import objective_of
+
     settings, model, params, state = load_run(run)
     trained = settings.curriculum.points.end
     out = {**judge(settings, model, params, state, eval_batch(settings, n_points=trained)), "cells": {}}
@@ -66,13 +69,18 @@ def measure(run) -> dict:
             prediction = jax.jit(make_model(read).apply)(params, state, batch.xs, batch.ys)
             error = float(np.mean(np.asarray(objective.point_errors(prediction, batch))[:, points - 1]))
             weights = attention_weights(read, params, state, batch.xs, batch.ys)
-            out["cells"][f"{encoding}@{points}"] = {"encoding": encoding, "points": points, "error_last": error,
-                                                    "tail_mass": tail_mass_by_head(weights).round(6).tolist()}
+            out["cells"][f"{encoding}@{points}"] = {
+                "encoding": encoding,
+                "points": points,
+                "error_last": error,
+                "tail_mass": tail_mass_by_head(weights).round(6).tolist(),
+            }
     return out
 
 
 def figure(results: dict, lengths: Sequence[int]):
     from plots.style import new_figure
+
     cells = results["mean_tail"]
     layers, heads = np.asarray(next(iter(cells.values()))).shape
     fig = new_figure(3.2 * len(lengths), 2.6 * layers, constrained=True)
@@ -83,8 +91,14 @@ def figure(results: dict, lengths: Sequence[int]):
             for i, encoding in enumerate(ENCODINGS):
                 mean = np.asarray(cells[f"{encoding}@{points}"])[row]
                 std = np.asarray(results["std_tail"][f"{encoding}@{points}"])[row]
-                ax.bar(np.arange(heads) + (i - (len(ENCODINGS) - 1) / 2) * width, mean, width, yerr=std,
-                       color=f"C{i}", label=READ_AS[encoding])
+                ax.bar(
+                    np.arange(heads) + (i - (len(ENCODINGS) - 1) / 2) * width,
+                    mean,
+                    width,
+                    yerr=std,
+                    color=f"C{i}",
+                    label=READ_AS[encoding],
+                )
             ax.axhline(TAIL, color="0.4", ls=":", lw=1, label=f"uniform ({TAIL})")
             ax.set_xticks(range(heads))
             ax.set_xlabel("head")
@@ -104,48 +118,88 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
     from plots.style import png_bytes
     from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
     from src.stats import STD_LABEL, format_pm, over_seeds
+
     runs = {job.name: measure(job.run) for job in jobs}
     judged = {name: r for name, r in runs.items() if r["trained_enough"]}
     keys = list(next(iter(runs.values()))["cells"])
     pool = judged or runs
     mean_tail = {k: np.mean([r["cells"][k]["tail_mass"] for r in pool.values()], axis=0).tolist() for k in keys}
-    std_tail = {k: (np.std([r["cells"][k]["tail_mass"] for r in pool.values()], axis=0, ddof=1)
-                    if len(pool) > 1 else np.zeros_like(mean_tail[k])).tolist() for k in keys}
+    std_tail = {
+        k: (
+            np.std([r["cells"][k]["tail_mass"] for r in pool.values()], axis=0, ddof=1)
+            if len(pool) > 1
+            else np.zeros_like(mean_tail[k])
+        ).tolist()
+        for k in keys
+    }
     lengths = sorted({c["points"] for c in next(iter(runs.values()))["cells"].values()})
-    results = {"command": command, "quick": quick, "seconds": seconds, "config": CONFIG, "tail": TAIL,
-               "runs": runs, "judged": sorted(judged), "mean_tail": mean_tail, "std_tail": std_tail,
-               "figures": [FIGURE]}
+    results = {
+        "command": command,
+        "quick": quick,
+        "seconds": seconds,
+        "config": CONFIG,
+        "tail": TAIL,
+        "runs": runs,
+        "judged": sorted(judged),
+        "mean_tail": mean_tail,
+        "std_tail": std_tail,
+        "figures": [FIGURE],
+    }
     atomic_write_bytes(report_dir / FIGURE, png_bytes(figure(results, lengths)))
     atomic_write_json(report_dir / RESULTS, results)
     layers, heads = np.asarray(mean_tail[keys[0]]).shape
-    lines = header("Recency of dynamic YaRN on the length study's stronger models (Lin et al., AAAI 2025)",
-                   quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
-    lines += [f"- Model: {CONFIG} (the length sweep's strongest protocol) with position dynamic_yarn, on "
-              f"linear regression trained to L = {lengths[0]} points; read at L and at {FACTOR}x L on the "
-              "length study's eval tasks, with its own encoding and again as RoPE on the same weights",
-              f"- Tail mass: the prediction token's attention on the last {TAIL:.0%} of the keys, mean over eval "
-              f"tasks (uniform: {TAIL}); mean ± {STD_LABEL}, over the {len(pool)} seeds "
-              + ("trained enough to judge" if judged else "(none trained enough to judge: no claim)"),
-              "- Error: squared error / d at the last point", "",
-              "| read as | points | error at the last point | " + " | ".join(
-                  f"layer {layer}: mean over heads" for layer in range(layers)) + " |",
-              "|---" * (3 + layers) + "|"]
+    lines = header(
+        "Recency of dynamic YaRN on the length study's stronger models (Lin et al., AAAI 2025)",
+        quick=quick,
+        head=head,
+        command=command,
+        seconds=seconds,
+        jobs=jobs,
+    )
+    lines += [
+        f"- Model: {CONFIG} (the length sweep's strongest protocol) with position dynamic_yarn, on "
+        f"linear regression trained to L = {lengths[0]} points; read at L and at {FACTOR}x L on the "
+        "length study's eval tasks, with its own encoding and again as RoPE on the same weights",
+        f"- Tail mass: the prediction token's attention on the last {TAIL:.0%} of the keys, mean over eval "
+        f"tasks (uniform: {TAIL}); mean ± {STD_LABEL}, over the {len(pool)} seeds "
+        + ("trained enough to judge" if judged else "(none trained enough to judge: no claim)"),
+        "- Error: squared error / d at the last point",
+        "",
+        "| read as | points | error at the last point | "
+        + " | ".join(f"layer {layer}: mean over heads" for layer in range(layers))
+        + " |",
+        "|---" * (3 + layers) + "|",
+    ]
     for key in keys:
         cell = next(iter(runs.values()))["cells"][key]
         error = over_seeds([r["cells"][key]["error_last"] for r in pool.values()])
-        per_layer = [over_seeds([float(np.mean(r["cells"][key]["tail_mass"][layer])) for r in pool.values()])
-                     for layer in range(layers)]
-        lines.append(f"| {cell['encoding']} | {cell['points']} | {format_pm(error, 3)} | "
-                     + " | ".join(format_pm(s, 3) for s in per_layer) + " |")
-    lines += ["", "Per head (mean ± std over seeds):", "",
-              "| read as | points | layer | " + " | ".join(f"head {h}" for h in range(heads)) + " |",
-              "|---" * (3 + heads) + "|"]
+        per_layer = [
+            over_seeds([float(np.mean(r["cells"][key]["tail_mass"][layer])) for r in pool.values()])
+            for layer in range(layers)
+        ]
+        lines.append(
+            f"| {cell['encoding']} | {cell['points']} | {format_pm(error, 3)} | "
+            + " | ".join(format_pm(s, 3) for s in per_layer)
+            + " |"
+        )
+    lines += [
+        "",
+        "Per head (mean ± std over seeds):",
+        "",
+        "| read as | points | layer | " + " | ".join(f"head {h}" for h in range(heads)) + " |",
+        "|---" * (3 + heads) + "|",
+    ]
     for key in keys:
         cell = next(iter(runs.values()))["cells"][key]
         for layer in range(layers):
-            lines.append(f"| {cell['encoding']} | {cell['points']} | {layer} | " + " | ".join(
-                format_pm(over_seeds([r["cells"][key]["tail_mass"][layer][h] for r in pool.values()]), 3)
-                for h in range(heads)) + " |")
+            lines.append(
+                f"| {cell['encoding']} | {cell['points']} | {layer} | "
+                + " | ".join(
+                    format_pm(over_seeds([r["cells"][key]["tail_mass"][layer][h] for r in pool.values()]), 3)
+                    for h in range(heads)
+                )
+                + " |"
+            )
     lines += ["", "## Figures", "", f"- `{FIGURE}`", ""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS, report_dir / FIGURE, write_index(report_dir)]
@@ -155,8 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = study_parser(PROG, __doc__, "60 steps, seed 0 (a smoke test)")
     argv, args, runs_dir, report_dir = parse_study(parser, argv, "yarn_recency")
     seeds = SEEDS[:1] if args.quick else SEEDS
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, seeds, args.quick), write_report)
+    return finish_study(
+        PROG, argv, args, runs_dir, report_dir, lambda: make_jobs(runs_dir, seeds, args.quick), write_report
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ model.state_mixer:mlp ...`; a hybrid adds --model.seq_mixers a,b), 2 layers, 1 h
 job engine (finished runs are reused). Report: report/ZOO.md, report/zoo_results.json and
 report/figures/zoo/accuracy_state.png (plots/zoo_report.py; quick: under report/quick).
 """
+
 from __future__ import annotations
 
 import sys
@@ -37,8 +38,17 @@ PROG = "python -m scripts.zoo"
 CONFIG = "configs/zoo.yaml"
 # Zoology's figure-2 models (BaseConv alternates a short and the long convolution by layer, as its
 # configs do) and the Based paper's, as the study spells them (a+b: a hybrid stack; name:option=value)
-ZOO = ("attention", "base_conv+base_conv:kernel_size=-1", "hyena", "h3", "rwkv7", "base_conv+based", "delta_net",
-       "gated_delta_net", "mamba2")
+ZOO = (
+    "attention",
+    "base_conv+base_conv:kernel_size=-1",
+    "hyena",
+    "h3",
+    "rwkv7",
+    "base_conv+based",
+    "delta_net",
+    "gated_delta_net",
+    "mamba2",
+)
 QUICK_GRID = Grid(cells=(Cell(seq_len=64, kappa=4, steps=40),), widths=(16,), learning_rates=(3e-3,))
 
 
@@ -47,8 +57,10 @@ def mixer_names(text: str | None) -> list[str]:
     `name:option=value[:...]`, or hybrids a+b of them (UsageError, one line, for a bad one)."""
     names = [m.strip() for m in (text or ",".join(ZOO)).split(",") if m.strip()]
     if not names:
-        raise UsageError(f"--mixers={text!r} is not accepted; accepted: a comma list of mixers "
-                         "(python -m runners.recipe --choices), name:option=value, or hybrids a+b")
+        raise UsageError(
+            f"--mixers={text!r} is not accepted; accepted: a comma list of mixers "
+            "(python -m runners.recipe --choices), name:option=value, or hybrids a+b"
+        )
     refuse_repeats("--mixers", text, names)
     for name in names:
         mixer_choices(name)
@@ -68,13 +80,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         seeds = seed_list(args.seeds)
         grid = QUICK_GRID if args.quick and not args.config else read_grid(args.config or CONFIG)
         if grid.boolean:
-            raise UsageError(f"--config={args.config!r}: boolean=true is not accepted here; accepted: MQAR cells "
-                             "only (the boolean tasks are scripts.mixers')")
+            raise UsageError(
+                f"--config={args.config!r}: boolean=true is not accepted here; accepted: MQAR cells "
+                "only (the boolean tasks are scripts.mixers')"
+            )
     except UsageError as err:
         return fail(PROG, err)
     grid = replace(grid, heads=1)
-    return finish_study(PROG, argv, args, runs_dir, report_dir,
-                        lambda: make_jobs(runs_dir, mixers, seeds, False, grid), write_report)
+    return finish_study(
+        PROG, argv, args, runs_dir, report_dir, lambda: make_jobs(runs_dir, mixers, seeds, False, grid), write_report
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ before it draws a random number or compiles a program:
   factorised attention) then miss their 1e-4 tolerances, and all pass with it.
   JAX_DEFAULT_MATMUL_PRECISION in the environment wins (e.g. =tensorfloat32 for speed).
 """
+
 import os
 
 import jax

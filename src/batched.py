@@ -18,6 +18,7 @@ than one block draws a progress bar on stderr, each block waited for as it ends 
 
 Shapes: R rows (prompts), then whatever each array holds per row.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,7 +30,7 @@ import numpy as np
 
 from src import bounds
 
-_SHOWN = contextvars.ContextVar("blocks_shown", default=None)   # the progress bars' label, or None
+_SHOWN = contextvars.ContextVar("blocks_shown", default=None)  # the progress bars' label, or None
 
 
 @contextlib.contextmanager
@@ -66,11 +67,12 @@ def in_blocks(predict: Callable, rows: int, what: str = "prompts") -> Callable:
         bar = None
         if label is not None:
             from tqdm import tqdm
+
             bar = tqdm(total=total, desc=f"{label}: {what}", leave=False, file=sys.stderr, dynamic_ncols=True)
         for start in range(0, total, rows):
             count = min(rows, total - start)
             index = start + np.arange(rows) % count
-            block = predict(*(a[index] if count < rows else a[start:start + rows] for a in arrays))
+            block = predict(*(a[index] if count < rows else a[start : start + rows] for a in arrays))
             parts.append(jax.tree_util.tree_map(lambda x: x[:count], block))
             if bar is not None:
                 jax.block_until_ready(parts[-1])
@@ -78,4 +80,5 @@ def in_blocks(predict: Callable, rows: int, what: str = "prompts") -> Callable:
         if bar is not None:
             bar.close()
         return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *parts)
+
     return blocked

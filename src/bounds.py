@@ -8,29 +8,30 @@ the memory this machine has free.
 The ranges are generous (far beyond anything that trains on a laptop) but finite, so a typo such
 as `--num_layers 100000` is refused in one line instead of compiling for an hour.
 """
+
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import os
 
-SEED_LIMIT = 2 ** 32          # seeds are 32-bit (numpy's generators take no more)
+SEED_LIMIT = 2**32  # seeds are 32-bit (numpy's generators take no more)
 
 # setting -> (lowest, highest) accepted integer
 RANGES: dict[str, tuple[int, int]] = {
     "seed": (0, SEED_LIMIT - 1),
     "layers": (1, 256),
     "heads": (1, 256),
-    "width": (1, 16_384),          # model width / n_embd / key size
-    "d": (1, 4_096),               # input dimension
-    "points": (1, 100_000),        # in-context examples / sequence positions
+    "width": (1, 16_384),  # model width / n_embd / key size
+    "d": (1, 4_096),  # input dimension
+    "points": (1, 100_000),  # in-context examples / sequence positions
     "batch_size": (1, 1 << 20),
     "eval_size": (1, 1 << 22),
-    "steps": (1, 10 ** 9),
-    "pool": (1, 1 << 24),          # a finite pool's task vectors or prompts (src/tasks/pools.py)
+    "steps": (1, 10**9),
+    "pool": (1, 1 << 24),  # a finite pool's task vectors or prompts (src/tasks/pools.py)
 }
 FLOAT_BYTES = 4
-HEADROOM = 0.8                 # use at most this fraction of the free memory
+HEADROOM = 0.8  # use at most this fraction of the free memory
 # Evaluation and analyses run their prompts in blocks of at most this many estimated bytes
 # (src/batched.py); a fixed figure, not the memory free, so the blocks depend on settings only.
 EVAL_BLOCK_BYTES = 1 << 30
@@ -45,8 +46,9 @@ def check_sizes(*named: tuple[str, str, int], **values: int) -> None:
     """ValueError for the first value outside its RANGES entry. Keyword form: the keyword is the
     kind (`layers=3`), or kind__label to name the setting (`width__key_size=20`); positional
     form for dotted names: ("layers", "model.n_layer", 3)."""
-    items = list(named) + [(k.partition("__")[0], k.partition("__")[2] or k.partition("__")[0], v)
-                           for k, v in values.items()]
+    items = list(named) + [
+        (k.partition("__")[0], k.partition("__")[2] or k.partition("__")[0], v) for k, v in values.items()
+    ]
     for kind, label, value in items:
         low, high = RANGES[kind]
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
@@ -73,9 +75,18 @@ def forward_bytes(*, tokens: int, width: int, layers: int, heads: int, keep_atte
     return FLOAT_BYTES * per_layer * (layers + 1 if keep_attention else 2)
 
 
-def training_bytes(*, batch_size: int, eval_size: int, tokens: int, width: int, layers: int,
-                   heads: int, keep_attention: bool = False, hidden_ratio: float = 0.0,
-                   score_copies: int = 1) -> int:
+def training_bytes(
+    *,
+    batch_size: int,
+    eval_size: int,
+    tokens: int,
+    width: int,
+    layers: int,
+    heads: int,
+    keep_attention: bool = False,
+    hidden_ratio: float = 0.0,
+    score_copies: int = 1,
+) -> int:
     """An estimate (an over-estimate on purpose) of the memory one run needs, in bytes.
 
     Training keeps every layer's activations for the backward pass: per sequence and layer the
@@ -128,11 +139,16 @@ def reading_a_run():
         _READING.reset(token)
 
 
-def check_memory(needed: int, what: str = "this run",
-                 accepted: str = "a smaller batch_size, eval_size, number of points or model",
-                 parts: str = "batch, eval set and model") -> None:
+def check_memory(
+    needed: int,
+    what: str = "this run",
+    accepted: str = "a smaller batch_size, eval_size, number of points or model",
+    parts: str = "batch, eval set and model",
+) -> None:
     """ValueError (one line) when `needed` bytes exceed HEADROOM of the free memory."""
     free = available_bytes()
     if free is not None and needed > HEADROOM * free:
-        raise ValueError(f"{what} needs about {needed / 2**30:.1f} GiB ({parts}) "
-                         f"but this machine has {free / 2**30:.1f} GiB free; accepted: {accepted}")
+        raise ValueError(
+            f"{what} needs about {needed / 2**30:.1f} GiB ({parts}) "
+            f"but this machine has {free / 2**30:.1f} GiB free; accepted: {accepted}"
+        )

@@ -9,6 +9,7 @@ other settings, or whose arrays do not fit the model, is refused, never loaded i
 Layout: format, step, first_loss, settings_digest (sha256 as bytes), params/0000…,
 opt_state/0000… (tree leaves in order), per_step/<name>, at_log/<name>.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,7 @@ from src.loop import Progress, TrainState
 from src.params import first_non_finite
 
 FORMAT = 1
-PARTS = ("params", "opt_state")      # the training state's parts, stored as <part>/0000...
+PARTS = ("params", "opt_state")  # the training state's parts, stored as <part>/0000...
 
 
 class CheckpointError(ValueError):
@@ -28,9 +29,12 @@ class CheckpointError(ValueError):
 
 
 def to_arrays(progress: Progress, digest: str) -> dict[str, np.ndarray]:
-    arrays = {"format": np.asarray(FORMAT), "step": np.asarray(progress.step),
-              "first_loss": np.asarray(math.nan if progress.first_loss is None else progress.first_loss),
-              "settings_digest": np.frombuffer(digest.encode(), np.uint8)}
+    arrays = {
+        "format": np.asarray(FORMAT),
+        "step": np.asarray(progress.step),
+        "first_loss": np.asarray(math.nan if progress.first_loss is None else progress.first_loss),
+        "settings_digest": np.frombuffer(digest.encode(), np.uint8),
+    }
     for part in PARTS:
         leaves = jax.tree_util.tree_leaves(getattr(progress.state, part))
         arrays.update({f"{part}/{i:04d}": np.asarray(leaf) for i, leaf in enumerate(leaves)})
@@ -54,8 +58,7 @@ def _tree(part: str, like, arrays: dict) -> object:
         leaf = arrays[f"{part}/{i:04d}"] if f"{part}/{i:04d}" in arrays else None
         if leaf is None or tuple(leaf.shape) != tuple(struct.shape) or leaf.dtype != struct.dtype:
             got = "missing" if leaf is None else f"{leaf.dtype}{list(leaf.shape)}"
-            raise CheckpointError(f"its {part} array {i} is {got}; this run's is "
-                                  f"{struct.dtype}{list(struct.shape)}")
+            raise CheckpointError(f"its {part} array {i} is {got}; this run's is {struct.dtype}{list(struct.shape)}")
         leaves.append(jax.numpy.asarray(leaf))
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
@@ -69,15 +72,19 @@ def from_arrays(arrays: dict[str, np.ndarray], like: TrainState, digest: str, to
         raise CheckpointError(f"its format is {int(arrays['format'])}; accepted: {FORMAT}")
     stored = bytes(np.asarray(arrays["settings_digest"], np.uint8)).decode(errors="replace")
     if stored != digest:
-        raise CheckpointError("it was written by a run of other settings (its settings digest "
-                              f"{stored[:12]}… differs from this run's {digest[:12]}…)")
+        raise CheckpointError(
+            "it was written by a run of other settings (its settings digest "
+            f"{stored[:12]}… differs from this run's {digest[:12]}…)"
+        )
     step = int(arrays["step"])
     if not 0 < step <= total:
         raise CheckpointError(f"its step {step} is outside this run's 1..{total}")
     bad = first_non_finite(state_arrays(arrays))
     if bad is not None:
-        raise CheckpointError(f"its {bad.split('/')[0]} array {bad.split('/')[1]} is not finite (a run "
-                              "keeps only finite states: the file was altered or damaged)")
+        raise CheckpointError(
+            f"its {bad.split('/')[0]} array {bad.split('/')[1]} is not finite (a run "
+            "keeps only finite states: the file was altered or damaged)"
+        )
     state = TrainState(_tree("params", like.params, arrays), _tree("opt_state", like.opt_state, arrays))
     per_step = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("per_step/")}
     at_log = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("at_log/")}
@@ -96,8 +103,10 @@ def checkpoint_params(arrays: dict[str, np.ndarray], like, digest: str) -> tuple
             raise CheckpointError(f"it has no {key!r} array; it was not written by this code")
     stored = bytes(np.asarray(arrays["settings_digest"], np.uint8)).decode(errors="replace")
     if stored != digest:
-        raise CheckpointError("it was written by a run of other settings (its settings digest "
-                              f"{stored[:12]}… differs from this run's {digest[:12]}…)")
+        raise CheckpointError(
+            "it was written by a run of other settings (its settings digest "
+            f"{stored[:12]}… differs from this run's {digest[:12]}…)"
+        )
     params = {k: a for k, a in arrays.items() if k.startswith("params/")}
     bad = first_non_finite(params)
     if bad is not None:

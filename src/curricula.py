@@ -7,6 +7,7 @@ the x token and its ȳ token). The query is never touched.
 
 Shapes: B tasks, N context pairs, d input dimension.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ from src.tasks.regression import Tasks, random_pair_inputs
 class CurriculumOutput(NamedTuple):
     tasks: Tasks
     ordering_idx: jax.Array  # [B, N] int32: new position p holds old pair ordering_idx[p]
-    noise_mask: jax.Array    # [B, N] bool, in the new order: True = corrupted pair
+    noise_mask: jax.Array  # [B, N] bool, in the new order: True = corrupted pair
 
 
 def num_corrupted(p: float, num_context: int) -> int:
@@ -42,9 +43,18 @@ def gaussian_inputs(key: jax.Array, xs: jax.Array) -> jax.Array:
     return jnp.where(xs != 0, jax.random.normal(key, xs.shape), 0.0)
 
 
-def corrupt_pairs(key: jax.Array, xs: jax.Array, ys: jax.Array, count: int, mode: str, sigma: float,
-                  fresh_inputs: Callable[[jax.Array, jax.Array], jax.Array] = gaussian_inputs, *,
-                  pick: str = "uniform", context: int | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+def corrupt_pairs(
+    key: jax.Array,
+    xs: jax.Array,
+    ys: jax.Array,
+    count: int,
+    mode: str,
+    sigma: float,
+    fresh_inputs: Callable[[jax.Array, jax.Array], jax.Array] = gaussian_inputs,
+    *,
+    pick: str = "uniform",
+    context: int | None = None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Corrupt `count` of the first `context` pairs (default: all) of every prompt xs [B, n, d],
     ys [B, n]; the pairs after them (a query) are never touched. Returns (xs, ys, mask [B, n]).
 
@@ -70,12 +80,16 @@ def corrupt_pairs(key: jax.Array, xs: jax.Array, ys: jax.Array, count: int, mode
         return xs, jnp.where(mask, ys + sigma * jax.random.normal(k_y, ys.shape), ys), mask
     if mode != "random_pairs":
         raise ValueError(f"mode={mode!r} is unknown; accepted: label_noise, random_pairs")
-    return (jnp.where(mask[..., None], fresh_inputs(k_x, xs), xs),
-            jnp.where(mask, sigma * jax.random.normal(k_y, ys.shape), ys), mask)
+    return (
+        jnp.where(mask[..., None], fresh_inputs(k_x, xs), xs),
+        jnp.where(mask, sigma * jax.random.normal(k_y, ys.shape), ys),
+        mask,
+    )
 
 
-def corrupt(key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig, task: TaskConfig,
-            alpha: float = 1.0) -> tuple[Tasks, jax.Array]:
+def corrupt(
+    key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig, task: TaskConfig, alpha: float = 1.0
+) -> tuple[Tasks, jax.Array]:
     """The curriculum's noise on the context pairs of von Oswald et al.'s form: exactly
     round(p*N) uniformly chosen pairs per task (corrupt_pairs), random pairs with inputs from the
     task's own distribution (U(-alpha*a/2, alpha*a/2)^d; a pair task: its sampler's inputs).
@@ -88,9 +102,11 @@ def corrupt(key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig, task: Ta
     def fresh_inputs(k, xs):
         if is_paper_task(task):
             return random_pair_inputs(k, xs.shape[:2], task, alpha)
-        return paper_form_sampler(task)(k, b, alpha).context_x      # a pair task's own inputs
-    context_x, context_y, mask = corrupt_pairs(key, tasks.context_x, tasks.context_y, count,
-                                               curriculum.noise_mode, curriculum.noise_sigma, fresh_inputs)
+        return paper_form_sampler(task)(k, b, alpha).context_x  # a pair task's own inputs
+
+    context_x, context_y, mask = corrupt_pairs(
+        key, tasks.context_x, tasks.context_y, count, curriculum.noise_mode, curriculum.noise_sigma, fresh_inputs
+    )
     return tasks._replace(context_x=context_x, context_y=context_y), mask
 
 
@@ -115,8 +131,7 @@ def ordering_key(key: jax.Array, tasks: Tasks, ordering: str) -> jax.Array:
     raise ValueError(f"ordering={ordering!r} is unknown")
 
 
-def order(key: jax.Array, tasks: Tasks, noise_mask: jax.Array,
-          curriculum: CurriculumConfig) -> CurriculumOutput:
+def order(key: jax.Array, tasks: Tasks, noise_mask: jax.Array, curriculum: CurriculumConfig) -> CurriculumOutput:
     """Reorder pairs by the ordering key, within placement groups.
 
     mixed: one group; clean_first: clean pairs then corrupted; noisy_first: the reverse.
@@ -128,15 +143,15 @@ def order(key: jax.Array, tasks: Tasks, noise_mask: jax.Array,
         group = noise_mask if curriculum.noise_placement == "clean_first" else ~noise_mask
         perm = jnp.lexsort((sort_key, group.astype(jnp.int32)), axis=-1)
     perm = perm.astype(jnp.int32)
-    return CurriculumOutput(permute_pairs(tasks, perm),
-                            perm, jnp.take_along_axis(noise_mask, perm, axis=-1))
+    return CurriculumOutput(permute_pairs(tasks, perm), perm, jnp.take_along_axis(noise_mask, perm, axis=-1))
 
 
 def permute_pairs(tasks: Tasks, perm: jax.Array) -> Tasks:
     """Context pairs in the order `perm` [B, N] (position p <- old pair perm[p])."""
     return tasks._replace(
         context_x=jnp.take_along_axis(tasks.context_x, perm[..., None], axis=1),
-        context_y=jnp.take_along_axis(tasks.context_y, perm, axis=1))
+        context_y=jnp.take_along_axis(tasks.context_y, perm, axis=1),
+    )
 
 
 def is_exchangeable(curriculum: CurriculumConfig) -> bool:
@@ -146,8 +161,9 @@ def is_exchangeable(curriculum: CurriculumConfig) -> bool:
     return curriculum.noise_mode == "clean" and curriculum.ordering == "random"
 
 
-def apply_curriculum(key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig,
-                     task: TaskConfig, alpha: float = 1.0) -> CurriculumOutput:
+def apply_curriculum(
+    key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig, task: TaskConfig, alpha: float = 1.0
+) -> CurriculumOutput:
     """Noise, then ordering and placement."""
     key_noise, key_order = jax.random.split(key)
     noisy, mask = corrupt(key_noise, tasks, curriculum, task, alpha)
@@ -165,12 +181,14 @@ def with_pair_curriculum(key: jax.Array, batch: RegressionBatch, curriculum: Cur
     count = num_corrupted(curriculum.noise_p, n - 1) if curriculum.noise_mode != "clean" else 0
     context_x, context_y, mask = xs[:, :-1], ys[:, :-1], jnp.zeros((b, n - 1), bool)
     if count:
-        context_x, context_y, mask = corrupt_pairs(key, context_x, context_y, count, curriculum.noise_mode,
-                                                   curriculum.noise_sigma)
+        context_x, context_y, mask = corrupt_pairs(
+            key, context_x, context_y, count, curriculum.noise_mode, curriculum.noise_sigma
+        )
     tasks = Tasks(context_x, context_y, xs[:, -1], ys[:, -1], batch.w)
     ordered = order(jax.random.split(key, 4)[3], tasks, mask, curriculum)
     kept = jnp.concatenate([~ordered.noise_mask, jnp.ones((b, 1), bool)], axis=1)
-    return batch._replace(xs=jnp.concatenate([ordered.tasks.context_x, xs[:, -1:]], axis=1),
-                          ys=jnp.concatenate([ordered.tasks.context_y, ys[:, -1:]], axis=1),
-                          weights=batch.weights * kept)
-
+    return batch._replace(
+        xs=jnp.concatenate([ordered.tasks.context_x, xs[:, -1:]], axis=1),
+        ys=jnp.concatenate([ordered.tasks.context_y, ys[:, -1:]], axis=1),
+        weights=batch.weights * kept,
+    )

@@ -1,5 +1,6 @@
 """The device's yardstick for make bench: the FLOP/s it reaches on the matrix products a model of a
 given shape makes (x [*shape] @ W [D, D], D = shape[-1]), timed inside one compiled lax.scan."""
+
 from __future__ import annotations
 
 import time
@@ -15,12 +16,14 @@ def matmul_rate(shape: tuple[int, ...], repeats: int = 5, chain: int = 50) -> fl
     dispatch is not timed, as a training chunk's is not), the median of `repeats` timings (make
     bench's yardstick)."""
     import statistics
+
     width = shape[-1]
     x = jnp.ones(shape, jnp.float32)
-    w = jnp.full((width, width), 1.0 / width, jnp.float32)      # keeps the values where they are
+    w = jnp.full((width, width), 1.0 / width, jnp.float32)  # keeps the values where they are
 
     def products(x, w):
         return jax.lax.scan(lambda h, _: ((h @ w) @ w, None), x, None, length=chain)[0]
+
     f = jax.jit(products)
     f(x, w).block_until_ready()
     times = []

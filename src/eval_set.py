@@ -5,6 +5,7 @@ against it (src/metrics.py) plus every probe that applies.
 
 Shapes: E eval tasks, N pairs, d input dim.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -36,17 +37,19 @@ def task_sampler(task: TaskConfig):
 
 class EvalSet(NamedTuple):
     """The fixed evaluation tasks (drawn from `eval_seed`, never from `seed`) and GD on them."""
-    clean_tasks: Tasks       # before the eval curriculum
-    tasks: Tasks             # after noise, ordering and placement
+
+    clean_tasks: Tasks  # before the eval curriculum
+    tasks: Tasks  # after noise, ordering and placement
     ordering_idx: np.ndarray  # [E, N] int32
-    noise_mask: np.ndarray    # [E, N] bool (in the new order)
-    gd_eta: float             # tuned on a second held-out set of the same distribution
-    reference: Reference      # GD's predictions and sensitivities on `tasks`
+    noise_mask: np.ndarray  # [E, N] bool (in the new order)
+    gd_eta: float  # tuned on a second held-out set of the same distribution
+    reference: Reference  # GD's predictions and sensitivities on `tasks`
 
 
 @partial(jax.jit, static_argnames=("size", "task", "curriculum"))
-def draw_tasks(key: jax.Array, size: int, task: TaskConfig, curriculum: CurriculumConfig,
-               alpha: float = 1.0) -> tuple[Tasks, CurriculumOutput]:
+def draw_tasks(
+    key: jax.Array, size: int, task: TaskConfig, curriculum: CurriculumConfig, alpha: float = 1.0
+) -> tuple[Tasks, CurriculumOutput]:
     """`size` clean tasks from `key` and the same tasks after `curriculum`."""
     key_tasks, key_curriculum = jax.random.split(key)
     clean = task_sampler(task)(key_tasks, size, alpha)
@@ -56,20 +59,25 @@ def draw_tasks(key: jax.Array, size: int, task: TaskConfig, curriculum: Curricul
 def make_eval_set(settings, alpha: float = 1.0, gd_eta: float | None = None) -> EvalSet:
     """Draw the eval set, apply the eval curriculum once, and tune GD's η (unless given)."""
     tr = settings.train
-    clean, transformed = draw_tasks(jax.random.key(tr.eval_seed), tr.eval_size, settings.task,
-                                    settings.eval_curriculum, alpha)
+    clean, transformed = draw_tasks(
+        jax.random.key(tr.eval_seed), tr.eval_size, settings.task, settings.eval_curriculum, alpha
+    )
     if gd_eta is None:
         gd_eta = tune_gd_eta(settings)
-    return EvalSet(clean, transformed.tasks, np.asarray(transformed.ordering_idx),
-                   np.asarray(transformed.noise_mask), gd_eta,
-                   reference_baseline().reference(transformed.tasks, gd_eta))
+    return EvalSet(
+        clean,
+        transformed.tasks,
+        np.asarray(transformed.ordering_idx),
+        np.asarray(transformed.noise_mask),
+        gd_eta,
+        reference_baseline().reference(transformed.tasks, gd_eta),
+    )
 
 
 def tune_gd_eta(settings) -> float:
     """η of one GD step, tuned on held-out tasks from the eval distribution at α = 1."""
     tr = settings.train
-    _, held_out = draw_tasks(jax.random.key(tr.eval_seed + 1), tr.eval_size, settings.task,
-                             settings.eval_curriculum)
+    _, held_out = draw_tasks(jax.random.key(tr.eval_seed + 1), tr.eval_size, settings.task, settings.eval_curriculum)
     eta, _ = reference_baseline().tune_eta(held_out.tasks)
     return eta
 

@@ -4,6 +4,7 @@ Every artifact is written to a temporary file in the same directory and moved
 into place with `os.replace`, so a reader (or an interrupted run) never sees a
 half-written file.
 """
+
 from __future__ import annotations
 
 import io
@@ -37,8 +38,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     under 002), not mkstemp's private 0600, so collaborators can read a run."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX,
-                               dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
@@ -50,7 +50,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(err, OSError) and err.errno is not None and not err.filename:
-            raise OSError(err.errno, err.strerror, str(path)) from None    # a full disk names the file
+            raise OSError(err.errno, err.strerror, str(path)) from None  # a full disk names the file
         raise
 
 
@@ -106,7 +106,7 @@ class JsonlLogger:
         atomic_write_text(self.path, text)
 
 
-MAX_JSON_NESTING = 100     # levels of objects and arrays a JSON file of ours may have (it has < 10)
+MAX_JSON_NESTING = 100  # levels of objects and arrays a JSON file of ours may have (it has < 10)
 
 
 def loads_json(text: str | bytes) -> Any:
@@ -122,9 +122,13 @@ def loads_json(text: str | bytes) -> Any:
         level += 1
         if level > MAX_JSON_NESTING:
             raise ValueError(f"nested deeper than {MAX_JSON_NESTING} levels")
-        frontier = [child for node in frontier if isinstance(node, (dict, list))
-                    for child in (node.values() if isinstance(node, dict) else node)
-                    if isinstance(child, (dict, list))]
+        frontier = [
+            child
+            for node in frontier
+            if isinstance(node, (dict, list))
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, (dict, list))
+        ]
     return value
 
 

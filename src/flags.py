@@ -9,6 +9,7 @@ messages name the value and what is accepted, the dry run, and `--choices`.
 argparse prefixes the converter's message with the flag, so a bad value reads
 "python -m runners.x: error: argument --steps: '0' is out of range; accepted: an integer >= 1".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,9 @@ def summary(doc: str | None) -> str:
     """A module docstring's first paragraph as one line: what a command's --help opens with."""
     paragraph = (doc or "").strip().split("\n\n", 1)[0]
     lines = [line.strip() for line in paragraph.splitlines()]
-    return "".join(line if i + 1 == len(lines) or line.endswith("-") else line + " "
-                   for i, line in enumerate(lines)).strip()
+    return "".join(
+        line if i + 1 == len(lines) or line.endswith("-") else line + " " for i, line in enumerate(lines)
+    ).strip()
 
 
 class UsageError(Exception):
@@ -61,12 +63,17 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 # flags that never change a run's numbers, left out of default run names
-OUTPUT_FLAGS = frozenset({"out", "overwrite", "resume", "quiet", "skip_analysis", "save_attention", "choices",
-                          "show", "seed"})
+OUTPUT_FLAGS = frozenset(
+    {"out", "overwrite", "resume", "quiet", "skip_analysis", "save_attention", "choices", "show", "seed"}
+)
 
 
-def changed_flags(args: argparse.Namespace, defaults: argparse.Namespace, words: Mapping[str, str] | None = None,
-                  skip: frozenset = OUTPUT_FLAGS) -> list[str]:
+def changed_flags(
+    args: argparse.Namespace,
+    defaults: argparse.Namespace,
+    words: Mapping[str, str] | None = None,
+    skip: frozenset = OUTPUT_FLAGS,
+) -> list[str]:
     """`<word><value>` (`<word>` for a switch) for each flag of `args` not at its default in
     `defaults` (both parsed by the same parser), in the parser's order: the part of a default run
     name that tells apart the iterations of a loop over any flag. `words` names a flag's dest
@@ -104,6 +111,7 @@ def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
         if value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"{text!r} is out of range; accepted: {what}")
         return value
+
     return _named(parse, what)
 
 
@@ -116,8 +124,9 @@ def bounded(kind: str) -> Callable[[str], int]:
     return int_at_least(*RANGES[kind])
 
 
-def number_in(low: float, high: float, *, low_open: bool = False, high_open: bool = False,
-              what: str | None = None) -> Callable[[str], float]:
+def number_in(
+    low: float, high: float, *, low_open: bool = False, high_open: bool = False, what: str | None = None
+) -> Callable[[str], float]:
     """A finite number in the interval (brackets as given)."""
     left, right = "(" if low_open else "[", ")" if high_open else "]"
     what = what or f"a number in {left}{low:g}, {high:g}{right}"
@@ -127,11 +136,15 @@ def number_in(low: float, high: float, *, low_open: bool = False, high_open: boo
             value = float(text)
         except (TypeError, ValueError):
             value = math.nan
-        ok = (math.isfinite(value) and (value > low if low_open else value >= low)
-              and (value < high if high_open else value <= high))
+        ok = (
+            math.isfinite(value)
+            and (value > low if low_open else value >= low)
+            and (value < high if high_open else value <= high)
+        )
         if not ok:
             raise argparse.ArgumentTypeError(f"{text!r} is not accepted; accepted: {what}")
         return value
+
     return _named(parse, what)
 
 
@@ -145,14 +158,16 @@ def non_negative_number() -> Callable[[str], float]:
 
 def path_text() -> Callable[[str], str]:
     """A path that is not empty or blank (an empty --out would name the working directory)."""
+
     def parse(text: str) -> str:
         if not text.strip():
             raise argparse.ArgumentTypeError(f"{text!r} is empty; accepted: a path")
         return text
+
     return _named(parse, "a path")
 
 
-MAX_FILE_BYTES = 1 << 22        # 4 MiB: the most a config file a user names may hold
+MAX_FILE_BYTES = 1 << 22  # 4 MiB: the most a config file a user names may hold
 
 
 def read_user_file(path: str | os.PathLike, what: str, accepted: str) -> str:
@@ -160,6 +175,7 @@ def read_user_file(path: str | os.PathLike, what: str, accepted: str) -> str:
     only a regular file of at most MAX_FILE_BYTES, opened without blocking, so a FIFO, device,
     socket or directory is refused at once; a missing, unreadable or binary file is named."""
     import stat
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -185,12 +201,12 @@ def read_user_file(path: str | os.PathLike, what: str, accepted: str) -> str:
 
 def or_auto(convert: Callable[[str], object]) -> Callable[[str], object]:
     """`auto`, or a value of `convert`."""
-    return _named(lambda text: "auto" if text == "auto" else convert(text),
-                  f"auto or {convert.__name__}")
+    return _named(lambda text: "auto" if text == "auto" else convert(text), f"auto or {convert.__name__}")
 
 
 # ---------------------------------------------------------------------------
 # Comma-separated lists (sweep grids): UsageError naming the flag, the item and what is accepted
+
 
 def comma_items(flag: str, text: str | None, what: str) -> list[str]:
     """The non-empty items of a comma list, in order (UsageError, one line, for an empty list, an
@@ -199,8 +215,7 @@ def comma_items(flag: str, text: str | None, what: str) -> list[str]:
         raise UsageError(f"{flag}={text or ''!r} is empty; accepted: a comma-separated list of {what}")
     items = [t.strip() for t in str(text).split(",")]
     if any(not t for t in items):
-        raise UsageError(f"{flag}={text!r} has an empty item; accepted: a comma-separated list of "
-                         f"{what}")
+        raise UsageError(f"{flag}={text!r} has an empty item; accepted: a comma-separated list of {what}")
     refuse_repeats(flag, text, items)
     return items
 
@@ -222,8 +237,7 @@ def choices_list(flag: str, text: str | None, accepted: Sequence[str]) -> list[s
     return items
 
 
-def number_list(flag: str, text: str | None, low: float, high: float, what: str,
-                allow_auto: bool = False) -> list:
+def number_list(flag: str, text: str | None, low: float, high: float, what: str, allow_auto: bool = False) -> list:
     """Numbers in [low, high] (and `auto` where allowed)."""
     suffix = " (or auto)" if allow_auto else ""
     out = []
@@ -259,10 +273,16 @@ class PrintChoices(argparse.Action):
     """`--choices`: print every registry (names, one-line docs, default options) and exit 0."""
 
     def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="list every registry (tasks, layouts, mixers, ...) and exit")
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="list every registry (tasks, layouts, mixers, ...) and exit",
+        )
 
     def __call__(self, parser, namespace, values, option_string=None):
         from src.registry import describe_all
+
         print(describe_all())
         parser.exit(0)

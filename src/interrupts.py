@@ -17,6 +17,7 @@ Two things follow, and this module answers both:
     check()                           # KeyboardInterrupt if a Ctrl-C was swallowed
     wait(chunk.losses)                # block until computed, Ctrl-C honoured meanwhile
 """
+
 from __future__ import annotations
 
 import gc
@@ -25,7 +26,7 @@ import signal
 import threading
 import weakref
 
-_requested = False     # set once our SIGINT handler has raised KeyboardInterrupt
+_requested = False  # set once our SIGINT handler has raised KeyboardInterrupt
 
 
 def _unsafe(frame) -> bool:
@@ -41,7 +42,7 @@ def _unsafe(frame) -> bool:
 
 def _handler(signum, frame) -> None:
     global _requested
-    if _unsafe(frame):          # the same signal again in 50 ms, once out of there
+    if _unsafe(frame):  # the same signal again in 50 ms, once out of there
         threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
         return
     _requested = True
@@ -70,8 +71,9 @@ def wait(tree) -> None:
     thread; elsewhere plain `jax.block_until_ready`). Errors of the computation surface when the
     caller reads the arrays."""
     import jax
+
     if all(getattr(leaf, "is_ready", lambda: True)() for leaf in jax.tree_util.tree_leaves(tree)):
-        return                  # already computed (a seed group's chunk waits inside): no thread
+        return  # already computed (a seed group's chunk waits inside): no thread
     if threading.current_thread() is not threading.main_thread():
         jax.block_until_ready(tree)
         return
@@ -80,9 +82,10 @@ def wait(tree) -> None:
     def block() -> None:
         try:
             jax.block_until_ready(tree)
-        except Exception:   # noqa: BLE001 - re-raised where the caller reads the arrays
+        except Exception:  # noqa: BLE001 - re-raised where the caller reads the arrays
             pass
         finally:
             done.set()
+
     threading.Thread(target=block, name="icl-wait", daemon=True).start()
     done.wait()

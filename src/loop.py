@@ -17,6 +17,7 @@ good chunk and says at which step. Checkpointing wraps the loop (`Progress` out 
 
 Glossary: n steps of a chunk, K log points.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,11 +33,12 @@ import numpy as np
 from src import interrupts
 
 
-EXPLODED = 1e6          # a loss above EXPLODED x the first loss counts as diverged
+EXPLODED = 1e6  # a loss above EXPLODED x the first loss counts as diverged
 
 
 # ---------------------------------------------------------------------------
 # What a system gives the loop
+
 
 class TrainState(NamedTuple):
     params: Any
@@ -45,20 +47,22 @@ class TrainState(NamedTuple):
 
 class Chunk(NamedTuple):
     """What `Trainer.run_chunk` returns for n steps."""
+
     state: TrainState
-    losses: Any                              # [n] training loss of every step
-    per_step: dict = {}                      # name -> [n, ...] kept for the whole run
-    at_end: dict = {}                        # name -> [...] recorded when the chunk ends a log interval
+    losses: Any  # [n] training loss of every step
+    per_step: dict = {}  # name -> [n, ...] kept for the whole run
+    at_end: dict = {}  # name -> [...] recorded when the chunk ends a log interval
 
 
 class Trainer:
     """A system's training, as the loop sees it. Subclasses set the sizes and implement
     `init_state`, `run_chunk` and `evaluate`."""
-    unit = "step"               # what a step is called in rows and messages ("epoch")
+
+    unit = "step"  # what a step is called in rows and messages ("epoch")
     steps: int = 1
     log_every: int = 1
-    checkpoint_every: int = 0   # 0: only at the end
-    keep_every: int = 0         # also keep checkpoint_<step>.npz at multiples of this; 0: never
+    checkpoint_every: int = 0  # 0: only at the end
+    keep_every: int = 0  # also keep checkpoint_<step>.npz at multiples of this; 0: never
 
     def init_state(self) -> TrainState:
         raise NotImplementedError
@@ -94,28 +98,30 @@ class Trainer:
 @dataclass
 class Progress:
     """Where a run stands: what a checkpoint holds and what `train(start=...)` continues from."""
+
     step: int
     state: TrainState
-    per_step: dict[str, np.ndarray]          # name -> [step, ...]
-    at_log: dict[str, np.ndarray]            # name -> [K, ...], "step" included
+    per_step: dict[str, np.ndarray]  # name -> [step, ...]
+    at_log: dict[str, np.ndarray]  # name -> [K, ...], "step" included
     first_loss: float | None
     history: list[dict] = field(default_factory=list)
 
 
 @dataclass
 class LoopResult:
-    state: TrainState                        # the last good state
-    step: int                                # steps done
-    history: list[dict]                      # one metrics row per log point
-    per_step: dict[str, np.ndarray]          # "loss" and the trainer's per-step records
-    at_log: dict[str, np.ndarray]            # "step" and the trainer's log-point records
+    state: TrainState  # the last good state
+    step: int  # steps done
+    history: list[dict]  # one metrics row per log point
+    per_step: dict[str, np.ndarray]  # "loss" and the trainer's per-step records
+    at_log: dict[str, np.ndarray]  # "step" and the trainer's log-point records
     seconds: float
-    diverged: str | None = None              # why training stopped early, or None
-    final: dict = field(default_factory=dict)   # the scores of `state` (the last row's)
+    diverged: str | None = None  # why training stopped early, or None
+    final: dict = field(default_factory=dict)  # the scores of `state` (the last row's)
 
 
 # ---------------------------------------------------------------------------
 # The loop
+
 
 def scan_chunk(one_step: Callable) -> Callable:
     """The one place a chunk of steps is compiled: `one_step(carry, step, seed_input) -> (carry,
@@ -123,9 +129,10 @@ def scan_chunk(one_step: Callable) -> Callable:
     seed_input, first_step, num_steps) -> (carry, out stacked over the steps). Not jitted: a
     trainer jits it (num_steps static), and seeds trained together vmap it over `seed_input`
     (src/together.py)."""
+
     def chunk(carry, seed_input, first_step, num_steps):
-        return jax.lax.scan(lambda c, step: one_step(c, step, seed_input), carry,
-                            first_step + jnp.arange(num_steps))
+        return jax.lax.scan(lambda c, step: one_step(c, step, seed_input), carry, first_step + jnp.arange(num_steps))
+
     return chunk
 
 
@@ -136,17 +143,20 @@ def gradient_chunk(loss_fn: Callable, optimizer, draw: Callable) -> Callable:
     the one gradient step (src/optim.py). Returns the pure chunk(params, opt_state, seed_input,
     first_step, num_steps) -> (params, opt_state, losses [n], records {name: [n]})."""
     from src.optim import gradient_step
+
     step_on = gradient_step(loss_fn, optimizer)
 
     def one_step(carry, step, seed_input):
         batch, records = draw(seed_input, step)
         params, opt_state, loss = step_on(*carry, *batch)
         return (params, opt_state), (loss, records)
+
     scanned = scan_chunk(one_step)
 
     def chunk(params, opt_state, seed_input, first_step, num_steps):
         (params, opt_state), (losses, records) = scanned((params, opt_state), seed_input, first_step, num_steps)
         return params, opt_state, losses, records
+
     return chunk
 
 
@@ -177,9 +187,9 @@ def _concat(chunks: list[dict]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([np.asarray(c[k]) for c in chunks]) for k in keys}
 
 
-CHUNK_SECONDS = 5.0              # a chunk whose step time is known computes for about this long at most
-FIRST_STEP_PARAMS = 1_000_000    # a model this large starts with a one-step chunk on a CPU
-FIRST_STEP_WORK = 1e9            # ... and so does a step of this many parameter x token products
+CHUNK_SECONDS = 5.0  # a chunk whose step time is known computes for about this long at most
+FIRST_STEP_PARAMS = 1_000_000  # a model this large starts with a one-step chunk on a CPU
+FIRST_STEP_WORK = 1e9  # ... and so does a step of this many parameter x token products
 # after the first chunk, chunks are at least this long: XLA compiles a one-step chunk less well
 # (the length study's width-64 Llama: 3.4-3.7 s a step in one-step chunks, 2.5-2.9 in 2- to 8-step ones)
 LEAST_STEPS = 2
@@ -199,7 +209,7 @@ class ChunkSizer:
     def __init__(self, state: TrainState, work: float | None = None):
         params = sum(int(np.size(leaf)) for leaf in jax.tree_util.tree_leaves(state.params))
         heavy = params >= FIRST_STEP_PARAMS or (work is not None and work >= FIRST_STEP_WORK)
-        slow = heavy and jax.default_backend() == "cpu"      # an accelerator's step is ms
+        slow = heavy and jax.default_backend() == "cpu"  # an accelerator's step is ms
         self.cap = 1 if slow else None
         self.compiled: set[int] = set()
 
@@ -225,10 +235,15 @@ def boundaries(trainer: Trainer, step: int) -> int:
     return min(stops)
 
 
-def train(trainer: Trainer, *, start: Progress | None = None,
-          on_log: Callable[[dict], None] | None = None,
-          on_checkpoint: Callable[[Progress], None] | None = None,
-          progress: bool = False, label: str = "") -> LoopResult:
+def train(
+    trainer: Trainer,
+    *,
+    start: Progress | None = None,
+    on_log: Callable[[dict], None] | None = None,
+    on_checkpoint: Callable[[Progress], None] | None = None,
+    progress: bool = False,
+    label: str = "",
+) -> LoopResult:
     """Run `trainer` from scratch or from `start` to `trainer.steps`."""
     with trainer.context():
         return _train(trainer, start, on_log, on_checkpoint, progress, label)
@@ -236,6 +251,7 @@ def train(trainer: Trainer, *, start: Progress | None = None,
 
 def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult:
     from tqdm import tqdm
+
     if start is None:
         state = trainer.init_state()
         initial = trainer.initial_records(state)
@@ -247,24 +263,34 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
     # the losses since the last log point: a run resumed between two log points logs the mean
     # over the same steps as one that was never stopped
     since_log = step - step % trainer.log_every
-    pending: list[np.ndarray] = ([np.asarray(start.per_step["loss"])[since_log:step]]
-                                 if step % trainer.log_every and "loss" in start.per_step else [])
+    pending: list[np.ndarray] = (
+        [np.asarray(start.per_step["loss"])[since_log:step]]
+        if step % trainer.log_every and "loss" in start.per_step
+        else []
+    )
     diverged = None
     begin = time.perf_counter()
-    bar = tqdm(total=trainer.steps, initial=step, desc=label, unit=trainer.unit, disable=not progress,
-               leave=False, dynamic_ncols=True)
+    bar = tqdm(
+        total=trainer.steps,
+        initial=step,
+        desc=label,
+        unit=trainer.unit,
+        disable=not progress,
+        leave=False,
+        dynamic_ncols=True,
+    )
 
     def snapshot() -> Progress:
         return Progress(step, state, _concat(per_step), _stack(at_log), first_loss, list(history))
 
     sizer = ChunkSizer(state, trainer.work_per_step())
     while step < trainer.steps:
-        interrupts.check()                      # a Ctrl-C that a library swallowed stops here
+        interrupts.check()  # a Ctrl-C that a library swallowed stops here
         n = sizer.end(trainer, step) - step
         called = time.perf_counter()
         chunk = trainer.run_chunk(state, step, n)
         dispatched = time.perf_counter()
-        interrupts.wait(chunk.losses)           # Ctrl-C honoured while the chunk computes
+        interrupts.wait(chunk.losses)  # Ctrl-C honoured while the chunk computes
         computed = time.perf_counter()
         sizer.measured(n, computed - dispatched, computed - called)
         losses = np.asarray(chunk.losses)
@@ -273,13 +299,20 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
         if bad is None and not tree_finite(chunk.state.params):
             bad = n - 1
         if bad is not None:
-            per_step.append({"loss": losses[:bad], **{k: np.asarray(v)[:bad]
-                                                      for k, v in chunk.per_step.items()}})
-            what = "not finite" if not np.isfinite(losses[bad]) else (
-                f"above {EXPLODED:g} x the first loss" if losses[bad] > EXPLODED * abs(first_loss)
-                else "finite, but the parameters are not")
-            diverged = (f"training loss {what} at {trainer.unit} {step + bad + 1}; stopped and kept "
-                        f"the parameters of {trainer.unit} {step}")
+            per_step.append({"loss": losses[:bad], **{k: np.asarray(v)[:bad] for k, v in chunk.per_step.items()}})
+            what = (
+                "not finite"
+                if not np.isfinite(losses[bad])
+                else (
+                    f"above {EXPLODED:g} x the first loss"
+                    if losses[bad] > EXPLODED * abs(first_loss)
+                    else "finite, but the parameters are not"
+                )
+            )
+            diverged = (
+                f"training loss {what} at {trainer.unit} {step + bad + 1}; stopped and kept "
+                f"the parameters of {trainer.unit} {step}"
+            )
             break
         state, step = chunk.state, step + n
         per_step.append({"loss": losses, **{k: np.asarray(v) for k, v in chunk.per_step.items()}})
@@ -302,9 +335,8 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
     bar.close()
     seconds = time.perf_counter() - begin
     if history:
-        final = {k: v for k, v in history[-1].items()
-                 if k not in (trainer.unit, "train_loss", "elapsed_s")}
-    else:                           # stopped in the first chunk: score the initial state
+        final = {k: v for k, v in history[-1].items() if k not in (trainer.unit, "train_loss", "elapsed_s")}
+    else:  # stopped in the first chunk: score the initial state
         final = trainer.evaluate(state)
     return LoopResult(state, step, history, _concat(per_step), _stack(at_log), seconds, diverged, final)
 
@@ -324,12 +356,14 @@ def chunk_timer(trainer: Trainer, chunk_steps: int = 50) -> Callable[[], float]:
             begin = time.perf_counter()
             jax.block_until_ready(trainer.run_chunk(state, chunk_steps * rounds[0], chunk_steps).losses)
             return 1000.0 * (time.perf_counter() - begin) / chunk_steps
+
     return one_round
 
 
 def ms_per_step(trainer: Trainer, chunk_steps: int = 50, repeats: int = 3) -> float:
     """Median ms per training step of `trainer`'s compiled chunk, after compilation (make bench)."""
     import statistics
+
     one_round = chunk_timer(trainer, chunk_steps)
     return statistics.median(one_round() for _ in range(repeats))
 
@@ -340,11 +374,11 @@ def step_flops(trainer: Trainer) -> float | None:
     backend gives no analysis (make bench)."""
     with trainer.context():
         state = trainer.init_state()
-        jax.block_until_ready(trainer.run_chunk(state, 0, 1).losses)   # whatever a system prepares once
+        jax.block_until_ready(trainer.run_chunk(state, 0, 1).losses)  # whatever a system prepares once
         try:
             compiled = jax.jit(lambda s: tuple(trainer.run_chunk(s, 0, 1))[:2]).lower(state).compile()
             cost = compiled.cost_analysis()
-        except Exception:       # the analysis is best effort across jaxlib versions and backends
+        except Exception:  # the analysis is best effort across jaxlib versions and backends
             return None
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     flops = float((cost or {}).get("flops", 0.0))

@@ -7,6 +7,7 @@
 
 Shapes: B tasks, N pairs, d input dim.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -19,7 +20,8 @@ from src.tasks.regression import Tasks
 
 class Reference(NamedTuple):
     """A reference predictor's answers (e.g. GD's) on a fixed set of tasks."""
-    prediction: jax.Array   # [B]
+
+    prediction: jax.Array  # [B]
     sensitivity: jax.Array  # [B, d]
 
 
@@ -31,9 +33,11 @@ def loss(prediction: jax.Array, target: jax.Array) -> jax.Array:
 def predictions_and_sensitivities(model, params, tasks: Tasks) -> tuple[jax.Array, jax.Array]:
     """ŷ [B] and s = ∂ŷ/∂x_q [B, d]. Tasks are independent, so the gradient of Σ_b ŷ_b
     with respect to query_x holds every task's own sensitivity."""
+
     def total(query_x):
         prediction = model.predict(params, tasks._replace(query_x=query_x))
         return jnp.sum(prediction), prediction
+
     sensitivity, prediction = jax.grad(total, has_aux=True)(tasks.query_x)
     return prediction, sensitivity
 
@@ -41,13 +45,13 @@ def predictions_and_sensitivities(model, params, tasks: Tasks) -> tuple[jax.Arra
 def make_scorer(model):
     """jitted (params, tasks, reference) -> {eval_loss, gd_loss, align_cos, l2_pred_diff,
     model_diff} as floats: the scores logged during training and written by the analyses."""
+
     @jax.jit
     def scores(params, tasks: Tasks, reference: Reference):
         prediction, sensitivity = predictions_and_sensitivities(model, params, tasks)
         return alignment(prediction, sensitivity, reference, tasks.query_y)
 
-    return lambda params, tasks, reference: {k: float(v) for k, v in
-                                             scores(params, tasks, reference).items()}
+    return lambda params, tasks, reference: {k: float(v) for k, v in scores(params, tasks, reference).items()}
 
 
 def alignment(prediction, sensitivity, reference: Reference, target) -> dict[str, jax.Array]:

@@ -2,6 +2,7 @@
 `name:option=value[:option=value ...]` (e.g. `base_conv:kernel_size=-1`), and hybrid stacks of them
 joined by a separator (the recipe's `--model.seq_mixers base_conv,based`, a study's
 `base_conv+based`). One resolver for every place that names mixers; errors are one line."""
+
 from __future__ import annotations
 
 from src.flags import UsageError
@@ -43,14 +44,14 @@ def mixer_of(text: str, flag: str, typed: str | None = None) -> Choice:
     try:
         entry = registry("seq_mixer").get(ALIASES["seq_mixer"].get(name, name))
     except UnknownChoice:
-        raise UsageError(f"{flag}={typed!r}: {name!r} is unknown; accepted: "
-                         f"{', '.join(seq_mixer_names())}") from None
+        raise UsageError(f"{flag}={typed!r}: {name!r} is unknown; accepted: {', '.join(seq_mixer_names())}") from None
     raw = {}
     for pair in pairs:
         key, equals, value = (part.strip() for part in pair.partition("="))
         if not (key and equals and value):
-            raise UsageError(f"{flag}={typed!r}: {pair!r} is not accepted; accepted: "
-                             "name:option=value[:option=value ...]")
+            raise UsageError(
+                f"{flag}={typed!r}: {pair!r} is not accepted; accepted: name:option=value[:option=value ...]"
+            )
         raw[key] = _literal(value)
     try:
         options = entry.options_from_dict(raw)
@@ -68,8 +69,12 @@ def mixer_stack(text: str, separator: str, flag: str, chosen: Choice | None = No
     parts = [part.strip() for part in text.split(separator)] if text.strip() else []
     if any(not part for part in parts):
         raise UsageError(f"{flag}={text!r}: an empty entry; accepted: mixers joined by {separator!r}")
-    return tuple(chosen if chosen is not None and ALIASES["seq_mixer"].get(part, part) == chosen.name
-                 else mixer_of(part, flag, text) for part in parts)
+    return tuple(
+        chosen
+        if chosen is not None and ALIASES["seq_mixer"].get(part, part) == chosen.name
+        else mixer_of(part, flag, text)
+        for part in parts
+    )
 
 
 def stack_word(text: str, separator: str = ",") -> str:

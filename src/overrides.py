@@ -5,6 +5,7 @@ with that entry's default options; an optional `X | None` field takes none/null 
 ValueError with one line naming the path and what is accepted. A dialect's `aliases` map its
 own dotted names (an original's key) to ours first.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +17,7 @@ from typing import Any, Sequence
 from src.registry import Choice
 
 
-NONE_WORDS = ("none", "null")     # the value None of an optional setting (`float | None`)
+NONE_WORDS = ("none", "null")  # the value None of an optional setting (`float | None`)
 
 
 def _optional_type(annotation: Any) -> type | None:
@@ -29,7 +30,7 @@ def _optional_type(annotation: Any) -> type | None:
 
 def _parse(path: str, text: str, current: Any, kind: str | None = None, optional: type | None = None) -> Any:
     where = f"--set {path}={text}"
-    if optional is not None:         # `X | None`: none/null, or a value parsed as an X
+    if optional is not None:  # `X | None`: none/null, or a value parsed as an X
         if text.lower() in NONE_WORDS:
             return None
         if current is None:
@@ -59,6 +60,7 @@ def _parse(path: str, text: str, current: Any, kind: str | None = None, optional
         if text == current.name:
             return current
         from src.registry import UnknownChoice, registry
+
         if kind is None:
             return Choice(text)
         try:
@@ -75,13 +77,15 @@ def set_path(tree: Any, path: str, text: str) -> Any:
     head, _, rest = path.partition(".")
     if not dataclasses.is_dataclass(tree) or head not in {f.name for f in dataclasses.fields(tree)}:
         names = [f.name for f in dataclasses.fields(tree)] if dataclasses.is_dataclass(tree) else []
-        raise ValueError(f"--set {path}={text}: {head!r} is not a setting here; accepted: "
-                         f"{', '.join(names) or 'nothing (not a settings group)'}")
+        raise ValueError(
+            f"--set {path}={text}: {head!r} is not a setting here; accepted: "
+            f"{', '.join(names) or 'nothing (not a settings group)'}"
+        )
     current = getattr(tree, head)
     kind = next(f for f in dataclasses.fields(tree) if f.name == head).metadata.get("registry")
     try:
         optional = _optional_type(typing.get_type_hints(type(tree)).get(head))
-    except (NameError, TypeError):   # an annotation that does not resolve: parse by the value
+    except (NameError, TypeError):  # an annotation that does not resolve: parse by the value
         optional = None
     value = set_path(current, rest, text) if rest else _parse(path, text, current, kind, optional)
     return dataclasses.replace(tree, **{head: value})
@@ -92,8 +96,10 @@ def apply_overrides(settings: Any, assignments: Sequence[str], aliases: dict | N
     for item in assignments:
         path, eq, text = item.partition("=")
         if not eq or not path.strip():
-            raise ValueError(f"--set {item!r} is not accepted; accepted: KEY=VALUE with a dotted "
-                             "settings path, e.g. train.learning_rate=0.003")
+            raise ValueError(
+                f"--set {item!r} is not accepted; accepted: KEY=VALUE with a dotted "
+                "settings path, e.g. train.learning_rate=0.003"
+            )
         path = (aliases or {}).get(path.strip(), path.strip())
         settings = set_path(settings, path, text.strip())
     return settings

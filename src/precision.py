@@ -10,6 +10,7 @@ apply(params, state, *inputs) -> out that returns float32 outputs in every case.
 
 Evaluation always runs the model in float32 (the analyses read the float32 parameters).
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -22,6 +23,7 @@ def _tf32(apply: Callable) -> Callable:
     def forward(params, state, *inputs):
         with jax.default_matmul_precision("tensorfloat32"):
             return apply(params, state, *inputs)
+
     return forward
 
 
@@ -30,9 +32,13 @@ def _bfloat16(apply: Callable) -> Callable:
         low = jax.tree_util.tree_map(lambda p: p.astype(jnp.bfloat16), params)
         cast = [x.astype(jnp.bfloat16) if jnp.issubdtype(x.dtype, jnp.floating) else x for x in inputs]
         return apply(low, state, *cast).astype(jnp.float32)
+
     return forward
 
 
 # train.precision -> (apply -> the training forward pass)
-PRECISIONS: dict[str, Callable[[Callable], Callable]] = {"float32": lambda apply: apply, "tf32": _tf32,
-                                                         "bfloat16": _bfloat16}
+PRECISIONS: dict[str, Callable[[Callable], Callable]] = {
+    "float32": lambda apply: apply,
+    "tf32": _tf32,
+    "bfloat16": _bfloat16,
+}

@@ -9,6 +9,7 @@ No block (no MLP, no norm): the attention-only family. `preset(name, num_layers)
 the reference settings of SPEC §4 (steps, lr, init, clipping); `preset_settings` the settings the
 paper's runners make of their flags, for the runners (src/cli/lsa.py) and the studies alike.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -22,43 +23,61 @@ from src.systems.lsa import LSASettings
 
 @dataclass(frozen=True)
 class Preset:
-    model: Callable[[str, int], ModelConfig]   # (name, layers) -> model
-    layers: int                                 # default depth
-    steps: int                                  # the paper's training steps
-    fixed_depth: bool                           # only the default depth is accepted
-    runner: str                                 # the runner CLI (python -m <runner>)
-    layers_flag: bool                           # that runner takes --num_layers
-    deeper: str | None = None                   # the preset its runner makes for other depths
-    step_cost: float = 1.0                      # rough cost of a step per layer (lsa1 = 1),
-                                                # to start the longest runs of a sweep first
+    model: Callable[[str, int], ModelConfig]  # (name, layers) -> model
+    layers: int  # default depth
+    steps: int  # the paper's training steps
+    fixed_depth: bool  # only the default depth is accepted
+    runner: str  # the runner CLI (python -m <runner>)
+    layers_flag: bool  # that runner takes --num_layers
+    deeper: str | None = None  # the preset its runner makes for other depths
+    step_cost: float = 1.0  # rough cost of a step per layer (lsa1 = 1),
+    # to start the longest runs of a sweep first
 
     def relative_cost(self, layers: int, steps: int) -> float:
         return self.step_cost * layers * steps
 
 
 def _lsa_model(name: str, num_layers: int) -> ModelConfig:
-    return ModelConfig(name=name, layout=choice("layout", "concat"), mixers=("linear",),
-                       shared_weights=True, num_layers=num_layers, num_heads=1, key_size=0,
-                       init_scale=0.002 / num_layers,
-                       clip_value=10.0 if num_layers > 2 else 0.0)
+    return ModelConfig(
+        name=name,
+        layout=choice("layout", "concat"),
+        mixers=("linear",),
+        shared_weights=True,
+        num_layers=num_layers,
+        num_heads=1,
+        key_size=0,
+        init_scale=0.002 / num_layers,
+        clip_value=10.0 if num_layers > 2 else 0.0,
+    )
 
 
 def _twolayer_model(name: str, num_layers: int) -> ModelConfig:
-    return ModelConfig(name=name, layout=choice("layout", "interleaved", pe_size=10),
-                       mixers=("softmax",) + ("linear",) * (num_layers - 1),
-                       shared_weights=False, num_layers=num_layers, num_heads=1, key_size=20,
-                       init_scale=0.02 / num_layers,
-                       clip_value=10.0 if num_layers > 2 else 0.0)
+    return ModelConfig(
+        name=name,
+        layout=choice("layout", "interleaved", pe_size=10),
+        mixers=("softmax",) + ("linear",) * (num_layers - 1),
+        shared_weights=False,
+        num_layers=num_layers,
+        num_heads=1,
+        key_size=20,
+        init_scale=0.02 / num_layers,
+        clip_value=10.0 if num_layers > 2 else 0.0,
+    )
 
 
 CONCAT_RUNNER = "runners.run_concat_inputs_targets"
 MODEL_PRESETS = {
-    "lsa1": Preset(_lsa_model, 1, 5000, fixed_depth=True, runner=CONCAT_RUNNER, layers_flag=True,
-                   deeper="lsa_rec"),
-    "lsa_rec": Preset(_lsa_model, 3, 5000, fixed_depth=False, runner=CONCAT_RUNNER,
-                      layers_flag=True, step_cost=2.0),
-    "twolayer": Preset(_twolayer_model, 2, 10_000, fixed_depth=True,
-                       runner="runners.run_softmax_copy", layers_flag=False, step_cost=7.5),
+    "lsa1": Preset(_lsa_model, 1, 5000, fixed_depth=True, runner=CONCAT_RUNNER, layers_flag=True, deeper="lsa_rec"),
+    "lsa_rec": Preset(_lsa_model, 3, 5000, fixed_depth=False, runner=CONCAT_RUNNER, layers_flag=True, step_cost=2.0),
+    "twolayer": Preset(
+        _twolayer_model,
+        2,
+        10_000,
+        fixed_depth=True,
+        runner="runners.run_softmax_copy",
+        layers_flag=False,
+        step_cost=7.5,
+    ),
 }
 
 
@@ -75,8 +94,10 @@ def preset(name: str, num_layers: int | None = None, **train_overrides: Any) -> 
     layers = spec.layers if num_layers is None else num_layers
     if spec.fixed_depth and layers != spec.layers:
         free = [n for n, p in MODEL_PRESETS.items() if not p.fixed_depth]
-        raise ValueError(f"num_layers={layers} is fixed at {spec.layers} for model {name!r}; "
-                         f"use model {', '.join(map(repr, free))} for other depths")
+        raise ValueError(
+            f"num_layers={layers} is fixed at {spec.layers} for model {name!r}; "
+            f"use model {', '.join(map(repr, free))} for other depths"
+        )
     if layers < 1:
         raise ValueError(f"num_layers={layers} must be >= 1")
     train = replace(TrainConfig(steps=spec.steps, learning_rate=reference_lr(layers)), **train_overrides)
@@ -87,11 +108,20 @@ def preset(name: str, num_layers: int | None = None, **train_overrides: Any) -> 
 SET_ALIASES = {"train.lr": "train.learning_rate", "train.grad_clip_norm": "train.grad_clip"}
 
 
-def preset_settings(model_name: str, *, num_layers: int | None = None, seed: int = 0,
-                   steps: int | None = None, learning_rate: float | None = None,
-                   train_curriculum: CurriculumConfig = CurriculumConfig(),
-                   eval_curriculum: CurriculumConfig = CurriculumConfig(), save_attention: bool = False,
-                   sets: Sequence[str] = (), validate: bool = True, **train) -> LSASettings:
+def preset_settings(
+    model_name: str,
+    *,
+    num_layers: int | None = None,
+    seed: int = 0,
+    steps: int | None = None,
+    learning_rate: float | None = None,
+    train_curriculum: CurriculumConfig = CurriculumConfig(),
+    eval_curriculum: CurriculumConfig = CurriculumConfig(),
+    save_attention: bool = False,
+    sets: Sequence[str] = (),
+    validate: bool = True,
+    **train,
+) -> LSASettings:
     """A named model's settings as the paper's runners make them: the preset (lsa1 with K > 1
     layers is lsa_rec), the training values given (None: the preset's), the curricula, then the
     `sets` overrides (`path=value`); validated unless `validate` is False. ValueError, one line."""
@@ -100,9 +130,19 @@ def preset_settings(model_name: str, *, num_layers: int | None = None, seed: int
         model_name = spec.deeper
     base = preset(model_name, None if MODEL_PRESETS[model_name].fixed_depth else num_layers)
     given = {k: v for k, v in train.items() if v is not None}
-    train_cfg = replace(base.train, seed=seed, steps=steps or base.train.steps,
-                        learning_rate=learning_rate or base.train.learning_rate, **given)
-    settings = replace(base, train=train_cfg, train_curriculum=train_curriculum,
-                       eval_curriculum=eval_curriculum, save_attention=save_attention)
+    train_cfg = replace(
+        base.train,
+        seed=seed,
+        steps=steps or base.train.steps,
+        learning_rate=learning_rate or base.train.learning_rate,
+        **given,
+    )
+    settings = replace(
+        base,
+        train=train_cfg,
+        train_curriculum=train_curriculum,
+        eval_curriculum=eval_curriculum,
+        save_attention=save_attention,
+    )
     settings = apply_overrides(settings, sets, SET_ALIASES)
     return settings.validate() if validate else settings

@@ -2,6 +2,7 @@
 the job engine's driver, keeping to the core it was given, Ctrl-C and a closed pipe handled at
 once, and every error one line (`guarded`).
 """
+
 from __future__ import annotations
 
 import sys
@@ -11,7 +12,7 @@ from typing import Callable
 from src.flags import UsageError, fail
 
 
-PARENT_ENV = "ICL_WORKBENCH_PARENT_PID"   # set by the job engine for the runners it starts
+PARENT_ENV = "ICL_WORKBENCH_PARENT_PID"  # set by the job engine for the runners it starts
 
 
 def die_with_parent() -> None:
@@ -19,20 +20,22 @@ def die_with_parent() -> None:
     driver dies, even by SIGKILL, so no orphan keeps writing into a run directory that a rerun
     replaces; if the driver is already gone it exits at once. Elsewhere: nothing."""
     import os
+
     expected = os.environ.get(PARENT_ENV)
     if not expected or not sys.platform.startswith("linux"):
         return
     try:
         import ctypes
         import signal
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         return
     if str(os.getppid()) != expected:
         raise SystemExit(143)
 
 
-CPU_ENV = "ICL_WORKBENCH_CPU"   # the core the job engine gives a runner when several run at once
+CPU_ENV = "ICL_WORKBENCH_CPU"  # the core the job engine gives a runner when several run at once
 
 
 def pin_to_cpu() -> None:
@@ -41,6 +44,7 @@ def pin_to_cpu() -> None:
     cores, and round alike on any machine. Elsewhere, or where Linux affinity is missing:
     nothing (config.json records the CPUs the run had, `src.provenance.usable_cpus`)."""
     import os
+
     core = os.environ.get(CPU_ENV)
     if not core or not hasattr(os, "sched_setaffinity"):
         return
@@ -56,6 +60,7 @@ def _leave_now(code: int) -> None:
     exit -11 after the "kept unchanged" note was printed). Everything the command writes is
     already closed and renamed into place, so only the standard streams need flushing."""
     import os
+
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -68,6 +73,7 @@ def _reader_gone() -> None:
     """Standard output's reader went away (`--choices | head`): stop at once and quietly, with
     the exit status of a process that SIGPIPE ended (141), as other command-line tools do."""
     import os
+
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError):
@@ -84,7 +90,7 @@ def _flush_stdout() -> None:
         pass
 
 
-DEBUG_ENV = "WORKBENCH_DEBUG"     # set (e.g. WORKBENCH_DEBUG=1): a crash's traceback is printed too
+DEBUG_ENV = "WORKBENCH_DEBUG"  # set (e.g. WORKBENCH_DEBUG=1): a crash's traceback is printed too
 
 
 def failing_entry(tb) -> tuple[str, bool]:
@@ -96,6 +102,7 @@ def failing_entry(tb) -> tuple[str, bool]:
     import traceback
     from src.provenance import ROOT
     from src.registry import entries_in
+
     for frame in reversed(traceback.extract_tb(tb)):
         path = Path(frame.filename).resolve()
         if not path.is_relative_to(ROOT) or path.is_relative_to(ROOT / ".venv"):
@@ -105,8 +112,12 @@ def failing_entry(tb) -> tuple[str, bool]:
             continue
         names = ", ".join(f"{e.kind} {e.name!r}" for e in entries[:3]) + (" ..." if len(entries) > 3 else "")
         try:
-            tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(path)], cwd=ROOT,
-                                     capture_output=True, timeout=10).returncode == 0
+            tracked = (
+                subprocess.run(
+                    ["git", "ls-files", "--error-unmatch", str(path)], cwd=ROOT, capture_output=True, timeout=10
+                ).returncode
+                == 0
+            )
         except (OSError, subprocess.SubprocessError):
             tracked = True
         return f" in {names} ({path.relative_to(ROOT)}:{frame.lineno})", tracked
@@ -120,9 +131,11 @@ def guarded(main: Callable[[], int]) -> int:
     import os
     import tempfile
     import traceback
+
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     prog = f"python -m {spec.name}" if spec is not None else os.path.basename(sys.argv[0])
     from src import interrupts
+
     die_with_parent()
     pin_to_cpu()
     interrupts.install()
@@ -136,20 +149,24 @@ def guarded(main: Callable[[], int]) -> int:
     except SystemExit:
         _flush_stdout()
         raise
-    except UsageError as err:   # a bad flag found inside main: one line, exit 2, as fail() says it
-        if os.environ.get(DEBUG_ENV) and err.__cause__ is not None:    # e.g. a mixer that raised
+    except UsageError as err:  # a bad flag found inside main: one line, exit 2, as fail() says it
+        if os.environ.get(DEBUG_ENV) and err.__cause__ is not None:  # e.g. a mixer that raised
             traceback.print_exception(err.__cause__, file=sys.stderr)
         return fail(prog, err)
     except BrokenPipeError:
         _reader_gone()
-    except OSError as err:   # the filesystem said no (read-only, full, not a directory, ...)
+    except OSError as err:  # the filesystem said no (read-only, full, not a directory, ...)
         where = f": {err.filename}" if getattr(err, "filename", None) else ""
-        print(f"{prog}: error: cannot write or read{where}: {err.strerror or err}; nothing else "
-              "was changed (a run being replaced keeps its old version)", file=sys.stderr)
+        print(
+            f"{prog}: error: cannot write or read{where}: {err.strerror or err}; nothing else "
+            "was changed (a run being replaced keeps its old version)",
+            file=sys.stderr,
+        )
         return 1
     except MemoryError:
-        print(f"{prog}: error: out of memory; accepted: smaller --batch_size / --eval_size / "
-              "model sizes", file=sys.stderr)
+        print(
+            f"{prog}: error: out of memory; accepted: smaller --batch_size / --eval_size / model sizes", file=sys.stderr
+        )
         return 1
     except Exception as err:  # noqa: BLE001 - the whole point: nothing escapes as a trace
         fd, log = tempfile.mkstemp(prefix="icl-workbench-traceback-", suffix=".log")
@@ -159,8 +176,11 @@ def guarded(main: Callable[[], int]) -> int:
         if os.environ.get(DEBUG_ENV):
             traceback.print_exc(file=sys.stderr)
         where, ours = failing_entry(err.__traceback__)
-        print(f"{prog}: error: {'unexpected ' if ours else ''}{type(err).__name__}{where}: {first[:300]} (full "
-              f"traceback: {log}{'; please report it' if ours else ''})", file=sys.stderr)
+        print(
+            f"{prog}: error: {'unexpected ' if ours else ''}{type(err).__name__}{where}: {first[:300]} (full "
+            f"traceback: {log}{'; please report it' if ours else ''})",
+            file=sys.stderr,
+        )
         return 1
     if code == 130 and interrupts.requested():
         _leave_now(code)

@@ -6,6 +6,7 @@ finished run made by different training code as stale instead of silently mixing
 results of two code versions in one CSV. (The git commit in config.json cannot catch
 uncommitted edits; this can.)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,15 +44,17 @@ def code_fingerprint() -> str:
 # untracked files (not ignored) under these folders make a run or report dirty: code git does not
 # know, e.g. a new mixer not yet committed, that a commit alone would not reproduce
 CODE_FOLDERS = ("src", "baselines", "runners", "analysis", "plots", "scripts")
-UNTRACKED_LISTED = 20          # names kept in the record; the count is always whole
+UNTRACKED_LISTED = 20  # names kept in the record; the count is always whole
 
 
 def git_commit() -> dict:
     """{"commit": full hash or None, "dirty": tracked files changed since it or untracked files
     under CODE_FOLDERS, or None without git, "untracked": those untracked files (at most
     UNTRACKED_LISTED named), "untracked_count": how many}."""
+
     def git(*cmd):
         return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=10)
+
     try:
         head = git("rev-parse", "HEAD")
         changed = git("status", "--porcelain", "--untracked-files=no")

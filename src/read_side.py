@@ -22,6 +22,7 @@ Capabilities (the systems that have them):
     TracksDynamics     recorded W_KQ's singular values per epoch (Zhang et al.'s dynamics)
 Shapes: E prompts, n points, d input dimensions.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -33,7 +34,8 @@ class ReadSideError(ValueError):
 
 class Capability:
     """The base of every capability: one instance per validated settings tree."""
-    words: str = ""        # what the capability is, for messages
+
+    words: str = ""  # what the capability is, for messages
 
     def __init__(self, settings: Any):
         self.settings = settings
@@ -65,8 +67,7 @@ class PredictsPairs(Capability):
         """sample(key, E, d, n, alpha=1.0) -> a batch: fresh prompts of the run's task."""
         raise NotImplementedError
 
-    def predictor(self, model, params, state, n_points: int | None = None,
-                  tasks: int | None = None) -> Callable:
+    def predictor(self, model, params, state, n_points: int | None = None, tasks: int | None = None) -> Callable:
         """predict(xs [E, n, d], ys [E, n]) -> ŷ [E, n], in blocks of `rows` prompts."""
         raise NotImplementedError
 
@@ -171,20 +172,24 @@ READ_SIDES: dict[type, dict[str, type]] = {}
 
 def register_read_side(system: str):
     """Class decorator: `side` (a subclass of one or more capabilities) is `system`'s read side."""
+
     def register(side: type) -> type:
-        capabilities = [c for c in side.__mro__ if c is not Capability and issubclass(c, Capability)
-                        and c.__module__ == __name__]
+        capabilities = [
+            c for c in side.__mro__ if c is not Capability and issubclass(c, Capability) and c.__module__ == __name__
+        ]
         if not capabilities:
             raise TypeError(f"{side.__name__} is not a subclass of a capability")
         for capability in capabilities:
             READ_SIDES.setdefault(capability, {})[system] = side
         return side
+
     return register
 
 
 def _sides(capability: type) -> dict[str, type]:
     from src.registry import load_entries
-    load_entries()              # the systems' files register their read sides when imported
+
+    load_entries()  # the systems' files register their read sides when imported
     return READ_SIDES.get(capability, {})
 
 
@@ -204,6 +209,8 @@ def read_side(capability: type, settings: Any):
     sides = _sides(capability)
     system = getattr(settings, "system", None)
     if not has(capability, settings):
-        raise ReadSideError(f"a run of system {system!r} does not {capability.words}; accepted: a run of "
-                            f"{' or '.join(map(repr, systems_with(capability))) or 'no registered system'}")
+        raise ReadSideError(
+            f"a run of system {system!r} does not {capability.words}; accepted: a run of "
+            f"{' or '.join(map(repr, systems_with(capability))) or 'no registered system'}"
+        )
     return sides[system](settings)

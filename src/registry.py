@@ -23,6 +23,7 @@ Entries live in the modules of the packages listed in ENTRY_PACKAGES; `load_entr
 imports every module of those packages once (lazily, on the first lookup), so a new file
 in one of them registers itself and no list elsewhere has to change.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 # Packages whose modules hold registered entries (imported on the first lookup).
-ENTRY_PACKAGES = ("src.tasks", "src.models", "src.probes", "src.systems", "src.jobs", "baselines",
-                  "analysis")
+ENTRY_PACKAGES = ("src.tasks", "src.models", "src.probes", "src.systems", "src.jobs", "baselines", "analysis")
 
 KINDS = {
     "system": "the papers' training regimes: settings, trainer and outputs of a run",
@@ -69,7 +69,7 @@ class NoOptions:
 class Entry:
     kind: str
     name: str
-    options: type                      # a frozen dataclass; NoOptions when there are none
+    options: type  # a frozen dataclass; NoOptions when there are none
     build: Callable[..., Any]
     applies: Callable[[Any], bool] | None = None
     doc: str = ""
@@ -83,8 +83,9 @@ class Entry:
         known = {f.name for f in dataclasses.fields(self.options)}
         extra = sorted(set(raw) - known)
         if extra:
-            raise UnknownChoice(f"{self.kind} {self.name!r} has no option {extra[0]!r}; accepted: "
-                                f"{', '.join(sorted(known)) or 'none'}")
+            raise UnknownChoice(
+                f"{self.kind} {self.name!r} has no option {extra[0]!r}; accepted: {', '.join(sorted(known)) or 'none'}"
+            )
         return self.options(**raw)
 
     def is_applicable(self, settings) -> bool:
@@ -99,8 +100,9 @@ def _origin(builder) -> tuple:
 
 
 def did_you_mean(name, names) -> str:
-    """"; did you mean 'x'?" for the accepted name nearest a misspelt one (difflib), else ""."""
+    """ "; did you mean 'x'?" for the accepted name nearest a misspelt one (difflib), else ""."""
     import difflib
+
     near = difflib.get_close_matches(str(name), list(names), n=1, cutoff=0.75)
     return f"; did you mean {near[0]!r}?" if near else ""
 
@@ -114,8 +116,12 @@ def defined_in(entry: "Entry") -> tuple[str, int] | None:
 
 def entries_in(filename: str) -> list["Entry"]:
     """Every registered entry whose code is defined in `filename` (defined_in)."""
-    return [e for reg in _REGISTRIES.values() for e in reg._entries.values()
-            if (where := defined_in(e)) is not None and where[0] == filename]
+    return [
+        e
+        for reg in _REGISTRIES.values()
+        for e in reg._entries.values()
+        if (where := defined_in(e)) is not None and where[0] == filename
+    ]
 
 
 class Registry:
@@ -123,8 +129,9 @@ class Registry:
         self.kind = kind
         self._entries: dict[str, Entry] = {}
 
-    def register(self, name: str, options: type = NoOptions, *,
-                 applies: Callable[[Any], bool] | None = None, doc: str = ""):
+    def register(
+        self, name: str, options: type = NoOptions, *, applies: Callable[[Any], bool] | None = None, doc: str = ""
+    ):
         """Decorator: register `builder` under `name`."""
         if not (dataclasses.is_dataclass(options) and options.__dataclass_params__.frozen):
             raise TypeError(f"{self.kind} {name!r}: options must be a frozen dataclass")
@@ -134,9 +141,11 @@ class Registry:
             if old is not None and _origin(old.build) != _origin(builder):
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             text = doc or (builder.__doc__ or "").strip().splitlines()[0:1]
-            self._entries[name] = Entry(self.kind, name, options, builder, applies,
-                                        text if isinstance(text, str) else "".join(text))
+            self._entries[name] = Entry(
+                self.kind, name, options, builder, applies, text if isinstance(text, str) else "".join(text)
+            )
             return builder
+
         return decorate
 
     def get(self, name: str) -> Entry:
@@ -144,8 +153,10 @@ class Registry:
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise UnknownChoice(f"{self.kind} {name!r} is unknown; accepted: "
-                                f"{', '.join(self.names()) or 'none registered'}{did_you_mean(name, self.names())}") from None
+            raise UnknownChoice(
+                f"{self.kind} {name!r} is unknown; accepted: "
+                f"{', '.join(self.names()) or 'none registered'}{did_you_mean(name, self.names())}"
+            ) from None
 
     def names(self) -> list[str]:
         load_entries()
@@ -171,8 +182,7 @@ def registry(kind: str) -> Registry:
     try:
         return _REGISTRIES[kind]
     except KeyError:
-        raise UnknownChoice(f"registry kind {kind!r} is unknown; accepted: "
-                            f"{', '.join(KINDS)}") from None
+        raise UnknownChoice(f"registry kind {kind!r} is unknown; accepted: {', '.join(KINDS)}") from None
 
 
 def load_entries() -> None:
@@ -196,6 +206,7 @@ def load_entries() -> None:
 @dataclass(frozen=True)
 class Choice:
     """A registry name with its options: what a Settings tree stores for each choice."""
+
     name: str
     options: Any = field(default_factory=NoOptions)
 
@@ -230,14 +241,17 @@ def describe_all() -> str:
             continue
         lines.append(f"{kind}: {what}")
         for entry in reg:
-            opts = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(entry.options)
-                             if f.default is not dataclasses.MISSING)
+            opts = ", ".join(
+                f"{f.name}={f.default!r}"
+                for f in dataclasses.fields(entry.options)
+                if f.default is not dataclasses.MISSING
+            )
             lines.append(f"  {entry.name:22s} {entry.doc}" + (f"  [{opts}]" if opts else "") + state_note(entry))
     return "\n".join(lines)
 
 
 def state_note(entry: Entry) -> str:
-    """"  [state: <formula>]" for a sequence mixer that declares its recurrent state
+    """ "  [state: <formula>]" for a sequence mixer that declares its recurrent state
     (src.models.mixers.kit.register_mixer), "" for any other entry."""
     state = getattr(entry.build, "state_doc", "")
     return f"  [state: {state}]" if state else ""

@@ -20,6 +20,7 @@ of the setting (`model.width='x' is not accepted; accepted: an integer`), so a c
 that names the setting otherwise (a YAML key, a flag) can say it in its own words
 (`SettingsError.translate`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -60,7 +61,7 @@ class UnknownEntry(SettingsError):
 
     def __init__(self, path: str, kind: str, name: str):
         names = registry(kind).names()
-        self.suggestion = did_you_mean(name, names)        # "; did you mean 'x'?" or ""
+        self.suggestion = did_you_mean(name, names)  # "; did you mean 'x'?" or ""
         super().__init__(f"{path}={name!r} is unknown; accepted: {', '.join(names)}{self.suggestion}")
         self.path, self.kind, self.name = path, kind, name
 
@@ -84,11 +85,15 @@ def require_int(path: str, value: Any, low: int, high: int | None = None) -> Non
     require(is_int(value) and value >= low and (high is None or value <= high), path, value, what)
 
 
-def require_number(path: str, value: Any, low: float, *, open_low: bool = False,
-                   high: float | None = None, open_high: bool = False) -> None:
+def require_number(
+    path: str, value: Any, low: float, *, open_low: bool = False, high: float | None = None, open_high: bool = False
+) -> None:
     left, right = "(" if open_low else "[", ")" if open_high else "]"
-    what = (f"a finite number {'>' if open_low else '>='} {low:g}" if high is None
-            else f"a number in {left}{low:g}, {high:g}{right}")
+    what = (
+        f"a finite number {'>' if open_low else '>='} {low:g}"
+        if high is None
+        else f"a number in {left}{low:g}, {high:g}{right}"
+    )
     ok = is_number(value) and (value > low if open_low else value >= low)
     if ok and high is not None:
         ok = value < high if open_high else value <= high
@@ -117,8 +122,9 @@ def without_empty(tree: Any, raw: dict) -> dict:
     added_field values at their defaults, at any depth."""
     for f in dataclasses.fields(tree):
         value = getattr(tree, f.name)
-        if (f.metadata.get("omit_if_empty") and value == ()) or (f.metadata.get("omit_if_default")
-                                                                 and value == f.default):
+        if (f.metadata.get("omit_if_empty") and value == ()) or (
+            f.metadata.get("omit_if_default") and value == f.default
+        ):
             raw.pop(f.name, None)
         elif dataclasses.is_dataclass(value) and isinstance(raw.get(f.name), dict):
             without_empty(value, raw[f.name])
@@ -127,9 +133,11 @@ def without_empty(tree: Any, raw: dict) -> dict:
 
 def choice_field(kind: str, name: str, **options) -> Any:
     """A dataclass field holding a Choice of registry `kind` (default: `name` with `options`)."""
+
     def default() -> Choice:
         entry = registry(kind).get(name)
         return Choice(entry.name, dataclasses.replace(entry.default_options(), **options))
+
     return field(default_factory=default, metadata={"registry": kind})
 
 
@@ -157,16 +165,18 @@ def _accepts(annotation, value) -> bool:
 
 
 def _describe(annotation) -> str:
-    args = typing.get_args(annotation) if typing.get_origin(annotation) in (
-        typing.Union, types.UnionType) else (annotation,)
-    words = [_SCALARS.get(a, "null" if a is type(None) else getattr(a, "__name__", str(a)))
-             for a in args]
+    args = (
+        typing.get_args(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        else (annotation,)
+    )
+    words = [_SCALARS.get(a, "null" if a is type(None) else getattr(a, "__name__", str(a))) for a in args]
     return " or ".join(words)
 
 
 def _read_value(annotation, meta: Mapping, value, path: str):
     kind = meta.get("registry")
-    if kind is not None and typing.get_origin(annotation) is tuple:       # several choices (choices_field)
+    if kind is not None and typing.get_origin(annotation) is tuple:  # several choices (choices_field)
         if not isinstance(value, (list, tuple)):
             raise SettingsError(f"{path}={value!r} is not accepted; accepted: a list of names of registry {kind!r}")
         return tuple(read_choice(kind, v, f"{path}[{i}]") for i, v in enumerate(value))
@@ -198,7 +208,7 @@ def read_tree(cls: type, raw: Any, prefix: str = "", legacy: Mapping[str, str] |
     where = prefix.rstrip(".") or "settings"
     if not isinstance(raw, Mapping):
         raise SettingsError(f"{where}={raw!r} is not accepted; accepted: a mapping")
-    raw = copy.deepcopy(dict(raw))     # renames must not touch the caller's mapping
+    raw = copy.deepcopy(dict(raw))  # renames must not touch the caller's mapping
     for old, new in (legacy or {}).items():
         _rename(raw, old.split("."), new.split("."))
     hints = typing.get_type_hints(cls)
@@ -206,8 +216,9 @@ def read_tree(cls: type, raw: Any, prefix: str = "", legacy: Mapping[str, str] |
     extra = sorted(set(raw) - set(known))
     if extra:
         raise SettingsError(f"{prefix}{extra[0]}: unknown key; accepted: {', '.join(sorted(known))}")
-    values = {name: _read_value(hints[name], known[name].metadata, raw[name], prefix + name)
-              for name in known if name in raw}
+    values = {
+        name: _read_value(hints[name], known[name].metadata, raw[name], prefix + name) for name in known if name in raw
+    }
     try:
         return cls(**values)
     except (TypeError, ValueError) as err:
@@ -244,8 +255,9 @@ def read_choice(kind: str, raw: Any, path: str) -> Choice:
     if isinstance(raw, str):
         raw = {"name": raw}
     if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
-        raise SettingsError(f"{path}={raw!r} is not accepted; accepted: a name of registry {kind!r} "
-                            "or {name, options}")
+        raise SettingsError(
+            f"{path}={raw!r} is not accepted; accepted: a name of registry {kind!r} or {{name, options}}"
+        )
     extra = sorted(set(raw) - {"name", "options"})
     if extra:
         raise SettingsError(f"{path}.{extra[0]}: unknown key; accepted: name, options")
@@ -260,6 +272,7 @@ def read_choice(kind: str, raw: Any, path: str) -> Choice:
 # ---------------------------------------------------------------------------
 # Validation of a whole tree
 
+
 def check_tree(tree: Any, prefix: str = "") -> None:
     """Every value of a settings tree has its field's type; every Choice names a registered
     entry, has that entry's options class and passes the options' own `check()`."""
@@ -269,7 +282,9 @@ def check_tree(tree: Any, prefix: str = "") -> None:
         kind = f.metadata.get("registry")
         if kind is not None and typing.get_origin(hints[f.name]) is tuple:
             if not isinstance(value, tuple):
-                raise SettingsError(f"{path}={value!r} is not accepted; accepted: a list of choices of registry {kind!r}")
+                raise SettingsError(
+                    f"{path}={value!r} is not accepted; accepted: a list of choices of registry {kind!r}"
+                )
             for i, item in enumerate(value):
                 check_choice(kind, item, f"{path}[{i}]")
         elif kind is not None:
@@ -302,15 +317,16 @@ def _own_check(part: Any, path: str) -> None:
     if check is not None:
         try:
             check()
-        except ValueError as err:    # the part's rules: "field=value ..., accepted: ..."
+        except ValueError as err:  # the part's rules: "field=value ..., accepted: ..."
             raise SettingsError(f"{path}.{err}") from None
 
 
 @dataclass(frozen=True)
 class Settings:
     """The base of every system's settings tree (see the module docstring)."""
+
     system: ClassVar[str] = ""
-    unit: ClassVar[str] = "step"       # what one step of the training loop is called
+    unit: ClassVar[str] = "step"  # what one step of the training loop is called
     # the top-level keys every record of this system has had (a mapping without them is not one)
     required_keys: ClassVar[tuple[str, ...]] = ()
     # old dotted keys -> current ones, applied when an older record is read
@@ -339,12 +355,16 @@ class Settings:
         """The system's own rules beyond types and registry options; SettingsError."""
 
     def validate(self) -> "Settings":
-        check_tree(self)      # types, registry options and each part's own check (src.train_settings')
+        check_tree(self)  # types, registry options and each part's own check (src.train_settings')
         self.check()
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {**without_empty(self, dataclasses.asdict(self)), "system": self.system, "schema_version": SCHEMA_VERSION}
+        return {
+            **without_empty(self, dataclasses.asdict(self)),
+            "system": self.system,
+            "schema_version": SCHEMA_VERSION,
+        }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]):
@@ -352,13 +372,19 @@ class Settings:
         if not isinstance(raw, Mapping):
             raise SettingsError(f"settings={raw!r} is not accepted; accepted: a mapping")
         version = raw.get("schema_version", 1)
-        require(is_int(version) and 1 <= version <= SCHEMA_VERSION, "schema_version", version,
-                f"1..{SCHEMA_VERSION} (a record written by this or an earlier version)")
+        require(
+            is_int(version) and 1 <= version <= SCHEMA_VERSION,
+            "schema_version",
+            version,
+            f"1..{SCHEMA_VERSION} (a record written by this or an earlier version)",
+        )
         raw = {k: copy.deepcopy(v) for k, v in dict(raw).items() if k not in ("system", "schema_version")}
         missing = [k for k in cls.required_keys if k not in raw]
         if missing:
-            raise SettingsError(f"settings.{missing[0]}: missing; accepted: a mapping with "
-                                f"{', '.join(cls.required_keys)} (a {cls.system} run's config.json)")
+            raise SettingsError(
+                f"settings.{missing[0]}: missing; accepted: a mapping with "
+                f"{', '.join(cls.required_keys)} (a {cls.system} run's config.json)"
+            )
         for dotted, value in cls.absent_means.items():
             _set_if_absent(raw, dotted.split("."), value)
         return read_tree(cls, raw, legacy=cls.legacy_keys)

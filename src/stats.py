@@ -2,6 +2,7 @@
 single value), NaN-safe. Report tables, results JSON and every figure's error bars use it,
 so "± std" means the same thing everywhere.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,7 @@ def mean_std_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     column's finite values, std 0 where a column has one, NaN (no warning) where it has none."""
     matrix = np.where(np.isfinite(matrix), matrix, np.nan).astype(np.float64)
     count = np.sum(~np.isnan(matrix), axis=0)
-    with warnings.catch_warnings():   # empty columns: NaN is the answer, not a warning
+    with warnings.catch_warnings():  # empty columns: NaN is the answer, not a warning
         warnings.simplefilter("ignore", RuntimeWarning)
         mean = np.nanmean(matrix, axis=0)
         std = np.nanstd(matrix, axis=0, ddof=DDOF)

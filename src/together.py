@@ -21,6 +21,7 @@ would have done by themselves.
 
 Glossary: S seeds, n steps of a chunk, K log points.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -50,6 +51,7 @@ def settings_without_seed(settings) -> dict:
 def together_refusal(settings_list: Sequence) -> str | None:
     """Why these settings cannot train together (one line), or None."""
     from src.systems import build
+
     if len(settings_list) < 2:
         return "a group needs at least 2 runs"
     first = settings_without_seed(settings_list[0])
@@ -61,8 +63,10 @@ def together_refusal(settings_list: Sequence) -> str | None:
         return f"train.seed repeats ({seeds})"
     train = settings_list[0].train
     if getattr(train, "num_tasks", 0) or getattr(train, "num_training_examples", 0):
-        return ("a finite pool (train.num_tasks, train.num_training_examples) is drawn from each seed outside "
-                "the program; such seeds train one at a time")
+        return (
+            "a finite pool (train.num_tasks, train.num_training_examples) is drawn from each seed outside "
+            "the program; such seeds train one at a time"
+        )
     if build(settings_list[0]).seed_parts() is None:
         return f"system {settings_list[0].system!r} does not train seeds together"
     return None
@@ -81,9 +85,10 @@ class Together(Trainer):
 
         def stacked(states, seed_inputs, first_step, num_steps):
             return jax.vmap(lambda s, k: chunk(s, k, first_step, num_steps))(states, seed_inputs)
+
         self._chunk = jax.jit(stacked, static_argnums=3)
-        self.first_losses: np.ndarray | None = None     # [S]
-        self.pending: list[np.ndarray] = []             # [n, S] since the last log point
+        self.first_losses: np.ndarray | None = None  # [S]
+        self.pending: list[np.ndarray] = []  # [n, S] since the last log point
 
     def context(self):
         return self.trainers[0].context()
@@ -99,8 +104,8 @@ class Together(Trainer):
         """The loop sees seed 0's losses, or NaN at a step where any seed diverges by the loop's
         rule against its own first loss; every seed's losses are in per_step["seed_loss"]."""
         out = self._chunk(state, self.seed_inputs, first, num_steps)
-        interrupts.wait(out.losses)                                      # Ctrl-C honoured meanwhile
-        losses = np.asarray(out.losses).T                                # [n, S]
+        interrupts.wait(out.losses)  # Ctrl-C honoured meanwhile
+        losses = np.asarray(out.losses).T  # [n, S]
         if self.first_losses is None:
             self.first_losses = losses[0].copy()
         bad = first_bad_step_of_runs(losses, self.first_losses)
@@ -108,36 +113,38 @@ class Together(Trainer):
         if bad is not None:
             seen[bad] = np.nan
         self.pending.append(losses)
-        per_step = {"seed_loss": losses,
-                    **{k: np.moveaxis(np.asarray(v), 0, 1) for k, v in out.per_step.items()}}
+        per_step = {"seed_loss": losses, **{k: np.moveaxis(np.asarray(v), 0, 1) for k, v in out.per_step.items()}}
         return Chunk(out.state, seen, per_step, {k: np.asarray(v) for k, v in out.at_end.items()})
 
     def evaluate(self, state) -> dict:
         return {"seeds": [t.evaluate(_take(state, i)) for i, t in enumerate(self.trainers)]}
 
     def row(self, state, step, losses) -> dict:
-        seed_losses = np.concatenate(self.pending)                       # [n, S]
+        seed_losses = np.concatenate(self.pending)  # [n, S]
         self.pending = []
-        return {"seeds": [t.row(_take(state, i), step, seed_losses[:, i])
-                          for i, t in enumerate(self.trainers)]}
+        return {"seeds": [t.row(_take(state, i), step, seed_losses[:, i]) for i, t in enumerate(self.trainers)]}
 
 
 def seed_history(history: list[dict], i: int, unit: str) -> list[dict]:
     """Seed i's metrics rows from the group's (each row: unit, that seed's row, elapsed_s)."""
-    return [{unit: row[unit], **row["seeds"][i], "elapsed_s": row["elapsed_s"]}
-            for row in history if row["seeds"][i] is not None]
+    return [
+        {unit: row[unit], **row["seeds"][i], "elapsed_s": row["elapsed_s"]}
+        for row in history
+        if row["seeds"][i] is not None
+    ]
 
 
 def seed_progress(snapshot: Progress, i: int, first_loss: float, unit: str) -> Progress:
-    per_step = {("loss" if k == "seed_loss" else k): v[:, i] for k, v in snapshot.per_step.items()
-                if k != "loss"}
+    per_step = {("loss" if k == "seed_loss" else k): v[:, i] for k, v in snapshot.per_step.items() if k != "loss"}
     at_log = {k: (v if k == "step" else v[:, i]) for k, v in snapshot.at_log.items()}
-    return Progress(snapshot.step, _take(snapshot.state, i), per_step, at_log, first_loss,
-                    seed_history(snapshot.history, i, unit))
+    return Progress(
+        snapshot.step, _take(snapshot.state, i), per_step, at_log, first_loss, seed_history(snapshot.history, i, unit)
+    )
 
 
-def train_together(trainers: Sequence[Trainer], *, progress: bool = False, label: str = ""
-                   ) -> tuple[list[LoopResult], list[dict[int, Progress]]] | None:
+def train_together(
+    trainers: Sequence[Trainer], *, progress: bool = False, label: str = ""
+) -> tuple[list[LoopResult], list[dict[int, Progress]]] | None:
     """Train every trainer's run as one program: per seed its LoopResult and its checkpoints
     ({step: Progress} at every multiple of `keep_every` and at the end), or None when a seed
     diverged (train those alone). Each result's `seconds` is the group's time divided by S."""
@@ -155,11 +162,21 @@ def train_together(trainers: Sequence[Trainer], *, progress: bool = False, label
     results, checkpoints = [], []
     for i in range(size):
         first_loss = float(group.first_losses[i])
-        part = seed_progress(Progress(result.step, result.state, result.per_step, result.at_log,
-                                      first_loss, result.history), i, first_loss, unit)
-        final = ({k: v for k, v in part.history[-1].items() if k not in (unit, "train_loss", "elapsed_s")}
-                 if part.history else result.final["seeds"][i])
-        results.append(LoopResult(part.state, result.step, part.history, part.per_step, part.at_log,
-                                  result.seconds / size, None, final))
+        part = seed_progress(
+            Progress(result.step, result.state, result.per_step, result.at_log, first_loss, result.history),
+            i,
+            first_loss,
+            unit,
+        )
+        final = (
+            {k: v for k, v in part.history[-1].items() if k not in (unit, "train_loss", "elapsed_s")}
+            if part.history
+            else result.final["seeds"][i]
+        )
+        results.append(
+            LoopResult(
+                part.state, result.step, part.history, part.per_step, part.at_log, result.seconds / size, None, final
+            )
+        )
         checkpoints.append({s.step: seed_progress(s, i, first_loss, unit) for s in snapshots})
     return results, checkpoints

@@ -7,6 +7,7 @@ block or `wandb:on` also logs every metrics row to a wandb run inside the run di
 `mode: disabled` is silent; without wandb installed, one line says how to install it and the
 run goes on. Tracking never changes a run's settings or numbers.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,6 +26,7 @@ DEFAULT_PROJECT = "icl-workbench"
 @dataclass(frozen=True)
 class WandbSpec:
     """What a config's wandb block asks for (validated before any work)."""
+
     mode: str = "offline"
     project: str = DEFAULT_PROJECT
     entity: str | None = None
@@ -52,8 +54,15 @@ def wandb_spec(raw: Any, where: str = "wandb") -> WandbSpec | None:
     tags = raw.get("tags") or ()
     if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
         raise SettingsError(f"{where}.tags={tags!r} is not accepted; accepted: a list of strings")
-    return WandbSpec(mode=mode, project=raw.get("project") or DEFAULT_PROJECT, entity=raw.get("entity"),
-                     name=raw.get("name"), group=raw.get("group"), tags=tuple(tags), notes=raw.get("notes"))
+    return WandbSpec(
+        mode=mode,
+        project=raw.get("project") or DEFAULT_PROJECT,
+        entity=raw.get("entity"),
+        name=raw.get("name"),
+        group=raw.get("group"),
+        tags=tuple(tags),
+        notes=raw.get("notes"),
+    )
 
 
 class WandbTracker:
@@ -63,16 +72,18 @@ class WandbTracker:
         self.run, self.unit = run, unit
 
     def log(self, row: Mapping[str, Any]) -> None:
-        numbers = {k: v for k, v in row.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool) and k != self.unit}
+        numbers = {
+            k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != self.unit
+        }
         self.run.log(numbers, step=int(row[self.unit]) if self.unit in row else None)
 
     def finish(self) -> None:
         self.run.finish()
 
 
-def start(spec: WandbSpec | None, run_dir: Path, config: Mapping[str, Any], name: str,
-          unit: str) -> WandbTracker | None:
+def start(
+    spec: WandbSpec | None, run_dir: Path, config: Mapping[str, Any], name: str, unit: str
+) -> WandbTracker | None:
     """An open tracker for `spec`, or None: no spec, mode disabled, or wandb not installed (one
     line on stderr; the run goes on)."""
     if spec is None or spec.mode == "disabled":
@@ -80,11 +91,22 @@ def start(spec: WandbSpec | None, run_dir: Path, config: Mapping[str, Any], name
     try:
         import wandb
     except ImportError:
-        print("wandb is not installed, so this run logs to metrics.jsonl only; for wandb: "
-              "pip install wandb (the optional extra)", file=sys.stderr)
+        print(
+            "wandb is not installed, so this run logs to metrics.jsonl only; for wandb: "
+            "pip install wandb (the optional extra)",
+            file=sys.stderr,
+        )
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
-    run = wandb.init(mode=spec.mode, dir=str(run_dir), project=spec.project, entity=spec.entity,
-                     name=spec.name or name, group=spec.group, tags=list(spec.tags) or None, notes=spec.notes,
-                     config=dict(config))
+    run = wandb.init(
+        mode=spec.mode,
+        dir=str(run_dir),
+        project=spec.project,
+        entity=spec.entity,
+        name=spec.name or name,
+        group=spec.group,
+        tags=list(spec.tags) or None,
+        notes=spec.notes,
+        config=dict(config),
+    )
     return WandbTracker(run, unit)

@@ -9,6 +9,7 @@ checks only the fields it adds. Messages name the field alone: the settings tree
         steps: int = 20_000          # another default
         adam_b2: float = 0.98        # an optimizer knob, checked here too (OPTIMIZER_KNOBS)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,10 +24,11 @@ from src.settings import EVAL_SEED, SettingsError, is_number, require, require_i
 @dataclass(frozen=True)
 class TrainLoop:
     """The `train` fields of every system."""
+
     learning_rate: float = 1e-3
-    seed: int = 0                    # initialisation and the training data
-    log_every: int = 100             # steps (epochs) between log points
-    checkpoint_every: int = 1000     # steps between checkpoints (and at the end); 0: only at the end
+    seed: int = 0  # initialisation and the training data
+    log_every: int = 100  # steps (epochs) between log points
+    checkpoint_every: int = 1000  # steps between checkpoints (and at the end); 0: only at the end
     # scales of `train` that enter the computation as floats: each must be representable in it
     scales: ClassVar[tuple[str, ...]] = ("learning_rate",)
 
@@ -42,24 +44,33 @@ class TrainLoop:
         for name in self.scales:
             value = getattr(self, name, None)
             if is_number(value) and abs(value) > largest:
-                require(False, name, value, f"a number of magnitude at most {largest:.6g} (the "
-                        f"largest {precision.__name__} the run trains in)")
+                require(
+                    False,
+                    name,
+                    value,
+                    f"a number of magnitude at most {largest:.6g} (the largest {precision.__name__} the run trains in)",
+                )
 
 
 @dataclass(frozen=True)
 class StepTrain(TrainLoop):
     """The train fields of the systems that draw a fresh batch every step and score a fixed eval
     set (lsa, gpt2, lm, nonlinear), and the optimizer knobs several of them have, checked once."""
+
     steps: int = 1000
     batch_size: int = 64
-    grad_clip: float = 10.0          # global-norm clipping of the gradient; 0: none
+    grad_clip: float = 10.0  # global-norm clipping of the gradient; 0: none
     eval_size: int = 1000
-    eval_seed: int = EVAL_SEED       # eval tasks are drawn from this seed, whatever `seed` is
+    eval_seed: int = EVAL_SEED  # eval tasks are drawn from this seed, whatever `seed` is
 
     def check(self) -> None:
         super().check()
-        _check_ranges(("steps", "steps", self.steps), ("batch_size", "batch_size", self.batch_size),
-                      ("eval_size", "eval_size", self.eval_size), ("seed", "eval_seed", self.eval_seed))
+        _check_ranges(
+            ("steps", "steps", self.steps),
+            ("batch_size", "batch_size", self.batch_size),
+            ("eval_size", "eval_size", self.eval_size),
+            ("seed", "eval_seed", self.eval_seed),
+        )
         require_number("grad_clip", self.grad_clip, 0)
         for name, (low, high, open_high, none_allowed) in OPTIMIZER_KNOBS.items():
             value = getattr(self, name, None)
@@ -72,8 +83,12 @@ class StepTrain(TrainLoop):
 LOOP_INTERVALS = {"log_every": 1, "checkpoint_every": 0, "keep_every": 0}
 # optimizer knobs some systems' train have: name -> (least, most or None, most excluded, None
 # allowed: warmup_fraction None is a constant rate)
-OPTIMIZER_KNOBS = {"warmup_fraction": (0, 1, False, True), "weight_decay": (0, None, False, False),
-                   "adam_b1": (0, 1, True, False), "adam_b2": (0, 1, True, False)}
+OPTIMIZER_KNOBS = {
+    "warmup_fraction": (0, 1, False, True),
+    "weight_decay": (0, None, False, False),
+    "adam_b1": (0, 1, True, False),
+    "adam_b2": (0, 1, True, False),
+}
 
 
 def _check_ranges(*named: tuple[str, str, int]) -> None:

@@ -5,6 +5,7 @@ MAX_FILES files, MAX_VALUES values and MAX_NESTING levels in the composed config
 or unreadable file, invalid YAML and a budget exceeded are refused as src.flags.UsageError, in one
 line naming the file.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,10 +17,10 @@ from src.flags import UsageError, read_user_file
 # Budgets of `!include` composition: a config is a few files of a few hundred values; these stop a
 # hostile or mistaken graph (a file included twice at every one of 30 levels expands to 2^30
 # copies) long before it costs memory or time.
-MAX_INCLUDE_DEPTH = 32          # files in one chain of includes
-MAX_FILES = 256                 # distinct files
-MAX_VALUES = 200_000            # values of the whole composed config
-MAX_NESTING = 100               # levels of mappings and lists in the composed config
+MAX_INCLUDE_DEPTH = 32  # files in one chain of includes
+MAX_FILES = 256  # distinct files
+MAX_VALUES = 200_000  # values of the whole composed config
+MAX_NESTING = 100  # levels of mappings and lists in the composed config
 
 
 class _Include:
@@ -36,15 +37,20 @@ def load(path: str | Path) -> Any:
     MAX_NESTING levels or MAX_FILES files. Only regular files are read (a FIFO, device or
     directory is refused without being opened for long)."""
     from src.provenance import checkout_path
+
     composer = _Composer()
     root = composer.resolve(checkout_path(path), None)
     size, depth = composer.measure(root, ())
     if size > MAX_VALUES:
-        raise UsageError(f"config {path}: its !includes expand to {size:,} values; accepted: at most "
-                         f"{MAX_VALUES:,} (is a file included many times over?)")
+        raise UsageError(
+            f"config {path}: its !includes expand to {size:,} values; accepted: at most "
+            f"{MAX_VALUES:,} (is a file included many times over?)"
+        )
     if depth > MAX_NESTING:
-        raise UsageError(f"config {path}: nests more than {MAX_NESTING} levels deep (with its !includes); "
-                         f"accepted: at most {MAX_NESTING}")
+        raise UsageError(
+            f"config {path}: nests more than {MAX_NESTING} levels deep (with its !includes); "
+            f"accepted: at most {MAX_NESTING}"
+        )
     return composer.expand(composer.parsed[root])
 
 
@@ -61,7 +67,7 @@ class _Composer:
         where = f" (included by {include.holder})" if include is not None else ""
         try:
             resolved = path.resolve()
-        except (OSError, RuntimeError) as err:          # Python 3.11: RuntimeError for a symlink loop
+        except (OSError, RuntimeError) as err:  # Python 3.11: RuntimeError for a symlink loop
             raise UsageError(f"config {path}: cannot be resolved ({err}){where}") from None
         if resolved in self.parsed:
             return resolved
@@ -80,14 +86,16 @@ class _Composer:
 
         class Loader(yaml.SafeLoader):
             """A safe loader whose `!include` is left as an `_Include` to resolve after parsing."""
+
         Loader.add_constructor("!include", lambda loader, node: _Include(loader.construct_scalar(node), resolved))
         try:
-            return yaml.load(text, Loader=Loader)     # noqa: S506 - a SafeLoader subclass
+            return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as err:
             raise UsageError(f"config {path}: not valid YAML ({' '.join(str(err).split())[:300]})") from None
         except RecursionError:
-            raise UsageError(f"config {path}: nests too deeply to read; accepted: at most {MAX_NESTING} "
-                             "levels") from None
+            raise UsageError(
+                f"config {path}: nests too deeply to read; accepted: at most {MAX_NESTING} levels"
+            ) from None
 
     def target(self, include: _Include) -> Path:
         named = Path(str(include.target))
@@ -97,15 +105,17 @@ class _Composer:
         """(values, nesting levels) of a file once its includes are expanded; refuses a cycle and
         a chain of more than MAX_INCLUDE_DEPTH files, and stops counting past the budgets."""
         if file in chain:
-            cycle = " -> ".join(str(p) for p in (*chain[chain.index(file):], file))
+            cycle = " -> ".join(str(p) for p in (*chain[chain.index(file) :], file))
             raise UsageError(f"!include cycle: {cycle}")
         if file not in self.measured:
             self.measured[file] = self._measure(self.parsed[file], (*chain, file), 0)
         size, depth, files = self.measured[file]
         if len(chain) + files > MAX_INCLUDE_DEPTH:
-            raise UsageError(f"config {chain[0] if chain else file}: !includes nest more than "
-                             f"{MAX_INCLUDE_DEPTH} files deep (through {file}); accepted: at most "
-                             f"{MAX_INCLUDE_DEPTH}")
+            raise UsageError(
+                f"config {chain[0] if chain else file}: !includes nest more than "
+                f"{MAX_INCLUDE_DEPTH} files deep (through {file}); accepted: at most "
+                f"{MAX_INCLUDE_DEPTH}"
+            )
         return size, depth
 
     def _measure(self, node: Any, chain: tuple[Path, ...], level: int) -> tuple[int, int, int]:

@@ -5,30 +5,38 @@ removes, with every process the tests start (unless JAX_COMPILATION_CACHE_DIR is
 tests run the same small programs in fresh processes. A program loaded from the cache gives
 the same results bit for bit as one compiled afresh (tests/test_garg.py checks this across
 processes)."""
+
 import os
 import shutil
 import sys
 import tempfile
 
-if "JAX_COMPILATION_CACHE_DIR" not in os.environ:      # before anything imports jax
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # before anything imports jax
     _SESSION_CACHE = tempfile.mkdtemp(prefix="icl-tests-jax-cache-")
-    os.environ.update(JAX_COMPILATION_CACHE_DIR=_SESSION_CACHE, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2",
-                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    os.environ.update(
+        JAX_COMPILATION_CACHE_DIR=_SESSION_CACHE,
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2",
+        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
+    )
 else:
     _SESSION_CACHE = None
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "study: runs a study's --quick form end to end (make test_studies; CI "
-                            "runs it after make test)")
-    config.addinivalue_line("markers", "slow: an end-to-end check listed in tests/slow_tests.py (make test_slow; "
-                            "CI runs it after make test)")
+    config.addinivalue_line(
+        "markers", "study: runs a study's --quick form end to end (make test_studies; CI runs it after make test)"
+    )
+    config.addinivalue_line(
+        "markers",
+        "slow: an end-to-end check listed in tests/slow_tests.py (make test_slow; CI runs it after make test)",
+    )
 
 
 def pytest_collection_modifyitems(session, config, items):
     """Mark the slow tier (tests/slow_tests.py); a listed test of a collected file that no longer
     exists stops the session, so the list follows renames."""
     from slow_tests import ONE_OF, SLOW_FILES, SLOW_TESTS
+
     collected = {item.nodeid for item in items}
     files = {nodeid.split("::")[0] for nodeid in collected}
     for item in items:
@@ -36,10 +44,16 @@ def pytest_collection_modifyitems(session, config, items):
             item.add_marker(pytest.mark.slow)
     whole_files = not any("::" in arg for arg in config.args) and not config.getoption("keyword")
     either = set().union(*ONE_OF)
-    missing = [nodeid for nodeid in SLOW_TESTS if nodeid.split("::")[0] in files and nodeid not in collected
-               and nodeid not in either]
-    missing += [" or ".join(sorted(group)) for group in ONE_OF
-                if next(iter(group)).split("::")[0] in files and not group & collected]
+    missing = [
+        nodeid
+        for nodeid in SLOW_TESTS
+        if nodeid.split("::")[0] in files and nodeid not in collected and nodeid not in either
+    ]
+    missing += [
+        " or ".join(sorted(group))
+        for group in ONE_OF
+        if next(iter(group)).split("::")[0] in files and not group & collected
+    ]
     if whole_files and missing:
         raise pytest.UsageError(f"tests/slow_tests.py names tests that do not exist: {missing}")
 
@@ -48,12 +62,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """How the golden runs were compared on this machine: bit for bit, or to the stated tolerance."""
     if any("golden" in str(arg) or arg.rstrip("/").endswith("tests") for arg in config.args):
         from golden_machines import mode_line
+
         terminalreporter.write_line(mode_line())
 
 
 def pytest_sessionfinish(session, exitstatus):
     if _SESSION_CACHE:
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -66,7 +82,7 @@ from src.presets import preset  # noqa: E402
 
 def small(name="lsa1", num_layers=None, **train):
     """A preset with a short, small-batch training (test sizes, not paper sizes)."""
-    defaults = dict(steps=200, batch_size=256, log_every=50, eval_size=1000)   # train.<field>
+    defaults = dict(steps=200, batch_size=256, log_every=50, eval_size=1000)  # train.<field>
     defaults.update(train)
     settings = preset(name, num_layers)
     return replace(settings, train=replace(settings.train, **defaults))

@@ -19,6 +19,7 @@ holds every golden run and the shape, sum and sum of squares of every parameter 
 parameters compare on another machine too) or one of the files recorded before fingerprints (tests/golden/legacy_machines.json says what
 is known of their machines: too little to claim their bits, so they are tolerance references).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,14 +31,40 @@ import re
 from pathlib import Path
 
 FOLDER = Path(__file__).parent / "golden"
-RELATIVE = 1e-6          # the tolerance where the fingerprint differs (measured: up to 7.1e-7)
-ABSOLUTE = 5e-7          # for numbers near 0 and differences of close numbers (float32: 8 ulps of 1.0)
+RELATIVE = 1e-6  # the tolerance where the fingerprint differs (measured: up to 7.1e-7)
+ABSOLUTE = 5e-7  # for numbers near 0 and differences of close numbers (float32: 8 ulps of 1.0)
 ENV = "ICL_GOLDEN_FINGERPRINT"
 # the CPU features XLA's CPU code generation may use (LLVM's names as /proc/cpuinfo spells them)
-ISA = ("sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512cd", "avx512bw",
-       "avx512dq", "avx512vl", "avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512_vnni", "avx512_bf16",
-       "avx512_fp16", "avx512_bitalg", "avx512_vpopcntdq", "avx_vnni", "avx_vnni_int8", "amx_tile",
-       "amx_bf16", "amx_int8", "asimd", "sve", "sve2")
+ISA = (
+    "sse4_1",
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "bmi2",
+    "avx512f",
+    "avx512cd",
+    "avx512bw",
+    "avx512dq",
+    "avx512vl",
+    "avx512ifma",
+    "avx512vbmi",
+    "avx512vbmi2",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx512_bitalg",
+    "avx512_vpopcntdq",
+    "avx_vnni",
+    "avx_vnni_int8",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "asimd",
+    "sve",
+    "sve2",
+)
 
 
 def measured_fingerprint() -> dict:
@@ -52,7 +79,7 @@ def measured_fingerprint() -> dict:
                 if key and key not in info:
                     info[key] = value.strip()
                 if not line.strip() and info:
-                    break                       # the first processor is enough
+                    break  # the first processor is enough
     except OSError:
         pass
     flags = set((info.get("flags") or info.get("Features") or "").split())
@@ -62,14 +89,19 @@ def measured_fingerprint() -> dict:
         cores = os.cpu_count() or 1
     try:
         from importlib.metadata import version
+
         jaxlib = version("jaxlib")
-    except Exception:           # noqa: BLE001 - not installed: the fingerprint says so
+    except Exception:  # noqa: BLE001 - not installed: the fingerprint says so
         jaxlib = None
-    return {"arch": platform.machine(),
-            "vendor": info.get("vendor_id") or info.get("CPU implementer"),
-            "family": info.get("cpu family") or info.get("CPU architecture"),
-            "model": info.get("model") or info.get("CPU part"),
-            "isa": sorted(flags & set(ISA)), "cores": cores, "jaxlib": jaxlib}
+    return {
+        "arch": platform.machine(),
+        "vendor": info.get("vendor_id") or info.get("CPU implementer"),
+        "family": info.get("cpu family") or info.get("CPU architecture"),
+        "model": info.get("model") or info.get("CPU part"),
+        "isa": sorted(flags & set(ISA)),
+        "cores": cores,
+        "jaxlib": jaxlib,
+    }
 
 
 def fingerprint() -> dict:
@@ -88,8 +120,10 @@ def fingerprint_id(print_: dict) -> str:
 
 def describe(print_: dict) -> str:
     isa = [f for f in print_.get("isa") or () if f.startswith(("avx", "amx", "sve"))]
-    return (f"{print_.get('vendor')} family {print_.get('family')} model {print_.get('model')}, "
-            f"{'+'.join(isa) or 'no AVX'}, {print_.get('cores')} cores, jaxlib {print_.get('jaxlib')}")
+    return (
+        f"{print_.get('vendor')} family {print_.get('family')} model {print_.get('model')}, "
+        f"{'+'.join(isa) or 'no AVX'}, {print_.get('cores')} cores, jaxlib {print_.get('jaxlib')}"
+    )
 
 
 class Record:
@@ -108,8 +142,14 @@ def records() -> list[Record]:
     out = []
     for path in sorted(FOLDER.glob("machine-*.json")):
         data = json.loads(path.read_text())
-        out.append(Record(f"{path.name} ({describe(data['fingerprint'])}; {data.get('recorded', '')})",
-                          data["runs"], data["fingerprint"], data.get("param_samples")))
+        out.append(
+            Record(
+                f"{path.name} ({describe(data['fingerprint'])}; {data.get('recorded', '')})",
+                data["runs"],
+                data["fingerprint"],
+                data.get("param_samples"),
+            )
+        )
     legacy = json.loads((FOLDER / "legacy_machines.json").read_text())
     for name, known in legacy["files"].items():
         out.append(Record(f"{name} ({known})", json.loads((FOLDER / name).read_text()), None))
@@ -124,10 +164,20 @@ def comparison(name: str, print_: dict | None = None) -> tuple[list[Record], boo
     holding = [r for r in records() if name in r.runs]
     same = [r for r in holding if r.fingerprint == print_]
     if same:
-        return same[:1], True, f"compared bit for bit against {same[0].label.split(' (')[0]} (this machine's fingerprint)"
-    return holding, False, (f"compared to {RELATIVE:g} relative against "
-                            + ", ".join(r.label.split(" (")[0] for r in holding)
-                            + f" (no record of this machine's fingerprint: {describe(print_)})")
+        return (
+            same[:1],
+            True,
+            f"compared bit for bit against {same[0].label.split(' (')[0]} (this machine's fingerprint)",
+        )
+    return (
+        holding,
+        False,
+        (
+            f"compared to {RELATIVE:g} relative against "
+            + ", ".join(r.label.split(" (")[0] for r in holding)
+            + f" (no record of this machine's fingerprint: {describe(print_)})"
+        ),
+    )
 
 
 # Runs (or parts of runs) that a last-digit difference changes beyond any tight tolerance, measured
@@ -135,15 +185,18 @@ def comparison(name: str, print_: dict | None = None) -> tuple[list[Record], boo
 # bit where this machine has a record, and elsewhere left out with the reason printed.
 UNSTABLE = {
     "recipe_mqar_gla": "GLA on MQAR at lr 3e-3 amplifies a last-digit difference to 1.6e-3 in the eval loss "
-                       "by step 40 (5.3078 against 5.2994)",
+    "by step 40 (5.3078 against 5.2994)",
     "recipe_parity_linear": "parity at chance: predictions change sign with the last digit (eval accuracy "
-                            "0.505 against 0.488 after 40 steps)",
+    "0.505 against 0.488 after 40 steps)",
 }
 # run -> (key, prefix of the CSV lines left out, why)
 UNSTABLE_LINES = {
-    "gpt2_favor_conjunction": ("analysis/icl_curve.csv", "least_squares,",
-                               "the least-squares baseline on ±1 inputs predicts 0 on ties, so its sign "
-                               "flips with the last digit (accuracy 0.12 against 0.14 at 6 points)"),
+    "gpt2_favor_conjunction": (
+        "analysis/icl_curve.csv",
+        "least_squares,",
+        "the least-squares baseline on ±1 inputs predicts 0 on ties, so its sign "
+        "flips with the last digit (accuracy 0.12 against 0.14 at 6 points)",
+    ),
 }
 
 
@@ -158,8 +211,9 @@ def stable_part(name: str, run: dict) -> dict:
     return {**run, key: "".join(lines)}
 
 
-def compare_run(name: str, got: dict, samples: dict | None, expected=lambda name, runs: runs[name],
-                print_: dict | None = None) -> tuple[list[str], str]:
+def compare_run(
+    name: str, got: dict, samples: dict | None, expected=lambda name, runs: runs[name], print_: dict | None = None
+) -> tuple[list[str], str]:
     """(what moved, one line saying how run `name` was compared): bit for bit against the record of
     this machine's fingerprint, else against every record of it to the tolerance (the parameters by
     shapes and squared norm where a machine file sampled them; UNSTABLE parts left out, saying so)."""
@@ -188,26 +242,30 @@ def mode_line(print_: dict | None = None) -> str:
     exact = [r for r in records() if r.fingerprint == print_]
     if exact:
         return f"golden runs: compared bit for bit (recorded on this machine's fingerprint: {exact[0].label})"
-    return (f"golden runs: compared to {RELATIVE:g} relative (parameters by shape and squared norm): this machine "
-            f"({describe(print_)}) has no record of its own; `make golden_record` adds one")
+    return (
+        f"golden runs: compared to {RELATIVE:g} relative (parameters by shape and squared norm): this machine "
+        f"({describe(print_)}) has no record of its own; `make golden_record` adds one"
+    )
 
 
 # ---------------------------------------------------------------------------
 # Comparing runs
 
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf", re.IGNORECASE)
-DIGESTS = ("params_sha256", "dynamics.npz")      # sha256 of arrays: compared exactly, or not at all
+DIGESTS = ("params_sha256", "dynamics.npz")  # sha256 of arrays: compared exactly, or not at all
 
 
 def step_of(x: str, y: str) -> float:
     """One unit in the last digit of two numbers written with the same number of decimals, three or
     more ('0.934786' and '0.934785': 1e-6), the rounding of an output that rounds its numbers; else
     0 (a full-precision float, or a short one such as an accuracy of 0.12, gets no such allowance)."""
+
     def decimals(text: str) -> int | None:
         mantissa, _, exponent = text.lower().partition("e")
         return None if exponent or "." not in mantissa else len(mantissa.partition(".")[2])
+
     places = decimals(x)
-    return 10.0 ** -places if places is not None and places >= 3 and places == decimals(y) else 0.0
+    return 10.0**-places if places is not None and places >= 3 and places == decimals(y) else 0.0
 
 
 def close(a: float, b: float, step: float = 0.0) -> bool:
@@ -261,20 +319,25 @@ PARAM_NORM_RELATIVE = 1e-5
 def param_samples(path: Path) -> dict:
     """Per array of a params .npz: its shape, sum and sum of squares (float64)."""
     import numpy as np
+
     out = {}
     with np.load(path, allow_pickle=False) as data:
         for key in sorted(data.files):
             array = np.asarray(data[key], np.float64).ravel()
-            out[key] = {"shape": list(data[key].shape), "sum": float(array.sum()),
-                        "sum_squares": float(np.square(array).sum())}
+            out[key] = {
+                "shape": list(data[key].shape),
+                "sum": float(array.sum()),
+                "sum_squares": float(np.square(array).sum()),
+            }
     return out
 
 
 def param_differences(got: dict, want: dict) -> list[str]:
     """What differs in the parameters beyond another machine's rounding: an array's name or shape,
     or the model's squared norm beyond PARAM_NORM_RELATIVE."""
-    moved = [k for k in sorted(set(got) | set(want)) if k not in got or k not in want
-             or got[k]["shape"] != want[k]["shape"]]
+    moved = [
+        k for k in sorted(set(got) | set(want)) if k not in got or k not in want or got[k]["shape"] != want[k]["shape"]
+    ]
     norm_got, norm_want = (sum(v["sum_squares"] for v in side.values()) for side in (got, want))
     if abs(norm_got - norm_want) > PARAM_NORM_RELATIVE * max(norm_got, norm_want):
         moved.append(f"squared norm {norm_got:.9g} against {norm_want:.9g}")

@@ -11,6 +11,7 @@ a bug until explained, and recording it would hide it.
     python tests/golden_record.py                  # this machine's record, checked first
     python tests/golden_record.py --out FILE       # write the record to FILE instead (no check)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,10 @@ ROOT = HERE.parent
 
 def commit() -> str:
     """The commit the code was at, with '+changes' when the work tree differs from it."""
+
     def git(*args):
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
     head = git("rev-parse", "--short", "HEAD") or "unknown"
     return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
@@ -37,6 +40,7 @@ def record_all(base: Path) -> tuple[dict, dict]:
     """(every golden run read back, the parameter samples of each), trained under `base`."""
     from golden_machines import param_samples
     from golden_systems import every_run
+
     runs, samples = {}, {}
     for name, (module, _) in every_run().items():
         runner, argv = module.RUNS[name]
@@ -52,7 +56,8 @@ def moved_against_records(runs: dict, samples: dict) -> tuple[list[str], list[st
     compared): every run compared as a machine without a record of its own compares it."""
     from golden_machines import compare_run
     from golden_systems import every_run
-    elsewhere = {"machine": "a new record"}          # a fingerprint no record has: the tolerance path
+
+    elsewhere = {"machine": "a new record"}  # a fingerprint no record has: the tolerance path
     moved, lines = [], []
     transforms = {name: transform for name, (_, transform) in every_run().items()}
     for name, got in runs.items():
@@ -64,16 +69,21 @@ def moved_against_records(runs: dict, samples: dict) -> tuple[list[str], list[st
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python tests/golden_record.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", help="write the record here, without checking it (default: "
-                                      "tests/golden/machine-<id>.json, after the check)")
+    parser.add_argument(
+        "--out",
+        help="write the record here, without checking it (default: tests/golden/machine-<id>.json, after the check)",
+    )
     args = parser.parse_args(argv)
     sys.path[:0] = [str(ROOT), str(HERE)]
     from golden_machines import FOLDER, fingerprint, fingerprint_id, measured_fingerprint
     import os
-    os.chdir(ROOT)                      # the runs name their configs relative to the checkout
+
+    os.chdir(ROOT)  # the runs name their configs relative to the checkout
     if os.environ.get("ICL_GOLDEN_FINGERPRINT"):
-        print("ICL_GOLDEN_FINGERPRINT is set: a record is made under the machine's own fingerprint; "
-              "unset it", file=sys.stderr)
+        print(
+            "ICL_GOLDEN_FINGERPRINT is set: a record is made under the machine's own fingerprint; unset it",
+            file=sys.stderr,
+        )
         return 2
     mine = measured_fingerprint()
     target = Path(args.out) if args.out else FOLDER / f"machine-{fingerprint_id(mine)}.json"
@@ -83,11 +93,17 @@ def main(argv=None) -> int:
         moved, lines = moved_against_records(runs, samples)
         print("\n".join(lines))
         if moved:
-            print("not recorded: these runs moved beyond the tolerance against a record:\n  "
-                  + "\n  ".join(moved), file=sys.stderr)
+            print(
+                "not recorded: these runs moved beyond the tolerance against a record:\n  " + "\n  ".join(moved),
+                file=sys.stderr,
+            )
             return 1
-    data = {"fingerprint": mine, "recorded": f"commit {commit()}, {datetime.date.today().isoformat()}",
-            "runs": runs, "param_samples": samples}
+    data = {
+        "fingerprint": mine,
+        "recorded": f"commit {commit()}, {datetime.date.today().isoformat()}",
+        "runs": runs,
+        "param_samples": samples,
+    }
     target.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"wrote {target}: {len(runs)} golden runs on this machine's fingerprint {fingerprint()}")
     return 0

@@ -8,6 +8,7 @@ checkpoint left behind is always the first one. SIGINT is handled as a command's
 handles it (src.interrupts.install), whatever the suite was started from: a shell that starts
 it in the background leaves SIGINT ignored in every process below it, and the Ctrl-C runs then
 trained on to their end (the fast tier at 0fee530, started with `make test &`)."""
+
 from __future__ import annotations
 
 import importlib
@@ -27,8 +28,9 @@ def _write_then_die(*args, **kwargs) -> None:
 
 if __name__ == "__main__":
     from src import interrupts
-    signal.signal(signal.SIGINT, signal.default_int_handler)   # not the SIG_IGN of a background shell
-    interrupts.install()      # as a command's entry point does (src.process.guarded)
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # not the SIG_IGN of a background shell
+    interrupts.install()  # as a command's entry point does (src.process.guarded)
     pipeline.write_checkpoint = _write_then_die
     runner, argv = sys.argv[1], sys.argv[2:]
     sys.exit(importlib.import_module(runner).main(argv))

@@ -12,7 +12,7 @@ where their seconds come from."""
 # whole files: every test in them trains, kills or resumes runs, most of them in subprocesses
 # (seconds: their tests among the suite's 150 slowest)
 SLOW_FILES = {
-    "tests/test_resume.py": 446,    # 387, plus lm_hybrid's two tests added since (59 s alone, 2026-11-27)
+    "tests/test_resume.py": 446,  # 387, plus lm_hybrid's two tests added since (59 s alone, 2026-11-27)
     "tests/test_ray.py": 83,
     "tests/test_faults.py": 123,
     "tests/test_read_back.py": 47,
@@ -134,5 +134,9 @@ SLOW_TESTS = {
 # tests of which a machine collects exactly one (tests/test_golden_systems.py: the recipe's MQAR run
 # is compared only on a machine with its record, elsewhere its regression run stands in): a
 # session that collects the file must collect at least one of each group
-ONE_OF = ({"tests/test_golden_systems.py::test_golden_system_run_matches_its_record[recipe_mqar_gla]",
-           "tests/test_golden_systems.py::test_golden_system_run_matches_its_record[recipe_regression_attention]"},)
+ONE_OF = (
+    {
+        "tests/test_golden_systems.py::test_golden_system_run_matches_its_record[recipe_mqar_gla]",
+        "tests/test_golden_systems.py::test_golden_system_run_matches_its_record[recipe_regression_attention]",
+    },
+)

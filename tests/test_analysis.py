@@ -4,6 +4,7 @@ One tiny noisy lsa1 run with --save_attention is trained once per session (its
 analyses run at the end of training, via src.pipeline.run_analyses); tests that
 damage a run work on a copy.
 """
+
 import json
 import os
 import shutil
@@ -23,14 +24,29 @@ from src.models.layouts import InterleavedOptions, build_interleaved
 INTERLEAVED = build_interleaved(InterleavedOptions(pe_size=10))
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = ["--steps", "60", "--log_every", "30", "--batch_size", "256", "--eval_size", "500",
-        "--save_attention", "--noise_mode", "label_noise", "--noise_p", "0.3", "--quiet"]
+TINY = [
+    "--steps",
+    "60",
+    "--log_every",
+    "30",
+    "--batch_size",
+    "256",
+    "--eval_size",
+    "500",
+    "--save_attention",
+    "--noise_mode",
+    "label_noise",
+    "--noise_p",
+    "0.3",
+    "--quiet",
+]
 
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A finished tiny run directory (training + every analysis), shared read-only."""
     from src.cli.lsa import main
+
     out = tmp_path_factory.mktemp("analysis") / "tiny"
     code = main("lsa1", "tiny", [*TINY, "--out", str(out)])
     assert code == 0
@@ -47,6 +63,7 @@ def run_copy(tiny_run, tmp_path):
 
 # ---------------------------------------------------------------------------
 # AUROC
+
 
 def _brute_auroc(scores, labels):
     pos, neg = scores[labels], scores[~labels]
@@ -77,12 +94,11 @@ def test_auroc_edge_cases():
 
 
 def test_average_ranks_share_ties():
-    np.testing.assert_array_equal(average_ranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0])),
-                                  [4.0, 1.0, 4.0, 2.0, 4.0])
+    np.testing.assert_array_equal(average_ranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0])), [4.0, 1.0, 4.0, 2.0, 4.0])
 
 
 def test_pair_scores_interleaved_average_the_two_tokens():
-    row = np.array([[1.0, -3.0, 0.5, 0.5]])   # pairs (x1, y1), (x2, y2)
+    row = np.array([[1.0, -3.0, 0.5, 0.5]])  # pairs (x1, y1), (x2, y2)
     np.testing.assert_allclose(pair_scores(row, 2, 2), [[2.0, 0.5]])
     np.testing.assert_allclose(pair_scores(row, 4, 1), [[1.0, 3.0, 0.5, 0.5]])
     with pytest.raises(ValueError):
@@ -94,9 +110,9 @@ def test_attention_statistics_synthetic_interleaved():
     tasks, n = 50, 5
     mask = np.zeros((tasks, n), bool)
     mask[:, :2] = True
-    first = rng.random((tasks, 2 * n + 1, 2 * n))           # earlier layer: every token queries
+    first = rng.random((tasks, 2 * n + 1, 2 * n))  # earlier layer: every token queries
     last = rng.random((tasks, 1, 2 * n))
-    last[:, 0, :4] *= 0.01                                  # corrupted pairs barely attended
+    last[:, 0, :4] *= 0.01  # corrupted pairs barely attended
     stats = attention_statistics({(0, 0): first, (1, 0): last}, mask, 2)
     assert stats["num_tasks"] == tasks and [e["layer"] for e in stats["layers"]] == [0, 1]
     top = stats["layers"][1]
@@ -110,20 +126,24 @@ def test_attention_statistics_synthetic_interleaved():
 
 def test_attention_quick_figure_renders_interleaved():
     rng = np.random.default_rng(1)
-    figure = attention_quick.attention_figure(rng.normal(size=(3, 21, 20)), 0, 0, INTERLEAVED, 10,
-                                              corrupted=np.arange(10) < 3)
+    figure = attention_quick.attention_figure(
+        rng.normal(size=(3, 21, 20)), 0, 0, INTERLEAVED, 10, corrupted=np.arange(10) < 3
+    )
     from plots.style import png_bytes
+
     assert png_bytes(figure)[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # ---------------------------------------------------------------------------
 # Alignment
 
+
 def test_gd_construction_is_aligned_with_gd(tiny_run):
     from baselines.gd_step import gd_params
     from src.rundir import RunDir
     from src.eval_set import make_eval_set
     from src.models.attention_only import build_model
+
     settings = RunDir(tiny_run).load_settings()  # reuses the session's compiled eval-set code
     model = build_model(settings.task, settings.model)
     eval_set = make_eval_set(settings, gd_eta=6.06)
@@ -137,16 +157,26 @@ def test_gd_construction_is_aligned_with_gd(tiny_run):
 def test_alignment_cli_on_gd_params_in_a_run_directory(run_copy):
     from baselines.gd_step import gd_params
     from src.rundir import RunDir
+
     run = RunDir(run_copy)
     settings = run.load_settings()
     from src.params import flatten_params
+
     run.write_npz(names.PARAMS, flatten_params(gd_params(settings.task, settings.model, 4.0)))
     assert alignment.main(["--run", str(run_copy), "--eta", "4"]) == 0
     result = json.loads((run_copy / names.ALIGNMENT).read_text())
     assert result["eta"] == 4.0 and result["eta_source"] == "flag"
     assert result["align_cos"] >= 0.9999 and result["l2_pred_diff"] <= 1e-5
-    assert set(result) == {"l2_pred_diff", "align_cos", "model_diff", "eta", "eta_source",
-                           "gd_loss", "model_loss", "num_tasks"}
+    assert set(result) == {
+        "l2_pred_diff",
+        "align_cos",
+        "model_diff",
+        "eta",
+        "eta_source",
+        "gd_loss",
+        "model_loss",
+        "num_tasks",
+    }
 
 
 def test_alignment_of_the_run_matches_its_summary(tiny_run):
@@ -154,13 +184,18 @@ def test_alignment_of_the_run_matches_its_summary(tiny_run):
     summary = json.loads((tiny_run / names.SUMMARY).read_text())
     assert result["eta_source"] == "tuned" and result["eta"] == summary["gd_eta"]
     assert result["num_tasks"] == 500
-    for mine, theirs in (("model_loss", "eval_loss"), ("gd_loss", "gd_loss"),
-                         ("align_cos", "align_cos"), ("l2_pred_diff", "l2_pred_diff")):
+    for mine, theirs in (
+        ("model_loss", "eval_loss"),
+        ("gd_loss", "gd_loss"),
+        ("align_cos", "align_cos"),
+        ("l2_pred_diff", "l2_pred_diff"),
+    ):
         assert result[mine] == pytest.approx(summary[theirs], abs=1e-6)
 
 
 # ---------------------------------------------------------------------------
 # OOD
+
 
 def _read_csv(path):
     lines = Path(path).read_text().splitlines()
@@ -182,6 +217,7 @@ def test_ood_at_alpha_one_is_the_final_eval_loss(tiny_run):
 # ---------------------------------------------------------------------------
 # Attention statistics and quick figures on the run
 
+
 def test_attention_stats_schema(tiny_run):
     stats = json.loads((tiny_run / names.ATTENTION_STATS).read_text())
     assert set(stats) == {"layers", "num_tasks", "score"}
@@ -200,9 +236,15 @@ def test_attention_stats_schema(tiny_run):
 # ---------------------------------------------------------------------------
 # Determinism: the CLI reproduces, byte for byte, what the runner wrote
 
+
 def test_analyses_are_byte_identical_when_rerun(run_copy):
-    outputs = [names.ALIGNMENT, names.OOD, names.ATTENTION_STATS, names.ATTENTION_STATS_PNG,
-               names.attention_figure(0, 0)]
+    outputs = [
+        names.ALIGNMENT,
+        names.OOD,
+        names.ATTENTION_STATS,
+        names.ATTENTION_STATS_PNG,
+        names.attention_figure(0, 0),
+    ]
     before = {name: (run_copy / name).read_bytes() for name in outputs}
     for module in (alignment, ood_eval, attention_stats, attention_quick):
         assert module.main(["--run", str(run_copy)]) == 0
@@ -212,6 +254,7 @@ def test_analyses_are_byte_identical_when_rerun(run_copy):
 
 # ---------------------------------------------------------------------------
 # Errors: one line naming the missing file and its producer, exit 2, no output
+
 
 def _one_line(capsys):
     err = capsys.readouterr().err
@@ -232,12 +275,15 @@ def test_not_a_run_directory(module, tmp_path, capsys):
     assert not (tmp_path / "nowhere").exists()
 
 
-@pytest.mark.parametrize("module,missing,outputs", [
-    (alignment, names.PARAMS, [names.ALIGNMENT]),
-    (ood_eval, names.SUMMARY, [names.OOD]),
-    (attention_stats, names.attention_file(0, 0), [names.ATTENTION_STATS, names.ATTENTION_STATS_PNG]),
-    (attention_quick, names.attention_file(0, 0), [names.attention_figure(0, 0)]),
-])
+@pytest.mark.parametrize(
+    "module,missing,outputs",
+    [
+        (alignment, names.PARAMS, [names.ALIGNMENT]),
+        (ood_eval, names.SUMMARY, [names.OOD]),
+        (attention_stats, names.attention_file(0, 0), [names.ATTENTION_STATS, names.ATTENTION_STATS_PNG]),
+        (attention_quick, names.attention_file(0, 0), [names.attention_figure(0, 0)]),
+    ],
+)
 def test_missing_input_file(module, missing, outputs, run_copy, capsys):
     (run_copy / missing).unlink()
     for output in outputs:
@@ -252,13 +298,16 @@ def test_missing_input_file(module, missing, outputs, run_copy, capsys):
     assert [p for p in run_copy.rglob("*") if p.name.endswith(".tmp")] == []
 
 
-@pytest.mark.parametrize("module,flags,bad", [
-    (ood_eval, ["--alphas", "1", "0"], "0"),
-    (ood_eval, ["--alphas", "nan"], "nan"),
-    (ood_eval, ["--alphas", "-1"], "-1"),
-    (alignment, ["--eta", "inf"], "inf"),
-    (alignment, ["--eta", "0"], "0"),
-])
+@pytest.mark.parametrize(
+    "module,flags,bad",
+    [
+        (ood_eval, ["--alphas", "1", "0"], "0"),
+        (ood_eval, ["--alphas", "nan"], "nan"),
+        (ood_eval, ["--alphas", "-1"], "-1"),
+        (alignment, ["--eta", "inf"], "inf"),
+        (alignment, ["--eta", "0"], "0"),
+    ],
+)
 def test_bad_flags_are_refused_before_any_work(module, flags, bad, run_copy, capsys):
     output = run_copy / (names.OOD if module is ood_eval else names.ALIGNMENT)
     output.unlink()
@@ -272,8 +321,14 @@ def test_bad_flags_are_refused_before_any_work(module, flags, bad, run_copy, cap
 
 def test_module_entry_point_exit_status(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "analysis.ood_eval", "--run", str(tmp_path / "x")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "analysis.ood_eval", "--run", str(tmp_path / "x")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stdout == ""
     assert "python -m runners.run_concat_inputs_targets" in done.stderr

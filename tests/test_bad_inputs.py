@@ -6,6 +6,7 @@ nothing.
 The commands run in-process (their `main(argv)` through `src.process.guarded`), so 150+ rows cost
 seconds: every refusal happens while flags and settings are checked, before JAX compiles.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,16 @@ from analysis import length_gen, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
-from scripts import compare_originals, lengthgen, linear_attention, mechanisms, paper_scale, protocol_sweep, reproduce, yarn_recency
+from scripts import (
+    compare_originals,
+    lengthgen,
+    linear_attention,
+    mechanisms,
+    paper_scale,
+    protocol_sweep,
+    reproduce,
+    yarn_recency,
+)
 from scripts import matrix as matrix_study
 from scripts import mixers as mixers_study
 from scripts import task_diversity as task_diversity_study
@@ -75,6 +85,7 @@ def test_a_repeated_analysis_is_refused_in_one_line():
     from src.cli.gpt2 import settings_from_config
     from src.flags import UsageError
     from src.yaml_includes import load
+
     settings = settings_from_config(load(ROOT / "configs/quick.yaml"))[0]
     assert rerun.analyses_of("icl_curve", settings) == ("icl_curve",)
     with pytest.raises(UsageError, match=r"--analyses='icl_curve,icl_curve' names 'icl_curve' twice"):

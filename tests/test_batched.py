@@ -1,6 +1,7 @@
 """Evaluation within a memory budget (src/batched.py): blocks of prompts give the numbers of one
 big batch, the block size follows the estimate, and an analysis that cannot fit is refused in one
 line before any work."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,23 @@ from src.batched import block_rows, in_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 # runners.train on our quick config at a tiny size with ALiBi (no position table): 20 eval tasks of 11 points
-TINY = ["--config", "configs/quick.yaml", "--set", "quick=false", "--set", "model.n_layer=1", "--set", "model.position=alibi",
-        "--set", "model.n_embd=16", "--set", "training.train_steps=20", "--set", "training.eval_size=20",
-        "--quiet"]
+TINY = [
+    "--config",
+    "configs/quick.yaml",
+    "--set",
+    "quick=false",
+    "--set",
+    "model.n_layer=1",
+    "--set",
+    "model.position=alibi",
+    "--set",
+    "model.n_embd=16",
+    "--set",
+    "training.train_steps=20",
+    "--set",
+    "training.eval_size=20",
+    "--quiet",
+]
 
 
 # blocks against one batch: XLA picks its matrix kernels by the number of rows, so float32's last
@@ -31,8 +46,8 @@ def same(got, want) -> None:
 
 def test_block_rows_are_bounded_by_the_budget_one_and_the_total():
     assert block_rows(100, 1000, budget=1000) == 10
-    assert block_rows(10**12, 1000, budget=1000) == 1          # never zero rows
-    assert block_rows(1, 7, budget=1000) == 7                   # one block when everything fits
+    assert block_rows(10**12, 1000, budget=1000) == 1  # never zero rows
+    assert block_rows(1, 7, budget=1000) == 7  # one block when everything fits
     assert block_rows(100, 1000) == min(1000, bounds.EVAL_BLOCK_BYTES // 100)
 
 
@@ -42,11 +57,12 @@ def test_in_blocks_concatenates_pads_the_last_block_and_drops_the_padding():
     def predict(xs, ys):
         calls.append(xs.shape[0])
         return xs.sum(-1) + ys, xs[:, 0]
+
     xs = np.arange(7 * 3, dtype=np.float32).reshape(7, 3)
     ys = np.arange(7, dtype=np.float32)
     got = in_blocks(predict, 3)(xs, ys)
     want = predict(xs, ys)
-    assert calls == [3, 3, 3, 7]              # one shape for every block, the last filled up
+    assert calls == [3, 3, 3, 7]  # one shape for every block, the last filled up
     for g, w in zip(got, want):
         assert np.array_equal(np.asarray(g), w)
 
@@ -54,8 +70,10 @@ def test_in_blocks_concatenates_pads_the_last_block_and_drops_the_padding():
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     from src.cli.gpt2 import main
+
     out = tmp_path_factory.mktemp("batched") / "run"
     import os
+
     here = os.getcwd()
     os.chdir(ROOT)
     try:
@@ -70,6 +88,7 @@ def test_the_model_and_the_baselines_in_blocks_give_the_numbers_of_one_batch(tin
     from src.registry import registry
     from src.rundir import RunDir
     from src.systems.gpt2_prompts import eval_batch
+
     settings, model, params, state = load_run(RunDir(tiny_run))
     batch = eval_batch(settings)
     whole = jax.jit(model.apply)(params, state, batch.xs, batch.ys)
@@ -77,7 +96,7 @@ def test_the_model_and_the_baselines_in_blocks_give_the_numbers_of_one_batch(tin
     for rows in (1, 3, 8):
         blocked = in_blocks(lambda x, y: apply(params, state, x, y), rows)
         same(blocked(batch.xs, batch.ys), whole)
-        assert np.array_equal(blocked(batch.xs, batch.ys), blocked(batch.xs, batch.ys))   # deterministic
+        assert np.array_equal(blocked(batch.xs, batch.ys), blocked(batch.xs, batch.ys))  # deterministic
     assert np.array_equal(in_blocks(lambda x, y: apply(params, state, x, y), 20)(batch.xs, batch.ys), whole)
     for name in ("least_squares", "averaging", "knn"):
         entry = registry("baseline").get(name)
@@ -92,12 +111,14 @@ def test_evaluation_in_blocks_scores_as_one_batch(tiny_run, monkeypatch):
     from src.rundir import RunDir
     from src.systems.gpt2 import GPT2Trainer
     from src.systems.gpt2_prompts import eval_rows
+
     settings, model, params, state = load_run(RunDir(tiny_run))
     one = GPT2Trainer(settings)
     scores = one.evaluate(TrainState(params, None))
     table = curves(settings, model, params, state)
-    monkeypatch.setattr(bounds, "EVAL_BLOCK_BYTES", 3 * bounds.forward_bytes(
-        tokens=22, width=16, layers=1, heads=settings.model.n_head))
+    monkeypatch.setattr(
+        bounds, "EVAL_BLOCK_BYTES", 3 * bounds.forward_bytes(tokens=22, width=16, layers=1, heads=settings.model.n_head)
+    )
     assert eval_rows(settings) == 3
     blocked = GPT2Trainer(settings)
     assert blocked._rows == 3
@@ -107,10 +128,10 @@ def test_evaluation_in_blocks_scores_as_one_batch(tiny_run, monkeypatch):
         same(errors, table[name])
 
 
-def test_length_test_takes_fewer_tasks_and_refuses_what_cannot_fit_in_one_line(tiny_run, tmp_path,
-                                                                             monkeypatch, capsys):
+def test_length_test_takes_fewer_tasks_and_refuses_what_cannot_fit_in_one_line(tiny_run, tmp_path, monkeypatch, capsys):
     import shutil
     from analysis.length_gen import main
+
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     assert main(["--run", str(run), "--factor", "2", "--eval_size", "5"]) == 0
@@ -124,4 +145,4 @@ def test_length_test_takes_fewer_tasks_and_refuses_what_cannot_fit_in_one_line(t
     assert main(["--run", str(run), "--factor", "64"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "this length test needs about" in err[0] and "--eval_size" in err[0], err
-    assert (run / "analysis" / "length_gen.json").read_bytes() == written     # nothing was done
+    assert (run / "analysis" / "length_gen.json").read_bytes() == written  # nothing was done

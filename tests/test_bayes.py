@@ -1,6 +1,7 @@
 """The Bayes-optimal baselines (baselines/bayes.py) against closed forms: ridge is NumPy's
 regularised normal equations and tends to least squares as the prior widens; dMMSE over a pool of
 two tasks is the two-hypothesis posterior written out by hand."""
+
 import math
 
 import jax
@@ -31,7 +32,7 @@ def test_ridge_is_the_regularised_normal_equations_at_every_prefix():
 
 def test_ridge_tends_to_least_squares_as_the_prior_widens():
     xs, ys = prompts(n=12)
-    exact = np.asarray(least_squares(xs, ys))[:, 6:]        # at least d + 2 pairs: a unique solution
+    exact = np.asarray(least_squares(xs, ys))[:, 6:]  # at least d + 2 pairs: a unique solution
     gaps = [np.abs(np.asarray(ridge(xs, ys, 0.5, prior))[:, 6:] - exact).max() for prior in (1.0, 10.0, 1000.0)]
     assert gaps[0] > gaps[1] > gaps[2] and gaps[2] <= 1e-3
 
@@ -42,9 +43,9 @@ def test_dmmse_over_two_tasks_is_the_two_hypothesis_posterior():
     ys = np.array([[1.2, 0.4, 0.0]])
     sigma = 0.7
     got = np.asarray(dmmse(xs, ys, pool, sigma))[0]
-    assert abs(got[0] - xs[0, 0] @ pool.mean(0)) <= 1e-6          # no pairs: the pool's mean
+    assert abs(got[0] - xs[0, 0] @ pool.mean(0)) <= 1e-6  # no pairs: the pool's mean
     for i in (1, 2):
-        like = [math.exp(-sum((ys[0, j] - xs[0, j] @ w) ** 2 for j in range(i)) / (2 * sigma ** 2)) for w in pool]
+        like = [math.exp(-sum((ys[0, j] - xs[0, j] @ w) ** 2 for j in range(i)) / (2 * sigma**2)) for w in pool]
         p = np.array(like) / sum(like)
         assert abs(got[i] - xs[0, i] @ (p @ pool)) <= 1e-5
     # a pool of one task is that task
@@ -53,6 +54,7 @@ def test_dmmse_over_two_tasks_is_the_two_hypothesis_posterior():
 
 def test_ridge_is_a_registered_baseline_for_regression():
     from src.registry import load_entries
+
     load_entries()
     entry = registry("baseline").get("ridge")
     assert entry.is_applicable("noisy_linear_regression") and not entry.is_applicable("conjunction")
@@ -71,8 +73,10 @@ def test_the_icl_curve_of_a_pooled_noisy_run_draws_dmmse_over_its_pool_and_ridge
     from src.tasks.objectives import objective_of
     from src.tasks.pools import task_pool
     from tests.test_pools import config
-    pooled = settings_from_config(config(task="noisy_linear_regression", task_kwargs={"noise_std": 0.5},
-                                         num_tasks=6, eval_size=24))[0]
+
+    pooled = settings_from_config(
+        config(task="noisy_linear_regression", task_kwargs={"noise_std": 0.5}, num_tasks=6, eval_size=24)
+    )[0]
     fresh = settings_from_config(config(task="noisy_linear_regression", eval_size=24))[0]
     model = make_model(pooled)
     params, state = init_model(pooled, model)
@@ -81,7 +85,11 @@ def test_the_icl_curve_of_a_pooled_noisy_run_draws_dmmse_over_its_pool_and_ridge
     batch = eval_batch(pooled)
     pool = task_pool(sampler(pooled), pooled.train.seed, 6, 5, 11)
     objective = objective_of(pooled.task.name)
-    np.testing.assert_allclose(table["dmmse"], objective.point_errors(dmmse(batch.xs, batch.ys, pool, 0.5), batch), rtol=1e-5)
-    np.testing.assert_allclose(table["ridge"], objective.point_errors(ridge(batch.xs, batch.ys, 0.5, 1.0), batch), rtol=1e-5)
-    monkeypatch.setattr(bounds, "EVAL_BLOCK_BYTES", 3 * 4 * 11 * (6 + 55) * 5)       # 5 prompts a block
+    np.testing.assert_allclose(
+        table["dmmse"], objective.point_errors(dmmse(batch.xs, batch.ys, pool, 0.5), batch), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        table["ridge"], objective.point_errors(ridge(batch.xs, batch.ys, 0.5, 1.0), batch), rtol=1e-5
+    )
+    monkeypatch.setattr(bounds, "EVAL_BLOCK_BYTES", 3 * 4 * 11 * (6 + 55) * 5)  # 5 prompts a block
     np.testing.assert_allclose(curves(pooled, model, params, state)["dmmse"], table["dmmse"], rtol=1e-6)

@@ -2,6 +2,7 @@
 anchors table (report/anchors.yaml) and the report's recorded results, a verdict on every row that
 follows from the row's own printed numbers under the stated rule, and the verdict counts in
 report/README.md."""
+
 from __future__ import annotations
 
 import re
@@ -41,10 +42,16 @@ def _parse(cells: list[str]) -> dict:
     value = None if ours.group(1) == "—" else _float(ours.group(1))
     seeds = [_float(ours.group(2)), _float(ours.group(3))] if ours.group(2) else []
     ratio = re.match(r"sequences (?:1/([\d,]+)|([\d.]+)×|\?)", cells[4])
-    fraction = (1 / _float(ratio.group(1)) if ratio.group(1) else _float(ratio.group(2)) if ratio.group(2) else None)
+    fraction = 1 / _float(ratio.group(1)) if ratio.group(1) else _float(ratio.group(2)) if ratio.group(2) else None
     word = cells[5].split("**")[1]
-    return {"accept": (low, high), "value": value, "seeds": seeds, "ratio": fraction, "verdict": word,
-            "why": cells[5].split("**: ", 1)[1] if "**: " in cells[5] else ""}
+    return {
+        "accept": (low, high),
+        "value": value,
+        "seeds": seeds,
+        "ratio": fraction,
+        "verdict": word,
+        "why": cells[5].split("**: ", 1)[1] if "**: " in cells[5] else "",
+    }
 
 
 SHIPPED = [r for r in REPORTS if (REPORT_DIR / r).is_file()]
@@ -69,7 +76,7 @@ def test_each_verdict_follows_from_its_own_numbers(report):
     for cells in bp.read_rows((REPORT_DIR / report).read_text(encoding="utf-8")):
         claim, row = _claim_of(cells[0], anchors), _parse(cells)
         assert row["accept"] == claim.accept, f"{report}: the printed interval is not the anchors' ({cells[2]})"
-        if row["value"] is None or (row["why"] and not row["why"].startswith("at ")):   # or unlike in kind
+        if row["value"] is None or (row["why"] and not row["why"].startswith("at ")):  # or unlike in kind
             expected = "not comparable"
         elif bp.inside(row["accept"], min([row["value"]] + row["seeds"]), max([row["value"]] + row["seeds"])):
             expected = "agrees"
@@ -89,14 +96,15 @@ def test_section_is_the_one_its_results_and_the_anchors_give(report, tmp_path):
     copy.write_text(text, encoding="utf-8")
     (tmp_path / REPORTS[report][0]).write_bytes((REPORT_DIR / REPORTS[report][0]).read_bytes())
     extras = ["matrix_settling_results.json", *(f"{folder}/zoo_results.json" for folder in ZOO_SETTLING)]
-    for extra in extras:          # the settling results a report's rows read beside its own
+    for extra in extras:  # the settling results a report's rows read beside its own
         if (REPORT_DIR / extra).is_file():
             (tmp_path / extra).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / extra).write_bytes((REPORT_DIR / extra).read_bytes())
     bp.write_section(tmp_path, report, REPORTS[report][0], head={"commit": "0" * 40, "dirty": False})
     strip = bp._without_provenance
     assert strip(copy.read_text(encoding="utf-8")) == strip(text), (
-        f"{report}'s section is stale: run python -m plots.beside_paper")
+        f"{report}'s section is stale: run python -m plots.beside_paper"
+    )
 
 
 def test_index_counts_the_verdicts_of_each_report():
@@ -111,22 +119,35 @@ def test_index_counts_the_verdicts_of_each_report():
 
 
 # --- the rule itself, on numbers made by hand
-CLAIM = bp.Claim("x.y", "Someone (2024)", "a claim", "accuracy", 0.7, (0.67, 0.73), "± 0.03", "fig. 1",
-                 bp.Budget(1000, "2 × 64", "best of 4"), needs=None)
+CLAIM = bp.Claim(
+    "x.y",
+    "Someone (2024)",
+    "a claim",
+    "accuracy",
+    0.7,
+    (0.67, 0.73),
+    "± 0.03",
+    "fig. 1",
+    bp.Budget(1000, "2 × 64", "best of 4"),
+    needs=None,
+)
 OURS = bp.Budget(10, "2 × 64", "one")
 
 
-@pytest.mark.parametrize("value, values, unlike, needs, expected", [
-    (0.70, (), "", None, "agrees"),
-    (0.73, (), "", None, "agrees"),                       # the bound is inside
-    (0.60, (0.55, 0.68), "", None, "agrees"),             # a seed reaches the interval
-    (0.60, (0.55, 0.66), "", None, "disagrees"),
-    (0.35, (), "", None, "disagrees"),
-    (0.35, (), "", (0.5, "moves with training"), "not comparable"),    # 1/100 of the paper's sequences
-    (0.35, (), "", (0.001, "moves with training"), "disagrees"),       # enough training for the claim
-    (0.70, (), "RWKV-7, not RWKV-4", None, "not comparable"),
-    (None, (), "", None, "not comparable"),
-])
+@pytest.mark.parametrize(
+    "value, values, unlike, needs, expected",
+    [
+        (0.70, (), "", None, "agrees"),
+        (0.73, (), "", None, "agrees"),  # the bound is inside
+        (0.60, (0.55, 0.68), "", None, "agrees"),  # a seed reaches the interval
+        (0.60, (0.55, 0.66), "", None, "disagrees"),
+        (0.35, (), "", None, "disagrees"),
+        (0.35, (), "", (0.5, "moves with training"), "not comparable"),  # 1/100 of the paper's sequences
+        (0.35, (), "", (0.001, "moves with training"), "disagrees"),  # enough training for the claim
+        (0.70, (), "RWKV-7, not RWKV-4", None, "not comparable"),
+        (None, (), "", None, "not comparable"),
+    ],
+)
 def test_verdict_rule(value, values, unlike, needs, expected):
     claim = bp.Claim(**{**CLAIM.__dict__, "needs": needs})
     assert bp.verdict(claim, bp.Row("x.y", value, "ours", OURS, values, unlike))[0] == expected
@@ -140,19 +161,33 @@ def test_verdict_is_taken_on_the_printed_number():
     assert bp.verdict(claim, row)[0] == "agrees"
 
 
-@pytest.mark.parametrize("edit, says", [
-    (lambda d: d["claims"]["c"].update(accept=[0.9, 0.1]), "low ≤ high"),
-    (lambda d: d["claims"]["c"].update(accept=0.5), "[low, high]"),
-    (lambda d: d["claims"]["c"].update(paper="nobody"), "claims.c.paper='nobody'"),
-    (lambda d: d["claims"]["c"].update(colour="red"), "accepted keys"),
-    (lambda d: d["claims"]["c"].pop("value"), "lacks value"),
-    (lambda d: d["claims"]["c"].update(needs={"fraction": 0.5}), "needs"),
-    (lambda d: d["papers"]["p"].pop("budget"), "papers.p"),
-])
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda d: d["claims"]["c"].update(accept=[0.9, 0.1]), "low ≤ high"),
+        (lambda d: d["claims"]["c"].update(accept=0.5), "[low, high]"),
+        (lambda d: d["claims"]["c"].update(paper="nobody"), "claims.c.paper='nobody'"),
+        (lambda d: d["claims"]["c"].update(colour="red"), "accepted keys"),
+        (lambda d: d["claims"]["c"].pop("value"), "lacks value"),
+        (lambda d: d["claims"]["c"].update(needs={"fraction": 0.5}), "needs"),
+        (lambda d: d["papers"]["p"].pop("budget"), "papers.p"),
+    ],
+)
 def test_bad_anchor_is_refused_in_one_line(tmp_path, edit, says):
-    raw = {"papers": {"p": {"cite": "P", "budget": {"sequences": 10, "model": "m", "rates": "r"}}},
-           "claims": {"c": {"paper": "p", "claim": "c", "metric": "m", "value": 0.5, "accept": [0.4, 0.6],
-                            "basis": "b", "source": "s"}}}
+    raw = {
+        "papers": {"p": {"cite": "P", "budget": {"sequences": 10, "model": "m", "rates": "r"}}},
+        "claims": {
+            "c": {
+                "paper": "p",
+                "claim": "c",
+                "metric": "m",
+                "value": 0.5,
+                "accept": [0.4, 0.6],
+                "basis": "b",
+                "source": "s",
+            }
+        },
+    }
     path = tmp_path / "anchors.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     assert bp.load_anchors(path).claims["c"].accept == (0.4, 0.6)
@@ -177,6 +212,7 @@ def _config(path: str) -> dict:
 
 def test_our_budgets_are_the_shipped_configs():
     from plots import paper_rows_base as pr
+
     mech = _config("configs/mechanisms.yaml")["training"]
     assert pr.MECHANISMS.sequences == mech["train_steps"] * mech["batch_size"]
     for budget, path in ((pr.MATRIX, "configs/matrix.yaml"), (pr.TASK_DIVERSITY, "configs/task_diversity.yaml")):
@@ -201,7 +237,8 @@ def test_section_replaces_itself_and_lands_before_figures():
 AGREEMENT = re.compile(
     r"\b(?:as in|as|like|matches|match|agrees with|agree with|reaches|reproduces|confirms)\s+(?:the paper(?:'s)?"
     r"(?:\s+(?:figure|table|says|finds|reports|headline|result))?|(?:Zoology|Garg|von Oswald|Raventós|Lin|Zhang|"
-    r"limits_of_icl|Olsson|Edelman|MAD|Akyürek|Bai)(?: et al\.)?'s (?:figure|table|headline|result|finding|claim)s?)")
+    r"limits_of_icl|Olsson|Edelman|MAD|Akyürek|Bai)(?: et al\.)?'s (?:figure|table|headline|result|finding|claim)s?)"
+)
 
 
 def _sentence(text: str, at: int) -> str:

@@ -1,5 +1,6 @@
 """The paper's system's settings (LSASettings): bad values are refused with one line naming the
 setting and what is accepted; the presets follow SPEC §4; every schema it has written loads."""
+
 from dataclasses import replace
 
 import pytest
@@ -9,9 +10,14 @@ from src.settings import SCHEMA_VERSION, SettingsError
 from src.systems.lsa import LSASettings
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("d", 0, "task.d=0"), ("d", -3, "task.d=-3"), ("num_context", 0, "task.num_context=0"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("d", 0, "task.d=0"),
+        ("d", -3, "task.d=-3"),
+        ("num_context", 0, "task.num_context=0"),
+    ],
+)
 def test_bad_task(field, value, words):
     s = preset("lsa1")
     with pytest.raises(SettingsError, match=words) as info:
@@ -19,10 +25,15 @@ def test_bad_task(field, value, words):
     assert ">= 1" in str(info.value)
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("batch_size", 0, "train.batch_size=0"), ("learning_rate", float("nan"), "learning_rate=nan"),
-    ("learning_rate", float("inf"), "learning_rate=inf"), ("steps", 0, "train.steps=0"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("batch_size", 0, "train.batch_size=0"),
+        ("learning_rate", float("nan"), "learning_rate=nan"),
+        ("learning_rate", float("inf"), "learning_rate=inf"),
+        ("steps", 0, "train.steps=0"),
+    ],
+)
 def test_bad_training(field, value, words):
     s = preset("lsa1")
     with pytest.raises(SettingsError, match=words) as info:
@@ -65,27 +76,60 @@ def test_presets_follow_spec():
 
 
 # Schema 1 (config.json of runs made before the registries) still loads and means the same model.
-V1_MODEL = {"name": "twolayer", "tokens": "interleaved", "num_layers": 2, "recurrent": False,
-            "num_heads": 1, "key_size": 20, "softmax_layers": [0], "init_scale": 0.01,
-            "clip_value": 0.0, "pe_size": 10}
-V1_REST = {"task": {"d": 10, "num_context": 10, "input_range": 1.0, "weight_scale": 1.0},
-           "train": dict(steps=10000, batch_size=2048, lr=0.001, adam_b1=0.9, adam_b2=0.98,
-                         grad_clip_norm=10.0, log_every=100, eval_size=10000, seed=0,
-                         eval_seed=20230),
-           "train_curriculum": dict(ordering="random", noise_mode="clean", noise_p=0.0,
-                                    noise_sigma=1.0, noise_placement="mixed")}
+V1_MODEL = {
+    "name": "twolayer",
+    "tokens": "interleaved",
+    "num_layers": 2,
+    "recurrent": False,
+    "num_heads": 1,
+    "key_size": 20,
+    "softmax_layers": [0],
+    "init_scale": 0.01,
+    "clip_value": 0.0,
+    "pe_size": 10,
+}
+V1_REST = {
+    "task": {"d": 10, "num_context": 10, "input_range": 1.0, "weight_scale": 1.0},
+    "train": dict(
+        steps=10000,
+        batch_size=2048,
+        lr=0.001,
+        adam_b1=0.9,
+        adam_b2=0.98,
+        grad_clip_norm=10.0,
+        log_every=100,
+        eval_size=10000,
+        seed=0,
+        eval_seed=20230,
+    ),
+    "train_curriculum": dict(
+        ordering="random", noise_mode="clean", noise_p=0.0, noise_sigma=1.0, noise_placement="mixed"
+    ),
+}
 V1_REST["eval_curriculum"] = dict(V1_REST["train_curriculum"])
 
 
 def test_v1_and_v2_settings_load_as_the_same_models():
     assert LSASettings.from_dict({**V1_REST, "model": V1_MODEL}) == preset("twolayer")
-    rec = dict(V1_MODEL, name="lsa_rec", tokens="concat", num_layers=4, recurrent=True,
-               key_size=0, softmax_layers=[], init_scale=0.0005, clip_value=10.0)
+    rec = dict(
+        V1_MODEL,
+        name="lsa_rec",
+        tokens="concat",
+        num_layers=4,
+        recurrent=True,
+        key_size=0,
+        softmax_layers=[],
+        init_scale=0.0005,
+        clip_value=10.0,
+    )
     v1 = {**V1_REST, "model": rec, "train": dict(V1_REST["train"], steps=5000, lr=5e-4)}
     assert LSASettings.from_dict(v1) == preset("lsa_rec", num_layers=4)
-    v2 = preset("lsa1").to_dict()            # schema 2: lr and grad_clip_norm, no system
-    v2["train"] = {("lr" if k == "learning_rate" else "grad_clip_norm" if k == "grad_clip" else k): v
-                   for k, v in v2["train"].items() if k != "checkpoint_every"}
+    v2 = preset("lsa1").to_dict()  # schema 2: lr and grad_clip_norm, no system
+    v2["train"] = {
+        ("lr" if k == "learning_rate" else "grad_clip_norm" if k == "grad_clip" else k): v
+        for k, v in v2["train"].items()
+        if k != "checkpoint_every"
+    }
     v2.pop("system"), v2.pop("save_attention")
     assert LSASettings.from_dict({**v2, "schema_version": 2}) == preset("lsa1")
 

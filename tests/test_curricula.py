@@ -1,4 +1,5 @@
 """Noise, ordering and placement follow SPEC §7 exactly."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -67,7 +68,8 @@ def test_orderings_sort_by_their_key(ordering):
     t = out.tasks
     norms = np.linalg.norm(np.asarray(t.context_x), axis=-1)
     cos = np.abs(np.einsum("bnd,bd->bn", t.context_x, t.query_x)) / (
-        norms * np.linalg.norm(np.asarray(t.query_x), axis=-1)[:, None])
+        norms * np.linalg.norm(np.asarray(t.query_x), axis=-1)[:, None]
+    )
     key = {"smallnorm2largenorm": norms, "easy2hard": 1 - cos, "hard2easy": cos}[ordering]
     assert np.all(np.diff(key, axis=1) >= -1e-6)
 
@@ -82,13 +84,12 @@ def test_random_ordering_is_a_permutation_and_varies():
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.parametrize("ordering", ORDERINGS)
 def test_placement_groups_and_orders_within_groups(placement, ordering):
-    c = CurriculumConfig(ordering=ordering, noise_mode="label_noise", noise_p=0.3,
-                         noise_placement=placement)
+    c = CurriculumConfig(ordering=ordering, noise_mode="label_noise", noise_p=0.3, noise_placement=placement)
     out = apply_curriculum(jax.random.key(7), _tasks(), c, TASK)
     mask = np.asarray(out.noise_mask)
     k = num_corrupted(0.3, 10)
     if placement == "clean_first":
-        assert np.all(mask[:, 10 - k:]) and not np.any(mask[:, :10 - k])
+        assert np.all(mask[:, 10 - k :]) and not np.any(mask[:, : 10 - k])
     elif placement == "noisy_first":
         assert np.all(mask[:, :k]) and not np.any(mask[:, k:])
     else:
@@ -104,9 +105,11 @@ def test_saved_permutation_and_mask_reproduce_eval_batch():
     """What the runner saves (ordering_idx, noise_mask) rebuilds the eval batch from the clean one."""
     from dataclasses import replace
     from src.eval_set import make_eval_set
+
     s = preset("lsa1")
-    c = CurriculumConfig(ordering="easy2hard", noise_mode="label_noise", noise_p=0.2,
-                         noise_sigma=0.0, noise_placement="noisy_first")
+    c = CurriculumConfig(
+        ordering="easy2hard", noise_mode="label_noise", noise_p=0.2, noise_sigma=0.0, noise_placement="noisy_first"
+    )
     s = replace(s, train=replace(s.train, eval_size=500), eval_curriculum=c)
     ev = make_eval_set(s, gd_eta=1.0)
     rebuilt = permute_pairs(ev.clean_tasks, jnp.asarray(ev.ordering_idx))
@@ -134,11 +137,12 @@ def test_curriculum_boundaries_are_the_steps_where_it_grows():
     """The loss figure's marks: dims 5 -> 20 by 1 every 2,000 steps grows at 2,000 ... 30,000;
     points 11 -> 41 by 2 at 2,000 ... 30,000; a fixed schedule never; only steps inside the run."""
     from src.tasks.garg import Schedule
+
     assert Schedule(5, 20, 1, 2000).changes(100_000) == list(range(2000, 30_001, 2000))
     assert Schedule(11, 41, 2, 2000).changes(5000) == [2000, 4000]
-    assert Schedule(11, 12, 2, 2000).changes(10_000) == [2000]          # one step reaches end
+    assert Schedule(11, 12, 2, 2000).changes(10_000) == [2000]  # one step reaches end
     assert Schedule(5, 5, 1, 2000).changes(10_000) == []
-    for t in Schedule(11, 41, 2, 2000).changes(100_000):                 # the value moves there
+    for t in Schedule(11, 41, 2, 2000).changes(100_000):  # the value moves there
         assert int(Schedule(11, 41, 2, 2000).at(t)) > int(Schedule(11, 41, 2, 2000).at(t - 1))
 
 
@@ -147,11 +151,11 @@ def test_corrupt_pairs_is_the_one_corruption_of_both_forms_and_keeps_inactive_co
     by the same function: the curriculum's labels on the paper's form are corrupt_pairs' on its
     context; random pairs' Gaussian inputs stay 0 where a curriculum has not yet opened a coordinate."""
     from src.curricula import corrupt, corrupt_pairs, gaussian_inputs
+
     tasks = _tasks()
     c = CurriculumConfig(noise_mode="label_noise", noise_p=0.3, noise_sigma=0.5)
     noisy, mask = corrupt(jax.random.key(4), tasks, c, TASK)
-    _, context_y, same_mask = corrupt_pairs(jax.random.key(4), tasks.context_x, tasks.context_y, 3,
-                                            "label_noise", 0.5)
+    _, context_y, same_mask = corrupt_pairs(jax.random.key(4), tasks.context_x, tasks.context_y, 3, "label_noise", 0.5)
     np.testing.assert_array_equal(np.asarray(noisy.context_y), np.asarray(context_y))
     np.testing.assert_array_equal(np.asarray(mask), np.asarray(same_mask))
     xs = jnp.ones((4, 7, 5)).at[..., 3:].set(0.0)

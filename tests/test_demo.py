@@ -1,18 +1,19 @@
 """`make demo` (scripts/demo.py) never goes HEARTBEAT_S without a line while a step runs: the line
 is the step's own latest progress (its progress bar's state, with the time left)."""
+
 from __future__ import annotations
 
 import re
 
 from scripts import demo
 
-SLOW_STEP = '''import sys, time
+SLOW_STEP = """import sys, time
 for i in range(1, 5):
     sys.stderr.write(f"\\\\rtraining: {25 * i}%| {i}/4 [00:0{i}<00:0{4 - i}]")
     sys.stderr.flush()
     time.sleep(1.2)
 print("slow step: done")
-'''
+"""
 
 
 def test_the_latest_line_is_a_progress_bars_last_state(tmp_path):

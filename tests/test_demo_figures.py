@@ -2,6 +2,7 @@
 plots.style.png_bytes refuses a figure without a title or axis labels, or with text outside the
 canvas), so a figure a reader cannot read fails a step. A study test (make test_studies: about
 4 minutes on 2 cores)."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,13 @@ import pytest
 @pytest.mark.study
 def test_every_demo_figure_passes_the_check(tmp_path):
     out = tmp_path / "demo"
-    done = subprocess.run([sys.executable, "-m", "scripts.demo", "--out", str(out)], capture_output=True, text=True,
-                          env={**os.environ, "WORKBENCH_CHECK_FIGURES": "1"}, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.demo", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "WORKBENCH_CHECK_FIGURES": "1"},
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "not drawn" not in done.stderr, done.stderr[-2000:]
     figures = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.png"))

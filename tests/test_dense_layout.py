@@ -2,6 +2,7 @@
 `batched` ([B, T, D], the runs recorded before it) compute the same function, the same
 parameters, and training that agrees to float32 rounding; records without the key read as
 batched."""
+
 from dataclasses import replace
 
 import haiku as hk
@@ -22,11 +23,17 @@ from src.systems.lm import LMSettings
 CONFIGS = {
     "gpt2 softmax": gpt2(n_embd=16, n_layer=2, n_head=2, n_positions=6),
     "gpt2 favor": gpt2(n_embd=16, n_layer=1, n_head=2, n_positions=6, mixer=choice("seq_mixer", "favor")),
-    "llama fire": llama("tiny", n_dims=5, max_tokens=12, position=choice("position", "fire"), width=16,
-                        n_head=2),
+    "llama fire": llama("tiny", n_dims=5, max_tokens=12, position=choice("position", "fire"), width=16, n_head=2),
     "mamba": mamba(n_dims=5, max_tokens=12, width=16, n_layer=2),
-    "lm gla tokens": lm(width=16, n_layer=1, n_head=2, max_len=12, vocab_size=32,
-                        seq_mixer=choice("seq_mixer", "gated_linear_attn"), state_mixer=choice("state_mixer", "swiglu")),
+    "lm gla tokens": lm(
+        width=16,
+        n_layer=1,
+        n_head=2,
+        max_len=12,
+        vocab_size=32,
+        seq_mixer=choice("seq_mixer", "gated_linear_attn"),
+        state_mixer=choice("state_mixer", "swiglu"),
+    ),
 }
 
 
@@ -55,9 +62,11 @@ def test_layouts_share_parameters_and_compute_the_same_function(name):
 
 def test_flat_layout_multiplies_rows():
     """Inside the interceptor an hk.Linear on [2, 3, 4] is one [6, 4] @ [4, 5] product."""
+
     def forward(x):
         with hk.intercept_methods(dense_on_rows):
             return hk.Linear(5)(x)
+
     f = hk.without_apply_rng(hk.transform(forward))
     x = jnp.ones((2, 3, 4))
     params = f.init(jax.random.key(0), x)

@@ -4,6 +4,7 @@ settings, config files and output places are checked exactly as a user's run che
 stops before its first write; each `make …` line is dry-run by make (-n). A command with a
 placeholder (`<run>`, `…`) or a shell variable is not a command as written and is skipped; a page
 may hold none such outside prose."""
+
 from __future__ import annotations
 
 import contextlib
@@ -54,20 +55,36 @@ def runnable(command: str) -> bool:
 
 
 # (page, command, the commands before it on its page); `make demo`'s steps are commands too
-CASES = [(page.relative_to(ROOT).as_posix(), c, tuple(found[:i]))
-         for page in PAGES for found in [commands(page.read_text())] for i, c in enumerate(found) if runnable(c)]
+CASES = [
+    (page.relative_to(ROOT).as_posix(), c, tuple(found[:i]))
+    for page in PAGES
+    for found in [commands(page.read_text())]
+    for i, c in enumerate(found)
+    if runnable(c)
+]
 _DEMO = __import__("scripts.demo", fromlist=["STEPS"])
-CASES += [("scripts/demo.py", _DEMO.shown(step, Path("runs/demo")), tuple(
-           _DEMO.shown(s, Path("runs/demo")) for s in _DEMO.STEPS[:i])) for i, step in enumerate(_DEMO.STEPS)]
+CASES += [
+    (
+        "scripts/demo.py",
+        _DEMO.shown(step, Path("runs/demo")),
+        tuple(_DEMO.shown(s, Path("runs/demo")) for s in _DEMO.STEPS[:i]),
+    )
+    for i, step in enumerate(_DEMO.STEPS)
+]
 
 
 def made_before(missing: str, before: tuple[str, ...]) -> bool:
     """Whether the run directory a failed dry run missed is made by an earlier command on its page
     (a dry run makes nothing, so a command that reads that run cannot be checked further)."""
     parts = Path(missing).parts
-    return len(parts) > 1 and parts[0] == "runs" and any(
-        (f"runs/{parts[1]}" in c and "--out" in c) or (c.startswith("make") and parts[1] in c.split())
-        for c in before)
+    return (
+        len(parts) > 1
+        and parts[0] == "runs"
+        and any(
+            (f"runs/{parts[1]}" in c and "--out" in c) or (c.startswith("make") and parts[1] in c.split())
+            for c in before
+        )
+    )
 
 
 def test_the_pages_show_commands():
@@ -97,7 +114,7 @@ def test_command_runs_as_written(page, command, before, monkeypatch, tmp_path):
         done = subprocess.run(["make", "-n", *words[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, (page, command, done.stderr[-500:])
         return
-    monkeypatch.chdir(tmp_path)                    # nothing of the checkout is in the way (or touched)
+    monkeypatch.chdir(tmp_path)  # nothing of the checkout is in the way (or touched)
     for name in ("configs", "tests"):
         (tmp_path / name).symlink_to(ROOT / name)
     listing = sorted(p.name for p in tmp_path.iterdir())

@@ -3,6 +3,7 @@ one report (report/X.md), and of a docs page that links one (](../report/X.md)),
 report, so a regenerated report cannot leave a page stale silently (a number after ≈, ~, ≥ or ≤
 is a paper's value or a threshold and is not checked). And report/README.md indexes
 every report with a headline read from its results."""
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,7 @@ from plots.report_index import REPORTS, write_index
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-NUMBER = re.compile(r"(?<![\w.])\d[\d,]*\.\d+(?![\w.])")      # decimals: 0.068, 1,189.5
+NUMBER = re.compile(r"(?<![\w.])\d[\d,]*\.\d+(?![\w.])")  # decimals: 0.068, 1,189.5
 # a number after ≈, ~, ≥ or ≤ (** for bold) is a paper's value or a threshold, not a measurement
 QUOTED = re.compile(r"[≈~≥≤]\s*\**\s*\d[\d,]*\.\d+")
 
@@ -23,8 +24,11 @@ def cited_lines():
     for page in PAGES:
         units = [u for p in re.split(r"\n\s*\n", page.read_text()) for u in re.split(r"\n(?=- )", p)]
         # a report is report/X.md or a sweep's report/sweeps/<name>/X.md
-        cite = (r"report/((?:sweeps/[\w-]+/)?[A-Z_]+\.md)" if page.name == "README.md"
-                else r"\]\(\.\./report/((?:sweeps/[\w-]+/)?[A-Z_]+\.md)\)")
+        cite = (
+            r"report/((?:sweeps/[\w-]+/)?[A-Z_]+\.md)"
+            if page.name == "README.md"
+            else r"\]\(\.\./report/((?:sweeps/[\w-]+/)?[A-Z_]+\.md)\)"
+        )
         for paragraph in units:
             reports = set(re.findall(cite, paragraph))
             if len(reports) == 1 and (ROOT / "report" / next(iter(reports))).is_file():
@@ -51,13 +55,16 @@ def test_the_index_has_a_headline_per_report(tmp_path):
     for name in ("REPRODUCTION.md", "MIXERS.md"):
         (tmp_path / name).write_text(f"# {name}\n\n- Produced 2026-11-25 from commit abc (clean tree)\n")
     (tmp_path / "reproduce_results.json").write_text(
-        '{"checks": [{"name": "lsa1 loss", "status": "PASS", "detail": "lsa1 0.2095"}, {"name": "x", "status": "MISMATCH"}]}')
+        '{"checks": [{"name": "lsa1 loss", "status": "PASS", "detail": "lsa1 0.2095"}, {"name": "x", "status": "MISMATCH"}]}'
+    )
     (tmp_path / "mixers_results.json").write_text(
         '{"results": [{"mixer": "attention", "kappa": 8, "width": 64, "accuracy": 1.0},'
         ' {"mixer": "attention", "kappa": 8, "width": 64, "accuracy": 0.5}, {"mixer": "mamba", "kappa": 8, "width": 64,'
-        ' "accuracy": 0.25}, {"mixer": "mamba", "kappa": 4, "width": 64, "accuracy": 0.9}]}')
+        ' "accuracy": 0.25}, {"mixer": "mamba", "kappa": 4, "width": 64, "accuracy": 0.9}]}'
+    )
     text = write_index(tmp_path).read_text()
     assert "- Headline: 1 PASS, 1 MISMATCH; lsa1 0.2095" in text
-    assert ("MQAR accuracy at width 64 (mean over seeds): κ = 4: mamba 0.900; κ = 8: attention 0.750, "
-            "mamba 0.250") in text
+    assert (
+        "MQAR accuracy at width 64 (mean over seeds): κ = 4: mamba 0.900; κ = 8: attention 0.750, mamba 0.250"
+    ) in text
     assert "- Produced 2026-11-25 from commit abc (clean tree)" in text and "DYNAMICS" not in text

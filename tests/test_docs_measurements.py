@@ -1,6 +1,7 @@
 """Times and memory the docs quote come from a recorded measurement: the length study's own config
 at the laptop size (make lengthgen_laptop -> report/measurements/lengthgen_laptop.json, with its
 commit, machine and date). A quote that differs from the record fails here."""
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,10 @@ def test_the_record_is_complete_and_from_a_clean_commit():
 @pytest.mark.parametrize("doc", ["README.md", "docs/length_generalisation.md"])
 def test_the_docs_quote_the_recorded_laptop_figures(doc):
     from scripts.laptop_lengthgen import LAPTOP
+
     record = json.loads(RECORD.read_text())
     text = (ROOT / doc).read_text()
-    assert " ".join(f"--set {value}" for value in LAPTOP) in text, doc      # the command measured
+    assert " ".join(f"--set {value}" for value in LAPTOP) in text, doc  # the command measured
     for part in ("train", "eval"):
         for figure in quoted(record[part]):
             assert figure in text, (doc, part, figure)
@@ -43,6 +45,7 @@ def test_the_length_test_announced_at_least_the_memory_it_was_measured_to_use(mo
     from scripts.laptop_lengthgen import CONFIG, EVAL_TASKS, LAPTOP
     from src import bounds
     from src.cli.gpt2 import read_config
+
     monkeypatch.setattr(bounds, "available_bytes", lambda: None)
     record = json.loads(RECORD.read_text())
     settings, _ = read_config(str(ROOT / CONFIG), list(LAPTOP))

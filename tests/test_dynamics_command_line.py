@@ -1,6 +1,7 @@
 """The training-dynamics paper's command line (`python -m runners.linattn`, src/cli/dynamics.py):
 bad flags exit 2 in one line and make nothing; the original's README commands run, one by one and
 in its loops, each into a run directory named as the original names its file."""
+
 import json
 
 import numpy as np
@@ -11,17 +12,29 @@ from src.cli.dynamics import main as linattn_main
 from src.rundir import RunDir
 
 
-@pytest.mark.parametrize("flags, words", [
-    (["--model", "attnS", "--rank", "5", "--in_dim", "4"], "rank"),
-    (["--in_dim", "0"], "--in_dim"), (["--trainset_size", "-3"], "--trainset_size"),
-    (["--epoch", "0"], "--epoch"), (["--icl", "1.5"], "--icl"), (["--icl", "-0.1"], "--icl"),
-    (["--model", "mlp"], "--cubic_feat"), (["--lr", "0"], "--lr"), (["--init", "nan"], "--init"),
-    (["--model", "attnX"], "--model"), (["--rank", "2"], "--rank"),
-    (["--icl", "c"], '--icl "$c"'), (["--softmax", "--normalize"], "--softmax"),
-    (["--vary_len", "--optimizer", "sgd", "--batch_size", "10"], "--vary_len"),
-    (["--track_value", "--model", "mlp", "--cubic_feat"], "--track_value"), (["--out_dim", "2"], "--out_dim"),
-    (["--model", "attnS", "--restricted"], "--restricted"), (["--init_convention", "big"], "--init_convention"),
-])
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--model", "attnS", "--rank", "5", "--in_dim", "4"], "rank"),
+        (["--in_dim", "0"], "--in_dim"),
+        (["--trainset_size", "-3"], "--trainset_size"),
+        (["--epoch", "0"], "--epoch"),
+        (["--icl", "1.5"], "--icl"),
+        (["--icl", "-0.1"], "--icl"),
+        (["--model", "mlp"], "--cubic_feat"),
+        (["--lr", "0"], "--lr"),
+        (["--init", "nan"], "--init"),
+        (["--model", "attnX"], "--model"),
+        (["--rank", "2"], "--rank"),
+        (["--icl", "c"], '--icl "$c"'),
+        (["--softmax", "--normalize"], "--softmax"),
+        (["--vary_len", "--optimizer", "sgd", "--batch_size", "10"], "--vary_len"),
+        (["--track_value", "--model", "mlp", "--cubic_feat"], "--track_value"),
+        (["--out_dim", "2"], "--out_dim"),
+        (["--model", "attnS", "--restricted"], "--restricted"),
+        (["--init_convention", "big"], "--init_convention"),
+    ],
+)
 def test_bad_flags_exit_2_with_one_line(flags, words, tmp_path, capsys):
     out = tmp_path / "never"
     try:
@@ -33,15 +46,51 @@ def test_bad_flags_exit_2_with_one_line(flags, words, tmp_path, capsys):
     assert len(lines) == 1 and words in lines[0], lines
 
 
-@pytest.mark.parametrize("argv", [
-    ["--model", "attnM", "--head", "8", "--init", "1e-6", "--show"],
-    ["--model", "mlp", "--cubic_feat", "--head", "8", "--init", "1e-6", "--show"],
-    ["--model", "attnS", "--head", "5", "--init", "1e-2", "--epoch", "10001", "--lr", "0.02", "--show"],
-    ["--model", "attnS", "--head", "9", "--KQ_dim", "1", "--in_dim", "8", "--seq_len", "32",
-     "--init", "5e-3", "--trainset_size", "80000", "--epoch", "20001", "--lr", "0.02"],
-    ["--model", "attnM", "--icl", "0.4", "--head", "8", "--testset", "5000", "--init", "1e-6",
-     "--white_cov", "--lr", "0.0005", "--epoch", "4001"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--model", "attnM", "--head", "8", "--init", "1e-6", "--show"],
+        ["--model", "mlp", "--cubic_feat", "--head", "8", "--init", "1e-6", "--show"],
+        ["--model", "attnS", "--head", "5", "--init", "1e-2", "--epoch", "10001", "--lr", "0.02", "--show"],
+        [
+            "--model",
+            "attnS",
+            "--head",
+            "9",
+            "--KQ_dim",
+            "1",
+            "--in_dim",
+            "8",
+            "--seq_len",
+            "32",
+            "--init",
+            "5e-3",
+            "--trainset_size",
+            "80000",
+            "--epoch",
+            "20001",
+            "--lr",
+            "0.02",
+        ],
+        [
+            "--model",
+            "attnM",
+            "--icl",
+            "0.4",
+            "--head",
+            "8",
+            "--testset",
+            "5000",
+            "--init",
+            "1e-6",
+            "--white_cov",
+            "--lr",
+            "0.0005",
+            "--epoch",
+            "4001",
+        ],
+    ],
+)
 def test_the_seed_command_lines_run(argv, tmp_path):
     """The original's README commands (sizes cut by trailing flags; argparse keeps the last)."""
     out = tmp_path / "run"
@@ -66,14 +115,59 @@ def test_readme_loops_make_one_run_each_named_as_the_original(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     small = ["--epoch", "30", "--log_every", "10", "--quiet"]
     for r in ("2", "1"):
-        assert linattn_main(["--model", "attnS", "--head", "9", "--KQ_dim", r, "--in_dim", "4", "--seq_len", "8",
-                             "--init", "5e-3", "--trainset_size", "200", *small]) == 0
+        assert (
+            linattn_main(
+                [
+                    "--model",
+                    "attnS",
+                    "--head",
+                    "9",
+                    "--KQ_dim",
+                    r,
+                    "--in_dim",
+                    "4",
+                    "--seq_len",
+                    "8",
+                    "--init",
+                    "5e-3",
+                    "--trainset_size",
+                    "200",
+                    *small,
+                ]
+            )
+            == 0
+        )
     for c in ("0", "0.4"):
-        assert linattn_main(["--model", "attnM", "--icl", c, "--head", "8", "--testset", "50", "--init", "1e-6",
-                             "--white_cov", "--lr", "0.0005", "--trainset_size", "200", *small]) == 0
+        assert (
+            linattn_main(
+                [
+                    "--model",
+                    "attnM",
+                    "--icl",
+                    c,
+                    "--head",
+                    "8",
+                    "--testset",
+                    "50",
+                    "--init",
+                    "1e-6",
+                    "--white_cov",
+                    "--lr",
+                    "0.0005",
+                    "--trainset_size",
+                    "200",
+                    *small,
+                ]
+            )
+            == 0
+        )
     made = sorted(p.name for p in (tmp_path / "runs/linattn").iterdir())
-    assert made == ["attnM_head8_D4_R1_P200_N32_seed0_icl0.0", "attnM_head8_D4_R1_P200_N32_seed0_icl0.4",
-                    "attnS_head9_D4_R1_P200_N8_seed0", "attnS_head9_D4_R2_P200_N8_seed0"]
+    assert made == [
+        "attnM_head8_D4_R1_P200_N32_seed0_icl0.0",
+        "attnM_head8_D4_R1_P200_N32_seed0_icl0.4",
+        "attnS_head9_D4_R1_P200_N8_seed0",
+        "attnS_head9_D4_R2_P200_N8_seed0",
+    ]
     out = capsys.readouterr().out
     assert all(f"-> runs/linattn/{name}" in out for name in made)
     run = tmp_path / "runs/linattn" / made[1]
@@ -84,7 +178,28 @@ def test_readme_loops_make_one_run_each_named_as_the_original(tmp_path, monkeypa
         assert np.array_equal(table[:, 2], dyn["test_icl_loss"])
     loss_only = np.loadtxt(tmp_path / "runs/linattn" / made[3] / f"{made[3]}.txt")
     assert loss_only.shape == (30,)
-    before = (run / names.SUMMARY).read_bytes()          # the same command again: refused, kept
-    assert linattn_main(["--model", "attnM", "--icl", "0.4", "--head", "8", "--testset", "50", "--init", "1e-6",
-                         "--white_cov", "--lr", "0.0005", "--trainset_size", "200", *small]) == 2
+    before = (run / names.SUMMARY).read_bytes()  # the same command again: refused, kept
+    assert (
+        linattn_main(
+            [
+                "--model",
+                "attnM",
+                "--icl",
+                "0.4",
+                "--head",
+                "8",
+                "--testset",
+                "50",
+                "--init",
+                "1e-6",
+                "--white_cov",
+                "--lr",
+                "0.0005",
+                "--trainset_size",
+                "200",
+                *small,
+            ]
+        )
+        == 2
+    )
     assert (run / names.SUMMARY).read_bytes() == before

@@ -2,6 +2,7 @@
 over every prefix, each prediction divided by its length, against the model's direct forward
 pass prefix by prefix in NumPy; the value's y -> y weight of each head per epoch against the
 parameters; settings without them written as before."""
+
 import numpy as np
 
 from src.loop import train as loop_train
@@ -15,9 +16,11 @@ TASK = DynamicsTaskConfig(in_dim=3, seq_len=6, trainset_size=40, testset_size=20
 
 def settings(model="attn_separate", epochs=3, **train):
     options = {"heads": 2, **({"rank": 2} if model == "attn_separate" else {})}
-    return DynamicsSettings(task=TASK, model=choice("dynamics_model", model, **options),
-                            train=DynamicsTrain(epochs=epochs, learning_rate=0.05, init=0.3, log_every=1,
-                                                float64=True, **train)).validate()
+    return DynamicsSettings(
+        task=TASK,
+        model=choice("dynamics_model", model, **options),
+        train=DynamicsTrain(epochs=epochs, learning_rate=0.05, init=0.3, log_every=1, float64=True, **train),
+    ).validate()
 
 
 def trained(s):

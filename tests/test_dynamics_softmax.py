@@ -3,6 +3,7 @@ the direct forward pass without softmax is the moments path's loss; with softmax
 losses equal a plain NumPy transcription of the original's Attention_Merge / Attention_Separate
 and compute_loss (loops over heads and prefixes, softmax over the keys); the command line runs,
 records softmax in config.json and reruns from it bit for bit; the MLP refuses it."""
+
 import json
 
 import jax
@@ -16,8 +17,14 @@ from src.cli.dynamics import main as linattn_main
 from src.cli.rerun import main as rerun_main
 from src.loop import train as loop_train
 from src.registry import choice, registry
-from src.systems.dynamics import (DynamicsSettings, DynamicsTrain, DynamicsTrainer, moments, prefix_moments,
-                                  quadratic_loss)
+from src.systems.dynamics import (
+    DynamicsSettings,
+    DynamicsTrain,
+    DynamicsTrainer,
+    moments,
+    prefix_moments,
+    quadratic_loss,
+)
 from src.tasks.dynamics import DynamicsTaskConfig, make_sets
 
 TASK = DynamicsTaskConfig(in_dim=3, seq_len=6, trainset_size=40, testset_size=20, seed=3)
@@ -27,9 +34,11 @@ LOSS = jax.jit(direct.loss, static_argnames=("softmax", "prefixes", "per_length"
 
 def settings(model, epochs=2, **train):
     options = {"heads": 2, **({"rank": 2} if model == "attn_separate" else {})}
-    return DynamicsSettings(task=TASK, model=choice("dynamics_model", model, **options),
-                            train=DynamicsTrain(epochs=epochs, learning_rate=0.05, init=0.5, log_every=1,
-                                                float64=True, **train)).validate()
+    return DynamicsSettings(
+        task=TASK,
+        model=choice("dynamics_model", model, **options),
+        train=DynamicsTrain(epochs=epochs, learning_rate=0.05, init=0.5, log_every=1, float64=True, **train),
+    ).validate()
 
 
 def build(s):
@@ -44,12 +53,20 @@ def test_the_direct_loss_without_softmax_is_the_moments_loss(model):
         v, w, t = m.values(p), m.kq(p), m.coefficients(p)
         data = sets["train"]
         x, y = jnp.asarray(data.tokens), jnp.asarray(data.targets)
-        pairs = [(LOSS(v, w, x, y, softmax=False),                       # the loss, and --vary_len's test sets
-                  quadratic_loss(t, moments(lambda z: m.features(z, False), data, jnp.float64))),
-                 (LOSS(v, w, x, y, softmax=False, per_length=True),
-                  quadratic_loss(t, moments(lambda z: m.features(z, False) / z.shape[1], data, jnp.float64))),
-                 (LOSS(v, w, x, y, softmax=False, prefixes=True),        # --vary_len's training loss
-                  quadratic_loss(t, prefix_moments(lambda z: m.features(z, False), data, jnp.float64)))]
+        pairs = [
+            (
+                LOSS(v, w, x, y, softmax=False),  # the loss, and --vary_len's test sets
+                quadratic_loss(t, moments(lambda z: m.features(z, False), data, jnp.float64)),
+            ),
+            (
+                LOSS(v, w, x, y, softmax=False, per_length=True),
+                quadratic_loss(t, moments(lambda z: m.features(z, False) / z.shape[1], data, jnp.float64)),
+            ),
+            (
+                LOSS(v, w, x, y, softmax=False, prefixes=True),  # --vary_len's training loss
+                quadratic_loss(t, prefix_moments(lambda z: m.features(z, False), data, jnp.float64)),
+            ),
+        ]
         for got, want in pairs:
             assert abs(float(got) - float(want)) <= 1e-5 * abs(float(want)), (got, want)
 
@@ -61,7 +78,7 @@ def test_chunks_change_neither_the_loss_nor_its_gradient(monkeypatch):
         x, y = jnp.asarray(data.tokens), jnp.asarray(data.targets)
         f = lambda q: direct.loss(m.values(q), m.kq(q), x, y, prefixes=True)
         whole, whole_grad = jax.jit(jax.value_and_grad(f))(p)
-        monkeypatch.setattr(direct, "CHUNK_ELEMENTS", 2 * 6 * 6 * 7)     # 7 sequences a chunk: 6, the last padded
+        monkeypatch.setattr(direct, "CHUNK_ELEMENTS", 2 * 6 * 6 * 7)  # 7 sequences a chunk: 6, the last padded
         chunked, chunked_grad = jax.jit(jax.value_and_grad(f))(p)
         assert abs(float(chunked) - float(whole)) <= 1e-12 * float(whole)
         for k in p:
@@ -77,14 +94,14 @@ def numpy_forward(model, params, x, vary_len):
     """The original's forward, head by head: its x [B, N, D+1] -> out[:, -1, -1] (the query's y)."""
     out = np.zeros(len(x))
     for h in range(params["value"].shape[0]):
-        if model == "attn_merged":      # the original's W_kq,h is our W_KQ,hᵀ: attn[n, m] = x_n · (W_kq,h x_m)
-            kq = x @ params["kq"][h]                                  # rows: x_m W_KQ,h = (W_kq,h x_m)ᵀ
+        if model == "attn_merged":  # the original's W_kq,h is our W_KQ,hᵀ: attn[n, m] = x_n · (W_kq,h x_m)
+            kq = x @ params["kq"][h]  # rows: x_m W_KQ,h = (W_kq,h x_m)ᵀ
             attn = np.einsum("bnd,bmd->bnm", x, kq)
-        else:                           # attn[n, m] = Q_n · K_m
+        else:  # attn[n, m] = Q_n · K_m
             q, k = x @ params["query"][h].T, x @ params["key"][h].T
             attn = np.einsum("bnr,bmr->bnm", q, k)
         attn = numpy_softmax(attn, -1)
-        v = x @ params["value"][h]                                    # the value's y entry of each token
+        v = x @ params["value"][h]  # the value's y entry of each token
         out += np.einsum("bnm,bm->bn", attn, v)[:, -1]
     return out / x.shape[1] if vary_len else out
 
@@ -131,14 +148,30 @@ def test_softmax_trains_with_minibatch_sgd():
     assert np.all(np.isfinite(loss)) and loss[-1] < loss[0]
 
 
-SMALL = ["--in_dim", "3", "--seq_len", "6", "--trainset_size", "60", "--testset", "20", "--init", "0.3",
-         "--lr", "0.1", "--log_every", "5", "--quiet"]
+SMALL = [
+    "--in_dim",
+    "3",
+    "--seq_len",
+    "6",
+    "--trainset_size",
+    "60",
+    "--testset",
+    "20",
+    "--init",
+    "0.3",
+    "--lr",
+    "0.1",
+    "--log_every",
+    "5",
+    "--quiet",
+]
 
 
 def test_the_command_line_trains_softmax_and_config_json_reruns_it_bit_for_bit(tmp_path):
     out, again = tmp_path / "run", tmp_path / "again"
-    assert linattn_main(["--model", "attnS", "--head", "2", "--softmax", "--epoch", "20", *SMALL,
-                         "--out", str(out)]) == 0
+    assert (
+        linattn_main(["--model", "attnS", "--head", "2", "--softmax", "--epoch", "20", *SMALL, "--out", str(out)]) == 0
+    )
     config = json.loads((out / names.CONFIG).read_text())
     assert config["settings"]["train"]["softmax"] is True
     assert rerun_main(["--config", str(out / names.CONFIG), "--out", str(again), "--quiet", "--skip_analysis"]) == 0

@@ -1,6 +1,7 @@
 """docs/extending.md's worked examples, executed as printed: each block is written into a scratch
 copy of the repository at the path on its first line; the generic test then builds the new mixer,
 task and analysis, a run trains with the new mixer on the new task, and the new analysis runs on it."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "extending.md"
-COPIED = ("src", "baselines", "analysis", "plots", "runners", "scripts", "tests", "configs", "pyproject.toml",
-          "eval_order.py", "eval_noise.py")
+COPIED = (
+    "src",
+    "baselines",
+    "analysis",
+    "plots",
+    "runners",
+    "scripts",
+    "tests",
+    "configs",
+    "pyproject.toml",
+    "eval_order.py",
+    "eval_noise.py",
+)
 NEW = ("causal_mean", "absolute_regression", "last_point")
 
 
@@ -31,8 +43,11 @@ def examples() -> dict[str, str]:
 
 
 def test_the_page_has_its_three_examples_in_the_packages_that_find_them():
-    assert sorted(examples()) == ["analysis/last_point.py", "src/models/mixers/causal_mean.py",
-                                  "src/tasks/absolute_regression.py"]
+    assert sorted(examples()) == [
+        "analysis/last_point.py",
+        "src/models/mixers/causal_mean.py",
+        "src/tasks/absolute_regression.py",
+    ]
     for path in examples():
         assert not (ROOT / path).exists(), f"{path} is an example of the page, not a module of the repository"
 
@@ -53,14 +68,24 @@ def scratch(tmp_path_factory) -> Path:
 
 
 def run(scratch: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(scratch)}     # the scratch copy before the installed checkout
-    return subprocess.run([sys.executable, *args], cwd=scratch, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    env = {**os.environ, "PYTHONPATH": str(scratch)}  # the scratch copy before the installed checkout
+    return subprocess.run(
+        [sys.executable, *args], cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_the_generic_test_builds_the_new_mixer_task_and_analysis(scratch):
-    done = run(scratch, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_registry_entries.py",
-               "-k", " or ".join(NEW))
+    done = run(
+        scratch,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_registry_entries.py",
+        "-k",
+        " or ".join(NEW),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "3 passed" in done.stdout, done.stdout[-1000:]
     listed = run(scratch, "-m", "runners.recipe", "--choices").stdout
@@ -69,9 +94,25 @@ def test_the_generic_test_builds_the_new_mixer_task_and_analysis(scratch):
 
 def test_a_run_trains_with_the_new_mixer_on_the_new_task_and_the_new_analysis_reads_it(scratch):
     out = scratch / "runs" / "example"
-    done = run(scratch, "-m", "runners.recipe", "task:absolute_regression", "model.seq_mixer:causal_mean",
-               "--model.seq_mixer.gate_bias", "1.0", "--train.train_steps", "20", "--train.log_every", "10",
-               "--train.eval_size", "64", "--out", str(out), "--quiet", "--skip_analysis")
+    done = run(
+        scratch,
+        "-m",
+        "runners.recipe",
+        "task:absolute_regression",
+        "model.seq_mixer:causal_mean",
+        "--model.seq_mixer.gate_bias",
+        "1.0",
+        "--train.train_steps",
+        "20",
+        "--train.log_every",
+        "10",
+        "--train.eval_size",
+        "64",
+        "--out",
+        str(out),
+        "--quiet",
+        "--skip_analysis",
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     settings = json.loads((out / "config.json").read_text())["settings"]
     assert settings["model"]["seq_mixer"]["name"] == "causal_mean" and settings["task"]["name"] == "absolute_regression"
@@ -85,10 +126,17 @@ def test_the_pages_commands_run_as_written_in_the_scratch_copy(scratch):
     """Every `python -m` command on the page passes its checks (a dry run, as tests/test_docs_commands.py
     checks every other page) where the examples exist."""
     from tests.test_docs_commands import commands, runnable
+
     found = [c for c in commands(PAGE.read_text()) if runnable(c) and c.startswith("python -m ")]
     assert len(found) >= 5, found
     for command in found:
-        done = subprocess.run([sys.executable, *command.split()[1:]], cwd=scratch, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(scratch), "WORKBENCH_DRY_RUN": "1"}, timeout=300)
+        done = subprocess.run(
+            [sys.executable, *command.split()[1:]],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(scratch), "WORKBENCH_DRY_RUN": "1"},
+            timeout=300,
+        )
         assert done.returncode == 0, (command, done.stdout[-1000:] + done.stderr[-1000:])
         assert "dry run" in done.stdout, (command, done.stdout[-500:])

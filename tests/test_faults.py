@@ -1,6 +1,7 @@
 """The fault suite: killed runners and drivers, concurrent sweeps, read-only and full output
 directories, corrupted run directories. Each case asserts that nothing is lost (the old run, its
 files and the CSV survive) and that the user reads one line, never a traceback."""
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,15 @@ def default_sigint() -> None:
 
 
 def runner(*args: str, module: str = "runners.run_concat_inputs_targets", **kw):
-    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def finish(proc, timeout: float = 240) -> tuple[int, str, str]:
@@ -53,8 +61,11 @@ def one_line(stderr: str) -> str:
 
 
 def digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def wait_for(predicate, timeout: float = 120.0) -> None:
@@ -76,6 +87,7 @@ def good_run(tmp_path_factory) -> Path:
 
 # -- killed runners ---------------------------------------------------------------------------
 
+
 def test_sigkill_during_a_rerun_keeps_the_old_run_and_the_next_run_cleans_up(good_run, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(good_run, out)
@@ -85,8 +97,8 @@ def test_sigkill_during_a_rerun_keeps_the_old_run_and_the_next_run_cleans_up(goo
     wait_for(lambda: any((s / "config.json").exists() for s in staging()))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert digest(out) == before                       # the old run is whole
-    assert staging()                                   # the killed replacement's leftover
+    assert digest(out) == before  # the old run is whole
+    assert staging()  # the killed replacement's leftover
     code, _, err = run("--out", str(out), "--overwrite", *TINY[:-1], "--steps", "30", "--quiet")
     assert code == 0, err
     assert json.loads((out / "metrics_summary.json").read_text())["steps"] == 30
@@ -97,21 +109,22 @@ def test_ctrl_c_during_a_rerun_keeps_the_old_run(good_run, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(good_run, out)
     before = digest(out)
-    proc = runner("--out", str(out), "--overwrite", "--steps", "200000", "--eval_size", "50", "--quiet",
-                  preexec_fn=default_sigint)
+    proc = runner(
+        "--out", str(out), "--overwrite", "--steps", "200000", "--eval_size", "50", "--quiet", preexec_fn=default_sigint
+    )
     wait_for(lambda: any((s / "config.json").exists() for s in tmp_path.glob(".run.staging-*")))
     proc.send_signal(signal.SIGINT)
     code, _, err = finish(proc)
     assert code == 130 and "previous run" in one_line(err) and "kept" in err
     assert digest(out) == before
-    assert not list(tmp_path.glob(".run.staging-*"))   # its own partial run is discarded
+    assert not list(tmp_path.glob(".run.staging-*"))  # its own partial run is discarded
 
 
 def test_dead_writers_temporaries_are_removed_and_live_ones_kept(tmp_path):
     out = tmp_path / "run"
-    dead = tmp_path / ".results.csv.999999999.abcdefgh.tmp"     # no such pid
+    dead = tmp_path / ".results.csv.999999999.abcdefgh.tmp"  # no such pid
     live = tmp_path / f".results.csv.{os.getpid()}.abcdefgh.tmp"
-    foreign = tmp_path / ".notes.tmp"                           # not ours: no pid
+    foreign = tmp_path / ".notes.tmp"  # not ours: no pid
     for p in (dead, live, foreign):
         p.write_text("x")
     code, _, err = run("--out", str(out), *TINY)
@@ -121,20 +134,36 @@ def test_dead_writers_temporaries_are_removed_and_live_ones_kept(tmp_path):
 
 # -- sweeps: a killed driver, two at once, the CSV ----------------------------------------------
 
-SWEEP = ["--models", "lsa1", "--ordering", "random", "--eval_size", "50", "--batch_size", "64",
-         "--log_every", "10", "--jobs", "1", "--quiet", "--no_save_attention"]
+SWEEP = [
+    "--models",
+    "lsa1",
+    "--ordering",
+    "random",
+    "--eval_size",
+    "50",
+    "--batch_size",
+    "64",
+    "--log_every",
+    "10",
+    "--jobs",
+    "1",
+    "--quiet",
+    "--no_save_attention",
+]
 
 
 def test_sigkill_of_a_sweep_driver_takes_its_runners_with_it(tmp_path):
     csv, runs = tmp_path / "r.csv", tmp_path / "runs"
-    proc = runner(*SWEEP, "--seeds", "0", "--steps", "200000", "--out", str(csv),
-                  "--runs-dir", str(runs), module="eval_order")
+    proc = runner(
+        *SWEEP, "--seeds", "0", "--steps", "200000", "--out", str(csv), "--runs-dir", str(runs), module="eval_order"
+    )
     children = []
 
     def child_started() -> bool:
         found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
         children[:] = [int(p) for p in found.stdout.split()]
         return bool(children)
+
     if shutil.which("pgrep") is None:
         proc.kill()
         pytest.skip("pgrep is not available")
@@ -149,22 +178,45 @@ def test_sigkill_of_a_sweep_driver_takes_its_runners_with_it(tmp_path):
         except ProcessLookupError:
             return True
         return False
+
     if sys.platform.startswith("linux"):
         wait_for(lambda: all(gone(p) for p in children), timeout=30)
-    code, _, err = run(*SWEEP, "--seeds", "0", "--steps", "20", "--out", str(csv),
-                       "--runs-dir", str(runs), module="eval_order")
+    code, _, err = run(
+        *SWEEP, "--seeds", "0", "--steps", "20", "--out", str(csv), "--runs-dir", str(runs), module="eval_order"
+    )
     assert code == 0, err
     assert len(csv.read_text().strip().splitlines()) == 2
 
 
 def test_a_second_sweep_on_the_same_runs_dir_is_refused_in_one_line(tmp_path):
     runs = tmp_path / "runs"
-    first = runner(*SWEEP, "--seeds", "0", "--steps", "200000", "--out", str(tmp_path / "a.csv"),
-                   "--runs-dir", str(runs), module="eval_order", preexec_fn=default_sigint)
+    first = runner(
+        *SWEEP,
+        "--seeds",
+        "0",
+        "--steps",
+        "200000",
+        "--out",
+        str(tmp_path / "a.csv"),
+        "--runs-dir",
+        str(runs),
+        module="eval_order",
+        preexec_fn=default_sigint,
+    )
     try:
         wait_for(lambda: (runs / ".lock").exists() and (runs / ".lock").read_text().strip())
-        code, _, err = run(*SWEEP, "--seeds", "0", "--steps", "20", "--out", str(tmp_path / "b.csv"),
-                           "--runs-dir", str(runs), module="eval_order")
+        code, _, err = run(
+            *SWEEP,
+            "--seeds",
+            "0",
+            "--steps",
+            "20",
+            "--out",
+            str(tmp_path / "b.csv"),
+            "--runs-dir",
+            str(runs),
+            module="eval_order",
+        )
         line = one_line(err)
         assert code == 2 and "in use by pid" in line and str(first.pid) in line
         assert not (tmp_path / "b.csv").exists()
@@ -180,26 +232,46 @@ def test_a_second_sweep_on_the_same_runs_dir_is_refused_in_one_line(tmp_path):
 def test_a_sweep_backs_up_a_csv_it_did_not_write(tmp_path):
     csv = tmp_path / "results.csv"
     csv.write_text("run_dir,eval_loss\n/elsewhere/run,0.5\n")
-    code, _, err = run(*SWEEP, "--seeds", "0", "--steps", "20", "--out", str(csv),
-                       "--runs-dir", str(tmp_path / "runs"), module="eval_order")
+    code, _, err = run(
+        *SWEEP,
+        "--seeds",
+        "0",
+        "--steps",
+        "20",
+        "--out",
+        str(csv),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        module="eval_order",
+    )
     assert code == 0, err
     backups = list(tmp_path.glob("results.backup-*.csv"))
     assert len(backups) == 1 and backups[0].read_text() == "run_dir,eval_loss\n/elsewhere/run,0.5\n"
     assert "kept it as" in err
     # a rerun rewrites its own CSV without another backup
-    code, _, err = run(*SWEEP, "--seeds", "0", "--steps", "20", "--out", str(csv),
-                       "--runs-dir", str(tmp_path / "runs"), module="eval_order")
+    code, _, err = run(
+        *SWEEP,
+        "--seeds",
+        "0",
+        "--steps",
+        "20",
+        "--out",
+        str(csv),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        module="eval_order",
+    )
     assert code == 0 and len(list(tmp_path.glob("results.backup-*.csv"))) == 1
 
 
 # -- read-only and full filesystems --------------------------------------------------------------
 
+
 def _mount_tmpfs(target: Path, options: str) -> bool:
     if os.geteuid() != 0 or not sys.platform.startswith("linux") or shutil.which("mount") is None:
         return False
     target.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)],
-                          capture_output=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)], capture_output=True)
     return done.returncode == 0
 
 
@@ -233,7 +305,7 @@ def test_full_output_directory_is_one_line_and_keeps_the_old_run(good_run, tmp_p
     try:
         out = target / "run"
         (target / "keep.txt").write_text("user data")
-        code, _, err = run("--out", str(out), *TINY, "--save_attention")   # a run: ~140k
+        code, _, err = run("--out", str(out), *TINY, "--save_attention")  # a run: ~140k
         line = one_line(err)
         assert code == 1 and "No space left" in line
         assert (target / "keep.txt").read_text() == "user data"
@@ -243,6 +315,7 @@ def test_full_output_directory_is_one_line_and_keeps_the_old_run(good_run, tmp_p
 
 # -- corrupted run directories ------------------------------------------------------------------
 
+
 def _truncate(name: str, keep: int):
     return lambda run: (run / name).write_bytes((run / name).read_bytes()[:keep])
 
@@ -250,13 +323,19 @@ def _truncate(name: str, keep: int):
 CORRUPTIONS = {
     "config truncated": ("config.json", _truncate("config.json", 40)),
     "config not a mapping": ("config.json", lambda run: (run / "config.json").write_text("[1, 2]")),
-    "config wrong types": ("config.json", lambda run: (run / "config.json").write_text(
-        json.dumps({"settings": {"model": "lsa1", "task": 3}}))),
+    "config wrong types": (
+        "config.json",
+        lambda run: (run / "config.json").write_text(json.dumps({"settings": {"model": "lsa1", "task": 3}})),
+    ),
     "params garbage": ("params.npz", lambda run: (run / "params.npz").write_bytes(b"not a zip" * 9)),
-    "params object array": ("params.npz", lambda run: np.savez(
-        run / "params.npz", **{"a/b": np.array([{"x": 1}], dtype=object)})),
-    "params wrong shapes": ("params.npz", lambda run: np.savez(
-        run / "params.npz", **{k: np.zeros(3) for k in np.load(run / "params.npz").files})),
+    "params object array": (
+        "params.npz",
+        lambda run: np.savez(run / "params.npz", **{"a/b": np.array([{"x": 1}], dtype=object)}),
+    ),
+    "params wrong shapes": (
+        "params.npz",
+        lambda run: np.savez(run / "params.npz", **{k: np.zeros(3) for k in np.load(run / "params.npz").files}),
+    ),
     "params foreign keys": ("params.npz", lambda run: np.savez(run / "params.npz", w=np.zeros(3))),
     "summary truncated": ("metrics_summary.json", _truncate("metrics_summary.json", 5)),
 }
@@ -277,6 +356,7 @@ def test_a_corrupted_run_file_is_named_in_one_line_and_nothing_changes(good_run,
 
 # -- divergence is visible ----------------------------------------------------------------------
 
+
 def test_an_analysis_of_a_diverged_run_says_so_and_exits_non_zero(tmp_path):
     run_dir = tmp_path / "run"
     code, _, err = run("--out", str(run_dir), *TINY, "--lr", "1e30")
@@ -292,8 +372,9 @@ def test_an_interrupt_during_a_write_leaves_no_temporary(tmp_path, monkeypatch, 
     temporaries, and never those of a live writer."""
     import src.cli.command as command
     from src.presets import preset
+
     out = tmp_path / "run"
-    live = out / f".other.{os.getppid()}.x.tmp"           # a live process's (our parent's)
+    live = out / f".other.{os.getppid()}.x.tmp"  # a live process's (our parent's)
 
     def interrupted_execute(settings, path, **kwargs):
         (path / "analysis").mkdir(parents=True)
@@ -301,6 +382,7 @@ def test_an_interrupt_during_a_write_leaves_no_temporary(tmp_path, monkeypatch, 
         (path / "analysis" / f".a.json.{os.getpid()}.def.tmp").write_text("half")
         live.write_text("busy")
         raise KeyboardInterrupt
+
     monkeypatch.setattr(command, "execute", interrupted_execute)
     code = command.train_command("prog", preset("lsa1").validate(), out, runner="runners.x", argv=[])
     assert code == 130 and "interrupted" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 axis and text outside the canvas, and every figure kind `make demo` draws passes it, drawn here
 from small synthetic inputs (tests/test_studies' demo run checks the real ones with
 WORKBENCH_CHECK_FIGURES=1)."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ def test_the_check_finds_what_a_reader_would_miss():
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     fig.suptitle("a title")
-    assert any("outside the canvas" in p for p in figure_problems(fig))    # no layout: the x label is cut
+    assert any("outside the canvas" in p for p in figure_problems(fig))  # no layout: the x label is cut
     fig.set_layout_engine("constrained")
     assert figure_problems(fig) == []
 
@@ -51,41 +52,86 @@ def _figures(tmp_path):
     from analysis.attention_stats import attention_statistics, statistics_figure
     from plots.demo_figures import mqar_curves
     from src.models.layouts import LAYOUTS
+
     rng = np.random.default_rng(0)
     yield "icl curve", icl_curve.figure(_icl_rows(), "run: softmax_causal on linear_regression, d = 5", 11)
     from src.systems.gpt2 import GPT2Settings
-    yield "loss", loss_figure.figure({"loss": np.exp(-np.linspace(0, 3, 500))}, "step",
-                                     "lengthgen_fire: softmax_causal + fire on linear_regression", [100, 200],
-                                     GPT2Settings().loss_figure_label())
-    weights = rng.dirichlet(np.ones(21), size=(4, 1))                       # [tasks, queries, keys]
+
+    yield (
+        "loss",
+        loss_figure.figure(
+            {"loss": np.exp(-np.linspace(0, 3, 500))},
+            "step",
+            "lengthgen_fire: softmax_causal + fire on linear_regression",
+            [100, 200],
+            GPT2Settings().loss_figure_label(),
+        ),
+    )
+    weights = rng.dirichlet(np.ones(21), size=(4, 1))  # [tasks, queries, keys]
     layout = LAYOUTS.get("concat").build(LAYOUTS.get("concat").options())
-    yield "attention heatmap", attention_figure(weights, 0, 0, layout, 20, None, title="gd_twolayer (twolayer): attention weights, layer 1 head 0")
+    yield (
+        "attention heatmap",
+        attention_figure(
+            weights, 0, 0, layout, 20, None, title="gd_twolayer (twolayer): attention weights, layer 1 head 0"
+        ),
+    )
     signed = rng.normal(size=(4, 1, 21))
-    yield "signed heatmap", attention_figure(signed, 0, 0, layout, 20, None, title="gd_twolayer (twolayer): attention weights, layer 1 head 0")
-    pairs = {(0, 0): weights[..., :20]}                                     # the keys of 20 pairs
+    yield (
+        "signed heatmap",
+        attention_figure(
+            signed, 0, 0, layout, 20, None, title="gd_twolayer (twolayer): attention weights, layer 1 head 0"
+        ),
+    )
+    pairs = {(0, 0): weights[..., :20]}  # the keys of 20 pairs
     mask = np.zeros((4, 20), bool)
     stats = attention_statistics(pairs, mask, 1)
-    yield "attention stats, clean", statistics_figure(pairs, mask, 1, stats, title="gd_lsa1 (lsa1, 1000 tasks): the query's attention to each context pair")
+    yield (
+        "attention stats, clean",
+        statistics_figure(
+            pairs, mask, 1, stats, title="gd_lsa1 (lsa1, 1000 tasks): the query's attention to each context pair"
+        ),
+    )
     mask[:, :5] = True
     stats = attention_statistics(pairs, mask, 1)
-    yield "attention stats, corrupted", statistics_figure(pairs, mask, 1, stats, title="gd_lsa1_noisy_label (lsa1, 1000 tasks): the query's attention to each context pair")
+    yield (
+        "attention stats, corrupted",
+        statistics_figure(
+            pairs,
+            mask,
+            1,
+            stats,
+            title="gd_lsa1_noisy_label (lsa1, 1000 tasks): the query's attention to each context pair",
+        ),
+    )
     record = {"theory_levels": [0.98, 0.6, 0.3], "drops": [{"epoch": 100}, {"epoch": 900}]}
     loss = np.concatenate([np.full(100, 0.98), np.full(800, 0.6), np.full(1100, 0.3)])
-    yield "dynamics", dynamics.figure(loss, np.arange(0, 2000, 100), rng.random((20, 2, 4)), record,
-                                      "run (attnS): rank-one heads")
+    yield (
+        "dynamics",
+        dynamics.figure(loss, np.arange(0, 2000, 100), rng.random((20, 2, 4)), record, "run (attnS): rank-one heads"),
+    )
     runs = []
     for mixer in ("attention", "linear_attention"):
         run = tmp_path / mixer
         run.mkdir()
-        (run / "metrics.jsonl").write_text("\n".join(json.dumps({"step": s, "eval_accuracy": s / 600})
-                                                     for s in range(50, 601, 50)))
-        (run / "config.json").write_text(json.dumps({"settings": {
-            "task": {"name": "mqar", "options": {"num_pairs": 4, "seq_len": 64}},
-            "model": {"width": 64, "n_layer": 2, "seq_mixer": {"name": mixer}}, "train": {"seed": 0}}}))
+        (run / "metrics.jsonl").write_text(
+            "\n".join(json.dumps({"step": s, "eval_accuracy": s / 600}) for s in range(50, 601, 50))
+        )
+        (run / "config.json").write_text(
+            json.dumps(
+                {
+                    "settings": {
+                        "task": {"name": "mqar", "options": {"num_pairs": 4, "seq_len": 64}},
+                        "model": {"width": 64, "n_layer": 2, "seq_mixer": {"name": mixer}},
+                        "train": {"seed": 0},
+                    }
+                }
+            )
+        )
         runs.append(run)
     captured = {}
 
     import plots.demo_figures as demo_figures
+
     original = demo_figures.png_bytes
     demo_figures.png_bytes = lambda fig: captured.setdefault("fig", fig) and original(fig)
     try:
@@ -94,10 +140,22 @@ def _figures(tmp_path):
         demo_figures.png_bytes = original
     yield "MQAR curves", captured["fig"]
     from analysis.inductive_bias import figure as duplication_figure
+
     errors = {str(r): {"model": 0.2 + 0.01 * r, "least_squares": 0.0, "averaging": 0.6, "knn": 0.7} for r in range(6)}
-    yield "inductive bias", duplication_figure({"errors": errors, "block": 9, "trained_enough": True,
-                                                "mixer": "softmax_causal", "position": "learned",
-                                                "task": "linear_regression"}, "run")
+    yield (
+        "inductive bias",
+        duplication_figure(
+            {
+                "errors": errors,
+                "block": 9,
+                "trained_enough": True,
+                "mixer": "softmax_causal",
+                "position": "learned",
+                "task": "linear_regression",
+            },
+            "run",
+        ),
+    )
 
 
 def test_every_demo_figure_kind_has_a_title_labels_and_its_text_inside(tmp_path):
@@ -109,6 +167,7 @@ def test_every_demo_figure_kind_has_a_title_labels_and_its_text_inside(tmp_path)
 def test_the_heatmap_of_softmax_weights_is_sequential_and_of_signed_ones_diverging():
     from analysis.attention_heatmap import attention_figure
     from src.models.layouts import LAYOUTS
+
     layout = LAYOUTS.get("concat").build(LAYOUTS.get("concat").options())
     rng = np.random.default_rng(1)
     soft = attention_figure(rng.dirichlet(np.ones(21), size=(2, 1)), 0, 0, layout, 20)
@@ -119,6 +178,7 @@ def test_the_heatmap_of_softmax_weights_is_sequential_and_of_signed_ones_divergi
 
 def test_a_clean_run_draws_no_comparison_with_corrupted_pairs():
     from analysis.attention_stats import attention_statistics, statistics_figure
+
     weights = {(0, 0): np.random.default_rng(2).dirichlet(np.ones(20), size=(4, 1))}
     mask = np.zeros((4, 20), bool)
     fig = statistics_figure(weights, mask, 1, attention_statistics(weights, mask, 1), title="t")
@@ -129,7 +189,8 @@ def test_a_clean_run_draws_no_comparison_with_corrupted_pairs():
 
 def test_a_narrow_log_axis_reads_as_plain_numbers_and_the_check_finds_one_that_does_not():
     from analysis import loss_figure
-    losses = {"loss": np.linspace(5.0, 1.5, 300)}               # less than a decade: 2, 3, 4 ... labelled
+
+    losses = {"loss": np.linspace(5.0, 1.5, 300)}  # less than a decade: 2, 3, 4 ... labelled
     fig = loss_figure.figure(losses, "step", "a run", [], "loss")
     assert figure_problems(fig) == []
     labels = [t.get_text() for t in fig.axes[0].yaxis.get_ticklabels(minor=True) if t.get_text()]

@@ -1,4 +1,5 @@
 """The constructed LSA weights are GD, to float precision (SPEC §2-3)."""
+
 import jax
 import numpy as np
 
@@ -50,8 +51,8 @@ def test_per_layer_readouts_are_gd_steps():
     model = build_model(s.task, s.model)
     tasks = sample_tasks(jax.random.key(9), 200, s.task)
     from src.models.layouts import make_tokens
-    out = model.apply(gd_params(s.task, s.model, 1.5), make_tokens(tasks, s.model),
-                      return_layer_predictions=True)
+
+    out = model.apply(gd_params(s.task, s.model, 1.5), make_tokens(tasks, s.model), return_layer_predictions=True)
     for k in range(3):
         np.testing.assert_allclose(out.layer_predictions[k], _closed_form_gd(tasks, 1.5, k + 1), atol=1e-4)
 
@@ -83,13 +84,14 @@ def test_the_per_point_gd_step_is_the_query_forms_step_at_every_point():
     point i the query), and both are the closed form (float64 NumPy) to float32 rounding."""
     from baselines.gd_step import gd_at_every_point
     from src.tasks.regression import Tasks
+
     s = preset("lsa1")
     tasks = sample_tasks(jax.random.key(3), 200, s.task)
     xs = np.concatenate([np.asarray(tasks.context_x), np.asarray(tasks.query_x)[:, None]], 1)
     ys = np.concatenate([np.asarray(tasks.context_y), np.asarray(tasks.query_y)[:, None]], 1)
     eta = 2.5
     every = np.asarray(gd_at_every_point(xs, ys, eta))
-    assert np.all(every[:, 0] == 0)                                     # no pairs yet
+    assert np.all(every[:, 0] == 0)  # no pairs yet
     for i in range(1, xs.shape[1]):
         cut = Tasks(xs[:, :i], ys[:, :i], xs[:, i], ys[:, i], None)
         np.testing.assert_allclose(every[:, i], np.asarray(gd_predictions(cut, eta)), rtol=1e-5, atol=1e-6)

@@ -1,4 +1,5 @@
 """GD++ reduces to GD at γ = 0 and, fitted, beats plain K-step GD."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,8 +18,7 @@ def test_gamma_zero_is_k_step_gd():
         params = GDPlusParams(jnp.full((k,), 2.5), jnp.zeros((k,)))
         np.testing.assert_allclose(gd_plus_predictions(tasks, params), gd_predictions(tasks, 2.5, k), atol=1e-5)
     sens = gd_plus_sensitivity(tasks, GDPlusParams(jnp.array([2.5]), jnp.array([0.0])))
-    np.testing.assert_allclose(sens, np.einsum("bn,bnd->bd", tasks.context_y, tasks.context_x) * 2.5 / 10,
-                               atol=1e-5)
+    np.testing.assert_allclose(sens, np.einsum("bn,bnd->bd", tasks.context_y, tasks.context_x) * 2.5 / 10, atol=1e-5)
 
 
 def test_fitted_gd_plus_beats_tuned_gd_with_two_layers():

@@ -1,16 +1,19 @@
 """How golden runs are compared across machines (tests/golden_machines.py): bit for bit where this
 machine's fingerprint has a record, else to 1e-6 relative; a moved number fails either way, and
 the fingerprint comes from one function a test (or ICL_GOLDEN_FINGERPRINT) overrides."""
+
 import json
 
 import pytest
 
 import golden_machines as gm
 
-RUN = {"metrics": [{"step": 100, "train_loss": 0.2363412, "eval_loss": 0.857871711}],
-       "summary": {"eval_loss": 0.857871711, "align_cos": 0.00028165747},
-       "ood_csv": "alpha,model_loss\n1,0.236341223\n2,6.3179574\n",
-       "params_sha256": {"w": "ab" * 32}}
+RUN = {
+    "metrics": [{"step": 100, "train_loss": 0.2363412, "eval_loss": 0.857871711}],
+    "summary": {"eval_loss": 0.857871711, "align_cos": 0.00028165747},
+    "ood_csv": "alpha,model_loss\n1,0.236341223\n2,6.3179574\n",
+    "params_sha256": {"w": "ab" * 32},
+}
 SAMPLES = {"w": {"shape": [2, 2], "sum": 1.0, "sum_squares": 0.5, "values": [0.1, 0.2, 0.3, 0.4]}}
 
 
@@ -25,24 +28,26 @@ def moved_copy(path, value):
 
 
 def test_another_machines_rounding_passes_and_a_moved_number_fails():
-    rounded = moved_copy(("summary", "eval_loss"), 0.857871771)      # the 8th digit (issue 42's machine)
+    rounded = moved_copy(("summary", "eval_loss"), 0.857871771)  # the 8th digit (issue 42's machine)
     assert gm.differences(rounded, RUN, exact=False) == []
     assert gm.differences(rounded, RUN, exact=True) == ["summary"]
-    moved = moved_copy(("summary", "eval_loss"), 0.85788)             # the 5th digit
+    moved = moved_copy(("summary", "eval_loss"), 0.85788)  # the 5th digit
     assert gm.differences(moved, RUN, exact=False) == ["summary"]
-    near_zero = moved_copy(("summary", "align_cos"), 0.00028166320)   # a cosine near 0, moved by 6e-9
+    near_zero = moved_copy(("summary", "align_cos"), 0.00028166320)  # a cosine near 0, moved by 6e-9
     assert gm.differences(near_zero, RUN, exact=False) == []
     assert gm.differences(moved_copy(("summary", "align_cos"), 0.0012), RUN, exact=False) == ["summary"]
 
 
 def test_text_compares_numbers_to_the_tolerance_and_the_rest_exactly():
     assert gm.differences({**RUN, "ood_csv": RUN["ood_csv"].replace("6.3179574", "6.31795502")}, RUN, False) == []
-    assert gm.differences({**RUN, "ood_csv": RUN["ood_csv"].replace("6.3179574", "6.3189574")}, RUN, False) == ["ood_csv"]
+    assert gm.differences({**RUN, "ood_csv": RUN["ood_csv"].replace("6.3179574", "6.3189574")}, RUN, False) == [
+        "ood_csv"
+    ]
     assert gm.differences({**RUN, "ood_csv": RUN["ood_csv"].replace("alpha", "beta")}, RUN, False) == ["ood_csv"]
     # one unit in the last digit written: 0.934786 against 0.934785 (rounded to 6 decimals)
     assert gm.differences({"e": [0.934786]}, {"e": [0.934785]}, exact=False) == []
     assert gm.differences({"e": [0.934786]}, {"e": [0.934775]}, exact=False) == ["e"]
-    assert gm.differences({"accuracy": 0.12}, {"accuracy": 0.13}, exact=False) == ["accuracy"]   # no rounding
+    assert gm.differences({"accuracy": 0.12}, {"accuracy": 0.13}, exact=False) == ["accuracy"]  # no rounding
 
 
 def test_parameters_compare_by_bytes_on_this_machine_and_by_shape_and_norm_elsewhere():
@@ -59,7 +64,7 @@ def test_the_record_of_this_fingerprint_is_exact_and_any_other_fingerprint_uses_
     mine = gm.measured_fingerprint()
     assert {"vendor", "family", "model", "isa", "cores", "jaxlib", "arch"} <= set(mine)
     holding = [r for r in gm.records() if "lsa1" in r.runs]
-    assert len(holding) >= 3                                   # the legacy files at least
+    assert len(holding) >= 3  # the legacy files at least
     other = {**mine, "family": "26", "isa": [*mine["isa"], "avx512f", "avx512_bf16"]}
     records, exact, how = gm.comparison("lsa1", other)
     assert not exact and [r.label for r in records] == [r.label for r in holding]

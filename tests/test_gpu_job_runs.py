@@ -2,6 +2,7 @@
 rehearses end to end on the CPU and a job killed at its limit has returned every finished piece; a
 study job stopped at its deadline returns its finished and its stopped runs, and a study job's
 command passes the study's own checks and makes the runs it plans."""
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # --- the study tier: rehearsals on the CPU ---------------------------------------------------------
 
+
 def rehearse(job: str, tmp_path: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scripts.gpu_queue", "run", job, "--rehearse", "--out",
-                           str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), *extra],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.gpu_queue",
+            "run",
+            job,
+            "--rehearse",
+            "--out",
+            str(tmp_path / "out"),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.study
@@ -38,7 +56,7 @@ def test_every_job_rehearses_end_to_end(job, tmp_path):
     out = tmp_path / "out"
     manifest = json.loads((out / "job.json").read_text())
     assert manifest["state"] == "done" and manifest["rehearsal"] is True
-    assert len(list(out.iterdir())) <= 8                      # what a device command can bring back
+    assert len(list(out.iterdir())) <= 8  # what a device command can bring back
     spec = BY_NAME[job]
     if spec.kind == "mechanisms":
         assert sorted(p["name"] for p in manifest["pieces"]) == sorted(r.name for r in spec.runs)
@@ -62,10 +80,28 @@ def test_a_job_killed_at_its_limit_has_returned_every_finished_piece(tmp_path):
     last checkpoint; the command is then killed (as the device tool kills one at its limit) while
     the other evaluations run: job.json holds every piece finished before."""
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "scripts.gpu_queue", "run", "mechanisms_a", "--rehearse",
-                             "--out", str(out), "--runs-dir", str(tmp_path / "runs"), "--steps", "20000",
-                             "--budget-s", "150"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scripts.gpu_queue",
+            "run",
+            "mechanisms_a",
+            "--rehearse",
+            "--out",
+            str(out),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--steps",
+            "20000",
+            "--budget-s",
+            "150",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     began, pieces = time.time(), []
     try:
         while time.time() - began < 400 and proc.poll() is None:
@@ -80,18 +116,18 @@ def test_a_job_killed_at_its_limit_has_returned_every_finished_piece(tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert pieces, "no piece within 400 s"
-    manifest = json.loads((out / "job.json").read_text())       # whole, as the last save left it
+    manifest = json.loads((out / "job.json").read_text())  # whole, as the last save left it
     # The four evaluations start together; on a machine with four cores or more they end within one
     # poll of the job, so the kill can come after the job's end: then every piece is in.
     assert manifest["state"] == "running" or (manifest["state"] == "done" and len(manifest["pieces"]) == 4)
     logged = re.findall(r"piece (\S+): exit", (out / "job.log").read_text())
-    assert logged and set(logged) <= {p["name"] for p in manifest["pieces"]}   # saved before logged
+    assert logged and set(logged) <= {p["name"] for p in manifest["pieces"]}  # saved before logged
     for piece in manifest["pieces"]:
-        assert piece["stopped_at_deadline"], piece                # training stopped at the training deadline
-        if "evaluate_error" in piece:        # an evaluation the job's own deadline cut (a loaded CPU): said so
+        assert piece["stopped_at_deadline"], piece  # training stopped at the training deadline
+        if "evaluate_error" in piece:  # an evaluation the job's own deadline cut (a loaded CPU): said so
             assert "stopped at the deadline" in piece["evaluate_error"], piece
             continue
-        if "errors" not in piece:            # stopped before its first checkpoint (a loaded CPU): nothing to evaluate
+        if "errors" not in piece:  # stopped before its first checkpoint (a loaded CPU): nothing to evaluate
             assert piece["exit"] != 0 and "log_tail" in piece, piece
             continue
         assert piece["planned_steps"] == 20000 and 0 < piece["steps"] < 20000
@@ -100,7 +136,7 @@ def test_a_job_killed_at_its_limit_has_returned_every_finished_piece(tmp_path):
         assert piece.get("metrics") or piece["steps"] < 20000 // 10, piece
 
 
-FAKE_STUDY = '''
+FAKE_STUDY = """
 import argparse, json, signal, sys, time
 from pathlib import Path
 parser = argparse.ArgumentParser()
@@ -116,7 +152,7 @@ for name, finished in (("a", True), ("b", False)):
         (run / "metrics_summary.json").write_text(json.dumps({"eval_loss": 1.5, "curve": [1, 2]}))
 signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
 time.sleep(120)
-'''
+"""
 
 
 def test_a_study_job_stopped_at_its_deadline_returns_its_finished_and_its_stopped_runs(tmp_path, monkeypatch):
@@ -124,10 +160,15 @@ def test_a_study_job_stopped_at_its_deadline_returns_its_finished_and_its_stoppe
     piece with its summary's numbers, the run it was training one stopped at the deadline with its
     last evaluation; no report came, and job.json says so."""
     from scripts import gpu_study
+
     (tmp_path / "fake_study.py").write_text(FAKE_STUDY)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    job = gpu_job.Job("fake", "a fake study", "study",
-                      study=gpu_job.Study(("fake_study",), ("fake_study",), 2, 10, gpu_job.Shape(8, 1, 4, 2), 30.0))
+    job = gpu_job.Job(
+        "fake",
+        "a fake study",
+        "study",
+        study=gpu_job.Study(("fake_study",), ("fake_study",), 2, 10, gpu_job.Shape(8, 1, 4, 2), 30.0),
+    )
     out, saved, began = tmp_path / "out", {}, time.time()
     out.mkdir()
     gpu_study.run_study(job, out, began, began + 4, False, tmp_path / "runs", lambda text: None, saved.update)
@@ -145,8 +186,21 @@ def test_a_study_jobs_command_checks_out_and_makes_the_runs_it_plans(job, tmp_pa
     """The device command's flags and config files pass the study's own checks (a dry run), and it
     makes as many runs as the job's plan counts."""
     spec = BY_NAME[job]
-    done = subprocess.run([sys.executable, "-m", *spec.study.args, "--runs-dir", str(tmp_path / "runs"),
-                           "--report-dir", str(tmp_path / "report")], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "WORKBENCH_DRY_RUN": "1"}, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            *spec.study.args,
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--report-dir",
+            str(tmp_path / "report"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "WORKBENCH_DRY_RUN": "1"},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"would make {spec.study.runs} runs" in done.stdout, done.stdout

@@ -7,6 +7,7 @@ values the training precision cannot hold, tyro's boxes); the tests below it nee
 (a NaN checkpoint, a finished or unfinished run, a run diverged in its first epoch). Two processes
 at once on one run directory: tests/test_one_writer.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,14 +29,22 @@ from src.cli import dynamics as linattn_cli, gpt2 as gpt2_cli, lsa as lsa_cli, r
 from src.cli import sweep
 
 ROOT = Path(__file__).resolve().parent.parent
-CLIS = {"train": gpt2_cli.main, "rerun": rerun.main, "linattn": linattn_cli.main, "recipe": recipe_cli.main,
-        "concat": lambda argv: lsa_cli.main("lsa1", "runner", argv),
-        "eval_order": lambda argv: sweep.main(eval_order.DEFAULTS, argv), "mechanisms": mechanisms.main,
-        "alignment": alignment.main, "analysis.dynamics": dynamics_analysis.main}
+CLIS = {
+    "train": gpt2_cli.main,
+    "rerun": rerun.main,
+    "linattn": linattn_cli.main,
+    "recipe": recipe_cli.main,
+    "concat": lambda argv: lsa_cli.main("lsa1", "runner", argv),
+    "eval_order": lambda argv: sweep.main(eval_order.DEFAULTS, argv),
+    "mechanisms": mechanisms.main,
+    "alignment": alignment.main,
+    "analysis.dynamics": dynamics_analysis.main,
+}
 LIMIT_S = 30
 
 
 # -- what the table's cases are given (files made in tmp_path) ---------------------------------
+
 
 def exponential_includes(folder: Path) -> str:
     """f0 includes f1 twice, f1 includes f2 twice, ... 30 levels: 2^30 copies if expanded."""
@@ -84,9 +93,12 @@ def empty_out_dir(folder: Path) -> str:
 def seeds_together(folder: Path, outs: list[str]) -> str:
     """A --together file: lsa1's seeds 0, 1, ... trained into `outs`."""
     from src.presets import preset
+
     settings = preset("lsa1").to_dict()
-    runs = [{"settings": {**settings, "train": {**settings["train"], "seed": seed}}, "out": out}
-            for seed, out in enumerate(outs)]
+    runs = [
+        {"settings": {**settings, "train": {**settings["train"], "seed": seed}}, "out": out}
+        for seed, out in enumerate(outs)
+    ]
     (folder / "group.json").write_text(json.dumps({"runs": runs}))
     return str(folder / "group.json")
 
@@ -130,11 +142,14 @@ CASES = [
     ("concat", ["--resume", "--overwrite"], "none is kept"),
     ("train", ["--config", "{empty_out_dir}"], "out_dir"),
     ("train", ["--out", ""], "--out"),
-    ("train", [*QUICK, "--set", "training.curriculum.points.start=5", "--set",
-               "training.curriculum.points.inc=0"], "inc"),
-    ("train", [*QUICK, "--set", f"training.log_every={10 ** 12}"], "log_every"),
-    ("recipe", ["task:mqar", "--train.checkpoint_every", str(10 ** 12)], "checkpoint_every"),
-    ("linattn", ["--log_every", str(10 ** 12)], "log_every"),
+    (
+        "train",
+        [*QUICK, "--set", "training.curriculum.points.start=5", "--set", "training.curriculum.points.inc=0"],
+        "inc",
+    ),
+    ("train", [*QUICK, "--set", f"training.log_every={10**12}"], "log_every"),
+    ("recipe", ["task:mqar", "--train.checkpoint_every", str(10**12)], "checkpoint_every"),
+    ("linattn", ["--log_every", str(10**12)], "log_every"),
     ("recipe", ["task:mqar", "--pairs.n_dims", "6"], "--pairs.n_dims"),
     ("linattn", ["--model", "attnS", "--cubic_feat"], "--cubic_feat"),
     ("linattn", ["--init", "1e300"], "--init"),
@@ -175,8 +190,9 @@ def one_line_refusal(cli: str, argv: list[str], capsys) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("cli,argv,word", CASES, ids=[f"{i:02d}-{c}-{'_'.join(a)[:40]}"
-                                                      for i, (c, a, _) in enumerate(CASES)])
+@pytest.mark.parametrize(
+    "cli,argv,word", CASES, ids=[f"{i:02d}-{c}-{'_'.join(a)[:40]}" for i, (c, a, _) in enumerate(CASES)]
+)
 def test_a_hostile_input_is_one_line_within_seconds(cli, argv, word, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     made = tmp_path / "made"
@@ -186,7 +202,12 @@ def test_a_hostile_input_is_one_line_within_seconds(cli, argv, word, tmp_path, c
         if arg.startswith("{") and arg.endswith("}"):
             arg = str(globals()[arg[1:-1]](made))
         filled.append(arg)
-    if cli in ("train", "recipe", "linattn", "concat") and "--out" not in filled or cli == "rerun" and "--config" in filled:
+    if (
+        cli in ("train", "recipe", "linattn", "concat")
+        and "--out" not in filled
+        or cli == "rerun"
+        and "--config" in filled
+    ):
         filled += ["--out", str(tmp_path / "run")]
     if cli == "eval_order":
         filled += ["--out", str(tmp_path / "r.csv"), "--runs-dir", str(tmp_path / "runs")]
@@ -200,8 +221,19 @@ def test_a_hostile_input_is_one_line_within_seconds(cli, argv, word, tmp_path, c
 
 # -- cases that need a run first -----------------------------------------------------------------
 
-TINY = ["--steps", "40", "--batch_size", "32", "--eval_size", "50", "--log_every", "20", "--quiet",
-        "--set", "train.checkpoint_every=20"]
+TINY = [
+    "--steps",
+    "40",
+    "--batch_size",
+    "32",
+    "--eval_size",
+    "50",
+    "--log_every",
+    "20",
+    "--quiet",
+    "--set",
+    "train.checkpoint_every=20",
+]
 
 
 def lsa_run(out: Path, *extra: str) -> None:
@@ -210,12 +242,13 @@ def lsa_run(out: Path, *extra: str) -> None:
 
 def test_resume_from_a_checkpoint_with_nan_parameters_is_refused_and_rundir_says_corrupt(tmp_path, capsys):
     from src.rundir.__main__ import check_main
+
     out = tmp_path / "run"
     lsa_run(out)
-    (out / "metrics_summary.json").unlink()          # as if it had been stopped after its checkpoint
+    (out / "metrics_summary.json").unlink()  # as if it had been stopped after its checkpoint
     with np.load(out / "checkpoint.npz") as data:
         arrays = {k: data[k] for k in data.files}
-    arrays["params/0000"] = np.full_like(arrays["params/0000"], np.nan)    # the settings digest intact
+    arrays["params/0000"] = np.full_like(arrays["params/0000"], np.nan)  # the settings digest intact
     np.savez(out / "checkpoint.npz", **arrays)
     capsys.readouterr()
     line = one_line_refusal("concat", [*TINY, "--out", str(out), "--resume"], capsys)
@@ -248,11 +281,28 @@ def test_an_analysis_of_a_run_that_never_finished_is_refused(tmp_path, capsys):
 
 def test_a_dynamics_run_diverged_in_its_first_epoch_is_analysed_in_one_line(tmp_path, capsys):
     out = tmp_path / "run"
-    argv = ["--model", "attnS", "--head", "2", "--in_dim", "3", "--seq_len", "6", "--trainset_size", "50",
-            "--epoch", "20", "--init", "1e20", "--quiet", "--out", str(out)]
-    assert linattn_cli.main(argv) == 1                           # diverged, said so
+    argv = [
+        "--model",
+        "attnS",
+        "--head",
+        "2",
+        "--in_dim",
+        "3",
+        "--seq_len",
+        "6",
+        "--trainset_size",
+        "50",
+        "--epoch",
+        "20",
+        "--init",
+        "1e20",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
+    assert linattn_cli.main(argv) == 1  # diverged, said so
     err = capsys.readouterr().err
-    assert "SLASCL" not in err and "illegal value" not in err    # LAPACK never saw the overflowed W_KQ
+    assert "SLASCL" not in err and "illegal value" not in err  # LAPACK never saw the overflowed W_KQ
     summary = json.loads((out / "metrics_summary.json").read_text())
     assert all((out / name).exists() for name in summary["outputs"] if not name.startswith("analysis"))
     assert "first epoch" in one_line_refusal("analysis.dynamics", ["--run", str(out)], capsys)
@@ -264,6 +314,7 @@ def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(files.os, "fsync", full)
     with pytest.raises(OSError) as caught:
         files.atomic_write_text(tmp_path / "metrics.jsonl", "x\n")

@@ -8,6 +8,7 @@
 Rules 3 (one of each) and 4 (no module over 400 lines, tests included) are checked in
 tests/test_house_one_of_each.py; every registry entry's shapes in tests/test_registry_entries.py.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,17 +23,34 @@ SKIP_DIRS = {".venv", "tests", ".git", "runs", "report", ".originals"}
 # Module-name prefixes and their level; a module may import only modules of its level or
 # lower. The longest matching prefix wins.
 LEVELS = [
-    (0, ("src.registry", "src.settings", "src.flags", "src.process", "src.config", "src.provenance", "src.optim",
-         "src.overrides", "src.params", "src.stats", "src.files", "src.bounds", "src.rundir.names",
-         "src.interrupts", "src.yaml_includes",
-         "plots.style", "src")),
+    (
+        0,
+        (
+            "src.registry",
+            "src.settings",
+            "src.flags",
+            "src.process",
+            "src.config",
+            "src.provenance",
+            "src.optim",
+            "src.overrides",
+            "src.params",
+            "src.stats",
+            "src.files",
+            "src.bounds",
+            "src.rundir.names",
+            "src.interrupts",
+            "src.yaml_includes",
+            "plots.style",
+            "src",
+        ),
+    ),
     (1, ("src.tasks", "src.curricula", "src.metrics")),
     (2, ("src.models", "baselines")),
-    (3, ("src.loop", "src.checkpoint", "src.eval_set", "src.probes", "src.systems", "src.presets",
-         "src.together")),
+    (3, ("src.loop", "src.checkpoint", "src.eval_set", "src.probes", "src.systems", "src.presets", "src.together")),
     (4, ("src.rundir",)),
     (5, ("analysis",)),
-    (6, ("src.pipeline", "src.jobs", "src.formats")),    # training a run; the job engine and the study
+    (6, ("src.pipeline", "src.jobs", "src.formats")),  # training a run; the job engine and the study
     # frame; the originals' config file formats (read by the dialects and by the studies)
     # the papers' dialects (their flags and config schemas; flag helpers and process guards are at
     # level 0) and the paper's sweep drivers: above the engine, which never imports a dialect
@@ -43,8 +61,9 @@ LEVELS = [
 
 
 def level_of(module: str) -> int | None:
-    matches = [(len(p), level) for level, prefixes in LEVELS for p in prefixes
-               if module == p or module.startswith(p + ".")]
+    matches = [
+        (len(p), level) for level, prefixes in LEVELS for p in prefixes if module == p or module.startswith(p + ".")
+    ]
     return max(matches)[1] if matches else None
 
 
@@ -95,8 +114,9 @@ def test_imports_point_down_the_flow_and_nothing_imports_runners():
             if target.split(".")[0] == "runners" and module.split(".")[0] != "runners":
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {target} (nothing imports runners/)")
             elif level_of(target) is not None and mine is not None and level_of(target) > mine:
-                bad.append(f"{path.relative_to(ROOT)}:{line} (level {mine}) imports {target} "
-                           f"(level {level_of(target)})")
+                bad.append(
+                    f"{path.relative_to(ROOT)}:{line} (level {mine}) imports {target} (level {level_of(target)})"
+                )
     assert not bad, "\n".join(bad)
 
 
@@ -108,13 +128,14 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if state.get(nxt) is None:
                 found = visit(nxt, path + [nxt])
                 if found:
                     return found
         state[node] = 2
         return []
+
     for module in sorted(graph):
         if state.get(module) is None:
             found = visit(module, [module])
@@ -124,16 +145,23 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
 
 
 def dialect_imports(path: Path) -> list[str]:
-    return [f"{path.relative_to(ROOT)}:{line} imports {target}" for target, line in imports_of(path)
-            if target == "src.cli" or target.startswith("src.cli.")]
+    return [
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for target, line in imports_of(path)
+        if target == "src.cli" or target.startswith("src.cli.")
+    ]
 
 
 def test_analyses_plots_and_baselines_import_no_dialect():
     """The papers' dialects (src/cli/) sit above analyses, plots and baselines: what those share
     with the command lines is in src/flags.py, src/process.py, src/mixer_spec.py and
     src/yaml_includes.py (issue 44's re-floored layer)."""
-    bad = [hit for module, path in MODULES.items() if module.split(".")[0] in ("analysis", "plots", "baselines")
-           for hit in dialect_imports(path)]
+    bad = [
+        hit
+        for module, path in MODULES.items()
+        if module.split(".")[0] in ("analysis", "plots", "baselines")
+        for hit in dialect_imports(path)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -155,13 +183,18 @@ def test_every_sequence_mixer_is_registered_under_src_models_mixers():
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            direct = (name == "register" and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
-                      and any(isinstance(a, ast.Constant) and a.value == "seq_mixer" for a in func.value.args))
+            direct = (
+                name == "register"
+                and isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Call)
+                and any(isinstance(a, ast.Constant) and a.value == "seq_mixer" for a in func.value.args)
+            )
             if name == "register_mixer" or direct:
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not bad, "register sequence mixers in a module of src/models/mixers/: " + ", ".join(bad)
     from src.models.mixers import kit
     from src.registry import load_entries
+
     load_entries()
     assert kit.MIXERS.names() and all(kit.MIXERS.get(n).build.mixer_name == n for n in kit.MIXERS.names())
 
@@ -176,8 +209,12 @@ def test_the_chunk_of_steps_is_compiled_in_one_place():
         if module == "src.loop" or not module.startswith("src."):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "scan"
-                    and any(isinstance(n, ast.Attribute) and n.attr == "arange" for a in node.args for n in ast.walk(a))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "scan"
+                and any(isinstance(n, ast.Attribute) and n.attr == "arange" for a in node.args for n in ast.walk(a))
+            ):
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not bad, "a chunk of steps scanned outside src.loop.scan_chunk: " + ", ".join(bad)
     for module, path in MODULES.items():
@@ -187,10 +224,13 @@ def test_the_chunk_of_steps_is_compiled_in_one_place():
 
 
 def test_plots_import_no_analysis_baseline_or_model():
-    bad = [f"{path.relative_to(ROOT)}:{line} imports {target}" for module, path in MODULES.items()
-           if module.split(".")[0] == "plots" and module not in PLOTS_THAT_ARE_COMMANDS
-           for target, line in imports_of(path)
-           if any(target == c or target.startswith(c + ".") for c in COMPUTING)]
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for module, path in MODULES.items()
+        if module.split(".")[0] == "plots" and module not in PLOTS_THAT_ARE_COMMANDS
+        for target, line in imports_of(path)
+        if any(target == c or target.startswith(c + ".") for c in COMPUTING)
+    ]
     assert not bad, "plots draw; compute in an analysis or the study's step:\n" + "\n".join(bad)
     assert all(module in MODULES for module in PLOTS_THAT_ARE_COMMANDS)
 
@@ -206,17 +246,19 @@ def test_the_job_engine_and_the_studies_import_no_dialect():
     """src/jobs/ (the engine, the study frame) and scripts/ (the studies) build settings in the
     workbench's own terms (src.jobs.study.read_settings, src.presets.preset_settings,
     src.systems.lm.lm_settings), never through a command line's dialect."""
-    bad = [hit for module, path in MODULES.items()
-           if (module.startswith("src.jobs") or module.startswith("scripts.")) and module not in STILL_ON_A_DIALECT
-           for hit in dialect_imports(path)]
+    bad = [
+        hit
+        for module, path in MODULES.items()
+        if (module.startswith("src.jobs") or module.startswith("scripts.")) and module not in STILL_ON_A_DIALECT
+        for hit in dialect_imports(path)
+    ]
     assert not bad, "\n".join(bad)
     stale = sorted(m for m in STILL_ON_A_DIALECT if not dialect_imports(MODULES[m]))
     assert not stale, f"remove from STILL_ON_A_DIALECT (they import no dialect now): {stale}"
 
 
 def test_imports_have_no_circle():
-    graph = {m: {t for t, _ in imports_of(p) if t != m and t in MODULES and t != "src"}
-             for m, p in MODULES.items()}
+    graph = {m: {t for t, _ in imports_of(p) if t != m and t in MODULES and t != "src"} for m, p in MODULES.items()}
     cycle = find_cycle(graph)
     assert not cycle, "an import circle: " + " -> ".join(cycle)
 
@@ -230,27 +272,47 @@ def test_analyses_and_plots_import_no_system():
     """An analysis reads a run through its system's read side, asked for by capability
     (src/read_side.py; the read sides are src/systems/read_sides.py): nothing under analysis/ or
     plots/ imports src.systems or a module in it."""
-    found = [f"{m}:{line} imports {i}" for m, path in MODULES.items() if m.split(".")[0] in ("analysis", "plots")
-             for i, line in imports_of(path) if i == "src.systems" or i.startswith("src.systems.")]
+    found = [
+        f"{m}:{line} imports {i}"
+        for m, path in MODULES.items()
+        if m.split(".")[0] in ("analysis", "plots")
+        for i, line in imports_of(path)
+        if i == "src.systems" or i.startswith("src.systems.")
+    ]
     assert not found, found
     # nor names one: a run is read by capability (analysis.common.settings_with), not load_settings("lsa")
-    named = [f"{m}:{node.lineno}" for m, path in MODULES.items() if m.split(".")[0] in ("analysis", "plots")
-             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
-             and ast.unparse(node.func).endswith("load_settings")
-             and any(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)]
+    named = [
+        f"{m}:{node.lineno}"
+        for m, path in MODULES.items()
+        if m.split(".")[0] in ("analysis", "plots")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func).endswith("load_settings")
+        and any(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)
+    ]
     assert not named, named
 
 
 # ---------------------------------------------------------------------------
 # 2. No branching on names outside registry entries
 
-NAME_KINDS = tuple(KINDS)          # every registry kind is guarded
-ENTRY_MODULES = ("src.tasks", "src.models", "src.probes", "src.presets", "src.registry", "baselines",
-                 "src.systems", "src.jobs.local", "src.jobs.ray")
+NAME_KINDS = tuple(KINDS)  # every registry kind is guarded
+ENTRY_MODULES = (
+    "src.tasks",
+    "src.models",
+    "src.probes",
+    "src.presets",
+    "src.registry",
+    "baselines",
+    "src.systems",
+    "src.jobs.local",
+    "src.jobs.ray",
+)
 
 
 def registered_names() -> set[str]:
     from src.presets import MODEL_PRESETS
+
     names = set(MODEL_PRESETS)
     for kind in NAME_KINDS:
         names.update(registry(kind).names())

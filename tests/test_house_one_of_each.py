@@ -6,6 +6,7 @@
 4. no module over 400 lines, tests included.
 And papers are called by their names wherever a user reads, never by an original's README label.
 """
+
 from __future__ import annotations
 
 import ast
@@ -36,9 +37,12 @@ def test_one_loop_one_writer_one_optimizer_factory():
         assert {p.split(":")[0] for p in _calls(ctor)} <= {"src.optim"}, ctor
     assert {p.split(":")[0] for p in _calls("first_bad_step")} == {"src.loop"}
     # the training loop: a Python `while` over steps that calls a compiled chunk exists once
-    loops = [m for m, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text()))
-             if isinstance(node, ast.While) and "step" in ast.unparse(node.test)
-             and "run_chunk" in ast.unparse(node)]
+    loops = [
+        m
+        for m, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.While) and "step" in ast.unparse(node.test) and "run_chunk" in ast.unparse(node)
+    ]
     assert loops == ["src.loop"], loops
 
 
@@ -55,6 +59,7 @@ def test_one_train_settings_check():
     import inspect
     import typing
     from src.train_settings import OPTIMIZER_KNOBS, StepTrain, TrainLoop
+
     for entry in registry("system"):
         train = typing.get_type_hints(entry.options)["train"]
         assert issubclass(train, TrainLoop), entry.name
@@ -69,6 +74,7 @@ def test_every_settings_tree_is_a_settings_and_every_choice_field_names_its_regi
     import typing
     from src.registry import Choice
     from src.settings import Settings
+
     for entry in registry("system"):
         assert issubclass(entry.options, Settings)
     seen, todo = set(), [entry.options for entry in registry("system")]
@@ -96,8 +102,12 @@ SEED_LABEL = re.compile(r"\bseed[ _]?00[0-4]\b|\bthe seed's\b", re.IGNORECASE)
 
 def seed_labels(paths) -> list[str]:
     """Lines that call a paper by the internal label of its original's README ("seed 002")."""
-    return [f"{p.relative_to(ROOT)}:{i}" for p in paths
-            for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if SEED_LABEL.search(line)]
+    return [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in paths
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if SEED_LABEL.search(line)
+    ]
 
 
 def test_papers_are_called_by_their_names_where_a_user_reads():
@@ -106,11 +116,14 @@ def test_papers_are_called_by_their_names_where_a_user_reads():
     suffixes = {".py", ".md", ".yaml", ".yml", ".txt", ".toml"}
     skip = {".venv", ".git", "runs", "report", "shared", "node_modules"}
     paths = []
-    for folder, dirs, files in os.walk(ROOT):      # pruned: never walks .venv or a user's runs/
+    for folder, dirs, files in os.walk(ROOT):  # pruned: never walks .venv or a user's runs/
         dirs[:] = [d for d in dirs if d not in skip]
-        paths += [Path(folder) / f for f in files
-                  if (Path(f).suffix in suffixes or f == "Makefile") and f != "test_house_one_of_each.py"]
+        paths += [
+            Path(folder) / f
+            for f in files
+            if (Path(f).suffix in suffixes or f == "Makefile") and f != "test_house_one_of_each.py"
+        ]
     assert len(paths) > 100
     found = seed_labels(paths)
     assert not found, found[:10]
-    assert seed_labels([ROOT / "tests" / "test_house_one_of_each.py"])   # the check can fail: this file names the label
+    assert seed_labels([ROOT / "tests" / "test_house_one_of_each.py"])  # the check can fail: this file names the label

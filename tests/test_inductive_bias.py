@@ -1,6 +1,7 @@
 """analysis.inductive_bias (Lin et al.'s baseline_all_dup.png) and analysis.length_gen.judge
 (claims only on trained models), with stand-in models whose answers are known: a model that is
 least squares, one that is averaging, one that predicts zero."""
+
 from __future__ import annotations
 
 import jax
@@ -20,9 +21,11 @@ from src.tasks.garg import Curriculum, Schedule
 
 
 def settings_for(task: str = "linear_regression", d: int = 3, points: int = 12) -> GPT2Settings:
-    return GPT2Settings(model=gpt2(n_dims=d, n_embd=8, n_head=2, n_layer=1, n_positions=points),
-                        task=choice("task", task), curriculum=Curriculum(Schedule(d, d), Schedule(points, points)),
-                        ).validate()
+    return GPT2Settings(
+        model=gpt2(n_dims=d, n_embd=8, n_head=2, n_layer=1, n_positions=points),
+        task=choice("task", task),
+        curriculum=Curriculum(Schedule(d, d), Schedule(points, points)),
+    ).validate()
 
 
 def stand_in(predict) -> Model:
@@ -46,8 +49,9 @@ def test_learners_under_copies_match_their_closed_forms():
     assert len(errors["model"]) == 12 - block
     for r in (0, 3, 5):
         assert errors["least_squares"][r] < 1e-6 and errors["model"][r] < 1e-6
-        w = (np.einsum("bj,bjd->bd", ys[:, :block], xs[:, :block])
-             + r * ys[:, block - 1, None] * xs[:, block - 1]) / (block + r)
+        w = (np.einsum("bj,bjd->bd", ys[:, :block], xs[:, :block]) + r * ys[:, block - 1, None] * xs[:, block - 1]) / (
+            block + r
+        )
         want = np.mean((np.einsum("bd,bd->b", w, xs[:, block]) - ys[:, block]) ** 2) / 3
         assert errors["averaging"][r] == pytest.approx(want, rel=1e-4)
 
@@ -56,14 +60,14 @@ def test_learners_under_copies_match_their_closed_forms():
 def test_the_closest_learner_is_the_one_the_model_is(predict, closest):
     out = inductive_bias(settings_for(), stand_in(predict), None, None)
     assert out["closest"] == closest and out["mean_gap"][closest] == pytest.approx(0.0, abs=1e-6)
-    assert sorted(map(int, out["errors"])) == list(range(12 - 6))     # copies fill the prompt to L − 1
+    assert sorted(map(int, out["errors"])) == list(range(12 - 6))  # copies fill the prompt to L − 1
 
 
 def test_an_untrained_model_is_not_judged():
     settings = settings_for()
     batch = eval_batch(settings, n_points=12)
     zero = judge(settings, stand_in(lambda xs, ys: jnp.zeros_like(ys)), None, None, batch)
-    expected = float(np.mean(np.asarray(batch.ys)[:, -1] ** 2) / 3)      # the zero predictor, n = L − 1
+    expected = float(np.mean(np.asarray(batch.ys)[:, -1] ** 2) / 3)  # the zero predictor, n = L − 1
     assert zero["constant_error"] == pytest.approx(expected, rel=1e-5)
     assert zero["in_distribution_error"] == pytest.approx(expected, rel=1e-5)
     assert not zero["trained_enough"] and zero["verdict"].startswith("not trained enough to judge")
@@ -77,8 +81,9 @@ def test_boolean_tasks_are_judged_against_the_majority_label():
     settings = settings_for("conjunction", d=6, points=14)
     batch = eval_batch(settings, n_points=14)
     labels = np.asarray(batch.ys)[:, -1]
-    majority = judge(settings, stand_in(lambda xs, ys: jnp.ones_like(ys) * (1 if labels.mean() > 0 else -1)),
-                     None, None, batch)
+    majority = judge(
+        settings, stand_in(lambda xs, ys: jnp.ones_like(ys) * (1 if labels.mean() > 0 else -1)), None, None, batch
+    )
     assert majority["constant_error"] == pytest.approx(min(np.mean(labels > 0), np.mean(labels < 0)))
     assert not majority["trained_enough"]
     assert judge(settings, stand_in(lambda xs, ys: ys), None, None, batch)["trained_enough"]
@@ -88,6 +93,7 @@ def test_least_squares_at_the_query_is_least_squares_at_every_prefix_read_there(
     """The inductive bias solves least squares at each prompt's query only: the same prediction as
     the every-prefix baseline's at that point (float32 rounding apart)."""
     from baselines.regression import least_squares, least_squares_at
+
     key_x, key_y = jax.random.split(jax.random.key(3))
     xs, ys = jax.random.normal(key_x, (6, 14, 4)), jax.random.normal(key_y, (6, 14))
     query = np.array([0, 1, 3, 4, 9, 13])
@@ -96,7 +102,7 @@ def test_least_squares_at_the_query_is_least_squares_at_every_prefix_read_there(
 
 
 def test_the_block_is_2d_where_copies_have_room_else_half_the_prompt():
-    assert block_size(settings_for(d=3, points=12)) == 6                  # 2d
-    assert block_size(settings_for(d=5, points=21)) == 10                 # the length study: 2d
-    assert block_size(settings_for(d=5, points=11)) == 5                  # limits_of_icl's: 6 numbers of copies, not 2
+    assert block_size(settings_for(d=3, points=12)) == 6  # 2d
+    assert block_size(settings_for(d=5, points=21)) == 10  # the length study: 2d
+    assert block_size(settings_for(d=5, points=11)) == 5  # limits_of_icl's: 6 numbers of copies, not 2
     assert block_size(settings_for(d=20, points=41)) == 20

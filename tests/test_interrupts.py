@@ -1,6 +1,7 @@
 """Ctrl-C (src/interrupts.py): raised within moments while a compiled chunk computes, deferred out
 of a weakref finalizer instead of being dropped there, and raised again by the training loop when a
 library swallowed it (the fault suite's Ctrl-C test failed once in CI that way: the run trained on)."""
+
 import os
 import signal
 import threading
@@ -57,28 +58,30 @@ def test_a_ctrl_c_inside_a_finalizer_is_raised_after_it():
     """Python prints and drops an exception raised in a weakref finalizer; ours waits it out."""
     previous = signal.signal(signal.SIGINT, interrupts._handler)
     try:
+
         class Owner:
             pass
 
         def finalizer():
             os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(1000):          # bytecodes, where the handler runs
+            for _ in range(1000):  # bytecodes, where the handler runs
                 pass
+
         owner = Owner()
         weakref.finalize(owner, finalizer)
         with pytest.raises(KeyboardInterrupt):
-            del owner                      # the finalizer runs here and returns normally
-            time.sleep(2.0)                # the deferred signal lands in here
+            del owner  # the finalizer runs here and returns normally
+            time.sleep(2.0)  # the deferred signal lands in here
     finally:
         signal.signal(signal.SIGINT, previous)
         interrupts._requested = False
 
 
 def test_a_swallowed_ctrl_c_stops_the_training_loop_before_its_next_chunk(handler):
-    try:                                   # what jax/_src/core.py's bare `except:` does to it
+    try:  # what jax/_src/core.py's bare `except:` does to it
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1.0)
-    except:                                # noqa: E722
+    except:  # noqa: E722
         pass
     assert interrupts.requested()
     with pytest.raises(KeyboardInterrupt):

@@ -1,6 +1,7 @@
 """The length study's configuration files as its users have them (configs/lengthgen/, the
 original's layout): `!include` composition, the positional path of its train.py, its task and
 encoding names, its training block, and the one-line refusals of bad trees."""
+
 import shutil
 from pathlib import Path
 
@@ -25,14 +26,19 @@ def tiny_copy(tmp_path: Path) -> Path:
         for file in (tree / "base_model" / family).glob("*.yaml"):
             text = file.read_text()
             for key, value in TINY_MODEL.items():
-                text = "\n".join(f"{key}: {value}" if line.startswith(f"{key}:") else line
-                                 for line in text.splitlines())
+                text = "\n".join(
+                    f"{key}: {value}" if line.startswith(f"{key}:") else line for line in text.splitlines()
+                )
             file.write_text(text + "\n")
     (tree / "hyperparams" / "curriculum" / "dim-50_pts-200.yaml").write_text(TINY_CURRICULUM)
     args = tree / "hyperparams" / "training_args.yaml"
-    args.write_text(args.read_text().replace("max_steps: 50000", "max_steps: 4")
-                    .replace("logging_steps: 10", "logging_steps: 2").replace("save_steps: 500", "save_steps: 2")
-                    .replace("per_device_train_batch_size: 64", "per_device_train_batch_size: 8"))
+    args.write_text(
+        args.read_text()
+        .replace("max_steps: 50000", "max_steps: 4")
+        .replace("logging_steps: 10", "logging_steps: 2")
+        .replace("save_steps: 500", "save_steps: 2")
+        .replace("per_device_train_batch_size: 64", "per_device_train_batch_size: 8")
+    )
     return tree
 
 
@@ -44,24 +50,34 @@ def test_every_shipped_config_composes_and_maps_onto_our_settings():
     assert raw["task"]["curriculum"]["points"]["end"] == 201 and raw["training"]["max_steps"] == 50000
 
 
-@pytest.mark.parametrize("task, encoding, ours", [
-    ("linear_regression", "alibi", ("linear_regression", "alibi", "llama")),
-    ("cnf", "dynamic_yarn", ("cnf3", "dynamic_yarn", "llama")),
-    ("sparse_thres", "rope", ("sparse_threshold", "rope", "llama")),
-    ("dnf", "mamba", ("dnf3", "nope", "mamba")),
-])
+@pytest.mark.parametrize(
+    "task, encoding, ours",
+    [
+        ("linear_regression", "alibi", ("linear_regression", "alibi", "llama")),
+        ("cnf", "dynamic_yarn", ("cnf3", "dynamic_yarn", "llama")),
+        ("sparse_thres", "rope", ("sparse_threshold", "rope", "llama")),
+        ("dnf", "mamba", ("dnf3", "nope", "mamba")),
+    ],
+)
 def test_names_encodings_and_the_training_loop_map_to_ours(task, encoding, ours, tmp_path):
     settings, out = read_config(str(tiny_copy(tmp_path) / "tasks" / task / f"{encoding}.yaml"))
     assert (settings.task.name, settings.model.position.name, settings.model.preset) == ours
     tr = settings.train
     # the study's train.py: AdamW (torch's weight decay 0.01), warm-up then linear decay, no clipping
-    assert (tr.steps, tr.batch_size, tr.learning_rate, tr.warmup_fraction, tr.weight_decay, tr.grad_clip) == \
-        (4, 8, 3e-4, 0.03, 0.01, 0.0)
+    assert (tr.steps, tr.batch_size, tr.learning_rate, tr.warmup_fraction, tr.weight_decay, tr.grad_clip) == (
+        4,
+        8,
+        3e-4,
+        0.03,
+        0.01,
+        0.0,
+    )
     assert out == Path("runs/train") / f"{task}_{encoding}"
 
 
-@pytest.mark.parametrize("task, encoding, analyses", [("linear_regression", "fire", False),
-                                                     ("conjunction", "mamba", True)])
+@pytest.mark.parametrize(
+    "task, encoding, analyses", [("linear_regression", "fire", False), ("conjunction", "mamba", True)]
+)
 def test_a_copy_of_the_tree_trains_through_runners_train(task, encoding, analyses, tmp_path):
     """conjunction/mamba through `python -m runners.train CONFIG` itself; linear_regression/fire
     through the same two calls without the analyses that follow every run (the suite's time)."""
@@ -71,9 +87,14 @@ def test_a_copy_of_the_tree_trains_through_runners_train(task, encoding, analyse
         assert train_main([str(config), "--out", str(out), "--quiet"]) == 0
     else:
         from src.cli.command import train_command
+
         settings, _ = read_config(str(config))
-        assert train_command("runners.train", settings, out, runner="runners.train", argv=[str(config)],
-                             quiet=True, analyses=()) == 0
+        assert (
+            train_command(
+                "runners.train", settings, out, runner="runners.train", argv=[str(config)], quiet=True, analyses=()
+            )
+            == 0
+        )
     run = RunDir(out)
     assert run.is_complete() and run.load_json("metrics_summary.json")["steps"] == 4
 
@@ -114,8 +135,9 @@ def test_includes_resolve_nested_and_bad_trees_are_refused_in_one_line(tmp_path,
 def test_the_warm_up_then_linear_decay_is_hugging_faces():
     """get_linear_schedule_with_warmup: step/w below w = ⌈fraction · total⌉, then (total − step)/(total − w)."""
     from src.optim import WARMUP_DECAYS
+
     total, fraction = 40, 0.03
-    warmup = 2                                                    # ⌈1.2⌉
+    warmup = 2  # ⌈1.2⌉
     schedule = WARMUP_DECAYS["linear"](3e-4, fraction, total)
     for step in range(total + 1):
         hf = step / warmup if step < warmup else max(0.0, (total - step) / (total - warmup))
@@ -128,7 +150,8 @@ def test_the_docs_quote_the_memory_the_standard_size_is_refused_with(monkeypatch
     import re
     from src import bounds
     from src.systems.gpt2_prompts import run_bytes
-    monkeypatch.setattr(bounds, "available_bytes", lambda: None)      # estimate, whatever is free here
+
+    monkeypatch.setattr(bounds, "available_bytes", lambda: None)  # estimate, whatever is free here
     settings, _ = read_config(str(ROOT / "configs/lengthgen/tasks/linear_regression/alibi.yaml"))
     needed = run_bytes(settings)
     for doc in ("README.md", "docs/length_generalisation.md"):
@@ -141,11 +164,13 @@ def test_held_out_evaluation_follows_eval_steps_and_takes_eval_size(tmp_path):
     training_log.csv) and evaluates held-out prompts only after training; ours evaluates at
     eval_steps (100 in its configs; at logging_steps' 10 an evaluation of about 40 s would follow
     every 25 s of training on 2 cores), and eval_size is taken as ours."""
-    settings, _ = read_config(str(TREE / "tasks/linear_regression/alibi.yaml"),
-                              ["model.hidden_size=64", "model.num_hidden_layers=2", "training.eval_size=100"])
+    settings, _ = read_config(
+        str(TREE / "tasks/linear_regression/alibi.yaml"),
+        ["model.hidden_size=64", "model.num_hidden_layers=2", "training.eval_size=100"],
+    )
     assert (settings.train.log_every, settings.train.eval_size) == (100, 100)
     tree = tiny_copy(tmp_path)
     args = tree / "hyperparams" / "training_args.yaml"
     args.write_text("\n".join(line for line in args.read_text().splitlines() if not line.startswith("eval_steps")))
     settings, _ = read_config(str(tree / "tasks/linear_regression/alibi.yaml"))
-    assert settings.train.log_every == 2              # no eval_steps: logging_steps sets the log points
+    assert settings.train.log_every == 2  # no eval_steps: logging_steps sets the log points

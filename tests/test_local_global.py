@@ -2,6 +2,7 @@
 visible keys follow the original's mask, built as its constructor builds it (window, then each
 global position as a query over its whole past and as a key for every later query); its options
 in one line; and its YAML in the original's keys."""
+
 import numpy as np
 import pytest
 
@@ -14,10 +15,10 @@ def original_mask(block: int, window, global_indices) -> np.ndarray:
     mask = np.zeros((block, block), bool)
     for i in range(block):
         start = 0 if window is None else max(0, i - window + 1)
-        mask[i, start:i + 1] = True
+        mask[i, start : i + 1] = True
     for g in global_indices:
         if 0 <= g < block:
-            mask[g, :g + 1] = True
+            mask[g, : g + 1] = True
     for i in range(block):
         for g in global_indices:
             if 0 <= g <= i < block:
@@ -46,12 +47,26 @@ def test_local_global_matches_the_originals_mask(window, global_indices):
 
 
 def test_the_originals_local_global_config_reads_as_typed():
-    raw = {"model": {"family": "gpt2", "n_dims": 20, "n_embd": 32, "n_head": 2, "n_layer": 2, "n_positions": 41,
-                     "attention_type": "local_global",
-                     "attention_kwargs": {"local_window_size": 15, "global_attn_indices": [20, 40]}},
-           "training": {"task": "linear_regression", "train_steps": 3,
-                        "curriculum": {"dims": {"start": 20, "end": 20, "inc": 1, "interval": 100},
-                                       "points": {"start": 41, "end": 41, "inc": 2, "interval": 100}}}}
+    raw = {
+        "model": {
+            "family": "gpt2",
+            "n_dims": 20,
+            "n_embd": 32,
+            "n_head": 2,
+            "n_layer": 2,
+            "n_positions": 41,
+            "attention_type": "local_global",
+            "attention_kwargs": {"local_window_size": 15, "global_attn_indices": [20, 40]},
+        },
+        "training": {
+            "task": "linear_regression",
+            "train_steps": 3,
+            "curriculum": {
+                "dims": {"start": 20, "end": 20, "inc": 1, "interval": 100},
+                "points": {"start": 41, "end": 41, "inc": 2, "interval": 100},
+            },
+        },
+    }
     mixer = settings_from_config(raw)[0].model.seq_mixer
     assert mixer.name == "local_global" and mixer.options.local_window_size == 15
     assert mixer.options.global_attn_indices == (20, 40)
@@ -69,5 +84,6 @@ def test_the_mask_builds_inside_a_traced_program():
     import jax
     import jax.numpy as jnp
     from src.models.mixers.kit import local_global_mask
+
     out = jax.jit(lambda x: jnp.where(local_global_mask(6, 2, (0, 3)), x, 0.0))(jnp.ones((6, 6)))
     np.testing.assert_array_equal(np.asarray(out, bool), original_mask(6, 2, (0, 3)))

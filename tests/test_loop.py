@@ -2,6 +2,7 @@
 for bit deterministic, do not depend on how the steps are chunked (what makes checkpoints and
 --resume exact), and stop on the one divergence rule; the optimizer factory builds each
 system's optimizer."""
+
 from dataclasses import replace
 
 import jax
@@ -32,7 +33,7 @@ def test_lsa1_learns_and_aligns_with_gd():
     result = run(small("lsa1", steps=300, batch_size=512, learning_rate=3e-3))
     first, last = result.history[0], result.history[-1]
     assert result.step == 300 and result.diverged is None
-    assert last["eval_loss"] < 0.30          # zero predictor: 0.417
+    assert last["eval_loss"] < 0.30  # zero predictor: 0.417
     assert last["eval_loss"] < first["eval_loss"]
     assert last["align_cos"] > first["align_cos"]
     assert last["align_cos"] > 0.9
@@ -63,7 +64,7 @@ def test_an_exploding_loss_stops_the_run_as_diverged():
     result = run(small("lsa1", steps=200, learning_rate=1e4, log_every=10))
     assert result.diverged is not None and result.step < 200
     assert "x the first loss" in result.diverged or "not finite" in result.diverged
-    assert result.final     # the scores of the last good parameters
+    assert result.final  # the scores of the last good parameters
 
 
 def test_the_divergence_rule():
@@ -73,14 +74,23 @@ def test_the_divergence_rule():
     assert first_bad_step(np.array([1.0, 2.0, EXPLODED * 1.5]), 2.0) is None
 
 
-@pytest.mark.parametrize("opt, reference", [
-    (Optimizer("adam", 1e-3, b2=0.98, grad_clip=10.0),
-     optax.chain(optax.clip_by_global_norm(10.0), optax.adam(1e-3, b2=0.98))),
-    (Optimizer("sgd", 0.02), optax.sgd(0.02)),
-    (Optimizer("adamw", 3e-3, weight_decay=0.1, grad_clip=3.0, warmup_fraction=0.03),
-     optax.chain(optax.clip_by_global_norm(3.0), optax.adamw(
-         optax.warmup_cosine_decay_schedule(0.0, 3e-3, 3, 100), weight_decay=0.1))),
-])
+@pytest.mark.parametrize(
+    "opt, reference",
+    [
+        (
+            Optimizer("adam", 1e-3, b2=0.98, grad_clip=10.0),
+            optax.chain(optax.clip_by_global_norm(10.0), optax.adam(1e-3, b2=0.98)),
+        ),
+        (Optimizer("sgd", 0.02), optax.sgd(0.02)),
+        (
+            Optimizer("adamw", 3e-3, weight_decay=0.1, grad_clip=3.0, warmup_fraction=0.03),
+            optax.chain(
+                optax.clip_by_global_norm(3.0),
+                optax.adamw(optax.warmup_cosine_decay_schedule(0.0, 3e-3, 3, 100), weight_decay=0.1),
+            ),
+        ),
+    ],
+)
 def test_the_optimizer_factory_matches_optax(opt, reference):
     params = {"w": np.linspace(-1, 1, 6).astype(np.float32)}
     grads = {"w": np.linspace(2, -3, 6).astype(np.float32)}
@@ -99,11 +109,12 @@ def test_step_flops_counts_forward_backward_and_scales_with_the_batch():
     from src.loop import step_flops
     from src.models.sequence import parameter_count
     from src.systems import build
+
     base, _ = read_config("configs/quick.yaml")
     small = replace(base, train=replace(base.train, batch_size=16)).validate()
     large = replace(base, train=replace(base.train, batch_size=32)).validate()
     f_small, f_large = step_flops(build(small)), step_flops(build(large))
-    assert 1.8 < f_large / f_small < 2.1                      # the step's work is per sequence
+    assert 1.8 < f_large / f_small < 2.1  # the step's work is per sequence
     trainer = build(small)
     params = parameter_count(trainer.init_state().params)
     tokens = 2 * small.curriculum.points.end
@@ -119,13 +130,16 @@ def test_a_slow_step_of_a_small_model_starts_with_a_one_step_chunk():
     from src.loop import FIRST_STEP_WORK, ChunkSizer, TrainState
     from src.systems.gpt2 import GPT2Trainer
     from pathlib import Path
+
     root = Path(__file__).resolve().parent.parent
-    slow, _ = read_config(str(root / "configs/lengthgen/tasks/linear_regression/alibi.yaml"),
-                          ["model.hidden_size=64", "model.num_hidden_layers=2"])
+    slow, _ = read_config(
+        str(root / "configs/lengthgen/tasks/linear_regression/alibi.yaml"),
+        ["model.hidden_size=64", "model.num_hidden_layers=2"],
+    )
     quick, _ = read_config(str(root / "configs/quick.yaml"))
     for settings, first in ((slow, 1), (quick, None)):
         trainer = GPT2Trainer(settings)
         state = TrainState(trainer.params0, None)
         assert (trainer.work_per_step() >= FIRST_STEP_WORK) == (first == 1)
         assert ChunkSizer(state, trainer.work_per_step()).cap == first
-    assert ChunkSizer(state).cap is None            # no estimate of the work: as before
+    assert ChunkSizer(state).cap is None  # no estimate of the work: as before

@@ -4,6 +4,7 @@ form (query_tasks) scored against the paper's GD numbers, the GD alignment of an
 (analysis/alignment.py) checked against per-prompt gradients, a study's settings file in the
 workbench's own schema (src/jobs/study.read_settings) and its cells x seeds (cell_jobs), and
 `--quick` end to end (make test_studies)."""
+
 import json
 import os
 import subprocess
@@ -26,15 +27,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def paper_sampler(n_points=11, n_dims=10):
     from src.tasks.garg import GargTaskOptions
-    return registry("task").get("linear_regression").build(GargTaskOptions(data="von_oswald"), n_points=n_points,
-                                                             n_dims=n_dims)
+
+    return (
+        registry("task")
+        .get("linear_regression")
+        .build(GargTaskOptions(data="von_oswald"), n_points=n_points, n_dims=n_dims)
+    )
 
 
 def test_von_oswald_inputs_are_uniform_on_minus_half_to_half_with_labels_x_dot_w():
     batch = paper_sampler()(jax.random.key(0), 4096, 10, 11)
     xs = np.asarray(batch.xs)
     assert xs.min() >= -0.5 and xs.max() <= 0.5
-    assert abs(xs.mean()) < 0.005 and abs(xs.var() - 1 / 12) < 0.002       # U(-1/2, 1/2): variance 1/12
+    assert abs(xs.mean()) < 0.005 and abs(xs.var() - 1 / 12) < 0.002  # U(-1/2, 1/2): variance 1/12
     np.testing.assert_allclose(np.asarray(batch.ys), np.einsum("bnd,bd->bn", xs, np.asarray(batch.w)), atol=1e-5)
 
 
@@ -44,6 +49,7 @@ def test_the_paper_task_in_pair_form_gives_the_papers_one_step_gd_numbers():
     from baselines.gd_step import tune_eta
     from src.metrics import loss
     from src.tasks.garg import query_tasks
+
     tasks = query_tasks(paper_sampler()(jax.random.key(1), 10_000, 10, 11))
     assert tasks.context_x.shape == (10_000, 10, 10) and tasks.query_x.shape == (10_000, 10)
     eta, gd_loss = tune_eta(tasks)
@@ -53,6 +59,7 @@ def test_the_paper_task_in_pair_form_gives_the_papers_one_step_gd_numbers():
 
 def test_training_data_von_oswald_is_a_choice_of_the_yaml_and_a_bad_one_is_named(tmp_path):
     from src.cli.gpt2 import read_config
+
     base = (ROOT / "configs" / "quick.yaml").read_text()
     good = tmp_path / "good.yaml"
     good.write_text(base.replace("data: gaussian", "data: von_oswald"))
@@ -74,6 +81,7 @@ def test_query_sensitivity_is_each_prompts_own_gradient(mixer):
     from analysis.alignment import query_predictor
     from src.systems.gpt2 import init_model, make_model
     from src.systems.gpt2_prompts import eval_batch
+
     settings = tiny_settings(mixer)
     model = make_model(settings)
     params, state = init_model(settings, model)
@@ -81,21 +89,23 @@ def test_query_sensitivity_is_each_prompts_own_gradient(mixer):
     prediction, sensitivity = query_predictor(settings, model, params, state)(batch.xs, batch.ys)
     assert prediction.shape == (24,) and sensitivity.shape == (24, 10)
     for i in (0, 13, 23):
-        one = lambda xq: model.apply(params, state, batch.xs[i:i + 1].at[0, -1].set(xq), batch.ys[i:i + 1])[0, -1]
+        one = lambda xq: model.apply(params, state, batch.xs[i : i + 1].at[0, -1].set(xq), batch.ys[i : i + 1])[0, -1]
         np.testing.assert_allclose(float(prediction[i]), float(one(batch.xs[i, -1])), rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(np.asarray(sensitivity[i]), np.asarray(jax.grad(one)(batch.xs[i, -1])),
-                                   rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(sensitivity[i]), np.asarray(jax.grad(one)(batch.xs[i, -1])), rtol=1e-4, atol=1e-6
+        )
 
 
 def test_pair_alignment_of_a_model_scores_it_against_gd_least_squares_and_zero():
     from analysis.alignment import pair_alignment
     from src.systems.gpt2 import init_model, make_model
+
     settings = tiny_settings()
     model = make_model(settings)
     params, state = init_model(settings, model)
     result = pair_alignment(settings, model, params, state, eta=6.0)
     assert result["eta"] == 6.0 and result["eta_source"] == "flag" and result["num_tasks"] == 24
-    assert result["least_squares_loss"] < 1e-6          # N = d = 10 pairs: least squares interpolates
+    assert result["least_squares_loss"] < 1e-6  # N = d = 10 pairs: least squares interpolates
     assert 0 < result["gd_loss"] < result["zero_loss"]
     assert -1.0 <= result["align_cos"] <= 1.0 and result["l2_pred_diff"] > 0
     tuned = pair_alignment(settings, model, params, state)
@@ -116,9 +126,14 @@ def test_read_settings_takes_the_run_schema_and_refuses_in_one_line(tmp_path):
     full = tmp_path / "full.json"
     full.write_text(json.dumps(settings.to_dict()))
     assert read_settings(str(full)).digest() == settings.digest()
-    cases = {"missing.yaml": None, "list.yaml": "- 1\n", "nosystem.yaml": "model: {}\n",
-             "badkey.yaml": "system: gpt2\nmodel: {}\ntask: linear_regression\ncurriculum: {}\ntrain: {stepz: 3}\n",
-             "badyaml.yaml": "system: [\n", "bad.json": "{system: gpt2"}
+    cases = {
+        "missing.yaml": None,
+        "list.yaml": "- 1\n",
+        "nosystem.yaml": "model: {}\n",
+        "badkey.yaml": "system: gpt2\nmodel: {}\ntask: linear_regression\ncurriculum: {}\ntrain: {stepz: 3}\n",
+        "badyaml.yaml": "system: [\n",
+        "bad.json": "{system: gpt2",
+    }
     for name, text in cases.items():
         if text is not None:
             (tmp_path / name).write_text(text)
@@ -150,6 +165,7 @@ def test_the_matrix_is_every_registered_sequence_mixer_and_names_a_bad_one(tmp_p
 
 def test_a_config_of_another_system_is_refused_in_one_line(tmp_path):
     from src.presets import preset
+
     other = tmp_path / "lsa.json"
     other.write_text(json.dumps(preset("lsa1").to_dict()))
     with pytest.raises(UsageError, match="system='lsa' is not accepted; accepted: gpt2"):
@@ -158,10 +174,25 @@ def test_a_config_of_another_system_is_refused_in_one_line(tmp_path):
 
 @pytest.mark.study
 def test_quick_matrix_study_writes_its_report(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "scripts.matrix", "--quick", "--mixers", "softmax_causal,lstm",
-                           "--runs-dir", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "report")],
-                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.matrix",
+            "--quick",
+            "--mixers",
+            "softmax_causal,lstm",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--report-dir",
+            str(tmp_path / "report"),
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((tmp_path / "report" / "matrix_results.json").read_text())
     assert set(results["summary"]) == {"softmax_causal", "lstm"}
@@ -174,17 +205,24 @@ def test_quick_matrix_study_writes_its_report(tmp_path):
     assert (tmp_path / "report" / "figures" / "matrix" / "heatmap.png").stat().st_size > 10_000
 
 
-
 def test_chunked_mixers_get_chunks_balanced_to_the_prompt_and_compute_the_same_map():
     """22 tokens: chunks of 11 (not 16, padded to 32) and Mamba-2's of 22 (not 64); the chunk is a
     mixer option recorded in the run's settings, and a chunked mixer's forward pass with the
     balanced chunk equals its own default chunk's to float32 rounding."""
     import haiku as hk
-    assert [study.balanced_chunk(t, c) for t, c in ((22, 16), (22, 64), (64, 16), (17, 16), (5, 16))] == \
-        [11, 22, 16, 9, 5]
+
+    assert [study.balanced_chunk(t, c) for t, c in ((22, 16), (22, 64), (64, 16), (17, 16), (5, 16))] == [
+        11,
+        22,
+        16,
+        9,
+        5,
+    ]
     base = read_settings(study.CONFIG)
-    chunks = {m: study.cell_settings(base, m).model.seq_mixer.options.chunk
-              for m in ("gated_linear_attn", "delta_net", "gated_delta_net", "rwkv7", "mamba2")}
+    chunks = {
+        m: study.cell_settings(base, m).model.seq_mixer.options.chunk
+        for m in ("gated_linear_attn", "delta_net", "gated_delta_net", "rwkv7", "mamba2")
+    }
     assert chunks == {"gated_linear_attn": 11, "delta_net": 11, "gated_delta_net": 11, "rwkv7": 11, "mamba2": 22}
     x = jax.random.normal(jax.random.key(0), (3, 22, 64))
     for mixer, chunk in chunks.items():
@@ -216,6 +254,7 @@ def test_a_chunk_out_of_range_is_refused_in_one_line(mixer):
 
 # The study's own `matrix:` mapping (chosen rows at another step count and a set of learning rates)
 
+
 def test_the_settling_config_is_the_matrix_settings_with_the_study_mapping():
     """configs/matrix_settling.yaml holds configs/matrix.yaml's settings unchanged (only its `matrix:`
     mapping differs), and configs/matrix.yaml has no such mapping: `make matrix` plans as it did."""
@@ -232,46 +271,56 @@ def test_cells_at_other_steps_and_rates_are_named_for_them(tmp_path):
     mixers = ["linear_attention:feature_map=identity:output_norm=none", "delta_net", "delta_net:chunk=4"]
     jobs = study.make_jobs(tmp_path, mixers, (0,), quick=False, protocol=protocol)
     got = {j.name: (j.settings.train.steps, j.settings.train.learning_rate) for j in jobs}
-    assert got == {"linear_attention_feature_map-identity_output_norm-none_steps40_lr0.002_seed0": (40, 0.002),
-                   "linear_attention_feature_map-identity_output_norm-none_steps40_lr0.0005_seed0": (40, 0.0005),
-                   "delta_net_steps40_lr0.002_seed0": (40, 0.002), "delta_net_steps40_lr0.0005_seed0": (40, 0.0005),
-                   "delta_net_chunk-4_steps40_lr0.002_seed0": (40, 0.002),
-                   "delta_net_chunk-4_steps40_lr0.0005_seed0": (40, 0.0005)}
+    assert got == {
+        "linear_attention_feature_map-identity_output_norm-none_steps40_lr0.002_seed0": (40, 0.002),
+        "linear_attention_feature_map-identity_output_norm-none_steps40_lr0.0005_seed0": (40, 0.0005),
+        "delta_net_steps40_lr0.002_seed0": (40, 0.002),
+        "delta_net_steps40_lr0.0005_seed0": (40, 0.0005),
+        "delta_net_chunk-4_steps40_lr0.002_seed0": (40, 0.002),
+        "delta_net_chunk-4_steps40_lr0.0005_seed0": (40, 0.0005),
+    }
     options = {j.name: j.settings.model.seq_mixer.options for j in jobs}
-    assert options["delta_net_steps40_lr0.002_seed0"].chunk == 11            # balanced, as in the matrix
-    assert options["delta_net_chunk-4_steps40_lr0.002_seed0"].chunk == 4     # as typed
+    assert options["delta_net_steps40_lr0.002_seed0"].chunk == 11  # balanced, as in the matrix
+    assert options["delta_net_chunk-4_steps40_lr0.002_seed0"].chunk == 4  # as typed
     assert options[jobs[0].name].output_norm == "none" and options[jobs[0].name].feature_map == "identity"
-    plain = study.make_jobs(tmp_path, ["delta_net"], (0,), quick=False)      # no mapping: the matrix's own run
+    plain = study.make_jobs(tmp_path, ["delta_net"], (0,), quick=False)  # no mapping: the matrix's own run
     assert [j.name for j in plain] == ["delta_net_seed0"] and plain[0].settings.train.steps == 2500
 
 
-@pytest.mark.parametrize("block, says", [
-    ("matrix: 3", "matrix=3 is not accepted; accepted: a mapping of any of mixers, seeds, steps, learning_rates"),
-    ("matrix: {stepz: 3}", "matrix.stepz is unknown; accepted: mixers, seeds, steps, learning_rates"),
-    ("matrix: {steps: 0}", "matrix.steps=0 is not accepted; accepted: an integer >= 1"),
-    ("matrix: {steps: true}", "matrix.steps=True is not accepted"),
-    ("matrix: {learning_rates: []}", "matrix.learning_rates=[] is not accepted; accepted: a non-empty list"),
-    ("matrix: {learning_rates: [0.002, 0.002]}", "none twice"),
-    ("matrix: {learning_rates: [-1]}", "accepted: a non-empty list of numbers in (0, 1]"),
-    ("matrix: {learning_rates: 0.002}", "matrix.learning_rates=0.002 is not accepted"),
-    ("matrix: {seeds: [0, x]}", "matrix.seeds=[0, 'x'] is not accepted"),
-    ("matrix: {mixers: [nope]}", "matrix.mixers='nope' is not accepted"),
-    ("matrix: {mixers: ['linear_attention:feature_map=cosine']}", "feature_map='cosine' is unknown"),
-])
+@pytest.mark.parametrize(
+    "block, says",
+    [
+        ("matrix: 3", "matrix=3 is not accepted; accepted: a mapping of any of mixers, seeds, steps, learning_rates"),
+        ("matrix: {stepz: 3}", "matrix.stepz is unknown; accepted: mixers, seeds, steps, learning_rates"),
+        ("matrix: {steps: 0}", "matrix.steps=0 is not accepted; accepted: an integer >= 1"),
+        ("matrix: {steps: true}", "matrix.steps=True is not accepted"),
+        ("matrix: {learning_rates: []}", "matrix.learning_rates=[] is not accepted; accepted: a non-empty list"),
+        ("matrix: {learning_rates: [0.002, 0.002]}", "none twice"),
+        ("matrix: {learning_rates: [-1]}", "accepted: a non-empty list of numbers in (0, 1]"),
+        ("matrix: {learning_rates: 0.002}", "matrix.learning_rates=0.002 is not accepted"),
+        ("matrix: {seeds: [0, x]}", "matrix.seeds=[0, 'x'] is not accepted"),
+        ("matrix: {mixers: [nope]}", "matrix.mixers='nope' is not accepted"),
+        ("matrix: {mixers: ['linear_attention:feature_map=cosine']}", "feature_map='cosine' is unknown"),
+    ],
+)
 def test_a_bad_study_mapping_is_refused_in_one_line_with_exit_2(tmp_path, block, says, capsys):
     config = tmp_path / "bad.yaml"
     config.write_text((ROOT / study.CONFIG).read_text() + block + "\n")
     with pytest.raises(UsageError) as err:
         matrix_config.read_config(str(config))
     assert says in str(err.value) and "\n" not in str(err.value) and "bad.yaml" in str(err.value)
-    assert study.main(["--config", str(config), "--runs-dir", str(tmp_path / "r"),
-                       "--report-dir", str(tmp_path / "p")]) == 2
+    assert (
+        study.main(["--config", str(config), "--runs-dir", str(tmp_path / "r"), "--report-dir", str(tmp_path / "p")])
+        == 2
+    )
     assert says in capsys.readouterr().err and not (tmp_path / "r").exists()
 
 
 def test_a_mixer_with_options_is_a_matrix_row_and_a_bad_option_is_named():
-    assert matrix_config.mixer_names("softmax_causal,linear_attention:output_norm=none") == \
-        ["softmax_causal", "linear_attention:output_norm=none"]
+    assert matrix_config.mixer_names("softmax_causal,linear_attention:output_norm=none") == [
+        "softmax_causal",
+        "linear_attention:output_norm=none",
+    ]
     with pytest.raises(UsageError, match="output_norm='ln' is unknown; accepted: rms, none"):
         matrix_config.mixer_names("linear_attention:output_norm=ln")
     assert study.cell_settings(read_settings(study.CONFIG), "mamba2").model.seq_mixer.options.chunk == 22
@@ -283,24 +332,45 @@ def test_a_config_with_other_steps_or_rates_has_its_own_runs_and_report(tmp_path
     assert study.main(["--config", "configs/matrix_settling.yaml"]) == 0
     said = capsys.readouterr().out
     assert "make 10 runs in runs/matrix_settling" in said and "report into report/matrix_settling" in said
-    assert study.main(["--config", "configs/matrix_settling.yaml", "--mixers", "mamba", "--seeds", "0,1",
-                       "--runs-dir", str(tmp_path / "r")]) == 0
+    assert (
+        study.main(
+            [
+                "--config",
+                "configs/matrix_settling.yaml",
+                "--mixers",
+                "mamba",
+                "--seeds",
+                "0,1",
+                "--runs-dir",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
     assert f"make 4 runs in {tmp_path / 'r'}" in capsys.readouterr().out
 
 
 def _fake_job(cell, seed, rate, model_loss, gd_loss=0.2):
     from types import SimpleNamespace
-    run = SimpleNamespace(load_json=lambda name: {"model_loss": model_loss, "gd_loss": gd_loss, "zero_loss": 0.42,
-                                                 "align_cos": 0.5})
+
+    run = SimpleNamespace(
+        load_json=lambda name: {"model_loss": model_loss, "gd_loss": gd_loss, "zero_loss": 0.42, "align_cos": 0.5}
+    )
     settings = SimpleNamespace(train=SimpleNamespace(learning_rate=rate, steps=100))
     return SimpleNamespace(cell=cell, seed=seed, run=run, settings=settings)
 
 
 def test_the_best_rate_of_each_mixer_and_the_winner():
-    jobs = [_fake_job("a_lr0.002", 0, 0.002, 0.30), _fake_job("a_lr0.002", 1, 0.002, 0.32),
-            _fake_job("a_lr0.0005", 0, 0.0005, 0.22), _fake_job("a_lr0.0005", 1, 0.0005, 0.20),
-            _fake_job("b_lr0.002", 0, 0.002, 0.18), _fake_job("b_lr0.002", 1, 0.002, 0.20),
-            _fake_job("b_lr0.0005", 0, 0.0005, 0.40), _fake_job("b_lr0.0005", 1, 0.0005, 0.40)]
+    jobs = [
+        _fake_job("a_lr0.002", 0, 0.002, 0.30),
+        _fake_job("a_lr0.002", 1, 0.002, 0.32),
+        _fake_job("a_lr0.0005", 0, 0.0005, 0.22),
+        _fake_job("a_lr0.0005", 1, 0.0005, 0.20),
+        _fake_job("b_lr0.002", 0, 0.002, 0.18),
+        _fake_job("b_lr0.002", 1, 0.002, 0.20),
+        _fake_job("b_lr0.0005", 0, 0.0005, 0.40),
+        _fake_job("b_lr0.0005", 1, 0.0005, 0.40),
+    ]
     summary = study.rate_summary(jobs, {"a_lr0.002": "a", "a_lr0.0005": "a", "b_lr0.002": "b", "b_lr0.0005": "b"})
     assert summary["mixers"]["a"]["best_rate"] == 0.0005 and summary["mixers"]["b"]["best_rate"] == 0.002
     assert summary["mixers"]["a"]["best_loss_vs_gd"] == pytest.approx(1.05)

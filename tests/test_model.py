@@ -1,4 +1,5 @@
 """Model shapes, token constructions, and the fast paths computing the same function."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -62,8 +63,9 @@ def test_params_round_trip_and_names():
     model = build_model(s.task, s.model)
     params = model.init(jax.random.key(0))
     flat = flatten_params(params)
-    assert sorted(flat) == sorted(f"transformer/layer_{i}/{p}/w" for i in (0, 1)
-                                  for p in ("query", "key", "value", "linear"))
+    assert sorted(flat) == sorted(
+        f"transformer/layer_{i}/{p}/w" for i in (0, 1) for p in ("query", "key", "value", "linear")
+    )
     back = unflatten_params(flat)
     tasks = sample_tasks(jax.random.key(2), 8, s.task)
     np.testing.assert_array_equal(model.predict(params, tasks), model.predict(back, tasks))

@@ -2,6 +2,7 @@
 without torch: the exported prompts are the study's eval set (its recorded least-squares and
 averaging rows come back from them), the verdict rule, the harness's schedule against ours, the
 protocol the harness is given, and one-line refusals of bad paths."""
+
 import importlib.util
 import json
 import sys
@@ -33,8 +34,9 @@ def test_exported_prompts_give_the_recorded_least_squares_row(exported):
     for mechanism in ("softmax_causal", "favor"):
         recorded = obo_prompts.recorded_rows(results, mechanism)
         for name in ("least_squares", "averaging"):
-            np.testing.assert_allclose(rows[name][None, :].repeat(len(recorded[name]), 0), recorded[name],
-                                       rtol=1e-5, atol=1e-9)
+            np.testing.assert_allclose(
+                rows[name][None, :].repeat(len(recorded[name]), 0), recorded[name], rtol=1e-5, atol=1e-9
+            )
     assert obo_prompts.check_prompts(xs, ys, results, ["softmax_causal", "favor"])["favor"]["least_squares"] < 1e-5
 
 
@@ -64,12 +66,13 @@ def test_verdict_rule_on_hand_made_numbers():
 def _harness():
     spec = importlib.util.spec_from_file_location("limits_of_icl_train", obo_runs.HARNESS)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)           # no torch at import: it is imported inside main()
+    spec.loader.exec_module(module)  # no torch at import: it is imported inside main()
     return module
 
 
 def test_harness_schedule_is_ours():
     from src.optim import WARMUP_DECAYS
+
     factor = _harness().linear_warmup_decay(7000, 0.03)
     ours = WARMUP_DECAYS["linear"](2e-3, 0.03, 7000)
     steps = np.arange(7000)
@@ -81,10 +84,24 @@ def test_harness_gets_the_study_protocol():
     settings = obo_prompts.mechanisms_settings()
     argv = obo_runs.harness_argv("py", Path("/checkout"), settings, "favor", 2, Path("p.npz"))
     flags = dict(zip(argv[3::2], argv[4::2]))
-    assert flags == {"--attention": "favor", "--attention-kwargs": '{"rf_dim": 64}', "--seed": "2",
-                     "--prompts": "p.npz", "--steps": "7000", "--lr": "0.002", "--warmup-fraction": "0.03",
-                     "--grad-clip": "10.0", "--batch": "64", "--width": "64", "--layers": "3", "--heads": "4",
-                     "--dims": "5", "--points": "11", "--n-positions": "17", "--threads": "1"}
+    assert flags == {
+        "--attention": "favor",
+        "--attention-kwargs": '{"rf_dim": 64}',
+        "--seed": "2",
+        "--prompts": "p.npz",
+        "--steps": "7000",
+        "--lr": "0.002",
+        "--warmup-fraction": "0.03",
+        "--grad-clip": "10.0",
+        "--batch": "64",
+        "--width": "64",
+        "--layers": "3",
+        "--heads": "4",
+        "--dims": "5",
+        "--points": "11",
+        "--n-positions": "17",
+        "--threads": "1",
+    }
     softmax = obo_runs.harness_argv("py", Path("/checkout"), settings, "softmax_causal", 0, Path("p.npz"))
     assert softmax[softmax.index("--attention-kwargs") + 1] == "{}"
 
@@ -92,16 +109,19 @@ def test_harness_gets_the_study_protocol():
 def _exit_code(argv) -> int:
     try:
         return obo.main(argv)
-    except SystemExit as stop:          # argparse's own refusals
+    except SystemExit as stop:  # argparse's own refusals
         return stop.code
 
 
-@pytest.mark.parametrize("argv, word", [
-    (["--torch-python", sys.executable, "--limits-of-icl", "/nonexistent"], "--limits-of-icl"),
-    (["--torch-python", "/nonexistent/python", "--limits-of-icl", "."], "--limits-of-icl"),
-    (["--limits-of-icl", "."], "--torch-python"),
-    (["--torch-python", sys.executable, "--limits-of-icl", ".", "--jobs", "3"], "--jobs"),
-])
+@pytest.mark.parametrize(
+    "argv, word",
+    [
+        (["--torch-python", sys.executable, "--limits-of-icl", "/nonexistent"], "--limits-of-icl"),
+        (["--torch-python", "/nonexistent/python", "--limits-of-icl", "."], "--limits-of-icl"),
+        (["--limits-of-icl", "."], "--torch-python"),
+        (["--torch-python", sys.executable, "--limits-of-icl", ".", "--jobs", "3"], "--jobs"),
+    ],
+)
 def test_bad_flags_are_one_line_and_exit_2(argv, word, capsys):
     assert _exit_code(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -112,9 +132,11 @@ def test_bad_torch_python_mechanism_and_seed(tmp_path, capsys):
     checkout = tmp_path / "checkout"
     (checkout / "src").mkdir(parents=True)
     (checkout / "src" / "wrapper_model.py").write_text("")
-    for argv, word in ((["--torch-python", str(tmp_path / "none")], "--torch-python"),
-                       (["--torch-python", sys.executable, "--mechanisms", "rela"], "--mechanisms='rela'"),
-                       (["--torch-python", sys.executable, "--seeds", "7"], "no recorded seed 7")):
+    for argv, word in (
+        (["--torch-python", str(tmp_path / "none")], "--torch-python"),
+        (["--torch-python", sys.executable, "--mechanisms", "rela"], "--mechanisms='rela'"),
+        (["--torch-python", sys.executable, "--seeds", "7"], "no recorded seed 7"),
+    ):
         assert _exit_code([*argv, "--limits-of-icl", str(checkout)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and word in err, err

@@ -2,6 +2,7 @@
 src/tasks/paper_form.py draws a pair task's prompt of N + 1 points and takes the last as the
 query. Checked against the pair sampler itself, a closed form for one GD step on Garg et al.'s
 Gaussian regression, and a short training of each kind of task."""
+
 import dataclasses
 
 import jax
@@ -20,8 +21,9 @@ from src.tasks.paper_form import paper_form_sampler, paper_tasks
 def lsa_on(name: str, d: int = 5, n: int = 5, **train) -> LSASettings:
     s = LSASettings()
     train = {"steps": 4, "batch_size": 16, "eval_size": 64, "log_every": 2, **train}
-    return dataclasses.replace(s, task=dataclasses.replace(s.task, name=name, d=d, num_context=n),
-                               train=dataclasses.replace(s.train, **train))
+    return dataclasses.replace(
+        s, task=dataclasses.replace(s.task, name=name, d=d, num_context=n), train=dataclasses.replace(s.train, **train)
+    )
 
 
 def test_the_paper_system_takes_its_own_task_and_every_pair_task():
@@ -56,11 +58,12 @@ def test_one_gd_step_on_gaussian_regression_meets_its_closed_form():
     """y = w·x with x, w ~ N(0, I_d): one GD step ŷ = c Σ y_i x_i·x_q has the least expected
     ½ squared error ½ d (d + 1) / (N + d + 1) (at c = 1 / (N + d + 1)), 2.619 at N = d = 10."""
     from src.eval_set import make_eval_set
+
     settings = lsa_on("linear_regression", d=10, n=10, eval_size=8000).validate()
     eval_set = make_eval_set(settings)
     gd = 0.5 * float(np.mean((np.asarray(eval_set.reference.prediction) - np.asarray(eval_set.tasks.query_y)) ** 2))
     assert gd == pytest.approx(0.5 * 10 * 11 / 21, rel=0.04)
-    assert eval_set.gd_eta == pytest.approx(10 / 21, rel=0.15)      # η = N c on the paper's 1/N scale
+    assert eval_set.gd_eta == pytest.approx(10 / 21, rel=0.15)  # η = N c on the paper's 1/N scale
 
 
 @pytest.mark.parametrize("name", ["sparse_linear_regression", "sparse_parity", "relu_2nn_regression"])
@@ -87,12 +90,15 @@ def test_the_uniform_tasks_own_parameters_and_pools_are_refused_for_a_pair_task(
     s = lsa_on("linear_regression")
     with pytest.raises(SettingsError, match=r"task.input_range=2.0 is not accepted; accepted: 1.0 for the pair task"):
         dataclasses.replace(s, task=dataclasses.replace(s.task, input_range=2.0)).validate()
-    with pytest.raises(SettingsError, match=r"train.num_tasks=8 is not accepted; accepted: 0 for the task "
-                                            r"'linear_regression' \(a pool of tasks applies to uniform_regression"):
+    with pytest.raises(
+        SettingsError,
+        match=r"train.num_tasks=8 is not accepted; accepted: 0 for the task "
+        r"'linear_regression' \(a pool of tasks applies to uniform_regression",
+    ):
         dataclasses.replace(s, train=dataclasses.replace(s.train, num_tasks=8)).validate()
     dataclasses.replace(s, train=dataclasses.replace(s.train, num_training_examples=8)).validate()
 
 
 def test_a_pair_tasks_own_shape_rules_are_checked_before_any_work():
     with pytest.raises(SettingsError):
-        lsa_on("sparse_parity", d=2).validate()          # k = 3 coordinates of d = 2
+        lsa_on("sparse_parity", d=2).validate()  # k = 3 coordinates of d = 2

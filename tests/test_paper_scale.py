@@ -2,6 +2,7 @@
 one makes valid runs at full size, the estimate refuses in one line (exit 2, nothing written) when
 it exceeds the device's free memory, and (study-marked) every config trains end to end at a tiny
 size through its study."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ from scripts import mixers, paper_scale
 from scripts.mixers_grid import read_grid
 from src.cli.gpt2 import read_config
 
-TIB = 2 ** 40
+TIB = 2**40
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def test_the_mechanisms_config_holds_garg_and_limits_of_icl_sizes():
     assert (c.dims.start, c.dims.end, c.dims.inc, c.dims.interval) == (5, 20, 1, 2000)
     assert (c.points.start, c.points.end, c.points.inc, c.points.interval) == (11, 41, 2, 2000)
     assert (tr.steps, tr.learning_rate, tr.batch_size) == (100_001, 1e-4, 64)
-    assert m.max_tokens >= 2 * math.ceil(1.5 * 41)          # the study's 1.5x length test fits the table
+    assert m.max_tokens >= 2 * math.ceil(1.5 * 41)  # the study's 1.5x length test fits the table
 
 
 def test_the_lengthgen_config_holds_lin_et_al_standard_model_and_training_arguments():
@@ -40,7 +41,13 @@ def test_the_lengthgen_config_holds_lin_et_al_standard_model_and_training_argume
     m, c, tr = settings.model, settings.curriculum, settings.train
     assert (m.preset, m.n_layer, m.width, m.n_head, m.biases) == ("llama", 16, 256, 8, False)
     assert (c.dims.end, c.points.start, c.points.end) == (20, 11, 51)
-    assert (tr.steps, tr.learning_rate, tr.warmup_fraction, tr.grad_clip, tr.batch_size) == (50_000, 3e-4, 0.03, 1.0, 64)
+    assert (tr.steps, tr.learning_rate, tr.warmup_fraction, tr.grad_clip, tr.batch_size) == (
+        50_000,
+        3e-4,
+        0.03,
+        1.0,
+        64,
+    )
 
 
 def test_the_mixers_config_is_zoology_figure_2():
@@ -64,26 +71,40 @@ def test_every_paper_config_makes_valid_runs_at_full_size(study, runs, tmp_path,
 def test_the_default_mixers_grid_still_makes_the_shipped_study():
     jobs = mixers.make_jobs(Path("runs/none"), mixers.STUDY_MIXERS, [0], False)
     assert {j.name for j in jobs} == {f"mqar_k{k}_{m}_w64_seed0" for k in (4, 8, 16) for m in mixers.STUDY_MIXERS}
-    assert {(j.settings.task.options.vocab_size, j.settings.task.options.seq_len, j.settings.train.steps,
-             j.settings.train.batch_size, j.settings.train.learning_rate) for j in jobs} == {(256, 64, 1500, 64, 0.003)}
-    widths = mixers.make_jobs(Path("runs/none"), mixers.SEQ_MIXERS, [0], False,
-                              read_grid("configs/mixers_widths.yaml"))      # the study before it
+    assert {
+        (
+            j.settings.task.options.vocab_size,
+            j.settings.task.options.seq_len,
+            j.settings.train.steps,
+            j.settings.train.batch_size,
+            j.settings.train.learning_rate,
+        )
+        for j in jobs
+    } == {(256, 64, 1500, 64, 0.003)}
+    widths = mixers.make_jobs(
+        Path("runs/none"), mixers.SEQ_MIXERS, [0], False, read_grid("configs/mixers_widths.yaml")
+    )  # the study before it
     assert {j.name for j in widths if j.task == "mqar"} == {
-        f"mqar_k{k}_{m}_w{w}_seed0" for k in (4, 8) for m in mixers.SEQ_MIXERS for w in (16, 32, 64)}
+        f"mqar_k{k}_{m}_w{w}_seed0" for k in (4, 8) for m in mixers.SEQ_MIXERS for w in (16, 32, 64)
+    }
     assert {j.steps for j in widths if j.task == "mqar"} == {3000} and len(widths) == 24 + 8
 
 
 def test_a_bad_grid_is_refused_in_one_line(tmp_path):
     bad = tmp_path / "grid.yaml"
-    for text, words in (("widths: []", "widths=[]"), ("cells: [{seq_len: 64}]", "cells[0]"),
-                        ("learning_rates: [-1]", "learning_rates[0]=-1"), ("width: [64]", "'width' is unknown")):
+    for text, words in (
+        ("widths: []", "widths=[]"),
+        ("cells: [{seq_len: 64}]", "cells[0]"),
+        ("learning_rates: [-1]", "learning_rates[0]=-1"),
+        ("width: [64]", "'width' is unknown"),
+    ):
         bad.write_text(text)
         with pytest.raises(mixers.UsageError, match=words.replace("[", r"\[").replace("]", r"\]")):
             read_grid(str(bad))
 
 
 def test_the_estimate_refuses_when_it_exceeds_free_memory(tmp_path, monkeypatch, capsys, roomy):
-    monkeypatch.setattr(paper_scale, "device_free_bytes", lambda: (2 ** 30, "a 1 GiB test device"))
+    monkeypatch.setattr(paper_scale, "device_free_bytes", lambda: (2**30, "a 1 GiB test device"))
     monkeypatch.setattr(paper_scale, "probe", lambda *a: pytest.fail("probed a run that cannot fit"))
     runs = tmp_path / "runs"
     assert paper_scale.main(["--study", "mechanisms", "--runs-dir", str(runs)]) == 2
@@ -105,9 +126,13 @@ def test_parallel_runs_count_against_free_memory(tmp_path, monkeypatch, capsys, 
 
 def test_the_time_estimate_scales_every_run_from_the_probe(tmp_path, monkeypatch, capsys, roomy):
     monkeypatch.setattr(paper_scale, "device_free_bytes", lambda: (TIB, "a test device"))
-    monkeypatch.setattr(paper_scale, "probe", lambda settings, steps: (100.0, 2 ** 30))   # 0.1 s a step
-    assert paper_scale.main(["--study", "mechanisms", "--only", "softmax_causal", "--estimate",
-                             "--runs-dir", str(tmp_path / "r")]) == 0
+    monkeypatch.setattr(paper_scale, "probe", lambda settings, steps: (100.0, 2**30))  # 0.1 s a step
+    assert (
+        paper_scale.main(
+            ["--study", "mechanisms", "--only", "softmax_causal", "--estimate", "--runs-dir", str(tmp_path / "r")]
+        )
+        == 0
+    )
     # 3 seeds x 100,001 steps x 0.1 s, one at a time: 8.3 h (every run as heavy as the probe)
     assert "about 8.3 h" in capsys.readouterr().out
 

@@ -1,5 +1,6 @@
 """The Ray executor: an eval_order sweep on a local Ray instance gives the local executor's CSV
 (except timings and paths), even when a Ray worker is killed in the middle of a run."""
+
 from __future__ import annotations
 
 import csv
@@ -17,16 +18,48 @@ pytest.importorskip("ray")
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), RAY_AUTH_MODE="disabled")
-SWEEP = ["--models", "lsa1", "--ordering", "random,easy2hard", "--seeds", "0", "--steps", "300",
-         "--eval_size", "100", "--batch_size", "64", "--log_every", "100", "--jobs", "2", "--quiet",
-         "--no_save_attention"]
-VARYING = {"run_dir", "train_seconds"}     # paths and timings differ by design
+SWEEP = [
+    "--models",
+    "lsa1",
+    "--ordering",
+    "random,easy2hard",
+    "--seeds",
+    "0",
+    "--steps",
+    "300",
+    "--eval_size",
+    "100",
+    "--batch_size",
+    "64",
+    "--log_every",
+    "100",
+    "--jobs",
+    "2",
+    "--quiet",
+    "--no_save_attention",
+]
+VARYING = {"run_dir", "train_seconds"}  # paths and timings differ by design
 
 
 def sweep(tmp_path: Path, name: str, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "eval_order", *SWEEP, *extra,
-                             "--out", str(tmp_path / f"{name}.csv"), "--runs-dir", str(tmp_path / name)],
-                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "eval_order",
+            *SWEEP,
+            *extra,
+            "--out",
+            str(tmp_path / f"{name}.csv"),
+            "--runs-dir",
+            str(tmp_path / name),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def rows(path: Path) -> list[dict]:
@@ -41,7 +74,7 @@ def kill_one_worker(stop: threading.Event, killed: list) -> None:
         for pid in found.stdout.split():
             try:
                 parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                time.sleep(1.5)                    # mid-run: compiled and training
+                time.sleep(1.5)  # mid-run: compiled and training
                 os.kill(parent, signal.SIGKILL)
                 killed.append(parent)
                 return
@@ -78,6 +111,7 @@ def test_the_ray_task_runs_the_jobs_own_command_into_its_temporary_directory(tmp
     from src.jobs.engine import Job
     from src.jobs.ray import run_on_worker
     from src.presets import preset
+
     settings = preset("lsa1", steps=20, log_every=10, eval_size=32, batch_size=16)
     job = Job("tiny", settings, tmp_path / "tiny", analyses=("ood",))
     code, output, seconds, archive = run_on_worker(job, {})
@@ -88,5 +122,6 @@ def test_the_ray_task_runs_the_jobs_own_command_into_its_temporary_directory(tmp
         summary = json.load(tar.extractfile("./metrics_summary.json"))
     assert summary["status"] == "complete"
     from src.registry import registry
+
     left_out = registry("analysis").get("alignment").build(None).outputs(settings)
     assert "analysis/ood.csv" in summary["outputs"] and left_out and not set(left_out) & set(summary["outputs"])

@@ -2,6 +2,7 @@
 bounds: a bad or hostile config.json, or parameters that mean nothing, end in one line naming
 the key or the file (exit 2), never a hang, an "unexpected" error or a curve of NaN; params.npz
 files written before the one sequence family still load."""
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,44 @@ ROOT = Path(__file__).resolve().parent.parent
 def runs(tmp_path_factory):
     import runners.run_concat_inputs_targets as concat
     import runners.train as train
+
     base = tmp_path_factory.mktemp("read_back")
-    assert train.main(["--config", str(ROOT / "configs/quick.yaml"), "--set", "training.train_steps=20",
-                       "--set", "training.log_every=10", "--set", "training.eval_size=50",
-                       "--out", str(base / "gpt2"), "--quiet"]) == 0
-    assert concat.main(["--steps", "20", "--batch_size", "32", "--eval_size", "50", "--log_every", "10",
-                        "--out", str(base / "lsa"), "--quiet"]) == 0
+    assert (
+        train.main(
+            [
+                "--config",
+                str(ROOT / "configs/quick.yaml"),
+                "--set",
+                "training.train_steps=20",
+                "--set",
+                "training.log_every=10",
+                "--set",
+                "training.eval_size=50",
+                "--out",
+                str(base / "gpt2"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert (
+        concat.main(
+            [
+                "--steps",
+                "20",
+                "--batch_size",
+                "32",
+                "--eval_size",
+                "50",
+                "--log_every",
+                "10",
+                "--out",
+                str(base / "lsa"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return base
 
 
@@ -38,12 +71,11 @@ def edited(runs, tmp_path, system, change) -> Path:
     return run
 
 
-CASES = [   # (system, edit of config.json's settings, words the one line must hold)
-    ("gpt2", lambda s: s["train"].update(eval_size=10 ** 9), "train.eval_size=1000000000"),
+CASES = [  # (system, edit of config.json's settings, words the one line must hold)
+    ("gpt2", lambda s: s["train"].update(eval_size=10**9), "train.eval_size=1000000000"),
     ("gpt2", lambda s: s["train"].update(eval_size=-5), "train.eval_size=-5"),
     ("gpt2", lambda s: s["model"].update(width="64"), "model.width='64'"),
-    ("gpt2", lambda s: s["model"].update(seq_mixer={"name": "local", "options": {"window": -1}}),
-     "window=-1"),
+    ("gpt2", lambda s: s["model"].update(seq_mixer={"name": "local", "options": {"window": -1}}), "window=-1"),
     ("gpt2", lambda s: s.update(system="gpt3"), "system 'gpt3'"),
     ("gpt2", lambda s: s["train"].update(bogus=1), "train.bogus"),
     ("lsa", lambda s: s["model"].update(family="gpt3"), "model.family='gpt3'"),
@@ -76,8 +108,14 @@ def test_non_finite_parameters_are_refused(runs, tmp_path, capsys):
 def test_params_of_the_gpt2_model_before_the_one_family_still_load(runs, tmp_path):
     """Rename the parameters to the names the GPT2 module gave them (model/gpt2/block_0/mixer/...):
     the analysis reads them as the same model, and the curve is the same."""
-    legacy = {"/norm_seq/": "/ln_mixer/", "/seq_mixer/": "/mixer/", "/norm_state/": "/ln_mlp/",
-              "/state_mixer/up/": "/mlp_in/", "/state_mixer/down/": "/mlp_out/", "/norm_final/": "/ln_final/"}
+    legacy = {
+        "/norm_seq/": "/ln_mixer/",
+        "/seq_mixer/": "/mixer/",
+        "/norm_state/": "/ln_mlp/",
+        "/state_mixer/up/": "/mlp_in/",
+        "/state_mixer/down/": "/mlp_out/",
+        "/norm_final/": "/ln_final/",
+    }
     run = tmp_path / "old"
     shutil.copytree(runs / "gpt2", run)
     with np.load(run / "params.npz") as data:
@@ -98,6 +136,7 @@ def test_a_study_refuses_a_report_directory_it_cannot_write_before_training(tmp_
     import os
     import subprocess
     from scripts import mechanisms
+
     locked = tmp_path / "locked"
     locked.mkdir()
     immutable = subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode == 0
@@ -106,8 +145,9 @@ def test_a_study_refuses_a_report_directory_it_cannot_write_before_training(tmp_
             pytest.skip("neither chattr nor a non-root user to make a folder read-only")
         locked.chmod(0o500)
     try:
-        code = mechanisms.main(["--quick", "--runs-dir", str(tmp_path / "runs"),
-                                "--report-dir", str(locked / "report")])
+        code = mechanisms.main(
+            ["--quick", "--runs-dir", str(tmp_path / "runs"), "--report-dir", str(locked / "report")]
+        )
     finally:
         if immutable:
             subprocess.run(["chattr", "-i", str(locked)])

@@ -2,6 +2,7 @@
 prompts it is evaluated on, asked for by capability. Each system's read side gives back the
 numbers its own trainer scored; analyses that ask for a capability apply to every system that
 has it."""
+
 from dataclasses import replace
 
 import jax
@@ -10,8 +11,20 @@ import pytest
 
 from src.metrics import loss
 from src.pipeline import execute
-from src.read_side import (AnswersPairPrompts, ExposesAttention, LearnsFunctions, PredictsPairs, PredictsQueries, ReadSideError,
-                           ScoredAgainstGD, TracksDynamics, has, read_side, register_read_side, systems_with)
+from src.read_side import (
+    AnswersPairPrompts,
+    ExposesAttention,
+    LearnsFunctions,
+    PredictsPairs,
+    PredictsQueries,
+    ReadSideError,
+    ScoredAgainstGD,
+    TracksDynamics,
+    has,
+    read_side,
+    register_read_side,
+    systems_with,
+)
 from src.registry import registry
 from src.rundir import names
 
@@ -25,7 +38,7 @@ def settings_of(system: str):
 def test_the_capabilities_of_the_systems():
     assert systems_with(PredictsPairs) == ("gpt2", "lm")
     assert systems_with(PredictsQueries) == ("lsa", "nonlinear")
-    for system in ("lm", "dynamics"):        # lm's default task is MQAR, a token task
+    for system in ("lm", "dynamics"):  # lm's default task is MQAR, a token task
         assert not has(PredictsPairs, settings_of(system)) and not has(PredictsQueries, settings_of(system))
     assert systems_with(ScoredAgainstGD) == systems_with(ExposesAttention) == ("lsa",)
     assert systems_with(LearnsFunctions) == ("nonlinear",) and systems_with(TracksDynamics) == ("dynamics",)
@@ -36,13 +49,15 @@ def test_a_capability_may_depend_on_what_the_run_saved():
     assert not has(ExposesAttention, lsa) and has(ExposesAttention, replace(lsa, save_attention=True))
     with pytest.raises(ReadSideError, match="does not save its attention weights"):
         read_side(ExposesAttention, lsa)
-    assert has(ScoredAgainstGD, lsa) and has(PredictsQueries, lsa)      # whatever it saved
+    assert has(ScoredAgainstGD, lsa) and has(PredictsQueries, lsa)  # whatever it saved
 
 
 def test_a_run_without_the_capability_is_refused_in_one_line():
     with pytest.raises(ReadSideError) as err:
         read_side(PredictsPairs, settings_of("dynamics"))
-    assert str(err.value) == "a run of system 'dynamics' does not predict (x, y) pairs; accepted: a run of 'gpt2' or 'lm'"
+    assert (
+        str(err.value) == "a run of system 'dynamics' does not predict (x, y) pairs; accepted: a run of 'gpt2' or 'lm'"
+    )
 
 
 def test_a_read_side_must_be_a_capability():
@@ -54,10 +69,14 @@ def test_a_read_side_must_be_a_capability():
 def gpt2_run(tmp_path_factory):
     settings = settings_of("gpt2")
     c = settings.curriculum
-    settings = replace(settings, model=replace(settings.model, n_dims=5, width=16, n_layer=1, n_head=2, max_tokens=22),
-                       curriculum=replace(c, dims=replace(c.dims, start=5, end=5, inc=0),
-                                          points=replace(c.points, start=11, end=11, inc=0)),
-                       train=replace(settings.train, steps=20, log_every=10, eval_size=32)).validate()
+    settings = replace(
+        settings,
+        model=replace(settings.model, n_dims=5, width=16, n_layer=1, n_head=2, max_tokens=22),
+        curriculum=replace(
+            c, dims=replace(c.dims, start=5, end=5, inc=0), points=replace(c.points, start=11, end=11, inc=0)
+        ),
+        train=replace(settings.train, steps=20, log_every=10, eval_size=32),
+    ).validate()
     return execute(settings, tmp_path_factory.mktemp("read_side") / "gpt2", **FLAGS).run
 
 
@@ -68,8 +87,10 @@ def test_the_pair_read_side_gives_the_trainers_own_eval_numbers(gpt2_run):
     batch = pairs.prompts()
     assert batch.xs.shape == (32, 11, 5) and batch.ys.shape == (32, 11)
     prediction = pairs.predictor(model, params, state)(batch.xs, batch.ys)
-    mse = float(np.sum(np.asarray(batch.weights) * (np.asarray(prediction) - np.asarray(batch.ys)) ** 2)
-                / np.sum(np.asarray(batch.weights)))
+    mse = float(
+        np.sum(np.asarray(batch.weights) * (np.asarray(prediction) - np.asarray(batch.ys)) ** 2)
+        / np.sum(np.asarray(batch.weights))
+    )
     recorded = gpt2_run.load_json(names.SUMMARY)["eval_loss"]
     assert mse == pytest.approx(recorded, rel=1e-5)
     fresh = pairs.sampler(16)(jax.random.key(3), 4, 5, 16)
@@ -91,7 +112,9 @@ def test_the_query_read_side_gives_the_paper_systems_eval_loss(tmp_path, small_s
 
 def test_the_nonlinear_read_side_gives_its_eval_loss(tmp_path):
     settings = settings_of("nonlinear")
-    settings = replace(settings, train=replace(settings.train, steps=10, batch_size=32, eval_size=64, log_every=5)).validate()
+    settings = replace(
+        settings, train=replace(settings.train, steps=10, batch_size=32, eval_size=64, log_every=5)
+    ).validate()
     run = execute(settings, tmp_path / "nonlinear", **FLAGS).run
     side = read_side(PredictsQueries, run.load_settings())
     tasks = side.prompts()
@@ -103,8 +126,15 @@ def test_analyses_that_ask_for_pairs_apply_to_every_system_that_predicts_pairs()
     """An analysis registered by capability applies to every system with it, and to no other."""
     from src.registry import choice
     from src.systems.lm import lm_settings
-    lm_pairs = lm_settings(choice("task", "parity"), choice("seq_mixer", "softmax_causal"), choice("state_mixer", "mlp"),
-                           width=16, n_layer=1, n_head=2)           # lm on a pair task (its default is MQAR)
+
+    lm_pairs = lm_settings(
+        choice("task", "parity"),
+        choice("seq_mixer", "softmax_causal"),
+        choice("state_mixer", "mlp"),
+        width=16,
+        n_layer=1,
+        n_head=2,
+    )  # lm on a pair task (its default is MQAR)
     runs = [settings_of(system) for system in registry("system").names()] + [lm_pairs]
     assert has(PredictsPairs, lm_pairs)
     for entry in registry("analysis"):
@@ -117,9 +147,13 @@ def test_analyses_that_ask_for_pairs_apply_to_every_system_that_predicts_pairs()
 @pytest.fixture(scope="module")
 def lsa_run(tmp_path_factory):
     from src.presets import preset
+
     s = preset("lsa1")
-    s = replace(s, task=replace(s.task, d=5, num_context=10),
-                train=replace(s.train, steps=20, batch_size=64, eval_size=64, log_every=10)).validate()
+    s = replace(
+        s,
+        task=replace(s.task, d=5, num_context=10),
+        train=replace(s.train, steps=20, batch_size=64, eval_size=64, log_every=10),
+    ).validate()
     return execute(s, tmp_path_factory.mktemp("read_side") / "lsa", **FLAGS).run
 
 
@@ -128,27 +162,39 @@ def lm_run(tmp_path_factory):
     """The ICL benchmark's model on a pair task (linear regression, 11 points of d = 5)."""
     from src.registry import choice
     from src.systems.lm import LMTrain, PairShape, lm_settings
-    settings = lm_settings(choice("task", "linear_regression"), choice("seq_mixer", "softmax_causal"),
-                           choice("state_mixer", "mlp"), width=16, n_layer=1, n_head=2,
-                           train=LMTrain(steps=20, log_every=10, eval_size=32, checkpoint_every=0),
-                           pairs=PairShape(n_points=11, n_dims=5))
+
+    settings = lm_settings(
+        choice("task", "linear_regression"),
+        choice("seq_mixer", "softmax_causal"),
+        choice("state_mixer", "mlp"),
+        width=16,
+        n_layer=1,
+        n_head=2,
+        train=LMTrain(steps=20, log_every=10, eval_size=32, checkpoint_every=0),
+        pairs=PairShape(n_points=11, n_dims=5),
+    )
     return execute(settings, tmp_path_factory.mktemp("read_side") / "lm", **FLAGS).run
 
 
 def test_an_lm_pair_run_answers_pair_prompts_with_its_trained_model(lm_run):
     from src.loop import TrainState
     from src.systems.lm import LMTrainer
+
     settings = lm_run.load_settings()
     side = read_side(AnswersPairPrompts, settings)
     model, params, state = side.restore(lm_run)
     trainer = LMTrainer(settings)
     assert trainer.evaluate(TrainState(params, None))["eval_loss"] == lm_run.load_json(names.SUMMARY)["eval_loss"]
     prompts = side.pair_prompts()
-    np.testing.assert_array_equal(prompts.xs, trainer.evaluation.xs)        # the run's own eval batch
-    np.testing.assert_allclose(side.query_predictor((model, params, state), 11)(prompts.xs, prompts.ys),
-                               trainer.apply(params, prompts.xs, prompts.ys)[:, -1], rtol=1e-5, atol=1e-6)   # jitted: rounded alike to 1e-7
+    np.testing.assert_array_equal(prompts.xs, trainer.evaluation.xs)  # the run's own eval batch
+    np.testing.assert_allclose(
+        side.query_predictor((model, params, state), 11)(prompts.xs, prompts.ys),
+        trainer.apply(params, prompts.xs, prompts.ys)[:, -1],
+        rtol=1e-5,
+        atol=1e-6,
+    )  # jitted: rounded alike to 1e-7
     mqar = settings_of("lm")
-    assert mqar.task.name == "mqar" and not has(AnswersPairPrompts, mqar)   # a token task: not offered
+    assert mqar.task.name == "mqar" and not has(AnswersPairPrompts, mqar)  # a token task: not offered
 
 
 def test_every_evaluation_shift_applies_to_every_system_that_answers_pair_prompts(gpt2_run, lsa_run, lm_run):
@@ -156,9 +202,10 @@ def test_every_evaluation_shift_applies_to_every_system_that_answers_pair_prompt
     on the pair form of its prompts): for each such system, every registered shift is in the grid
     and gives a finite error for the model and for least squares."""
     from analysis.robustness import battery, battery_grid
+
     assert systems_with(AnswersPairPrompts) == ("gpt2", "lm", "lsa")
     for system in systems_with(AnswersPairPrompts):
-        run = {"gpt2": gpt2_run, "lm": lm_run, "lsa": lsa_run}[system]   # a finished run of each
+        run = {"gpt2": gpt2_run, "lm": lm_run, "lsa": lsa_run}[system]  # a finished run of each
         side = read_side(AnswersPairPrompts, run.load_settings())
         grid = battery_grid(11, 5)
         assert {shift for _, shift, _ in grid} == set(registry("shift").names())
@@ -186,6 +233,7 @@ def test_the_lm_pair_read_side_gives_the_trainers_own_eval_numbers(lm_run):
     own eval batch, bit for bit, and its predictions score the run's recorded error per position."""
     from src.pipeline import build
     from src.tasks.objectives import objective_of
+
     settings = lm_run.load_settings()
     pairs = read_side(PredictsPairs, settings)
     batch = pairs.prompts()
@@ -196,7 +244,11 @@ def test_the_lm_pair_read_side_gives_the_trainers_own_eval_numbers(lm_run):
     by_position = np.asarray(objective_of("linear_regression").point_errors(prediction, batch)).mean(0)
     np.testing.assert_allclose(by_position, lm_run.load_json(names.SUMMARY)["error_by_position"], rtol=1e-5)
     assert pairs.trained_shape() == (11, 5) and pairs.pool_size() == 0 and pairs.points_limit() == 11
-    assert pairs.prompts(8).xs.shape == (32, 8, 5) and pairs.sampler(16)(jax.random.key(3), 4, 5, 16).xs.shape == (4, 16, 5)
+    assert pairs.prompts(8).xs.shape == (32, 8, 5) and pairs.sampler(16)(jax.random.key(3), 4, 5, 16).xs.shape == (
+        4,
+        16,
+        5,
+    )
 
 
 def test_an_lm_pair_run_writes_the_pair_analyses_at_its_end(tmp_path):
@@ -206,10 +258,17 @@ def test_an_lm_pair_run_writes_the_pair_analyses_at_its_end(tmp_path):
     import csv
     from src.registry import choice
     from src.systems.lm import LMTrain, PairShape, lm_settings
-    settings = lm_settings(choice("task", "linear_regression"), choice("seq_mixer", "softmax_causal"),
-                           choice("state_mixer", "mlp"), width=16, n_layer=1, n_head=2,
-                           train=LMTrain(steps=20, log_every=10, eval_size=32, checkpoint_every=0),
-                           pairs=PairShape(n_points=9, n_dims=3))
+
+    settings = lm_settings(
+        choice("task", "linear_regression"),
+        choice("seq_mixer", "softmax_causal"),
+        choice("state_mixer", "mlp"),
+        width=16,
+        n_layer=1,
+        n_head=2,
+        train=LMTrain(steps=20, log_every=10, eval_size=32, checkpoint_every=0),
+        pairs=PairShape(n_points=9, n_dims=3),
+    )
     run = execute(settings, tmp_path / "lm", **{**FLAGS, "analyses": None}).run
     summary = run.load_json(names.SUMMARY)
     assert {names.ICL_CURVE_CSV, names.ROBUSTNESS, names.INDUCTIVE_BIAS_JSON} <= set(summary["outputs"])

@@ -1,6 +1,7 @@
 """The ICL benchmark's suite: the token tasks' generators (statistically), the linear mixers' chunked form
 against a step-by-step recurrence and a NumPy loop, causality of every recipe mixer, the state
 mixers' sizes, and the recipe command line end to end."""
+
 from __future__ import annotations
 
 import json
@@ -32,17 +33,17 @@ def test_mqar_pairs_queries_and_scored_positions(mqar):
     half, kappa = options.vocab_size // 2, options.num_pairs
     for b in range(200):
         inputs, targets, scored = batch.inputs[b], batch.targets[b], batch.scored[b]
-        keys, values = inputs[0:2 * kappa:2], inputs[1:2 * kappa:2]
+        keys, values = inputs[0 : 2 * kappa : 2], inputs[1 : 2 * kappa : 2]
         assert len(set(keys)) == kappa and np.all((keys >= 1) & (keys < half))
         assert len(set(values)) == kappa and np.all((values >= half) & (values < options.vocab_size))
         where = np.flatnonzero(scored)
         assert len(where) == kappa and np.all(where >= 2 * kappa)
-        assert sorted(inputs[where]) == sorted(keys)                 # every key queried once
+        assert sorted(inputs[where]) == sorted(keys)  # every key queried once
         pair = dict(zip(keys, values))
-        assert all(targets[p] == pair[inputs[p]] for p in where)       # the target is its value
-        unscored = inputs[2 * kappa:][~scored[2 * kappa:]]             # filler 0 and the values
+        assert all(targets[p] == pair[inputs[p]] for p in where)  # the target is its value
+        unscored = inputs[2 * kappa :][~scored[2 * kappa :]]  # filler 0 and the values
         assert np.all((unscored == 0) | (unscored >= half))
-        assert np.array_equal(targets[:-1], inputs[1:])                # next-token targets
+        assert np.array_equal(targets[:-1], inputs[1:])  # next-token targets
 
 
 def test_mqar_query_slots_follow_the_power_law(mqar):
@@ -50,7 +51,7 @@ def test_mqar_query_slots_follow_the_power_law(mqar):
     kappa = options.num_pairs
     slots = (options.seq_len + 1 - 2 * kappa) // 2
     where = np.concatenate([(np.flatnonzero(s) - 2 * kappa) // 2 for s in batch.scored])
-    counts = np.bincount(where, minlength=slots) / len(batch.scored)   # P(slot used) per sequence
+    counts = np.bincount(where, minlength=slots) / len(batch.scored)  # P(slot used) per sequence
     # a = 0.01: the weight of slot s is ∝ (s + 1)^(−0.99), so the first slots are taken far more
     # often than the last (a uniform draw would use every slot with probability κ / slots = 0.33)
     assert counts[0] > 0.9 and counts[-1] < 0.15 and np.all(np.diff(counts[:8]) < 0.02)
@@ -59,10 +60,10 @@ def test_mqar_query_slots_follow_the_power_law(mqar):
 def test_mqar_noise_filler_never_adds_a_key():
     options = MQAROptions(vocab_size=64, seq_len=40, num_pairs=4, filler="noise")
     batch = jax.tree.map(np.asarray, sample_mqar(jax.random.key(1), 300, options))
-    tail = batch.inputs[:, 2 * options.num_pairs:]
-    unscored = tail[~batch.scored[:, 2 * options.num_pairs:]]
-    assert np.all(unscored >= options.vocab_size // 2)          # keys appear only as queries
-    assert len(np.unique(unscored)) > 20                         # and the filler is not constant
+    tail = batch.inputs[:, 2 * options.num_pairs :]
+    unscored = tail[~batch.scored[:, 2 * options.num_pairs :]]
+    assert np.all(unscored >= options.vocab_size // 2)  # keys appear only as queries
+    assert len(np.unique(unscored)) > 20  # and the filler is not constant
 
 
 def test_disjoint_sets_share_exactly_one_token():
@@ -70,7 +71,7 @@ def test_disjoint_sets_share_exactly_one_token():
     batch = jax.tree.map(np.asarray, sample_disjoint(jax.random.key(2), 2000, options))
     m, half = options.set_size, options.vocab_size // 2
     for b in range(2000):
-        first, second = batch.inputs[b, :m], batch.inputs[b, m + 1: 2 * m + 1]
+        first, second = batch.inputs[b, :m], batch.inputs[b, m + 1 : 2 * m + 1]
         shared = set(first) & set(second)
         assert len(shared) == 1 and batch.targets[b, -1] == shared.pop()
         assert len(set(first)) == m and len(set(second)) == m
@@ -91,8 +92,10 @@ def test_chunked_recurrence_equals_the_step_by_step_form_and_a_numpy_loop(decay)
     b, t, h, f, k = 2, 37, 3, 8, 5
     q, kk = jax.random.normal(keys[0], (b, t, h, f)), jax.random.normal(keys[1], (b, t, h, f))
     v = jax.random.normal(keys[2], (b, t, h, k))
-    log_alpha = {"data": jax.nn.log_sigmoid(2 * jax.random.normal(keys[3], (b, t, h, f))),
-                 "steep": -40.0 * jax.random.uniform(keys[3], (b, t, h, f))}.get(decay, jnp.zeros((b, t, h, f)))
+    log_alpha = {
+        "data": jax.nn.log_sigmoid(2 * jax.random.normal(keys[3], (b, t, h, f))),
+        "steep": -40.0 * jax.random.uniform(keys[3], (b, t, h, f)),
+    }.get(decay, jnp.zeros((b, t, h, f)))
     chunked = np.asarray(chunked_decay_attention(q, kk, v, None if decay == "none" else log_alpha, chunk=8))
     recurrent = np.asarray(recurrent_decay_attention(q, kk, v, log_alpha))
     assert np.max(np.abs(chunked - recurrent)) <= 1e-5 * max(1.0, np.abs(recurrent).max() / 10)
@@ -107,8 +110,9 @@ def test_chunked_recurrence_equals_the_step_by_step_form_and_a_numpy_loop(decay)
 @pytest.mark.parametrize("name", registry("seq_mixer").names())
 def test_every_sequence_mixer_is_causal(name):
     entry = registry("seq_mixer").get(name)
-    f = hk.without_apply_rng(hk.transform_with_state(
-        lambda x: entry.build(entry.default_options(), width=16, num_heads=2, name="m")(x)))
+    f = hk.without_apply_rng(
+        hk.transform_with_state(lambda x: entry.build(entry.default_options(), width=16, num_heads=2, name="m")(x))
+    )
     x = jax.random.normal(jax.random.key(4), (1, 21, 16))
     params, state = f.init(jax.random.key(5), x)
     changed = x.at[:, 13:].set(jax.random.normal(jax.random.key(6), (1, 8, 16)))
@@ -126,8 +130,7 @@ def test_linear_attention_feature_maps_run_and_stay_causal(feature_map):
     params = f.init(jax.random.key(8), x)
     out = f.apply(params, x)
     assert out.shape == (2, 10, 8) and np.all(np.isfinite(np.asarray(out)))
-    assert np.allclose(np.asarray(f.apply(params, x.at[:, 6:].set(0.0)))[:, :6], np.asarray(out)[:, :6],
-                       atol=1e-5)
+    assert np.allclose(np.asarray(f.apply(params, x.at[:, 6:].set(0.0)))[:, :6], np.asarray(out)[:, :6], atol=1e-5)
 
 
 def test_state_mixer_sizes():
@@ -139,19 +142,30 @@ def test_state_mixer_sizes():
         sizes[name] = {k: tuple(v["w"].shape) for k, v in params.items()}
     assert sorted(sizes["mlp"].values()) == [(24, 96), (96, 24)]
     assert sorted(sizes["glu"].values()) == [(24, 96), (24, 96), (96, 24)]
-    assert sorted(sizes["swiglu"].values()) == [(24, 64), (24, 64), (64, 24)]    # 8 · 24 / 3
+    assert sorted(sizes["swiglu"].values()) == [(24, 64), (24, 64), (64, 24)]  # 8 · 24 / 3
 
 
 def run_recipe(*argv: str):
-    return subprocess.run([sys.executable, "-m", "runners.recipe", *argv], cwd=ROOT, capture_output=True,
-                          text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "runners.recipe", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
 
 
 def test_recipe_choices_and_help_list_the_components_and_their_options():
     done = run_recipe("--choices")
     assert done.returncode == 0
-    for name in ("task:mqar", "task:disjoint_sets", "task:parity", "model.seq_mixer:gated_linear_attn",
-                 "model.state_mixer:swiglu"):
+    for name in (
+        "task:mqar",
+        "task:disjoint_sets",
+        "task:parity",
+        "model.seq_mixer:gated_linear_attn",
+        "model.state_mixer:swiglu",
+    ):
         assert name in done.stdout
     done = run_recipe("task:mqar", "model.seq_mixer:linear_attention", "model.state_mixer:mlp", "--help")
     assert done.returncode == 0
@@ -160,12 +174,32 @@ def test_recipe_choices_and_help_list_the_components_and_their_options():
 
 
 def test_recipe_trains_and_writes_accuracy_and_examples(tmp_path):
-    done = run_recipe("wandb:None", "task:mqar", "model.seq_mixer:gated_linear_attn", "model.state_mixer:glu",
-                      "--task.vocab_size", "64", "--task.seq_len", "32", "--task.num_pairs", "4",
-                      "--model.width", "16", "--model.n_head", "2", "--train.train_steps", "20",
-                      "--train.log_every", "10", "--train.eval_size", "32", "--out", str(tmp_path / "run"))
+    done = run_recipe(
+        "wandb:None",
+        "task:mqar",
+        "model.seq_mixer:gated_linear_attn",
+        "model.state_mixer:glu",
+        "--task.vocab_size",
+        "64",
+        "--task.seq_len",
+        "32",
+        "--task.num_pairs",
+        "4",
+        "--model.width",
+        "16",
+        "--model.n_head",
+        "2",
+        "--train.train_steps",
+        "20",
+        "--train.log_every",
+        "10",
+        "--train.eval_size",
+        "32",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert done.returncode == 0, done.stderr
-    assert "wandb" not in done.stderr and not (tmp_path / "run" / "wandb").exists()   # wandb:None: none
+    assert "wandb" not in done.stderr and not (tmp_path / "run" / "wandb").exists()  # wandb:None: none
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [10, 20] and all(0 <= r["eval_accuracy"] <= 1 for r in rows)
     examples = json.loads((tmp_path / "run" / "examples.json").read_text())
@@ -181,8 +215,21 @@ def test_pair_task_scores_match_numpy(task, kind):
     from src.cli.recipe import parse
     from src.systems.lm import LMTrainer
 
-    settings = parse([f"task:{task}", "model.seq_mixer:attention", "model.state_mixer:mlp", "--model.width", "16",
-                      "--pairs.n_dims", "5", "--pairs.n_points", "8", "--train.eval_size", "64"])[0]
+    settings = parse(
+        [
+            f"task:{task}",
+            "model.seq_mixer:attention",
+            "model.state_mixer:mlp",
+            "--model.width",
+            "16",
+            "--pairs.n_dims",
+            "5",
+            "--pairs.n_points",
+            "8",
+            "--train.eval_size",
+            "64",
+        ]
+    )[0]
     trainer = LMTrainer(settings)
     params = trainer.init_state().params
     batch = registry("task").get(task).build(settings.task.options, n_points=8, n_dims=5)(jax.random.key(1), 64, 5, 8)
@@ -202,14 +249,20 @@ def test_pair_task_scores_match_numpy(task, kind):
 def test_default_run_directories_are_named_by_what_differs():
     """A loop over any flag makes one run per value: runs/recipe/<components>_<changed flags>_seed<s>."""
     from src.cli.recipe import parse
+
     name = lambda *argv: str(parse(list(argv))[1])
     assert name("task:mqar") == "runs/recipe/mqar_attention_mlp_seed0"
-    loop = {name("task:mqar", "model.seq_mixer:gated_linear_attn", "--task.num_pairs", k, "--train.seed", "2")
-            for k in ("4", "8", "16")}
-    assert loop == {f"runs/recipe/mqar_gated_linear_attn_mlp{'_num_pairs' + k if k != '8' else ''}_seed2"
-                    for k in ("4", "8", "16")}
-    assert name("task:parity", "--pairs.n_points", "12", "--model.width", "32") == \
-        "runs/recipe/parity_attention_mlp_width32_n_points12_seed0"
+    loop = {
+        name("task:mqar", "model.seq_mixer:gated_linear_attn", "--task.num_pairs", k, "--train.seed", "2")
+        for k in ("4", "8", "16")
+    }
+    assert loop == {
+        f"runs/recipe/mqar_gated_linear_attn_mlp{'_num_pairs' + k if k != '8' else ''}_seed2" for k in ("4", "8", "16")
+    }
+    assert (
+        name("task:parity", "--pairs.n_points", "12", "--model.width", "32")
+        == "runs/recipe/parity_attention_mlp_width32_n_points12_seed0"
+    )
     assert name("task:mqar", "--out", "elsewhere") == "elsewhere"
 
 
@@ -217,9 +270,14 @@ def test_a_hybrid_runs_default_name_reads_cleanly():
     """The stack takes the sequence mixer's place, joined by +, options after dots: no `:`, `,` or
     `=` in the directory's name, and not the unused default mixer."""
     from src.cli.recipe import parse
+
     name = lambda *argv: str(parse(["wandb:None", "task:mqar", *argv])[1])
     assert name("--model.seq_mixers", "short_conv,attention") == "runs/recipe/mqar_short_conv+attention_mlp_seed0"
-    assert name("--model.seq_mixers", "base_conv,base_conv:kernel_size=-1", "--task.num_pairs", "4") == \
-        "runs/recipe/mqar_base_conv+base_conv.kernel_size-1_mlp_num_pairs4_seed0"
-    assert name("model.seq_mixer:based", "--model.seq_mixers", "based,attention") == \
-        "runs/recipe/mqar_based+attention_mlp_seed0"
+    assert (
+        name("--model.seq_mixers", "base_conv,base_conv:kernel_size=-1", "--task.num_pairs", "4")
+        == "runs/recipe/mqar_base_conv+base_conv.kernel_size-1_mlp_num_pairs4_seed0"
+    )
+    assert (
+        name("model.seq_mixer:based", "--model.seq_mixers", "based,attention")
+        == "runs/recipe/mqar_based+attention_mlp_seed0"
+    )

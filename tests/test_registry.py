@@ -1,4 +1,5 @@
 """The registry mechanism: lookup, unknown names in one line, options from JSON, applies."""
+
 from dataclasses import dataclass
 
 import pytest
@@ -20,7 +21,7 @@ def test_register_get_build_and_unknown_name():
     with pytest.raises(UnknownChoice) as err:
         reg.get("triple")
     assert str(err.value) == "toy 'triple' is unknown; accepted: double, only_big"
-    with pytest.raises(UnknownChoice) as err:          # a misspelling gets the nearest name
+    with pytest.raises(UnknownChoice) as err:  # a misspelling gets the nearest name
         reg.get("dubble")
     assert str(err.value) == "toy 'dubble' is unknown; accepted: double, only_big; did you mean 'double'?"
     assert [e.name for e in reg.applicable(5)] == ["double"]
@@ -33,6 +34,7 @@ def test_options_must_be_frozen_dataclasses():
     @dataclass
     class Mutable:
         x: int = 1
+
     with pytest.raises(TypeError):
         Registry("toy").register("bad", Mutable)
 
@@ -51,4 +53,4 @@ def test_choice_round_trip_through_json_form():
         assert Choice.from_dict("norm", c.to_dict()) == c
         assert Choice.from_dict("norm", "toy_identity_norm") == Choice("toy_identity_norm", Width())
     finally:
-        del reg._entries["toy_identity_norm"]   # keep the global registry as the code made it
+        del reg._entries["toy_identity_norm"]  # keep the global registry as the code made it

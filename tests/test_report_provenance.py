@@ -1,5 +1,6 @@
 """The provenance header every study report opens with (plots/provenance.py): the commit, marked
 loudly when the tree was dirty, the machine, and the training time summed over the runs."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,16 @@ def _jobs(tmp_path: Path, seconds: list[float | None]) -> list[FakeJob]:
 def test_the_training_time_is_summed_over_the_runs_not_the_last_invocation(tmp_path):
     jobs = _jobs(tmp_path, [100.5, 200.25, None])
     assert training_seconds(jobs) == (300.75, 2)
-    text = "\n".join(header("A study", quick=False, head={"commit": "a" * 40, "dirty": False},
-                            command="python -m scripts.x", seconds=7.0, jobs=jobs))
+    text = "\n".join(
+        header(
+            "A study",
+            quick=False,
+            head={"commit": "a" * 40, "dirty": False},
+            command="python -m scripts.x",
+            seconds=7.0,
+            jobs=jobs,
+        )
+    )
     assert "3 runs; their training loops took 5.0 min in all (301 s, one process per run" in text
     assert "2 runs recorded it" in text and "trained 1 of them in 7 s" in text
     assert "commit aaaaaaaaaaaa (clean tree)" in text and "CPU cores" in text

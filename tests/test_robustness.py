@@ -1,6 +1,7 @@
 """analysis.robustness's corruptions (src.curricula.corrupt_pairs, the one written for the training
 curricula too): where the corrupted context pairs go (SPEC §7's placements) and that the query
 point is never corrupted."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,4 +23,4 @@ def test_mixed_placement_corrupts_exactly_count_context_pairs_and_never_the_quer
     noisy_x, noisy_y, _ = corrupt_pairs(jax.random.key(1), xs, ys, 3, "random_pairs", 1.0, context=8)
     changed = np.asarray(noisy_y != 0) | np.asarray((noisy_x != xs).any(-1))
     assert (changed.sum(1) == 3).all() and not changed[:, -1].any()
-    assert changed[:, :-1].mean(0).min() > 0.2          # every context slot gets corrupted sometimes
+    assert changed[:, :-1].mean(0).min() > 0.2  # every context slot gets corrupted sometimes

@@ -2,6 +2,7 @@
 default) equals the loss over every position's logits, masked (`all`, the records before it), to
 float32 rounding, gradients included; the scored positions are found exactly; records without the
 key read as `all`; MQAR's distinct keys and values drawn with top_k are those of a stable argsort."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,12 +18,25 @@ from dataclasses import replace
 
 def _settings(task: Choice, logits: str) -> LMSettings:
     from src.systems.lm import lm_settings
-    return lm_settings(task, choice("seq_mixer", "softmax_causal"), choice("state_mixer", "mlp"), width=32,
-                       n_layer=2, n_head=2, train=LMTrain(batch_size=16, logits=logits))
+
+    return lm_settings(
+        task,
+        choice("seq_mixer", "softmax_causal"),
+        choice("state_mixer", "mlp"),
+        width=32,
+        n_layer=2,
+        n_head=2,
+        train=LMTrain(batch_size=16, logits=logits),
+    )
 
 
-@pytest.mark.parametrize("task", [choice("task", "mqar", vocab_size=64, seq_len=32, num_pairs=4),
-                                  choice("task", "disjoint_sets", vocab_size=64, set_size=5)])
+@pytest.mark.parametrize(
+    "task",
+    [
+        choice("task", "mqar", vocab_size=64, seq_len=32, num_pairs=4),
+        choice("task", "disjoint_sets", vocab_size=64, set_size=5),
+    ],
+)
 def test_scored_logits_give_the_loss_and_gradients_of_all_logits(task):
     losses, grads = {}, {}
     for logits in ("scored", "all"):
@@ -31,8 +45,9 @@ def test_scored_logits_give_the_loss_and_gradients_of_all_logits(task):
         loss = training_loss(trainer.settings, trainer.apply, trainer.objective)
         losses[logits], grads[logits] = jax.jit(jax.value_and_grad(loss))(trainer.params0, batch)
     np.testing.assert_allclose(losses["scored"], losses["all"], rtol=1e-6)
-    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7),
-                           grads["scored"], grads["all"])
+    jax.tree_util.tree_map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7), grads["scored"], grads["all"]
+    )
     plain = jax.jit(lambda p, b: trainer.objective.score(trainer.apply(p, *model_inputs(b)), b).loss)
     # `all` is the loss as it was: the same function, compiled with its gradient or without, which
     # XLA may fuse differently (1 ulp apart on an AVX2-only AMD EPYC, equal on the AVX-512 ones)
@@ -65,6 +80,7 @@ def test_pair_inputs_take_no_positions_and_records_read_all():
     with pytest.raises(SettingsError, match="train.logits='some' is not accepted; accepted: scored, all"):
         replace(LMSettings(), train=LMTrain(logits="some")).validate()
     from src.models.sequence_presets import gpt2
+
     model = registry("family").get("sequence").build(gpt2(n_embd=16, n_layer=1, n_head=2, n_positions=4))
     xs, ys = jnp.ones((2, 4, 5)), jnp.ones((2, 4))
     params, state = model.init(jax.random.key(0), xs, ys)

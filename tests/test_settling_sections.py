@@ -3,6 +3,7 @@ plots/zoo_settling.py) and their rows in the "Beside the paper" tables (plots/pa
 plots/paper_rows_zoology.py):
 numbers from the recorded results, the setting that differs in kind marked so, each section
 rewritten in place."""
+
 from __future__ import annotations
 
 import json
@@ -20,28 +21,73 @@ def stats(*values):
 
 
 def rate_cell(rate, steps, loss, gd=0.2078):
-    return {"learning_rate": rate, "steps": steps, "seeds": [0], "complete": True, "model_loss": stats(loss),
-            "gd_loss": stats(gd), "loss_vs_gd": stats(loss / gd)}
+    return {
+        "learning_rate": rate,
+        "steps": steps,
+        "seeds": [0],
+        "complete": True,
+        "model_loss": stats(loss),
+        "gd_loss": stats(gd),
+        "loss_vs_gd": stats(loss / gd),
+    }
 
 
-RATES = {"commit": "7454508", "clean_tree": True, "produced": "2026-11-29T05:00:00+00:00", "mixers": {
-    "linear_attention": {"rates": {"0.0005": rate_cell(5e-4, 10000, 0.4195), "0.002": rate_cell(2e-3, 10000, 0.4191)},
-                         "best_rate": 0.002, "best_loss_vs_gd": 0.4191 / 0.2078},
-    "softmax_causal": {"rates": {"0.0005": rate_cell(5e-4, 10000, 0.1837), "0.002": rate_cell(2e-3, 10000, 0.1494)},
-                       "best_rate": 0.002, "best_loss_vs_gd": 0.1494 / 0.2078}}}
-REPRODUCE = {"results": {"copy": {"final": {"eval_loss": stats(0.2171, 0.2181), "gd_loss": stats(0.2093),
-                                            "copy_next": stats(2.1), "copy_other": stats(0.04)}},
-                         "one_step_gd": {"final": {"eval_loss": stats(0.2095), "gd_loss": stats(0.2093)}}}}
+RATES = {
+    "commit": "7454508",
+    "clean_tree": True,
+    "produced": "2026-11-29T05:00:00+00:00",
+    "mixers": {
+        "linear_attention": {
+            "rates": {"0.0005": rate_cell(5e-4, 10000, 0.4195), "0.002": rate_cell(2e-3, 10000, 0.4191)},
+            "best_rate": 0.002,
+            "best_loss_vs_gd": 0.4191 / 0.2078,
+        },
+        "softmax_causal": {
+            "rates": {"0.0005": rate_cell(5e-4, 10000, 0.1837), "0.002": rate_cell(2e-3, 10000, 0.1494)},
+            "best_rate": 0.002,
+            "best_loss_vs_gd": 0.1494 / 0.2078,
+        },
+    },
+}
+REPRODUCE = {
+    "results": {
+        "copy": {
+            "final": {
+                "eval_loss": stats(0.2171, 0.2181),
+                "gd_loss": stats(0.2093),
+                "copy_next": stats(2.1),
+                "copy_other": stats(0.04),
+            }
+        },
+        "one_step_gd": {"final": {"eval_loss": stats(0.2095), "gd_loss": stats(0.2093)}},
+    }
+}
 
 
 def copy_run(folder: Path, seed: int, mixers=("linear", "linear"), loss=0.31) -> Path:
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps({
-        "settings": {"model": {"mixers": list(mixers)}}, "git": {"commit": "d130f17d98fdfc94", "dirty": False},
-        "command": f"python -m runners.run_softmax_copy --seed {seed}"}))
-    (folder / "metrics_summary.json").write_text(json.dumps({
-        "status": "complete", "steps": 10000, "eval_loss": loss, "gd_loss": 0.2093, "copy_next": 1.4,
-        "copy_other": 1.05, "align_cos": 0.65}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "settings": {"model": {"mixers": list(mixers)}},
+                "git": {"commit": "d130f17d98fdfc94", "dirty": False},
+                "command": f"python -m runners.run_softmax_copy --seed {seed}",
+            }
+        )
+    )
+    (folder / "metrics_summary.json").write_text(
+        json.dumps(
+            {
+                "status": "complete",
+                "steps": 10000,
+                "eval_loss": loss,
+                "gd_loss": 0.2093,
+                "copy_next": 1.4,
+                "copy_other": 1.05,
+                "align_cos": 0.65,
+            }
+        )
+    )
     return folder
 
 
@@ -79,16 +125,27 @@ def test_the_matrix_section_is_rewritten_in_place():
 
 def zoo_report(folder: Path, command: str, rows: list[dict], every: list[dict] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "zoo_results.json").write_text(json.dumps({"command": command, "results": rows,
-                                                         "every_rate": every if every is not None else rows}))
-    (folder / "ZOO.md").write_text("# Zoo\n\n- Produced 2026-11-29 04:00 UTC from commit abcdef123456 (clean tree)\n\n"
-                                   "## Beside the paper\n")
+    (folder / "zoo_results.json").write_text(
+        json.dumps({"command": command, "results": rows, "every_rate": every if every is not None else rows})
+    )
+    (folder / "ZOO.md").write_text(
+        "# Zoo\n\n- Produced 2026-11-29 04:00 UTC from commit abcdef123456 (clean tree)\n\n## Beside the paper\n"
+    )
 
 
 def zrow(mixer, rate, accuracy, steps=1500, block=True):
-    return {"mixer": mixer, "learning_rate": rate, "accuracy": accuracy, "seq_len": 64, "kappa": 4, "width": 64,
-            "steps": steps, "batch_size": 64, "seed": 0,
-            "run": f"mqar_k4_{mixer}_lr{rate}" + ("_zoology_block_seed0" if block else "_seed0")}
+    return {
+        "mixer": mixer,
+        "learning_rate": rate,
+        "accuracy": accuracy,
+        "seq_len": 64,
+        "kappa": 4,
+        "width": 64,
+        "steps": steps,
+        "batch_size": 64,
+        "seed": 0,
+        "run": f"mqar_k4_{mixer}_lr{rate}" + ("_zoology_block_seed0" if block else "_seed0"),
+    }
 
 
 def test_the_zoo_section_and_rows_put_each_rate_beside_figure_2(tmp_path):

@@ -1,4 +1,5 @@
 """The one aggregate over seeds (sample std, ddof 1) and the one figure style."""
+
 import math
 import warnings
 
@@ -15,7 +16,7 @@ def test_over_seeds_is_the_sample_std_and_nan_safe():
     assert s["n"] == 3 and math.isclose(s["mean"], 7 / 3)
     assert math.isclose(s["std"], float(np.std([1.0, 2.0, 4.0], ddof=1)))
     assert over_seeds([5.0])["std"] == 0.0
-    assert over_seeds([]) ["n"] == 0 and format_pm(over_seeds([])) == "n/a"
+    assert over_seeds([])["n"] == 0 and format_pm(over_seeds([])) == "n/a"
     assert format_pm(over_seeds([1.0, 3.0]), 2) == "2.00 ± 1.41"
 
 
@@ -29,11 +30,11 @@ def test_curves_and_sweep_figures_use_the_same_std():
 
 
 def test_curves_follow_over_seeds_column_by_column():
-    matrix = np.array([[1.0, np.nan, np.inf, 2.0, np.nan],
-                       [np.nan, np.nan, 4.0, 3.0, 7.0],
-                       [3.0, np.nan, 5.0, 5.0, np.nan]])
+    matrix = np.array(
+        [[1.0, np.nan, np.inf, 2.0, np.nan], [np.nan, np.nan, 4.0, 3.0, 7.0], [3.0, np.nan, 5.0, 5.0, np.nan]]
+    )
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                       # no "mean of empty slice"
+        warnings.simplefilter("error")  # no "mean of empty slice"
         mean, std = mean_std_rows(matrix)
     for column in range(matrix.shape[1]):
         want = over_seeds(matrix[:, column])
@@ -48,5 +49,6 @@ def test_png_bytes_are_deterministic():
         figure = new_figure(2, 2)
         figure.add_subplot(1, 1, 1).plot([0, 1], [1, 0])
         return png_bytes(figure)
+
     first = draw()
     assert first[:4] == b"\x89PNG" and draw() == first

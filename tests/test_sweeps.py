@@ -2,6 +2,7 @@
 
 One tiny 2-run order sweep (lsa1, two orderings, 20 steps) is shared by the sweep tests.
 """
+
 import csv
 import math
 import os
@@ -21,8 +22,9 @@ GRID = ["--models", "lsa1", "--ordering", "random,smallnorm2largenorm", "--seeds
 
 def driver(module, *args, timeout=300):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def read_csv(path):
@@ -57,7 +59,7 @@ def test_sweep_rows_match_run_directories(sweep):
         assert row["train_ordering"] == settings["train_curriculum"]["ordering"] == row["ordering"]
         assert row["eval_ordering"] == settings["eval_curriculum"]["ordering"] == row["ordering"]
         assert row["noise_mode"] == "clean" and row["p"] == ""
-        assert math.isnan(float(row["auroc"] or "nan"))        # clean: nothing to separate
+        assert math.isnan(float(row["auroc"] or "nan"))  # clean: nothing to separate
         assert run.path.name.startswith(f"lsa1__ord-{row['ordering']}__noise-clean__seed0")
     # lsa1 has no positional information: exactly invariant to context order (SPEC §7).
     losses = [float(r["eval_loss"]) for r in rows]
@@ -80,9 +82,9 @@ def test_incomplete_run_is_planned_for_redo(sweep, tmp_path):
     import shutil
 
     from src.jobs import engine as launch
+
     runs = tmp_path / "runs"
-    shutil.copytree(sweep["runs"], runs,
-                    ignore=shutil.ignore_patterns(launch.JAX_CACHE, launch.LOGS))
+    shutil.copytree(sweep["runs"], runs, ignore=shutil.ignore_patterns(launch.JAX_CACHE, launch.LOGS))
     victim = sorted(p for p in runs.iterdir() if p.is_dir())[0]
     (victim / names.ALIGNMENT).unlink()
     args = [*GRID, *TINY, "--out", str(tmp_path / "r.csv"), "--runs-dir", str(runs), "--dry_run"]
@@ -93,26 +95,31 @@ def test_incomplete_run_is_planned_for_redo(sweep, tmp_path):
     redo = [line for line in lines if line.startswith("train")]
     assert len(redo) == 1 and victim.name in redo[0] and "--overwrite" in redo[0]
     # Other settings in the same runs dir are refused (not silently mixed or overwritten).
-    other = driver("eval_order", *GRID, "--steps", "30", "--out", str(tmp_path / "r.csv"),
-                   "--runs-dir", str(runs), "--dry_run")
+    other = driver(
+        "eval_order", *GRID, "--steps", "30", "--out", str(tmp_path / "r.csv"), "--runs-dir", str(runs), "--dry_run"
+    )
     assert other.returncode == 2 and "--overwrite" in other.stderr
 
 
-@pytest.mark.parametrize("bad, flag", [
-    (["--seeds", ""], "--seeds"),
-    (["--models", ","], "--models"),
-    (["--models", "lsa1,gpt"], "--models"),
-    (["--ordering", "random,sideways"], "--ordering"),
-    (["--noise_mode", "label_noise", "--p", "0,1.5"], "--p"),
-    (["--noise_mode", "label_noise", "--p", "0.2", "--sigma", "-1"], "--sigma"),
-    (["--noise_mode", "label_noise", "--p", "0.2", "--placement", "middle"], "--placement"),
-    (["--noise_mode", "label_noise"], "--p"),
-    (["--eval_ordering", "bogus"], "--eval_ordering"),
-])
+@pytest.mark.parametrize(
+    "bad, flag",
+    [
+        (["--seeds", ""], "--seeds"),
+        (["--models", ","], "--models"),
+        (["--models", "lsa1,gpt"], "--models"),
+        (["--ordering", "random,sideways"], "--ordering"),
+        (["--noise_mode", "label_noise", "--p", "0,1.5"], "--p"),
+        (["--noise_mode", "label_noise", "--p", "0.2", "--sigma", "-1"], "--sigma"),
+        (["--noise_mode", "label_noise", "--p", "0.2", "--placement", "middle"], "--placement"),
+        (["--noise_mode", "label_noise"], "--p"),
+        (["--eval_ordering", "bogus"], "--eval_ordering"),
+    ],
+)
 def test_bad_grid_is_refused_before_any_run(tmp_path, capsys, bad, flag):
     import eval_noise
     import eval_order
     from src.cli import sweep as sweep_module
+
     runs = tmp_path / "runs"
     defaults = eval_noise.DEFAULTS if "--p" in bad else eval_order.DEFAULTS
     argv = [*GRID[:2], *bad, *TINY, "--out", str(tmp_path / "r.csv"), "--runs-dir", str(runs)]
@@ -129,11 +136,33 @@ def test_bad_grid_is_refused_before_any_run(tmp_path, capsys, bad, flag):
 # ---------------------------------------------------------------------------
 # Figures
 
-FIELDS = ["run_dir", "status", "model", "seed", "ordering", "noise_mode", "p", "sigma", "placement",
-          "train_ordering", "eval_ordering", "train_noise_mode", "eval_noise_mode",
-          "train_noise_p", "eval_noise_p", "train_noise_sigma", "eval_noise_sigma",
-          "train_noise_placement", "eval_noise_placement",
-          "eval_loss", "gd_loss", "align_cos", "l2_pred_diff", "model_diff", "auroc"]
+FIELDS = [
+    "run_dir",
+    "status",
+    "model",
+    "seed",
+    "ordering",
+    "noise_mode",
+    "p",
+    "sigma",
+    "placement",
+    "train_ordering",
+    "eval_ordering",
+    "train_noise_mode",
+    "eval_noise_mode",
+    "train_noise_p",
+    "eval_noise_p",
+    "train_noise_sigma",
+    "eval_noise_sigma",
+    "train_noise_placement",
+    "eval_noise_placement",
+    "eval_loss",
+    "gd_loss",
+    "align_cos",
+    "l2_pred_diff",
+    "model_diff",
+    "auroc",
+]
 
 
 def write_rows(path, rows):
@@ -153,17 +182,26 @@ def made_up_rows(tmp_path):
                     run = RunDir(tmp_path / f"{model}_{ordering}_{mode}_{p}_{seed}")
                     run.path.mkdir()
                     (run.file(names.OOD)).parent.mkdir(parents=True, exist_ok=True)
-                    (run.file(names.OOD)).write_text(
-                        "alpha,tf_loss,gd_loss\n0.5,0.1,0.09\n1,0.21,0.2\n2,1.9,9.8\n")
+                    (run.file(names.OOD)).write_text("alpha,tf_loss,gd_loss\n0.5,0.1,0.09\n1,0.21,0.2\n2,1.9,9.8\n")
                     noise = {} if mode == "clean" else {"p": p, "sigma": 0.5, "placement": "mixed"}
                     phase = {"noise_mode": mode, "ordering": ordering}
                     if noise:
                         phase.update(noise_p=p, noise_sigma=0.5, noise_placement="mixed")
-                    row = {"run_dir": str(run.path), "status": "complete", "model": model,
-                           "seed": seed, "ordering": ordering, "noise_mode": mode, **noise,
-                           "eval_loss": 0.21 + 0.01 * seed + (0.2 * p if p else 0),
-                           "gd_loss": 0.206, "align_cos": 0.99, "l2_pred_diff": 0.03,
-                           "model_diff": 0.1, "auroc": 0.6 + 0.1 * seed if p else ""}
+                    row = {
+                        "run_dir": str(run.path),
+                        "status": "complete",
+                        "model": model,
+                        "seed": seed,
+                        "ordering": ordering,
+                        "noise_mode": mode,
+                        **noise,
+                        "eval_loss": 0.21 + 0.01 * seed + (0.2 * p if p else 0),
+                        "gd_loss": 0.206,
+                        "align_cos": 0.99,
+                        "l2_pred_diff": 0.03,
+                        "model_diff": 0.1,
+                        "auroc": 0.6 + 0.1 * seed if p else "",
+                    }
                     for key, value in phase.items():
                         row[f"train_{key}"] = row[f"eval_{key}"] = value
                     rows.append(row)
@@ -172,6 +210,7 @@ def made_up_rows(tmp_path):
 
 def test_fig_templates_renders_every_figure(tmp_path):
     from plots.fig_templates import FIGURES, render_all
+
     source = tmp_path / "results.csv"
     write_rows(source, made_up_rows(tmp_path))
     written, skipped = render_all(source, tmp_path / "figs")
@@ -183,11 +222,26 @@ def test_fig_templates_renders_every_figure(tmp_path):
 
 def test_fig_templates_skips_absent_data_with_a_reason(tmp_path, capsys):
     from plots.fig_templates import main
+
     source = tmp_path / "results.csv"
-    rows = [{"run_dir": str(tmp_path / "nowhere"), "model": "lsa1", "seed": s, "ordering": "random",
-             "train_ordering": "random", "eval_ordering": "random", "noise_mode": "clean",
-             "train_noise_mode": "clean", "eval_noise_mode": "clean", "eval_loss": 0.21,
-             "gd_loss": 0.206, "align_cos": 0.99, "l2_pred_diff": 0.03} for s in (0, 1)]
+    rows = [
+        {
+            "run_dir": str(tmp_path / "nowhere"),
+            "model": "lsa1",
+            "seed": s,
+            "ordering": "random",
+            "train_ordering": "random",
+            "eval_ordering": "random",
+            "noise_mode": "clean",
+            "train_noise_mode": "clean",
+            "eval_noise_mode": "clean",
+            "eval_loss": 0.21,
+            "gd_loss": 0.206,
+            "align_cos": 0.99,
+            "l2_pred_diff": 0.03,
+        }
+        for s in (0, 1)
+    ]
     write_rows(source, rows)
     out = tmp_path / "figs"
     out.mkdir()
@@ -202,10 +256,26 @@ def test_fig_templates_skips_absent_data_with_a_reason(tmp_path, capsys):
 
 def test_grid_over_any_setting_by_dotted_path(tmp_path):
     out = tmp_path / "g.csv"
-    done = driver("eval_order", "--models", "lsa1", "--ordering", "random", "--seeds", "0",
-                  "--grid", "train.adam_b2=0.98,0.999", *TINY, "--out", str(out),
-                  "--runs-dir", str(tmp_path / "runs"), "--jobs", "2", "--quiet",
-                  "--no_save_attention")
+    done = driver(
+        "eval_order",
+        "--models",
+        "lsa1",
+        "--ordering",
+        "random",
+        "--seeds",
+        "0",
+        "--grid",
+        "train.adam_b2=0.98,0.999",
+        *TINY,
+        "--out",
+        str(out),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--jobs",
+        "2",
+        "--quiet",
+        "--no_save_attention",
+    )
     assert done.returncode == 0, done.stderr
     rows = read_csv(out)
     assert [r["train.adam_b2"] for r in rows] == ["0.98", "0.999"]
@@ -215,13 +285,29 @@ def test_grid_over_any_setting_by_dotted_path(tmp_path):
         assert row["run_dir"].endswith(f"__train.adam_b2-{row['train.adam_b2']}__seed0")
 
 
-@pytest.mark.parametrize("grid, words", [
-    ("train.nope=1,2", "'nope' is not a setting"), ("train.steps=10,x", "accepted: an integer"),
-    ("train.steps", "PATH=V1,V2"),
-])
+@pytest.mark.parametrize(
+    "grid, words",
+    [
+        ("train.nope=1,2", "'nope' is not a setting"),
+        ("train.steps=10,x", "accepted: an integer"),
+        ("train.steps", "PATH=V1,V2"),
+    ],
+)
 def test_bad_grid_setting_is_refused_in_one_line(tmp_path, grid, words):
-    done = driver("eval_order", "--models", "lsa1", "--ordering", "random", "--grid", grid,
-                  *TINY, "--out", str(tmp_path / "g.csv"), "--runs-dir", str(tmp_path / "runs"))
+    done = driver(
+        "eval_order",
+        "--models",
+        "lsa1",
+        "--ordering",
+        "random",
+        "--grid",
+        grid,
+        *TINY,
+        "--out",
+        str(tmp_path / "g.csv"),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+    )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and words in lines[0], done.stderr
     assert not (tmp_path / "runs").exists()
@@ -230,11 +316,17 @@ def test_bad_grid_setting_is_refused_in_one_line(tmp_path, grid, words):
 def test_runs_of_other_settings_are_refused_naming_the_flag_as_the_user_types_it(sweep):
     """Another STEPS on the same runs directory: refused in one line that names --overwrite, and
     under make (MAKELEVEL set) the make variable that passes it (OVERWRITE=1)."""
-    args = [a if a != "20" else "30" for a in sweep["args"]]           # --steps 30
+    args = [a if a != "20" else "30" for a in sweep["args"]]  # --steps 30
     for make_level, words in ((None, "or --overwrite to retrain"), ("1", "--overwrite (make: OVERWRITE=1)")):
         env = {k: v for k, v in os.environ.items() if k != "MAKELEVEL"}
         env.update({"PYTHONPATH": str(ROOT), **({"MAKELEVEL": make_level} if make_level else {})})
-        done = subprocess.run([sys.executable, "-m", "eval_order", *args, "--dry_run"], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "eval_order", *args, "--dry_run"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and words in lines[0], done.stderr

@@ -1,6 +1,7 @@
 """The train settings every system shares: one subtree (src.settings.TrainLoop / StepTrain) and
 one check, so a shared field is accepted or refused the same way, in the same words, by every
 system."""
+
 import dataclasses
 
 import pytest
@@ -30,16 +31,19 @@ def test_every_system_trains_on_the_one_subtree():
     assert {s.system for s in STEP_SYSTEMS} == {"lsa", "gpt2", "lm", "nonlinear"}
     for s in SYSTEMS:
         assert isinstance(s().train, TrainLoop)
-        s().validate()                                   # every default is accepted
+        s().validate()  # every default is accepted
 
 
-@pytest.mark.parametrize("field, value, accepted", [
-    ("learning_rate", 0.0, "a finite number > 0"),
-    ("learning_rate", float("nan"), "a finite number > 0"),
-    ("log_every", 0, "an integer in [1, "),
-    ("checkpoint_every", -1, "an integer in [0, "),
-    ("seed", -1, "out of range"),
-])
+@pytest.mark.parametrize(
+    "field, value, accepted",
+    [
+        ("learning_rate", 0.0, "a finite number > 0"),
+        ("learning_rate", float("nan"), "a finite number > 0"),
+        ("log_every", 0, "an integer in [1, "),
+        ("checkpoint_every", -1, "an integer in [0, "),
+        ("seed", -1, "out of range"),
+    ],
+)
 def test_a_loop_field_is_refused_in_the_same_words_by_every_system(field, value, accepted):
     messages = {s.system: refusal(with_train(s, **{field: value})) for s in SYSTEMS}
     assert len(set(messages.values())) == 1, messages
@@ -47,13 +51,16 @@ def test_a_loop_field_is_refused_in_the_same_words_by_every_system(field, value,
     assert message.startswith(f"train.{field}={value!r}") and accepted in message, message
 
 
-@pytest.mark.parametrize("field, value, accepted", [
-    ("grad_clip", -1.0, "a finite number >= 0"),
-    ("steps", 0, "out of range"),
-    ("batch_size", 0, "out of range"),
-    ("eval_size", 0, "out of range"),
-    ("eval_seed", -3, "out of range"),
-])
+@pytest.mark.parametrize(
+    "field, value, accepted",
+    [
+        ("grad_clip", -1.0, "a finite number >= 0"),
+        ("steps", 0, "out of range"),
+        ("batch_size", 0, "out of range"),
+        ("eval_size", 0, "out of range"),
+        ("eval_seed", -3, "out of range"),
+    ],
+)
 def test_a_step_field_is_refused_in_the_same_words_by_every_step_system(field, value, accepted):
     messages = {s.system: refusal(with_train(s, **{field: value})) for s in STEP_SYSTEMS}
     assert len(set(messages.values())) == 1, messages
@@ -75,6 +82,7 @@ def test_the_drift_between_systems_is_gone():
 def test_grad_clip_zero_means_no_clipping():
     from src.optim import Optimizer, make_optimizer
     import jax.numpy as jnp
+
     grads = {"w": jnp.full(4, 100.0)}
     for clip, expected in ((0.0, 100.0), (1.0, 0.5)):
         sgd = make_optimizer(Optimizer("sgd", 1.0, grad_clip=clip), 10)
@@ -88,7 +96,7 @@ def test_optimizer_knobs_are_checked_where_a_system_has_them():
     assert "train.adam_b2=1.0" in refusal(with_train(by_name["nonlinear"], adam_b2=1.0))
     assert "train.weight_decay=-0.1" in refusal(with_train(by_name["lm"], weight_decay=-0.1))
     assert "train.weight_decay=-0.1" in refusal(with_train(by_name["gpt2"], weight_decay=-0.1))
-    with_train(by_name["gpt2"], warmup_fraction=None).validate()        # a constant rate
+    with_train(by_name["gpt2"], warmup_fraction=None).validate()  # a constant rate
 
 
 def test_a_scale_beyond_float32_is_refused_and_float64_takes_it():

@@ -2,6 +2,7 @@
 another shape, is refused while the model is built, in one line naming the mixer and its file
 (exit 2); a crash inside a registered entry names the entry, and says "please report it" only
 where the failing code is the checkout's own; WORKBENCH_DEBUG=1 prints the traceback."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,10 +33,10 @@ class Narrows(hk.Module):
 @pytest.fixture
 def user_mixers():
     """Two scratch mixers registered for one test, then removed (other tests list every mixer)."""
-    register_mixer("scratch_raises", NoOptions, "raises", lambda o, h, n, p: Raises(name=n),
-                   state=lambda o, d, h, t: 0)
-    register_mixer("scratch_narrows", NoOptions, "wrong shape", lambda o, h, n, p: Narrows(name=n),
-                   state=lambda o, d, h, t: 0)
+    register_mixer("scratch_raises", NoOptions, "raises", lambda o, h, n, p: Raises(name=n), state=lambda o, d, h, t: 0)
+    register_mixer(
+        "scratch_narrows", NoOptions, "wrong shape", lambda o, h, n, p: Narrows(name=n), state=lambda o, d, h, t: 0
+    )
     yield
     for name in ("scratch_raises", "scratch_narrows"):
         MIXERS._entries.pop(name, None)
@@ -44,6 +45,7 @@ def user_mixers():
 def build_with(mixer: str):
     from src.systems import build
     from src.systems.gpt2 import GPT2Settings
+
     settings = GPT2Settings().validate()
     model = dataclasses.replace(settings.model, seq_mixer=choice("seq_mixer", mixer))
     return build(dataclasses.replace(settings, model=model).validate())
@@ -58,8 +60,11 @@ def test_a_mixer_that_raises_is_named_with_its_file_before_training(user_mixers)
 
 
 def test_a_mixer_of_the_wrong_shape_is_refused_at_build(user_mixers):
-    with pytest.raises(MixerError, match=r"seq_mixer 'scratch_narrows' \(tests/test_user_errors.py:\d+\) returned "
-                                         r"shape \(\d+, \d+, 63\) for input \(\d+, \d+, 64\)"):
+    with pytest.raises(
+        MixerError,
+        match=r"seq_mixer 'scratch_narrows' \(tests/test_user_errors.py:\d+\) returned "
+        r"shape \(\d+, \d+, 63\) for input \(\d+, \d+, 64\)",
+    ):
         build_with("scratch_narrows")
 
 
@@ -76,7 +81,8 @@ def test_guarded_exits_2_in_one_line_and_prints_the_traceback_on_request(user_mi
 def test_a_crash_in_a_registered_entry_names_it_and_reports_only_our_own_code(tmp_path, monkeypatch, capsys):
     from src import provenance
     from src.registry import registry
-    user_file = tmp_path / "my_task.py"          # a user's module, outside git: theirs to fix
+
+    user_file = tmp_path / "my_task.py"  # a user's module, outside git: theirs to fix
     user_file.write_text("def build(options):\n    raise RuntimeError('broken task')\n")
     namespace: dict = {}
     exec(compile(user_file.read_text(), str(user_file), "exec"), namespace)
@@ -91,7 +97,7 @@ def test_a_crash_in_a_registered_entry_names_it_and_reports_only_our_own_code(tm
         try:
             raise ValueError("ours")
         except ValueError as exc:
-            assert failing_entry(exc.__traceback__) == ("", True)    # no entry's frame: ours, as before
+            assert failing_entry(exc.__traceback__) == ("", True)  # no entry's frame: ours, as before
     finally:
         registry("task")._entries.pop("scratch_task", None)
     assert sys.modules  # the process lives on

@@ -1,5 +1,6 @@
 """Run directories made before the registries (schema 1, tests/fixtures/v1, written by the code
 of commit d39df7a) are read by every analysis and plot, and mean the same model."""
+
 import json
 import shutil
 from pathlib import Path
@@ -56,9 +57,9 @@ def test_sweep_figures_from_a_v1_csv(v1, tmp_path):
 
 def test_config_json_alone_reruns_a_v1_run_bit_for_bit(v1, tmp_path):
     from src.cli.rerun import main as rerun_main
+
     out = tmp_path / "again"
-    assert rerun_main(["--config", str(v1 / "twolayer_v1" / names.CONFIG),
-                                "--out", str(out), "--quiet"]) == 0
+    assert rerun_main(["--config", str(v1 / "twolayer_v1" / names.CONFIG), "--out", str(out), "--quiet"]) == 0
     old = json.loads((v1 / "twolayer_v1" / names.SUMMARY).read_text())
     new = json.loads((out / names.SUMMARY).read_text())
     for key in ("eval_loss", "gd_loss", "align_cos", "copy_own", "copy_next", "copy_other"):
@@ -66,12 +67,17 @@ def test_config_json_alone_reruns_a_v1_run_bit_for_bit(v1, tmp_path):
     assert json.loads((out / names.CONFIG).read_text())["settings"]["schema_version"] == SCHEMA_VERSION
 
 
-@pytest.mark.parametrize("content, words", [
-    ("{not json", "is not JSON"), ('["a list"]', "holds no settings"),
-    ('{"settings": {"task": {}}}', "is not a settings mapping"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("{not json", "is not JSON"),
+        ('["a list"]', "holds no settings"),
+        ('{"settings": {"task": {}}}', "is not a settings mapping"),
+    ],
+)
 def test_rerun_refuses_a_bad_config_in_one_line(tmp_path, capsys, content, words):
     from src.cli.rerun import main as rerun_main
+
     config = tmp_path / "config.json"
     config.write_text(content)
     assert rerun_main(["--config", str(config), "--out", str(tmp_path / "x")]) == 2

@@ -1,6 +1,7 @@
 """DeltaNet and Gated DeltaNet (src/models/mixers/delta_rule.py): each against a step-by-step NumPy
 loop of its definition (≤ 1e-5), and the chunked delta rule against the recurrent one, with and
 without a decay (the helpers of test_zoo_mixers)."""
+
 from __future__ import annotations
 
 import math
@@ -22,6 +23,7 @@ def delta_net_numpy(p: dict, x: np.ndarray, use_beta: bool) -> np.ndarray:
     def branch(name):
         u = conv_numpy(x @ p[f"{name}_proj/w"], p[f"{name}_conv/w"], 0.0)
         return (u / (1 + np.exp(-u))).reshape(b, t, HEADS, size)
+
     q, k, v = branch("q"), branch("k"), branch("v")
     q, k = (a / np.sqrt((a * a).sum(-1, keepdims=True) + 1e-6) for a in (q, k))
     beta = 1 / (1 + np.exp(-(x @ p["beta/w"]))) if use_beta else np.ones((b, t, HEADS))
@@ -62,8 +64,8 @@ def gated_delta_net_numpy(p: dict, x: np.ndarray, use_gate: bool, expand_v: int 
     b, t, d = x.shape
     size = d // HEADS
     values = expand_v * size
-    silu = lambda u: u / (1 + np.exp(-u))                                   # noqa: E731
-    softplus = lambda u: np.log1p(np.exp(u))                                # noqa: E731
+    silu = lambda u: u / (1 + np.exp(-u))  # noqa: E731
+    softplus = lambda u: np.log1p(np.exp(u))  # noqa: E731
     q, k = (silu(conv_numpy(x @ p[f"{n}_proj/w"], p[f"{n}_conv/w"], 0.0)).reshape(b, t, HEADS, size) for n in "qk")
     v = silu(conv_numpy(x @ p["v_proj/w"], p["v_conv/w"], 0.0)).reshape(b, t, HEADS, values)
     q, k = (a / np.sqrt((a * a).sum(-1, keepdims=True) + 1e-6) for a in (q, k))
@@ -86,6 +88,6 @@ def gated_delta_net_numpy(p: dict, x: np.ndarray, use_gate: bool, expand_v: int 
 def test_gated_delta_net_is_the_gated_delta_rule(use_gate):
     f, params, x = mixer("gated_delta_net", use_gate=use_gate)
     p = numpy_params(params)
-    assert 0 < np.exp(p["m/A_log"]).min() and np.exp(p["m/A_log"]).max() <= 16        # A ~ U(0, 16)
+    assert 0 < np.exp(p["m/A_log"]).min() and np.exp(p["m/A_log"]).max() <= 16  # A ~ U(0, 16)
     expected = gated_delta_net_numpy(p, np.asarray(x, np.float64), use_gate)
     assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5

@@ -1,5 +1,6 @@
 """Mamba-2 (src/models/mixers/mamba2.py) against a NumPy loop of its definition, chunked against
 recurrent, causal bit for bit, its options refused in one line (the helpers of test_zoo_mixers)."""
+
 from __future__ import annotations
 
 import math
@@ -21,10 +22,10 @@ def mamba2_numpy(p: dict, x: np.ndarray, d_state: int = 16) -> np.ndarray:
     inner, n = 2 * d, d_state
     size = inner // HEADS
     zxbcdt = x @ p["in_proj/w"]
-    z, xbc, dt = zxbcdt[..., :inner], zxbcdt[..., inner:2 * inner + 2 * n], zxbcdt[..., 2 * inner + 2 * n:]
+    z, xbc, dt = zxbcdt[..., :inner], zxbcdt[..., inner : 2 * inner + 2 * n], zxbcdt[..., 2 * inner + 2 * n :]
     xbc = conv_numpy(xbc, p["conv/w"], p["conv/b"])
     xbc = xbc / (1 + np.exp(-xbc))
-    u, bb, cc = xbc[..., :inner].reshape(b, t, HEADS, size), xbc[..., inner:inner + n], xbc[..., inner + n:]
+    u, bb, cc = xbc[..., :inner].reshape(b, t, HEADS, size), xbc[..., inner : inner + n], xbc[..., inner + n :]
     delta = np.log1p(np.exp(dt + p["m/dt_bias"]))
     a = -np.exp(p["m/A_log"])
     state = np.zeros((b, HEADS, size, n))
@@ -70,8 +71,10 @@ def test_the_chunked_ssd_masks_before_exp_so_strong_decays_keep_finite_gradients
     """Δ ≥ 20, so Δ·A ≤ −20 a position: exp of an unmasked exponent (s > c, five positions
     apart) would overflow, and its gradient be NaN."""
     x, delta, *rest = ssd_inputs(12)
-    grads = [np.asarray(jax.jit(jax.grad(lambda dl: jnp.sum(form(x, dl, *rest) ** 2)))(delta + 20.0))
-             for form in (lambda *u: mamba2.chunked_ssd(*u, chunk=8), mamba2.recurrent_ssd)]
+    grads = [
+        np.asarray(jax.jit(jax.grad(lambda dl: jnp.sum(form(x, dl, *rest) ** 2)))(delta + 20.0))
+        for form in (lambda *u: mamba2.chunked_ssd(*u, chunk=8), mamba2.recurrent_ssd)
+    ]
     assert np.all(np.isfinite(grads[0])) and np.abs(grads[0] - grads[1]).max() <= 1e-4 * np.abs(grads[1]).max()
 
 
@@ -91,23 +94,32 @@ def test_mamba2_parameters_are_zoologys_shapes_and_initial_values():
     p = numpy_params(params)
     inner, n = 2 * WIDTH, 16
     assert {k: v.shape for k, v in p.items()} == {
-        "in_proj/w": (WIDTH, 2 * inner + 2 * n + HEADS), "conv/w": (4, inner + 2 * n), "conv/b": (inner + 2 * n,),
-        "m/dt_bias": (HEADS,), "m/A_log": (HEADS,), "m/D": (HEADS,), "norm/scale": (inner,),
-        "out_proj/w": (inner, WIDTH)}
+        "in_proj/w": (WIDTH, 2 * inner + 2 * n + HEADS),
+        "conv/w": (4, inner + 2 * n),
+        "conv/b": (inner + 2 * n,),
+        "m/dt_bias": (HEADS,),
+        "m/A_log": (HEADS,),
+        "m/D": (HEADS,),
+        "norm/scale": (inner,),
+        "out_proj/w": (inner, WIDTH),
+    }
     dt = np.log1p(np.exp(p["m/dt_bias"]))
     assert np.all((dt >= 1e-3 * (1 - 1e-5)) & (dt <= 1e-1 * (1 + 1e-5))) and len(set(dt)) == HEADS
     assert np.all((p["m/A_log"] >= 0) & (p["m/A_log"] <= math.log(16) + 1e-6)) and len(set(p["m/A_log"])) == HEADS
     assert np.all(p["m/D"] == 1) and np.all(p["norm/scale"] == 1)
-    assert np.abs(p["conv/w"]).max() <= 0.5 and np.abs(p["conv/b"]).max() <= 0.5       # ±1/√d_conv
+    assert np.abs(p["conv/w"]).max() <= 0.5 and np.abs(p["conv/b"]).max() <= 0.5  # ±1/√d_conv
 
 
-@pytest.mark.parametrize("options, words", [
-    ({"d_state": 0}, "d_state=0; accepted: an integer >= 1"),
-    ({"d_state": 2.5}, "d_state=2.5; accepted: an integer >= 1"),
-    ({"d_conv": 0}, "d_conv=0; accepted: an integer >= 1"),
-    ({"expand": 0}, "expand=0; accepted: an integer >= 1"),
-    ({"expand": True}, "expand=True; accepted: an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"d_state": 0}, "d_state=0; accepted: an integer >= 1"),
+        ({"d_state": 2.5}, "d_state=2.5; accepted: an integer >= 1"),
+        ({"d_conv": 0}, "d_conv=0; accepted: an integer >= 1"),
+        ({"expand": 0}, "expand=0; accepted: an integer >= 1"),
+        ({"expand": True}, "expand=True; accepted: an integer >= 1"),
+    ],
+)
 def test_mamba2_bad_options_are_one_line(options, words):
     entry = registry("seq_mixer").get("mamba2")
     with pytest.raises(ValueError) as err:
@@ -127,8 +139,11 @@ def test_mamba2_refuses_heads_that_do_not_divide_the_inner_width_in_one_line():
 def test_mamba2_declares_its_recurrent_state():
     """Floats per sequence and layer at D 12, H 3, T 23, written out by hand: E 24, P 8."""
     from src.models.mixers.kit import state_floats
+
     entry = registry("seq_mixer").get("mamba2")
     assert entry.build.state_doc == "H·P·N + (d_conv − 1)·(E + 2N)"
-    assert state_floats("mamba2", entry.default_options(), width=12, num_heads=3, tokens=23) == 3 * 8 * 16 + 3 * (24 + 32)
-    small = entry.options(d_state=8, d_conv=2, expand=1)                 # E 12, P 4
+    assert state_floats("mamba2", entry.default_options(), width=12, num_heads=3, tokens=23) == 3 * 8 * 16 + 3 * (
+        24 + 32
+    )
+    small = entry.options(d_state=8, d_conv=2, expand=1)  # E 12, P 4
     assert state_floats("mamba2", small, width=12, num_heads=3, tokens=23) == 3 * 4 * 8 + 1 * (12 + 16)

@@ -1,6 +1,7 @@
 """Zoology's mixers (src/models/mixers/): each against a step-by-step NumPy reimplementation of its
 definition (≤ 1e-5; the delta rule's in tests/test_zoo_delta_rule.py), causal bit for bit, and its
 options refused in one line."""
+
 from __future__ import annotations
 
 import math
@@ -16,9 +17,19 @@ from src.models.mixers import convolutions
 from src.registry import registry
 
 WIDTH, HEADS, TOKENS = 12, 3, 23
-ZOO = {"short_conv": {}, "base_conv": {}, "base_conv@long": {"kernel_size": -1}, "delta_net": {},
-       "delta_net@no_beta": {"use_beta": False}, "gated_delta_net": {}, "gated_delta_net@gate": {"use_gate": True},
-       "based": {"feature_dim": 5}, "hyena": {"filter_order": 8}, "h3": {"d_state": 8}, "h3@wide": {"head_dim": 3}}
+ZOO = {
+    "short_conv": {},
+    "base_conv": {},
+    "base_conv@long": {"kernel_size": -1},
+    "delta_net": {},
+    "delta_net@no_beta": {"use_beta": False},
+    "gated_delta_net": {},
+    "gated_delta_net@gate": {"use_gate": True},
+    "based": {"feature_dim": 5},
+    "hyena": {"filter_order": 8},
+    "h3": {"d_state": 8},
+    "h3@wide": {"head_dim": 3},
+}
 
 
 def mixer(name: str, **options):
@@ -33,8 +44,11 @@ def mixer(name: str, **options):
 
 
 def numpy_params(params) -> dict:
-    return {f"{module.split('/')[-1]}/{name}": np.asarray(value, np.float64)
-            for module, group in params.items() for name, value in group.items()}
+    return {
+        f"{module.split('/')[-1]}/{name}": np.asarray(value, np.float64)
+        for module, group in params.items()
+        for name, value in group.items()
+    }
 
 
 def conv_numpy(x, w, b):
@@ -123,14 +137,17 @@ def based_numpy(p: dict, x: np.ndarray, feature_dim: int) -> np.ndarray:
 
     def phi(u):
         outer = (u[..., :, None] * u[..., None, :]).reshape(*u.shape[:-1], f * f)
-        return np.concatenate([np.ones(u.shape[:-1] + (1,)), u / f ** 0.25, outer / (math.sqrt(2) * math.sqrt(f))], -1)
+        return np.concatenate([np.ones(u.shape[:-1] + (1,)), u / f**0.25, outer / (math.sqrt(2) * math.sqrt(f))], -1)
+
     sums = np.zeros((b, HEADS, 1 + f + f * f, size))
     norms = np.zeros((b, HEADS, 1 + f + f * f))
     y = np.zeros((b, t, HEADS, size))
     for i in range(t):
         sums += phi(k[:, i])[..., None] * v[:, i, :, None, :]
         norms += phi(k[:, i])
-        y[:, i] = np.einsum("bhe,bhek->bhk", phi(q[:, i]), sums) / (np.einsum("bhe,bhe->bh", phi(q[:, i]), norms)[..., None] + 1e-12)
+        y[:, i] = np.einsum("bhe,bhek->bhk", phi(q[:, i]), sums) / (
+            np.einsum("bhe,bhe->bh", phi(q[:, i]), norms)[..., None] + 1e-12
+        )
     return y.reshape(b, t, d) @ p["out/w"]
 
 
@@ -155,7 +172,7 @@ def test_hyena_gates_an_implicit_long_convolution():
     p = numpy_params(params)
     xn = np.asarray(x, np.float64)
     projected = conv_numpy(xn @ p["in_proj/w"] + p["in_proj/b"], p["short_filter/w"], p["short_filter/b"])
-    x1, x2, v = projected[..., :WIDTH], projected[..., WIDTH:2 * WIDTH], projected[..., 2 * WIDTH:]
+    x1, x2, v = projected[..., :WIDTH], projected[..., WIDTH : 2 * WIDTH], projected[..., 2 * WIDTH :]
     v = v * x1
     p["long_conv/frequency"] = p["filter/frequency"]
     filt = long_filter_numpy(p, TOKENS, TOKENS, WIDTH)
@@ -179,7 +196,7 @@ def h3_numpy(p: dict, x: np.ndarray, n: int, size: int) -> np.ndarray:
         for j in range(min(n, i + 1)):
             shifted[:, i] += taps[j] * k[:, i - j]
     k = shifted + p["m/shift_skip"] * k
-    a = -np.exp(p["m/a_real"]) + 1j * p["m/a_imag"]                          # [H', N/2]
+    a = -np.exp(p["m/a_real"]) + 1j * p["m/a_imag"]  # [H', N/2]
     dt = np.exp(p["m/log_dt"])[:, None]
     d_a = (1 + dt * a / 2) / (1 - dt * a / 2)
     c_prime = (p["m/b_re"] + 1j * p["m/b_im"]) * (p["m/c_re"] + 1j * p["m/c_im"]) * dt / (1 - dt * a / 2)
@@ -188,7 +205,10 @@ def h3_numpy(p: dict, x: np.ndarray, n: int, size: int) -> np.ndarray:
     out = np.zeros((b, t, heads, size))
     for i in range(t):
         modes = d_a[None, :, None, None, :] * modes + kv[:, i, ..., None]
-        y = 2 * np.real(np.sum(c_prime[None, :, None, None, :] * modes, -1)) + p["m/skip"][None, :, None, None] * kv[:, i]
+        y = (
+            2 * np.real(np.sum(c_prime[None, :, None, None, :] * modes, -1))
+            + p["m/skip"][None, :, None, None] * kv[:, i]
+        )
         out[:, i] = np.einsum("bhi,bhij->bhj", q[:, i].reshape(b, heads, size), y)
     return out.reshape(b, t, d) @ p["out/w"] + p["out/b"]
 
@@ -201,27 +221,31 @@ def test_h3_is_a_shift_ssm_and_a_diagonal_ssm_over_k_v_products(n, size):
     assert np.abs(np.asarray(f.apply(params, x)) - expected).max() <= 1e-5
 
 
-@pytest.mark.parametrize("name, options, words", [
-    ("short_conv", {"kernel_size": 0}, "kernel_size=0; accepted: an integer >= 1"),
-    ("base_conv", {"kernel_size": -2}, "kernel_size=-2; accepted: -1 (long) or an integer >= 1"),
-    ("base_conv", {"max_length": -1}, "accepted: filter_order >= 1 and max_length >= 0"),
-    ("base_conv", {"filter_order": 2.5}, "filter_order=2.5; accepted: an integer"),
-    ("delta_net", {"conv_size": 0}, "conv_size=0; accepted: an integer >= 1"),
-    ("delta_net", {"use_beta": "yes"}, "use_beta='yes'; accepted: true or false"),
-    ("gated_delta_net", {"expand_v": 0}, "expand_v=0; accepted: an integer >= 1"),
-    ("gated_delta_net", {"use_gate": 1}, "use_gate=1; accepted: true or false"),
-    ("based", {"feature_dim": 0}, "feature_dim=0; accepted: an integer >= 1"),
-    ("hyena", {"filter_order": 0}, "filter_order=0; accepted: an integer >= 1"),
-    ("hyena", {"max_length": -3}, "max_length=-3; accepted: an integer >= 0"),
-    ("h3", {"d_state": 7}, "d_state=7; accepted: an even integer >= 2"),
-    ("h3", {"head_dim": 5}, "head_dim=5; accepted: a divisor of the width 12"),
-])
+@pytest.mark.parametrize(
+    "name, options, words",
+    [
+        ("short_conv", {"kernel_size": 0}, "kernel_size=0; accepted: an integer >= 1"),
+        ("base_conv", {"kernel_size": -2}, "kernel_size=-2; accepted: -1 (long) or an integer >= 1"),
+        ("base_conv", {"max_length": -1}, "accepted: filter_order >= 1 and max_length >= 0"),
+        ("base_conv", {"filter_order": 2.5}, "filter_order=2.5; accepted: an integer"),
+        ("delta_net", {"conv_size": 0}, "conv_size=0; accepted: an integer >= 1"),
+        ("delta_net", {"use_beta": "yes"}, "use_beta='yes'; accepted: true or false"),
+        ("gated_delta_net", {"expand_v": 0}, "expand_v=0; accepted: an integer >= 1"),
+        ("gated_delta_net", {"use_gate": 1}, "use_gate=1; accepted: true or false"),
+        ("based", {"feature_dim": 0}, "feature_dim=0; accepted: an integer >= 1"),
+        ("hyena", {"filter_order": 0}, "filter_order=0; accepted: an integer >= 1"),
+        ("hyena", {"max_length": -3}, "max_length=-3; accepted: an integer >= 0"),
+        ("h3", {"d_state": 7}, "d_state=7; accepted: an even integer >= 2"),
+        ("h3", {"head_dim": 5}, "head_dim=5; accepted: a divisor of the width 12"),
+    ],
+)
 def test_bad_options_are_one_line(name, options, words):
     """Refused when the model is built (h3's head_dim against the width: when it first sees x)."""
     entry = registry("seq_mixer").get(name)
     with pytest.raises(ValueError) as err:
         hk.transform(lambda x: entry.build(entry.options(**options), width=WIDTH, num_heads=HEADS)(x)).init(
-            jax.random.key(0), jnp.zeros((1, 4, WIDTH)))
+            jax.random.key(0), jnp.zeros((1, 4, WIDTH))
+        )
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
@@ -250,24 +274,75 @@ def test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length
 
     from src.cli.gpt2 import main as train_main
     from src.rundir import RunDir
+
     root = Path(__file__).resolve().parent.parent
     recipe = subprocess.run(
-        [sys.executable, "-m", "runners.recipe", "wandb:None", "task:mqar", f"model.seq_mixer:{name}",
-         "model.state_mixer:mlp", "--task.vocab_size", "32", "--task.seq_len", "16", "--task.num_pairs", "2",
-         "--model.width", "12", "--model.n_head", "3", "--train.train_steps", "3", "--train.log_every", "3",
-         "--train.eval_size", "8", "--out", str(tmp_path / "recipe")],
-        cwd=root, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "runners.recipe",
+            "wandb:None",
+            "task:mqar",
+            f"model.seq_mixer:{name}",
+            "model.state_mixer:mlp",
+            "--task.vocab_size",
+            "32",
+            "--task.seq_len",
+            "16",
+            "--task.num_pairs",
+            "2",
+            "--model.width",
+            "12",
+            "--model.n_head",
+            "3",
+            "--train.train_steps",
+            "3",
+            "--train.log_every",
+            "3",
+            "--train.eval_size",
+            "8",
+            "--out",
+            str(tmp_path / "recipe"),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert recipe.returncode == 0, recipe.stderr[-2000:]
     assert RunDir(tmp_path / "recipe").load_json("metrics_summary.json")["seq_mixer"] == name
     small = ["--set", "training.train_steps=3", "--set", "training.eval_size=8", "--quiet", "--skip_analysis"]
-    runs = {"train": (configs := root / "configs") / "quick.yaml",
-            "lengthgen": configs / "lengthgen.yaml"}
-    sets = {"train": ["--set", f"model.attention_type={name}", "--set", "model.n_embd=12", "--set", "model.n_head=3",
-                      "--set", "model.n_layer=1"],
-            "lengthgen": ["--set", f"model.attention_type={name}", "--set", "model.position=nope",
-                          "--set", "model.hidden_size=12", "--set", "model.num_attention_heads=3",
-                          "--set", "model.num_hidden_layers=1", "--set", "training.batch_size=8",
-                          "--set", "training.log_every=3", "--set", "training.save_every_steps=3"]}
+    runs = {"train": (configs := root / "configs") / "quick.yaml", "lengthgen": configs / "lengthgen.yaml"}
+    sets = {
+        "train": [
+            "--set",
+            f"model.attention_type={name}",
+            "--set",
+            "model.n_embd=12",
+            "--set",
+            "model.n_head=3",
+            "--set",
+            "model.n_layer=1",
+        ],
+        "lengthgen": [
+            "--set",
+            f"model.attention_type={name}",
+            "--set",
+            "model.position=nope",
+            "--set",
+            "model.hidden_size=12",
+            "--set",
+            "model.num_attention_heads=3",
+            "--set",
+            "model.num_hidden_layers=1",
+            "--set",
+            "training.batch_size=8",
+            "--set",
+            "training.log_every=3",
+            "--set",
+            "training.save_every_steps=3",
+        ],
+    }
     for run, config in runs.items():
         assert train_main([str(config), *sets[run], *small, "--out", str(tmp_path / run)]) == 0, run
         done = RunDir(tmp_path / run)

@@ -1,6 +1,7 @@
 """RWKV-7 (src/models/mixers/rwkv7.py) against a NumPy loop of its definition with every parameter
 nonzero, chunked against recurrent (outputs and gradients), causal bit for bit, its options refused
 in one line, Zoology's initialisation (the helpers of test_zoo_mixers)."""
+
 from __future__ import annotations
 
 import functools
@@ -67,13 +68,15 @@ def rwkv7_numpy(p: dict, x: np.ndarray) -> np.ndarray:
     kappa = kappa / np.sqrt((kappa * kappa).sum(-1, keepdims=True) + 1e-6)
     k = k * (1 + (a - 1) * p["m/k_a"])
     r, w, k, v, a = (heads(u) for u in (r, w, k, v, a))
-    state = np.zeros((b, HEADS, size, size))                                 # [B, H, key, value]
+    state = np.zeros((b, HEADS, size, size))  # [B, H, key, value]
     o = np.zeros((b, t, HEADS, size))
     for i in range(t):
-        removal = np.einsum("bhk,bhkv->bhv", kappa[:, i], state)           # κ̂ᵀ S_{t−1}
-        state = (np.exp(w[:, i])[..., None] * state
-                 - (kappa[:, i] * a[:, i])[..., :, None] * removal[..., None, :]
-                 + k[:, i, :, :, None] * v[:, i, :, None, :])
+        removal = np.einsum("bhk,bhkv->bhv", kappa[:, i], state)  # κ̂ᵀ S_{t−1}
+        state = (
+            np.exp(w[:, i])[..., None] * state
+            - (kappa[:, i] * a[:, i])[..., :, None] * removal[..., None, :]
+            + k[:, i, :, :, None] * v[:, i, :, None, :]
+        )
         o[:, i] = np.einsum("bhkv,bhk->bhv", state, r[:, i])
     mean = o.mean(-1, keepdims=True)
     o = (o - mean) / np.sqrt(((o - mean) ** 2).mean(-1, keepdims=True) + size * 1e-5)
@@ -89,7 +92,7 @@ def test_rwkv7_is_the_dplr_recurrence_with_shift_removal_and_bonus():
     assert all(np.abs(p[f"m/{name}"]).min() > 0 for name in ("x_x", "k_k", "k_a", "r_k"))
     expected = rwkv7_numpy(p, np.asarray(x, np.float64))
     got = np.asarray(f.apply(params, x))
-    assert np.abs(expected).max() > 0.1                                       # a working scale
+    assert np.abs(expected).max() > 0.1  # a working scale
     assert np.abs(got - expected).max() <= 1e-5
 
 
@@ -132,8 +135,11 @@ def test_the_factorised_chunks_are_the_elementwise_ones_at_rwkv7s_decays(tokens,
     a = jax.random.uniform(keys[5], (2, tokens, 2, 6))
     probe = jax.random.normal(keys[6], (2, tokens, 2, 6))
     inputs = (r, w, k, v, -kappa, kappa * a)
-    forms = [lambda *x: chunked_rwkv7(*x, chunk=chunk, factorised=True),
-             lambda *x: chunked_rwkv7(*x, chunk=chunk), recurrent_rwkv7]
+    forms = [
+        lambda *x: chunked_rwkv7(*x, chunk=chunk, factorised=True),
+        lambda *x: chunked_rwkv7(*x, chunk=chunk),
+        recurrent_rwkv7,
+    ]
     values = [np.asarray(jax.jit(f)(*inputs)) for f in forms]
     grads = [jax.jit(jax.grad(lambda x, f=f: jnp.sum(f(*x) * probe)))(inputs) for f in forms]
     assert np.abs(values[0] - values[2]).max() <= 1e-5 and np.abs(values[0] - values[1]).max() <= 1e-5
@@ -162,21 +168,26 @@ def test_the_chunked_rwkv7_has_the_recurrent_ones_gradients():
     a = jax.random.uniform(keys[5], (1, 21, 2, 4))
     probe = jax.random.normal(keys[6], (1, 21, 2, 4))
     inputs = (r, w, k, v, -kappa, kappa * a)
-    grads = [jax.jit(jax.grad(lambda args, form=form: jnp.sum(form(*args, **kw) * probe)))(inputs)
-             for form, kw in ((chunked_rwkv7, {"chunk": 8}), (recurrent_rwkv7, {}))]
+    grads = [
+        jax.jit(jax.grad(lambda args, form=form: jnp.sum(form(*args, **kw) * probe)))(inputs)
+        for form, kw in ((chunked_rwkv7, {"chunk": 8}), (recurrent_rwkv7, {}))
+    ]
     for chunked, recurrent in zip(*grads):
         assert np.isfinite(np.asarray(chunked)).all()
         assert np.abs(np.asarray(chunked) - np.asarray(recurrent)).max() <= 1e-4
 
 
-@pytest.mark.parametrize("options, words", [
-    ({"decay_low_rank_dim": 0}, "decay_low_rank_dim=0; accepted: an integer >= 1"),
-    ({"a_low_rank_dim": True}, "a_low_rank_dim=True; accepted: an integer >= 1"),
-    ({"gate_low_rank_dim": 2.5}, "gate_low_rank_dim=2.5; accepted: an integer >= 1"),
-    ({"norm_eps": 0}, "norm_eps=0; accepted: a finite number > 0"),
-    ({"norm_eps": -1e-5}, "norm_eps=-1e-05; accepted: a finite number > 0"),
-    ({"norm_eps": float("nan")}, "norm_eps=nan; accepted: a finite number > 0"),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"decay_low_rank_dim": 0}, "decay_low_rank_dim=0; accepted: an integer >= 1"),
+        ({"a_low_rank_dim": True}, "a_low_rank_dim=True; accepted: an integer >= 1"),
+        ({"gate_low_rank_dim": 2.5}, "gate_low_rank_dim=2.5; accepted: an integer >= 1"),
+        ({"norm_eps": 0}, "norm_eps=0; accepted: a finite number > 0"),
+        ({"norm_eps": -1e-5}, "norm_eps=-1e-05; accepted: a finite number > 0"),
+        ({"norm_eps": float("nan")}, "norm_eps=nan; accepted: a finite number > 0"),
+    ],
+)
 def test_rwkv7_bad_options_are_one_line(options, words):
     entry = registry("seq_mixer").get("rwkv7")
     with pytest.raises(ValueError) as err:
@@ -188,6 +199,7 @@ def test_rwkv7_declares_its_recurrent_state():
     """Floats per sequence and layer at D = 12, H = 3 (K = 4), T = 23, written out by hand: the
     three 4 × 4 state matrices and the previous token."""
     from src.models.mixers.kit import state_floats
+
     entry = registry("seq_mixer").get("rwkv7")
     assert entry.build.state_doc == "H·K² + D"
     assert state_floats("rwkv7", entry.default_options(), width=12, num_heads=3, tokens=23) == 3 * 16 + 12

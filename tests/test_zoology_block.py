@@ -3,6 +3,7 @@ dropout at rate 0 leaves the model and its records as they were, bit for bit; dr
 in training only (a per-step key from the run's train key), none at evaluation; positions for
 attention only build no table for another mixer; the identity state mixer is h += norm(h); the
 tied read-out is the embedding table; bad values are refused in one line."""
+
 import re
 import subprocess
 import sys
@@ -33,8 +34,16 @@ NEW_KEYS = ("positions_for", "embed_dropout", "tie_embeddings")
 
 
 def settings(mixer="softmax_causal", block="ours", **model) -> LMSettings:
-    made = lm_settings(TASK, choice("seq_mixer", mixer), choice("state_mixer", "mlp"), width=16, n_layer=2,
-                       n_head=1, train=LMTrain(batch_size=8, steps=4), block=block)
+    made = lm_settings(
+        TASK,
+        choice("seq_mixer", mixer),
+        choice("state_mixer", "mlp"),
+        width=16,
+        n_layer=2,
+        n_head=1,
+        train=LMTrain(batch_size=8, steps=4),
+        block=block,
+    )
     return replace(made, model=replace(made.model, **model)).validate() if model else made
 
 
@@ -42,13 +51,13 @@ def test_rate_zero_is_the_model_and_the_record_as_before():
     s = settings()
     record = s.to_dict()
     assert not any(key in record["model"] for key in NEW_KEYS)
-    assert record["model"]["seq_mixer"] == {"name": "softmax_causal", "options": {}}   # no dropout, no bias keys
+    assert record["model"]["seq_mixer"] == {"name": "softmax_causal", "options": {}}  # no dropout, no bias keys
     assert LMSettings.from_dict(record) == s and not s.model.has_dropout() and block_of(s.model) == "ours"
     trainer = build_lm(s)
     batch = trainer.sample(jax.random.key(1), 8)
     plain = np.asarray(trainer.apply(trainer.params0, *model_inputs(batch)))
     keyed = np.asarray(trainer.apply(trainer.params0, *model_inputs(batch), rng=jax.random.key(5)))
-    np.testing.assert_array_equal(plain, keyed)           # a key changes nothing at rate 0
+    np.testing.assert_array_equal(plain, keyed)  # a key changes nothing at rate 0
     # explicit zero rates are the defaults: the same settings, digest and program
     zero = settings(embed_dropout=0.0, seq_mixer=choice("seq_mixer", "softmax_causal", dropout=0.0))
     assert zero == s and zero.digest() == s.digest()
@@ -61,8 +70,8 @@ def test_dropout_draws_masks_in_training_only_from_a_per_step_key():
     loss = jax.jit(training_loss(trainer.settings, trainer.apply, trainer.objective))
     p = trainer.params0
     step0, step1 = (float(loss(p, batch, dropout_key(trainer.train_key, s))) for s in (0, 1))
-    assert step0 != step1                                              # two steps, two masks
-    assert float(loss(p, batch, dropout_key(trainer.train_key, 0))) == step0     # the same step, the same mask
+    assert step0 != step1  # two steps, two masks
+    assert float(loss(p, batch, dropout_key(trainer.train_key, 0))) == step0  # the same step, the same mask
     no_dropout = float(loss(p, batch))
     assert no_dropout not in (step0, step1)
     # evaluation draws nothing: the same numbers every time, equal to the model without a key
@@ -77,13 +86,17 @@ def test_dropout_draws_masks_in_training_only_from_a_per_step_key():
 
 @pytest.mark.parametrize("where", ["embed", "attention"])
 def test_each_dropout_acts_alone(where):
-    rates = ({"embed_dropout": 0.5} if where == "embed"
-             else {"seq_mixer": choice("seq_mixer", "softmax_causal", dropout=0.5)})
+    rates = (
+        {"embed_dropout": 0.5}
+        if where == "embed"
+        else {"seq_mixer": choice("seq_mixer", "softmax_causal", dropout=0.5)}
+    )
     trainer = build_lm(settings(**rates))
     batch = trainer.sample(jax.random.key(1), 8)
     p, inputs = trainer.params0, model_inputs(batch)
-    assert not np.array_equal(np.asarray(trainer.apply(p, *inputs)),
-                              np.asarray(trainer.apply(p, *inputs, rng=jax.random.key(2))))
+    assert not np.array_equal(
+        np.asarray(trainer.apply(p, *inputs)), np.asarray(trainer.apply(p, *inputs, rng=jax.random.key(2)))
+    )
     # dropout draws nothing at initialisation: the parameters are those of the model without it
     base = build_lm(settings())
     jax.tree_util.tree_map(np.testing.assert_array_equal, base.params0, p)
@@ -96,10 +109,13 @@ def positions_table(s: LMSettings) -> bool:
 def test_positions_for_attention_build_a_table_for_attention_alone():
     assert positions_table(settings("softmax_causal", positions_for="attention"))
     assert not positions_table(settings("base_conv", positions_for="attention"))
-    assert positions_table(settings("base_conv"))                          # `all`: as before
-    hybrid = settings("base_conv", positions_for="attention",
-                      seq_mixers=(choice("seq_mixer", "base_conv"), choice("seq_mixer", "softmax_causal")))
-    assert positions_table(hybrid)                                         # a layer of attention takes it
+    assert positions_table(settings("base_conv"))  # `all`: as before
+    hybrid = settings(
+        "base_conv",
+        positions_for="attention",
+        seq_mixers=(choice("seq_mixer", "base_conv"), choice("seq_mixer", "softmax_causal")),
+    )
+    assert positions_table(hybrid)  # a layer of attention takes it
     assert settings("hyena", positions_for="attention").model.encoding().max_tokens() is None
 
 
@@ -107,7 +123,12 @@ def test_zoologys_block_is_its_figure_2_model():
     for mixer in ("softmax_causal", "base_conv"):
         m = settings(mixer, block="zoology").model
         assert (m.norm, m.state_mixer.name, m.positions_for, m.embed_dropout, m.tie_embeddings) == (
-            choice("norm", "layer_norm", eps=1e-5), "identity", "attention", 0.1, True)
+            choice("norm", "layer_norm", eps=1e-5),
+            "identity",
+            "attention",
+            0.1,
+            True,
+        )
         assert m.position == choice("position", "learned") and block_of(m) == "zoology"
         assert with_block(m, "zoology") == m
     attention = settings(block="zoology").model.seq_mixer
@@ -119,24 +140,27 @@ def test_zoologys_block_is_its_figure_2_model():
 
 def test_identity_state_mixer_adds_the_normed_stream_and_the_read_out_is_the_table(monkeypatch):
     from src.models import sequence
+
     s = settings(block="zoology")
     trainer = build_lm(s)
     p = trainer.params0
     table = p["lm/embed"]["embeddings"]
-    assert abs(float(table.std()) - 0.02) < 0.005                  # Zoology's nn.Embedding: N(0, 0.02²)
+    assert abs(float(table.std()) - 0.02) < 0.005  # Zoology's nn.Embedding: N(0, 0.02²)
     tokens = trainer.sample(jax.random.key(1), 2).inputs
     logits = trainer.apply(p, tokens)
     captured, tied = {}, sequence.tied_read
 
-    def spy():                  # the stack's last hidden state, before the read-out
+    def spy():  # the stack's last hidden state, before the read-out
         read_in, read_out = tied()
         return read_in, lambda c, h: read_out(c, captured.setdefault("h", h))
+
     monkeypatch.setattr(sequence, "tied_read", spy)
     hk.transform_with_state(lambda t: sequence.SequenceModel(s.model)(t)).apply(p, {}, None, tokens)
     np.testing.assert_allclose(np.asarray(logits), np.asarray(captured["h"] @ table.T), rtol=1e-5, atol=1e-6)
     model = s.model
     # the identity state mixer: the sublayer adds the normed stream, h + LN(h)
     from src.models.sequence import Block
+
     h = jax.random.normal(jax.random.key(0), (2, 32, 16))
     no_seq = replace(model, seq_mixer=choice("seq_mixer", "softmax_causal"), n_layer=1)
     block = hk.transform(lambda x: Block(no_seq, None, 0, name="b")(x))
@@ -148,10 +172,12 @@ def test_identity_state_mixer_adds_the_normed_stream_and_the_read_out_is_the_tab
 
 
 def test_bad_values_are_refused_in_one_line(tmp_path):
-    for model, words in [({"positions_for": "some"}, "model.positions_for='some' is not accepted; accepted: all, attention"),
-                         ({"embed_dropout": 1.0}, "model.embed_dropout=1.0 is not accepted; accepted: a number in [0, 1)"),
-                         ({"seq_mixer": choice("seq_mixer", "softmax_causal", dropout=-0.1)}, "dropout=-0.1 is not accepted"),
-                         ({"tie_embeddings": 1}, "model.tie_embeddings=1 is not accepted; accepted: true or false")]:
+    for model, words in [
+        ({"positions_for": "some"}, "model.positions_for='some' is not accepted; accepted: all, attention"),
+        ({"embed_dropout": 1.0}, "model.embed_dropout=1.0 is not accepted; accepted: a number in [0, 1)"),
+        ({"seq_mixer": choice("seq_mixer", "softmax_causal", dropout=-0.1)}, "dropout=-0.1 is not accepted"),
+        ({"tie_embeddings": 1}, "model.tie_embeddings=1 is not accepted; accepted: true or false"),
+    ]:
         with pytest.raises(SettingsError, match=re.escape(words)) as err:
             settings(**model)
         assert "\n" not in str(err.value)
@@ -161,15 +187,30 @@ def test_bad_values_are_refused_in_one_line(tmp_path):
     bad.write_text("cells: [{kappa: 4}]\nblock: zoo\n")
     with pytest.raises(UsageError, match=r"block='zoo' is not accepted; accepted: ours, zoology\Z"):
         read_grid(str(bad))
-    done = subprocess.run([sys.executable, "-m", "scripts.zoo", "--config", str(bad), "--runs-dir",
-                           str(tmp_path / "runs"), "--report-dir", str(tmp_path / "report")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.zoo",
+            "--config",
+            str(bad),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--report-dir",
+            str(tmp_path / "report"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and "block='zoo' is not accepted" in done.stderr
 
 
 def test_gpt2_refuses_dropout_it_would_not_train():
     from src.systems.gpt2 import GPT2Settings
+
     s = GPT2Settings()
     with pytest.raises(SettingsError, match=r"model.embed_dropout=0.1 is not accepted; accepted: 0 \(the lm system"):
         replace(s, model=replace(s.model, embed_dropout=0.1)).validate()
@@ -181,8 +222,10 @@ def test_the_study_asks_for_the_block_per_grid_and_says_so(tmp_path):
     read = read_grid(str(grid))
     assert read.block == "zoology" and read_grid("configs/zoo.yaml").block == "ours"
     jobs = make_jobs(tmp_path, ["attention", "base_conv"], [0], False, replace(read, heads=1))
-    assert [j.name for j in jobs] == ["mqar_k4_attention_w16_zoology_block_seed0",
-                                      "mqar_k4_base_conv_w16_zoology_block_seed0"]
+    assert [j.name for j in jobs] == [
+        "mqar_k4_attention_w16_zoology_block_seed0",
+        "mqar_k4_base_conv_w16_zoology_block_seed0",
+    ]
     assert all(block_of(j.settings.model) == "zoology" and j.block == "zoology" for j in jobs)
     assert block_words(jobs, OURS) == ZOOLOGY_BLOCK
     ours = make_jobs(tmp_path, ["attention"], [0], False, QUICK_GRID)

@@ -10,6 +10,7 @@ the CPU, `.cuda()`, the point-wise metric on the GPU, `loss.item()`); TF32 1 all
 passes. scripts/compare_originals.py and scripts/device_paper_scale.py drive it; nothing here
 imports this repository.
 """
+
 import json
 import sys
 import time
@@ -28,9 +29,18 @@ def main(argv):
     from wrapper_model import build_model
 
     torch.manual_seed(0)
-    model = build_model(SimpleNamespace(family="nanogpt", n_dims=dims, n_positions=points, n_embd=width,
-                                        n_layer=layers, n_head=heads, attention_type="softmax_causal",
-                                        attention_kwargs={}))
+    model = build_model(
+        SimpleNamespace(
+            family="nanogpt",
+            n_dims=dims,
+            n_positions=points,
+            n_embd=width,
+            n_layer=layers,
+            n_head=heads,
+            attention_type="softmax_causal",
+            attention_kwargs={},
+        )
+    )
     model.train()
     if device == "cuda":
         model.cuda()
@@ -50,16 +60,26 @@ def main(argv):
         loss = task.get_training_metric()(output, ys)
         loss.backward()
         optimizer.step()
-        if device == "cuda":                  # its point-wise metric, on the GPU
+        if device == "cuda":  # its point-wise metric, on the GPU
             task.get_metric()(output.detach(), ys).mean(dim=0)
-        return loss.detach().item()           # the original reads the loss every step
+        return loss.detach().item()  # the original reads the loss every step
 
     for _ in range(warmup):
         step()
-    print(json.dumps({"ready": True, "threads": torch.get_num_threads(), "torch": torch.__version__,
-                      "device": device, "tf32": tf32,
-                      "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
-    for line in sys.stdin:                   # one timed round per line read, until EOF
+    print(
+        json.dumps(
+            {
+                "ready": True,
+                "threads": torch.get_num_threads(),
+                "torch": torch.__version__,
+                "device": device,
+                "tf32": tf32,
+                "parameters": sum(p.numel() for p in model.parameters()),
+            }
+        ),
+        flush=True,
+    )
+    for line in sys.stdin:  # one timed round per line read, until EOF
         begin = time.perf_counter()
         for _ in range(steps):
             step()

@@ -19,6 +19,7 @@ The only departures from the original's train_utils.train: the optimizer (its is
 rate, unclipped) and the schedule, both set to our protocol; training on the CPU (no `.cuda()`);
 no checkpoints or CSV log (the loss goes to stderr every --log-every steps).
 """
+
 import argparse
 import json
 import math
@@ -49,17 +50,28 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--log-every", type=int, default=500)
     p.add_argument("--eval-block", type=int, default=500, help="prompts scored at once")
-    p.add_argument("--checkpoint", default=None,
-                   help="keep the training state here every --checkpoint-every steps and continue from it when "
-                        "it exists (the same run: model, Adam, schedule, torch's generator; resumed bit for bit)")
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        help="keep the training state here every --checkpoint-every steps and continue from it when "
+        "it exists (the same run: model, Adam, schedule, torch's generator; resumed bit for bit)",
+    )
     p.add_argument("--checkpoint-every", type=int, default=250)
     # variants for finding where a difference comes from (the defaults are the original's FAVOR+)
-    p.add_argument("--favor-qk-scale", choices=("original", "ours"), default="original",
-                   help="original: q and k x K^-1/2 before the features (the kernel exp(q.k / K)); ours: x K^-1/4 "
-                        "(exp(q.k / sqrt K), softmax attention's), by rescaling what its _phi is given")
-    p.add_argument("--favor-features", choices=("original", "orthogonal"), default="original",
-                   help="original: omega ~ N(0, 1) iid; orthogonal: blocks of orthogonal directions with chi norms "
-                        "(ours), drawn from the same torch generator")
+    p.add_argument(
+        "--favor-qk-scale",
+        choices=("original", "ours"),
+        default="original",
+        help="original: q and k x K^-1/2 before the features (the kernel exp(q.k / K)); ours: x K^-1/4 "
+        "(exp(q.k / sqrt K), softmax attention's), by rescaling what its _phi is given",
+    )
+    p.add_argument(
+        "--favor-features",
+        choices=("original", "orthogonal"),
+        default="original",
+        help="original: omega ~ N(0, 1) iid; orthogonal: blocks of orthogonal directions with chi norms "
+        "(ours), drawn from the same torch generator",
+    )
     return p.parse_args(argv)
 
 
@@ -72,18 +84,21 @@ def linear_warmup_decay(steps, fraction):
         if s < warmup:
             return s / warmup
         return max(0.0, (steps - s) / max(1, steps - warmup))
+
     return factor
 
 
 def favor_variants(model, args, torch):
     """--favor-qk-scale and --favor-features applied to a built model (nothing by default)."""
     import attentions
+
     cls = attentions.FAVORCausalSelfAttention
     if args.favor_qk_scale == "ours":
         original_phi = cls._phi
 
-        def phi(self, x):          # the original scaled by K^-1/2; x K^1/4 makes it K^-1/4
-            return original_phi(self, x * self.head_dim ** 0.25)
+        def phi(self, x):  # the original scaled by K^-1/2; x K^1/4 makes it K^-1/4
+            return original_phi(self, x * self.head_dim**0.25)
+
         cls._phi = phi
     if args.favor_features == "orthogonal":
         for module in model.modules():
@@ -102,6 +117,7 @@ def main(argv):
     sys.path.insert(0, f"{args.checkout}/src")
     import numpy as np
     import torch
+
     torch.set_num_threads(args.threads)
     try:
         torch.set_num_interop_threads(1)
@@ -116,15 +132,25 @@ def main(argv):
     began = time.perf_counter()
     kwargs = json.loads(args.attention_kwargs)
     torch.manual_seed(args.seed)
-    model = build_model(SimpleNamespace(family="nanogpt", n_dims=args.dims, n_positions=args.n_positions,
-                                        n_embd=args.width, n_layer=args.layers, n_head=args.heads,
-                                        attention_type=args.attention, attention_kwargs=kwargs))
+    model = build_model(
+        SimpleNamespace(
+            family="nanogpt",
+            n_dims=args.dims,
+            n_positions=args.n_positions,
+            n_embd=args.width,
+            n_layer=args.layers,
+            n_head=args.heads,
+            attention_type=args.attention,
+            attention_kwargs=kwargs,
+        )
+    )
     favor_variants(model, args, torch)
     model.train()
 
     class ClippedAdam(torch.optim.Adam):
         """Adam whose step first clips the gradients to a global norm (optax.clip_by_global_norm
         before optax.adam, as our optimizer); counts the steps it clipped."""
+
         clipped = 0
 
         def step(self, closure=None):
@@ -136,14 +162,17 @@ def main(argv):
 
     optimizer = ClippedAdam(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup_decay(args.steps, args.warmup_fraction))
-    fixed = lambda n: SimpleNamespace(start=n, end=n, inc=0, interval=2000)   # no curriculum: the full task
+    fixed = lambda n: SimpleNamespace(start=n, end=n, inc=0, interval=2000)  # no curriculum: the full task
     curriculum = Curriculum(SimpleNamespace(dims=fixed(args.dims), points=fixed(args.points)))
     data = get_data_sampler("gaussian", n_dims=args.dims)
     tasks = get_task_sampler("linear_regression", args.dims, args.batch)
 
     losses, first, spent = [], 0, 0.0
-    identity = {k: v for k, v in vars(args).items() if k not in ("checkpoint", "checkpoint_every", "log_every",
-                                                                 "eval_block", "prompts", "checkout")}
+    identity = {
+        k: v
+        for k, v in vars(args).items()
+        if k not in ("checkpoint", "checkpoint_every", "log_every", "eval_block", "prompts", "checkout")
+    }
     if args.checkpoint and os.path.exists(args.checkpoint):
         kept = torch.load(args.checkpoint, weights_only=False)
         if kept["identity"] != identity:
@@ -157,14 +186,22 @@ def main(argv):
         print(f"resumed at step {first} from {args.checkpoint}", file=sys.stderr, flush=True)
 
     def keep(step):
-        state = {"identity": identity, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(),
-                 "curriculum_steps": curriculum.step_count, "losses": losses, "step": step,
-                 "seconds_train": spent + time.perf_counter() - began, "clipped": ClippedAdam.clipped}
+        state = {
+            "identity": identity,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": torch.get_rng_state(),
+            "curriculum_steps": curriculum.step_count,
+            "losses": losses,
+            "step": step,
+            "seconds_train": spent + time.perf_counter() - began,
+            "clipped": ClippedAdam.clipped,
+        }
         torch.save(state, args.checkpoint + ".tmp")
         os.replace(args.checkpoint + ".tmp", args.checkpoint)
 
-    for i in range(first, args.steps):                # train_utils.train's loop, on the CPU
+    for i in range(first, args.steps):  # train_utils.train's loop, on the CPU
         xs = data.sample_xs(curriculum.n_points, args.batch, curriculum.n_dims_truncated)
         task = tasks()
         ys = task.evaluate(xs)
@@ -181,25 +218,39 @@ def main(argv):
     prompts = np.load(args.prompts)
     xs_all, ys_all = torch.from_numpy(prompts["xs"]).float(), torch.from_numpy(prompts["ys"]).float()
     dims = xs_all.shape[-1]
-    metric = LinearRegression.get_metric()             # the original's point-wise squared error
+    metric = LinearRegression.get_metric()  # the original's point-wise squared error
     model.eval()
     errors = []
     with torch.no_grad():
         for start in range(0, len(xs_all), args.eval_block):
-            xs, ys = xs_all[start:start + args.eval_block], ys_all[start:start + args.eval_block]
+            xs, ys = xs_all[start : start + args.eval_block], ys_all[start : start + args.eval_block]
             errors.append(metric(model(xs, ys), ys).double())
     curve = (torch.cat(errors).mean(dim=0) / dims).tolist()
-    print(json.dumps({
-        "attention_type": args.attention, "attention_kwargs": kwargs, "seed": args.seed,
-        "favor_qk_scale": args.favor_qk_scale, "favor_features": args.favor_features,
-        "curve": curve, "error_last": curve[-1], "prompts": list(xs_all.shape),
-        "steps": args.steps, "final_loss_mean_last_100": float(np.mean(losses[-100:])),
-        "clipped_steps": ClippedAdam.clipped,
-        "seconds_train": trained, "seconds": spent + time.perf_counter() - began, "resumed_at": first or None,
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "buffers": {name: list(b.shape) for name, b in model.named_buffers() if b.numel() > 1},
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "attention_type": args.attention,
+                "attention_kwargs": kwargs,
+                "seed": args.seed,
+                "favor_qk_scale": args.favor_qk_scale,
+                "favor_features": args.favor_features,
+                "curve": curve,
+                "error_last": curve[-1],
+                "prompts": list(xs_all.shape),
+                "steps": args.steps,
+                "final_loss_mean_last_100": float(np.mean(losses[-100:])),
+                "clipped_steps": ClippedAdam.clipped,
+                "seconds_train": trained,
+                "seconds": spent + time.perf_counter() - began,
+                "resumed_at": first or None,
+                "torch": torch.__version__,
+                "threads": torch.get_num_threads(),
+                "parameters": sum(p.numel() for p in model.parameters()),
+                "buffers": {name: list(b.shape) for name, b in model.named_buffers() if b.numel() > 1},
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ ours:
 DTYPE is float32 or bfloat16 (the recipe's default), COMPILE 0 or 1 (torch.compile of the model,
 the recipe's default). scripts/compare_originals.py drives it; nothing here imports this repository.
 """
+
 import json
 import sys
 import time
@@ -31,8 +32,9 @@ def main(argv):
     torch.manual_seed(2)
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype_name]
     task = MQARConfig(input_seq_len=seq_len, vocab_size=vocab, num_kv_pairs=pairs)
-    config = ModelConfig(model_dim=width, num_layers=layers, dtype=dtype,
-                         seq_mixer=AttentionConfig(num_heads=heads, num_kv_heads=heads))
+    config = ModelConfig(
+        model_dim=width, num_layers=layers, dtype=dtype, seq_mixer=AttentionConfig(num_heads=heads, num_kv_heads=heads)
+    )
     config.output_dim = task.output_proj_dim()
     with default_dtype(dtype):
         model = TransformerBuilder(config, task.loss).build_model()
@@ -55,10 +57,20 @@ def main(argv):
 
     for _ in range(warmup):
         step(*draw())
-    print(json.dumps({"ready": True, "threads": torch.get_num_threads(), "torch": torch.__version__,
-                      "dtype": dtype_name, "compiled": compiled,
-                      "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
-    for line in sys.stdin:                   # one timed round per line read, until EOF
+    print(
+        json.dumps(
+            {
+                "ready": True,
+                "threads": torch.get_num_threads(),
+                "torch": torch.__version__,
+                "dtype": dtype_name,
+                "compiled": compiled,
+                "parameters": sum(p.numel() for p in model.parameters()),
+            }
+        ),
+        flush=True,
+    )
+    for line in sys.stdin:  # one timed round per line read, until EOF
         batches = [draw() for _ in range(steps)]
         begin = time.perf_counter()
         for inputs, targets in batches:

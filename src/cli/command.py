@@ -7,6 +7,7 @@ directory (and the checkpoint when resuming) before any work, run the pipeline, 
 Exit codes: 0 done, 1 training diverged (the parameters of the last good step are kept),
 2 a one-line refusal before any work, 130 interrupted (what was kept is said in one line).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,39 +49,82 @@ def validated(settings: Settings, translate: Mapping[str, str] | None = None) ->
         raise UsageError(err.translate(translate or {})) from None
 
 
-def train_command(prog: str, settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
-                  overwrite: bool = False, resume: bool = False, quiet: bool = False,
-                  analyses: Sequence[str] | None = None, wandb=None) -> int:
+def train_command(
+    prog: str,
+    settings: Settings,
+    out: Path,
+    *,
+    runner: str,
+    argv: Sequence[str],
+    overwrite: bool = False,
+    resume: bool = False,
+    quiet: bool = False,
+    analyses: Sequence[str] | None = None,
+    wandb=None,
+) -> int:
     if resume:
         try:
             adopt_threads(read_json(Path(out) / names.CONFIG))
         except (OSError, ValueError):
-            pass            # check_target names what is wrong with the run directory
+            pass  # check_target names what is wrong with the run directory
     try:
         with RunDirLock(Path(out), f"{prog} {' '.join(argv)}", check_only=dry_run_requested()):
-            return _locked_train(prog, settings, Path(out), runner=runner, argv=argv, overwrite=overwrite,
-                                 resume=resume, quiet=quiet, analyses=analyses, wandb=wandb)
+            return _locked_train(
+                prog,
+                settings,
+                Path(out),
+                runner=runner,
+                argv=argv,
+                overwrite=overwrite,
+                resume=resume,
+                quiet=quiet,
+                analyses=analyses,
+                wandb=wandb,
+            )
     except RunDirError as err:
         return fail(prog, err)
 
 
-def _locked_train(prog: str, settings: Settings, out: Path, *, runner: str, argv: Sequence[str],
-                  overwrite: bool, resume: bool, quiet: bool, analyses: Sequence[str] | None, wandb) -> int:
+def _locked_train(
+    prog: str,
+    settings: Settings,
+    out: Path,
+    *,
+    runner: str,
+    argv: Sequence[str],
+    overwrite: bool,
+    resume: bool,
+    quiet: bool,
+    analyses: Sequence[str] | None,
+    wandb,
+) -> int:
     """train_command's work, with the run directory's lock held."""
     start = check_target(settings, out, overwrite=overwrite, resume=resume)
     if dry_run(prog, f"train {settings.describe()} into {out}"):
         return 0
-    replacing = will_replace(out) and (overwrite or not resume)   # the previous run stays until the new one ends
+    replacing = will_replace(out) and (overwrite or not resume)  # the previous run stays until the new one ends
     try:
-        outcome = execute(settings, out, runner=runner, argv=argv, overwrite=overwrite,
-                          start=start, progress=not quiet, analyses=analyses, wandb=wandb)
+        outcome = execute(
+            settings,
+            out,
+            runner=runner,
+            argv=argv,
+            overwrite=overwrite,
+            start=start,
+            progress=not quiet,
+            analyses=analyses,
+            wandb=wandb,
+        )
     except KeyboardInterrupt:
-        remove_temporaries_below(out, own=True)     # a write the interrupt cut short
+        remove_temporaries_below(out, own=True)  # a write the interrupt cut short
         print("\n" + interrupted_note(out, replacing), file=sys.stderr)
         return 130
     if outcome.result.diverged:
-        print(f"{prog}: training stopped: {outcome.result.diverged}; parameters saved to "
-              f"{outcome.run.file(names.PARAMS)}", file=sys.stderr)
+        print(
+            f"{prog}: training stopped: {outcome.result.diverged}; parameters saved to "
+            f"{outcome.run.file(names.PARAMS)}",
+            file=sys.stderr,
+        )
         return 1
     print(f"{outcome.trainer.report(outcome.result, outcome.run)} -> {outcome.run.path}")
     return 0

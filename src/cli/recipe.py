@@ -15,6 +15,7 @@ wandb run in the run directory, offline unless online (src/tracking.py); `wandb:
 logs to metrics.jsonl only. Choices and flags are checked before any work (one line,
 exit 2; src/cli/recipe_flags.py); so are the task's sizes (κ against the vocabulary, T against 2κ + queries).
 """
+
 import dataclasses
 import sys
 from dataclasses import dataclass, field, replace
@@ -61,6 +62,7 @@ def _variant(kind: str, name: str) -> type:
 
 def _union(kind: str, names: Sequence[str]):
     import tyro
+
     variants = {n: _variant(kind, n) for n in names}
     defaults = {n: v(**DEFAULT_TASK.get(n, {})) if kind == "task" else v() for n, v in variants.items()}
     typ = Union[tuple(Annotated[v, tyro.conf.subcommand(n, default=defaults[n])] for n, v in variants.items())]
@@ -76,22 +78,28 @@ def build_cli_types():
     @dataclass(frozen=True)
     class Model:
         """The `lm` preset of the one sequence family (src/models/sequence_presets.py)."""
+
         seq_mixer: seq_t = seq_defaults["attention"]
         state_mixer: state_t = state_defaults["mlp"]
         width: int = 64
         n_layer: int = 2
         n_head: int = 4
-        dense_layout: str = "flat"   # Linear layers on [B·T, D] rows (flat) or [B, T, D] (batched: runs before 2026-11-26)
-        block: str = "ours"          # ours, or zoology: Zoology's TransformerBlock (layer norm, identity state mixer, positions for attention only, dropout 0.1 on the embeddings and attention weights, attention biases, tied read-out), which sets those flags itself
-        positions_for: str = "all"   # the position encoding in every model (all) or only in one with an attention layer (attention)
-        embed_dropout: float = 0.0   # dropout on the embeddings feeding layer 1, in training only
+        dense_layout: str = (
+            "flat"  # Linear layers on [B·T, D] rows (flat) or [B, T, D] (batched: runs before 2026-11-26)
+        )
+        block: str = "ours"  # ours, or zoology: Zoology's TransformerBlock (layer norm, identity state mixer, positions for attention only, dropout 0.1 on the embeddings and attention weights, attention biases, tied read-out), which sets those flags itself
+        positions_for: str = (
+            "all"  # the position encoding in every model (all) or only in one with an attention layer (attention)
+        )
+        embed_dropout: float = 0.0  # dropout on the embeddings feeding layer 1, in training only
         tie_embeddings: bool = False  # the read-out is the embedding table transposed (one table, N(0, 0.02²))
-        seq_mixers: str = ""         # a hybrid stack: the layers' sequence mixers, a comma list repeating over the layers (name or name:option=value; a bare name takes its defaults, or model.seq_mixer's options where it names that mixer)
+        seq_mixers: str = ""  # a hybrid stack: the layers' sequence mixers, a comma list repeating over the layers (name or name:option=value; a bare name takes its defaults, or model.seq_mixer's options where it names that mixer)
 
     @dataclass(frozen=True)
     class Recipe:
         """Train a model of the `lm` family on an in-context task of the ICL benchmark (Zoology /
         miniseq) and report its accuracy."""
+
         task: task_t = task_defaults["mqar"]
         model: Model = field(default_factory=Model)
         train: RecipeTrain = field(default_factory=RecipeTrain)
@@ -100,7 +108,7 @@ def build_cli_types():
         overwrite: bool = False
         resume: bool = False
         quiet: bool = False
-        skip_analysis: bool = False     # no analyses at the end (a pair task's ICL curve, ...)
+        skip_analysis: bool = False  # no analyses at the end (a pair task's ICL curve, ...)
 
     return Recipe, {"task": tasks, "model.seq_mixer": seqs, "model.state_mixer": states}
 
@@ -108,21 +116,34 @@ def build_cli_types():
 def to_settings(parsed) -> tuple[LMSettings, Path, bool, bool, bool, bool]:
     """(settings, out, overwrite, resume, quiet, skip_analysis) from tyro's result; UsageError (one line, in the
     recipe's flags) for sizes that cannot work."""
+
     def choice_of(kind, value):
         entry = entry_of(kind, type(value).__name__)
-        return Choice(entry.name, entry.options(**{f.name: getattr(value, f.name)
-                                                   for f in dataclasses.fields(entry.options)}))
+        return Choice(
+            entry.name, entry.options(**{f.name: getattr(value, f.name) for f in dataclasses.fields(entry.options)})
+        )
+
     task = choice_of("task", parsed.task)
     seq, state = choice_of("seq_mixer", parsed.model.seq_mixer), choice_of("state_mixer", parsed.model.state_mixer)
     m, tr, pairs = parsed.model, parsed.train, parsed.pairs
     flag_to_field = {flag: name for name, flag in TRAIN_FLAGS.items()}
-    train = LMTrain(**{flag_to_field.get(f.name, f.name): getattr(tr, f.name)
-                       for f in dataclasses.fields(RecipeTrain)})
-    settings = lm_settings(task, seq, state, width=m.width, n_layer=m.n_layer, n_head=m.n_head,
-                           train=train, pairs=pairs, dense_layout=m.dense_layout,
-                           seq_mixers=hybrid_mixers(m.seq_mixers, seq), block=m.block,
-                           positions_for=m.positions_for, embed_dropout=m.embed_dropout,
-                           tie_embeddings=m.tie_embeddings)
+    train = LMTrain(**{flag_to_field.get(f.name, f.name): getattr(tr, f.name) for f in dataclasses.fields(RecipeTrain)})
+    settings = lm_settings(
+        task,
+        seq,
+        state,
+        width=m.width,
+        n_layer=m.n_layer,
+        n_head=m.n_head,
+        train=train,
+        pairs=pairs,
+        dense_layout=m.dense_layout,
+        seq_mixers=hybrid_mixers(m.seq_mixers, seq),
+        block=m.block,
+        positions_for=m.positions_for,
+        embed_dropout=m.embed_dropout,
+        tie_embeddings=m.tie_embeddings,
+    )
     return settings, Path(parsed.out), parsed.overwrite, parsed.resume, parsed.quiet, parsed.skip_analysis
 
 
@@ -131,36 +152,72 @@ def hybrid_mixers(text: str, chosen: Choice) -> tuple[Choice, ...]:
     return mixer_stack(text, ",", "--model.seq_mixers", chosen)
 
 
-def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
-                n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
-                dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = (), block: str = "ours",
-                positions_for: str = "all", embed_dropout: float = 0.0, tie_embeddings: bool = False) -> LMSettings:
+def lm_settings(
+    task: Choice,
+    seq_mixer: Choice,
+    state_mixer: Choice,
+    *,
+    width: int,
+    n_layer: int,
+    n_head: int,
+    train: LMTrain = LMTrain(),
+    pairs: PairShape = PairShape(),
+    dense_layout: str = "flat",
+    seq_mixers: tuple[Choice, ...] = (),
+    block: str = "ours",
+    positions_for: str = "all",
+    embed_dropout: float = 0.0,
+    tie_embeddings: bool = False,
+) -> LMSettings:
     """The recipe's settings (src.systems.lm.lm_settings), validated: a UsageError, one line, in
     the recipe's flags. The block (`zoology`) is applied last, over the three model fields before it."""
     if block not in BLOCKS:
         raise UsageError(f"--model.block={block!r} is not accepted; accepted: {', '.join(BLOCKS)}")
-    settings = lm_settings_unchecked(task, seq_mixer, state_mixer, width=width, n_layer=n_layer, n_head=n_head,
-                                     train=train, pairs=pairs, dense_layout=dense_layout, seq_mixers=seq_mixers)
-    model = replace(settings.model, positions_for=positions_for, embed_dropout=embed_dropout,
-                    tie_embeddings=tie_embeddings)
+    settings = lm_settings_unchecked(
+        task,
+        seq_mixer,
+        state_mixer,
+        width=width,
+        n_layer=n_layer,
+        n_head=n_head,
+        train=train,
+        pairs=pairs,
+        dense_layout=dense_layout,
+        seq_mixers=seq_mixers,
+    )
+    model = replace(
+        settings.model, positions_for=positions_for, embed_dropout=embed_dropout, tie_embeddings=tie_embeddings
+    )
     return validated(replace(settings, model=with_block(model, block)), FLAGS)
 
 
 # our settings -> the recipe's flags, for messages
-FLAGS = {"task.options.": "--task.", "task": "task", "model.seq_mixer.options.": "--model.seq_mixer.",
-         "model.width": "--model.width", "model.dense_layout": "--model.dense_layout",
-         "model.seq_mixers": "--model.seq_mixers", "model.positions_for": "--model.positions_for",
-         "model.embed_dropout": "--model.embed_dropout", "model.tie_embeddings": "--model.tie_embeddings",
-         "model.n_layer": "--model.n_layer", "model.n_head": "--model.n_head",
-         "train.steps": "--train.train_steps", "train.": "--train.", "pairs.": "--pairs."}
+FLAGS = {
+    "task.options.": "--task.",
+    "task": "task",
+    "model.seq_mixer.options.": "--model.seq_mixer.",
+    "model.width": "--model.width",
+    "model.dense_layout": "--model.dense_layout",
+    "model.seq_mixers": "--model.seq_mixers",
+    "model.positions_for": "--model.positions_for",
+    "model.embed_dropout": "--model.embed_dropout",
+    "model.tie_embeddings": "--model.tie_embeddings",
+    "model.n_layer": "--model.n_layer",
+    "model.n_head": "--model.n_head",
+    "train.steps": "--train.train_steps",
+    "train.": "--train.",
+    "pairs.": "--pairs.",
+}
 
 
 def parse(argv: Sequence[str]) -> tuple[LMSettings, Path, bool, bool, bool, bool, list[str]]:
     import tyro
+
     root, variants = build_cli_types()
     kept, notes = check_argv(translate(argv), variants)
-    cli = lambda args: one_line_tyro(lambda: tyro.cli(root, args=args, prog=PROG, use_underscores=True,
-                                                      config=(tyro.conf.CascadeSubcommandArgs,)))
+    cli = lambda args: one_line_tyro(
+        lambda: tyro.cli(root, args=args, prog=PROG, use_underscores=True, config=(tyro.conf.CascadeSubcommandArgs,))
+    )
     parsed = cli(kept)
     settings, out, *flags = to_settings(parsed)
     if not any(t == "--out" or t.startswith("--out=") for t in kept):
@@ -178,6 +235,7 @@ def one_line_tyro(call):
     the rest). --help passes through."""
     import contextlib
     import io
+
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
@@ -198,10 +256,14 @@ def default_out(parsed, defaults) -> Path:
     a loop over any flag gets its own run. A hybrid stack (--model.seq_mixers) takes the sequence
     mixer's place, spelt by src.mixer_spec.stack_word (e.g. mqar_ema+attention_mlp_seed0)."""
     from src.mixer_spec import stack_word
+
     mine, theirs = _leaves(dataclasses.asdict(parsed)), _leaves(dataclasses.asdict(defaults))
     stack = mine.get("model.seq_mixers")
-    words = [type(parsed.task).__name__, stack_word(stack) if stack else type(parsed.model.seq_mixer).__name__,
-             type(parsed.model.state_mixer).__name__]
+    words = [
+        type(parsed.task).__name__,
+        stack_word(stack) if stack else type(parsed.model.seq_mixer).__name__,
+        type(parsed.model.state_mixer).__name__,
+    ]
     skip = {"out", "overwrite", "resume", "quiet", "skip_analysis", "train.seed", "model.seq_mixers"}
     changed = [k for k in mine if k not in skip and mine[k] != theirs.get(k)]
     last = [k.rsplit(".", 1)[-1] for k in changed]
@@ -230,8 +292,10 @@ def print_choices() -> None:
         for name in choices(kind):
             entry = entry_of(kind, name)
             print(f"  {component}:{name:22s} {entry.doc}{state_note(entry)}")
-    print(f"wandb choices: {', '.join(f'wandb:{n}' for n in WANDB_CHOICES)} (on: an offline wandb run in "
-          f"the run directory, besides metrics.jsonl)")
+    print(
+        f"wandb choices: {', '.join(f'wandb:{n}' for n in WANDB_CHOICES)} (on: an offline wandb run in "
+        f"the run directory, besides metrics.jsonl)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -244,5 +308,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         return fail(PROG, UsageError(spelled_as_typed(str(err), argv)))
     wandb = WANDB_CHOICES[notes[-1].partition(":")[2]] if notes else None
-    return train_command(PROG, settings, out, runner="runners.recipe", argv=argv, overwrite=overwrite,
-                         resume=resume, quiet=quiet, wandb=wandb, analyses=() if skip_analysis else None)
+    return train_command(
+        PROG,
+        settings,
+        out,
+        runner="runners.recipe",
+        argv=argv,
+        overwrite=overwrite,
+        resume=resume,
+        quiet=quiet,
+        wandb=wandb,
+        analyses=() if skip_analysis else None,
+    )

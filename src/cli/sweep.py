@@ -6,6 +6,7 @@ value and what is accepted). Rerunning a sweep skips finished runs, redoes incom
 refuses (or with --overwrite retrains) runs made with other settings or code, and rewrites
 the CSV after every finished run. `--grid PATH=V1,V2` sweeps any setting by its dotted path.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from src.flags import (OneLineParser, path_text, UsageError, dry_run, fail, int_at_least, positive_number,
-    overwrite_hint)
+from src.flags import OneLineParser, path_text, UsageError, dry_run, fail, int_at_least, positive_number, overwrite_hint
 from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.jobs.engine import TODO_STATES, announce, run_jobs
 from src.jobs.engine import plan as replan
@@ -36,25 +36,37 @@ from src.rundir import RunDirError, names
 SETTING_COLUMNS = ["model", "seed", "steps", "ordering", "noise_mode", "p", "sigma", "placement"]
 PHASE_FIELDS = ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement")
 PHASE_COLUMNS = [f"{phase}_{f}" for phase in ("train", "eval") for f in PHASE_FIELDS]
-RESULT_COLUMNS = ["eval_loss", "gd_loss", "gd_eta", "align_cos", "l2_pred_diff", "model_diff",
-                  "auroc", "train_loss", "train_seconds",
-                  "copy_own", "copy_next", "copy_prev", "copy_other"]
+RESULT_COLUMNS = [
+    "eval_loss",
+    "gd_loss",
+    "gd_eta",
+    "align_cos",
+    "l2_pred_diff",
+    "model_diff",
+    "auroc",
+    "train_loss",
+    "train_seconds",
+    "copy_own",
+    "copy_next",
+    "copy_prev",
+    "copy_other",
+]
 CSV_COLUMNS = ["run_dir", "status"] + SETTING_COLUMNS + PHASE_COLUMNS + RESULT_COLUMNS
-
-
 
 
 # ---------------------------------------------------------------------------
 # Flags
 
+
 @dataclass(frozen=True)
 class DriverDefaults:
     """What differs between eval_order and eval_noise: defaults and text, not logic."""
+
     prog: str
     description: str
     out: str
     runs_dir: str
-    figures: str                   # figure folder name under report/figures/ (for the hint)
+    figures: str  # figure folder name under report/figures/ (for the hint)
     epilog: str = ""
     ordering: str = "random"
     noise_mode: str = "clean"
@@ -66,70 +78,126 @@ class DriverDefaults:
     def of(module: str, doc: str, figures: str, **grid) -> "DriverDefaults":
         """The defaults of driver `module` (its docstring: description, then epilog)."""
         lines = doc.splitlines()
-        return DriverDefaults(prog=f"python -m {module}", description=lines[0],
-                              out=f"results_{figures}.csv", runs_dir=f"runs/{module}",
-                              figures=figures, epilog="\n".join(lines[1:]), **grid)
+        return DriverDefaults(
+            prog=f"python -m {module}",
+            description=lines[0],
+            out=f"results_{figures}.csv",
+            runs_dir=f"runs/{module}",
+            figures=figures,
+            epilog="\n".join(lines[1:]),
+            **grid,
+        )
 
 
 def build_parser(d: DriverDefaults) -> argparse.ArgumentParser:
-    parser = OneLineParser(prog=d.prog, description=d.description, epilog=d.epilog,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(
+        prog=d.prog, description=d.description, epilog=d.epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     g = parser.add_argument_group("grid (comma-separated lists; the grid is their product)")
-    g.add_argument("--models", default="lsa1,twolayer",
-                   help=f"models, from: {', '.join(MODEL_PRESETS)} (default: lsa1,twolayer)")
-    g.add_argument("--ordering", default=d.ordering,
-                   help=f"context orderings, from: {', '.join(ORDERINGS)} (default: {d.ordering})")
-    g.add_argument("--noise_mode", default=d.noise_mode,
-                   help=f"noise modes, from: {', '.join(NOISE_MODES)} (default: {d.noise_mode})")
-    g.add_argument("--p", "--noise_p", dest="p", default=d.p,
-                   help="fractions of corrupted pairs in [0, 1]; required when a noise mode "
-                        f"other than clean is in the grid (default: {d.p or 'none'})")
-    g.add_argument("--sigma", "--noise_sigma", dest="sigma", default=d.sigma,
-                   help="noise sigmas >= 0 (label-noise std / random label std) "
-                        f"(default: {d.sigma or 'the runner default, 1.0'})")
-    g.add_argument("--placement", "--noise_placement", dest="placement", default=d.placement,
-                   help=f"placements of corrupted pairs, from: {', '.join(PLACEMENTS)} "
-                        f"(default: {d.placement})")
+    g.add_argument(
+        "--models", default="lsa1,twolayer", help=f"models, from: {', '.join(MODEL_PRESETS)} (default: lsa1,twolayer)"
+    )
+    g.add_argument(
+        "--ordering",
+        default=d.ordering,
+        help=f"context orderings, from: {', '.join(ORDERINGS)} (default: {d.ordering})",
+    )
+    g.add_argument(
+        "--noise_mode",
+        default=d.noise_mode,
+        help=f"noise modes, from: {', '.join(NOISE_MODES)} (default: {d.noise_mode})",
+    )
+    g.add_argument(
+        "--p",
+        "--noise_p",
+        dest="p",
+        default=d.p,
+        help="fractions of corrupted pairs in [0, 1]; required when a noise mode "
+        f"other than clean is in the grid (default: {d.p or 'none'})",
+    )
+    g.add_argument(
+        "--sigma",
+        "--noise_sigma",
+        dest="sigma",
+        default=d.sigma,
+        help="noise sigmas >= 0 (label-noise std / random label std) "
+        f"(default: {d.sigma or 'the runner default, 1.0'})",
+    )
+    g.add_argument(
+        "--placement",
+        "--noise_placement",
+        dest="placement",
+        default=d.placement,
+        help=f"placements of corrupted pairs, from: {', '.join(PLACEMENTS)} (default: {d.placement})",
+    )
     g.add_argument("--seeds", default="0", help="training seeds, integers >= 0 (default: 0)")
     o = parser.add_argument_group("train/eval overrides (comma lists; auto = the shared value)")
     for phase in ("train", "eval"):
         for f in PHASE_FIELDS:
-            o.add_argument(f"--{phase}_{f}", default=AUTO, metavar="LIST",
-                           help=f"{phase} {f.replace('_', ' ')} (default: auto)")
+            o.add_argument(
+                f"--{phase}_{f}", default=AUTO, metavar="LIST", help=f"{phase} {f.replace('_', ' ')} (default: auto)"
+            )
     t = parser.add_argument_group("training (passed to every run; default: the runner's)")
-    t.add_argument("--steps", type=int_at_least(1), default=None,
-                   help="training steps (default: the paper's, per model)")
+    t.add_argument(
+        "--steps", type=int_at_least(1), default=None, help="training steps (default: the paper's, per model)"
+    )
     t.add_argument("--batch_size", type=int_at_least(1), default=None)
     t.add_argument("--eval_size", type=int_at_least(1), default=None)
     t.add_argument("--log_every", type=int_at_least(1), default=None)
     t.add_argument("--lr", type=positive_number(), default=None)
-    t.add_argument("--grid", action="append", default=[], metavar="PATH=V1,V2",
-                   help="also sweep any setting by its dotted path (repeatable), e.g. "
-                        "--grid train.adam_b2=0.98,0.999 --grid model.init_scale=0.002,0.01; "
-                        "each value is set as the runners' --set PATH=VALUE sets it")
-    t.add_argument("--save_attention", dest="save_attention", action="store_true", default=True,
-                   help="save attention and compute AUROC in every run (default)")
-    t.add_argument("--no_save_attention", dest="save_attention", action="store_false",
-                   help="do not save attention (no AUROC column values)")
+    t.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="PATH=V1,V2",
+        help="also sweep any setting by its dotted path (repeatable), e.g. "
+        "--grid train.adam_b2=0.98,0.999 --grid model.init_scale=0.002,0.01; "
+        "each value is set as the runners' --set PATH=VALUE sets it",
+    )
+    t.add_argument(
+        "--save_attention",
+        dest="save_attention",
+        action="store_true",
+        default=True,
+        help="save attention and compute AUROC in every run (default)",
+    )
+    t.add_argument(
+        "--no_save_attention",
+        dest="save_attention",
+        action="store_false",
+        help="do not save attention (no AUROC column values)",
+    )
     s = parser.add_argument_group("sweep")
     s.add_argument("--out", type=path_text(), default=d.out, help=f"results CSV (default: {d.out})")
-    s.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default=d.runs_dir,
-                   help=f"where the run directories go (default: {d.runs_dir})")
-    s.add_argument("--jobs", type=int_at_least(1), default=os.cpu_count() or 1,
-                   help="runs in parallel, one thread each when > 1 (default: os.cpu_count() "
-                        f"= {os.cpu_count() or 1})")
-    s.add_argument("--overwrite", action="store_true",
-                   help="retrain runs in --runs-dir whose stored settings differ from this grid "
-                        "(default: refuse)")
+    s.add_argument(
+        "--runs-dir",
+        "--runs_dir",
+        dest="runs_dir",
+        default=d.runs_dir,
+        help=f"where the run directories go (default: {d.runs_dir})",
+    )
+    s.add_argument(
+        "--jobs",
+        type=int_at_least(1),
+        default=os.cpu_count() or 1,
+        help=f"runs in parallel, one thread each when > 1 (default: os.cpu_count() = {os.cpu_count() or 1})",
+    )
+    s.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="retrain runs in --runs-dir whose stored settings differ from this grid (default: refuse)",
+    )
     add_executor_flags(parser)
-    s.add_argument("--dry_run", action="store_true",
-                   help="print the plan (one line per run: status and command) and exit")
+    s.add_argument(
+        "--dry_run", action="store_true", help="print the plan (one line per run: status and command) and exit"
+    )
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
 # ---------------------------------------------------------------------------
 # Results CSV (always rebuilt from the run directories)
+
 
 def _float(value) -> float:
     try:
@@ -156,13 +224,18 @@ def csv_row(job: SweepJob) -> dict:
     settings = run.load_config()["settings"]
     summary = run.load_json(names.SUMMARY)
     noisy = any(settings[f"{ph}_curriculum"]["noise_mode"] != CLEAN for ph in ("train", "eval"))
-    row = {"run_dir": str(run.path), "status": summary.get("status"),
-           "model": settings["model"]["name"], "seed": settings["train"]["seed"],
-           "steps": summary.get("steps"), "ordering": point.ordering,
-           "noise_mode": point.noise_mode,
-           "p": point.p if noisy else None,
-           "sigma": (1.0 if point.sigma is None else point.sigma) if noisy else None,
-           "placement": point.placement if noisy else None}
+    row = {
+        "run_dir": str(run.path),
+        "status": summary.get("status"),
+        "model": settings["model"]["name"],
+        "seed": settings["train"]["seed"],
+        "steps": summary.get("steps"),
+        "ordering": point.ordering,
+        "noise_mode": point.noise_mode,
+        "p": point.p if noisy else None,
+        "sigma": (1.0 if point.sigma is None else point.sigma) if noisy else None,
+        "placement": point.placement if noisy else None,
+    }
     row.update({path: value for path, value in point.sets})
     for phase in ("train", "eval"):
         c = settings[f"{phase}_curriculum"]
@@ -179,7 +252,7 @@ def csv_row(job: SweepJob) -> dict:
             row["auroc"] = last_layer_auroc(run.load_json(names.ATTENTION_STATS))
         except (ValueError, OSError):
             pass
-    if run.exists(names.ALIGNMENT):   # the analysis's numbers win over the training log's
+    if run.exists(names.ALIGNMENT):  # the analysis's numbers win over the training log's
         try:
             alignment = run.load_json(names.ALIGNMENT)
             for key in ("align_cos", "l2_pred_diff", "model_diff"):
@@ -195,7 +268,7 @@ def write_results(path: Path, jobs: Sequence[SweepJob]) -> int:
     extra = list(dict.fromkeys(p for job in jobs for p, _ in job.point.sets))
     rows = []
     for job in jobs:
-        if job.state not in ("complete", "diverged"):   # stale (other settings or code): no row
+        if job.state not in ("complete", "diverged"):  # stale (other settings or code): no row
             continue
         try:
             rows.append(csv_row(job))
@@ -204,52 +277,70 @@ def write_results(path: Path, jobs: Sequence[SweepJob]) -> int:
     return write_csv(path, rows, CSV_COLUMNS + extra)
 
 
-def execute(jobs: list[SweepJob], args: argparse.Namespace, out: Path, runs_dir: Path,
-            executor: Choice | None = None) -> int:
+def execute(
+    jobs: list[SweepJob], args: argparse.Namespace, out: Path, runs_dir: Path, executor: Choice | None = None
+) -> int:
     from tqdm import tqdm
 
     todo = [j for j in jobs if j.state in TODO_STATES]
     done_before = len(jobs) - len(todo)
     workers = max(1, min(args.jobs, len(todo))) if todo else 1
-    bar = tqdm(total=len(jobs), initial=done_before, unit="run", desc="runs",
-               disable=args.quiet, dynamic_ncols=True, file=sys.stderr)
+    bar = tqdm(
+        total=len(jobs),
+        initial=done_before,
+        unit="run",
+        desc="runs",
+        disable=args.quiet,
+        dynamic_ncols=True,
+        file=sys.stderr,
+    )
     say = bar.write if not args.quiet else (lambda m: print(m, file=sys.stderr))
     announce(say, args.prog, "runs in the grid", jobs, todo, workers, runs_dir)
 
     def done(job: SweepJob) -> None:
         if job.returncode == 0 and job.state == "complete":
             row = csv_row(job)
-            say(f"  done {job.name}: eval_loss {_float(row['eval_loss']):.4f} "
-                f"gd_loss {_float(row['gd_loss']):.4f} ({job.seconds:.0f}s)")
+            say(
+                f"  done {job.name}: eval_loss {_float(row['eval_loss']):.4f} "
+                f"gd_loss {_float(row['gd_loss']):.4f} ({job.seconds:.0f}s)"
+            )
         write_results(out, jobs)
         bar.update(1)
 
     start = time.monotonic()
     try:
-        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, on_done=done,
-                          executor=executor)
+        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, on_done=done, executor=executor)
     except KeyboardInterrupt:
         bar.close()
         rows = write_results(out, jobs)
-        print(f"\n{args.prog}: interrupted; {rows} finished runs are in {out} and {runs_dir}. "
-              "Rerun the same command to train only the missing runs.", file=sys.stderr)
+        print(
+            f"\n{args.prog}: interrupted; {rows} finished runs are in {out} and {runs_dir}. "
+            "Rerun the same command to train only the missing runs.",
+            file=sys.stderr,
+        )
         return 130
     bar.close()
     rows = write_results(out, jobs)
     elapsed = time.monotonic() - start
-    print(f"{args.prog}: {rows}/{len(jobs)} runs in {out} ({len(report.trained)} trained now, "
-          f"{done_before} already finished, {len(report.failed)} failed"
-          + (f", {len(report.diverged)} diverged" if report.diverged else "")
-          + f") in {elapsed:.0f}s")
+    print(
+        f"{args.prog}: {rows}/{len(jobs)} runs in {out} ({len(report.trained)} trained now, "
+        f"{done_before} already finished, {len(report.failed)} failed"
+        + (f", {len(report.diverged)} diverged" if report.diverged else "")
+        + f") in {elapsed:.0f}s"
+    )
     if report.failed:
-        print(f"{args.prog}: failed runs (rerun the same command to retry them): "
-              + ", ".join(f.name for f in report.failed), file=sys.stderr)
+        print(
+            f"{args.prog}: failed runs (rerun the same command to retry them): "
+            + ", ".join(f.name for f in report.failed),
+            file=sys.stderr,
+        )
         return 1
     return 0
 
 
 # ---------------------------------------------------------------------------
 # Entry point
+
 
 def check_paths(args: argparse.Namespace) -> tuple[Path, Path]:
     out, runs_dir = Path(args.out), Path(args.runs_dir)
@@ -274,33 +365,35 @@ def main(defaults: DriverDefaults, argv: Sequence[str] | None = None) -> int:
             grid = build_grid(args)
             executor = executor_of(args, connect=not args.dry_run)
             planned = make_jobs(grid, runs_dir)
-            if not args.dry_run:   # one sweep per runs directory; planned again under the lock
+            if not args.dry_run:  # one sweep per runs directory; planned again under the lock
                 hold.enter_context(RunsDirLock(runs_dir, shlex.join([parser.prog, *argv])))
                 planned = replan(planned)
             stale = [p for p in planned if p.state == "stale"]
             if stale and not args.overwrite:
-                raise GridError(f"--runs-dir={args.runs_dir!r} holds {len(stale)} finished run(s) made "
-                                f"with other settings or by other code (e.g. {stale[0].run.path}: "
-                                f"{stale[0].detail}); accepted: another "
-                                f"--runs-dir, or {overwrite_hint()} to retrain them")
+                raise GridError(
+                    f"--runs-dir={args.runs_dir!r} holds {len(stale)} finished run(s) made "
+                    f"with other settings or by other code (e.g. {stale[0].run.path}: "
+                    f"{stale[0].detail}); accepted: another "
+                    f"--runs-dir, or {overwrite_hint()} to retrain them"
+                )
         except (GridError, RunsDirBusy, UsageError) as err:
             return fail(parser.prog, err)
         if args.dry_run:
             for item in planned:
                 action = "skip" if item.state in ("complete", "diverged") else "train"
                 redo = " --overwrite" if action == "train" and item.path.exists() else ""
-                print(f"{action:5s} {item.state:10s} {item.name} -> {item.path}{redo}"
-                      + (f" ({item.detail})" if item.detail else ""))
+                print(
+                    f"{action:5s} {item.state:10s} {item.name} -> {item.path}{redo}"
+                    + (f" ({item.detail})" if item.detail else "")
+                )
             return 0
         if out.parent != Path(""):
             out.parent.mkdir(parents=True, exist_ok=True)
         backup = keep_foreign_csv(out, planned)
         if backup is not None:
-            print(f"{parser.prog}: {out} held rows this sweep does not make; kept it as {backup}",
-                  file=sys.stderr)
+            print(f"{parser.prog}: {out} held rows this sweep does not make; kept it as {backup}", file=sys.stderr)
         code = execute(planned, args, out, runs_dir, executor)
     if code == 0:
-        stem = out.stem[len("results_"):] if out.stem.startswith("results_") else out.stem
-        print(f"figures: python -m plots.fig_templates --from {out} "
-              f"--out report/figures/{stem or defaults.figures}")
+        stem = out.stem[len("results_") :] if out.stem.startswith("results_") else out.stem
+        print(f"figures: python -m plots.fig_templates --from {out} --out report/figures/{stem or defaults.figures}")
     return code

@@ -6,6 +6,7 @@ directory, named deterministically from its settings. A point's Settings are mad
 runners' own rules (src.cli.lsa: settings_for, curriculum_of), as Python values, so the plan
 compares exactly what the run will store.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,11 +25,12 @@ from src.systems.lsa import LSASettings
 
 AUTO = "auto"
 CLEAN = "clean"
-GridError = UsageError   # a bad flag value: one line naming the flag, value and what is accepted
+GridError = UsageError  # a bad flag value: one line naming the flag, value and what is accepted
 
 
 # ---------------------------------------------------------------------------
 # Grid points
+
 
 def fmt_number(x: float) -> str:
     """0.25 -> '0.25', 1.0 -> '1' (exact: repr, not %g)."""
@@ -39,15 +41,16 @@ def fmt_number(x: float) -> str:
 @dataclass(frozen=True)
 class GridPoint:
     """One run: a model, a seed, the shared curriculum and the explicit train/eval overrides."""
+
     model: str
     seed: int
     ordering: str
     noise_mode: str
-    p: float | None            # None when no phase uses noise
-    sigma: float | None        # None = the runner's default
+    p: float | None  # None when no phase uses noise
+    sigma: float | None  # None = the runner's default
     placement: str | None
-    overrides: tuple = ()      # ((flag name without --, value), ...) for non-auto values
-    sets: tuple = ()           # ((dotted settings path, value text), ...) from --grid
+    overrides: tuple = ()  # ((flag name without --, value), ...) for non-auto values
+    sets: tuple = ()  # ((dotted settings path, value text), ...) from --grid
 
     def name(self) -> str:
         parts = [self.model, f"ord-{self.ordering}"]
@@ -65,24 +68,36 @@ class GridPoint:
 
     def settings(self, training: dict, save_attention: bool) -> LSASettings:
         """The validated settings of this point (UsageError, one line)."""
-        shared = {"ordering": self.ordering, "noise_mode": self.noise_mode, "noise_p": self.p,
-                  "noise_sigma": self.sigma if self.p is not None else None,
-                  "noise_placement": self.placement if self.p is not None else None}
+        shared = {
+            "ordering": self.ordering,
+            "noise_mode": self.noise_mode,
+            "noise_p": self.p,
+            "noise_sigma": self.sigma if self.p is not None else None,
+            "noise_placement": self.placement if self.p is not None else None,
+        }
         given = dict(self.overrides)
-        train_c, eval_c = (curriculum_of(phase, shared, {f: given.get(f"{phase}_{f}", "auto")
-                                                         for f in CURRICULUM_FIELDS})[0]
-                           for phase in ("train", "eval"))
+        train_c, eval_c = (
+            curriculum_of(phase, shared, {f: given.get(f"{phase}_{f}", "auto") for f in CURRICULUM_FIELDS})[0]
+            for phase in ("train", "eval")
+        )
         spec = MODEL_PRESETS[self.model]
         layers = spec.layers if spec.layers_flag and not spec.fixed_depth else None
-        return settings_for(self.model, num_layers=layers, seed=self.seed, train_curriculum=train_c,
-                            eval_curriculum=eval_c, save_attention=save_attention,
-                            sets=[f"{path}={value}" for path, value in self.sets], **training)
+        return settings_for(
+            self.model,
+            num_layers=layers,
+            seed=self.seed,
+            train_curriculum=train_c,
+            eval_curriculum=eval_c,
+            save_attention=save_attention,
+            sets=[f"{path}={value}" for path, value in self.sets],
+            **training,
+        )
 
 
 @dataclass
 class Grid:
     points: list[GridPoint]
-    training: dict                 # training settings every run gets (None: the preset's)
+    training: dict  # training settings every run gets (None: the preset's)
     save_attention: bool
 
 
@@ -92,8 +107,10 @@ def grid_flags(items: Sequence[str]) -> dict[str, list[str]]:
     for item in items:
         path, eq, values = item.partition("=")
         if not eq or not path.strip() or path.strip() in axes:
-            raise GridError(f"--grid={item!r} is not accepted; accepted: PATH=V1,V2 with a dotted "
-                            "settings path given once, e.g. train.adam_b2=0.98,0.999")
+            raise GridError(
+                f"--grid={item!r} is not accepted; accepted: PATH=V1,V2 with a dotted "
+                "settings path given once, e.g. train.adam_b2=0.98,0.999"
+            )
         axes[path.strip()] = comma_items(f"--grid {path.strip()}", values, "values")
     return axes
 
@@ -103,21 +120,26 @@ def phase_overrides(args: argparse.Namespace) -> dict[str, list]:
     overrides = {}
     for phase in ("train", "eval"):
         flag = f"--{phase}_"
-        overrides[f"{phase}_ordering"] = choices_list(flag + "ordering",
-                                                      getattr(args, f"{phase}_ordering"),
-                                                      ORDERINGS + (AUTO,))
-        overrides[f"{phase}_noise_mode"] = choices_list(flag + "noise_mode",
-                                                        getattr(args, f"{phase}_noise_mode"),
-                                                        NOISE_MODES + (AUTO,))
-        overrides[f"{phase}_noise_p"] = number_list(flag + "noise_p", getattr(args, f"{phase}_noise_p"),
-                                                    0.0, 1.0, "numbers in [0, 1]", allow_auto=True)
-        overrides[f"{phase}_noise_sigma"] = number_list(flag + "noise_sigma",
-                                                        getattr(args, f"{phase}_noise_sigma"),
-                                                        0.0, math.inf, "finite numbers >= 0",
-                                                        allow_auto=True)
-        overrides[f"{phase}_noise_placement"] = choices_list(flag + "noise_placement",
-                                                             getattr(args, f"{phase}_noise_placement"),
-                                                             PLACEMENTS + (AUTO,))
+        overrides[f"{phase}_ordering"] = choices_list(
+            flag + "ordering", getattr(args, f"{phase}_ordering"), ORDERINGS + (AUTO,)
+        )
+        overrides[f"{phase}_noise_mode"] = choices_list(
+            flag + "noise_mode", getattr(args, f"{phase}_noise_mode"), NOISE_MODES + (AUTO,)
+        )
+        overrides[f"{phase}_noise_p"] = number_list(
+            flag + "noise_p", getattr(args, f"{phase}_noise_p"), 0.0, 1.0, "numbers in [0, 1]", allow_auto=True
+        )
+        overrides[f"{phase}_noise_sigma"] = number_list(
+            flag + "noise_sigma",
+            getattr(args, f"{phase}_noise_sigma"),
+            0.0,
+            math.inf,
+            "finite numbers >= 0",
+            allow_auto=True,
+        )
+        overrides[f"{phase}_noise_placement"] = choices_list(
+            flag + "noise_placement", getattr(args, f"{phase}_noise_placement"), PLACEMENTS + (AUTO,)
+        )
     return overrides
 
 
@@ -132,9 +154,9 @@ def explicit_overrides(chosen: dict, ordering: str, mode: str, effective: dict) 
         phase, f = key.split("_", 1)
         shared = {"ordering": ordering, "noise_mode": mode}.get(f)
         if shared is not None and value == shared:
-            continue                     # same as auto
+            continue  # same as auto
         if f in ("noise_p", "noise_sigma", "noise_placement") and effective[phase] == CLEAN:
-            continue                     # no meaning for a clean phase
+            continue  # no meaning for a clean phase
         explicit.append((key, value))
     return tuple(explicit)
 
@@ -144,8 +166,10 @@ def noise_fractions(text: str | None, modes: list[str]) -> list:
     grid needs one)."""
     if text is None:
         if any(m not in (CLEAN, AUTO) for m in modes):
-            raise GridError("--p is missing but a noise mode other than clean is in the grid; "
-                            "accepted: fractions of corrupted pairs in [0, 1], e.g. --p 0.0,0.25")
+            raise GridError(
+                "--p is missing but a noise mode other than clean is in the grid; "
+                "accepted: fractions of corrupted pairs in [0, 1], e.g. --p 0.0,0.25"
+            )
         return [None]
     return number_list("--p", text, 0.0, 1.0, "numbers in [0, 1]")
 
@@ -159,35 +183,56 @@ def build_grid(args: argparse.Namespace) -> Grid:
     seeds = seed_list(args.seeds)
     overrides = phase_overrides(args)
     placements = choices_list("--placement", args.placement, PLACEMENTS)
-    sigmas = ([None] if args.sigma is None else
-              number_list("--sigma", args.sigma, 0.0, math.inf, "finite numbers >= 0"))
+    sigmas = [None] if args.sigma is None else number_list("--sigma", args.sigma, 0.0, math.inf, "finite numbers >= 0")
     ps = noise_fractions(args.p, modes + overrides["train_noise_mode"] + overrides["eval_noise_mode"])
 
-    training = {"steps": args.steps, "batch_size": args.batch_size, "eval_size": args.eval_size,
-                "log_every": args.log_every, "learning_rate": args.lr}
+    training = {
+        "steps": args.steps,
+        "batch_size": args.batch_size,
+        "eval_size": args.eval_size,
+        "log_every": args.log_every,
+        "learning_rate": args.lr,
+    }
 
     override_names = list(overrides)
     points: dict[str, GridPoint] = {}
     axis_paths = list(grid_axes)
     for model, ordering, mode, p, sigma, placement, *over, seed in itertools.product(
-            models, orderings, modes, ps, sigmas, placements,
-            *(overrides[k] for k in override_names), *grid_axes.values(), seeds):
-        chosen = dict(zip(override_names, over[:len(override_names)]))
-        sets = tuple(zip(axis_paths, over[len(override_names):]))
-        effective = {ph: mode if chosen[f"{ph}_noise_mode"] == AUTO else chosen[f"{ph}_noise_mode"]
-                     for ph in ("train", "eval")}
+        models,
+        orderings,
+        modes,
+        ps,
+        sigmas,
+        placements,
+        *(overrides[k] for k in override_names),
+        *grid_axes.values(),
+        seeds,
+    ):
+        chosen = dict(zip(override_names, over[: len(override_names)]))
+        sets = tuple(zip(axis_paths, over[len(override_names) :]))
+        effective = {
+            ph: mode if chosen[f"{ph}_noise_mode"] == AUTO else chosen[f"{ph}_noise_mode"] for ph in ("train", "eval")
+        }
         noisy = any(m != CLEAN for m in effective.values())
         explicit = explicit_overrides(chosen, ordering, mode, effective)
-        point = GridPoint(model=model, seed=seed, ordering=ordering, noise_mode=mode,
-                          p=p if noisy else None, sigma=sigma if noisy else None,
-                          placement=placement if noisy else None, overrides=explicit,
-                          sets=sets)
+        point = GridPoint(
+            model=model,
+            seed=seed,
+            ordering=ordering,
+            noise_mode=mode,
+            p=p if noisy else None,
+            sigma=sigma if noisy else None,
+            placement=placement if noisy else None,
+            overrides=explicit,
+            sets=sets,
+        )
         points.setdefault(point.name(), point)
     return Grid(list(points.values()), training, args.save_attention)
 
 
 # ---------------------------------------------------------------------------
 # Jobs: each point's runner command and the settings it resolves to
+
 
 @dataclass
 class SweepJob(Job):
@@ -203,7 +248,13 @@ def make_jobs(grid: Grid, runs_dir: Path) -> list[SweepJob]:
         except UsageError as err:
             raise GridError(f"run {point.name()}: {err}") from None
         spec = MODEL_PRESETS[point.model]
-        jobs.append(SweepJob(point.name(), settings, runs_dir / point.name(),
-                             cost=spec.relative_cost(settings.model.num_layers, settings.train.steps),
-                             point=point))
+        jobs.append(
+            SweepJob(
+                point.name(),
+                settings,
+                runs_dir / point.name(),
+                cost=spec.relative_cost(settings.model.num_layers, settings.train.steps),
+                point=point,
+            )
+        )
     return plan(jobs)

@@ -14,6 +14,7 @@ onto the `llama` and `mamba` presets of the one sequence family (src/models/sequ
 max_position_embeddings; two tokens per point); one value (a list of one is read as it).
 Everything else in the model block is refused by name (one line).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,17 +23,38 @@ from src.flags import UsageError
 from src.mixer_spec import mixer_of
 from src.models.sequence_presets import llama, mamba
 
-COMMON = {"type", "family", "max_length", "hidden_size", "num_hidden_layers",
-          "dense_layout"}   # ours: flat | batched (src/models/sequence.py)
-LLAMA_KEYS = COMMON | {"num_attention_heads", "hidden_act", "rope_theta", "intermediate_size", "rms_norm_eps",
-                       "position", "position_kwargs", "attention_type", "attention_kwargs", "attention_types"}
+COMMON = {
+    "type",
+    "family",
+    "max_length",
+    "hidden_size",
+    "num_hidden_layers",
+    "dense_layout",
+}  # ours: flat | batched (src/models/sequence.py)
+LLAMA_KEYS = COMMON | {
+    "num_attention_heads",
+    "hidden_act",
+    "rope_theta",
+    "intermediate_size",
+    "rms_norm_eps",
+    "position",
+    "position_kwargs",
+    "attention_type",
+    "attention_kwargs",
+    "attention_types",
+}
 MAMBA_KEYS = COMMON | {"state_size", "expand", "conv_kernel", "time_step_rank", "layer_norm_epsilon"}
 # our settings' paths in the base_model's names, for refusals
-OURS_TO_BACKBONE = {"model.width": "model.hidden_size", "model.n_layer": "model.num_hidden_layers",
-                    "model.n_head": "model.num_attention_heads", "model.max_tokens": "model.max_length",
-                    "model.position.options": "model.position_kwargs",
-                    "model.seq_mixer.options": "model.attention_kwargs", "model.seq_mixer": "model.attention_type",
-                    "model.seq_mixers": "model.attention_types"}
+OURS_TO_BACKBONE = {
+    "model.width": "model.hidden_size",
+    "model.n_layer": "model.num_hidden_layers",
+    "model.n_head": "model.num_attention_heads",
+    "model.max_tokens": "model.max_length",
+    "model.position.options": "model.position_kwargs",
+    "model.seq_mixer.options": "model.attention_kwargs",
+    "model.seq_mixer": "model.attention_type",
+    "model.seq_mixers": "model.attention_types",
+}
 
 
 def hybrid_mapping(model: dict, seq_mixer: dict) -> list | None:
@@ -44,9 +66,14 @@ def hybrid_mapping(model: dict, seq_mixer: dict) -> list | None:
     layers = model["attention_types"]
     if not isinstance(layers, list):
         raise UsageError(f"model.attention_types={layers!r} is not accepted; accepted: a list of mixer names")
-    return [seq_mixer if item == seq_mixer["name"] else
-            mixer_of(item, "model.attention_types").to_dict() if isinstance(item, str) and ":" in item else item
-            for item in layers]
+    return [
+        seq_mixer
+        if item == seq_mixer["name"]
+        else mixer_of(item, "model.attention_types").to_dict()
+        if isinstance(item, str) and ":" in item
+        else item
+        for item in layers
+    ]
 
 
 def _int(model: dict, key: str, default=None, low: int = 1) -> int:
@@ -69,13 +96,13 @@ def _max_tokens(model: dict, points_end) -> int:
     """The trained tokens of the position encoding: max_length, else two per trained point."""
     value = model.get("max_length")
     if isinstance(value, list):
-        if len(value) != 1:          # several: runners.train makes one run per length before this
+        if len(value) != 1:  # several: runners.train makes one run per length before this
             raise UsageError(f"model.max_length={value!r} is not accepted; accepted: one length")
         value = value[0]
     if value is None or value in ("inf", float("inf")):
         return 2 * points_end if isinstance(points_end, int) else 2
     if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-        raise UsageError(f"model.max_length={value!r} is not accepted; accepted: an integer >= 2 or \"inf\"")
+        raise UsageError(f'model.max_length={value!r} is not accepted; accepted: an integer >= 2 or "inf"')
     return value
 
 
@@ -84,9 +111,12 @@ def _mamba_model(model: dict) -> dict:
     preset = dataclasses.asdict(mamba())
     rank = model.get("time_step_rank", "auto")
     mixer = preset["seq_mixer"]["options"]
-    mixer.update(state_size=_int(model, "state_size", mixer["state_size"]), expand=_int(model, "expand", mixer["expand"]),
-                 conv_kernel=_int(model, "conv_kernel", mixer["conv_kernel"]),
-                 dt_rank=0 if rank == "auto" else _int(model, "time_step_rank"))
+    mixer.update(
+        state_size=_int(model, "state_size", mixer["state_size"]),
+        expand=_int(model, "expand", mixer["expand"]),
+        conv_kernel=_int(model, "conv_kernel", mixer["conv_kernel"]),
+        dt_rank=0 if rank == "auto" else _int(model, "time_step_rank"),
+    )
     norm = preset["norm"]["options"]
     norm["eps"] = _number(model, "layer_norm_epsilon", norm["eps"])
     return preset
@@ -95,6 +125,7 @@ def _mamba_model(model: dict) -> dict:
 def _llama_model(model: dict) -> dict:
     """The `llama` preset's mapping with the block's heads, ε, intermediate size and encoding."""
     from src.registry import registry
+
     if model.get("hidden_act", "silu") != "silu":
         raise UsageError(f"model.hidden_act={model['hidden_act']!r} is not accepted; accepted: silu (SwiGLU)")
     preset = dataclasses.asdict(llama())
@@ -106,8 +137,9 @@ def _llama_model(model: dict) -> dict:
         raise UsageError(f"model.position_kwargs={position_options!r} is not accepted; accepted: a mapping")
     position_options = dict(position_options)
     takes_theta = position in registry("position") and "theta" in {
-        f.name for f in dataclasses.fields(registry("position").get(position).options)}
-    if "rope_theta" in model and takes_theta:        # rope, yarn, dynamic_yarn: the rotary base
+        f.name for f in dataclasses.fields(registry("position").get(position).options)
+    }
+    if "rope_theta" in model and takes_theta:  # rope, yarn, dynamic_yarn: the rotary base
         position_options.setdefault("theta", _number(model, "rope_theta", 10_000.0))
     norm = preset["norm"]["options"]
     norm["eps"] = _number(model, "rms_norm_eps", norm["eps"])
@@ -124,7 +156,7 @@ def _llama_model(model: dict) -> dict:
     return preset
 
 
-BACKBONES = {   # family -> (its type, the keys it accepts, its model mapping)
+BACKBONES = {  # family -> (its type, the keys it accepts, its model mapping)
     "Llama2": ("decoder", LLAMA_KEYS, _llama_model),
     "Mamba": ("ssm", MAMBA_KEYS, _mamba_model),
 }
@@ -139,7 +171,11 @@ def backbone_model(model: dict, dims_end, points_end) -> dict:
         raise UsageError(f"model.{extra[0]}: unknown key for family {family}; accepted: {', '.join(sorted(accepted))}")
     if model.get("type", kind) != kind:
         raise UsageError(f"model.type={model['type']!r} is not accepted; accepted: {kind} (family {family})")
-    sizes = {"width": _int(model, "hidden_size"), "n_layer": _int(model, "num_hidden_layers"),
-             "n_dims": dims_end, "max_tokens": _max_tokens(model, points_end)}
+    sizes = {
+        "width": _int(model, "hidden_size"),
+        "n_layer": _int(model, "num_hidden_layers"),
+        "n_dims": dims_end,
+        "max_tokens": _max_tokens(model, points_end),
+    }
     layout = {"dense_layout": model["dense_layout"]} if "dense_layout" in model else {}
     return {**build(model), **sizes, **layout}

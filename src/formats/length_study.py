@@ -14,6 +14,7 @@ that holds it, nested up to 32 files deep, with a safe loader; a cycle or a miss
 one line naming the file); a key we cannot honour is refused here in one line naming the key.
 Training follows the study's own loop (TRAINING below), not the Trainer its keys are named after.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,18 +23,23 @@ from src.flags import UsageError
 
 # the study's names -> ours (one table)
 TASKS = {"cnf": "cnf3", "dnf": "dnf3", "sparse_thres": "sparse_threshold"}
-ENCODINGS = {"dynamic-yarn": "dynamic_yarn"}     # patch rope_scaling.type -> our position name
+ENCODINGS = {"dynamic-yarn": "dynamic_yarn"}  # patch rope_scaling.type -> our position name
 # The training block is Hugging Face TrainingArguments' names, but the study's train.py reads six
 # of them and builds its own loop: torch's AdamW at its defaults (weight decay 0.01, β 0.9/0.999,
 # ε 1e-8), a linear warm-up over warmup_ratio · max_steps then linear decay to 0, no gradient
 # clipping. Onto the mechanisms schema's training keys:
-TRAINING = {"max_steps": "train_steps", "learning_rate": "learning_rate",
-            "per_device_train_batch_size": "batch_size", "warmup_ratio": "warmup_fraction",
-            "save_steps": "save_every_steps",
-            # Its train.py evaluates held-out prompts only after training (1,280 of them); ours
-            # evaluates eval_size (1,000) at every log point, and takes that cadence from
-            # eval_steps, Hugging Face's name for it (100 in its configs), and eval_size as ours.
-            "eval_steps": "log_every", "eval_size": "eval_size"}
+TRAINING = {
+    "max_steps": "train_steps",
+    "learning_rate": "learning_rate",
+    "per_device_train_batch_size": "batch_size",
+    "warmup_ratio": "warmup_fraction",
+    "save_steps": "save_every_steps",
+    # Its train.py evaluates held-out prompts only after training (1,280 of them); ours
+    # evaluates eval_size (1,000) at every log point, and takes that cadence from
+    # eval_steps, Hugging Face's name for it (100 in its configs), and eval_size as ours.
+    "eval_steps": "log_every",
+    "eval_size": "eval_size",
+}
 # logging_steps: its train.py logs the training batch's loss every logging_steps steps; ours
 # records every step's (training_log.csv), so the key sets the log points only where a config has
 # no eval_steps (at 10, an evaluation of 1,000 prompts of 201 points, about 40 s on 2 cores at the
@@ -43,10 +49,26 @@ LOGGING = "logging_steps"
 ITS_LOOP = {"weight_decay": 0.01, "grad_clip": 0.0}
 # the keys its train.py never reads (they describe a Hugging Face Trainer it does not build):
 # accepted, without effect there and here
-UNREAD = {"evaluation_strategy", "eval_strategy", "gradient_accumulation_steps", "eval_gradient_accumulation_steps",
-          "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "save_strategy",
-          "save_total_limit", "metric_for_best_model", "per_device_eval_batch_size",
-          "output_dir", "report_to", "load_best_model_at_end", "logging_strategy", "seed"}
+UNREAD = {
+    "evaluation_strategy",
+    "eval_strategy",
+    "gradient_accumulation_steps",
+    "eval_gradient_accumulation_steps",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "max_grad_norm",
+    "save_strategy",
+    "save_total_limit",
+    "metric_for_best_model",
+    "per_device_eval_batch_size",
+    "output_dir",
+    "report_to",
+    "load_best_model_at_end",
+    "logging_strategy",
+    "seed",
+}
 TOP = {"model", "patch", "task", "training", "wandb", "out_dir"}
 
 
@@ -86,7 +108,7 @@ def to_mechanisms_schema(raw: dict) -> dict:
     training = {}
     if "name" in task:
         training["task"] = TASKS.get(task["name"], task["name"])
-    if task.get("data") not in (None, "boolean"):           # boolean tasks read ±1 inputs by definition
+    if task.get("data") not in (None, "boolean"):  # boolean tasks read ±1 inputs by definition
         training["data"] = task["data"]
     curriculum = mapping_of("task.curriculum", task.get("curriculum"))
     refuse_unknown("task.curriculum.", curriculum, {"dims", "points"})

@@ -26,6 +26,7 @@ read. A file format, not a command line: nothing here parses flags.
 The YAML keys are a table onto ours (YAML_TO_OURS); every key and value is checked by the
 settings, and a refusal names the YAML key (UsageError, one line).
 """
+
 from __future__ import annotations
 
 import copy
@@ -42,46 +43,92 @@ from src.settings import SettingsError, read_tree
 from src.systems.gpt2 import GPT2Settings
 from src.tracking import WandbSpec, wandb_spec
 from src.yaml_includes import load as load_yaml
-FAMILIES = ("gpt2", "nanogpt")        # limits_of_icl names both; they are one model here
-RECURRENT = {"lstm": lstm}            # Garg et al.'s recurrent model (src/models/mixers/lstm.py)
+
+FAMILIES = ("gpt2", "nanogpt")  # limits_of_icl names both; they are one model here
+RECURRENT = {"lstm": lstm}  # Garg et al.'s recurrent model (src/models/mixers/lstm.py)
 RECURRENT_KEYS = {"family", "n_dims", "n_embd", "n_layer", "n_positions", "dense_layout"}
-MODEL_KEYS = {"family", "n_dims", "n_embd", "n_head", "n_layer", "n_positions", "attention_type",
-              "attention_kwargs", "position", "position_kwargs",
-              "dense_layout", "attention_kernel", "attention_types"}   # ours: src/models/sequence.py
-TRAINING_KEYS = {"batch_size", "learning_rate", "train_steps", "save_every_steps", "keep_every_steps",
-                 "task", "task_kwargs", "data", "num_tasks", "num_training_examples", "curriculum",
-                 "log_every", "eval_size", "seed",
-                 # ours (the length study's Trainer arguments land here: src/formats/length_study.py)
-                 "grad_clip", "warmup_fraction", "weight_decay", "precision", "flat_update",
-                 # ours: the pairs while training (the paper system's curricula), PAIR_KEYS
-                 "ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement"}
+MODEL_KEYS = {
+    "family",
+    "n_dims",
+    "n_embd",
+    "n_head",
+    "n_layer",
+    "n_positions",
+    "attention_type",
+    "attention_kwargs",
+    "position",
+    "position_kwargs",
+    "dense_layout",
+    "attention_kernel",
+    "attention_types",
+}  # ours: src/models/sequence.py
+TRAINING_KEYS = {
+    "batch_size",
+    "learning_rate",
+    "train_steps",
+    "save_every_steps",
+    "keep_every_steps",
+    "task",
+    "task_kwargs",
+    "data",
+    "num_tasks",
+    "num_training_examples",
+    "curriculum",
+    "log_every",
+    "eval_size",
+    "seed",
+    # ours (the length study's Trainer arguments land here: src/formats/length_study.py)
+    "grad_clip",
+    "warmup_fraction",
+    "weight_decay",
+    "precision",
+    "flat_update",
+    # ours: the pairs while training (the paper system's curricula), PAIR_KEYS
+    "ordering",
+    "noise_mode",
+    "noise_p",
+    "noise_sigma",
+    "noise_placement",
+}
 PAIR_KEYS = ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement")
 TOP_KEYS = {"model", "training", "out_dir", "test_run", "quick", "wandb", "inherit"}
 # YAML key -> our settings path (a trailing dot maps every key under it)
-YAML_TO_OURS = {"model.attention_type": "model.seq_mixer", "model.attention_kwargs": "model.seq_mixer.options",
-                "model.attention_types": "model.seq_mixers",
-                "model.n_embd": "model.width",
-                "model.position_kwargs": "model.position.options", "training.task": "task",
-                "training.task_kwargs": "task.options", "training.curriculum.": "curriculum.",
-                "training.train_steps": "train.steps", "training.save_every_steps": "train.checkpoint_every",
-                "training.keep_every_steps": "train.keep_every",
-                **{f"training.{k}": f"train_curriculum.{k}" for k in ("ordering", "noise_mode", "noise_p",
-                                                                     "noise_sigma", "noise_placement")},
-                "training.": "train."}
+YAML_TO_OURS = {
+    "model.attention_type": "model.seq_mixer",
+    "model.attention_kwargs": "model.seq_mixer.options",
+    "model.attention_types": "model.seq_mixers",
+    "model.n_embd": "model.width",
+    "model.position_kwargs": "model.position.options",
+    "training.task": "task",
+    "training.task_kwargs": "task.options",
+    "training.curriculum.": "curriculum.",
+    "training.train_steps": "train.steps",
+    "training.save_every_steps": "train.checkpoint_every",
+    "training.keep_every_steps": "train.keep_every",
+    **{
+        f"training.{k}": f"train_curriculum.{k}"
+        for k in ("ordering", "noise_mode", "noise_p", "noise_sigma", "noise_placement")
+    },
+    "training.": "train.",
+}
 OURS_TO_YAML = {ours: yaml for yaml, ours in YAML_TO_OURS.items()}
-QUICK = {"steps": 100, "log_every": 50, "eval_size": 200, "checkpoint_every": 50}   # quick: true caps
+QUICK = {"steps": 100, "log_every": 50, "eval_size": 200, "checkpoint_every": 50}  # quick: true caps
 
 
 def _task(training: dict) -> dict:
     """Our task mapping from the training block's task, task_kwargs and data (popped)."""
-    task = {"name": training.pop("task", "linear_regression"),
-            "options": mapping_of("training.task_kwargs", training.pop("task_kwargs", None))}
+    task = {
+        "name": training.pop("task", "linear_regression"),
+        "options": mapping_of("training.task_kwargs", training.pop("task_kwargs", None)),
+    }
     data = training.pop("data", None)
-    if data is not None:   # the inputs' distribution of the regression tasks (boolean tasks: ±1)
+    if data is not None:  # the inputs' distribution of the regression tasks (boolean tasks: ±1)
         from src.tasks.garg import DATA
+
         if data not in DATA:
             raise UsageError(f"training.data={data!r} is unknown; accepted: {', '.join(DATA)}")
         from src.registry import registry
+
         options = registry("task").get(task["name"]).options if task["name"] in registry("task") else None
         if options is not None and hasattr(options, "data"):
             task["options"]["data"] = data
@@ -95,12 +142,17 @@ def _train(training: dict, raw: dict) -> dict:
     train = {renames.get(k, k): (0 if k == "keep_every_steps" and v is None else v) for k, v in training.items()}
     defaults = GPT2Settings().train
     if raw.get("quick"):
-        train.update({k: min(train.get(k, getattr(defaults, k)), cap) if isinstance(train.get(k, 0), int)
-                      else train[k] for k, cap in QUICK.items()})
+        train.update(
+            {
+                k: min(train.get(k, getattr(defaults, k)), cap) if isinstance(train.get(k, 0), int) else train[k]
+                for k, cap in QUICK.items()
+            }
+        )
     if raw.get("test_run"):
         steps = train.get("steps", defaults.steps)
-        train.update(checkpoint_every=steps if isinstance(steps, int) and steps >= 1 else defaults.checkpoint_every,
-                     keep_every=0)
+        train.update(
+            checkpoint_every=steps if isinstance(steps, int) and steps >= 1 else defaults.checkpoint_every, keep_every=0
+        )
     return train
 
 
@@ -108,20 +160,23 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     """(our settings mapping, the YAML's top level) of the original's YAML; UsageError on a key the
     schema does not have."""
     if not isinstance(raw, dict):
-        raise UsageError(f"the config is a {type(raw).__name__}, not a mapping; accepted: a YAML "
-                         "mapping with model, training, out_dir")
+        raise UsageError(
+            f"the config is a {type(raw).__name__}, not a mapping; accepted: a YAML "
+            "mapping with model, training, out_dir"
+        )
     refuse_unknown("", raw, TOP_KEYS)
     model, training = mapping_of("model", raw.get("model")), mapping_of("training", raw.get("training"))
     family = model.get("family", "gpt2")
     if family not in FAMILIES and family not in BACKBONES and family not in RECURRENT:
-        raise UsageError(f"model.family={family!r} is unknown; accepted: "
-                         f"{', '.join((*FAMILIES, *RECURRENT, *BACKBONES))}")
+        raise UsageError(
+            f"model.family={family!r} is unknown; accepted: {', '.join((*FAMILIES, *RECURRENT, *BACKBONES))}"
+        )
     if family in FAMILIES:
         refuse_unknown("model.", model, MODEL_KEYS)
     if family in RECURRENT:
         refuse_unknown("model.", model, RECURRENT_KEYS)
     refuse_unknown("training.", training, TRAINING_KEYS)
-    for key in ("num_tasks", "num_training_examples"):      # null (the originals' default): fresh every step
+    for key in ("num_tasks", "num_training_examples"):  # null (the originals' default): fresh every step
         if key in training and training[key] is None:
             training.pop(key)
     curriculum = mapping_of("training.curriculum", training.pop("curriculum", None))
@@ -144,24 +199,33 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
         ours["model"] = _recurrent_model(family, model, dims_end, points_end)
         return ours, raw
     renames = {"n_embd": "width"}
-    ours_model = {renames.get(k, k): v for k, v in model.items()
-                  if k in ("n_dims", "n_embd", "n_head", "n_layer", "dense_layout", "attention_kernel")}
+    ours_model = {
+        renames.get(k, k): v
+        for k, v in model.items()
+        if k in ("n_dims", "n_embd", "n_head", "n_layer", "dense_layout", "attention_kernel")
+    }
     ours_model.setdefault("n_dims", dims_end)
     ours_model.update(preset="gpt2", inputs="pairs", max_tokens=2 * _points(model, points_end))
     spelled = model.get("attention_type", "softmax_causal")
-    if isinstance(spelled, str) and ":" in spelled:      # our command lines' name:option=value, not this file's
+    if isinstance(spelled, str) and ":" in spelled:  # our command lines' name:option=value, not this file's
         name, _, options = spelled.partition(":")
-        raise UsageError(f"model.attention_type={spelled!r} is not accepted; accepted: a mixer's name "
-                         f"(attention_type: {name}) with its options under model.attention_kwargs "
-                         f"({', '.join(f'{k}: {v}' for k, _, v in (o.partition('=') for o in options.split(':')))}), or "
-                         f"the name:option=value spelling as an item of model.attention_types")
-    ours_model["seq_mixer"] = {"name": spelled,
-                               "options": mapping_of("model.attention_kwargs", model.get("attention_kwargs"))}
+        raise UsageError(
+            f"model.attention_type={spelled!r} is not accepted; accepted: a mixer's name "
+            f"(attention_type: {name}) with its options under model.attention_kwargs "
+            f"({', '.join(f'{k}: {v}' for k, _, v in (o.partition('=') for o in options.split(':')))}), or "
+            f"the name:option=value spelling as an item of model.attention_types"
+        )
+    ours_model["seq_mixer"] = {
+        "name": spelled,
+        "options": mapping_of("model.attention_kwargs", model.get("attention_kwargs")),
+    }
     layers = hybrid_mapping(model, ours_model["seq_mixer"])
     if layers is not None:
         ours_model["seq_mixers"] = layers
-    ours_model["position"] = {"name": model.get("position", "learned"),
-                              "options": mapping_of("model.position_kwargs", model.get("position_kwargs"))}
+    ours_model["position"] = {
+        "name": model.get("position", "learned"),
+        "options": mapping_of("model.position_kwargs", model.get("position_kwargs")),
+    }
     ours["model"] = ours_model
     return ours, raw
 
@@ -173,16 +237,23 @@ def _points(model: dict, points_end) -> int:
     if isinstance(points, bool) or not isinstance(points, int) or points < 1:
         raise UsageError(f"model.n_positions={points!r} is not accepted; accepted: an integer >= 1")
     if isinstance(points_end, int) and points < points_end:
-        raise UsageError(f"model.n_positions={points} is not accepted; accepted: >= "
-                         f"training.curriculum.points.end={points_end} (the points the run trains on)")
+        raise UsageError(
+            f"model.n_positions={points} is not accepted; accepted: >= "
+            f"training.curriculum.points.end={points_end} (the points the run trains on)"
+        )
     return points
 
 
 def _recurrent_model(family: str, model: dict, dims_end, points_end) -> dict:
     """Our model mapping of a recurrent family's block: its preset with the block's sizes."""
     preset = dataclasses.asdict(RECURRENT[family]())
-    preset.update({("width" if k == "n_embd" else k): v for k, v in model.items()
-                   if k in ("n_dims", "n_embd", "n_layer", "dense_layout")})
+    preset.update(
+        {
+            ("width" if k == "n_embd" else k): v
+            for k, v in model.items()
+            if k in ("n_dims", "n_embd", "n_layer", "dense_layout")
+        }
+    )
     if "n_dims" not in model:
         preset["n_dims"] = dims_end
     preset["max_tokens"] = 2 * _points(model, points_end)
@@ -200,14 +271,17 @@ def settings_from_config(raw: Any) -> tuple[GPT2Settings, Path | None]:
         raise UsageError(err.translate({**OURS_TO_YAML, **(OURS_TO_BACKBONE if family in BACKBONES else {})})) from None
     out_dir = top.get("out_dir")
     if out_dir is not None and (not isinstance(out_dir, str) or not out_dir.strip()):
-        raise UsageError(f"out_dir={out_dir!r} is not accepted; accepted: a directory path (or no out_dir: "
-                         "the default run directory)")
+        raise UsageError(
+            f"out_dir={out_dir!r} is not accepted; accepted: a directory path (or no out_dir: "
+            "the default run directory)"
+        )
     return settings, (Path(out_dir) if out_dir else None)
 
 
 def apply_sets(raw: dict, assignments: Sequence[str]) -> dict:
     """--set training.learning_rate=3e-4 on the YAML mapping (values parsed as YAML scalars)."""
     import yaml
+
     for item in assignments:
         path, eq, text = item.partition("=")
         if not eq or not path:
@@ -266,8 +340,7 @@ def _max_lengths(raw: Any) -> list:
     lengths = model.get("max_length") if isinstance(model, dict) else None
     if isinstance(lengths, list) and len(lengths) > 1:
         if len(set(map(str, lengths))) != len(lengths):
-            raise UsageError(f"model.max_length={lengths!r} is not accepted; accepted: distinct lengths "
-                             "(one run each)")
+            raise UsageError(f"model.max_length={lengths!r} is not accepted; accepted: distinct lengths (one run each)")
         return lengths
     return [None]
 

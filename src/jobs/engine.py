@@ -14,6 +14,7 @@ src/jobs/ray.py), `workers` at a time, longest first; every run is `python -m ru
 --config - --out DIR` reading its settings on standard input, its output in
 `<runs_dir>/logs/<name>.log`. SIGINT/SIGTERM stop only its own children.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,16 +35,18 @@ from src.registry import Choice, registry
 from src.rundir import RunDir, RunDirError, names
 from src.settings import Settings
 
-LOGS = "logs"              # <runs-dir>/logs/<run>.log: each run's full output
-JAX_CACHE = ".jax_cache"   # <runs-dir>/.jax_cache unless JAX_COMPILATION_CACHE_DIR is set
+LOGS = "logs"  # <runs-dir>/logs/<run>.log: each run's full output
+JAX_CACHE = ".jax_cache"  # <runs-dir>/.jax_cache unless JAX_COMPILATION_CACHE_DIR is set
 TODO_STATES = ("absent", "incomplete", "stale")
 SINGLE_THREAD_ENV = {
-    "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
     "TF_NUM_INTEROP_THREADS": "1",
 }
 SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 TAIL_LINES = 15
-RUNNER = "runners.run"     # every job runs through the one command that reads settings
+RUNNER = "runners.run"  # every job runs through the one command that reads settings
 
 
 def normalise(obj) -> dict:
@@ -53,14 +56,14 @@ def normalise(obj) -> dict:
 
 @dataclass
 class Job:
-    name: str                       # the run directory's name (under the runs directory)
-    settings: Settings              # validated
+    name: str  # the run directory's name (under the runs directory)
+    settings: Settings  # validated
     path: Path
-    cost: float = 1.0               # relative cost, to start the longest jobs first
-    analyses: tuple[str, ...] | None = None   # the analyses it runs at the end (None: every one that applies)
+    cost: float = 1.0  # relative cost, to start the longest jobs first
+    analyses: tuple[str, ...] | None = None  # the analyses it runs at the end (None: every one that applies)
     state: str = "absent"
     detail: str = ""
-    seconds: float = 0.0            # wall time of its process when trained now
+    seconds: float = 0.0  # wall time of its process when trained now
     returncode: int | None = None
     output: str = ""
 
@@ -84,8 +87,11 @@ class Job:
     def command(self, overwrite: bool, out: Path | None = None) -> list[str]:
         """The child command; its settings arrive on standard input (`settings_json`). `out`: where
         it writes, the job's own path unless given (a Ray worker's temporary directory)."""
-        return ([sys.executable, "-m", RUNNER, "--config", "-", "--out", str(out or self.path), "--quiet"]
-                + (["--overwrite"] if overwrite else []) + self.analyses_flag())
+        return (
+            [sys.executable, "-m", RUNNER, "--config", "-", "--out", str(out or self.path), "--quiet"]
+            + (["--overwrite"] if overwrite else [])
+            + self.analyses_flag()
+        )
 
     def analyses_flag(self) -> list[str]:
         """The runner's flag for `analyses`: none (every one that applies), --skip_analysis (()),
@@ -99,6 +105,7 @@ class Job:
 class GroupJob(Job):
     """Runs that differ only in their seed, trained as one program in one process (src/together.py):
     `python -m runners.run --together - --quiet` reading every member's settings and directory."""
+
     members: list = field(default_factory=list)
 
     @property
@@ -111,14 +118,18 @@ class GroupJob(Job):
     def command(self, overwrite: bool, out: Path | None = None) -> list[str]:
         if out is not None:
             raise ValueError("a group's runs are written to their own paths (its settings name them)")
-        return ([sys.executable, "-m", RUNNER, "--together", "-", "--quiet"]
-                + (["--overwrite"] if overwrite else []) + self.analyses_flag())
+        return (
+            [sys.executable, "-m", RUNNER, "--together", "-", "--quiet"]
+            + (["--overwrite"] if overwrite else [])
+            + self.analyses_flag()
+        )
 
 
 def group_seeds(todo: Sequence[Job]) -> list[Job]:
     """`todo` with the jobs that differ only in their seed (and whose system trains seeds
     together) merged into GroupJobs; every other job as it was."""
     from src.together import settings_without_seed, together_refusal
+
     groups: dict[str, list[Job]] = {}
     for job in todo:
         key = json.dumps(to_jsonable(settings_without_seed(job.settings)), sort_keys=True)
@@ -126,9 +137,16 @@ def group_seeds(todo: Sequence[Job]) -> list[Job]:
     out: list[Job] = []
     for members in groups.values():
         if len(members) > 1 and together_refusal([m.settings for m in members]) is None:
-            out.append(GroupJob(f"{members[0].name}+{len(members) - 1}", members[0].settings,
-                                members[0].path, cost=sum(m.cost for m in members), members=members,
-                                analyses=members[0].analyses))
+            out.append(
+                GroupJob(
+                    f"{members[0].name}+{len(members) - 1}",
+                    members[0].settings,
+                    members[0].path,
+                    cost=sum(m.cost for m in members),
+                    members=members,
+                    analyses=members[0].analyses,
+                )
+            )
         else:
             out.extend(members)
     return out
@@ -151,15 +169,20 @@ def job_state(job: Job) -> tuple[str, str]:
     if finished and {k: v for k, v in normalise(stored).items() if k != "schema_version"} != expected:
         return "stale", "its settings differ from this plan's"
     if finished and config.get("code_fingerprint") != code_fingerprint():
-        return "stale", ("it was trained by different code (src/, baselines/ or runners/ changed "
-                         "since, or it predates code fingerprints)")
+        return "stale", (
+            "it was trained by different code (src/, baselines/ or runners/ changed "
+            "since, or it predates code fingerprints)"
+        )
     if run.is_diverged():
         return "diverged", ""
     missing = run.missing_outputs()
     if run.is_trained() and not missing:
         return "complete", ""
-    return "incomplete", ("missing " + ", ".join(missing[:3]) + ("..." if len(missing) > 3 else "")
-                          if missing else f"{names.SUMMARY} says not complete")
+    return "incomplete", (
+        "missing " + ", ".join(missing[:3]) + ("..." if len(missing) > 3 else "")
+        if missing
+        else f"{names.SUMMARY} says not complete"
+    )
 
 
 def plan(jobs: Sequence[Job]) -> list[Job]:
@@ -173,7 +196,7 @@ def child_env(runs_dir: Path, single_thread: bool) -> dict:
     by the runs (same programs, same results, much less compile time), one thread each when
     several run at once (`single_thread`)."""
     env = dict(os.environ)
-    env[PARENT_ENV] = str(os.getpid())     # the runner dies with this driver (src.process.guarded)
+    env[PARENT_ENV] = str(os.getpid())  # the runner dies with this driver (src.process.guarded)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if not env.get("JAX_COMPILATION_CACHE_DIR"):
         env["JAX_COMPILATION_CACHE_DIR"] = str((runs_dir / JAX_CACHE).resolve())
@@ -189,12 +212,13 @@ def use_compilation_cache(runs_dir: Path) -> None:
     """This process uses the persistent XLA compilation cache its runs share (child_env's);
     settings from the environment win."""
     import jax
+
     env = child_env(runs_dir, single_thread=False)
-    for var, option, cast in (("JAX_COMPILATION_CACHE_DIR", "jax_compilation_cache_dir", str),
-                              ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-                               "jax_persistent_cache_min_compile_time_secs", float),
-                              ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
-                               "jax_persistent_cache_min_entry_size_bytes", int)):
+    for var, option, cast in (
+        ("JAX_COMPILATION_CACHE_DIR", "jax_compilation_cache_dir", str),
+        ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "jax_persistent_cache_min_compile_time_secs", float),
+        ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "jax_persistent_cache_min_entry_size_bytes", int),
+    ):
         if var not in os.environ:
             if var == "JAX_COMPILATION_CACHE_DIR":
                 Path(env[var]).mkdir(parents=True, exist_ok=True)
@@ -222,11 +246,20 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def announce(say: Callable[[str], None], prog: str, what: str, jobs: Sequence[Job],
-             todo: Sequence[Job], workers: int, runs_dir: Path) -> None:
+def announce(
+    say: Callable[[str], None],
+    prog: str,
+    what: str,
+    jobs: Sequence[Job],
+    todo: Sequence[Job],
+    workers: int,
+    runs_dir: Path,
+) -> None:
     """The plan in words: how many runs are done and to train, and why each redo."""
-    say(f"{prog}: {len(jobs)} {what}: {len(jobs) - len(todo)} already finished, "
-        f"{len(todo)} to train ({workers} at a time) -> {runs_dir}")
+    say(
+        f"{prog}: {len(jobs)} {what}: {len(jobs) - len(todo)} already finished, "
+        f"{len(todo)} to train ({workers} at a time) -> {runs_dir}"
+    )
     for job in todo:
         if job.state != "absent":
             say(f"  redo {job.name} ({job.state}: {job.detail}) with --overwrite")
@@ -246,8 +279,15 @@ def launcher_of(executor: Choice, runs_dir: Path, workers: int):
     return entry.build(executor.options, runs_dir=runs_dir, log_dir=runs_dir / LOGS, workers=workers)
 
 
-def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path, say: Callable[[str], None],
-             on_done: Callable[[Job], None] | None = None, executor: Choice | None = None) -> Report:
+def run_jobs(
+    todo: Sequence[Job],
+    *,
+    workers: int,
+    runs_dir: Path,
+    say: Callable[[str], None],
+    on_done: Callable[[Job], None] | None = None,
+    executor: Choice | None = None,
+) -> Report:
     """Train `todo` (longest first), `workers` at a time; when the executor's options say
     `seeds_together`, the jobs that differ only in their seed as one program each (`group_seeds`).
     After each job its state is re-planned and `on_done(job)` is called (for every member of a
@@ -262,8 +302,7 @@ def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path, say: Callable
     launcher = launcher_of(executor, runs_dir, workers)
 
     def train(job: Job) -> Job:
-        job.returncode, job.output, job.seconds = launcher.run_job(
-            job, overwrite=any(p.exists() for p in job.paths))
+        job.returncode, job.output, job.seconds = launcher.run_job(job, overwrite=any(p.exists() for p in job.paths))
         return job
 
     log_of = {m.name: g.name for g in todo if isinstance(g, GroupJob) for m in g.members}
@@ -277,8 +316,7 @@ def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path, say: Callable
             report.diverged.append(job)
             say(f"  diverged {job.name} (kept; its summary says status 'diverged')")
         else:
-            why = (f"exit code {job.returncode}" if job.returncode
-                   else f"finished but incomplete ({job.detail})")
+            why = f"exit code {job.returncode}" if job.returncode else f"finished but incomplete ({job.detail})"
             report.failed.append(job)
             log = runs_dir / LOGS / (log_of.get(job.name, job.name) + ".log")
             say(f"  FAILED {job.name}: {why}; log {log}\n" + tail(job.output))
@@ -291,7 +329,7 @@ def run_jobs(todo: Sequence[Job], *, workers: int, runs_dir: Path, say: Callable
         futures = [pool.submit(train, j) for j in sorted(todo, key=lambda j: j.cost, reverse=True)]
         for future in as_completed(futures):
             done = future.result()
-            if isinstance(done, GroupJob):       # each member as if it had run alone
+            if isinstance(done, GroupJob):  # each member as if it had run alone
                 for job in done.members:
                     job.returncode, job.output = done.returncode, done.output
                     job.seconds = done.seconds / len(done.members)
@@ -313,7 +351,8 @@ def refuse_stale(jobs: Sequence[Job], runs_dir: Path, overwrite: bool) -> None:
     `overwrite` does not allow retraining them."""
     stale = [j for j in jobs if j.state == "stale"]
     if stale and not overwrite:
-        raise UsageError(f"--runs-dir={str(runs_dir)!r} holds {len(stale)} run(s) made with other "
-                         f"settings or code (e.g. {stale[0].path}: {stale[0].detail}); accepted: "
-                         f"another --runs-dir, or {overwrite_hint()} to retrain them")
-
+        raise UsageError(
+            f"--runs-dir={str(runs_dir)!r} holds {len(stale)} run(s) made with other "
+            f"settings or code (e.g. {stale[0].path}: {stale[0].detail}); accepted: "
+            f"another --runs-dir, or {overwrite_hint()} to retrain them"
+        )

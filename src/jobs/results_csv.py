@@ -1,5 +1,6 @@
 """A sweep's results CSV: rows written atomically (missing keys empty, floats exact, non-finite
 empty), and a CSV that holds anything but this sweep's own rows backed up before it is rewritten."""
+
 from __future__ import annotations
 
 import csv
@@ -27,8 +28,7 @@ def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> int:
     """Write `rows` (missing keys empty, floats exact, non-finite empty) atomically; returns
     the number of rows."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n",
-                            extrasaction="ignore")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: _cell(row.get(k)) for k in columns})

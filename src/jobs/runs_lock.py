@@ -1,6 +1,7 @@
 """The runs-directory lock: one sweep or study trains into a runs directory at a time
 (`<runs-dir>/.lock`, an flock the kernel drops when its holder dies); a second one is refused in
 one line (RunsDirBusy) naming the holder."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ import time
 from pathlib import Path
 
 
-LOCK = ".lock"      # <runs-dir>/.lock: held (flock) by the one sweep or study using the folder
+LOCK = ".lock"  # <runs-dir>/.lock: held (flock) by the one sweep or study using the folder
 
 
 class RunsDirBusy(Exception):
@@ -27,6 +28,7 @@ class RunsDirLock:
 
     def __enter__(self) -> "RunsDirLock":
         import fcntl
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")
         try:
@@ -35,17 +37,18 @@ class RunsDirLock:
             handle.seek(0)
             holder = handle.read().strip().replace("\n", " ") or "another process"
             handle.close()
-            raise RunsDirBusy(f"--runs-dir={str(self.path.parent)!r} is in use by {holder}; "
-                              "accepted: wait for it to finish, or another --runs-dir") from None
+            raise RunsDirBusy(
+                f"--runs-dir={str(self.path.parent)!r} is in use by {holder}; "
+                "accepted: wait for it to finish, or another --runs-dir"
+            ) from None
         handle.seek(0)
         handle.truncate()
-        handle.write(f"pid {os.getpid()} ({self.command[:200]}) since "
-                     f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        handle.write(f"pid {os.getpid()} ({self.command[:200]}) since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
         handle.flush()
         self.handle = handle
         return self
 
     def __exit__(self, *exc) -> None:
         if self.handle is not None:
-            self.handle.close()     # releases the flock
+            self.handle.close()  # releases the flock
             self.handle = None

@@ -7,6 +7,7 @@ lock, trained by an executor, then reported.
 
 Every output location (runs directory, report directory) is checked before any work.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,27 +29,53 @@ def add_executor_flags(parser) -> None:
     """--executor, --address, --cpus-per-run, --seeds-together, --share-cores: the same on every sweep
     and study."""
     group = parser.add_argument_group("executor")
-    group.add_argument("--executor", choices=registry("executor").names(), default="local",
-                       help="local child processes (default) or one Ray task per run")
-    group.add_argument("--address", default=None,
-                       help="Ray cluster address (default: start a local Ray instance)")
-    group.add_argument("--cpus-per-run", "--cpus_per_run", dest="cpus_per_run", default=None,
-                       type=number_in(0, 1024, low_open=True), help="Ray CPUs per run (default 1)")
-    group.add_argument("--seeds-together", "--seeds_together", dest="seeds_together", action="store_const",
-                       const=True, default=None,
-                       help="local: train the runs that differ only in their seed as one program "
-                            "(src/together.py; pays on a GPU, not on a CPU; equal to float32 rounding)")
-    group.add_argument("--share-cores", "--share_cores", dest="share_cores", action="store_const", const=True,
-                       default=None, help="local: runs side by side share every core, unpinned, as they did before "
-                                          "(default: one core each: faster, and rounded alike on any machine)")
+    group.add_argument(
+        "--executor",
+        choices=registry("executor").names(),
+        default="local",
+        help="local child processes (default) or one Ray task per run",
+    )
+    group.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
+    group.add_argument(
+        "--cpus-per-run",
+        "--cpus_per_run",
+        dest="cpus_per_run",
+        default=None,
+        type=number_in(0, 1024, low_open=True),
+        help="Ray CPUs per run (default 1)",
+    )
+    group.add_argument(
+        "--seeds-together",
+        "--seeds_together",
+        dest="seeds_together",
+        action="store_const",
+        const=True,
+        default=None,
+        help="local: train the runs that differ only in their seed as one program "
+        "(src/together.py; pays on a GPU, not on a CPU; equal to float32 rounding)",
+    )
+    group.add_argument(
+        "--share-cores",
+        "--share_cores",
+        dest="share_cores",
+        action="store_const",
+        const=True,
+        default=None,
+        help="local: runs side by side share every core, unpinned, as they did before "
+        "(default: one core each: faster, and rounded alike on any machine)",
+    )
 
 
 def executor_of(args, connect: bool = True) -> Choice:
     """The executor of parsed flags: its registry entry with the options the flags set
     (UsageError, one line, for a flag the executor does not take or one it cannot honour)."""
     entry = registry("executor").get(getattr(args, "executor", "local"))
-    flags = {"address": "--address", "cpus_per_run": "--cpus-per-run", "seeds_together": "--seeds-together",
-             "share_cores": "--share-cores"}
+    flags = {
+        "address": "--address",
+        "cpus_per_run": "--cpus-per-run",
+        "seeds_together": "--seeds-together",
+        "share_cores": "--share-cores",
+    }
     given = {k: getattr(args, k, None) for k in flags}
     fields = set(entry.options.__dataclass_fields__)
     for key, value in given.items():
@@ -72,6 +99,7 @@ def read_settings(path: str):
     differ (the rest take their defaults), read and validated by its system. UsageError (one
     line, naming the file, the key, the value and what is accepted) for anything else."""
     from src.systems import settings_from_file
+
     return settings_from_file(read_settings_mapping(path), f"--config={path!r}")
 
 
@@ -82,30 +110,36 @@ def read_settings_mapping(path: str):
     from src.files import loads_json
     from src.provenance import checkout_path
     from src.yaml_includes import load
-    if str(path).endswith(".json"):    # JSON by its suffix: YAML 1.1 reads a JSON number such as 1e-05 as text
+
+    if str(path).endswith(".json"):  # JSON by its suffix: YAML 1.1 reads a JSON number such as 1e-05 as text
         text = read_user_file(checkout_path(path), "--config", "a run's config.json `settings`")
         try:
             raw = loads_json(text)
-        except ValueError as err:      # JSONDecodeError, or nested too deeply
-            raise UsageError(f"--config={path!r} is not JSON ({err}); accepted: a run's config.json "
-                             "`settings`") from None
-    else:                              # a regular file, safe loader, bounded (like every YAML config here)
+        except ValueError as err:  # JSONDecodeError, or nested too deeply
+            raise UsageError(
+                f"--config={path!r} is not JSON ({err}); accepted: a run's config.json `settings`"
+            ) from None
+    else:  # a regular file, safe loader, bounded (like every YAML config here)
         raw = load(path)
     if isinstance(raw, dict) and "system" not in raw:
-        raise UsageError(f"--config={path!r} holds no settings mapping with a `system` key; accepted: a run's "
-                         "config.json `settings` (any key left out takes its default)")
+        raise UsageError(
+            f"--config={path!r} holds no settings mapping with a `system` key; accepted: a run's "
+            "config.json `settings` (any key left out takes its default)"
+        )
     return raw
 
 
 @dataclass
 class CellJob(Job):
     """A run of a study's grid: one cell (the settings the study varies) and one seed."""
+
     cell: str = ""
     seed: int = 0
 
 
-def cell_jobs(runs_dir: Path, cells: Mapping[str, Settings], seeds: Sequence[int],
-              analyses: Sequence[str] | None = None) -> list[CellJob]:
+def cell_jobs(
+    runs_dir: Path, cells: Mapping[str, Settings], seeds: Sequence[int], analyses: Sequence[str] | None = None
+) -> list[CellJob]:
     """The study grid `cells` x `seeds`: run `<cell>_seed<seed>` of each cell's settings with
     train.seed = seed, validated; cost = its steps; `analyses`: those its runs make at the end
     (None: every one that applies). Planned (src/jobs/engine.plan)."""
@@ -114,8 +148,17 @@ def cell_jobs(runs_dir: Path, cells: Mapping[str, Settings], seeds: Sequence[int
         for seed in seeds:
             seeded = replace(settings, train=replace(settings.train, seed=seed)).validate()
             name = f"{cell}_seed{seed}"
-            jobs.append(CellJob(name, seeded, runs_dir / name, cost=float(seeded.train.steps), cell=cell, seed=seed,
-                                analyses=None if analyses is None else tuple(analyses)))
+            jobs.append(
+                CellJob(
+                    name,
+                    seeded,
+                    runs_dir / name,
+                    cost=float(seeded.train.steps),
+                    cell=cell,
+                    seed=seed,
+                    analyses=None if analyses is None else tuple(analyses),
+                )
+            )
     return plan(jobs)
 
 
@@ -123,13 +166,24 @@ def study_parser(prog: str, doc: str, quick_help: str) -> OneLineParser:
     """The flags every study takes: --quick, --runs-dir, --report-dir, --jobs, --overwrite."""
     parser = OneLineParser(prog=prog, description=summary(doc))
     parser.add_argument("--quick", action="store_true", help=quick_help)
-    parser.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default=None,
-                        help="run directories (default: runs/<study>, quick: runs/<study>_quick)")
-    parser.add_argument("--report-dir", "--report_dir", dest="report_dir", default=None,
-                        help="report (default: report; quick: report/quick)")
+    parser.add_argument(
+        "--runs-dir",
+        "--runs_dir",
+        dest="runs_dir",
+        default=None,
+        help="run directories (default: runs/<study>, quick: runs/<study>_quick)",
+    )
+    parser.add_argument(
+        "--report-dir",
+        "--report_dir",
+        dest="report_dir",
+        default=None,
+        help="report (default: report; quick: report/quick)",
+    )
     parser.add_argument("--jobs", type=int_at_least(1), default=2, help="runs in parallel")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="retrain runs made with other settings or code (otherwise refused)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="retrain runs made with other settings or code (otherwise refused)"
+    )
     add_executor_flags(parser)
     return parser
 
@@ -139,6 +193,7 @@ def check_directory(flag: str, path: Path) -> None:
     in: a probe file is written and removed in it, or in the folder it would be created in
     (nothing is left behind)."""
     import tempfile
+
     existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
     if not existing.is_dir():
         raise UsageError(f"{flag}={str(path)!r}: {existing} is a file; accepted: a directory path")
@@ -146,8 +201,9 @@ def check_directory(flag: str, path: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=existing, prefix=".probe-"):
             pass
     except OSError as err:
-        raise UsageError(f"{flag}={str(path)!r} cannot be written ({err.strerror or err}); accepted: "
-                         "a writable directory") from None
+        raise UsageError(
+            f"{flag}={str(path)!r} cannot be written ({err.strerror or err}); accepted: a writable directory"
+        ) from None
 
 
 def study_dirs(args, study: str) -> tuple[Path, Path]:
@@ -173,12 +229,16 @@ def headline(path: Path) -> str:
     number, else '' (no summary, or nothing to quote)."""
     from src.files import read_json
     from src.rundir import names
+
     try:
         summary = read_json(path / names.SUMMARY)
     except (OSError, ValueError):
         return ""
-    numbers = {k: v for k, v in summary.items() if k.startswith("eval_") and isinstance(v, (int, float))
-               and not isinstance(v, bool)}
+    numbers = {
+        k: v
+        for k, v in summary.items()
+        if k.startswith("eval_") and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
     key = "eval_loss" if "eval_loss" in numbers else next(iter(numbers), None)
     return f" {key} {numbers[key]:.4g}" if key else ""
 
@@ -192,63 +252,93 @@ def finished_line(say: Callable[[str], None], todo: Sequence[Job], start: float)
     def line(job: Job) -> None:
         done.append(job)
         if job.returncode != 0 or job.state not in ("complete", "diverged"):
-            return                      # run_jobs says FAILED with its log
+            return  # run_jobs says FAILED with its log
         spent = sum(j.cost for j in done)
         left = (time.monotonic() - start) * (total - spent) / spent if spent < total else 0.0
         eta = f", about {_duration(left)} left" if left > 0 else ""
         say(f"  done {job.name} ({job.seconds:.0f}s;{headline(job.path)}) [{len(done)}/{len(todo)}{eta}]")
+
     return line
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.0f} min" if seconds < 5400
-                                                    else f"{seconds / 3600:.1f} h")
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 120
+        else (f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h")
+    )
 
 
-def run_study(prog: str, jobs: Sequence[Job], runs_dir: Path, workers: int,
-              write_report: Callable[[float, dict], list[Path]], executor: Choice | None = None,
-              quiet: bool = False) -> int:
+def run_study(
+    prog: str,
+    jobs: Sequence[Job],
+    runs_dir: Path,
+    workers: int,
+    write_report: Callable[[float, dict], list[Path]],
+    executor: Choice | None = None,
+    quiet: bool = False,
+) -> int:
     """Train what a study's plan needs, then `write_report(seconds, git state at the start)`;
     the exit code (0, 1 when runs failed, 130 when interrupted). `quiet`: no progress lines."""
     from src.provenance import git_commit
+
     use_compilation_cache(runs_dir)
-    head, start = git_commit(), time.monotonic()     # git state before anything is written
+    head, start = git_commit(), time.monotonic()  # git state before anything is written
     todo = [j for j in jobs if j.state in TODO_STATES]
     workers = max(1, min(workers, len(todo)))
     say = (lambda message: None) if quiet else (lambda message: print(message, flush=True))
     announce(say, prog, "runs", jobs, todo, workers, runs_dir)
     try:
-        report = run_jobs(todo, workers=workers, runs_dir=runs_dir, say=say, executor=executor,
-                          on_done=finished_line(say, todo, start))
+        report = run_jobs(
+            todo,
+            workers=workers,
+            runs_dir=runs_dir,
+            say=say,
+            executor=executor,
+            on_done=finished_line(say, todo, start),
+        )
     except KeyboardInterrupt:
-        print(f"\n{prog}: interrupted; finished runs are kept in {runs_dir}; rerun to continue",
-              file=sys.stderr)
+        print(f"\n{prog}: interrupted; finished runs are kept in {runs_dir}; rerun to continue", file=sys.stderr)
         return 130
     if report.failed:
-        print(f"{prog}: {len(report.failed)} runs failed: "
-              + ", ".join(j.name for j in report.failed), file=sys.stderr)
+        print(f"{prog}: {len(report.failed)} runs failed: " + ", ".join(j.name for j in report.failed), file=sys.stderr)
         return 1
     written = write_report(time.monotonic() - start, head)
     print(f"{prog}: wrote {', '.join(str(p) for p in written)} ({time.monotonic() - start:.0f}s)")
     return 0
 
 
-def finish_study(prog: str, argv: Sequence[str], args, runs_dir: Path, report_dir: Path,
-                 make_jobs: Callable[[], list[Job]], write_report: Callable[..., list[Path]],
-                 quiet: bool = False) -> int:
+def finish_study(
+    prog: str,
+    argv: Sequence[str],
+    args,
+    runs_dir: Path,
+    report_dir: Path,
+    make_jobs: Callable[[], list[Job]],
+    write_report: Callable[..., list[Path]],
+    quiet: bool = False,
+) -> int:
     """Plan (one-line refusal of stale runs), train what is missing, write the report."""
     command = " ".join([prog, shlex.join(argv)]).strip()
     with contextlib.ExitStack() as hold:
-        try:   # one study or sweep per runs directory; planned again under the lock
+        try:  # one study or sweep per runs directory; planned again under the lock
             executor = executor_of(args)
-            jobs = make_jobs()            # every run's settings validated before the lock
+            jobs = make_jobs()  # every run's settings validated before the lock
             if dry_run(prog, f"make {len(jobs)} runs in {runs_dir} and write the report into {report_dir}"):
                 return 0
             hold.enter_context(RunsDirLock(runs_dir, command))
-            jobs = plan(jobs)             # what is on disk now that no one else writes there
+            jobs = plan(jobs)  # what is on disk now that no one else writes there
             refuse_stale(jobs, runs_dir, args.overwrite)
-        except (UsageError, RunsDirBusy, SettingsError) as err:   # e.g. a run that cannot be made
+        except (UsageError, RunsDirBusy, SettingsError) as err:  # e.g. a run that cannot be made
             return fail(prog, err)
-        return run_study(prog, jobs, runs_dir, args.jobs, lambda seconds, head: write_report(
-            jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head),
-            executor=executor, quiet=quiet)
+        return run_study(
+            prog,
+            jobs,
+            runs_dir,
+            args.jobs,
+            lambda seconds, head: write_report(
+                jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head
+            ),
+            executor=executor,
+            quiet=quiet,
+        )

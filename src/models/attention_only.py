@@ -13,6 +13,7 @@ their outputs are the next layer's keys and values).
 Glossary of shapes: B batch, T tokens, S = T-1 context tokens, D width,
 H heads, L layers.
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -29,8 +30,8 @@ from src.tasks.regression import Tasks, empty_tasks
 
 
 class ModelOutput(NamedTuple):
-    prediction: jax.Array                  # [B], ŷ for the query
-    layer_predictions: jax.Array | None    # [L, B], ŷ read after each layer
+    prediction: jax.Array  # [B], ŷ for the query
+    layer_predictions: jax.Array | None  # [L, B], ŷ read after each layer
     attention: tuple[jax.Array, ...] | None  # per layer [B, H, Tq, S]; Tq = T except last layer (1)
     layer_outputs: tuple[jax.Array, ...] | None  # per layer residual stream [B, T, D] (last: [B, 1, D])
 
@@ -51,14 +52,23 @@ class Transformer(hk.Module):
     @hk.transparent
     def _layer(self, index: int) -> Attention:
         m = self.model
-        return Attention(num_heads=m.num_heads, key_size=self.key_size, model_size=self.width,
-                         scoring=m.layer_mixer(index),
-                         w_init=hk.initializers.VarianceScaling(m.init_scale),
-                         name=layer_name(m, index))
+        return Attention(
+            num_heads=m.num_heads,
+            key_size=self.key_size,
+            model_size=self.width,
+            scoring=m.layer_mixer(index),
+            w_init=hk.initializers.VarianceScaling(m.init_scale),
+            name=layer_name(m, index),
+        )
 
-    def __call__(self, tokens: jax.Array, *, return_attention: bool = False,
-                 return_layer_predictions: bool = False,
-                 return_layer_outputs: bool = False) -> ModelOutput:
+    def __call__(
+        self,
+        tokens: jax.Array,
+        *,
+        return_attention: bool = False,
+        return_layer_predictions: bool = False,
+        return_layer_outputs: bool = False,
+    ) -> ModelOutput:
         """tokens [B, T, D] -> ModelOutput."""
         m = self.model
         shared_layer = self._layer(0) if m.shared_weights else None
@@ -67,8 +77,8 @@ class Transformer(hk.Module):
         for index in range(m.num_layers):
             layer = shared_layer if m.shared_weights else self._layer(index)
             last = index == m.num_layers - 1
-            queries = h[:, -1:, :] if last else h          # [B, Tq, D]
-            context = h[:, : self.num_context, :]          # [B, S, D]
+            queries = h[:, -1:, :] if last else h  # [B, Tq, D]
+            context = h[:, : self.num_context, :]  # [B, S, D]
             update, weights = layer(queries, context, return_weights=True)
             h = queries + update
             if m.clip_value > 0:
@@ -91,6 +101,7 @@ class Model(NamedTuple):
     predict(params, tasks) -> ŷ [B] (builds the tokens from raw tasks, so it
     can be differentiated with respect to the task's inputs).
     """
+
     task: TaskConfig
     config: ModelConfig
     init: Callable
@@ -98,8 +109,10 @@ class Model(NamedTuple):
     predict: Callable
 
 
-@registry("family").register("attention_only", doc="von Oswald et al.: attention layers only "
-                             "(no MLP, no norm), residual, read-out -h_query[last channel]")
+@registry("family").register(
+    "attention_only",
+    doc="von Oswald et al.: attention layers only (no MLP, no norm), residual, read-out -h_query[last channel]",
+)
 def build_attention_only(options, task: TaskConfig, model: ModelConfig) -> Model:
     return _build(task, model)
 
@@ -110,12 +123,13 @@ def build_model(task: TaskConfig, model: ModelConfig) -> Model:
 
 
 def _build(task: TaskConfig, model: ModelConfig) -> Model:
-    def forward(tokens, return_attention=False, return_layer_predictions=False,
-                return_layer_outputs=False):
+    def forward(tokens, return_attention=False, return_layer_predictions=False, return_layer_outputs=False):
         return Transformer(task, model)(
-            tokens, return_attention=return_attention,
+            tokens,
+            return_attention=return_attention,
             return_layer_predictions=return_layer_predictions,
-            return_layer_outputs=return_layer_outputs)
+            return_layer_outputs=return_layer_outputs,
+        )
 
     transformed = hk.without_apply_rng(hk.transform(forward))
     example = make_tokens(empty_tasks(task), model)

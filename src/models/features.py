@@ -14,6 +14,7 @@ step, and the explicit version of that mechanism, the baseline it is compared wi
 Both read Tasks (src/tasks/regression.py, drawn by src/tasks/nonlinear.py) and return ŷ [B].
 Shapes: B tasks, N context pairs, d input dimension, D width, T = N + 1 tokens.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,9 +32,9 @@ MODELS = registry("nonlinear_model")
 
 @dataclass(frozen=True)
 class FeatureOptions:
-    width: int = 40             # D: embedding and key size (the notebook's emb_size / key_size)
-    widening: int = 4           # the MLP's hidden width is widening · D
-    init_scale: float = 0.002   # VarianceScaling scale of every weight
+    width: int = 40  # D: embedding and key size (the notebook's emb_size / key_size)
+    widening: int = 4  # the MLP's hidden width is widening · D
+    init_scale: float = 0.002  # VarianceScaling scale of every weight
 
     def check(self) -> None:
         require_int("width", self.width, 1)
@@ -43,8 +44,8 @@ class FeatureOptions:
 
 @dataclass(frozen=True)
 class FeaturesGDOptions(FeatureOptions):
-    init_scale: float = 0.02    # the notebook's GD model
-    eta_init: float = 1.0       # the learned step size's initial value
+    init_scale: float = 0.02  # the notebook's GD model
+    eta_init: float = 1.0  # the learned step size's initial value
 
     def check(self) -> None:
         super().check()
@@ -54,8 +55,8 @@ class FeaturesGDOptions(FeatureOptions):
 class FeatureModel(NamedTuple):
     name: str
     options: Any
-    init: Callable[[jax.Array, Any], Any]               # (key, tasks) -> params
-    apply: Callable[[Any, Any], jax.Array]              # (params, tasks) -> ŷ [B]
+    init: Callable[[jax.Array, Any], Any]  # (key, tasks) -> params
+    apply: Callable[[Any, Any], jax.Array]  # (params, tasks) -> ŷ [B]
 
 
 def _embed_and_mlp(inputs: jax.Array, options: FeatureOptions) -> jax.Array:
@@ -69,17 +70,18 @@ def _embed_and_mlp(inputs: jax.Array, options: FeatureOptions) -> jax.Array:
 
 def _mlp_lsa(tasks, options: FeatureOptions) -> jax.Array:
     n = tasks.context_x.shape[1]
-    context = jnp.concatenate([tasks.context_x, tasks.context_y[..., None]], -1)       # [B, N, d+1]
+    context = jnp.concatenate([tasks.context_x, tasks.context_y[..., None]], -1)  # [B, N, d+1]
     query = jnp.concatenate([tasks.query_x, jnp.zeros_like(tasks.query_y)[:, None]], -1)
-    h = _embed_and_mlp(jnp.concatenate([context, query[:, None]], 1), options)          # [B, T, D]
+    h = _embed_and_mlp(jnp.concatenate([context, query[:, None]], 1), options)  # [B, T, D]
     w_init = hk.initializers.VarianceScaling(options.init_scale)
     width = options.width
 
     def proj(name):
         return hk.Linear(width, with_bias=False, w_init=w_init, name=name)
-    h_query = h[:, n]                                                                    # [B, D]
-    scores = jnp.einsum("bk,bnk->bn", proj("query")(h_query), proj("key")(h[:, :n]))    # [B, N]
-    update = jnp.einsum("bn,bnk->bk", scores, proj("value")(h[:, :n]))                  # [B, D]
+
+    h_query = h[:, n]  # [B, D]
+    scores = jnp.einsum("bk,bnk->bn", proj("query")(h_query), proj("key")(h[:, :n]))  # [B, N]
+    update = jnp.einsum("bn,bnk->bk", scores, proj("value")(h[:, :n]))  # [B, D]
     # only the query token's output is read, so only its update is computed (one layer)
     return -(h_query + proj("output")(update))[:, -1]
 
@@ -94,16 +96,18 @@ def _features_gd(tasks, options: FeaturesGDOptions) -> jax.Array:
 def _build(name: str, forward) -> Callable[[Any], FeatureModel]:
     def build(options) -> FeatureModel:
         def named(tasks):
-            with hk.name_scope(name):           # parameters "<name>/emb", "<name>/query", ...
+            with hk.name_scope(name):  # parameters "<name>/emb", "<name>/query", ...
                 return forward(tasks, options)
+
         f = hk.without_apply_rng(hk.transform(named))
         return FeatureModel(name, options, f.init, f.apply)
+
     return build
 
 
-MODELS.register("mlp_lsa", FeatureOptions,
-                doc="von Oswald et al.: an MLP block, then one linear self-attention layer")(
-    _build("mlp_lsa", _mlp_lsa))
-MODELS.register("features_gd", FeaturesGDOptions,
-                doc="learned MLP features of x and one GD step on them with a learned step size")(
-    _build("features_gd", _features_gd))
+MODELS.register("mlp_lsa", FeatureOptions, doc="von Oswald et al.: an MLP block, then one linear self-attention layer")(
+    _build("mlp_lsa", _mlp_lsa)
+)
+MODELS.register(
+    "features_gd", FeaturesGDOptions, doc="learned MLP features of x and one GD step on them with a learned step size"
+)(_build("features_gd", _features_gd))

@@ -8,6 +8,7 @@
 The query token is always last; the first `num_context_tokens` tokens are the keys/values.
 Glossary of shapes: B tasks, N pairs, d input dimension, T tokens, D width.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,9 +30,10 @@ LAYOUTS = registry("layout")
 @dataclass(frozen=True)
 class Layout:
     """A token layout for tasks of N pairs in d dimensions."""
-    tokens_per_pair: int                       # 1 (concat) or 2 (x token, then ȳ token)
-    width: Callable[[int], int]                # d -> D
-    make: Callable[[Tasks], jax.Array]         # tasks -> tokens [B, T, D]
+
+    tokens_per_pair: int  # 1 (concat) or 2 (x token, then ȳ token)
+    width: Callable[[int], int]  # d -> D
+    make: Callable[[Tasks], jax.Array]  # tasks -> tokens [B, T, D]
 
     def num_tokens(self, num_context: int) -> int:
         """T: context tokens plus the query token."""
@@ -58,11 +60,15 @@ class ConcatOptions:
 
 @dataclass(frozen=True)
 class InterleavedOptions:
-    pe_size: int = 10     # channels of the concatenated sinusoidal position code (even, >= 0)
+    pe_size: int = 10  # channels of the concatenated sinusoidal position code (even, >= 0)
 
     def check(self) -> None:
-        require(is_int(self.pe_size) and 0 <= self.pe_size <= 4096 and self.pe_size % 2 == 0,
-                "pe_size", self.pe_size, "an even integer in [0, 4096]")
+        require(
+            is_int(self.pe_size) and 0 <= self.pe_size <= 4096 and self.pe_size % 2 == 0,
+            "pe_size",
+            self.pe_size,
+            "an even integer in [0, 4096]",
+        )
 
 
 def concat_tokens(tasks: Tasks) -> jax.Array:
@@ -88,7 +94,7 @@ def interleaved_tokens(tasks: Tasks, pe_size: int) -> jax.Array:
     b, n, d = tasks.context_x.shape
     y_tokens = jnp.zeros_like(tasks.context_x).at[..., -1].set(tasks.context_y)  # [B, N, d]
     pairs = jnp.stack([tasks.context_x, y_tokens], axis=2).reshape(b, 2 * n, d)  # [B, 2N, d]
-    seq = jnp.concatenate([pairs, tasks.query_x[:, None, :]], axis=1)            # [B, 2N+1, d]
+    seq = jnp.concatenate([pairs, tasks.query_x[:, None, :]], axis=1)  # [B, 2N+1, d]
     if pe_size == 0:
         return seq
     pe = jnp.asarray(sinusoidal_encoding(2 * n + 1, pe_size))
@@ -100,13 +106,17 @@ def build_concat(options: ConcatOptions) -> Layout:
     return Layout(tokens_per_pair=1, width=lambda d: d + 1, make=concat_tokens)
 
 
-@LAYOUTS.register("interleaved", InterleavedOptions,
-                  doc="x_i, ȳ_i tokens + concatenated sinusoidal positions (twolayer)")
+@LAYOUTS.register(
+    "interleaved", InterleavedOptions, doc="x_i, ȳ_i tokens + concatenated sinusoidal positions (twolayer)"
+)
 def build_interleaved(options: InterleavedOptions) -> Layout:
     if not (isinstance(options.pe_size, int) and options.pe_size >= 0 and options.pe_size % 2 == 0):
         raise ValueError(f"pe_size={options.pe_size} must be an even integer >= 0")
-    return Layout(tokens_per_pair=2, width=lambda d: d + options.pe_size,
-                  make=lambda tasks: interleaved_tokens(tasks, options.pe_size))
+    return Layout(
+        tokens_per_pair=2,
+        width=lambda d: d + options.pe_size,
+        make=lambda tasks: interleaved_tokens(tasks, options.pe_size),
+    )
 
 
 def layout_of(model: ModelConfig) -> Layout:

@@ -10,6 +10,7 @@ Glossary of shapes:
   B  batch      Tq  query tokens     S  key/value tokens
   D  width      H   heads            k  key size (= value size)
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -37,8 +38,7 @@ def build_linear(options) -> Callable[[jax.Array, int], jax.Array]:
 
 @SCORINGS.register("softmax", doc="softmax over the keys of q.k / sqrt(key size)")
 def build_softmax(options) -> Callable[[jax.Array, int], jax.Array]:
-    return lambda scores, key_size: jax.nn.softmax(
-        scores / np.sqrt(key_size).astype(scores.dtype), axis=-1)
+    return lambda scores, key_size: jax.nn.softmax(scores / np.sqrt(key_size).astype(scores.dtype), axis=-1)
 
 
 def on_rows(tokens: jax.Array, matrix: jax.Array) -> jax.Array:
@@ -62,8 +62,15 @@ class Attention(hk.Module):
     the query token is updated (the last layer), and fewer for full layers too.
     """
 
-    def __init__(self, num_heads: int, key_size: int, model_size: int, scoring: str,
-                 w_init: hk.initializers.Initializer, name: str | None = None):
+    def __init__(
+        self,
+        num_heads: int,
+        key_size: int,
+        model_size: int,
+        scoring: str,
+        w_init: hk.initializers.Initializer,
+        name: str | None = None,
+    ):
         super().__init__(name=name)
         self.num_heads = num_heads
         self.key_size = key_size
@@ -76,8 +83,7 @@ class Attention(hk.Module):
         with hk.name_scope(name):
             return hk.get_parameter("w", [rows, cols], init=self.w_init)
 
-    def __call__(self, query_tokens: jax.Array, kv_tokens: jax.Array,
-                 return_weights: bool = False):
+    def __call__(self, query_tokens: jax.Array, kv_tokens: jax.Array, return_weights: bool = False):
         """query_tokens [B, Tq, D], kv_tokens [B, S, D] -> update [B, Tq, D]
         (and, if `return_weights`, the attention weights [B, H, Tq, S])."""
         width, heads, k = query_tokens.shape[-1], self.num_heads, self.key_size
@@ -86,19 +92,19 @@ class Attention(hk.Module):
         w_v = self._weight("value", width, heads * k).reshape(width, heads, k)
         w_o = self._weight("linear", heads * k, self.model_size).reshape(heads, k, self.model_size)
         bilinear = jnp.einsum("dhk,ehk->hde", w_q, w_k)  # [H, D, D]
-        readout = jnp.einsum("dhk,hkf->hdf", w_v, w_o)   # [H, D, D]
+        readout = jnp.einsum("dhk,hkf->hdf", w_v, w_o)  # [H, D, D]
         if heads == 1:  # the common case: plain contractions, the products on [B·Tq, D] rows
-            q = on_rows(query_tokens, bilinear[0])                   # [B, Tq, D]
+            q = on_rows(query_tokens, bilinear[0])  # [B, Tq, D]
             scores = jnp.einsum("btd,bsd->bts", q, kv_tokens)[:, None]  # [B, 1, Tq, S]
         else:
             q = jnp.einsum("btd,hde->bhte", query_tokens, bilinear)  # [B, H, Tq, D]
-            scores = jnp.einsum("bhte,bse->bhts", q, kv_tokens)      # [B, H, Tq, S]
+            scores = jnp.einsum("bhte,bse->bhts", q, kv_tokens)  # [B, H, Tq, S]
         weights = self.score_to_weights(scores, k)
         if heads == 1:
             update = on_rows(jnp.einsum("bts,bsd->btd", weights[:, 0], kv_tokens), readout[0])
         else:
             mixed = jnp.einsum("bhts,bsd->bhtd", weights, kv_tokens)  # [B, H, Tq, D]
-            update = jnp.einsum("bhtd,hdf->btf", mixed, readout)      # [B, Tq, D]
+            update = jnp.einsum("bhtd,hdf->btf", mixed, readout)  # [B, Tq, D]
         if return_weights:
             return update, weights
         return update

@@ -6,6 +6,7 @@
 
 Each builder returns a Haiku module factory `(name) -> module`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -22,6 +22,7 @@ An encoding acts at one or more of three places, each a no-op unless it says oth
 
 Glossary: B batch, T tokens, H heads, K head size (even for the rotary ones), D width.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,8 +42,9 @@ POSITIONS = registry("position")
 
 class Encoding:
     """The no-op at every place; subclasses override what they change."""
+
     name = "nope"
-    kernel_friendly = True    # acts on the token embeddings only, so any mixer can take it
+    kernel_friendly = True  # acts on the token embeddings only, so any mixer can take it
 
     def absolute(self, t: int, width: int) -> jax.Array | None:
         return None
@@ -61,17 +63,20 @@ class Encoding:
         """A mixer that never forms the [T, T] score matrix asks whether this encoding can
         work without one; ValueError (one line) when it cannot."""
         if not self.kernel_friendly:
-            raise ValueError(f"model.position={self.name!r} acts inside softmax attention (on q, k "
-                             f"or the scores), which mixer {mixer!r} does not form; accepted with "
-                             "it: nope, learned, sinusoidal")
+            raise ValueError(
+                f"model.position={self.name!r} acts inside softmax attention (on q, k "
+                f"or the scores), which mixer {mixer!r} does not form; accepted with "
+                "it: nope, learned, sinusoidal"
+            )
 
 
 # -- absolute -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class LearnedOptions:
-    max_tokens: int = 0       # table length; 0 = the model's (its max_tokens)
-    truncated: bool = False   # initialise from a truncated normal (the Zoology recipe), else a normal
+    max_tokens: int = 0  # table length; 0 = the model's (its max_tokens)
+    truncated: bool = False  # initialise from a truncated normal (the Zoology recipe), else a normal
 
     def check(self) -> None:
         require_int("max_tokens", self.max_tokens, 0, 1_000_000)
@@ -85,8 +90,10 @@ class Learned(Encoding):
 
     def absolute(self, t: int, width: int) -> jax.Array:
         if t > self.table_tokens:
-            raise ValueError(f"{t} tokens exceed the learned position table ({self.table_tokens}); "
-                             "a learned absolute encoding cannot index past it")
+            raise ValueError(
+                f"{t} tokens exceed the learned position table ({self.table_tokens}); "
+                "a learned absolute encoding cannot index past it"
+            )
         init = (hk.initializers.TruncatedNormal if self.truncated else hk.initializers.RandomNormal)(0.02)
         table = hk.get_parameter("positions", (self.table_tokens, width), init=init)
         return table[:t]
@@ -125,6 +132,7 @@ class Sinusoidal(Encoding):
 
 # -- rotary ---------------------------------------------------------------------------------------
 
+
 def rope_frequencies(head_size: int, theta: float = 10_000.0) -> np.ndarray:
     """θ_i = θ^(−2i/K), i = 0..K/2−1 (radians per position)."""
     if head_size % 2:
@@ -132,8 +140,9 @@ def rope_frequencies(head_size: int, theta: float = 10_000.0) -> np.ndarray:
     return theta ** (-np.arange(0, head_size, 2) / head_size)
 
 
-def yarn_frequencies(head_size: int, theta: float, scale: float, original_tokens: int,
-                     alpha: float = 1.0, beta: float = 32.0) -> np.ndarray:
+def yarn_frequencies(
+    head_size: int, theta: float, scale: float, original_tokens: int, alpha: float = 1.0, beta: float = 32.0
+) -> np.ndarray:
     """YaRN's "NTK-by-parts" frequencies: with r_i = L / λ_i (rotations of dimension pair i over
     the trained length L, λ_i = 2π / θ_i) and the ramp γ = clip((r − α) / (β − α), 0, 1),
     θ'_i = (1 − γ) θ_i / s + γ θ_i: long wavelengths are interpolated, short ones kept."""
@@ -183,10 +192,10 @@ class Rope(Encoding):
 
 @dataclass(frozen=True)
 class DynamicYarnOptions:
-    original_tokens: int = 0     # L_train in tokens; 0 = the model's trained length
+    original_tokens: int = 0  # L_train in tokens; 0 = the model's trained length
     theta: float = 10_000.0
-    alpha: float = 1.0           # YaRN's ramp: rotations over L_train below alpha: interpolated,
-    beta: float = 32.0           # above beta: kept
+    alpha: float = 1.0  # YaRN's ramp: rotations over L_train below alpha: interpolated,
+    beta: float = 32.0  # above beta: kept
 
     def check(self) -> None:
         require_int("original_tokens", self.original_tokens, 0, 1_000_000)
@@ -197,7 +206,7 @@ class DynamicYarnOptions:
 
 @dataclass(frozen=True)
 class YarnOptions(DynamicYarnOptions):
-    scale: float = 2.0           # s: the context extension factor
+    scale: float = 2.0  # s: the context extension factor
 
     def check(self) -> None:
         super().check()
@@ -217,8 +226,7 @@ class Yarn(Rope):
 
     def frequencies(self, head_size: int, t: int) -> np.ndarray:
         o = self.options
-        return yarn_frequencies(head_size, o.theta, self.scale_for(t), self.trained_tokens,
-                                o.alpha, o.beta)
+        return yarn_frequencies(head_size, o.theta, self.scale_for(t), self.trained_tokens, o.alpha, o.beta)
 
     def logits(self, scores):
         return scores * yarn_logit_scale(self.scale_for(scores.shape[-1]))
@@ -235,6 +243,7 @@ class DynamicYarn(Yarn):
 
 
 # -- score biases -------------------------------------------------------------------------------
+
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
     """m_h = 2^(−8h/H), h = 1..H."""
@@ -258,8 +267,8 @@ class Alibi(Encoding):
 
 @dataclass(frozen=True)
 class FireOptions:
-    hidden: int = 32        # width of the MLP f
-    c: float = 1.0          # initial c of ψ(x) = log(c x + 1) (learned)
+    hidden: int = 32  # width of the MLP f
+    c: float = 1.0  # initial c of ψ(x) = log(c x + 1) (learned)
     threshold: float = 0.0  # initial L of the normaliser ψ(max(i, L)) (learned); 0 = trained length
 
     def check(self) -> None:
@@ -288,9 +297,9 @@ class Fire(Encoding):
         heads, t = scores.shape[1], scores.shape[-1]
         c = hk.get_parameter("fire_c", (), init=hk.initializers.Constant(self.options.c))
         threshold = hk.get_parameter("fire_threshold", (), init=hk.initializers.Constant(self.threshold))
-        features = fire_features(t, c, threshold)[..., None]              # [T, T, 1]
+        features = fire_features(t, c, threshold)[..., None]  # [T, T, 1]
         hidden = jax.nn.relu(hk.Linear(self.options.hidden, name="fire_in")(features))
-        bias = hk.Linear(heads, name="fire_out")(hidden)                   # [T, T, H]
+        bias = hk.Linear(heads, name="fire_out")(hidden)  # [T, T, H]
         return scores + jnp.transpose(bias, (2, 0, 1))[None].astype(scores.dtype)
 
 
@@ -299,26 +308,32 @@ class Fire(Encoding):
 # model is trained on (the learned table's length, YaRN's L_train).
 
 POSITIONS.register("nope", NoOptions, doc="no position encoding (the causal mask only)")(
-    lambda options, *, trained_tokens: Encoding())
+    lambda options, *, trained_tokens: Encoding()
+)
 POSITIONS.register("learned", LearnedOptions, doc="learned absolute table (GPT-2)")(
-    lambda options, *, trained_tokens: Learned(options.max_tokens or trained_tokens, options.truncated))
+    lambda options, *, trained_tokens: Learned(options.max_tokens or trained_tokens, options.truncated)
+)
 POSITIONS.register("sinusoidal", SinusoidalOptions, doc="added sin/cos table")(
-    lambda options, *, trained_tokens: Sinusoidal(options.base))
+    lambda options, *, trained_tokens: Sinusoidal(options.base)
+)
 POSITIONS.register("rope", RopeOptions, doc="rotary q/k, theta 1e4")(
-    lambda options, *, trained_tokens: Rope(options.theta))
+    lambda options, *, trained_tokens: Rope(options.theta)
+)
 POSITIONS.register("alibi", NoOptions, doc="linear bias -m_h (i - j), m_h = 2^(-8h/H)")(
-    lambda options, *, trained_tokens: Alibi())
+    lambda options, *, trained_tokens: Alibi()
+)
 POSITIONS.register("fire", FireOptions, doc="learned MLP of the progressively normalised log distance")(
-    lambda options, *, trained_tokens: Fire(options, trained_tokens))
+    lambda options, *, trained_tokens: Fire(options, trained_tokens)
+)
 POSITIONS.register("yarn", YarnOptions, doc="RoPE with YaRN interpolation and temperature, scale s")(
-    lambda options, *, trained_tokens: _yarn(options, trained_tokens))
-POSITIONS.register("dynamic_yarn", DynamicYarnOptions,
-                   doc="YaRN with s = max(1, T / L_train), recomputed per length")(
-    lambda options, *, trained_tokens: DynamicYarn(options, trained_tokens))
+    lambda options, *, trained_tokens: _yarn(options, trained_tokens)
+)
+POSITIONS.register("dynamic_yarn", DynamicYarnOptions, doc="YaRN with s = max(1, T / L_train), recomputed per length")(
+    lambda options, *, trained_tokens: DynamicYarn(options, trained_tokens)
+)
 
 
 def _yarn(options: YarnOptions, trained_tokens: int) -> Yarn:
     if not (isinstance(options.scale, (int, float)) and math.isfinite(options.scale) and options.scale > 0):
-        raise ValueError(f"position yarn scale={options.scale!r} is not accepted; accepted: a "
-                         "finite number > 0")
+        raise ValueError(f"position yarn scale={options.scale!r} is not accepted; accepted: a finite number > 0")
     return Yarn(options, trained_tokens)

@@ -34,6 +34,7 @@ yarn adjust them and keep the einsums). The same function up to float rounding.
 
 Glossary: B batch, n pairs, d input dim, T tokens (2n for pairs), D width, H heads, V vocabulary.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,32 +51,46 @@ from src.models.mixers.attention import ATTENTION_KERNELS
 from src.models.mixers.kit import apply_mixer, dropout
 from src.models.positions import Encoding
 from src.registry import Choice, registry
-from src.settings import (added_field, choice_field, choices_field, is_int, require, require_int, require_number,
-                          require_one_of)
+from src.settings import (
+    added_field,
+    choice_field,
+    choices_field,
+    is_int,
+    require,
+    require_int,
+    require_number,
+    require_one_of,
+)
 
 INPUTS = ("pairs", "tokens")
-POSITIONS_FOR = ("all", "attention")   # which models take the position encoding (see SequenceConfig)
+POSITIONS_FOR = ("all", "attention")  # which models take the position encoding (see SequenceConfig)
 
 
 @dataclass(frozen=True)
 class SequenceConfig:
-    preset: str = "gpt2"             # the root module's name (gpt2 | lm | llama | mamba): how its parameters are named
-    inputs: str = "pairs"            # pairs (x/y tokens, ŷ per point) | tokens (embedding, logits)
-    width: int = 64                  # D
+    preset: str = "gpt2"  # the root module's name (gpt2 | lm | llama | mamba): how its parameters are named
+    inputs: str = "pairs"  # pairs (x/y tokens, ŷ per point) | tokens (embedding, logits)
+    width: int = 64  # D
     n_layer: int = 3
     n_head: int = 4
-    n_dims: int = 5                  # d (pairs)
-    vocab_size: int = 0              # V (tokens)
-    max_tokens: int = 22             # T the position encoding is trained for (a learned table's length)
+    n_dims: int = 5  # d (pairs)
+    vocab_size: int = 0  # V (tokens)
+    max_tokens: int = 22  # T the position encoding is trained for (a learned table's length)
     position: Choice = choice_field("position", "learned")
     norm: Choice = choice_field("norm", "layer_norm")
     seq_mixer: Choice = choice_field("seq_mixer", "softmax_causal")
     state_mixer: Choice = choice_field("state_mixer", "mlp")
-    biases: bool = True              # the read-in, read-out and state mixer Linear layers have biases
-    dense_layout: str = "flat"       # Linear layers on [B·T, D] rows (flat) or on [B, T, D] (batched)
-    attention_kernel: str = "einsum"  # softmax attention as two einsums (einsum) or jax.nn.dot_product_attention (fused)
-    seq_mixers: tuple[Choice, ...] = choices_field("seq_mixer")   # a hybrid stack's mixers, repeating; empty: seq_mixer everywhere
-    residual: bool = added_field(True)   # h += mixer(norm(h)) (True) or h = mixer(norm(h)) (the lstm preset's plain stack)
+    biases: bool = True  # the read-in, read-out and state mixer Linear layers have biases
+    dense_layout: str = "flat"  # Linear layers on [B·T, D] rows (flat) or on [B, T, D] (batched)
+    attention_kernel: str = (
+        "einsum"  # softmax attention as two einsums (einsum) or jax.nn.dot_product_attention (fused)
+    )
+    seq_mixers: tuple[Choice, ...] = choices_field(
+        "seq_mixer"
+    )  # a hybrid stack's mixers, repeating; empty: seq_mixer everywhere
+    residual: bool = added_field(
+        True
+    )  # h += mixer(norm(h)) (True) or h = mixer(norm(h)) (the lstm preset's plain stack)
     # the position encoding in every model (all), or only in a model with a softmax-attention layer
     # (attention: Zoology's figure 2, whose other models have max_position_embeddings = 0, no table)
     positions_for: str = added_field("all")
@@ -86,13 +101,21 @@ class SequenceConfig:
     tie_embeddings: bool = added_field(False)
 
     def check(self) -> None:
-        require(isinstance(self.preset, str) and re.fullmatch(r"[a-z][a-z0-9_]*", self.preset or ""),
-                "preset", self.preset, "a lower-case name")
+        require(
+            isinstance(self.preset, str) and re.fullmatch(r"[a-z][a-z0-9_]*", self.preset or ""),
+            "preset",
+            self.preset,
+            "a lower-case name",
+        )
         require_one_of("inputs", self.inputs, INPUTS)
         for name, low in (("width", 1), ("n_layer", 1), ("n_head", 1), ("n_dims", 1), ("max_tokens", 1)):
             require_int(name, getattr(self, name), low)
-        require(is_int(self.vocab_size) and (self.vocab_size >= 2 or self.inputs == "pairs"),
-                "vocab_size", self.vocab_size, "an integer >= 2 for token inputs")
+        require(
+            is_int(self.vocab_size) and (self.vocab_size >= 2 or self.inputs == "pairs"),
+            "vocab_size",
+            self.vocab_size,
+            "an integer >= 2 for token inputs",
+        )
         require(self.width % self.n_head == 0, "width", self.width, f"a multiple of n_head={self.n_head}")
         require(isinstance(self.biases, bool), "biases", self.biases, "true or false")
         require(isinstance(self.residual, bool), "residual", self.residual, "true or false")
@@ -100,10 +123,18 @@ class SequenceConfig:
         require_one_of("attention_kernel", self.attention_kernel, tuple(ATTENTION_KERNELS))
         require_one_of("positions_for", self.positions_for, POSITIONS_FOR)
         require_number("embed_dropout", self.embed_dropout, 0.0, high=1.0, open_high=True)
-        require(len(self.seq_mixers) <= self.n_layer, "seq_mixers", "+".join(m.name for m in self.seq_mixers),
-                f"at most n_layer={self.n_layer} mixers (layer i takes the (i mod length)-th; more would go unused)")
-        require(isinstance(self.tie_embeddings, bool) and (self.inputs == "tokens" or not self.tie_embeddings),
-                "tie_embeddings", self.tie_embeddings, "true or false (true: token inputs only)")
+        require(
+            len(self.seq_mixers) <= self.n_layer,
+            "seq_mixers",
+            "+".join(m.name for m in self.seq_mixers),
+            f"at most n_layer={self.n_layer} mixers (layer i takes the (i mod length)-th; more would go unused)",
+        )
+        require(
+            isinstance(self.tie_embeddings, bool) and (self.inputs == "tokens" or not self.tie_embeddings),
+            "tie_embeddings",
+            self.tie_embeddings,
+            "true or false (true: token inputs only)",
+        )
 
     def layer_mixer(self, layer: int) -> Choice:
         """The sequence mixer of block `layer`."""
@@ -116,8 +147,11 @@ class SequenceConfig:
         """Floats of recurrent state the stack's sequence mixers keep per sequence after `tokens`
         tokens, summed over the layers (register_mixer's `state`)."""
         from src.models.mixers.kit import state_floats
-        return sum(state_floats(m.name, m.options, width=self.width, num_heads=self.n_head, tokens=tokens)
-                   for m in self.layer_mixers())
+
+        return sum(
+            state_floats(m.name, m.options, width=self.width, num_heads=self.n_head, tokens=tokens)
+            for m in self.layer_mixers()
+        )
 
     def mixer_label(self) -> str:
         """The mixer's name, or a hybrid's pattern joined by '+' (base_conv+based)."""
@@ -160,12 +194,15 @@ class Block(hk.Module):
         c = self.config
         norm = registry("norm").get(c.norm.name)
         chosen = c.layer_mixer(self.layer)
-        mixer = registry("seq_mixer").get(chosen.name).build(
-            chosen.options, width=c.width, num_heads=c.n_head, position=self.position, name="seq_mixer")
+        mixer = (
+            registry("seq_mixer")
+            .get(chosen.name)
+            .build(chosen.options, width=c.width, num_heads=c.n_head, position=self.position, name="seq_mixer")
+        )
         state = registry("state_mixer").get(c.state_mixer.name).build(c.state_mixer.options, bias=c.biases)
         mixed = apply_mixer(chosen.name, mixer, norm.build(c.norm.options, name="norm_seq")(h))
         h = h + mixed if c.residual else mixed
-        if state is None:              # no state sublayer (the Mamba block)
+        if state is None:  # no state sublayer (the Mamba block)
             return h
         normed = norm.build(c.norm.options, name="norm_state")(h)
         with hk.experimental.name_scope("state_mixer"):
@@ -193,14 +230,16 @@ def stack(c: SequenceConfig, *inputs, positions=None):
     if positions is not None and c.inputs != "tokens":
         raise ValueError("positions: a read-out at chosen positions is for token inputs only")
     read_in, read_out = tied_read() if c.tie_embeddings else READ[c.inputs]
-    h = read_in(c, *inputs)                                        # [B, T, D]
+    h = read_in(c, *inputs)  # [B, T, D]
     t = h.shape[1]
     position = c.encoding()
     limit = position.max_tokens()
     if limit is not None and t > limit:
-        raise ValueError(f"{t} tokens exceed the learned position table ({limit} tokens, "
-                         f"model.max_tokens); a learned absolute encoding cannot index past it")
-    absolute = position.absolute(t, c.width)                      # [T, D] or None
+        raise ValueError(
+            f"{t} tokens exceed the learned position table ({limit} tokens, "
+            f"model.max_tokens); a learned absolute encoding cannot index past it"
+        )
+    absolute = position.absolute(t, c.width)  # [T, D] or None
     if absolute is not None:
         h = h + absolute
     h = dropout(h, c.embed_dropout)
@@ -208,7 +247,7 @@ def stack(c: SequenceConfig, *inputs, positions=None):
         h = Block(c, position, layer, name=f"block_{layer}")(h)
     h = registry("norm").get(c.norm.name).build(c.norm.options, name="norm_final")(h)
     if positions is not None:
-        h = jnp.take_along_axis(h, positions[..., None], axis=1)    # [B, K, D]
+        h = jnp.take_along_axis(h, positions[..., None], axis=1)  # [B, K, D]
     return read_out(c, h)
 
 
@@ -223,14 +262,20 @@ def dense_on_rows(next_call, args, kwargs, context):
 
 
 # dense_layout -> the context the stack runs in
-DENSE_LAYOUTS: dict[str, Callable] = {"flat": lambda: hk.intercept_methods(dense_on_rows),
-                                      "batched": contextlib.nullcontext}
+DENSE_LAYOUTS: dict[str, Callable] = {
+    "flat": lambda: hk.intercept_methods(dense_on_rows),
+    "batched": contextlib.nullcontext,
+}
 
-READ: dict[str, tuple[Callable, Callable]] = {   # inputs -> (read-in, read-out)
-    "pairs": (lambda c, xs, ys: hk.Linear(c.width, with_bias=c.biases, name="read_in")(interleave(xs, ys)),
-              lambda c, h: hk.Linear(1, with_bias=c.biases, name="read_out")(h)[:, 0::2, 0]),
-    "tokens": (lambda c, tokens: hk.Embed(c.vocab_size, c.width, name="embed")(tokens),
-               lambda c, h: hk.Linear(c.vocab_size, with_bias=False, name="unembed")(h)),
+READ: dict[str, tuple[Callable, Callable]] = {  # inputs -> (read-in, read-out)
+    "pairs": (
+        lambda c, xs, ys: hk.Linear(c.width, with_bias=c.biases, name="read_in")(interleave(xs, ys)),
+        lambda c, h: hk.Linear(1, with_bias=c.biases, name="read_out")(h)[:, 0::2, 0],
+    ),
+    "tokens": (
+        lambda c, tokens: hk.Embed(c.vocab_size, c.width, name="embed")(tokens),
+        lambda c, h: hk.Linear(c.vocab_size, with_bias=False, name="unembed")(h),
+    ),
 }
 
 
@@ -242,6 +287,7 @@ def tied_read() -> tuple[Callable, Callable]:
     def read_in(c, tokens):
         holder["embed"] = hk.Embed(c.vocab_size, c.width, w_init=hk.initializers.RandomNormal(0.02), name="embed")
         return holder["embed"](tokens)
+
     return read_in, lambda c, h: h @ holder["embed"].embeddings.T
 
 
@@ -249,29 +295,41 @@ class Model(NamedTuple):
     """Pure functions: init(key, *inputs) -> (params, state); apply(params, state, *inputs,
     positions=None, rng=None) -> out, `rng` the key of the dropout masks (training; None: no
     dropout, as at evaluation)."""
+
     config: Any
     init: Callable
     apply: Callable
 
 
-@registry("family").register("sequence", SequenceConfig,
-                             doc="pre-norm blocks of a sequence mixer and a state mixer, every part "
-                                 "from the settings (presets gpt2, lstm, lm, llama, mamba)")
+@registry("family").register(
+    "sequence",
+    SequenceConfig,
+    doc="pre-norm blocks of a sequence mixer and a state mixer, every part "
+    "from the settings (presets gpt2, lstm, lm, llama, mamba)",
+)
 def build_sequence(config: SequenceConfig) -> Model:
     transformed = hk.transform_with_state(
-        lambda *inputs, positions=None: SequenceModel(config)(*inputs, positions=positions))
+        lambda *inputs, positions=None: SequenceModel(config)(*inputs, positions=positions)
+    )
 
     def apply(params, state, *inputs, positions=None, rng=None):
         return transformed.apply(params, state, rng, *inputs, positions=positions)[0]
+
     return Model(config, transformed.init, apply)
 
 
 # params.npz of runs made before the one family: (old pattern, new) per path segment
-LEGACY_NAMES = [(r"^model/", ""), (r"/~(_stack|tokens|pairs)(?=/|$)", ""),
-                (r"/ln_mixer(?=/|$)", "/norm_seq"), (r"/mixer(?=/|$)", "/seq_mixer"),
-                (r"/ln_mlp(?=/|$)", "/norm_state"), (r"/mlp_in(?=/|$)", "/state_mixer/up"),
-                (r"/mlp_out(?=/|$)", "/state_mixer/down"), (r"/ln_final(?=/|$)", "/norm_final"),
-                (r"/state_mixer/norm_state(?=/|$)", "/norm_state")]
+LEGACY_NAMES = [
+    (r"^model/", ""),
+    (r"/~(_stack|tokens|pairs)(?=/|$)", ""),
+    (r"/ln_mixer(?=/|$)", "/norm_seq"),
+    (r"/mixer(?=/|$)", "/seq_mixer"),
+    (r"/ln_mlp(?=/|$)", "/norm_state"),
+    (r"/mlp_in(?=/|$)", "/state_mixer/up"),
+    (r"/mlp_out(?=/|$)", "/state_mixer/down"),
+    (r"/ln_final(?=/|$)", "/norm_final"),
+    (r"/state_mixer/norm_state(?=/|$)", "/norm_state"),
+]
 
 
 def canonical_param_name(key: str) -> str:

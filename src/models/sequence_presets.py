@@ -14,6 +14,7 @@ TransformerBlock (layer norm, the `identity` state mixer, positions for attentio
 0.1 on the embeddings and on attention's weights, attention biases, the tied read-out).
 Glossary: D width, V vocabulary.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -23,23 +24,59 @@ from src.registry import Choice, choice
 from src.settings import require_one_of
 
 
-def gpt2(n_dims: int = 5, n_embd: int = 64, n_head: int = 4, n_layer: int = 3, n_positions: int = 11,
-         mixer: Choice | None = None, position: Choice | None = None) -> SequenceConfig:
+def gpt2(
+    n_dims: int = 5,
+    n_embd: int = 64,
+    n_head: int = 4,
+    n_layer: int = 3,
+    n_positions: int = 11,
+    mixer: Choice | None = None,
+    position: Choice | None = None,
+) -> SequenceConfig:
     """Garg et al.'s GPT-2 (its own names): layer norm, GELU MLP, learned positions over
     2 n_positions tokens."""
-    return SequenceConfig("gpt2", "pairs", n_embd, n_layer, n_head, n_dims, 0, 2 * n_positions,
-                          position or choice("position", "learned"), choice("norm", "layer_norm"),
-                          mixer or choice("seq_mixer", "softmax_causal"), choice("state_mixer", "mlp"))
+    return SequenceConfig(
+        "gpt2",
+        "pairs",
+        n_embd,
+        n_layer,
+        n_head,
+        n_dims,
+        0,
+        2 * n_positions,
+        position or choice("position", "learned"),
+        choice("norm", "layer_norm"),
+        mixer or choice("seq_mixer", "softmax_causal"),
+        choice("state_mixer", "mlp"),
+    )
 
 
-def lm(width: int = 128, n_layer: int = 2, n_head: int = 8, max_len: int = 64, vocab_size: int = 8192,
-       n_dims: int = 5, inputs: str = "tokens", seq_mixer: Choice | None = None,
-       state_mixer: Choice | None = None) -> SequenceConfig:
+def lm(
+    width: int = 128,
+    n_layer: int = 2,
+    n_head: int = 8,
+    max_len: int = 64,
+    vocab_size: int = 8192,
+    n_dims: int = 5,
+    inputs: str = "tokens",
+    seq_mixer: Choice | None = None,
+    state_mixer: Choice | None = None,
+) -> SequenceConfig:
     """The Zoology recipe's language model: RMS norm, a truncated-normal learned table."""
-    return SequenceConfig("lm", inputs, width, n_layer, n_head, n_dims, vocab_size, max_len,
-                          choice("position", "learned", truncated=True), choice("norm", "rms_norm"),
-                          seq_mixer or choice("seq_mixer", "softmax_causal"),
-                          state_mixer or choice("state_mixer", "mlp"))
+    return SequenceConfig(
+        "lm",
+        inputs,
+        width,
+        n_layer,
+        n_head,
+        n_dims,
+        vocab_size,
+        max_len,
+        choice("position", "learned", truncated=True),
+        choice("norm", "rms_norm"),
+        seq_mixer or choice("seq_mixer", "softmax_causal"),
+        state_mixer or choice("state_mixer", "mlp"),
+    )
 
 
 # The length study's Llama sizes (its configs/base_model/llama/*.yaml): width, layers, heads
@@ -48,28 +85,53 @@ LLAMA_SIZES = {"tiny": (256, 2, 4), "small": (256, 4, 4), "standard": (256, 16, 
 MAMBA_SIZES = {"standard": (256, 32)}
 
 
-def llama(size: str = "standard", n_dims: int = 20, max_tokens: int = 102, position: Choice | None = None,
-          **overrides) -> SequenceConfig:
+def llama(
+    size: str = "standard", n_dims: int = 20, max_tokens: int = 102, position: Choice | None = None, **overrides
+) -> SequenceConfig:
     """The length study's Llama (Hugging Face LlamaModel as its build_model configures it):
     RMS norm (ε 1e-6), SwiGLU with intermediate size 4D, attention with the chosen encoding
     (rope, θ 1e4, by default), no biases; `overrides` replace width, n_layer, n_head."""
     width, n_layer, n_head = LLAMA_SIZES[size]
-    config = SequenceConfig("llama", "pairs", width, n_layer, n_head, n_dims, 0, max_tokens,
-                            position or choice("position", "rope"), choice("norm", "rms_norm", eps=1e-6),
-                            choice("seq_mixer", "softmax_causal"),
-                            choice("state_mixer", "swiglu", hidden_ratio=4.0), biases=False)
+    config = SequenceConfig(
+        "llama",
+        "pairs",
+        width,
+        n_layer,
+        n_head,
+        n_dims,
+        0,
+        max_tokens,
+        position or choice("position", "rope"),
+        choice("norm", "rms_norm", eps=1e-6),
+        choice("seq_mixer", "softmax_causal"),
+        choice("state_mixer", "swiglu", hidden_ratio=4.0),
+        biases=False,
+    )
     return replace(config, **overrides)
 
 
-def mamba(size: str = "standard", n_dims: int = 20, max_tokens: int = 102, mixer: Choice | None = None,
-          **overrides) -> SequenceConfig:
+def mamba(
+    size: str = "standard", n_dims: int = 20, max_tokens: int = 102, mixer: Choice | None = None, **overrides
+) -> SequenceConfig:
     """The length study's Mamba (Hugging Face MambaModel): blocks of RMS norm (ε 1e-5) and the
     Mamba mixer (state 16, expand 2, conv 4) with no state sublayer, no position encoding, no
     biases; `overrides` replace width, n_layer."""
     width, n_layer = MAMBA_SIZES[size]
-    config = SequenceConfig("mamba", "pairs", width, n_layer, 1, n_dims, 0, max_tokens,
-                            choice("position", "nope"), choice("norm", "rms_norm", eps=1e-5),
-                            mixer or choice("seq_mixer", "mamba"), choice("state_mixer", "none"), biases=False)
+    config = SequenceConfig(
+        "mamba",
+        "pairs",
+        width,
+        n_layer,
+        1,
+        n_dims,
+        0,
+        max_tokens,
+        choice("position", "nope"),
+        choice("norm", "rms_norm", eps=1e-5),
+        mixer or choice("seq_mixer", "mamba"),
+        choice("state_mixer", "none"),
+        biases=False,
+    )
     return replace(config, **overrides)
 
 
@@ -77,12 +139,24 @@ def lstm(n_dims: int = 5, n_embd: int = 64, n_layer: int = 3, n_positions: int =
     """Garg et al.'s recurrent model: the read-in, n_layer LSTM layers of width n_embd stacked
     plainly (no residual, no norm, no position encoding, no state sublayer: torch's
     nn.LSTM(num_layers)), the read-out at the x tokens."""
-    return SequenceConfig("lstm", "pairs", n_embd, n_layer, 1, n_dims, 0, 2 * n_positions,
-                          choice("position", "nope"), choice("norm", "none"), choice("seq_mixer", "lstm"),
-                          choice("state_mixer", "none"), residual=False)
+    return SequenceConfig(
+        "lstm",
+        "pairs",
+        n_embd,
+        n_layer,
+        1,
+        n_dims,
+        0,
+        2 * n_positions,
+        choice("position", "nope"),
+        choice("norm", "none"),
+        choice("seq_mixer", "lstm"),
+        choice("state_mixer", "none"),
+        residual=False,
+    )
 
 
-BLOCKS = ("ours", "zoology")     # with_block's names
+BLOCKS = ("ours", "zoology")  # with_block's names
 
 
 def with_block(config: SequenceConfig, block: str) -> SequenceConfig:
@@ -101,10 +175,18 @@ def with_block(config: SequenceConfig, block: str) -> SequenceConfig:
         if mixer.name != "softmax_causal":
             return mixer
         return Choice(mixer.name, replace(mixer.options, dropout=0.1, bias=True))
-    return replace(config, norm=choice("norm", "layer_norm", eps=1e-5), state_mixer=choice("state_mixer", "identity"),
-                   position=choice("position", "learned"), positions_for="attention", embed_dropout=0.1,
-                   tie_embeddings=config.inputs == "tokens", seq_mixer=attention(config.seq_mixer),
-                   seq_mixers=tuple(attention(m) for m in config.seq_mixers))
+
+    return replace(
+        config,
+        norm=choice("norm", "layer_norm", eps=1e-5),
+        state_mixer=choice("state_mixer", "identity"),
+        position=choice("position", "learned"),
+        positions_for="attention",
+        embed_dropout=0.1,
+        tie_embeddings=config.inputs == "tokens",
+        seq_mixer=attention(config.seq_mixer),
+        seq_mixers=tuple(attention(m) for m in config.seq_mixers),
+    )
 
 
 def block_of(config: SequenceConfig) -> str:

@@ -13,6 +13,7 @@ x [B, T, D] -> [B, T, D]; `bias` says whether its Linear layers carry biases (GP
 
 Glossary: B batch, T tokens, D width.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ STATE_MIXERS = registry("state_mixer")
 
 @dataclass(frozen=True)
 class GatedOptions:
-    hidden_ratio: float = 0.0     # hidden width / D; 0 = the unit's own (4 glu, ⌊8D/3⌋ swiglu)
+    hidden_ratio: float = 0.0  # hidden width / D; 0 = the unit's own (4 glu, ⌊8D/3⌋ swiglu)
 
     def check(self) -> None:
         require_number("hidden_ratio", self.hidden_ratio, 0.0, high=64.0)
@@ -38,7 +39,9 @@ def _mlp(bias: bool):
     def mix(x):
         width = x.shape[-1]
         return hk.Linear(width, with_bias=bias, name="down")(
-            jax.nn.gelu(hk.Linear(4 * width, with_bias=bias, name="up")(x)))
+            jax.nn.gelu(hk.Linear(4 * width, with_bias=bias, name="up")(x))
+        )
+
     return mix
 
 
@@ -48,15 +51,18 @@ def _gated(activation, default_hidden, options: GatedOptions, bias: bool):
         hidden = round(options.hidden_ratio * width) if options.hidden_ratio else default_hidden(width)
         gate = activation(hk.Linear(hidden, with_bias=bias, name="gate")(x))
         return hk.Linear(width, with_bias=bias, name="down")(gate * hk.Linear(hidden, with_bias=bias, name="up")(x))
+
     return mix
 
 
 STATE_MIXERS.register("mlp", NoOptions, doc="GELU MLP, hidden 4D")(lambda options, bias=True: _mlp(bias))
 STATE_MIXERS.register("glu", GatedOptions, doc="sigmoid-gated linear unit, hidden 4D")(
-    lambda options, bias=True: _gated(jax.nn.sigmoid, lambda d: 4 * d, options, bias))
+    lambda options, bias=True: _gated(jax.nn.sigmoid, lambda d: 4 * d, options, bias)
+)
 STATE_MIXERS.register("swiglu", GatedOptions, doc="swish-gated linear unit, hidden 8D/3 (Llama: hidden_ratio 4)")(
-    lambda options, bias=True: _gated(jax.nn.swish, lambda d: 8 * d // 3, options, bias))
-STATE_MIXERS.register("none", NoOptions, doc="no state sublayer (the Mamba block)")(
-    lambda options, bias=True: None)
+    lambda options, bias=True: _gated(jax.nn.swish, lambda d: 8 * d // 3, options, bias)
+)
+STATE_MIXERS.register("none", NoOptions, doc="no state sublayer (the Mamba block)")(lambda options, bias=True: None)
 STATE_MIXERS.register("identity", NoOptions, doc="h += norm(h): Zoology's torch.nn.Identity state mixer, no MLP")(
-    lambda options, bias=True: lambda x: x)
+    lambda options, bias=True: lambda x: x
+)

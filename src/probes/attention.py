@@ -6,6 +6,7 @@ per layer and head. Keys are the context tokens; queries are every token for
 all but the last layer, and the query token alone for the last layer (the only
 token whose output is read).
 """
+
 from __future__ import annotations
 
 import jax
@@ -29,5 +30,6 @@ def capture_attention(model: Model, params, tasks: Tasks, chunk: int = 1000) -> 
 
 def per_head_arrays(attention: list[np.ndarray]) -> dict[tuple[int, int], np.ndarray]:
     """{(layer, head): [tasks, queries, keys]}."""
-    return {(layer, head): weights[:, head]
-            for layer, weights in enumerate(attention) for head in range(weights.shape[1])}
+    return {
+        (layer, head): weights[:, head] for layer, weights in enumerate(attention) for head in range(weights.shape[1])
+    }

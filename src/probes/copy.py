@@ -9,6 +9,7 @@ After training, the next-token term dominates: each x token has copied its ȳ pa
 Registry "probe" entry `copy`: it applies to layouts with two tokens per pair and >= 2 layers.
 Shapes: B tasks, T tokens, S = T-1 context tokens, D width.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -31,8 +32,8 @@ def first_layer_jacobian_norms(model, params, tokens: jax.Array) -> jax.Array:
         out = model.apply(params, single[None], return_layer_outputs=True).layer_outputs[0]
         return out[0, :num_context]
 
-    jac = jax.vmap(jax.jacfwd(layer_one))(tokens)            # [B, S, D, T, D]
-    norms = jnp.sqrt(jnp.sum(jac ** 2, axis=(2, 4)))[..., :num_context]  # [B, S, S]
+    jac = jax.vmap(jax.jacfwd(layer_one))(tokens)  # [B, S, D, T, D]
+    norms = jnp.sqrt(jnp.sum(jac**2, axis=(2, 4)))[..., :num_context]  # [B, S, S]
     return jnp.mean(norms, axis=0)
 
 
@@ -40,23 +41,29 @@ def copy_summary(jacobian_norms: jax.Array) -> dict[str, jax.Array]:
     """Own / next / previous / other-token sensitivities from M [S, S]."""
     s = jacobian_norms.shape[0]
     eye = jnp.eye(s, dtype=bool)
-    nxt = jnp.eye(s, k=1, dtype=bool)   # (j, j+1)
+    nxt = jnp.eye(s, k=1, dtype=bool)  # (j, j+1)
     prv = jnp.eye(s, k=-1, dtype=bool)  # (j, j-1)
     other = ~(eye | nxt | prv)
     mean_where = lambda m: jnp.sum(jnp.where(m, jacobian_norms, 0.0)) / jnp.sum(m)
-    return {"copy_own": mean_where(eye), "copy_next": mean_where(nxt),
-            "copy_prev": mean_where(prv), "copy_other": mean_where(other)}
+    return {
+        "copy_own": mean_where(eye),
+        "copy_next": mean_where(nxt),
+        "copy_prev": mean_where(prv),
+        "copy_other": mean_where(other),
+    }
 
 
 def _applies(settings) -> bool:
     return layout_of(settings.model).tokens_per_pair == 2 and settings.model.num_layers > 1
 
 
-@registry("probe").register("copy", applies=_applies,
-                            doc="first-layer own/next/prev/other-token sensitivities (SPEC §3)")
+@registry("probe").register(
+    "copy", applies=_applies, doc="first-layer own/next/prev/other-token sensitivities (SPEC §3)"
+)
 def build_copy_probe(options, model) -> Callable[[object, Tasks], dict[str, float]]:
     """(params, eval tasks) -> {copy_own, copy_next, copy_prev, copy_other} on the first
     COPY_ANALYSIS_TASKS eval tasks."""
+
     @jax.jit
     def scores(params, tasks):
         return copy_summary(first_layer_jacobian_norms(model, params, make_tokens(tasks, model.config)))
@@ -64,4 +71,5 @@ def build_copy_probe(options, model) -> Callable[[object, Tasks], dict[str, floa
     def probe(params, tasks: Tasks) -> dict[str, float]:
         subset = take_tasks(tasks, slice(0, COPY_ANALYSIS_TASKS))
         return {k: float(v) for k, v in scores(params, subset).items()}
+
     return probe

@@ -1,5 +1,6 @@
 """`python -m src.rundir [--figs] RUN [RUN ...]`: exit 1 naming every missing or corrupt
 artifact of each run directory."""
+
 import sys
 
 from src.rundir.names import SUMMARY, attention_figure
@@ -11,18 +12,23 @@ def check_main(argv: list[str] | None = None) -> int:
     (--figs: also the quick attention heatmap of layer 0, head 0)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if "-h" in args or "--help" in args:
-        print("usage: python -m src.rundir [--figs] RUN_DIR [RUN_DIR ...]\n\nCheck run directories: "
-              "print `ok RUN_DIR` for each complete one, and exit 1 naming every missing or corrupt "
-              "artifact with the command that makes it.\n\noptions:\n  --figs  also require the quick "
-              "attention heatmap of layer 0, head 0 where attention was saved")
+        print(
+            "usage: python -m src.rundir [--figs] RUN_DIR [RUN_DIR ...]\n\nCheck run directories: "
+            "print `ok RUN_DIR` for each complete one, and exit 1 naming every missing or corrupt "
+            "artifact with the command that makes it.\n\noptions:\n  --figs  also require the quick "
+            "attention heatmap of layer 0, head 0 where attention was saved"
+        )
         return 0
     with_figs = "--figs" in args
     runs = [a for a in args if a != "--figs"]
     if not runs or any(a.startswith("-") for a in runs):
-        print("usage: python -m src.rundir [--figs] RUN_DIR [RUN_DIR ...]  "
-              "(exit 1 naming every missing artifact)", file=sys.stderr)
+        print(
+            "usage: python -m src.rundir [--figs] RUN_DIR [RUN_DIR ...]  (exit 1 naming every missing artifact)",
+            file=sys.stderr,
+        )
         return 2
     from src.flags import dry_run
+
     if dry_run("python -m src.rundir", f"check {' '.join(runs)}"):
         return 0
     bad = 0
@@ -49,5 +55,5 @@ def check_main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     from src.process import guarded
-    raise SystemExit(guarded(check_main))
 
+    raise SystemExit(guarded(check_main))

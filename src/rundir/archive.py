@@ -1,5 +1,6 @@
 """A run directory made elsewhere (a Ray worker's .tar.gz of it) installed here like
 `RunDir.commit`: unpacked beside its target, checked, swapped in."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +17,7 @@ def install_archive(path: Path, archive: bytes) -> bool:
     run (no summary) never replaces an existing one. Returns whether it was installed."""
     import io
     import tarfile
+
     path = Path(path)
     remove_stale_siblings(path)
     run = RunDir(fresh_staging(path))
@@ -30,8 +32,7 @@ def install_archive(path: Path, archive: bytes) -> bool:
                 run.discard()
                 return False
             if not RunDir(path).is_ours():
-                raise RunExists(f"--out {path} is not a run directory made by this code; nothing "
-                                "was replaced")
+                raise RunExists(f"--out {path} is not a run directory made by this code; nothing was replaced")
         run.commit()
         return True
     except BaseException:

@@ -1,12 +1,28 @@
 """What a run directory holds and lacks (sweeps and studies resume from this): whether training
 finished, the outputs a finished, analysed run has, which are missing and which do not load.
 RunCompleteness is a part of RunDir (src/rundir/run.py), whose checked reads it uses."""
+
 from __future__ import annotations
 
 from src.checkpoint import state_arrays
 from src.params import first_non_finite
-from src.rundir.names import (ALIGNMENT, ANALYSIS, ATTENTION_STATS, ATTENTION_STATS_PNG, ATTN_RAW, CHECKPOINT,
-                              CONFIG, METADATA, METRICS, NOISE_MASK, OOD, ORDERING, PARAMS, SUMMARY, attention_file)
+from src.rundir.names import (
+    ALIGNMENT,
+    ANALYSIS,
+    ATTENTION_STATS,
+    ATTENTION_STATS_PNG,
+    ATTN_RAW,
+    CHECKPOINT,
+    CONFIG,
+    METADATA,
+    METRICS,
+    NOISE_MASK,
+    OOD,
+    ORDERING,
+    PARAMS,
+    SUMMARY,
+    attention_file,
+)
 from src.rundir.staging import CorruptArtifact, RunDirError
 
 
@@ -27,6 +43,7 @@ class RunCompleteness:
         """The system config.json names (src/systems/), or None where it names none or is unreadable."""
         try:
             from src.systems import system_name
+
             name = system_name(self.load_config()["settings"])
         except (RunDirError, ValueError, OSError):
             return None
@@ -35,7 +52,8 @@ class RunCompleteness:
     def is_trained(self) -> bool:
         """Training finished and its outputs are in place."""
         required = [CONFIG, SUMMARY, PARAMS, METRICS] + (
-            [] if self.listed_outputs() is not None else [ORDERING, NOISE_MASK])
+            [] if self.listed_outputs() is not None else [ORDERING, NOISE_MASK]
+        )
         if not all(self.exists(n) for n in required):
             return False
         try:
@@ -55,12 +73,23 @@ class RunCompleteness:
         listed = self.listed_outputs()
         if listed is not None:
             return listed
-        if not self.exists(SUMMARY) and self.system() is not None:   # unfinished: the rest is listed at the end
+        if not self.exists(SUMMARY) and self.system() is not None:  # unfinished: the rest is listed at the end
             return [CONFIG, METRICS, SUMMARY, PARAMS]
         if with_attention is None:
             with_attention = self.attention_saved()
-        expected = [CONFIG, METRICS, SUMMARY, PARAMS, ORDERING, NOISE_MASK,
-                    f"{ANALYSIS}/{ORDERING}", f"{ANALYSIS}/{NOISE_MASK}", METADATA, ALIGNMENT, OOD]
+        expected = [
+            CONFIG,
+            METRICS,
+            SUMMARY,
+            PARAMS,
+            ORDERING,
+            NOISE_MASK,
+            f"{ANALYSIS}/{ORDERING}",
+            f"{ANALYSIS}/{NOISE_MASK}",
+            METADATA,
+            ALIGNMENT,
+            OOD,
+        ]
         if with_attention:
             expected += [ATTN_RAW, attention_file(0, 0), ATTENTION_STATS, ATTENTION_STATS_PNG]
         return expected
@@ -91,8 +120,9 @@ class RunCompleteness:
                     if name in (PARAMS, CHECKPOINT):
                         bad = first_non_finite(arrays if name == PARAMS else state_arrays(arrays))
                         if bad is not None:
-                            raise self.corrupt(name, f"its array {bad!r} is not finite (a run keeps only "
-                                                     "finite parameters)")
+                            raise self.corrupt(
+                                name, f"its array {bad!r} is not finite (a run keeps only finite parameters)"
+                            )
                 elif name == METRICS:
                     self.read_metrics()
             except CorruptArtifact as err:

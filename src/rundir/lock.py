@@ -11,6 +11,7 @@ replacement swaps the directory itself.
 A dry run (`check_only`) takes no lock and writes nothing: it only asks whether the place is
 writable.
 """
+
 from __future__ import annotations
 
 import errno
@@ -21,7 +22,7 @@ from pathlib import Path
 from src.files import FILE_MODE
 from src.rundir.staging import RunDirError, unsafe_target
 
-LOCK_SUFFIX = ".lock"      # .<name>.lock beside the run directory <name>
+LOCK_SUFFIX = ".lock"  # .<name>.lock beside the run directory <name>
 
 
 class RunBusy(RunDirError):
@@ -44,7 +45,7 @@ def _names_a_live_holder(text: str) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True                     # alive, another user's
+        return True  # alive, another user's
     return True
 
 
@@ -70,20 +71,22 @@ class RunDirLock:
     def __init__(self, out: Path, command: str = "", check_only: bool = False):
         self.out, self.path, self.command, self.check_only = Path(out), lock_path(Path(out)), command, check_only
         self.fd: int | None = None
-        self.made: list[Path] = []      # parents this lock created: removed at the end if still empty
+        self.made: list[Path] = []  # parents this lock created: removed at the end if still empty
 
     def __enter__(self) -> "RunDirLock":
         if unsafe_target(self.out):
-            return self                 # never a run directory: the target's check refuses it
+            return self  # never a run directory: the target's check refuses it
         try:
             if self.check_only:
                 self._check_writable()
             else:
                 self._take()
         except OSError as err:
-            raise RunDirError(f"--out {self.out}: cannot be written ({err.strerror or err}: "
-                              f"{err.filename or self.path}); nothing was changed; accepted: a place "
-                              "this user may write") from None
+            raise RunDirError(
+                f"--out {self.out}: cannot be written ({err.strerror or err}: "
+                f"{err.filename or self.path}); nothing was changed; accepted: a place "
+                "this user may write"
+            ) from None
         return self
 
     def _check_writable(self) -> None:
@@ -93,6 +96,7 @@ class RunDirLock:
 
     def _take(self) -> None:
         import fcntl
+
         missing = [p for p in (self.path.parent, *self.path.parent.parents) if not p.exists()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.made = missing
@@ -103,18 +107,19 @@ class RunDirLock:
             except BlockingIOError:
                 holder = _read_holder(fd)
                 os.close(fd)
-                raise RunBusy(f"--out {self.out} is being written by {holder or 'another process'}; "
-                              "nothing was changed; accepted: wait for it to finish, or another --out") from None
+                raise RunBusy(
+                    f"--out {self.out} is being written by {holder or 'another process'}; "
+                    "nothing was changed; accepted: wait for it to finish, or another --out"
+                ) from None
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError:
                 same = False
             if same:
                 break
-            os.close(fd)                # the holder before us removed it as we opened it: again
+            os.close(fd)  # the holder before us removed it as we opened it: again
         os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} ({self.command[:200]}) since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
-                 .encode())
+        os.write(fd, f"pid {os.getpid()} ({self.command[:200]}) since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
         self.fd = fd
 
     def __exit__(self, *exc) -> None:
@@ -124,9 +129,9 @@ class RunDirLock:
             os.unlink(self.path)
         except OSError:
             pass
-        os.close(self.fd)               # releases the flock
+        os.close(self.fd)  # releases the flock
         self.fd = None
-        for folder in self.made:        # the parents this lock made, nearest first, if nothing went in
+        for folder in self.made:  # the parents this lock made, nearest first, if nothing went in
             try:
                 folder.rmdir()
             except OSError:

@@ -9,6 +9,7 @@ runs/<exp>/
   analysis/              what the registered analyses write
   ...                    each system's own files (src/systems/<name>.py)
 """
+
 from __future__ import annotations
 
 CONFIG = "config.json"
@@ -27,24 +28,24 @@ ATTN = "attn"
 ATTN_RAW = f"{ATTN}/attention.npz"
 ATTENTION_TASKS = 1000  # eval tasks whose attention weights save_attention writes under attn/ (the first)
 FIGS = "figs"
-DYNAMICS = "dynamics.npz"                       # training-dynamics runs (runners.linattn)
+DYNAMICS = "dynamics.npz"  # training-dynamics runs (runners.linattn)
 DYNAMICS_JSON = f"{ANALYSIS}/dynamics.json"
 DYNAMICS_PNG = f"{ANALYSIS}/dynamics.png"
 LOSS_PNG = f"{FIGS}/loss.png"
-ICL_CURVE_CSV = f"{ANALYSIS}/icl_curve.csv"     # runs that predict pairs (gpt2; lm on pair tasks)
+ICL_CURVE_CSV = f"{ANALYSIS}/icl_curve.csv"  # runs that predict pairs (gpt2; lm on pair tasks)
 ICL_CURVE_PNG = f"{ANALYSIS}/icl_curve.png"
 ROBUSTNESS = f"{ANALYSIS}/robustness.json"
-SHIFTS_JSON = f"{ANALYSIS}/shifts.json"         # python -m analysis.robustness --battery
-LENGTH_GEN_CSV = f"{ANALYSIS}/length_gen.csv"   # python -m analysis.length_gen (Lin et al., AAAI 2025)
+SHIFTS_JSON = f"{ANALYSIS}/shifts.json"  # python -m analysis.robustness --battery
+LENGTH_GEN_CSV = f"{ANALYSIS}/length_gen.csv"  # python -m analysis.length_gen (Lin et al., AAAI 2025)
 LENGTH_GEN_JSON = f"{ANALYSIS}/length_gen.json"
 LENGTH_GEN_PNG = f"{ANALYSIS}/ood_length.png"
-RECENCY_CSV = f"{ANALYSIS}/recency.csv"         # python -m analysis.recency (Lin et al., AAAI 2025)
+RECENCY_CSV = f"{ANALYSIS}/recency.csv"  # python -m analysis.recency (Lin et al., AAAI 2025)
 RECENCY_JSON = f"{ANALYSIS}/recency.json"
 RECENCY_PNG = f"{ANALYSIS}/avg_attention_score.png"
-PROMPT_TESTS_JSON = f"{ANALYSIS}/prompt_tests.json"   # python -m analysis.prompt_tests (Lin et al., AAAI 2025)
+PROMPT_TESTS_JSON = f"{ANALYSIS}/prompt_tests.json"  # python -m analysis.prompt_tests (Lin et al., AAAI 2025)
 DUPLICATION_PNG = f"{ANALYSIS}/duplication.png"
 SERIAL_POSITION_PNG = f"{ANALYSIS}/lost_in_mid.png"
-INDUCTIVE_BIAS_JSON = f"{ANALYSIS}/inductive_bias.json"   # analysis.inductive_bias (Lin et al., AAAI 2025)
+INDUCTIVE_BIAS_JSON = f"{ANALYSIS}/inductive_bias.json"  # analysis.inductive_bias (Lin et al., AAAI 2025)
 INDUCTIVE_BIAS_PNG = f"{ANALYSIS}/baseline_all_dup.png"
 CHECKPOINT = "checkpoint.npz"
 TRAINING_LOG = "training_log.csv"
@@ -52,9 +53,9 @@ TRAINING_LOG = "training_log.csv"
 # the proof `RunDir.create(..., overwrite=True)` needs before it deletes anything.
 MARKER = ".icl_run"
 MARKER_TEXT = "run directory of the in-context learning workbench (src/rundir.py)\n"
-STAGING = ".staging-"     # .<name>.staging-<pid>: a replacement being trained
-REPLACED = ".replaced-"   # .<name>.replaced-<pid>: the old run during the swap
-KEPT = ".replacement"     # .<name>.replacement: an interrupted replacement with its checkpoint, to resume
+STAGING = ".staging-"  # .<name>.staging-<pid>: a replacement being trained
+REPLACED = ".replaced-"  # .<name>.replaced-<pid>: the old run during the swap
+KEPT = ".replacement"  # .<name>.replacement: an interrupted replacement with its checkpoint, to resume
 
 
 def analysis_module(name: str) -> str | None:
@@ -62,7 +63,8 @@ def analysis_module(name: str) -> str | None:
     from the registered analyses' `files` (analysis/common.py register_analysis), the one list."""
     from fnmatch import fnmatchcase
     from src.registry import registry
-    if name.startswith(f"{FIGS}/attention_"):      # a plot of the saved attention, not an analysis
+
+    if name.startswith(f"{FIGS}/attention_"):  # a plot of the saved attention, not an analysis
         return "plots.attention_quick"
     for entry in registry("analysis"):
         analysis = entry.build(None)

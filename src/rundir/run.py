@@ -3,6 +3,7 @@ atomically and reading them back with one-line errors for anything missing or co
 run holds and lacks: src/rundir/completeness.py, a part of RunDir). The file names are
 src/rundir/names.py's; only src/pipeline.py and the analyses write here.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,15 +13,33 @@ from typing import Any
 
 import numpy as np
 
-from src.files import (atomic_save_npy, atomic_save_npz, atomic_write_bytes,
-                       atomic_write_json, atomic_write_text, loads_json, read_json, read_jsonl)
+from src.files import (
+    atomic_save_npy,
+    atomic_save_npz,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    loads_json,
+    read_json,
+    read_jsonl,
+)
 from src.params import unflatten_params
 from src.rundir.completeness import RunCompleteness
-from src.rundir.names import (CONFIG, MARKER, MARKER_TEXT, METRICS, PARAMS, REPLACED, analysis_module,
-                              training_flag)
-from src.rundir.staging import (CorruptArtifact, MissingArtifact, RunExists, WrongSystem, code_missing,
-                                drop_kept, fresh_staging, keep, kept_replacement, remove_stale_siblings,
-                                unsafe_target, will_replace)
+from src.rundir.names import CONFIG, MARKER, MARKER_TEXT, METRICS, PARAMS, REPLACED, analysis_module, training_flag
+from src.rundir.staging import (
+    CorruptArtifact,
+    MissingArtifact,
+    RunExists,
+    WrongSystem,
+    code_missing,
+    drop_kept,
+    fresh_staging,
+    keep,
+    kept_replacement,
+    remove_stale_siblings,
+    unsafe_target,
+    will_replace,
+)
 
 
 class RunDir(RunCompleteness):
@@ -63,7 +82,7 @@ class RunDir(RunCompleteness):
         atomic_write_text(run.file(MARKER), MARKER_TEXT)
         return run
 
-    target: Path | None = None     # set while a replacement is being written in a staging dir
+    target: Path | None = None  # set while a replacement is being written in a staging dir
 
     def commit(self) -> "RunDir":
         """Move a staged run into place. Over an old run (proved ours by `create` or
@@ -77,8 +96,8 @@ class RunDir(RunCompleteness):
             os.replace(self.path, self.target)
             shutil.rmtree(old)
         else:
-            os.replace(self.path, self.target)   # os.replace takes an empty directory's place
-        drop_kept(self.target)                   # an interrupted replacement this one superseded
+            os.replace(self.path, self.target)  # os.replace takes an empty directory's place
+        drop_kept(self.target)  # an interrupted replacement this one superseded
         self.path, self.target = self.target, None
         return self
 
@@ -99,9 +118,10 @@ class RunDir(RunCompleteness):
     def __exit__(self, kind, value, trace) -> None:
         if kind is None:
             self.commit()
-        elif issubclass(kind, KeyboardInterrupt) or (self.target is not None
-                                                      and self.path == kept_replacement(self.target)):
-            self.keep()           # stopped, or a resumed replacement that failed: its checkpoint stays
+        elif issubclass(kind, KeyboardInterrupt) or (
+            self.target is not None and self.path == kept_replacement(self.target)
+        ):
+            self.keep()  # stopped, or a resumed replacement that failed: its checkpoint stays
         else:
             self.discard()
 
@@ -125,26 +145,32 @@ class RunDir(RunCompleteness):
         p = Path(path)
         refuse = unsafe_target(p)
         if refuse:
-            raise RunExists(f"--out {p} is {refuse}; accepted: a new or empty directory, or one "
-                            "of our run directories with --overwrite")
+            raise RunExists(
+                f"--out {p} is {refuse}; accepted: a new or empty directory, or one "
+                "of our run directories with --overwrite"
+            )
         if not p.exists() and not p.is_symlink():
             blocker = next((a for a in p.parents if a.exists() and not a.is_dir()), None)
             if blocker is not None:
-                raise RunExists(f"--out {p}: {blocker} is a file, not a directory; accepted: a path "
-                                "whose parents are directories")
+                raise RunExists(
+                    f"--out {p}: {blocker} is a file, not a directory; accepted: a path whose parents are directories"
+                )
             return
         if not p.is_dir() or p.is_symlink():
-            raise RunExists(f"--out {p} exists and is not a directory; accepted: a new or empty "
-                            "directory, or one of our run directories with --overwrite")
+            raise RunExists(
+                f"--out {p} exists and is not a directory; accepted: a new or empty "
+                "directory, or one of our run directories with --overwrite"
+            )
         if not any(p.iterdir()):
             return
         if not overwrite:
-            raise RunExists(f"--out {p} already exists; pass --overwrite to replace it, "
-                            "or choose another --out")
+            raise RunExists(f"--out {p} already exists; pass --overwrite to replace it, or choose another --out")
         if not RunDir(p).is_ours():
-            raise RunExists(f"--out {p} is not a run directory made by this code (no {MARKER} "
-                            f"marker with a readable {CONFIG}); --overwrite replaces only those, "
-                            "so nothing was deleted: choose another --out")
+            raise RunExists(
+                f"--out {p} is not a run directory made by this code (no {MARKER} "
+                f"marker with a readable {CONFIG}); --overwrite replaces only those, "
+                "so nothing was deleted: choose another --out"
+            )
 
     # -- writing ----------------------------------------------------------
     def write_json(self, name: str, obj: Any) -> None:
@@ -166,9 +192,11 @@ class RunDir(RunCompleteness):
     def require(self, name: str) -> Path:
         """The path of `name`, or MissingArtifact naming it and the command that makes it."""
         if not self.path.is_dir():
-            raise MissingArtifact(f"{self.path} is not a run directory (no such directory); "
-                                  f"create one with: python -m runners.run_concat_inputs_targets "
-                                  f"--out {self.path}")
+            raise MissingArtifact(
+                f"{self.path} is not a run directory (no such directory); "
+                f"create one with: python -m runners.run_concat_inputs_targets "
+                f"--out {self.path}"
+            )
         path = self.file(name)
         if not path.exists():
             raise MissingArtifact(f"{path} is missing; create it with: {self.producer(name)}")
@@ -182,24 +210,25 @@ class RunDir(RunCompleteness):
             return f"python -m {module} --run {self.path}"
         recorded = None
         if self.file(CONFIG).is_file():
-            try:   # the command that made it (read directly: a corrupt config.json must not recurse)
+            try:  # the command that made it (read directly: a corrupt config.json must not recurse)
                 recorded = loads_json(self.file(CONFIG).read_text()).get("command")
             except (OSError, ValueError, AttributeError):
                 pass
         if isinstance(recorded, str) and recorded:
             command, words, flag = recorded, recorded.split(), training_flag(name)
             if flag and flag not in words:
-                command += f" {flag}"      # the file is written only with that flag
+                command += f" {flag}"  # the file is written only with that flag
         else:
             command = f"python -m runners.run --config {self.file(CONFIG)} --out {self.path}"
             words = command.split()
         if self.path.is_dir() and any(self.path.iterdir()):
-            command += (" (retrains the run)" if "--overwrite" in words else " --overwrite (retrains the run)")
+            command += " (retrains the run)" if "--overwrite" in words else " --overwrite (retrains the run)"
         return command
 
     def corrupt(self, name: str, why: str) -> CorruptArtifact:
-        return CorruptArtifact(f"{self.file(name)} is unusable ({why}); nothing was changed; "
-                               f"recreate it with: {self.producer(name)}")
+        return CorruptArtifact(
+            f"{self.file(name)} is unusable ({why}); nothing was changed; recreate it with: {self.producer(name)}"
+        )
 
     def load_json(self, name: str) -> Any:
         try:
@@ -222,16 +251,19 @@ class RunDir(RunCompleteness):
         from src.bounds import reading_a_run
         from src.settings import SettingsError, UnknownEntry
         from src.systems import SYSTEMS, settings_from_record, system_name
-        raw = self.load_config()["settings"]     # CorruptArtifact when unreadable
+
+        raw = self.load_config()["settings"]  # CorruptArtifact when unreadable
         name = system_name(raw)
         if name not in SYSTEMS:
-            raise self.corrupt(CONFIG, f"it names system {name!r}, which is unknown; accepted: "
-                                       f"{', '.join(SYSTEMS.names())}")
+            raise self.corrupt(
+                CONFIG, f"it names system {name!r}, which is unknown; accepted: {', '.join(SYSTEMS.names())}"
+            )
         if systems and name not in systems:
-            raise WrongSystem(f"{self.path} is a run of system {name!r}; accepted: a run of "
-                              f"{' or '.join(map(repr, systems))}")
+            raise WrongSystem(
+                f"{self.path} is a run of system {name!r}; accepted: a run of {' or '.join(map(repr, systems))}"
+            )
         try:
-            with reading_a_run():     # trained already: its evaluation's memory is checked, not training's
+            with reading_a_run():  # trained already: its evaluation's memory is checked, not training's
                 return settings_from_record(raw)
         except UnknownEntry as err:
             raise code_missing(self.file(CONFIG), err) from None
@@ -253,8 +285,9 @@ class RunDir(RunCompleteness):
             raise self.corrupt(name, f"not a NumPy file of plain arrays: {first}") from None
         for key, array in arrays.items():
             if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
-                raise self.corrupt(name, f"array {key!r} has dtype {getattr(array, 'dtype', '?')}; "
-                                   "accepted: numeric arrays")
+                raise self.corrupt(
+                    name, f"array {key!r} has dtype {getattr(array, 'dtype', '?')}; accepted: numeric arrays"
+                )
         return arrays
 
     def load_npy(self, name: str) -> np.ndarray:
@@ -272,8 +305,11 @@ class RunDir(RunCompleteness):
             raise self.corrupt(PARAMS, "accepted: arrays keyed module/parameter")
         bad = [key for key, value in flat.items() if not np.all(np.isfinite(value))]
         if bad:
-            raise self.corrupt(PARAMS, f"{len(bad)} of {len(flat)} arrays hold non-finite values (e.g. "
-                               f"{bad[0]}): the run diverged or the file was changed")
+            raise self.corrupt(
+                PARAMS,
+                f"{len(bad)} of {len(flat)} arrays hold non-finite values (e.g. "
+                f"{bad[0]}): the run diverged or the file was changed",
+            )
         if like is not None:
             expected = {f"{m}/{n}": tuple(v.shape) for m, group in like.items() for n, v in group.items()}
             if set(expected) != set(flat):
@@ -281,8 +317,7 @@ class RunDir(RunCompleteness):
                 raise self.corrupt(PARAMS, f"its parameters are not this model's (e.g. {missing[0]})")
             for key, shape in expected.items():
                 if tuple(flat[key].shape) != shape:
-                    raise self.corrupt(PARAMS, f"{key} has shape {tuple(flat[key].shape)}; this "
-                                       f"model's is {shape}")
+                    raise self.corrupt(PARAMS, f"{key} has shape {tuple(flat[key].shape)}; this model's is {shape}")
         return unflatten_params(flat)
 
     def read_metrics(self) -> list[dict]:

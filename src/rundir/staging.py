@@ -2,6 +2,7 @@
 sibling a replacement is trained in, the swap, and the clean-up of what a killed process left.
 Only directories carrying our marker (and a readable config.json) are ever deleted.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,10 +50,12 @@ def code_missing(config_file: Path, err) -> CodeMissing:
         made.append(f"commit {str(git['commit'])[:12]}" + (" with uncommitted changes" if git.get("dirty") else ""))
     if git.get("untracked"):
         made.append("untracked then: " + ", ".join(map(str, git["untracked"])))
-    return CodeMissing(f"{config_file} names {err.kind} {err.name!r} ({err.path}), which this checkout does "
-                       f"not register: the run was made by other code ({'; '.join(made)}; this checkout's "
-                       f"fingerprint {code_fingerprint()}); check that code out, or add the entry, to read it "
-                       f"(retraining here cannot help){getattr(err, 'suggestion', '')}; nothing was changed")
+    return CodeMissing(
+        f"{config_file} names {err.kind} {err.name!r} ({err.path}), which this checkout does "
+        f"not register: the run was made by other code ({'; '.join(made)}; this checkout's "
+        f"fingerprint {code_fingerprint()}); check that code out, or add the entry, to read it "
+        f"(retraining here cannot help){getattr(err, 'suggestion', '')}; nothing was changed"
+    )
 
 
 class CorruptArtifact(RunDirError):
@@ -87,8 +90,12 @@ def remove_stale_siblings(path: Path) -> list[Path]:
         for tag in (STAGING, REPLACED):
             for candidate in parent.glob(f".{glob_escape(path.name)}{tag}*"):
                 pid = _pid_of(candidate.name, tag)
-                if (pid is not None and not _alive(pid) and not candidate.is_symlink()
-                        and (candidate / MARKER).is_file()):
+                if (
+                    pid is not None
+                    and not _alive(pid)
+                    and not candidate.is_symlink()
+                    and (candidate / MARKER).is_file()
+                ):
                     shutil.rmtree(candidate)
                     removed.append(candidate)
     for folder in (path, parent):
@@ -170,13 +177,13 @@ def keep(staging: Path, target: Path) -> Path | None:
     `.<name>.replacement` beside it (the old run untouched), where `--overwrite --resume`
     continues it; discard one without a checkpoint. Returns where it is kept, or None."""
     kept = kept_replacement(target)
-    if staging == kept:                       # a resumed replacement stays where it is
+    if staging == kept:  # a resumed replacement stays where it is
         return kept
     if not (staging / CHECKPOINT).is_file():
         shutil.rmtree(staging)
         return None
-    remove_temporaries_below(staging, own=True)       # a write the interrupt cut short
-    drop_kept(target)                                 # an older interrupted replacement
+    remove_temporaries_below(staging, own=True)  # a write the interrupt cut short
+    drop_kept(target)  # an older interrupted replacement
     os.replace(staging, kept)
     return kept
 
@@ -192,13 +199,16 @@ def interrupted_note(path: Path, replacing: bool) -> str:
     if replacing:
         kept = kept_replacement(path)
         if (kept / CHECKPOINT).is_file():
-            return (f"interrupted: the previous run in {path} is kept unchanged; the new one is kept with its "
-                    f"checkpoint in {kept}: continue it with the same command and --overwrite --resume (it "
-                    "replaces the previous run when it finishes)")
-        return (f"interrupted: the previous run in {path} is kept unchanged (the new one had no checkpoint yet "
-                "and was discarded)")
+            return (
+                f"interrupted: the previous run in {path} is kept unchanged; the new one is kept with its "
+                f"checkpoint in {kept}: continue it with the same command and --overwrite --resume (it "
+                "replaces the previous run when it finishes)"
+            )
+        return (
+            f"interrupted: the previous run in {path} is kept unchanged (the new one had no checkpoint yet "
+            "and was discarded)"
+        )
     note = f"interrupted: {path} is incomplete (every file in it is whole; no {SUMMARY}); rerun with --overwrite"
     if (path / CHECKPOINT).is_file():
         return note + "; or continue it from its checkpoint: the same command with --resume"
     return note + f" (no {CHECKPOINT} was written yet, so --resume has nothing to continue)"
-

@@ -16,6 +16,7 @@ reads back into its own Settings (`settings_from_record`) and reruns from that a
 A new system is one file here (its Settings, its trainer, `register_system`) plus its test; a
 trainer by gradient steps subclasses GradientTrainer and supplies its loss and what a step draws.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -39,6 +40,7 @@ class Arrays(dict):
 
 class SystemTrainer(Trainer):
     """A Trainer with what the pipeline asks of a system. `settings` is the validated tree."""
+
     settings: Settings
 
     @property
@@ -80,6 +82,7 @@ class GradientTrainer(SystemTrainer):
     the train key, and e.g. FAVOR+'s random features) and `initial_params()`, and builds its pure
     chunk with `make_chunk`; the state, the jitted chunk, its records and seeds trained together
     are this class's."""
+
     optimizer: Any
     seed_input: Any
 
@@ -108,16 +111,20 @@ class GradientTrainer(SystemTrainer):
         return TrainState(params, self.optimizer.init(params))
 
     def run_chunk(self, state, first, num_steps) -> Chunk:
-        params, opt_state, losses, records = self.jitted_chunk(state.params, state.opt_state, self.seed_input,
-                                                               first, num_steps)
+        params, opt_state, losses, records = self.jitted_chunk(
+            state.params, state.opt_state, self.seed_input, first, num_steps
+        )
         return Chunk(TrainState(params, opt_state), losses, records)
 
     def seed_parts(self):
         """Seeds trained together (src/together.py): the pure chunk, and this seed's `seed_input`."""
+
         def chunk(state, seed_input, first, num_steps) -> Chunk:
-            params, opt_state, losses, records = self.pure_chunk(state.params, state.opt_state, seed_input,
-                                                                 first, num_steps)
+            params, opt_state, losses, records = self.pure_chunk(
+                state.params, state.opt_state, seed_input, first, num_steps
+            )
             return Chunk(TrainState(params, opt_state), losses, records)
+
         return chunk, self.seed_input
 
 
@@ -152,10 +159,12 @@ def settings_from_file(raw: Any, source: str) -> Settings:
     """settings_from_record for a mapping read from a file: UsageError (one line) naming `source`
     (the flag and the file) for anything but a valid settings mapping of a registered system."""
     if not isinstance(raw, Mapping):
-        raise UsageError(f"{source} holds no settings mapping (a JSON or YAML {type(raw).__name__}); accepted: "
-                         "a run's config.json `settings` (any key left out takes its default)")
+        raise UsageError(
+            f"{source} holds no settings mapping (a JSON or YAML {type(raw).__name__}); accepted: "
+            "a run's config.json `settings` (any key left out takes its default)"
+        )
     try:
-        return settings_from_record(raw)        # a v1 run's settings name no system: the paper's
+        return settings_from_record(raw)  # a v1 run's settings name no system: the paper's
     except SettingsError as err:
         raise UsageError(f"{source} is not a settings mapping of this workbench: {err}") from None
 

@@ -4,6 +4,7 @@ held to (src/bounds.py), in bytes of 8-byte floats: the sequences [n, in_dim + 1
 and test), the moments ((in_dim + 1)⁴ floats) and, with softmax, about 6 arrays of one chunk's
 scores (src/models/dynamics_softmax.py).
 """
+
 from __future__ import annotations
 
 from src.bounds import check_memory, check_sizes
@@ -11,47 +12,89 @@ from src.models.dynamics import INIT_CONVENTIONS
 from src.models.dynamics_softmax import chunk_size
 from src.settings import SettingsError, require, require_int, require_number, require_one_of
 
-OPTIMIZERS = {"gd": "sgd", "sgd": "sgd", "adam": "adam"}   # ours -> the optimizer factory's
+OPTIMIZERS = {"gd": "sgd", "sgd": "sgd", "adam": "adam"}  # ours -> the optimizer factory's
 
 
 def check_dynamics_settings(settings) -> None:
     t, tr, opts = settings.task, settings.train, settings.model.options
     heads, rank = getattr(opts, "heads", 1), getattr(opts, "rank", 1)
-    for path, value, low in (("model.options.heads", heads, 1), ("train.epochs", tr.epochs, 1),
-                             ("train.batch_size", tr.batch_size, 0)):
+    for path, value, low in (
+        ("model.options.heads", heads, 1),
+        ("train.epochs", tr.epochs, 1),
+        ("train.batch_size", tr.batch_size, 0),
+    ):
         require_int(path, value, low)
     require_int("model.options.rank", rank, 1, t.in_dim)
     require_number("train.init", tr.init, 0, open_low=True)
     require_one_of("train.optimizer", tr.optimizer, OPTIMIZERS)
     require_one_of("train.init_convention", tr.init_convention, INIT_CONVENTIONS)
-    require((tr.optimizer != "sgd") == (tr.batch_size == 0), "train.batch_size", tr.batch_size,
-            f"0 (full batch) for optimizer gd and adam, 1..trainset_size for sgd (optimizer is "
-            f"{tr.optimizer!r})")
-    require(tr.batch_size <= t.trainset_size, "train.batch_size", tr.batch_size,
-            f"at most task.trainset_size={t.trainset_size}")
+    require(
+        (tr.optimizer != "sgd") == (tr.batch_size == 0),
+        "train.batch_size",
+        tr.batch_size,
+        f"0 (full batch) for optimizer gd and adam, 1..trainset_size for sgd (optimizer is {tr.optimizer!r})",
+    )
+    require(
+        tr.batch_size <= t.trainset_size,
+        "train.batch_size",
+        tr.batch_size,
+        f"at most task.trainset_size={t.trainset_size}",
+    )
     if tr.vary_len:
-        require(tr.optimizer != "sgd" and not tr.normalize and settings.model.name != "cubic_mlp", "train.vary_len",
-                True, "false with optimizer sgd, normalize or the cubic_mlp (the original: attention, full "
-                "batch; it divides by each prefix's length itself)")
-    require(not tr.track_value or settings.model.name != "cubic_mlp", "train.track_value", tr.track_value,
-            "false for cubic_mlp (it has no value; the original's --track_value fails there too)")
+        require(
+            tr.optimizer != "sgd" and not tr.normalize and settings.model.name != "cubic_mlp",
+            "train.vary_len",
+            True,
+            "false with optimizer sgd, normalize or the cubic_mlp (the original: attention, full "
+            "batch; it divides by each prefix's length itself)",
+        )
+    require(
+        not tr.track_value or settings.model.name != "cubic_mlp",
+        "train.track_value",
+        tr.track_value,
+        "false for cubic_mlp (it has no value; the original's --track_value fails there too)",
+    )
     if tr.softmax:
-        require(settings.model.name != "cubic_mlp", "train.softmax", True, "false for cubic_mlp (it has no "
-                "attention scores to take a softmax of; the original's MLP ignores --softmax)")
-        require(not tr.normalize, "train.softmax", True, "false with normalize (the 1/N of X Xᵀ, a linear "
-                "model's moment; softmax weights already sum to 1 over the keys)")
-    try:   # the shared integer ranges and a memory estimate (src/bounds.py)
-        check_sizes(("d", "task.in_dim", t.in_dim), ("points", "task.seq_len", t.seq_len),
-                    ("eval_size", "task.trainset_size", t.trainset_size), ("heads", "model.options.heads", heads),
-                    ("steps", "train.epochs", tr.epochs), ("seed", "task.seed", t.seed))
+        require(
+            settings.model.name != "cubic_mlp",
+            "train.softmax",
+            True,
+            "false for cubic_mlp (it has no "
+            "attention scores to take a softmax of; the original's MLP ignores --softmax)",
+        )
+        require(
+            not tr.normalize,
+            "train.softmax",
+            True,
+            "false with normalize (the 1/N of X Xᵀ, a linear "
+            "model's moment; softmax weights already sum to 1 over the keys)",
+        )
+    try:  # the shared integer ranges and a memory estimate (src/bounds.py)
+        check_sizes(
+            ("d", "task.in_dim", t.in_dim),
+            ("points", "task.seq_len", t.seq_len),
+            ("eval_size", "task.trainset_size", t.trainset_size),
+            ("heads", "model.options.heads", heads),
+            ("steps", "train.epochs", tr.epochs),
+            ("seed", "task.seed", t.seed),
+        )
         if t.testset_size:
             check_sizes(("eval_size", "task.testset_size", t.testset_size))
         # the sequences are held as [n, in_dim + 1, seq_len] floats (train and test) plus moments;
         # with softmax, about 6 arrays of one chunk's scores (src/models/dynamics_softmax.py)
-        scores = (6 * 8 * heads * t.seq_len * (t.seq_len if tr.vary_len else 1)
-                  * min(t.trainset_size, chunk_size(heads, t.seq_len, tr.vary_len)) if tr.softmax else 0)
-        check_memory(8 * (t.trainset_size + t.testset_size) * (t.in_dim + 1) * t.seq_len
-                     + 8 * (t.in_dim + 1) ** 4 + scores, "this run")
+        scores = (
+            6
+            * 8
+            * heads
+            * t.seq_len
+            * (t.seq_len if tr.vary_len else 1)
+            * min(t.trainset_size, chunk_size(heads, t.seq_len, tr.vary_len))
+            if tr.softmax
+            else 0
+        )
+        check_memory(
+            8 * (t.trainset_size + t.testset_size) * (t.in_dim + 1) * t.seq_len + 8 * (t.in_dim + 1) ** 4 + scores,
+            "this run",
+        )
     except ValueError as err:
         raise SettingsError(str(err)) from None
-

@@ -17,6 +17,7 @@ default draws nothing more: its runs are bit-identical to those made before this
 Files: training_log.csv (step, loss, n_points, n_dims: the original's), plus what the analyses
 write (analysis/icl_curve.*, analysis/robustness.json, <mixer>_loss.png). Shapes: B batch, n points, d dims.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -39,8 +40,17 @@ from src.params import flatten_params
 from src.precision import PRECISIONS
 from src.registry import Choice, registry
 import src.rundir.names as names
-from src.settings import (Settings, SettingsError, added_field, choice_field, is_int, require,
-                          require_int, require_number, require_one_of)
+from src.settings import (
+    Settings,
+    SettingsError,
+    added_field,
+    choice_field,
+    is_int,
+    require,
+    require_int,
+    require_number,
+    require_one_of,
+)
 from src.train_settings import StepTrain
 from src.systems import GradientTrainer, register_system
 from src.systems.gpt2_prompts import eval_batch, eval_rows, run_bytes, sampler
@@ -49,23 +59,25 @@ from src.tasks.pools import check_pool, pooled
 from src.tasks.objectives import objective_of, tasks_for
 
 
-
 @dataclass(frozen=True)
 class GPT2Train(StepTrain):
     """Garg et al.'s training; the shared fields and their check: src.train_settings.StepTrain
     (checkpoint_every is the original's save_every_steps)."""
+
     steps: int = 6000
     log_every: int = 250
-    keep_every: int = 0              # also keep checkpoint_<step>.npz (the original's keep_every_steps); 0 = no
+    keep_every: int = 0  # also keep checkpoint_<step>.npz (the original's keep_every_steps); 0 = no
     # the length study's loop (AdamW, warm-up then linear decay); the defaults are Garg et al.'s
     # constant-rate Adam
-    warmup_fraction: float | None = None   # warm-up over this fraction of the steps, then linear decay to 0
-    weight_decay: float = 0.0        # > 0: AdamW
+    warmup_fraction: float | None = None  # warm-up over this fraction of the steps, then linear decay to 0
+    weight_decay: float = 0.0  # > 0: AdamW
     # how a step computes (none changes what is computed; the defaults are every recorded run's):
-    precision: str = "float32"       # float32 | tf32 (matrix passes in TF32 on GPUs) | bfloat16 (compute; float32 parameters and Adam)
-    flat_update: bool = False        # clipping and Adam on the parameters as one flat vector (fewer, larger kernels)
-    num_tasks: int = added_field(0)               # a pool of task vectors (src/tasks/pools.py); 0: fresh
-    num_training_examples: int = added_field(0)   # a pool of whole prompts; 0: fresh
+    precision: str = (
+        "float32"  # float32 | tf32 (matrix passes in TF32 on GPUs) | bfloat16 (compute; float32 parameters and Adam)
+    )
+    flat_update: bool = False  # clipping and Adam on the parameters as one flat vector (fewer, larger kernels)
+    num_tasks: int = added_field(0)  # a pool of task vectors (src/tasks/pools.py); 0: fresh
+    num_training_examples: int = added_field(0)  # a pool of whole prompts; 0: fresh
 
 
 @dataclass(frozen=True)
@@ -74,25 +86,33 @@ class GPT2Settings(Settings):
     required_keys: ClassVar[tuple] = ("model", "task", "curriculum", "train")
     # records written before the flat dense layout became the default were trained batched
     absent_means: ClassVar[dict] = {"model.dense_layout": "batched"}
-    legacy_keys: ClassVar[dict] = {"train.train_steps": "train.steps",
-                                   "train.save_every_steps": "train.checkpoint_every",
-                                   "train.keep_every_steps": "train.keep_every",
-                                   "train.grad_clip_norm": "train.grad_clip"}
-    model: SequenceConfig = field(default_factory=gpt2)     # the gpt2 preset of the one family
+    legacy_keys: ClassVar[dict] = {
+        "train.train_steps": "train.steps",
+        "train.save_every_steps": "train.checkpoint_every",
+        "train.keep_every_steps": "train.keep_every",
+        "train.grad_clip_norm": "train.grad_clip",
+    }
+    model: SequenceConfig = field(default_factory=gpt2)  # the gpt2 preset of the one family
     task: Choice = choice_field("task", "linear_regression")
     curriculum: Curriculum = field(default_factory=Curriculum)
     train: GPT2Train = field(default_factory=GPT2Train)
-    train_curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)   # pairs while training
+    train_curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)  # pairs while training
 
     @classmethod
     def from_dict(cls, raw):
         model = raw.get("model") if isinstance(raw, dict) else None
-        if isinstance(model, dict) and "n_embd" in model:       # a record of the GPT2Config era
+        if isinstance(model, dict) and "n_embd" in model:  # a record of the GPT2Config era
             old = dict(model)
             base = gpt2().__dict__
-            new = {"preset": "gpt2", "inputs": "pairs", "width": old.pop("n_embd"),
-                   "seq_mixer": old.pop("mixer"), "norm": {"name": base["norm"].name},
-                   "state_mixer": {"name": base["state_mixer"].name}, "vocab_size": 0}
+            new = {
+                "preset": "gpt2",
+                "inputs": "pairs",
+                "width": old.pop("n_embd"),
+                "seq_mixer": old.pop("mixer"),
+                "norm": {"name": base["norm"].name},
+                "state_mixer": {"name": base["state_mixer"].name},
+                "vocab_size": 0,
+            }
             points = old.pop("n_positions", 11)
             new["max_tokens"] = 2 * points if isinstance(points, int) else points
             raw = {**raw, "model": {**old, **new}}
@@ -102,10 +122,10 @@ class GPT2Settings(Settings):
         return f"{self.model.mixer_label()} + {self.model.position.name} on {self.task.name}"
 
     def loss_figure_file(self) -> str:
-        return f"{self.model.mixer_label()}_loss.png"   # the original's {attention_type}_loss.jpg, as PNG
+        return f"{self.model.mixer_label()}_loss.png"  # the original's {attention_type}_loss.jpg, as PNG
 
     def loss_figure_label(self) -> str:
-        return "training loss: squared error, not / d"     # the eval figures' error is divided by d
+        return "training loss: squared error, not / d"  # the eval figures' error is divided by d
 
     def loss_figure_marks(self) -> list[int]:
         """The curriculum's boundaries: the steps at which the dimension or the points grow."""
@@ -122,52 +142,81 @@ class GPT2Settings(Settings):
             require_int(f"{path}.end", schedule.end, 1)
             require_int(f"{path}.inc", schedule.inc, 0)
             require_int(f"{path}.interval", schedule.interval, 1)
-            require(schedule.end >= schedule.start, f"{path}.end", schedule.end,
-                    f"end >= {path}.start={schedule.start}")
-            require(schedule.inc >= 1 or schedule.end == schedule.start, f"{path}.inc", schedule.inc,
-                    f">= 1 (with inc 0 the curriculum never grows from {path}.start={schedule.start} to "
-                    f"{path}.end={schedule.end})")
+            require(
+                schedule.end >= schedule.start, f"{path}.end", schedule.end, f"end >= {path}.start={schedule.start}"
+            )
+            require(
+                schedule.inc >= 1 or schedule.end == schedule.start,
+                f"{path}.inc",
+                schedule.inc,
+                f">= 1 (with inc 0 the curriculum never grows from {path}.start={schedule.start} to "
+                f"{path}.end={schedule.end})",
+            )
         require(m.inputs == "pairs", "model.inputs", m.inputs, "pairs (x/y tokens)")
         for path, rate in [("model.embed_dropout", m.embed_dropout)] + [
-                ("model.seq_mixer.options.dropout", getattr(x.options, "dropout", 0.0)) for x in m.layer_mixers()]:
+            ("model.seq_mixer.options.dropout", getattr(x.options, "dropout", 0.0)) for x in m.layer_mixers()
+        ]:
             require(not rate, path, rate, "0 (the lm system alone trains with dropout)")
-        require(m.n_dims == c.dims.end, "model.n_dims", m.n_dims,
-                f"the curriculum's last dimension, curriculum.dims.end={c.dims.end}")
+        require(
+            m.n_dims == c.dims.end,
+            "model.n_dims",
+            m.n_dims,
+            f"the curriculum's last dimension, curriculum.dims.end={c.dims.end}",
+        )
         try:
             table = m.encoding().max_tokens()
         except (ValueError, SettingsError):
-            table = 0                               # the encoding's own refusal comes below
-        if table is not None:                       # a position table: it must cover the trained points
-            require(is_int(m.max_tokens) and m.max_tokens >= 2 * c.points.end, "model.max_tokens", m.max_tokens,
-                    f">= {2 * c.points.end} tokens, two per point of curriculum.points.end={c.points.end} "
-                    f"(model.n_positions >= {c.points.end})")
+            table = 0  # the encoding's own refusal comes below
+        if table is not None:  # a position table: it must cover the trained points
+            require(
+                is_int(m.max_tokens) and m.max_tokens >= 2 * c.points.end,
+                "model.max_tokens",
+                m.max_tokens,
+                f">= {2 * c.points.end} tokens, two per point of curriculum.points.end={c.points.end} "
+                f"(model.n_positions >= {c.points.end})",
+            )
         if getattr(self.task.options, "fixed_dimension", False):
-            require(c.dims.start == c.dims.end, "curriculum.dims.start", c.dims.start,
-                    f"curriculum.dims.end={c.dims.end}: the boolean task {self.task.name!r} takes a "
-                    "fixed dimension")
+            require(
+                c.dims.start == c.dims.end,
+                "curriculum.dims.start",
+                c.dims.start,
+                f"curriculum.dims.end={c.dims.end}: the boolean task {self.task.name!r} takes a fixed dimension",
+            )
         pc = self.train_curriculum
         for key, accepted in (("ordering", ORDERINGS), ("noise_mode", NOISE_MODES), ("noise_placement", PLACEMENTS)):
             require_one_of(f"train_curriculum.{key}", getattr(pc, key), accepted)
         require_number("train_curriculum.noise_p", pc.noise_p, 0, high=1)
         require_number("train_curriculum.noise_sigma", pc.noise_sigma, 0)
         if not is_exchangeable(pc):
-            require(c.points.start == c.points.end, "curriculum.points.start", c.points.start,
-                    f"curriculum.points.end={c.points.end}: a training-time pair curriculum needs a fixed "
-                    "number of points")
-            require(objective_of(self.task.name).continuous_labels or pc.noise_mode != "label_noise",
-                    "train_curriculum.noise_mode", pc.noise_mode, f"clean or random_pairs for the task "
-                    f"{self.task.name!r} (its labels are not real numbers)")
+            require(
+                c.points.start == c.points.end,
+                "curriculum.points.start",
+                c.points.start,
+                f"curriculum.points.end={c.points.end}: a training-time pair curriculum needs a fixed number of points",
+            )
+            require(
+                objective_of(self.task.name).continuous_labels or pc.noise_mode != "label_noise",
+                "train_curriculum.noise_mode",
+                pc.noise_mode,
+                f"clean or random_pairs for the task {self.task.name!r} (its labels are not real numbers)",
+            )
         require_one_of("train.precision", tr.precision, tuple(PRECISIONS))
         require(isinstance(tr.flat_update, bool), "train.flat_update", tr.flat_update, "true or false")
         check_pool("train.", tr.num_tasks, tr.num_training_examples, self.task.name)
-        try:   # the shared integer ranges and the memory estimate (src/bounds.py)
-            check_sizes(("d", "model.n_dims", m.n_dims), ("width", "model.width", m.width),
-                        ("heads", "model.n_head", m.n_head), ("layers", "model.n_layer", m.n_layer),
-                        ("points", "model.max_tokens", m.max_tokens))
+        try:  # the shared integer ranges and the memory estimate (src/bounds.py)
+            check_sizes(
+                ("d", "model.n_dims", m.n_dims),
+                ("width", "model.width", m.width),
+                ("heads", "model.n_head", m.n_head),
+                ("layers", "model.n_layer", m.n_layer),
+                ("points", "model.max_tokens", m.max_tokens),
+            )
             check_memory(run_bytes(self), "this run")
-            check_lengths(m, m.max_tokens)     # options that depend on the sequence
-            encoding = m.encoding()      # the encoding's own checks, and whether the mixer takes it
-            for mixer in [c.name for c in m.layer_mixers() if not registry("seq_mixer").get(c.name).build.takes_any_position]:
+            check_lengths(m, m.max_tokens)  # options that depend on the sequence
+            encoding = m.encoding()  # the encoding's own checks, and whether the mixer takes it
+            for mixer in [
+                c.name for c in m.layer_mixers() if not registry("seq_mixer").get(c.name).build.takes_any_position
+            ]:
                 encoding.require_plain(mixer)
             # the task's own checks at this shape (k <= d, ...), traced without drawing anything
             jax.eval_shape(lambda key: sampler(self)(key, 1, c.dims.end, c.points.end), jax.random.key(0))
@@ -194,10 +243,20 @@ def init_model(settings: GPT2Settings, model):
 
 def optimizer_of(settings: GPT2Settings) -> optax.GradientTransformation:
     tr = settings.train
-    optimizer = make_optimizer(Optimizer("adamw" if tr.weight_decay > 0 else "adam", tr.learning_rate,
-                                         weight_decay=tr.weight_decay, grad_clip=tr.grad_clip,
-                                         warmup_fraction=tr.warmup_fraction, decay="linear"), tr.steps)
-    return optax.flatten(optimizer) if tr.flat_update else optimizer    # flat: the same update, its norm summed in another order
+    optimizer = make_optimizer(
+        Optimizer(
+            "adamw" if tr.weight_decay > 0 else "adam",
+            tr.learning_rate,
+            weight_decay=tr.weight_decay,
+            grad_clip=tr.grad_clip,
+            warmup_fraction=tr.warmup_fraction,
+            decay="linear",
+        ),
+        tr.steps,
+    )
+    return (
+        optax.flatten(optimizer) if tr.flat_update else optimizer
+    )  # flat: the same update, its norm summed in another order
 
 
 def train_key_of(settings: GPT2Settings) -> jax.Array:
@@ -220,9 +279,10 @@ def make_chunk(settings: GPT2Settings, model, optimizer):
         train_key, model_state = seed_input
         dims, points = c.dims.at(step), c.points.at(step)
         batch = sample(jax.random.fold_in(train_key, step), tr.batch_size, dims, points)
-        if not is_exchangeable(pairs):      # the default draws nothing more (bit-identical runs)
+        if not is_exchangeable(pairs):  # the default draws nothing more (bit-identical runs)
             batch = with_pair_curriculum(jax.random.fold_in(jax.random.fold_in(train_key, step), 7), batch, pairs)
         return (model_state, batch), {"n_points": points, "n_dims": dims}
+
     return gradient_chunk(loss_fn, optimizer, draw)
 
 
@@ -258,8 +318,11 @@ class GPT2Trainer(GradientTrainer):
         ev, params = self.evaluation, state.params
         prediction = in_blocks(lambda xs, ys: self._apply(params, self.model_state, xs, ys), self._rows)(ev.xs, ev.ys)
         errors = self.objective.mean_point_errors(prediction, ev)
-        return {"eval_loss": float(weighted_mse(prediction, ev)),
-                "eval_error_last": float(errors[-1]), "eval_error_mean": float(jnp.mean(errors))}
+        return {
+            "eval_loss": float(weighted_mse(prediction, ev)),
+            "eval_error_last": float(errors[-1]),
+            "eval_error_mean": float(jnp.mean(errors)),
+        }
 
     def headline(self, row: dict) -> dict[str, str]:
         return {"error_last": f"{row['eval_error_last']:.4f}"}
@@ -276,24 +339,35 @@ class GPT2Trainer(GradientTrainer):
     def outputs(self, result: LoopResult) -> dict:
         per_step = result.per_step
         rows = ["step,loss,n_points,n_dims"] + [
-            f"{i + 1},{float(loss)!r},{int(points)},{int(dims)}" for i, (loss, points, dims) in
-            enumerate(zip(per_step.get("loss", []), per_step.get("n_points", []), per_step.get("n_dims", [])))]
+            f"{i + 1},{float(loss)!r},{int(points)},{int(dims)}"
+            for i, (loss, points, dims) in enumerate(
+                zip(per_step.get("loss", []), per_step.get("n_points", []), per_step.get("n_dims", []))
+            )
+        ]
         return {names.TRAINING_LOG: "\n".join(rows) + "\n"}
 
     def summary(self, result: LoopResult) -> dict:
         last = result.history[-1] if result.history else {}
-        return {"model": self.settings.model.mixer_label(), "task": self.settings.task.name,
-                "steps": result.step, "train_seconds": round(result.seconds, 3),
-                **{k: v for k, v in last.items() if k != "step"},
-                "error_metric": self.objective.describes}
+        return {
+            "model": self.settings.model.mixer_label(),
+            "task": self.settings.task.name,
+            "steps": result.step,
+            "train_seconds": round(result.seconds, 3),
+            **{k: v for k, v in last.items() if k != "step"},
+            "error_metric": self.objective.describes,
+        }
 
     def report(self, result: LoopResult, run) -> str:
         last = result.history[-1]["eval_error_last"] if result.history else float("nan")
-        return (f"{self.settings.model.mixer_label()}: {result.step} steps in {result.seconds:.1f}s | "
-                f"eval error at the last point {last:.4f}")
+        return (
+            f"{self.settings.model.mixer_label()}: {result.step} steps in {result.seconds:.1f}s | "
+            f"eval error at the last point {last:.4f}"
+        )
 
 
-@register_system(GPT2Settings, doc="Garg et al.'s GPT-2 on regression and boolean tasks with a "
-                                   "curriculum (mechanisms and length studies)")
+@register_system(
+    GPT2Settings,
+    doc="Garg et al.'s GPT-2 on regression and boolean tasks with a curriculum (mechanisms and length studies)",
+)
 def build_gpt2(settings: GPT2Settings) -> GPT2Trainer:
     return GPT2Trainer(settings)

@@ -12,6 +12,7 @@ Files: examples.json (a few decoded eval sequences) and, in the summary, the obj
 number at every position (`accuracy_by_position` or `error_by_position`).
 Glossary: B batch, T tokens, V vocabulary, n points, d dims.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -28,8 +29,7 @@ from src.models.sequence import SequenceConfig, parameter_count
 from src.models.sequence_presets import lm, with_block
 from src.params import flatten_params
 from src.registry import Choice, registry
-from src.settings import (EVAL_SEED, Settings, SettingsError, choice_field, require, require_int,
-                          require_one_of)
+from src.settings import EVAL_SEED, Settings, SettingsError, choice_field, require, require_int, require_one_of
 from src.train_settings import StepTrain
 from src.systems import GradientTrainer, register_system
 from src.systems.lm_batches import LOGITS, decoded_examples, dropout_key, model_inputs, sampler, training_loss
@@ -41,8 +41,9 @@ EXAMPLES = "examples.json"
 @dataclass(frozen=True)
 class LMTrain(StepTrain):
     """The ICL benchmark's training; the shared fields and their check: src.train_settings.StepTrain."""
+
     steps: int = 1500
-    learning_rate: float = 3e-3       # the ICL benchmark: 1e-3 at batch 256; we train at batch 64
+    learning_rate: float = 3e-3  # the ICL benchmark: 1e-3 at batch 256; we train at batch 64
     grad_clip: float = 3.0
     eval_size: int = 512
     eval_seed: int = EVAL_SEED + 1
@@ -58,6 +59,7 @@ class LMTrain(StepTrain):
 @dataclass(frozen=True)
 class PairShape:
     """The x/y-pair tasks' sequence: n points of dimension d."""
+
     n_points: int = 40
     n_dims: int = 10
 
@@ -77,14 +79,17 @@ class LMSettings(Settings):
     @classmethod
     def from_dict(cls, raw):
         model = dict(raw.get("model") or {}) if isinstance(raw, dict) else {}
-        if "max_len" in model:             # a record of the LMConfig era (the ICL benchmark's names)
+        if "max_len" in model:  # a record of the LMConfig era (the ICL benchmark's names)
             mixer = model.get("seq_mixer")
             if isinstance(mixer, dict) and mixer.get("name") == "attention":
                 model["seq_mixer"] = {**mixer, "name": "softmax_causal"}
             base = lm()
-            model.update(preset="lm", max_tokens=model.pop("max_len"),
-                         position={"name": "learned", "options": {"truncated": True}},
-                         norm={"name": base.norm.name})
+            model.update(
+                preset="lm",
+                max_tokens=model.pop("max_len"),
+                position={"name": "learned", "options": {"truncated": True}},
+                norm={"name": base.norm.name},
+            )
             raw = {**raw, "model": model}
         return super().from_dict(raw)
 
@@ -95,59 +100,134 @@ class LMSettings(Settings):
         m, tr, pairs = self.model, self.train, self.pairs
         tasks = tasks_for("tokens", "pairs")
         require(self.task.name in tasks, "task", self.task.name, ", ".join(tasks))
-        for path, value in (("model.width", m.width), ("model.n_layer", m.n_layer), ("model.n_head", m.n_head),
-                            ("pairs.n_points", pairs.n_points), ("pairs.n_dims", pairs.n_dims)):
+        for path, value in (
+            ("model.width", m.width),
+            ("model.n_layer", m.n_layer),
+            ("model.n_head", m.n_head),
+            ("pairs.n_points", pairs.n_points),
+            ("pairs.n_dims", pairs.n_dims),
+        ):
             require_int(path, value, 1)
-        require(m.width % m.n_head == 0 and (m.width // m.n_head) % 2 == 0, "model.width", m.width,
-                f"an even multiple of model.n_head={m.n_head}")
+        require(
+            m.width % m.n_head == 0 and (m.width // m.n_head) % 2 == 0,
+            "model.width",
+            m.width,
+            f"an even multiple of model.n_head={m.n_head}",
+        )
         require_one_of("train.logits", tr.logits, tuple(LOGITS))
         objective = objective_of(self.task.name)
-        require(m.inputs == objective.inputs, "model.inputs", m.inputs,
-                f"{objective.inputs!r}, what task {self.task.name!r} gives")
+        require(
+            m.inputs == objective.inputs,
+            "model.inputs",
+            m.inputs,
+            f"{objective.inputs!r}, what task {self.task.name!r} gives",
+        )
         tokens = self.task.options.tokens() if objective.inputs == "tokens" else 2 * pairs.n_points
         require(m.max_tokens >= tokens, "model.max_tokens", m.max_tokens, f">= {tokens} tokens of the task")
         if objective.inputs == "tokens":
-            require(m.vocab_size == self.task.options.vocab_size, "model.vocab_size", m.vocab_size,
-                    f"the task's task.options.vocab_size={self.task.options.vocab_size}")
-        require(objective.inputs == "tokens" or m.n_dims == pairs.n_dims, "model.n_dims", m.n_dims,
-                f"pairs.n_dims={pairs.n_dims}")
+            require(
+                m.vocab_size == self.task.options.vocab_size,
+                "model.vocab_size",
+                m.vocab_size,
+                f"the task's task.options.vocab_size={self.task.options.vocab_size}",
+            )
+        require(
+            objective.inputs == "tokens" or m.n_dims == pairs.n_dims,
+            "model.n_dims",
+            m.n_dims,
+            f"pairs.n_dims={pairs.n_dims}",
+        )
         try:
-            check_sizes(("width", "model.width", m.width), ("layers", "model.n_layer", m.n_layer),
-                        ("heads", "model.n_head", m.n_head), ("points", "pairs.n_points", pairs.n_points),
-                        ("d", "pairs.n_dims", pairs.n_dims))
-            check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, tokens=tokens,
-                                        width=m.width, layers=m.n_layer, heads=m.n_head), "this run")
-            check_lengths(m, m.max_tokens)     # options that depend on the sequence
+            check_sizes(
+                ("width", "model.width", m.width),
+                ("layers", "model.n_layer", m.n_layer),
+                ("heads", "model.n_head", m.n_head),
+                ("points", "pairs.n_points", pairs.n_points),
+                ("d", "pairs.n_dims", pairs.n_dims),
+            )
+            check_memory(
+                training_bytes(
+                    batch_size=tr.batch_size,
+                    eval_size=tr.eval_size,
+                    tokens=tokens,
+                    width=m.width,
+                    layers=m.n_layer,
+                    heads=m.n_head,
+                ),
+                "this run",
+            )
+            check_lengths(m, m.max_tokens)  # options that depend on the sequence
             # the task's own checks at this shape (k <= d, ...), traced without drawing anything
             jax.eval_shape(lambda key: sampler(self)(key, 1), jax.random.key(0))
         except ValueError as err:
             raise SettingsError(str(err)) from None
 
 
-def lm_settings_unchecked(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
-                          n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
-                          dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = (),
-                          block: str = "ours") -> LMSettings:
+def lm_settings_unchecked(
+    task: Choice,
+    seq_mixer: Choice,
+    state_mixer: Choice,
+    *,
+    width: int,
+    n_layer: int,
+    n_head: int,
+    train: LMTrain = LMTrain(),
+    pairs: PairShape = PairShape(),
+    dense_layout: str = "flat",
+    seq_mixers: tuple[Choice, ...] = (),
+    block: str = "ours",
+) -> LMSettings:
     """The ICL benchmark recipe's settings, not yet validated: the model's input kind, length and
     vocabulary follow the task; `block` (src.models.sequence_presets.with_block): `ours`, or `zoology`
     (Zoology's TransformerBlock, which sets the norm, the state mixer, the positions, dropout, the
     attention's biases and the tied read-out in place of the arguments')."""
     inputs = objective_of(task.name).inputs
-    length, vocab = ((task.options.tokens(), task.options.vocab_size) if inputs == "tokens"
-                     else (2 * pairs.n_points, 8192))   # (the pair tasks read no vocabulary)
-    model = lm(width=width, n_layer=n_layer, n_head=n_head, max_len=length, vocab_size=vocab,
-               n_dims=pairs.n_dims, inputs=inputs, seq_mixer=seq_mixer, state_mixer=state_mixer)
+    length, vocab = (
+        (task.options.tokens(), task.options.vocab_size) if inputs == "tokens" else (2 * pairs.n_points, 8192)
+    )  # (the pair tasks read no vocabulary)
+    model = lm(
+        width=width,
+        n_layer=n_layer,
+        n_head=n_head,
+        max_len=length,
+        vocab_size=vocab,
+        n_dims=pairs.n_dims,
+        inputs=inputs,
+        seq_mixer=seq_mixer,
+        state_mixer=state_mixer,
+    )
     model = with_block(replace(model, dense_layout=dense_layout, seq_mixers=seq_mixers), block)
     return LMSettings(task=task, model=model, train=train, pairs=pairs)
 
 
-def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, *, width: int, n_layer: int,
-                n_head: int, train: LMTrain = LMTrain(), pairs: PairShape = PairShape(),
-                dense_layout: str = "flat", seq_mixers: tuple[Choice, ...] = (), block: str = "ours") -> LMSettings:
+def lm_settings(
+    task: Choice,
+    seq_mixer: Choice,
+    state_mixer: Choice,
+    *,
+    width: int,
+    n_layer: int,
+    n_head: int,
+    train: LMTrain = LMTrain(),
+    pairs: PairShape = PairShape(),
+    dense_layout: str = "flat",
+    seq_mixers: tuple[Choice, ...] = (),
+    block: str = "ours",
+) -> LMSettings:
     """lm_settings_unchecked's settings, validated (SettingsError, one line, in our dotted paths)."""
-    return lm_settings_unchecked(task, seq_mixer, state_mixer, width=width, n_layer=n_layer, n_head=n_head,
-                                 train=train, pairs=pairs, dense_layout=dense_layout,
-                                 seq_mixers=seq_mixers, block=block).validate()
+    return lm_settings_unchecked(
+        task,
+        seq_mixer,
+        state_mixer,
+        width=width,
+        n_layer=n_layer,
+        n_head=n_head,
+        train=train,
+        pairs=pairs,
+        dense_layout=dense_layout,
+        seq_mixers=seq_mixers,
+        block=block,
+    ).validate()
 
 
 def make_model(settings: LMSettings):
@@ -167,9 +247,16 @@ class LMTrainer(GradientTrainer):
         tr = settings.train
         self.steps, self.log_every, self.checkpoint_every = tr.steps, tr.log_every, tr.checkpoint_every
         self.model = make_model(settings)
-        self.optimizer = make_optimizer(Optimizer("adamw", tr.learning_rate, weight_decay=tr.weight_decay,
-                                                  grad_clip=tr.grad_clip, warmup_fraction=tr.warmup_fraction),
-                                        tr.steps)
+        self.optimizer = make_optimizer(
+            Optimizer(
+                "adamw",
+                tr.learning_rate,
+                weight_decay=tr.weight_decay,
+                grad_clip=tr.grad_clip,
+                warmup_fraction=tr.warmup_fraction,
+            ),
+            tr.steps,
+        )
         self.objective = objective_of(settings.task.name)
         self.sample = sampler(settings)
         self.params0, self.model_state = init_model(settings, self.model, self.sample)
@@ -182,7 +269,8 @@ class LMTrainer(GradientTrainer):
     def evaluation(self):
         if self._evaluation is None:
             self._evaluation = jax.jit(lambda key: self.sample(key, self.settings.train.eval_size))(
-                jax.random.key(self.settings.train.eval_seed))
+                jax.random.key(self.settings.train.eval_seed)
+            )
         return self._evaluation
 
     def apply(self, params, *inputs, positions=None, rng=None):
@@ -194,10 +282,19 @@ class LMTrainer(GradientTrainer):
         sample, batch_size = self.sample, self.settings.train.batch_size
         loss_of = training_loss(self.settings, self.apply, self.objective)
         # a model without dropout draws no key: the same program as before dropout existed
-        keys = (lambda train_key, step: (dropout_key(train_key, step),)) if self.settings.model.has_dropout() \
+        keys = (
+            (lambda train_key, step: (dropout_key(train_key, step),))
+            if self.settings.model.has_dropout()
             else (lambda train_key, step: ())
-        return gradient_chunk(loss_of, self.optimizer, lambda train_key, step: (
-            (sample(jax.random.fold_in(train_key, step), batch_size), *keys(train_key, step)), {}))
+        )
+        return gradient_chunk(
+            loss_of,
+            self.optimizer,
+            lambda train_key, step: (
+                (sample(jax.random.fold_in(train_key, step), batch_size), *keys(train_key, step)),
+                {},
+            ),
+        )
 
     def initial_params(self):
         return self.params0
@@ -212,8 +309,11 @@ class LMTrainer(GradientTrainer):
         scored = self._score(params, self.evaluation)
         score, counted = np.asarray(scored.score, np.float64), np.asarray(scored.counted, np.float64)
         per_position = score.sum(0) / np.where(counted.sum(0) > 0, counted.sum(0), np.nan)
-        return {"loss": float(scored.loss), "value": float(score.sum() / max(counted.sum(), 1.0)),
-                "by_position": per_position}
+        return {
+            "loss": float(scored.loss),
+            "value": float(score.sum() / max(counted.sum(), 1.0)),
+            "by_position": per_position,
+        }
 
     def evaluate(self, state) -> dict[str, float]:
         result = self.scores(state.params)
@@ -233,21 +333,30 @@ class LMTrainer(GradientTrainer):
         s, metric = self.settings, self.objective.metric
         last = result.history[-1] if result.history else {}
         by_position = self.scores(result.state.params)["by_position"] if result.history else np.array([])
-        return {"task": s.task.name, "seq_mixer": s.model.mixer_label(),
-                "state_mixer": s.model.state_mixer.name, "steps": result.step,
-                "parameters": parameter_count(result.state.params), "train_seconds": round(result.seconds, 3),
-                **{k: v for k, v in last.items() if k != "step"},
-                f"{metric}_by_position": [None if not np.isfinite(a) else round(float(a), 6) for a in by_position]}
+        return {
+            "task": s.task.name,
+            "seq_mixer": s.model.mixer_label(),
+            "state_mixer": s.model.state_mixer.name,
+            "steps": result.step,
+            "parameters": parameter_count(result.state.params),
+            "train_seconds": round(result.seconds, 3),
+            **{k: v for k, v in last.items() if k != "step"},
+            f"{metric}_by_position": [None if not np.isfinite(a) else round(float(a), 6) for a in by_position],
+        }
 
     def report(self, result: LoopResult, run) -> str:
         s, f = self.settings, result.final
-        return (f"{s.task.name} / {s.model.mixer_label()} / {s.model.state_mixer.name}: {result.step} "
-                f"steps in {result.seconds:.1f}s | " + ", ".join(
-                    f"{k[5:]} {v:.4f}" for k, v in f.items() if k in ("eval_accuracy", "eval_error")))
+        return (
+            f"{s.task.name} / {s.model.mixer_label()} / {s.model.state_mixer.name}: {result.step} "
+            f"steps in {result.seconds:.1f}s | "
+            + ", ".join(f"{k[5:]} {v:.4f}" for k, v in f.items() if k in ("eval_accuracy", "eval_error"))
+        )
 
 
-@register_system(LMSettings, doc="the Zoology / miniseq ICL benchmark: sequence x state mixers on "
-                                 "token and pair tasks (the ICL benchmark's recipe)")
+@register_system(
+    LMSettings,
+    doc="the Zoology / miniseq ICL benchmark: sequence x state mixers on "
+    "token and pair tasks (the ICL benchmark's recipe)",
+)
 def build_lm(settings: LMSettings) -> LMTrainer:
     return LMTrainer(settings)
-

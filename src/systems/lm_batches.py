@@ -4,6 +4,7 @@ over the logits of the scored positions alone: train.logits), a training step's 
 a few eval sequences decoded (examples.json).
 `settings`: an LMSettings. Shapes: B batch, T tokens, V vocabulary, κ scored positions per row.
 """
+
 from __future__ import annotations
 
 import jax
@@ -13,8 +14,8 @@ import numpy as np
 from src.registry import registry
 from src.tasks.objectives import objective_of
 
-LOGITS = {"scored": True, "all": False}     # train.logits -> the read-out at the scored positions only
-DROPOUT_STREAM = 0x64726F70   # a training step's dropout key: fold_in(fold_in(train key, step), this)
+LOGITS = {"scored": True, "all": False}  # train.logits -> the read-out at the scored positions only
+DROPOUT_STREAM = 0x64726F70  # a training step's dropout key: fold_in(fold_in(train key, step), this)
 
 
 def sampler(settings):
@@ -30,8 +31,11 @@ def sampler(settings):
 def pair_sampler(settings, n_points: int | None = None):
     """A pair task's draw(key, batch, d, n, alpha=1.0) -> RegressionBatch, built for n_points
     (default: pairs.n_points) of pairs.n_dims."""
-    return registry("task").get(settings.task.name).build(
-        settings.task.options, n_points=n_points or settings.pairs.n_points, n_dims=settings.pairs.n_dims)
+    return (
+        registry("task")
+        .get(settings.task.name)
+        .build(settings.task.options, n_points=n_points or settings.pairs.n_points, n_dims=settings.pairs.n_dims)
+    )
 
 
 def model_inputs(batch) -> tuple:
@@ -57,8 +61,9 @@ def training_loss(settings, apply, objective):
     def loss(p, batch, rng=None):
         positions = scored_positions(batch, count())
         take = lambda a: jnp.take_along_axis(a, positions, axis=1)
-        logits = apply(p, batch.inputs, positions=positions, rng=rng)        # [B, κ, V]
+        logits = apply(p, batch.inputs, positions=positions, rng=rng)  # [B, κ, V]
         return objective.score(logits, batch._replace(targets=take(batch.targets), scored=take(batch.scored))).loss
+
     return loss
 
 
@@ -76,13 +81,21 @@ def decoded_examples(apply, params, batch, count: int = 3) -> list[dict]:
     for i in range(count):
         if hasattr(batch, "inputs"):
             scored = np.asarray(batch.scored[i])
-            examples.append({"inputs": np.asarray(batch.inputs[i]).tolist(),
-                             "targets": np.asarray(batch.targets[i]).tolist(),
-                             "scored_positions": np.flatnonzero(scored).tolist(),
-                             "predicted_at_scored": output[i].argmax(-1)[scored].tolist()})
+            examples.append(
+                {
+                    "inputs": np.asarray(batch.inputs[i]).tolist(),
+                    "targets": np.asarray(batch.targets[i]).tolist(),
+                    "scored_positions": np.flatnonzero(scored).tolist(),
+                    "predicted_at_scored": output[i].argmax(-1)[scored].tolist(),
+                }
+            )
         else:
-            examples.append({"xs": np.asarray(batch.xs[i]).round(4).tolist(),
-                             "ys": np.asarray(batch.ys[i]).round(4).tolist(),
-                             "scored_positions": list(range(int(batch.ys.shape[1]))),
-                             "predictions": output[i].round(4).tolist()})
+            examples.append(
+                {
+                    "xs": np.asarray(batch.xs[i]).round(4).tolist(),
+                    "ys": np.asarray(batch.ys[i]).round(4).tolist(),
+                    "scored_positions": list(range(int(batch.ys.shape[1]))),
+                    "predictions": output[i].round(4).tolist(),
+                }
+            )
     return examples

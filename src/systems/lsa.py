@@ -13,6 +13,7 @@ Files (besides config, metrics, summary, params, checkpoint): ordering_idx.npy, 
 attn/layer{L}_head{H}.npy [tasks, queries, keys] and attn/attention.npz.
 Shapes: B batch, N pairs, d input dim, T tokens, D width.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,8 +23,7 @@ from typing import Any, ClassVar
 import jax
 
 from src.bounds import check_memory, check_sizes, training_bytes
-from src.config import (NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, ModelConfig,
-                        TaskConfig, TrainConfig)
+from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, ModelConfig, TaskConfig, TrainConfig
 from src.curricula import apply_curriculum, is_exchangeable, num_corrupted
 from src.eval_set import make_eval_set, make_evaluator, task_sampler
 from src.loop import LoopResult, gradient_chunk
@@ -34,8 +34,7 @@ from src.models.layouts import layout_of, make_tokens
 from src.params import flatten_params
 from src.registry import registry
 import src.rundir.names as names
-from src.settings import (Settings, SettingsError, require, require_int, require_number,
-                          require_one_of)
+from src.settings import Settings, SettingsError, require, require_int, require_number, require_one_of
 from src.systems import Arrays, GradientTrainer, register_system
 from src.tasks.paper_form import is_paper_task, own_tasks, paper_tasks
 from src.tasks.pools import check_pool, pooled_tasks
@@ -47,19 +46,22 @@ ATTENTION_TASKS = names.ATTENTION_TASKS
 class LSASettings(Settings):
     system: ClassVar[str] = "lsa"
     required_keys: ClassVar[tuple] = ("task", "model", "train", "train_curriculum", "eval_curriculum")
-    legacy_keys: ClassVar[dict] = {"train.lr": "train.learning_rate",
-                                   "train.grad_clip_norm": "train.grad_clip"}
+    legacy_keys: ClassVar[dict] = {"train.lr": "train.learning_rate", "train.grad_clip_norm": "train.grad_clip"}
     task: TaskConfig = field(default_factory=TaskConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     train_curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     eval_curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
-    save_attention: bool = False    # attn/ and the attention analyses (the runners' --save_attention)
+    save_attention: bool = False  # attn/ and the attention analyses (the runners' --save_attention)
 
     @classmethod
     def from_dict(cls, raw):
-        if isinstance(raw, dict) and raw.get("schema_version", 1) == 1 and isinstance(raw.get("model"), dict) \
-                and "tokens" in raw["model"]:
+        if (
+            isinstance(raw, dict)
+            and raw.get("schema_version", 1) == 1
+            and isinstance(raw.get("model"), dict)
+            and "tokens" in raw["model"]
+        ):
             raw = upgrade_v1(raw)
         return super().from_dict(raw)
 
@@ -68,30 +70,40 @@ class LSASettings(Settings):
 
     def check(self) -> None:
         t, m, tr = self.task, self.model, self.train
-        tasks = paper_tasks()           # its own task and every pair task (src/tasks/paper_form.py)
+        tasks = paper_tasks()  # its own task and every pair task (src/tasks/paper_form.py)
         require(t.name in tasks, "task.name", t.name, ", ".join(tasks))
         own = is_paper_task(t)
-        for name in ("input_range", "weight_scale"):   # the uniform task's own parameters
-            require(own or getattr(t, name) == 1.0, f"task.{name}", getattr(t, name),
-                    f"1.0 for the pair task {t.name!r} (it draws with its own options; {name} is "
-                    "uniform_regression's)")
-        for kind, name, path in (("family", m.family, "model.family"),
-                                 *(("scoring", s, "model.mixers") for s in m.mixers)):
+        for name in ("input_range", "weight_scale"):  # the uniform task's own parameters
+            require(
+                own or getattr(t, name) == 1.0,
+                f"task.{name}",
+                getattr(t, name),
+                f"1.0 for the pair task {t.name!r} (it draws with its own options; {name} is uniform_regression's)",
+            )
+        for kind, name, path in (
+            ("family", m.family, "model.family"),
+            *(("scoring", s, "model.mixers") for s in m.mixers),
+        ):
             require(name in registry(kind), path, name, ", ".join(registry(kind).names()))
         require_int("model.num_layers", m.num_layers, 1)
-        require(len(m.mixers) == (1 if m.shared_weights else m.num_layers), "model.mixers",
-                list(m.mixers), f"one scoring per layer ({m.num_layers}), or exactly one when the "
-                "weights are shared")
+        require(
+            len(m.mixers) == (1 if m.shared_weights else m.num_layers),
+            "model.mixers",
+            list(m.mixers),
+            f"one scoring per layer ({m.num_layers}), or exactly one when the weights are shared",
+        )
         require_int("model.num_heads", m.num_heads, 1)
         require_int("model.key_size", m.key_size, 0)
         require_number("model.init_scale", m.init_scale, 0, open_low=True)
         require_number("model.clip_value", m.clip_value, 0)
-        check_pool("train.", tr.num_tasks, tr.num_training_examples, t.name,
-                   pool_tasks=tuple(own_tasks()))
-        try:   # the shared integer ranges (src/bounds.py): refuse absurd sizes before any work
-            check_sizes(("d", "task.d", t.d), ("points", "task.num_context", t.num_context),
-                        ("layers", "model.num_layers", m.num_layers),
-                        ("heads", "model.num_heads", m.num_heads))
+        check_pool("train.", tr.num_tasks, tr.num_training_examples, t.name, pool_tasks=tuple(own_tasks()))
+        try:  # the shared integer ranges (src/bounds.py): refuse absurd sizes before any work
+            check_sizes(
+                ("d", "task.d", t.d),
+                ("points", "task.num_context", t.num_context),
+                ("layers", "model.num_layers", m.num_layers),
+                ("heads", "model.num_heads", m.num_heads),
+            )
             if m.key_size:
                 check_sizes(("width", "model.key_size", m.key_size))
             check_memory(run_bytes(self), "this run")
@@ -112,9 +124,15 @@ def run_bytes(settings: LSASettings) -> int:
     """src.bounds' memory estimate for one run (tokens N + 1, width at most 2 (d + 1) plus the
     layout's positional part)."""
     t, m, tr = settings.task, settings.model, settings.train
-    return training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size, tokens=t.num_context + 1,
-                          width=token_width(settings), layers=m.num_layers, heads=m.num_heads,
-                          keep_attention=settings.save_attention)
+    return training_bytes(
+        batch_size=tr.batch_size,
+        eval_size=tr.eval_size,
+        tokens=t.num_context + 1,
+        width=token_width(settings),
+        layers=m.num_layers,
+        heads=m.num_heads,
+        keep_attention=settings.save_attention,
+    )
 
 
 def token_width(settings: LSASettings) -> int:
@@ -148,10 +166,11 @@ class LSATrainer(GradientTrainer):
         tr = settings.train
         self.steps, self.log_every, self.checkpoint_every = tr.steps, tr.log_every, tr.checkpoint_every
         self.model = build_model(settings.task, settings.model)
-        self.optimizer = make_optimizer(Optimizer("adam", tr.learning_rate, b1=tr.adam_b1, b2=tr.adam_b2,
-                                                  grad_clip=tr.grad_clip), tr.steps)
+        self.optimizer = make_optimizer(
+            Optimizer("adam", tr.learning_rate, b1=tr.adam_b1, b2=tr.adam_b2, grad_clip=tr.grad_clip), tr.steps
+        )
         self.key_init, self.train_key = jax.random.split(jax.random.key(tr.seed))
-        self.seed_input = self.train_key        # seeds trained together differ in their train key
+        self.seed_input = self.train_key  # seeds trained together differ in their train key
         self._eval_set = None
         self._evaluate = make_evaluator(self.model, settings)
 
@@ -175,10 +194,13 @@ class LSATrainer(GradientTrainer):
 
     def outputs_before(self) -> dict[str, Any]:
         e = self.eval_set
-        return {names.ORDERING: e.ordering_idx, names.NOISE_MASK: e.noise_mask,
-                f"{names.ANALYSIS}/{names.ORDERING}": e.ordering_idx,
-                f"{names.ANALYSIS}/{names.NOISE_MASK}": e.noise_mask,
-                names.METADATA: analysis_metadata(self.settings, e)}
+        return {
+            names.ORDERING: e.ordering_idx,
+            names.NOISE_MASK: e.noise_mask,
+            f"{names.ANALYSIS}/{names.ORDERING}": e.ordering_idx,
+            f"{names.ANALYSIS}/{names.NOISE_MASK}": e.noise_mask,
+            names.METADATA: analysis_metadata(self.settings, e),
+        }
 
     def params_arrays(self, result: LoopResult) -> dict:
         return flatten_params(result.state.params)
@@ -188,10 +210,10 @@ class LSATrainer(GradientTrainer):
             return {}
         from src.probes.attention import capture_attention, per_head_arrays
         from src.tasks.regression import take_tasks
+
         e = self.eval_set
         count = min(ATTENTION_TASKS, self.settings.train.eval_size)
-        attention = capture_attention(self.model, result.state.params,
-                                      take_tasks(e.tasks, slice(0, count)))
+        attention = capture_attention(self.model, result.state.params, take_tasks(e.tasks, slice(0, count)))
         files, raw = {}, Arrays()
         for (layer, head), weights in per_head_arrays(attention).items():
             files[names.attention_file(layer, head)] = weights
@@ -201,23 +223,33 @@ class LSATrainer(GradientTrainer):
 
     def summary(self, result: LoopResult) -> dict:
         s, final = self.settings, result.final
-        record = {"model": s.model.name, "num_layers": s.model.num_layers, "seed": s.train.seed,
-                  "steps": result.step, "steps_requested": s.train.steps,
-                  "train_loss": result.history[-1]["train_loss"] if result.history else None,
-                  "gd_eta": self.eval_set.gd_eta, "train_seconds": round(result.seconds, 3),
-                  "eval_size": s.train.eval_size}
+        record = {
+            "model": s.model.name,
+            "num_layers": s.model.num_layers,
+            "seed": s.train.seed,
+            "steps": result.step,
+            "steps_requested": s.train.steps,
+            "train_loss": result.history[-1]["train_loss"] if result.history else None,
+            "gd_eta": self.eval_set.gd_eta,
+            "train_seconds": round(result.seconds, 3),
+            "eval_size": s.train.eval_size,
+        }
         record.update({k: final.get(k) for k in SUMMARY_METRICS})
         record.update({k: v for k, v in final.items() if k not in SUMMARY_METRICS})
         return record
 
     def report(self, result: LoopResult, run) -> str:
         f = result.final
-        line = (f"{self.settings.model.name}: {result.step} steps in {result.seconds:.1f}s | "
-                f"eval_loss {f['eval_loss']:.4f} | gd_loss {f['gd_loss']:.4f} "
-                f"(eta {self.eval_set.gd_eta:.3f}) | align_cos {f['align_cos']:.4f}")
+        line = (
+            f"{self.settings.model.name}: {result.step} steps in {result.seconds:.1f}s | "
+            f"eval_loss {f['eval_loss']:.4f} | gd_loss {f['gd_loss']:.4f} "
+            f"(eta {self.eval_set.gd_eta:.3f}) | align_cos {f['align_cos']:.4f}"
+        )
         if "copy_next" in f:
-            line += (f" | copy own {f['copy_own']:.3f} next {f['copy_next']:.3f} "
-                     f"prev {f['copy_prev']:.3f} other {f['copy_other']:.3f}")
+            line += (
+                f" | copy own {f['copy_own']:.3f} next {f['copy_next']:.3f} "
+                f"prev {f['copy_prev']:.3f} other {f['copy_other']:.3f}"
+            )
         return line
 
 
@@ -240,6 +272,7 @@ def make_train_chunk(settings: LSASettings, model, optimizer):
         if not is_exchangeable(curriculum):  # a random shuffle of i.i.d. pairs changes nothing
             tasks = apply_curriculum(key_curriculum, tasks, curriculum, task).tasks
         return (make_tokens(tasks, model.config), tasks.query_y), {}
+
     return gradient_chunk(loss_fn, optimizer, draw)
 
 
@@ -249,23 +282,34 @@ def analysis_metadata(settings: LSASettings, eval_set) -> dict:
     def describe(c: CurriculumConfig) -> dict:
         corrupted = num_corrupted(c.noise_p, n) if c.noise_mode != "clean" else 0
         return {**c.__dict__, "num_corrupted": corrupted}
+
     return {
         "train_curriculum": describe(settings.train_curriculum),
         "eval_curriculum": describe(settings.eval_curriculum),
-        "eval_size": settings.train.eval_size, "eval_seed": settings.train.eval_seed,
-        "num_context": n, "tokens": settings.model.layout.name,
-        "tokens_per_pair": layout_of(settings.model).tokens_per_pair, "gd_eta": eval_set.gd_eta,
-        "ordering_idx": {"file": names.ORDERING, "shape": list(eval_set.ordering_idx.shape),
-                         "meaning": "position p of an eval task holds its original pair ordering_idx[p]"},
-        "noise_mask": {"file": names.NOISE_MASK, "shape": list(eval_set.noise_mask.shape),
-                       "meaning": "True where the pair at that (new) position is corrupted",
-                       "corrupted_total": int(eval_set.noise_mask.sum())},
+        "eval_size": settings.train.eval_size,
+        "eval_seed": settings.train.eval_seed,
+        "num_context": n,
+        "tokens": settings.model.layout.name,
+        "tokens_per_pair": layout_of(settings.model).tokens_per_pair,
+        "gd_eta": eval_set.gd_eta,
+        "ordering_idx": {
+            "file": names.ORDERING,
+            "shape": list(eval_set.ordering_idx.shape),
+            "meaning": "position p of an eval task holds its original pair ordering_idx[p]",
+        },
+        "noise_mask": {
+            "file": names.NOISE_MASK,
+            "shape": list(eval_set.noise_mask.shape),
+            "meaning": "True where the pair at that (new) position is corrupted",
+            "corrupted_total": int(eval_set.noise_mask.sum()),
+        },
         "attention_saved": settings.save_attention,
         "attention_tasks": min(ATTENTION_TASKS, settings.train.eval_size) if settings.save_attention else 0,
     }
 
 
-@register_system(LSASettings, doc="von Oswald et al.: attention-only transformers on in-context "
-                                  "regression vs one GD step")
+@register_system(
+    LSASettings, doc="von Oswald et al.: attention-only transformers on in-context regression vs one GD step"
+)
 def build_lsa(settings: LSASettings) -> LSATrainer:
     return LSATrainer(settings)

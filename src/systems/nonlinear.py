@@ -10,6 +10,7 @@ one lax.scan; the eval set is drawn from `train.eval_seed`, which the training s
 change, so every seed and both models are scored on the same tasks.
 Shapes: B batch, N pairs, d input dim.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,15 +33,16 @@ from src.systems import GradientTrainer, register_system
 @dataclass(frozen=True)
 class NonlinearTrain(StepTrain):
     """The reference notebook's training; the shared fields and their check: src.train_settings.StepTrain."""
-    steps: int = 20_000          # the reference notebook's
+
+    steps: int = 20_000  # the reference notebook's
     batch_size: int = 2048
-    grad_clip: float = 100.0     # the notebook's grad_clip_value
+    grad_clip: float = 100.0  # the notebook's grad_clip_value
     eval_size: int = 10_000
     log_every: int = 500
     checkpoint_every: int = 0
     adam_b1: float = 0.9
     adam_b2: float = 0.98
-    warmup_fraction: float | None = None   # linear warm-up then cosine decay to 0; None: constant (the notebook's)
+    warmup_fraction: float | None = None  # linear warm-up then cosine decay to 0; None: constant (the notebook's)
 
 
 @dataclass(frozen=True)
@@ -60,13 +62,24 @@ class NonlinearSettings(Settings):
             accepted = [e.name for e in registry("task") if hasattr(e.options, "function")]
             raise SettingsError(f"task.name={t.name!r} is not accepted here; accepted: {', '.join(accepted)}")
         try:
-            check_sizes(("points", "task.options.num_context", t.options.num_context),
-                        ("d", "task.options.d", t.options.d),
-                        ("width", "model.options.width", self.model.options.width))
+            check_sizes(
+                ("points", "task.options.num_context", t.options.num_context),
+                ("d", "task.options.d", t.options.d),
+                ("width", "model.options.width", self.model.options.width),
+            )
             m = self.model.options
-            check_memory(training_bytes(batch_size=tr.batch_size, eval_size=tr.eval_size,
-                                        tokens=t.options.num_context + 1, width=m.width * (1 + m.widening),
-                                        layers=2, heads=1, keep_attention=False), "this run")
+            check_memory(
+                training_bytes(
+                    batch_size=tr.batch_size,
+                    eval_size=tr.eval_size,
+                    tokens=t.options.num_context + 1,
+                    width=m.width * (1 + m.widening),
+                    layers=2,
+                    heads=1,
+                    keep_attention=False,
+                ),
+                "this run",
+            )
         except ValueError as err:
             raise SettingsError(str(err)) from None
 
@@ -88,11 +101,19 @@ class NonlinearTrainer(GradientTrainer):
         self.steps, self.log_every, self.checkpoint_every = tr.steps, tr.log_every, tr.checkpoint_every
         self.model = build_feature_model(settings)
         self.sample = registry("task").get(settings.task.name).build(settings.task.options)
-        self.optimizer = make_optimizer(Optimizer("adam", tr.learning_rate, b1=tr.adam_b1, b2=tr.adam_b2,
-                                                  grad_clip=tr.grad_clip, warmup_fraction=tr.warmup_fraction),
-                                        tr.steps)
+        self.optimizer = make_optimizer(
+            Optimizer(
+                "adam",
+                tr.learning_rate,
+                b1=tr.adam_b1,
+                b2=tr.adam_b2,
+                grad_clip=tr.grad_clip,
+                warmup_fraction=tr.warmup_fraction,
+            ),
+            tr.steps,
+        )
         self.key_init, self.train_key = jax.random.split(jax.random.key(tr.seed))
-        self.seed_input = self.train_key        # seeds trained together differ in their train key
+        self.seed_input = self.train_key  # seeds trained together differ in their train key
         self._eval_tasks = None
         self._eval = jax.jit(lambda params, tasks: loss(self.model.apply(params, tasks), tasks.query_y))
 
@@ -113,8 +134,12 @@ class NonlinearTrainer(GradientTrainer):
 
         def loss_fn(params, tasks):
             return loss(model.apply(params, tasks), tasks.query_y)
-        return gradient_chunk(loss_fn, self.optimizer,
-                              lambda train_key, step: ((sample(jax.random.fold_in(train_key, step), batch_size),), {}))
+
+        return gradient_chunk(
+            loss_fn,
+            self.optimizer,
+            lambda train_key, step: ((sample(jax.random.fold_in(train_key, step), batch_size),), {}),
+        )
 
     def initial_params(self):
         return self.model.init(self.key_init, self.sample(jax.random.key(0), 1))
@@ -130,19 +155,30 @@ class NonlinearTrainer(GradientTrainer):
 
     def summary(self, result: LoopResult) -> dict:
         s = self.settings
-        return {"model": s.model.name, "task": s.task.name, "seed": s.train.seed,
-                "steps": result.step, "steps_requested": s.train.steps,
-                "train_loss": result.history[-1]["train_loss"] if result.history else None,
-                "eval_loss": result.final.get("eval_loss"),
-                "zero_loss": self.zero_loss,
-                "train_seconds": round(result.seconds, 3), "eval_size": s.train.eval_size}
+        return {
+            "model": s.model.name,
+            "task": s.task.name,
+            "seed": s.train.seed,
+            "steps": result.step,
+            "steps_requested": s.train.steps,
+            "train_loss": result.history[-1]["train_loss"] if result.history else None,
+            "eval_loss": result.final.get("eval_loss"),
+            "zero_loss": self.zero_loss,
+            "train_seconds": round(result.seconds, 3),
+            "eval_size": s.train.eval_size,
+        }
 
     def report(self, result: LoopResult, run) -> str:
-        return (f"{self.settings.describe()}: {result.step} steps in {result.seconds:.1f}s | "
-                f"eval_loss {result.final['eval_loss']:.5f} (predicting 0: {self.zero_loss:.5f})")
+        return (
+            f"{self.settings.describe()}: {result.step} steps in {result.seconds:.1f}s | "
+            f"eval_loss {result.final['eval_loss']:.5f} (predicting 0: {self.zero_loss:.5f})"
+        )
 
 
-@register_system(NonlinearSettings, doc="von Oswald et al.: an MLP block + linear self-attention on "
-                                        "non-linear (sine) regression vs GD on learned features")
+@register_system(
+    NonlinearSettings,
+    doc="von Oswald et al.: an MLP block + linear self-attention on "
+    "non-linear (sine) regression vs GD on learned features",
+)
 def build_nonlinear(settings: NonlinearSettings) -> NonlinearTrainer:
     return NonlinearTrainer(settings)

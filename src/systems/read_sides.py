@@ -9,6 +9,7 @@ that knows its insides; analyses import none of it.
     nonlinear  LearnsFunctions (PredictsQueries)  the MLP + LSA model on the sine-regression tasks
     dynamics   TracksDynamics                     Zhang et al.'s linear attention on fixed sets
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,8 +22,15 @@ from src.eval_set import draw_tasks, make_eval_set
 from src.models.attention_only import build_model
 from src.models.layouts import make_tokens
 from src.models.sequence import canonical_param_name
-from src.read_side import (AnswersPairPrompts, ExposesAttention, LearnsFunctions, PredictsPairs, ScoredAgainstGD,
-                           TracksDynamics, register_read_side)
+from src.read_side import (
+    AnswersPairPrompts,
+    ExposesAttention,
+    LearnsFunctions,
+    PredictsPairs,
+    ScoredAgainstGD,
+    TracksDynamics,
+    register_read_side,
+)
 from src.registry import registry
 from src.rundir.names import PARAMS
 from src.tasks.objectives import objective_of
@@ -34,13 +42,15 @@ from src.tasks.regression import Tasks
 
 class SequencePairs(PredictsPairs, AnswersPairPrompts):
     """What the one sequence family's pair models share (gpt2; lm on its pair tasks)."""
+
     def prompt_bytes(self, tasks, n_points, n_dims) -> int:
         return gpt2_prompts.prompt_bytes(tasks, n_points, n_dims)
 
     def prompt_work(self, n_points=None) -> int:
         m = self.settings.model
-        return forward_work(tokens=2 * (n_points or self.trained_shape()[0]), width=m.width, layers=m.n_layer,
-                            heads=m.n_head)
+        return forward_work(
+            tokens=2 * (n_points or self.trained_shape()[0]), width=m.width, layers=m.n_layer, heads=m.n_head
+        )
 
     def training_work(self) -> int:
         tr = self.settings.train
@@ -59,7 +69,7 @@ class GPT2Pairs(SequencePairs):
     def restore(self, run) -> tuple:
         model = gpt2.make_model(self.settings)
         params, state = gpt2.init_model(self.settings, model)
-        loaded = run.load_params(like=params, rename=canonical_param_name)   # older names read too
+        loaded = run.load_params(like=params, rename=canonical_param_name)  # older names read too
         return model, loaded, state
 
     def prompts(self, n_points=None, alpha=1.0):
@@ -90,6 +100,7 @@ class GPT2Pairs(SequencePairs):
 class LMPairs(SequencePairs):
     """An lm run on a pair task (regression or boolean; not the token tasks): the ICL benchmark's
     models predict every y_i from the pairs before it, as the GPT-2 family does."""
+
     @classmethod
     def offered(cls, settings) -> bool:
         return objective_of(settings.task.name).inputs == "pairs"
@@ -115,9 +126,16 @@ class LMPairs(SequencePairs):
 
     def rows(self, n_points=None, tasks=None, keep_attention=False) -> int:
         m = self.settings.model
-        return block_rows(forward_bytes(tokens=2 * (n_points or self.trained_shape()[0]), width=m.width,
-                                        layers=m.n_layer, heads=m.n_head, keep_attention=keep_attention),
-                          tasks or self.settings.train.eval_size)
+        return block_rows(
+            forward_bytes(
+                tokens=2 * (n_points or self.trained_shape()[0]),
+                width=m.width,
+                layers=m.n_layer,
+                heads=m.n_head,
+                keep_attention=keep_attention,
+            ),
+            tasks or self.settings.train.eval_size,
+        )
 
     def predictor(self, model, params, state, n_points=None, tasks=None):
         apply = jax.jit(model.apply)
@@ -125,8 +143,7 @@ class LMPairs(SequencePairs):
 
     def query_predictor(self, restored, n_points, tasks=None):
         model, params, state = restored
-        return in_blocks(jax.jit(lambda xs, ys: model.apply(params, state, xs, ys)[:, -1]),
-                         self.rows(n_points, tasks))
+        return in_blocks(jax.jit(lambda xs, ys: model.apply(params, state, xs, ys)[:, -1]), self.rows(n_points, tasks))
 
 
 @register_read_side("lsa")
@@ -134,7 +151,7 @@ class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
     def restore(self, run) -> tuple:
         run.require(PARAMS)
         model = build_model(self.settings.task, self.settings.model)
-        like = jax.eval_shape(model.init, jax.random.PRNGKey(0))   # shapes only: nothing computed
+        like = jax.eval_shape(model.init, jax.random.PRNGKey(0))  # shapes only: nothing computed
         return model, run.load_params(like=like)
 
     def prompts(self, alpha=1.0, seed=None):
@@ -148,8 +165,9 @@ class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
 
     def pair_prompts(self, alpha=1.0):
         tr = self.settings.train
-        clean, _ = draw_tasks(jax.random.key(tr.eval_seed), tr.eval_size, self.settings.task,
-                              self.settings.eval_curriculum, alpha)        # the eval set's clean tasks
+        clean, _ = draw_tasks(
+            jax.random.key(tr.eval_seed), tr.eval_size, self.settings.task, self.settings.eval_curriculum, alpha
+        )  # the eval set's clean tasks
         return pair_batch(clean)
 
     def query_predictor(self, restored, n_points, tasks=None):
@@ -159,10 +177,15 @@ class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
         m = self.settings.model
 
         def at_query(xs, ys):
-            tasks = Tasks(xs[:, :-1], ys[:, :-1], xs[:, -1], ys[:, -1])     # no task vectors needed
+            tasks = Tasks(xs[:, :-1], ys[:, :-1], xs[:, -1], ys[:, -1])  # no task vectors needed
             return model.apply(params, make_tokens(tasks, model.config)).prediction
-        rows = block_rows(forward_bytes(tokens=2 * n_points, width=token_width(self.settings),
-                                        layers=m.num_layers, heads=m.num_heads), tasks or self.settings.train.eval_size)
+
+        rows = block_rows(
+            forward_bytes(
+                tokens=2 * n_points, width=token_width(self.settings), layers=m.num_layers, heads=m.num_heads
+            ),
+            tasks or self.settings.train.eval_size,
+        )
         return in_blocks(jax.jit(at_query), rows)
 
 
@@ -185,7 +208,7 @@ class NonlinearQueries(LearnsFunctions):
         model = nonlinear.build_feature_model(self.settings)
         task = self.settings.task
         sample = registry("task").get(task.name).build(task.options)
-        one = jax.eval_shape(lambda key: sample(key, 1), jax.random.key(0))     # shapes only
+        one = jax.eval_shape(lambda key: sample(key, 1), jax.random.key(0))  # shapes only
         return model, run.load_params(like=jax.eval_shape(model.init, jax.random.key(0), one))
 
     def prompts(self, alpha=1.0, seed=None):

@@ -33,6 +33,7 @@ scored by the accuracy of sign(ŷ_i). The dimension is fixed (no dimension curri
 
 Glossary: B sequences, n points, d input dimension, k literals per term.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,17 +45,27 @@ import jax.numpy as jnp
 from src.settings import require_int, require_number
 from src.tasks.garg import RegressionBatch
 
-CLASSES = ("conjunction", "disjunction", "sparse_disjunction", "dnf3", "cnf3", "int_halfspace",
-           "majority", "sparse_threshold", "parity", "sparse_parity")
+CLASSES = (
+    "conjunction",
+    "disjunction",
+    "sparse_disjunction",
+    "dnf3",
+    "cnf3",
+    "int_halfspace",
+    "majority",
+    "sparse_threshold",
+    "parity",
+    "sparse_parity",
+)
 
 
 @dataclass(frozen=True)
 class BooleanOptions:
-    objective: ClassVar[str] = "sign"   # registry "objective": accuracy of sign(ŷ)
-    fixed_dimension: ClassVar[bool] = True   # f is drawn on all d coordinates: no dimension curriculum
-    k: int = 3                 # literals per term (sparse classes, dnf3/cnf3)
-    p_literal: float = 0.3     # conjunction/disjunction: probability a variable is selected
-    balance: float = 0.5       # conjunctive/disjunctive classes: fraction of rewritten inputs
+    objective: ClassVar[str] = "sign"  # registry "objective": accuracy of sign(ŷ)
+    fixed_dimension: ClassVar[bool] = True  # f is drawn on all d coordinates: no dimension curriculum
+    k: int = 3  # literals per term (sparse classes, dnf3/cnf3)
+    p_literal: float = 0.3  # conjunction/disjunction: probability a variable is selected
+    balance: float = 0.5  # conjunctive/disjunctive classes: fraction of rewritten inputs
 
     def check(self) -> None:
         require_int("k", self.k, 1, 4096)
@@ -108,12 +119,14 @@ def _pick_term(key, w: jax.Array, n: int) -> jax.Array:
 class BooleanFunction(NamedTuple):
     """One function per sequence: term weights w [B, T, d] in {−1, 0, 1} (integers in
     [−3, 3] for int_halfspace, 0/1 for majority and the parities) and a threshold b [B]."""
+
     w: jax.Array
     b: jax.Array
 
 
 # -- the classes: how a function is drawn, how it labels a point ---------------------------------
 # Samplers: (key, batch, d, options) -> BooleanFunction. Evaluators: (f, xs [B, n, d]) -> ys [B, n].
+
 
 def _random_literals(key, batch, d, options):
     k_sel, k_sign = jax.random.split(key)
@@ -122,8 +135,7 @@ def _random_literals(key, batch, d, options):
 
 
 def _k_literal_terms(terms: int):
-    return lambda key, batch, d, options: BooleanFunction(_terms(key, batch, d, options.k, terms),
-                                                          jnp.zeros((batch,)))
+    return lambda key, batch, d, options: BooleanFunction(_terms(key, batch, d, options.k, terms), jnp.zeros((batch,)))
 
 
 def _integer_halfspace(key, batch, d, options):
@@ -133,7 +145,7 @@ def _integer_halfspace(key, batch, d, options):
 
 def _odd_subset(key, batch, d, options):
     k_size, k_sel = jax.random.split(key)
-    size = 2 * jax.random.randint(k_size, (batch, 1), 0, (d + 1) // 2) + 1      # odd, <= d
+    size = 2 * jax.random.randint(k_size, (batch, 1), 0, (d + 1) // 2) + 1  # odd, <= d
     ranks = jnp.argsort(jnp.argsort(jax.random.uniform(k_sel, (batch, d)), -1), -1)
     return BooleanFunction((ranks < size).astype(jnp.float32)[:, None], jnp.zeros((batch,)))
 
@@ -142,13 +154,12 @@ def _sparse_threshold(key, batch, d, options):
     k = options.k
     k_sel, k_sign, k_b = jax.random.split(key, 3)
     w = jnp.where(_k_subset(k_sel, batch, d, k), _signs(k_sign, (batch, d)), 0.0)
-    b = 2.0 * jax.random.randint(k_b, (batch,), 0, k) - (k - 1)          # −k+1, −k+3, …, k−1
+    b = 2.0 * jax.random.randint(k_b, (batch,), 0, k) - (k - 1)  # −k+1, −k+3, …, k−1
     return BooleanFunction(w[:, None], b)
 
 
 def _k_subset_function(key, batch, d, options):
-    return BooleanFunction(_k_subset(key, batch, d, options.k).astype(jnp.float32)[:, None],
-                           jnp.zeros((batch,)))
+    return BooleanFunction(_k_subset(key, batch, d, options.k).astype(jnp.float32)[:, None], jnp.zeros((batch,)))
 
 
 def _nonempty_subset(key, batch, d, options):
@@ -177,10 +188,10 @@ def _product(f, xs):
 
 
 class FunctionClass(NamedTuple):
-    sample: Callable                # (key, batch, d, options) -> BooleanFunction
-    evaluate: Callable              # (f, xs) -> ys
-    rewrite: bool | None = None     # rewritten inputs satisfy (True) or falsify (False) a term
-    uses_k: bool = False            # the class has exactly `k` literals per term
+    sample: Callable  # (key, batch, d, options) -> BooleanFunction
+    evaluate: Callable  # (f, xs) -> ys
+    rewrite: bool | None = None  # rewritten inputs satisfy (True) or falsify (False) a term
+    uses_k: bool = False  # the class has exactly `k` literals per term
 
 
 FUNCTION_CLASSES = {
@@ -198,8 +209,9 @@ FUNCTION_CLASSES = {
 assert tuple(FUNCTION_CLASSES) == CLASSES
 
 
-def sample_function(key: jax.Array, name: str, batch: int, d: int,
-                    options: BooleanOptions = BooleanOptions()) -> BooleanFunction:
+def sample_function(
+    key: jax.Array, name: str, batch: int, d: int, options: BooleanOptions = BooleanOptions()
+) -> BooleanFunction:
     return FUNCTION_CLASSES[name].sample(key, batch, d, options)
 
 
@@ -208,8 +220,9 @@ def evaluate(name: str, f: BooleanFunction, xs: jax.Array) -> jax.Array:
     return FUNCTION_CLASSES[name].evaluate(f, xs)
 
 
-def sample(key: jax.Array, name: str, batch: int, n_points: int, d: int,
-           options: BooleanOptions = BooleanOptions()) -> RegressionBatch:
+def sample(
+    key: jax.Array, name: str, batch: int, n_points: int, d: int, options: BooleanOptions = BooleanOptions()
+) -> RegressionBatch:
     """A batch of sequences of the class `name` (see the module docstring)."""
     if name not in FUNCTION_CLASSES:
         raise ValueError(f"task={name!r} is unknown; accepted: {', '.join(CLASSES)}")
@@ -222,30 +235,42 @@ def sample(key: jax.Array, name: str, batch: int, n_points: int, d: int,
     if cls.rewrite is not None:
         xs = _rewrite(k_bal, xs, _pick_term(k_pick, f.w, n_points), options.balance, cls.rewrite)
     ys = cls.evaluate(f, xs)
-    return RegressionBatch(xs, ys, jnp.ones_like(ys), jnp.any(f.w != 0, 1).astype(jnp.float32),
-                           jnp.asarray(d, jnp.float32))
+    return RegressionBatch(
+        xs, ys, jnp.ones_like(ys), jnp.any(f.w != 0, 1).astype(jnp.float32), jnp.asarray(d, jnp.float32)
+    )
 
 
 def make_sampler(name: str, options: BooleanOptions, n_points: int, n_dims: int):
     """The `gpt2` family's task protocol: (key, batch_size, dims, points, alpha=1) ->
     RegressionBatch at [B, n_points, n_dims]; `dims` must be n_dims (no dimension curriculum),
     points at or beyond `points` are masked out of the loss, `w` holds the support (0/1)."""
+
     def draw(key, batch_size: int, dims, points, alpha: float = 1.0):
         batch = sample(key, name, batch_size, n_points, n_dims, options)
         weights = (jnp.arange(n_points) < points).astype(jnp.float32)[None].repeat(batch_size, 0)
         return batch._replace(xs=alpha * batch.xs, weights=weights)
+
     return draw
 
 
 def _register(name: str) -> None:
     from src.registry import registry
-    doc = {"conjunction": "AND of random literals", "disjunction": "OR of random literals",
-           "sparse_disjunction": "OR of exactly k literals", "dnf3": "OR of 3 k-literal terms",
-           "cnf3": "AND of 3 k-literal clauses", "int_halfspace": "sign(w·x − ½), w in {−3..3}^d",
-           "majority": "majority of a random odd subset", "sparse_threshold": "sign(w·x − b), k ±1 weights",
-           "parity": "product of a random non-empty subset", "sparse_parity": "product of k coordinates"}[name]
+
+    doc = {
+        "conjunction": "AND of random literals",
+        "disjunction": "OR of random literals",
+        "sparse_disjunction": "OR of exactly k literals",
+        "dnf3": "OR of 3 k-literal terms",
+        "cnf3": "AND of 3 k-literal clauses",
+        "int_halfspace": "sign(w·x − ½), w in {−3..3}^d",
+        "majority": "majority of a random odd subset",
+        "sparse_threshold": "sign(w·x − b), k ±1 weights",
+        "parity": "product of a random non-empty subset",
+        "sparse_parity": "product of k coordinates",
+    }[name]
     registry("task").register(name, BooleanOptions, doc=f"boolean (Bhattamishra et al.): {doc}")(
-        lambda options, n_points=11, n_dims=5: make_sampler(name, options, n_points, n_dims))
+        lambda options, n_points=11, n_dims=5: make_sampler(name, options, n_points, n_dims)
+    )
 
 
 for _name in CLASSES:

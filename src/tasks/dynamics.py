@@ -18,6 +18,7 @@ reproducible and independent of JAX's random streams.
 
 Glossary of shapes: P sequences, T tokens (T−1 context pairs + query), D input dimension.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,14 +32,14 @@ from src.settings import require_int, require_number
 
 @dataclass(frozen=True)
 class DynamicsTaskConfig:
-    objective: ClassVar[str] = "query_mse"          # registry "objective": the original's MSE
-    in_dim: int = 4              # D
-    seq_len: int = 32            # T tokens per sequence: T - 1 context pairs and the query
-    trainset_size: int = 5000    # P
-    testset_size: int = 0        # sequences in each test set (in-context, in-weight); 0 = none
-    white_cov: bool = False      # Λ = I/D instead of eigenvalues ∝ 1..D
-    icl: float = 1.0             # fraction of training sequences with their own task vector
-    seed: int = 0                # seed of the data sets
+    objective: ClassVar[str] = "query_mse"  # registry "objective": the original's MSE
+    in_dim: int = 4  # D
+    seq_len: int = 32  # T tokens per sequence: T - 1 context pairs and the query
+    trainset_size: int = 5000  # P
+    testset_size: int = 0  # sequences in each test set (in-context, in-weight); 0 = none
+    white_cov: bool = False  # Λ = I/D instead of eigenvalues ∝ 1..D
+    icl: float = 1.0  # fraction of training sequences with their own task vector
+    seed: int = 0  # seed of the data sets
 
     def check(self) -> None:
         require_int("in_dim", self.in_dim, 1)
@@ -49,8 +50,8 @@ class DynamicsTaskConfig:
 
 
 class SequenceSet(NamedTuple):
-    tokens: np.ndarray    # [P, T, D+1]: [x; y], query y = 0
-    targets: np.ndarray   # [P]: the query's y
+    tokens: np.ndarray  # [P, T, D+1]: [x; y], query y = 0
+    targets: np.ndarray  # [P]: the query's y
 
 
 def input_eigenvalues(in_dim: int, white: bool) -> np.ndarray:
@@ -63,11 +64,12 @@ def whiten(vectors: np.ndarray) -> np.ndarray:
     """Rows w_p [n, D] linearly mapped so that (1/n) Σ_p w_p w_pᵀ = I exactly (needs n >= D)."""
     second = vectors.T @ vectors / len(vectors)
     values, basis = np.linalg.eigh(second)
-    return vectors @ basis @ np.diag(values ** -0.5) @ basis.T
+    return vectors @ basis @ np.diag(values**-0.5) @ basis.T
 
 
-def _sequences(rng: np.random.Generator, count: int, cfg: DynamicsTaskConfig,
-               task_vectors: np.ndarray, context_noise: bool = False) -> SequenceSet:
+def _sequences(
+    rng: np.random.Generator, count: int, cfg: DynamicsTaskConfig, task_vectors: np.ndarray, context_noise: bool = False
+) -> SequenceSet:
     """`count` sequences, task vector task_vectors[p] [count, D]; context labels N(0, 1)
     instead of w·x when `context_noise` (the in-weight test)."""
     d, t = cfg.in_dim, cfg.seq_len
@@ -86,7 +88,7 @@ def make_sets(cfg: DynamicsTaskConfig) -> dict[str, SequenceSet]:
     """{"train"} plus {"test_icl", "test_iwl"} when testset_size > 0."""
     rng = np.random.default_rng(cfg.seed)
     d, p = cfg.in_dim, cfg.trainset_size
-    fixed = rng.standard_normal(d)                      # w*, shared by the in-weight sequences
+    fixed = rng.standard_normal(d)  # w*, shared by the in-weight sequences
     own = int(round(cfg.icl * p))
     random_w = rng.standard_normal((own, d))
     if own >= d:
@@ -95,14 +97,17 @@ def make_sets(cfg: DynamicsTaskConfig) -> dict[str, SequenceSet]:
     sets = {"train": _sequences(rng, p, cfg, task_vectors)}
     if cfg.testset_size:
         n = cfg.testset_size
-        sets["test_icl"] = _sequences(rng, n, cfg, whiten(rng.standard_normal((n, d)))
-                                      if n >= d else rng.standard_normal((n, d)))
+        sets["test_icl"] = _sequences(
+            rng, n, cfg, whiten(rng.standard_normal((n, d))) if n >= d else rng.standard_normal((n, d))
+        )
         sets["test_iwl"] = _sequences(rng, n, cfg, np.tile(fixed, (n, 1)), context_noise=True)
     return sets
 
 
-@registry("task").register("dynamics_regression", DynamicsTaskConfig,
-                           doc="Zhang et al.: a fixed set of P sequences [x; y], x ~ N(0, Λ), "
-                               "whitened task vectors, icl fraction")
+@registry("task").register(
+    "dynamics_regression",
+    DynamicsTaskConfig,
+    doc="Zhang et al.: a fixed set of P sequences [x; y], x ~ N(0, Λ), whitened task vectors, icl fraction",
+)
 def build_dynamics_regression(options: DynamicsTaskConfig) -> dict[str, SequenceSet]:
     return make_sets(options)

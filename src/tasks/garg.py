@@ -26,6 +26,7 @@ d = 10, 11 points, the GD paper's task in this family's layout, the last point b
 
 Glossary: B tasks, n points, d dims.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,6 +46,7 @@ TASKS = registry("task")
 @dataclass(frozen=True)
 class Schedule:
     """start, end, inc, interval: value(step) = min(end, start + inc · (step // interval))."""
+
     start: int
     end: int
     inc: int = 1
@@ -57,7 +59,7 @@ class Schedule:
         """The steps < `steps` at which the value grows (multiples of interval until it is end)."""
         if self.inc <= 0 or self.end <= self.start:
             return []
-        grows = -(-(self.end - self.start) // self.inc)            # ⌈(end − start) / inc⌉
+        grows = -(-(self.end - self.start) // self.inc)  # ⌈(end − start) / inc⌉
         return [k * self.interval for k in range(1, grows + 1) if k * self.interval < steps]
 
 
@@ -69,16 +71,16 @@ class Curriculum:
 
 class RegressionBatch(NamedTuple):
     """A batch of prompts of (x, y) pairs, each point predicted from the points before it."""
-    xs: jax.Array        # [B, n, d] (zero beyond the current dims)
-    ys: jax.Array        # [B, n]
-    weights: jax.Array   # [B, n] 1 for the current points
-    w: jax.Array         # [B, d] task vectors
-    dims: jax.Array      # [] current dimension (for the d-normalised error)
+
+    xs: jax.Array  # [B, n, d] (zero beyond the current dims)
+    ys: jax.Array  # [B, n]
+    weights: jax.Array  # [B, n] 1 for the current points
+    w: jax.Array  # [B, d] task vectors
+    dims: jax.Array  # [] current dimension (for the d-normalised error)
 
     def first(self, tasks: int) -> "RegressionBatch":
         """The batch's first `tasks` prompts."""
-        return self._replace(xs=self.xs[:tasks], ys=self.ys[:tasks], weights=self.weights[:tasks],
-                             w=self.w[:tasks])
+        return self._replace(xs=self.xs[:tasks], ys=self.ys[:tasks], weights=self.weights[:tasks], w=self.w[:tasks])
 
 
 def query_tasks(batch: RegressionBatch) -> Tasks:
@@ -92,17 +94,16 @@ def pair_batch(tasks: Tasks) -> "RegressionBatch":
     every point scored, every dimension active."""
     xs = jnp.concatenate([tasks.context_x, tasks.query_x[:, None]], axis=1)
     ys = jnp.concatenate([tasks.context_y, tasks.query_y[:, None]], axis=1)
-    return RegressionBatch(xs, ys, jnp.ones(ys.shape, ys.dtype), tasks.w,
-                           jnp.asarray(xs.shape[-1], jnp.float32))
+    return RegressionBatch(xs, ys, jnp.ones(ys.shape, ys.dtype), tasks.w, jnp.asarray(xs.shape[-1], jnp.float32))
 
 
 @dataclass(frozen=True)
 class GargTaskOptions:
-    objective: ClassVar[str] = "regression"   # registry "objective": squared error / d
-    data: str = "gaussian"        # gaussian | uniform | von_oswald
-    sparsity: int = 3             # sparse_linear_regression: non-zero coordinates
-    noise_std: float = 0.5        # noisy_linear_regression
-    scale: float = 1.0            # y multiplied by this (Garg's `scale`)
+    objective: ClassVar[str] = "regression"  # registry "objective": squared error / d
+    data: str = "gaussian"  # gaussian | uniform | von_oswald
+    sparsity: int = 3  # sparse_linear_regression: non-zero coordinates
+    noise_std: float = 0.5  # noisy_linear_regression
+    scale: float = 1.0  # y multiplied by this (Garg's `scale`)
 
     def check(self) -> None:
         require_one_of("data", self.data, DATA)
@@ -113,17 +114,17 @@ class GargTaskOptions:
 
 @dataclass(frozen=True)
 class ClassificationOptions(GargTaskOptions):
-    objective: ClassVar[str] = "sign"         # ±1 labels: the 0/1 error of sign ŷ
+    objective: ClassVar[str] = "sign"  # ±1 labels: the 0/1 error of sign ŷ
 
 
 @dataclass(frozen=True)
 class NoisyOptions(GargTaskOptions):
-    renormalize: bool = False     # y · √d / std(y) per task (std over its points, ddof 1)
+    renormalize: bool = False  # y · √d / std(y) per task (std over its points, ddof 1)
 
 
 @dataclass(frozen=True)
 class AffineOptions(GargTaskOptions):
-    bias_std: float = 1.0         # b ~ N(0, bias_std²), one per task
+    bias_std: float = 1.0  # b ~ N(0, bias_std²), one per task
 
     def check(self) -> None:
         super().check()
@@ -132,7 +133,7 @@ class AffineOptions(GargTaskOptions):
 
 @dataclass(frozen=True)
 class OutlierOptions(GargTaskOptions):
-    outlier_prob: float = 0.9     # probability that a pair is replaced by (x = 1, y = 1)
+    outlier_prob: float = 0.9  # probability that a pair is replaced by (x = 1, y = 1)
 
     def check(self) -> None:
         super().check()
@@ -140,9 +141,11 @@ class OutlierOptions(GargTaskOptions):
 
 
 # the inputs' distributions (`data`, the module docstring's samplers): name -> (key, shape) -> x
-INPUTS = {"gaussian": lambda key, shape: jax.random.normal(key, shape),
-          "uniform": lambda key, shape: jax.random.uniform(key, shape, minval=-math.sqrt(3), maxval=math.sqrt(3)),
-          "von_oswald": lambda key, shape: jax.random.uniform(key, shape, minval=-0.5, maxval=0.5)}
+INPUTS = {
+    "gaussian": lambda key, shape: jax.random.normal(key, shape),
+    "uniform": lambda key, shape: jax.random.uniform(key, shape, minval=-math.sqrt(3), maxval=math.sqrt(3)),
+    "von_oswald": lambda key, shape: jax.random.uniform(key, shape, minval=-0.5, maxval=0.5),
+}
 DATA = tuple(INPUTS)
 # von Oswald et al.'s inputs: the GPT-2 family's regression runs on them get the GD paper's alignment
 # analysis at the end of training (analysis/alignment.py)
@@ -161,13 +164,14 @@ def _weights(key, b, d, dims, kind: str, sparsity: int) -> jax.Array:
     active = jnp.arange(d) < dims
     if kind == "sparse":
         scores = jnp.where(active, jax.random.uniform(jax.random.fold_in(key, 1), (b, d)), -1.0)
-        kth = -jnp.sort(-scores, axis=-1)[:, sparsity - 1:sparsity]
+        kth = -jnp.sort(-scores, axis=-1)[:, sparsity - 1 : sparsity]
         w = jnp.where(scores >= kth, w, 0.0)
     return jnp.where(active, w, 0.0)
 
 
 def make_sampler(kind: str, options: GargTaskOptions, n_points: int, n_dims: int):
     """(key, batch_size, dims, points) -> RegressionBatch at shape [B, n_points, n_dims]."""
+
     def sample(key, batch_size: int, dims, points, alpha: float = 1.0, task_keys=None) -> RegressionBatch:
         """task_keys [B]: each prompt's task parameters drawn from its own key (a pool of tasks,
         src/tasks/pools.py); None: from `key`, as always."""
@@ -180,7 +184,7 @@ def make_sampler(kind: str, options: GargTaskOptions, n_points: int, n_dims: int
         else:
             w = jax.vmap(lambda k: _weights(k, 1, n_dims, dims, kind, options.sparsity)[0])(task_keys)
             bias = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, 2), (1,)))(task_keys)
-        features = xs ** 2 / math.sqrt(3) if kind == "quadratic" else xs
+        features = xs**2 / math.sqrt(3) if kind == "quadratic" else xs
         ys = options.scale * jnp.einsum("bnd,bd->bn", features, w)
         if kind == "noisy":
             ys = ys + options.noise_std * jax.random.normal(k_e, ys.shape)
@@ -196,6 +200,7 @@ def make_sampler(kind: str, options: GargTaskOptions, n_points: int, n_dims: int
             xs = jnp.where(replaced[..., None] & (jnp.arange(n_dims) < dims), 1.0, xs)
             ys = jnp.where(replaced, 1.0, ys)
         return RegressionBatch(xs, ys, weights, w, jnp.asarray(dims, jnp.float32))
+
     return sample
 
 
@@ -208,16 +213,26 @@ def _std_over_points(ys, weights) -> jax.Array:
 
 def _register(name: str, kind: str, doc: str, options: type = GargTaskOptions) -> None:
     TASKS.register(name, options, doc=doc)(
-        lambda options, n_points=11, n_dims=5: make_sampler(kind, options, n_points, n_dims))
+        lambda options, n_points=11, n_dims=5: make_sampler(kind, options, n_points, n_dims)
+    )
 
 
 _register("linear_regression", "linear", "Garg et al.: y = x·w, x, w ~ N(0, I)")
 _register("sparse_linear_regression", "sparse", "Garg et al.: w with `sparsity` non-zero coordinates")
 _register("noisy_linear_regression", "noisy", "Garg et al.: y = x·w + noise_std · N(0, 1)", NoisyOptions)
 _register("quadratic_regression", "quadratic", "Garg et al.: y = (x ⊙ x)·w / sqrt(3)")
-_register("outlier_regression", "outlier", "the ICL benchmark: y = x·w with a fraction outlier_prob of pairs "
-          "replaced by (x = 1, y = 1)", OutlierOptions)
-_register("linear_classification", "classification", "Garg et al.: y = sign(x·w), x, w ~ N(0, I) (scored by "
-          "sign; trained on the squared error of the +-1 labels, Garg's on cross-entropy)", ClassificationOptions)
+_register(
+    "outlier_regression",
+    "outlier",
+    "the ICL benchmark: y = x·w with a fraction outlier_prob of pairs replaced by (x = 1, y = 1)",
+    OutlierOptions,
+)
+_register(
+    "linear_classification",
+    "classification",
+    "Garg et al.: y = sign(x·w), x, w ~ N(0, I) (scored by "
+    "sign; trained on the squared error of the +-1 labels, Garg's on cross-entropy)",
+    ClassificationOptions,
+)
 _register("uniform_linear_regression", "uniform_w", "limits_of_icl: y = x·w, w ~ U(-sqrt 3, sqrt 3)^d")
 _register("affine_regression", "affine", "limits_of_icl: y = x·w + b, b ~ N(0, bias_std^2) per task", AffineOptions)

@@ -12,6 +12,7 @@
 A batch is a RegressionBatch whose `w` is zero (these tasks have no weight vector).
 Glossary: B tasks, n points, d dims, h hidden units.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,9 +32,9 @@ TASKS = registry("task")
 @dataclass(frozen=True)
 class Relu2nnOptions:
     objective: ClassVar[str] = "regression"
-    data: str = "gaussian"        # src/tasks/garg.py DATA
+    data: str = "gaussian"  # src/tasks/garg.py DATA
     scale: float = 1.0
-    hidden: int = 100             # h, the network's hidden units
+    hidden: int = 100  # h, the network's hidden units
 
     def check(self) -> None:
         require_one_of("data", self.data, DATA)
@@ -73,7 +74,7 @@ def tree_predict(xs, coords, values, depth: int) -> jax.Array:
     """[B, n] leaf values reached by xs [B, n, d] in the trees (coords, values [B, 2^(depth+1) − 1])."""
     node = jnp.zeros(xs.shape[:2], jnp.int32)
     for _ in range(depth):
-        coord = jnp.take_along_axis(coords, node, axis=1)                       # [B, n]
+        coord = jnp.take_along_axis(coords, node, axis=1)  # [B, n]
         right = jnp.take_along_axis(xs, coord[..., None], axis=2)[..., 0] > 0
         node = 2 * node + 1 + right.astype(jnp.int32)
     return jnp.take_along_axis(values, node, axis=1)
@@ -86,6 +87,7 @@ def relu_2nn_sampler(options: Relu2nnOptions, n_points: int = 11, n_dims: int = 
         w1 = jax.random.normal(k_1, (batch_size, n_dims, options.hidden))
         w2 = jax.random.normal(k_2, (batch_size, options.hidden))
         return _batch(xs, relu_2nn(xs, w1, w2, options.scale), points, dims)
+
     return sample
 
 
@@ -98,10 +100,13 @@ def decision_tree_sampler(options: DecisionTreeOptions, n_points: int = 11, n_di
         coords = jax.random.randint(k_c, (batch_size, nodes), 0, n_dims)
         values = jax.random.normal(k_v, (batch_size, nodes))
         return _batch(xs, tree_predict(xs, coords, values, options.depth), points, dims)
+
     return sample
 
 
-TASKS.register("relu_2nn_regression", Relu2nnOptions,
-               doc="Garg et al.: y from a random 2-layer ReLU network (100 hidden units)")(relu_2nn_sampler)
-TASKS.register("decision_tree", DecisionTreeOptions,
-               doc="Garg et al.: y from a random depth-4 decision tree on the signs of x")(decision_tree_sampler)
+TASKS.register(
+    "relu_2nn_regression", Relu2nnOptions, doc="Garg et al.: y from a random 2-layer ReLU network (100 hidden units)"
+)(relu_2nn_sampler)
+TASKS.register(
+    "decision_tree", DecisionTreeOptions, doc="Garg et al.: y from a random depth-4 decision tree on the signs of x"
+)(decision_tree_sampler)

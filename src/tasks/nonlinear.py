@@ -15,6 +15,7 @@ Every task is N context pairs and one query from the same function; `alpha` scal
 range (out-of-distribution tests). Pure, jittable functions of a key and static sizes.
 Glossary of shapes: B tasks, N context pairs, d input dimension, h hidden units.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,13 +33,14 @@ from src.tasks.regression import Tasks
 @dataclass(frozen=True)
 class SineOptions:
     """y = A sin(x + φ) on x ~ U(−a/2, a/2), one input dimension."""
-    objective: ClassVar[str] = "query_half_mse"     # the paper's ½ mean (ŷ − y_q)²
-    num_context: int = 10        # N
-    input_range: float = 10.0    # a
+
+    objective: ClassVar[str] = "query_half_mse"  # the paper's ½ mean (ŷ − y_q)²
+    num_context: int = 10  # N
+    input_range: float = 10.0  # a
     amplitude_low: float = 0.1
     amplitude_high: float = 0.5
     phase_high: float = math.pi  # φ ~ U(0, phase_high)
-    shared_draw: bool = False    # the reference code's A and φ from one uniform number
+    shared_draw: bool = False  # the reference code's A and φ from one uniform number
 
     @property
     def d(self) -> int:
@@ -48,8 +50,12 @@ class SineOptions:
         require_int("num_context", self.num_context, 1)
         require_number("input_range", self.input_range, 0, open_low=True)
         require_number("amplitude_low", self.amplitude_low, 0)
-        require(self.amplitude_high > self.amplitude_low, "amplitude_high", self.amplitude_high,
-                f"a number > amplitude_low={self.amplitude_low}")
+        require(
+            self.amplitude_high > self.amplitude_low,
+            "amplitude_high",
+            self.amplitude_high,
+            f"a number > amplitude_low={self.amplitude_low}",
+        )
         require_number("phase_high", self.phase_high, 0)
 
     def function(self, key: jax.Array, batch_size: int) -> Callable[[jax.Array], jax.Array]:
@@ -65,11 +71,12 @@ class SineOptions:
 @dataclass(frozen=True)
 class RandomMLPOptions:
     """y = √(2/h) Σ_k v_k relu(w_k·x + b_k) on x ~ U(−a/2, a/2)^d."""
+
     objective: ClassVar[str] = "query_half_mse"
-    num_context: int = 10        # N
+    num_context: int = 10  # N
     d: int = 1
-    hidden: int = 8              # h
-    input_range: float = 2.0     # a
+    hidden: int = 8  # h
+    input_range: float = 2.0  # a
 
     def check(self) -> None:
         require_int("num_context", self.num_context, 1)
@@ -101,10 +108,17 @@ def sample_function_tasks(key: jax.Array, batch_size: int, options, alpha: float
 
 def _register(name: str, options: type, doc: str) -> None:
     registry("task").register(name, options, doc=doc)(
-        lambda opts: (lambda key, batch_size, alpha=1.0: sample_function_tasks(key, batch_size, opts, alpha)))
+        lambda opts: lambda key, batch_size, alpha=1.0: sample_function_tasks(key, batch_size, opts, alpha)
+    )
 
 
-_register("sine_regression", SineOptions,
-          "von Oswald et al. (non-linear): y = A sin(x + phase), A ~ U(0.1, 0.5), phase ~ U(0, pi)")
-_register("random_mlp_regression", RandomMLPOptions,
-          "a random one-hidden-layer ReLU network per task (von Oswald et al.'s non-linear setting)")
+_register(
+    "sine_regression",
+    SineOptions,
+    "von Oswald et al. (non-linear): y = A sin(x + phase), A ~ U(0.1, 0.5), phase ~ U(0, pi)",
+)
+_register(
+    "random_mlp_regression",
+    RandomMLPOptions,
+    "a random one-hidden-layer ReLU network per task (von Oswald et al.'s non-linear setting)",
+)

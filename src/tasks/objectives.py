@@ -14,6 +14,7 @@ instead of comparing task kinds.
 
 Shapes: B sequences, n points, T tokens, V vocabulary.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,20 +31,21 @@ OBJECTIVES = registry("objective")
 
 class Scored(NamedTuple):
     """One batch scored by an objective (the recipe's evaluation)."""
-    loss: jax.Array          # [] the training objective
-    score: jax.Array         # [B, P] per position: 1 where right (accuracy) or the error
-    counted: jax.Array       # [B, P] 1 where scored
+
+    loss: jax.Array  # [] the training objective
+    score: jax.Array  # [B, P] per position: 1 where right (accuracy) or the error
+    counted: jax.Array  # [B, P] 1 where scored
 
 
 @dataclass(frozen=True)
 class Objective:
     name: str
-    inputs: str                                   # what a model reads: "pairs" or "tokens"
-    metric: str                                   # what `score` averages to: "accuracy" | "error"
-    describes: str                                # the reported number, in words
-    continuous_labels: bool = False               # labels are real numbers (noise can be added)
-    point_errors: Callable | None = None          # (ŷ [B, n], batch) -> error per point [B, n]
-    score: Callable[..., Scored] | None = None    # (model outputs, batch) -> Scored
+    inputs: str  # what a model reads: "pairs" or "tokens"
+    metric: str  # what `score` averages to: "accuracy" | "error"
+    describes: str  # the reported number, in words
+    continuous_labels: bool = False  # labels are real numbers (noise can be added)
+    point_errors: Callable | None = None  # (ŷ [B, n], batch) -> error per point [B, n]
+    score: Callable[..., Scored] | None = None  # (model outputs, batch) -> Scored
 
     def mean_point_errors(self, prediction, batch) -> jax.Array:
         """The error per point, mean over tasks: [n]."""
@@ -59,13 +61,13 @@ def _sign_errors(prediction, batch):
 
 
 def _score_regression(prediction, batch) -> Scored:
-    return Scored(jnp.mean((prediction - batch.ys) ** 2), _squared_over_d(prediction, batch),
-                  jnp.ones_like(batch.ys))
+    return Scored(jnp.mean((prediction - batch.ys) ** 2), _squared_over_d(prediction, batch), jnp.ones_like(batch.ys))
 
 
 def _score_sign(prediction, batch) -> Scored:
-    return Scored(jnp.mean((prediction - batch.ys) ** 2), 1.0 - _sign_errors(prediction, batch),
-                  jnp.ones_like(batch.ys))
+    return Scored(
+        jnp.mean((prediction - batch.ys) ** 2), 1.0 - _sign_errors(prediction, batch), jnp.ones_like(batch.ys)
+    )
 
 
 def _score_tokens(logits, batch) -> Scored:
@@ -83,19 +85,27 @@ class RegressionObjective(Objective):
 
 
 OBJECTIVES.register("regression", NoOptions, doc="squared error; reported: squared error / d")(
-    lambda options: RegressionObjective("regression", "pairs", "error", "squared error / d", True,
-                                        _squared_over_d, _score_regression))
+    lambda options: RegressionObjective(
+        "regression", "pairs", "error", "squared error / d", True, _squared_over_d, _score_regression
+    )
+)
 OBJECTIVES.register("sign", NoOptions, doc="squared error on ±1 labels; reported: accuracy of sign ŷ")(
-    lambda options: Objective("sign", "pairs", "accuracy", "error rate (1 − accuracy of sign ŷ)",
-                              False, _sign_errors, _score_sign))
+    lambda options: Objective(
+        "sign", "pairs", "accuracy", "error rate (1 − accuracy of sign ŷ)", False, _sign_errors, _score_sign
+    )
+)
 OBJECTIVES.register("token", NoOptions, doc="next-token cross-entropy; reported: exact-match accuracy")(
-    lambda options: Objective("token", "tokens", "accuracy", "exact-match accuracy of the argmax "
-                              "token", False, None, _score_tokens))
+    lambda options: Objective(
+        "token", "tokens", "accuracy", "exact-match accuracy of the argmax token", False, None, _score_tokens
+    )
+)
 
 OBJECTIVES.register("query_half_mse", NoOptions, doc="½ mean (ŷ − y_q)² at the query (von Oswald et al.)")(
-    lambda options: Objective("query_half_mse", "query", "loss", "½ mean (ŷ − y_q)² at the query", True))
+    lambda options: Objective("query_half_mse", "query", "loss", "½ mean (ŷ − y_q)² at the query", True)
+)
 OBJECTIVES.register("query_mse", NoOptions, doc="mean (ŷ − y_q)² at the query over a fixed set (Zhang et al.)")(
-    lambda options: Objective("query_mse", "fixed_set", "loss", "mean (ŷ − y_q)² at the query", True))
+    lambda options: Objective("query_mse", "fixed_set", "loss", "mean (ŷ − y_q)² at the query", True)
+)
 
 
 def objective_of(task_name: str) -> Objective:
@@ -109,7 +119,9 @@ def objective_name(task_name: str) -> str:
 
 def tasks_for(*inputs: str) -> list[str]:
     """The registered tasks whose objective reads `inputs` (pairs, tokens)."""
-    return [e.name for e in registry("task")
-            if getattr(e.options, "objective", None) in OBJECTIVES
-            and OBJECTIVES.get(e.options.objective).build(None).inputs in inputs]
-
+    return [
+        e.name
+        for e in registry("task")
+        if getattr(e.options, "objective", None) in OBJECTIVES
+        and OBJECTIVES.get(e.options.objective).build(None).inputs in inputs
+    ]

@@ -11,6 +11,7 @@ Tasks.w holds the pair batch's `w`: the task vector of the linear families, the 
 a boolean function, the first-layer weights' stand-in of others; only a pool of task vectors reads
 it, and the paper's system allows that pool for its own task alone.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -50,4 +51,5 @@ def paper_form_sampler(task: TaskConfig) -> Callable[..., Tasks]:
 
     def sample(key: jax.Array, batch_size: int, alpha: float = 1.0) -> Tasks:
         return query_tasks(draw(key, batch_size, task.d, points, alpha))
+
     return sample

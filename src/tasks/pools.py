@@ -17,6 +17,7 @@ program that src/together.py batches over seeds).
 
 Glossary: B prompts in a batch, M / N pool size.
 """
+
 from __future__ import annotations
 
 import jax
@@ -25,25 +26,42 @@ import jax.numpy as jnp
 from src.bounds import RANGES
 from src.settings import require, require_int
 
-POOL_TAG = 3          # the pool's key is fold_in(key(seed), POOL_TAG) (1: the training batches)
+POOL_TAG = 3  # the pool's key is fold_in(key(seed), POOL_TAG) (1: the training batches)
 # the tasks whose samplers take a task key per prompt (src/tasks/garg.py's make_sampler)
-TASK_POOL_TASKS = ("linear_regression", "sparse_linear_regression", "noisy_linear_regression", "linear_classification",
-                   "quadratic_regression", "uniform_linear_regression", "affine_regression", "outlier_regression")
+TASK_POOL_TASKS = (
+    "linear_regression",
+    "sparse_linear_regression",
+    "noisy_linear_regression",
+    "linear_classification",
+    "quadratic_regression",
+    "uniform_linear_regression",
+    "affine_regression",
+    "outlier_regression",
+)
 
 
-def check_pool(prefix: str, num_tasks, num_training_examples, task_name: str,
-               pool_tasks: tuple[str, ...] = TASK_POOL_TASKS) -> None:
+def check_pool(
+    prefix: str, num_tasks, num_training_examples, task_name: str, pool_tasks: tuple[str, ...] = TASK_POOL_TASKS
+) -> None:
     """Sizes >= 0, one pool at most, a pool of tasks only for one of `pool_tasks` (SettingsError,
     one line, naming `prefix`num_tasks ...)."""
-    top = RANGES["pool"][1]      # a pool's keys and its permutation each step: int32 indices, memory
+    top = RANGES["pool"][1]  # a pool's keys and its permutation each step: int32 indices, memory
     require_int(f"{prefix}num_tasks", num_tasks, 0, top)
     require_int(f"{prefix}num_training_examples", num_training_examples, 0, top)
-    require(not (num_tasks and num_training_examples), f"{prefix}num_training_examples", num_training_examples,
-            f"0 with {prefix}num_tasks={num_tasks} (one pool: of tasks or of prompts)")
+    require(
+        not (num_tasks and num_training_examples),
+        f"{prefix}num_training_examples",
+        num_training_examples,
+        f"0 with {prefix}num_tasks={num_tasks} (one pool: of tasks or of prompts)",
+    )
     if num_tasks:
-        require(task_name in pool_tasks, f"{prefix}num_tasks", num_tasks,
-                f"0 for the task {task_name!r} (a pool of tasks applies to {', '.join(pool_tasks)}; "
-                f"{prefix}num_training_examples pools whole prompts of any task)")
+        require(
+            task_name in pool_tasks,
+            f"{prefix}num_tasks",
+            num_tasks,
+            f"0 for the task {task_name!r} (a pool of tasks applies to {', '.join(pool_tasks)}; "
+            f"{prefix}num_training_examples pools whole prompts of any task)",
+        )
 
 
 def pool_keys(seed: int, size: int) -> jax.Array:
@@ -77,12 +95,14 @@ def pooled(sample, seed: int, num_tasks: int = 0, num_training_examples: int = 0
 
         def from_task_pool(key, batch_size, dims, points, alpha=1.0):
             return sample(key, batch_size, dims, points, alpha, task_keys=chosen(keys, key, batch_size))
+
         return from_task_pool
     if num_training_examples:
         keys = pool_keys(seed, num_training_examples)
 
         def from_prompt_pool(key, batch_size, dims, points, alpha=1.0):
             return stacked(lambda k: sample(k, 1, dims, points, alpha), chosen(keys, key, batch_size))
+
         return from_prompt_pool
     return sample
 
@@ -93,17 +113,20 @@ def pooled_tasks(sample, seed: int, num_tasks: int = 0, num_training_examples: i
     `sample(key i, 1)`, and a batch takes fresh inputs with its members' vectors (y = w·x
     recomputed); a pool of prompts holds whole Tasks. `sample` itself when both sizes are 0."""
     from src.tasks.regression import with_task_vectors
+
     if num_tasks:
-        vectors = jax.vmap(lambda k: sample(k, 1).w[0])(pool_keys(seed, num_tasks))      # [M, d]
+        vectors = jax.vmap(lambda k: sample(k, 1).w[0])(pool_keys(seed, num_tasks))  # [M, d]
 
         def from_task_pool(key, batch_size, alpha=1.0):
             return with_task_vectors(sample(key, batch_size, alpha), chosen(vectors, key, batch_size))
+
         return from_task_pool
     if num_training_examples:
         keys = pool_keys(seed, num_training_examples)
 
         def from_prompt_pool(key, batch_size, alpha=1.0):
             return stacked(lambda k: sample(k, 1, alpha), chosen(keys, key, batch_size))
+
         return from_prompt_pool
     return sample
 

@@ -6,6 +6,7 @@ and static sizes; `alpha` scales the input range for out-of-distribution tests (
 
 Glossary of shapes: B tasks, N context pairs, d input dimension.
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -21,11 +22,12 @@ from src.registry import registry
 class Tasks(NamedTuple):
     """A batch of in-context tasks in von Oswald et al.'s form: N context pairs and a query (the
     same prompts as a pair batch, src.tasks.garg.RegressionBatch: query_tasks / pair_batch)."""
+
     context_x: jax.Array  # [B, N, d]
     context_y: jax.Array  # [B, N]
-    query_x: jax.Array    # [B, d]
-    query_y: jax.Array    # [B]
-    w: jax.Array | None = None   # [B, d] the task vectors; None where a task has none (src/tasks/nonlinear.py)
+    query_x: jax.Array  # [B, d]
+    query_y: jax.Array  # [B]
+    w: jax.Array | None = None  # [B, d] the task vectors; None where a task has none (src/tasks/nonlinear.py)
 
 
 def sample_tasks(key: jax.Array, batch_size: int, task: TaskConfig, alpha: float = 1.0) -> Tasks:
@@ -43,12 +45,16 @@ def sample_tasks(key: jax.Array, batch_size: int, task: TaskConfig, alpha: float
 
 def with_task_vectors(tasks: Tasks, w: jax.Array) -> Tasks:
     """`tasks` with task vectors w [B, d] in place of theirs, labels y = w·x recomputed."""
-    return Tasks(tasks.context_x, jnp.einsum("bnd,bd->bn", tasks.context_x, w), tasks.query_x,
-                 jnp.einsum("bd,bd->b", tasks.query_x, w), w)
+    return Tasks(
+        tasks.context_x,
+        jnp.einsum("bnd,bd->bn", tasks.context_x, w),
+        tasks.query_x,
+        jnp.einsum("bd,bd->b", tasks.query_x, w),
+        w,
+    )
 
 
-def random_pair_inputs(key: jax.Array, shape: tuple[int, ...], task: TaskConfig,
-                       alpha: float = 1.0) -> jax.Array:
+def random_pair_inputs(key: jax.Array, shape: tuple[int, ...], task: TaskConfig, alpha: float = 1.0) -> jax.Array:
     """Fresh inputs x' [*shape, d] from the task's input distribution (for random pairs)."""
     half = alpha * task.input_range / 2.0
     return jax.random.uniform(key, (*shape, task.d), minval=-half, maxval=half)
@@ -66,8 +72,9 @@ def empty_tasks(task: TaskConfig) -> Tasks:
     return Tasks(z((1, n, d)), z((1, n)), z((1, d)), z((1,)), z((1, d)))
 
 
-@registry("task").register("uniform_regression", TaskConfig,
-                           doc="von Oswald et al.: x ~ U(-a/2, a/2)^d, w ~ N(0, s^2 I), y = w.x")
+@registry("task").register(
+    "uniform_regression", TaskConfig, doc="von Oswald et al.: x ~ U(-a/2, a/2)^d, w ~ N(0, s^2 I), y = w.x"
+)
 def build_uniform_regression(options: TaskConfig) -> Callable[..., Tasks]:
     """(key, batch_size, alpha=1) -> Tasks for this task's sizes."""
     return lambda key, batch_size, alpha=1.0: sample_tasks(key, batch_size, options, alpha)

@@ -28,6 +28,7 @@ Task shifts (the prompts come from another registered task at the run's shape):
 
 Glossary: B tasks, n points (n − 1 context + 1 query), d dims (the first `dims` active).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,6 +46,7 @@ SHIFTS = registry("shift")
 
 class Shift(NamedTuple):
     """A built shift: an input rewrite, or a task (registry name, options) to draw prompts from."""
+
     inputs: Callable | None = None
     task: tuple[str, dict] | None = None
 
@@ -75,18 +77,19 @@ def transformation(key, eigenvalues: jax.Array) -> jax.Array:
     d = eigenvalues.shape[0]
     u = _random_rotation(key, d)
     t = (u * eigenvalues) @ u.T
-    return t * jnp.sqrt(d / jnp.sum(eigenvalues ** 2))
+    return t * jnp.sqrt(d / jnp.sum(eigenvalues**2))
 
 
 def _transform_all(key, xs, dims, eigenvalues):
     """Every input of every task through one T per task, on the active coordinates."""
     b, n, d = xs.shape
-    t = jax.vmap(lambda k: transformation(k, eigenvalues))(jax.random.split(key, b))   # [B, d, d]
+    t = jax.vmap(lambda k: transformation(k, eigenvalues))(jax.random.split(key, b))  # [B, d, d]
     moved = jnp.where(_active(xs, dims), jnp.einsum("bnd,bde->bne", xs, t), 0.0)
     return moved, moved[:, -1]
 
 
 # --- options -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ScaleOptions:
@@ -99,7 +102,7 @@ class ScaleOptions:
 @dataclass(frozen=True)
 class FlipOptions:
     num_flipped: int = 1
-    query_orthant: str = "flipped"      # flipped | random (limits_of_icl's code)
+    query_orthant: str = "flipped"  # flipped | random (limits_of_icl's code)
 
     def check(self) -> None:
         require_int("num_flipped", self.num_flipped, 0, 1 << 16)
@@ -116,7 +119,7 @@ class ConstrainOptions:
 
 @dataclass(frozen=True)
 class OrthogonalOptions:
-    num_orthogonal: int = 0             # 0: every context point (at most d − 1)
+    num_orthogonal: int = 0  # 0: every context point (at most d − 1)
 
     def check(self) -> None:
         require_int("num_orthogonal", self.num_orthogonal, 0, 1 << 20)
@@ -124,7 +127,7 @@ class OrthogonalOptions:
 
 @dataclass(frozen=True)
 class SubspaceOptions:
-    num_dim: int = 1                    # directions removed
+    num_dim: int = 1  # directions removed
 
     def check(self) -> None:
         require_int("num_dim", self.num_dim, 0, 1 << 16)
@@ -141,7 +144,7 @@ class SkewOptions:
 @dataclass(frozen=True)
 class NoiseOptions:
     noise_std: float = 0.5
-    renormalize: bool = True            # limits_of_icl's renormalize_ys
+    renormalize: bool = True  # limits_of_icl's renormalize_ys
 
     def check(self) -> None:
         require_number("noise_std", self.noise_std, 0.0)
@@ -165,13 +168,17 @@ class SparsityOptions:
 
 # --- input shifts ------------------------------------------------------------------------------
 
+
 @SHIFTS.register("scaled_query", ScaleOptions, doc="the query scaled by `scale` (limits_of_icl)")
 def scaled_query(o: ScaleOptions) -> Shift:
     return Shift(lambda key, xs, dims: (xs, o.scale * xs[:, -1]))
 
 
-@SHIFTS.register("opposite_quadrants", FlipOptions,
-                 doc="context in one orthant, the query there with num_flipped signs flipped (limits_of_icl)")
+@SHIFTS.register(
+    "opposite_quadrants",
+    FlipOptions,
+    doc="context in one orthant, the query there with num_flipped signs flipped (limits_of_icl)",
+)
 def opposite_quadrants(o: FlipOptions) -> Shift:
     def rewrite(key, xs, dims):
         k_sign, k_flip = jax.random.split(key)
@@ -181,15 +188,19 @@ def opposite_quadrants(o: FlipOptions) -> Shift:
         if o.query_orthant == "random":
             return context, xs[:, -1]
         scores = jnp.where(_active(xs, dims), jax.random.uniform(k_flip, (b, d)), -1.0)
-        k = min(max(o.num_flipped, 1), d)               # more than d flips: every active sign
-        kth = -jnp.sort(-scores, axis=-1)[:, k - 1:k]
+        k = min(max(o.num_flipped, 1), d)  # more than d flips: every active sign
+        kth = -jnp.sort(-scores, axis=-1)[:, k - 1 : k]
         flip = (scores >= kth) & (scores >= 0) & (o.num_flipped > 0)
         return context, jnp.where(flip, -1.0, 1.0) * context[:, -1]
+
     return Shift(rewrite)
 
 
-@SHIFTS.register("random_quadrants", ConstrainOptions,
-                 doc="num_constrained random context points moved into one orthant (limits_of_icl)")
+@SHIFTS.register(
+    "random_quadrants",
+    ConstrainOptions,
+    doc="num_constrained random context points moved into one orthant (limits_of_icl)",
+)
 def random_quadrants(o: ConstrainOptions) -> Shift:
     def rewrite(key, xs, dims):
         k_sign, k_pick = jax.random.split(key)
@@ -198,38 +209,45 @@ def random_quadrants(o: ConstrainOptions) -> Shift:
         rank = jnp.argsort(jnp.argsort(jax.random.uniform(k_pick, (b, n - 1)), -1), -1)
         chosen = jnp.concatenate([rank < o.num_constrained, jnp.zeros((b, 1), bool)], axis=1)
         return jnp.where(chosen[..., None], jnp.abs(xs) * pattern, xs), xs[:, -1]
+
     return Shift(rewrite)
 
 
-@SHIFTS.register("orthogonal_query", OrthogonalOptions,
-                 doc="the query orthogonal to num_orthogonal random context points, same norm (limits_of_icl)")
+@SHIFTS.register(
+    "orthogonal_query",
+    OrthogonalOptions,
+    doc="the query orthogonal to num_orthogonal random context points, same norm (limits_of_icl)",
+)
 def orthogonal_query(o: OrthogonalOptions) -> Shift:
     def rewrite(key, xs, dims):
         b, n, d = xs.shape
         count = min(n - 1, d - 1) if o.num_orthogonal == 0 else min(o.num_orthogonal, n - 1, d - 1)
         order = jnp.argsort(jax.random.uniform(key, (b, n - 1)), -1)[:, :count]
-        basis = jnp.take_along_axis(xs[:, :-1], order[..., None], axis=1)             # [B, k, d]
-        q, _ = jnp.linalg.qr(jnp.swapaxes(basis, 1, 2))                                # [B, d, k]
+        basis = jnp.take_along_axis(xs[:, :-1], order[..., None], axis=1)  # [B, k, d]
+        q, _ = jnp.linalg.qr(jnp.swapaxes(basis, 1, 2))  # [B, d, k]
         query = xs[:, -1]
         inside = jnp.einsum("bdk,bk->bd", q, jnp.einsum("bdk,bd->bk", q, query))
         away = query - inside
         norm = jnp.linalg.norm(query, axis=-1, keepdims=True)
         return xs, away * norm / jnp.maximum(jnp.linalg.norm(away, axis=-1, keepdims=True), 1e-12)
+
     return Shift(rewrite)
 
 
-@SHIFTS.register("orthogonal_subspaces", NoOptions,
-                 doc="context in a random d/2 subspace, the query in its complement (Garg et al.)")
+@SHIFTS.register(
+    "orthogonal_subspaces", NoOptions, doc="context in a random d/2 subspace, the query in its complement (Garg et al.)"
+)
 def orthogonal_subspaces(o) -> Shift:
     def rewrite(key, xs, dims):
         b, n, d = xs.shape
-        u = jax.vmap(lambda k: _random_rotation(k, d))(jax.random.split(key, b))       # [B, d, d]
+        u = jax.vmap(lambda k: _random_rotation(k, d))(jax.random.split(key, b))  # [B, d, d]
         half = jnp.arange(d) < d // 2
         project = lambda keep: jnp.einsum("bde,be,bfe->bdf", u, keep.astype(xs.dtype), u)
         inside = jnp.broadcast_to(half, (b, d))
         context = jnp.einsum("bnd,bdf->bnf", xs, project(inside)) * math.sqrt(d / max(d // 2, 1))
         query = jnp.einsum("bd,bdf->bf", xs[:, -1], project(~inside)) * math.sqrt(d / max(d - d // 2, 1))
         return context, query
+
     return Shift(rewrite)
 
 
@@ -239,16 +257,21 @@ def overlapping_query(o) -> Shift:
         b, n, d = xs.shape
         pick = jax.random.randint(key, (b,), 0, n - 1)
         return xs, xs[jnp.arange(b), pick]
+
     return Shift(rewrite)
 
 
-@SHIFTS.register("subspace", SubspaceOptions,
-                 doc="every input in a random subspace of d - num_dim dimensions (limits_of_icl; Garg's half subspace)")
+@SHIFTS.register(
+    "subspace",
+    SubspaceOptions,
+    doc="every input in a random subspace of d - num_dim dimensions (limits_of_icl; Garg's half subspace)",
+)
 def subspace(o: SubspaceOptions) -> Shift:
     def rewrite(key, xs, dims):
         d = xs.shape[-1]
         keep = max(1, d - o.num_dim)
         return _transform_all(key, xs, dims, (jnp.arange(d) < keep).astype(xs.dtype))
+
     return Shift(rewrite)
 
 
@@ -257,6 +280,7 @@ def skewed(o: SkewOptions) -> Shift:
     def rewrite(key, xs, dims):
         d = xs.shape[-1]
         return _transform_all(key, xs, dims, (jnp.arange(1, d + 1, dtype=xs.dtype)) ** (-o.exponent))
+
     return Shift(rewrite)
 
 
@@ -266,6 +290,7 @@ def scale_x(o: ScaleOptions) -> Shift:
 
 
 # --- task shifts -------------------------------------------------------------------------------
+
 
 @SHIFTS.register("noisy_labels", NoiseOptions, doc="labels + N(0, noise_std^2), renormalised (limits_of_icl)")
 def noisy_labels(o: NoiseOptions) -> Shift:

@@ -23,6 +23,7 @@ E = 1 + f + f(f+1)/2 features, and a head keeps E·K + E floats (Zoology's `stat
 
 Glossary: B batch, T tokens, D width, H heads, K head size (D / H), f feature size, E features.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,12 +34,12 @@ import jax.numpy as jnp
 
 from src.models.mixers.kit import project_out, register_mixer
 
-EPS = 1e-12                     # added to the denominator (Zoology's eps)
+EPS = 1e-12  # added to the denominator (Zoology's eps)
 
 
 @dataclass(frozen=True)
 class BasedOptions:
-    feature_dim: int = 16             # f: the size of q and k per head before the feature map
+    feature_dim: int = 16  # f: the size of q and k per head before the feature map
 
     def check(self) -> None:
         if isinstance(self.feature_dim, bool) or not isinstance(self.feature_dim, int) or self.feature_dim < 1:
@@ -74,8 +75,11 @@ def features(f: int) -> int:
     return 1 + f + f * (f + 1) // 2
 
 
-register_mixer("based", BasedOptions,
-               "Zoology: Based, linear attention with the 2nd-order Taylor feature map of exp (quadratic view)",
-               lambda o, h, n, p: Based(h, o, name=n),
-               state=lambda o, d, h, t: h * features(o.feature_dim) * (d // h + 1),
-               state_doc="H·E·(K + 1), E = 1 + f + f(f+1)/2")
+register_mixer(
+    "based",
+    BasedOptions,
+    "Zoology: Based, linear attention with the 2nd-order Taylor feature map of exp (quadratic view)",
+    lambda o, h, n, p: Based(h, o, name=n),
+    state=lambda o, d, h, t: h * features(o.feature_dim) * (d // h + 1),
+    state_doc="H·E·(K + 1), E = 1 + f + f(f+1)/2",
+)

@@ -24,6 +24,7 @@ inputs, (k − 1)·D floats; the long convolution keeps every input, T·D.
 
 Glossary: B batch, T tokens, D width, k kernel size, o filter MLP width.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,8 @@ import numpy as np
 
 from src.models.mixers.kit import register_mixer
 
-FFT_FROM = 512                  # a long convolution over this many tokens or more runs through an FFT
-FAST_DECAY, SLOW_DECAY, TARGET = 0.3, 1.5, 1e-2   # the filter's exponential modulation (Zoology's)
+FFT_FROM = 512  # a long convolution over this many tokens or more runs through an FFT
+FAST_DECAY, SLOW_DECAY, TARGET = 0.3, 1.5, 1e-2  # the filter's exponential modulation (Zoology's)
 
 
 def causal_depthwise_conv(x, weights, bias):
@@ -45,7 +46,7 @@ def causal_depthwise_conv(x, weights, bias):
     k = weights.shape[0]
     padded = jnp.pad(x, ((0, 0), (k - 1, 0), (0, 0)))
     t = x.shape[1]
-    return bias + sum(weights[i] * padded[:, i:i + t] for i in range(k))
+    return bias + sum(weights[i] * padded[:, i : i + t] for i in range(k))
 
 
 def causal_long_conv(x, filt):
@@ -54,10 +55,9 @@ def causal_long_conv(x, filt):
     t = x.shape[1]
     if t >= FFT_FROM:
         size = 2 * t
-        y = jnp.fft.irfft(jnp.fft.rfft(x, n=size, axis=1) * jnp.fft.rfft(filt, n=size, axis=0)[None],
-                          n=size, axis=1)
+        y = jnp.fft.irfft(jnp.fft.rfft(x, n=size, axis=1) * jnp.fft.rfft(filt, n=size, axis=0)[None], n=size, axis=1)
         return y[:, :t].astype(x.dtype)
-    lags = np.arange(t)[:, None] - np.arange(t)[None, :]                       # t − s
+    lags = np.arange(t)[:, None] - np.arange(t)[None, :]  # t − s
     toeplitz = jnp.where(jnp.asarray(lags >= 0)[..., None], filt[np.clip(lags, 0, None)], 0.0)
     return jnp.einsum("tsd,bsd->btd", toeplitz, x)
 
@@ -81,7 +81,7 @@ def filter_decay(length: int, max_length: int, width: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ShortConvOptions:
-    kernel_size: int = 4              # tokens each output reads: t − k + 1 .. t
+    kernel_size: int = 4  # tokens each output reads: t − k + 1 .. t
 
     def check(self) -> None:
         if isinstance(self.kernel_size, bool) or not isinstance(self.kernel_size, int) or self.kernel_size < 1:
@@ -90,9 +90,9 @@ class ShortConvOptions:
 
 @dataclass(frozen=True)
 class BaseConvOptions:
-    kernel_size: int = 3              # >= 1: a short convolution; -1: the implicit long convolution
-    filter_order: int = 16            # width of the long filter's MLP
-    max_length: int = 0               # the long filter's time scale; 0: the input's length
+    kernel_size: int = 3  # >= 1: a short convolution; -1: the implicit long convolution
+    filter_order: int = 16  # width of the long filter's MLP
+    max_length: int = 0  # the long filter's time scale; 0: the input's length
 
     def check(self) -> None:
         for name in ("kernel_size", "filter_order", "max_length"):
@@ -102,8 +102,10 @@ class BaseConvOptions:
         if self.kernel_size != -1 and self.kernel_size < 1:
             raise ValueError(f"kernel_size={self.kernel_size}; accepted: -1 (long) or an integer >= 1")
         if self.filter_order < 1 or self.max_length < 0:
-            raise ValueError(f"filter_order={self.filter_order}, max_length={self.max_length}; "
-                             "accepted: filter_order >= 1 and max_length >= 0")
+            raise ValueError(
+                f"filter_order={self.filter_order}, max_length={self.max_length}; "
+                "accepted: filter_order >= 1 and max_length >= 0"
+            )
 
 
 class ShortConv(hk.Module):
@@ -116,7 +118,7 @@ class ShortConv(hk.Module):
 
     def __call__(self, x):
         d, k = x.shape[-1], self.kernel_size
-        init = hk.initializers.RandomUniform(-1 / math.sqrt(k), 1 / math.sqrt(k))   # Conv1d's fan-in k
+        init = hk.initializers.RandomUniform(-1 / math.sqrt(k), 1 / math.sqrt(k))  # Conv1d's fan-in k
         weights = hk.get_parameter("w", [k, d], x.dtype, init)
         bias = hk.get_parameter("b", [d], x.dtype, init) if self.with_bias else 0.0
         return causal_depthwise_conv(x, weights, bias)
@@ -132,8 +134,10 @@ class ImplicitLongConv(hk.Module):
     def filter(self, length: int, width: int):
         max_length = self.max_length or length
         if length > max_length:
-            raise ValueError(f"base_conv's long filter: {length} tokens exceed max_length={max_length}; "
-                             "accepted: inputs up to max_length (set it to the longest you will evaluate)")
+            raise ValueError(
+                f"base_conv's long filter: {length} tokens exceed max_length={max_length}; "
+                "accepted: inputs up to max_length (set it to the longest you will evaluate)"
+            )
         z = jnp.asarray(filter_positions(length, max_length))
         frequency = hk.get_parameter("frequency", [self.order], z.dtype, hk.initializers.Constant(1.0))
         h = jnp.sin(frequency * hk.Linear(self.order, name="filter_in")(z))
@@ -153,17 +157,27 @@ class BaseConv(hk.Module):
 
     def __call__(self, x):
         o = self.options
-        conv = (ImplicitLongConv(o.filter_order, o.max_length, name="long_conv") if o.kernel_size == -1
-                else ShortConv(o.kernel_size, name="short_conv"))
+        conv = (
+            ImplicitLongConv(o.filter_order, o.max_length, name="long_conv")
+            if o.kernel_size == -1
+            else ShortConv(o.kernel_size, name="short_conv")
+        )
         return conv(x) * hk.Linear(x.shape[-1], name="projection")(x) + x
 
 
-register_mixer("short_conv", ShortConvOptions,
-               "Zoology: depthwise causal convolution over the last kernel_size tokens, with a bias",
-               lambda o, h, n, p: ShortConv(o.kernel_size, name=n),
-               state=lambda o, d, h, t: (o.kernel_size - 1) * d, state_doc="(kernel_size − 1)·D")
-register_mixer("base_conv", BaseConvOptions,
-               "Zoology: BaseConv, conv(x) * (x W + c) + x; kernel_size -1 for Hyena's implicit long filter",
-               lambda o, h, n, p: BaseConv(o, name=n),
-               state=lambda o, d, h, t: (t if o.kernel_size == -1 else o.kernel_size - 1) * d,
-               state_doc="(kernel_size − 1)·D; T·D for the long filter")
+register_mixer(
+    "short_conv",
+    ShortConvOptions,
+    "Zoology: depthwise causal convolution over the last kernel_size tokens, with a bias",
+    lambda o, h, n, p: ShortConv(o.kernel_size, name=n),
+    state=lambda o, d, h, t: (o.kernel_size - 1) * d,
+    state_doc="(kernel_size − 1)·D",
+)
+register_mixer(
+    "base_conv",
+    BaseConvOptions,
+    "Zoology: BaseConv, conv(x) * (x W + c) + x; kernel_size -1 for Hyena's implicit long filter",
+    lambda o, h, n, p: BaseConv(o, name=n),
+    state=lambda o, d, h, t: (t if o.kernel_size == -1 else o.kernel_size - 1) * d,
+    state_doc="(kernel_size − 1)·D; T·D for the long filter",
+)

@@ -34,6 +34,7 @@ State per sequence and layer: H·K·K floats for DeltaNet, H·K·(expand_v·K) f
 
 Glossary: B batch, T tokens, D width, H heads, K head size (D / H), V value size, C chunk.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,8 @@ from src.models.mixers.convolutions import ShortConv
 from src.models.mixers.mamba import dt_bias_init
 
 CHUNK = 16
-NORM_EPS = 1e-5                 # the output RMSNorm's (Zoology's norm_eps)
-L2_EPS = 1e-6                   # q / sqrt(Σq² + eps), flash-linear-attention's l2norm
+NORM_EPS = 1e-5  # the output RMSNorm's (Zoology's norm_eps)
+L2_EPS = 1e-6  # q / sqrt(Σq² + eps), flash-linear-attention's l2norm
 
 
 def unit_lower_solve(system, rhs):
@@ -63,7 +64,7 @@ def unit_lower_solve(system, rhs):
     x = rhs - power @ rhs
     span = 1
     while 2 * span < c:
-        power, span = power @ power, 2 * span                               # L^span
+        power, span = power @ power, 2 * span  # L^span
         x = x + power @ x
     return x
 
@@ -74,12 +75,13 @@ def recurrent_delta_rule(q, k, v, beta, log_alpha=None):
     if log_alpha is None:
         log_alpha = jnp.zeros_like(beta)
 
-    def step(state, inputs):                                                 # state [B, H, K, V]
+    def step(state, inputs):  # state [B, H, K, V]
         q_t, k_t, v_t, b_t, g_t = inputs
         state = jnp.exp(g_t)[..., None, None] * state
         u_t = b_t[..., None] * (v_t - jnp.einsum("bhkv,bhk->bhv", state, k_t))
         state = state + k_t[..., :, None] * u_t[..., None, :]
         return state, jnp.einsum("bhkv,bhk->bhv", state, q_t)
+
     b, _, h, size = q.shape
     state = jnp.zeros((b, h, size, v.shape[-1]), q.dtype)
     _, ys = jax.lax.scan(step, state, tuple(jnp.moveaxis(a, 1, 0) for a in (q, k, v, beta, log_alpha)))
@@ -97,48 +99,61 @@ def chunked_delta_rule(q, k, v, beta, log_alpha=None, chunk: int = CHUNK):
         beta = jnp.pad(beta, ((0, 0), (0, pad), (0, 0)))
         log_alpha = None if log_alpha is None else jnp.pad(log_alpha, ((0, 0), (0, pad), (0, 0)))
     n = (t + pad) // chunk
-    q_c, k_c, v_c = (jnp.moveaxis(a.reshape(b, n, chunk, h, -1), 3, 2) for a in (q, k, v))   # [B, N, H, C, K]
-    beta_c = jnp.moveaxis(beta.reshape(b, n, chunk, h), 3, 2)[..., None]                  # [B, N, H, C, 1]
+    q_c, k_c, v_c = (jnp.moveaxis(a.reshape(b, n, chunk, h, -1), 3, 2) for a in (q, k, v))  # [B, N, H, C, K]
+    beta_c = jnp.moveaxis(beta.reshape(b, n, chunk, h), 3, 2)[..., None]  # [B, N, H, C, 1]
     lower = jnp.tril(jnp.ones((chunk, chunk), bool))
     strictly_lower = jnp.tril(jnp.ones((chunk, chunk), bool), -1)
     if log_alpha is None:
-        decay_to = jnp.ones((1, 1, 1, chunk, 1))                            # Γ_c
-        ratios = jnp.ones((chunk, chunk))                                    # Γ_c / Γ_s
-        decay_end = jnp.ones((1, 1, 1, chunk, 1))                            # Γ_C / Γ_s
-        decay_all = jnp.ones((1, 1, 1, 1))                                   # Γ_C
+        decay_to = jnp.ones((1, 1, 1, chunk, 1))  # Γ_c
+        ratios = jnp.ones((chunk, chunk))  # Γ_c / Γ_s
+        decay_end = jnp.ones((1, 1, 1, chunk, 1))  # Γ_C / Γ_s
+        decay_all = jnp.ones((1, 1, 1, 1))  # Γ_C
     else:
-        cum = jnp.cumsum(jnp.moveaxis(log_alpha.reshape(b, n, chunk, h), 3, 2), axis=-1)   # [B, N, H, C]
+        cum = jnp.cumsum(jnp.moveaxis(log_alpha.reshape(b, n, chunk, h), 3, 2), axis=-1)  # [B, N, H, C]
         decay_to = jnp.exp(cum)[..., None]
         ratios = jnp.exp(jnp.where(lower, cum[..., :, None] - cum[..., None, :], -jnp.inf))
         decay_end = jnp.exp(cum[..., -1:] - cum)[..., None]
         decay_all = jnp.exp(cum[..., -1])[..., None, None]
-    system = jnp.eye(chunk) + jnp.where(strictly_lower, beta_c * jnp.einsum("...ck,...sk->...cs", k_c, k_c) * ratios, 0.0)
+    system = jnp.eye(chunk) + jnp.where(
+        strictly_lower, beta_c * jnp.einsum("...ck,...sk->...cs", k_c, k_c) * ratios, 0.0
+    )
     solved = unit_lower_solve(system, jnp.concatenate([beta_c * decay_to * k_c, beta_c * v_c], -1))
-    w_c, u_c = solved[..., :size], solved[..., size:]                      # Ū = u_c − w_c S
+    w_c, u_c = solved[..., :size], solved[..., size:]  # Ū = u_c − w_c S
     scores = jnp.where(lower, jnp.einsum("...ck,...sk->...cs", q_c, k_c) * ratios, 0.0)
     gated = log_alpha is not None
 
-    def per_chunk(state, inputs):                                            # state [B, H, K, V]
+    def per_chunk(state, inputs):  # state [B, H, K, V]
         q_n, k_n, w_n, u_n, scores_n, to_n, end_n, all_n = inputs
         corrections = u_n - jnp.einsum("bhck,bhkv->bhcv", w_n, state)
         if gated:
-            y_n = jnp.einsum("bhck,bhkv->bhcv", to_n * q_n, state) + jnp.einsum("bhcs,bhsv->bhcv", scores_n, corrections)
+            y_n = jnp.einsum("bhck,bhkv->bhcv", to_n * q_n, state) + jnp.einsum(
+                "bhcs,bhsv->bhcv", scores_n, corrections
+            )
             return all_n * state + jnp.einsum("bhck,bhcv->bhkv", end_n * k_n, corrections), y_n
         y_n = jnp.einsum("bhck,bhkv->bhcv", q_n, state) + jnp.einsum("bhcs,bhsv->bhcv", scores_n, corrections)
         return state + jnp.einsum("bhck,bhcv->bhkv", k_n, corrections), y_n
-    per_n = lambda a: jnp.moveaxis(jnp.broadcast_to(a, (b, n) + a.shape[2:]), 1, 0)   # noqa: E731
+
+    per_n = lambda a: jnp.moveaxis(jnp.broadcast_to(a, (b, n) + a.shape[2:]), 1, 0)  # noqa: E731
     state = jnp.zeros((b, h, size, v.shape[-1]), q.dtype)
-    _, ys = jax.lax.scan(per_chunk, state, (*(jnp.moveaxis(a, 1, 0) for a in (q_c, k_c, w_c, u_c, scores)),
-                                            per_n(decay_to), per_n(decay_end), per_n(decay_all)))
-    ys = jnp.moveaxis(ys, 0, 1)                                              # [B, N, H, C, V]
+    _, ys = jax.lax.scan(
+        per_chunk,
+        state,
+        (
+            *(jnp.moveaxis(a, 1, 0) for a in (q_c, k_c, w_c, u_c, scores)),
+            per_n(decay_to),
+            per_n(decay_end),
+            per_n(decay_all),
+        ),
+    )
+    ys = jnp.moveaxis(ys, 0, 1)  # [B, N, H, C, V]
     return jnp.moveaxis(ys, 2, 3).reshape(b, n * chunk, h, -1)[:, :t]
 
 
 @dataclass(frozen=True)
 class DeltaNetOptions:
-    conv_size: int = 4                # the short convolutions over q, k and v (tokens)
-    use_beta: bool = True             # β_t = sigmoid(x W_β); false: β = 1
-    chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
+    conv_size: int = 4  # the short convolutions over q, k and v (tokens)
+    use_beta: bool = True  # β_t = sigmoid(x W_β); false: β = 1
+    chunk: int = CHUNK  # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
         check_chunk(self.chunk)
@@ -164,26 +179,32 @@ class DeltaNet(hk.Module):
         size = d // h
         q, k, v = (self._branch(x, name).reshape(b, t, h, size) for name in ("q", "k", "v"))
         q, k = (a / jnp.sqrt(jnp.sum(a * a, -1, keepdims=True) + L2_EPS) for a in (q, k))
-        beta = (jax.nn.sigmoid(hk.Linear(h, with_bias=False, name="beta")(x)) if self.options.use_beta
-                else jnp.ones((b, t, h), x.dtype))
+        beta = (
+            jax.nn.sigmoid(hk.Linear(h, with_bias=False, name="beta")(x))
+            if self.options.use_beta
+            else jnp.ones((b, t, h), x.dtype)
+        )
         y = chunked_delta_rule(q / math.sqrt(size), k, v, beta, chunk=self.options.chunk)
         y = hk.RMSNorm(axis=-1, eps=NORM_EPS, name="norm")(y)
         return project_out(y, d)
 
 
-register_mixer("delta_net", DeltaNetOptions,
-               "Zoology: DeltaNet, the delta rule over a matrix state per head (chunked), short convs on q, k, v",
-               lambda o, h, n, p: DeltaNet(h, o, name=n),
-               state=lambda o, d, h, t: h * (d // h) ** 2 + 3 * (o.conv_size - 1) * d,
-               state_doc="H·K² + 3·(conv_size − 1)·D")
+register_mixer(
+    "delta_net",
+    DeltaNetOptions,
+    "Zoology: DeltaNet, the delta rule over a matrix state per head (chunked), short convs on q, k, v",
+    lambda o, h, n, p: DeltaNet(h, o, name=n),
+    state=lambda o, d, h, t: h * (d // h) ** 2 + 3 * (o.conv_size - 1) * d,
+    state_doc="H·K² + 3·(conv_size − 1)·D",
+)
 
 
 @dataclass(frozen=True)
 class GatedDeltaNetOptions:
-    conv_size: int = 4                # the short convolutions over q, k and v (tokens)
-    expand_v: int = 2                 # value size per head over key size (Zoology's expand_v)
-    use_gate: bool = False            # the output RMSNorm SiLU-gated by x W_g (Zoology's MQAR configs: off)
-    chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
+    conv_size: int = 4  # the short convolutions over q, k and v (tokens)
+    expand_v: int = 2  # value size per head over key size (Zoology's expand_v)
+    use_gate: bool = False  # the output RMSNorm SiLU-gated by x W_g (Zoology's MQAR configs: off)
+    chunk: int = CHUNK  # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
         check_chunk(self.chunk)
@@ -213,20 +234,27 @@ class GatedDeltaNet(hk.Module):
         v = self._branch(x, h * values, "v").reshape(b, t, h, values)
         q, k = (a / jnp.sqrt(jnp.sum(a * a, -1, keepdims=True) + L2_EPS) for a in (q, k))
         beta = jax.nn.sigmoid(hk.Linear(h, with_bias=False, name="beta")(x))
-        a_log = hk.get_parameter("A_log", [h], x.dtype,
-                                 lambda shape, dtype: jnp.log(jax.random.uniform(hk.next_rng_key(), shape, dtype, 0.0, 16.0)))
+        a_log = hk.get_parameter(
+            "A_log",
+            [h],
+            x.dtype,
+            lambda shape, dtype: jnp.log(jax.random.uniform(hk.next_rng_key(), shape, dtype, 0.0, 16.0)),
+        )
         dt_bias = hk.get_parameter("dt_bias", [h], x.dtype, dt_bias_init)
         log_alpha = -jnp.exp(a_log) * jax.nn.softplus(hk.Linear(h, with_bias=False, name="alpha")(x) + dt_bias)
         y = chunked_delta_rule(q / math.sqrt(size), k, v, beta, log_alpha, chunk=o.chunk)
-        scale = hk.get_parameter("norm_scale", [values], x.dtype, jnp.ones)    # one weight shared by the heads
+        scale = hk.get_parameter("norm_scale", [values], x.dtype, jnp.ones)  # one weight shared by the heads
         y = y / jnp.sqrt(jnp.mean(y * y, -1, keepdims=True) + NORM_EPS) * scale
         if o.use_gate:
             y = y * jax.nn.silu(hk.Linear(h * values, with_bias=False, name="gate")(x).reshape(b, t, h, values))
         return project_out(y, d)
 
 
-register_mixer("gated_delta_net", GatedDeltaNetOptions,
-               "Zoology: Gated DeltaNet, the delta rule with a decay per head (chunked), values expand_v x K",
-               lambda o, h, n, p: GatedDeltaNet(h, o, name=n),
-               state=lambda o, d, h, t: h * (d // h) * (o.expand_v * d // h) + (o.conv_size - 1) * (2 + o.expand_v) * d,
-               state_doc="H·K·(expand_v·K) + (conv_size − 1)·(2 + expand_v)·D")
+register_mixer(
+    "gated_delta_net",
+    GatedDeltaNetOptions,
+    "Zoology: Gated DeltaNet, the delta rule with a decay per head (chunked), values expand_v x K",
+    lambda o, h, n, p: GatedDeltaNet(h, o, name=n),
+    state=lambda o, d, h, t: h * (d // h) * (o.expand_v * d // h) + (o.conv_size - 1) * (2 + o.expand_v) * d,
+    state_doc="H·K·(expand_v·K) + (conv_size − 1)·(2 + expand_v)·D",
+)

@@ -27,6 +27,7 @@ product, head_dim·D·N reals (Zoology's `state_size` says D·N for h3: it leave
 
 Glossary: B batch, T tokens, D width, N state size, k short filter size.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,9 +50,9 @@ def _positive_int(options, *names) -> None:
 
 @dataclass(frozen=True)
 class HyenaOptions:
-    filter_order: int = 64            # width of the long filter's MLP (Zoology's)
-    short_filter_order: int = 3       # the short convolution over the three projections (tokens)
-    max_length: int = 0               # the long filter's time scale; 0: the input's length
+    filter_order: int = 64  # width of the long filter's MLP (Zoology's)
+    short_filter_order: int = 3  # the short convolution over the three projections (tokens)
+    max_length: int = 0  # the long filter's time scale; 0: the input's length
 
     def check(self) -> None:
         _positive_int(self, "filter_order", "short_filter_order")
@@ -78,8 +79,8 @@ class Hyena(hk.Module):
 
 @dataclass(frozen=True)
 class H3Options:
-    d_state: int = 64                 # N: the shift filter's taps and twice the diagonal SSM's modes (even)
-    head_dim: int = 2                 # channels per head of the k vᵀ products (Zoology's figure 2: 2)
+    d_state: int = 64  # N: the shift filter's taps and twice the diagonal SSM's modes (even)
+    head_dim: int = 2  # channels per head of the k vᵀ products (Zoology's figure 2: 2)
 
     def check(self) -> None:
         _positive_int(self, "d_state", "head_dim")
@@ -91,7 +92,7 @@ def shift_kernel(b, c):
     """kernel [N, D]: kernel_j = Σ_n b_n c_{n+j} per channel, b, c [D, N] (the shift SSM's
     convolution kernel; b = e₁ gives c itself)."""
     n = b.shape[-1]
-    index = np.arange(n)[:, None] + np.arange(n)[None, :]                    # [n, j] -> n + j
+    index = np.arange(n)[:, None] + np.arange(n)[None, :]  # [n, j] -> n + j
     padded = jnp.concatenate([c, jnp.zeros_like(c[:, :1])], -1)
     return jnp.einsum("dn,dnj->jd", b, padded[:, np.minimum(index, n)])
 
@@ -103,7 +104,7 @@ def diagonal_kernel(length: int, a_real, a_imag, b, c, log_dt):
     dt_a = a * jnp.exp(log_dt)[:, None]
     d_a = (1 + dt_a / 2) / (1 - dt_a / 2)
     c_prime = b * c * jnp.exp(log_dt)[:, None] / (1 - dt_a / 2)
-    powers = jnp.exp(jnp.arange(length)[:, None, None] * jnp.log(d_a)[None])   # [L, H', N/2]
+    powers = jnp.exp(jnp.arange(length)[:, None, None] * jnp.log(d_a)[None])  # [L, H', N/2]
     return 2 * jnp.real(jnp.sum(c_prime[None] * powers, -1))
 
 
@@ -121,37 +122,49 @@ class H3(hk.Module):
         q, k, v = (hk.Linear(d, name=name)(x) for name in ("q", "k", "v"))
         # the shift SSM on k: B = e₁, C ~ U(±1/√N) per channel, and a skip
         shift_b = hk.get_parameter("shift_b", [d, n], x.dtype, lambda s, dt: jnp.zeros(s, dt).at[:, 0].set(1.0))
-        shift_c = hk.get_parameter("shift_c", [d, n], x.dtype, hk.initializers.RandomUniform(-1 / math.sqrt(n), 1 / math.sqrt(n)))
+        shift_c = hk.get_parameter(
+            "shift_c", [d, n], x.dtype, hk.initializers.RandomUniform(-1 / math.sqrt(n), 1 / math.sqrt(n))
+        )
         shift_skip = hk.get_parameter("shift_skip", [d], x.dtype, hk.initializers.RandomNormal(1.0))
         kernel = shift_kernel(shift_b, shift_c)
         kernel = jnp.pad(kernel, ((0, max(t - n, 0)), (0, 0)))[:t]
         k = causal_long_conv(k, kernel) + shift_skip * k
         # the diagonal SSM over each head's k vᵀ
         a_real = hk.get_parameter("a_real", [heads, modes], x.dtype, hk.initializers.Constant(math.log(0.5)))
-        a_imag = hk.get_parameter("a_imag", [heads, modes], x.dtype,
-                                  lambda s, dt: jnp.broadcast_to(math.pi * jnp.arange(s[1], dtype=dt), s))
+        a_imag = hk.get_parameter(
+            "a_imag", [heads, modes], x.dtype, lambda s, dt: jnp.broadcast_to(math.pi * jnp.arange(s[1], dtype=dt), s)
+        )
         b_re = hk.get_parameter("b_re", [heads, modes], x.dtype, jnp.ones)
         b_im = hk.get_parameter("b_im", [heads, modes], x.dtype, jnp.zeros)
-        c_re, c_im = (hk.get_parameter(name, [heads, modes], x.dtype, hk.initializers.RandomNormal(math.sqrt(0.5)))
-                      for name in ("c_re", "c_im"))
-        log_dt = hk.get_parameter("log_dt", [heads], x.dtype,
-                                  hk.initializers.RandomUniform(math.log(0.001), math.log(0.1)))
+        c_re, c_im = (
+            hk.get_parameter(name, [heads, modes], x.dtype, hk.initializers.RandomNormal(math.sqrt(0.5)))
+            for name in ("c_re", "c_im")
+        )
+        log_dt = hk.get_parameter(
+            "log_dt", [heads], x.dtype, hk.initializers.RandomUniform(math.log(0.001), math.log(0.1))
+        )
         skip = hk.get_parameter("skip", [heads], x.dtype, hk.initializers.RandomNormal(1.0))
-        ssm = diagonal_kernel(t, a_real, a_imag, b_re + 1j * b_im, c_re + 1j * c_im, log_dt)   # [T, H']
+        ssm = diagonal_kernel(t, a_real, a_imag, b_re + 1j * b_im, c_re + 1j * c_im, log_dt)  # [T, H']
         kv = (k.reshape(b, t, heads, size, 1) * v.reshape(b, t, heads, 1, size)).reshape(b, t, heads, size * size)
-        filt = jnp.repeat(ssm, size * size, axis=1)                          # the head's kernel for each entry
+        filt = jnp.repeat(ssm, size * size, axis=1)  # the head's kernel for each entry
         y = causal_long_conv(kv.reshape(b, t, -1), filt).reshape(kv.shape) + skip[:, None] * kv
         o = jnp.einsum("bthi,bthij->bthj", q.reshape(b, t, heads, size), y.reshape(b, t, heads, size, size))
         return hk.Linear(d, name="out")(o.reshape(b, t, d))
 
 
-register_mixer("hyena", HyenaOptions,
-               "Zoology: Hyena of order 2, gates around an implicit long convolution (FFT on long inputs)",
-               lambda o, h, n, p: Hyena(o, name=n),
-               state=lambda o, d, h, t: t * d + (o.short_filter_order - 1) * 3 * d,
-               state_doc="T·D + (short_filter_order − 1)·3D")
-register_mixer("h3", H3Options,
-               "Zoology: H3, a shift SSM on k and a diagonal SSM over each head's k vᵀ, read by q",
-               lambda o, h, n, p: H3(o, name=n),
-               state=lambda o, d, h, t: o.d_state * d * (1 + o.head_dim),
-               state_doc="N·D·(1 + head_dim)")
+register_mixer(
+    "hyena",
+    HyenaOptions,
+    "Zoology: Hyena of order 2, gates around an implicit long convolution (FFT on long inputs)",
+    lambda o, h, n, p: Hyena(o, name=n),
+    state=lambda o, d, h, t: t * d + (o.short_filter_order - 1) * 3 * d,
+    state_doc="T·D + (short_filter_order − 1)·3D",
+)
+register_mixer(
+    "h3",
+    H3Options,
+    "Zoology: H3, a shift SSM on k and a diagonal SSM over each head's k vᵀ, read by q",
+    lambda o, h, n, p: H3(o, name=n),
+    state=lambda o, d, h, t: o.d_state * d * (1 + o.head_dim),
+    state_doc="N·D·(1 + head_dim)",
+)

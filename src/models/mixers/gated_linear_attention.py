@@ -23,6 +23,7 @@ over the chunks; across chunks the state carried by lax.scan) is what the mixers
 
 Glossary: B batch, T tokens, D width, H heads, K head size, K' feature size, C chunk.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,10 +43,12 @@ CHUNK = 16
 def recurrent_decay_attention(q, k, v, log_alpha):
     """q, k [B, T, H, K'], v [B, T, H, K], log_alpha [B, T, H, K'] (≤ 0) -> y [B, T, H, K],
     one position at a time."""
+
     def step(state, inputs):
-        q_t, k_t, v_t, a_t = inputs                                          # [B, H, .]
+        q_t, k_t, v_t, a_t = inputs  # [B, H, .]
         state = jnp.exp(a_t)[..., None] * state + k_t[..., :, None] * v_t[..., None, :]
         return state, jnp.einsum("bhf,bhfk->bhk", q_t, state)
+
     b, _, h, f = q.shape
     state = jnp.zeros((b, h, f, v.shape[-1]), q.dtype)
     _, ys = jax.lax.scan(step, state, tuple(jnp.moveaxis(a, 1, 0) for a in (q, k, v, log_alpha)))
@@ -71,27 +74,29 @@ def chunked_decay_attention(q, k, v, log_alpha=None, chunk: int = CHUNK):
     if pad:
         inputs = tuple(jnp.pad(a, ((0, 0), (0, pad), (0, 0), (0, 0))) for a in inputs)
     n = (t + pad) // chunk
-    q_c, k_c, v_c, *a_c = (a.reshape(b, n, chunk, h, a.shape[-1]) for a in inputs)   # [B, N, C, H, .]
+    q_c, k_c, v_c, *a_c = (a.reshape(b, n, chunk, h, a.shape[-1]) for a in inputs)  # [B, N, C, H, .]
     causal = jnp.tril(jnp.ones((chunk, chunk), bool))
     if decays:
-        cum = jnp.cumsum(a_c[0], axis=2)                                     # b_t within its chunk
-        gap = cum[:, :, :, None] - cum[:, :, None, :]                        # [B, N, C(t), C(s), H, K']
+        cum = jnp.cumsum(a_c[0], axis=2)  # b_t within its chunk
+        gap = cum[:, :, :, None] - cum[:, :, None, :]  # [B, N, C(t), C(s), H, K']
         decay = jnp.exp(jnp.where(causal[:, :, None, None], gap, -jnp.inf))
         scores = jnp.einsum("bnthf,bnshf,bntshf->bnhts", q_c, k_c, decay)
-        last = cum[:, :, -1]                                                 # b_C [B, N, H, K']
+        last = cum[:, :, -1]  # b_C [B, N, H, K']
         added = jnp.einsum("bnshf,bnshk->bnhfk", k_c * jnp.exp(last[:, :, None] - cum), v_c)
 
-        def carry(state, chunk_inputs):                                      # state [B, H, K', K]
+        def carry(state, chunk_inputs):  # state [B, H, K', K]
             added_n, last_n = chunk_inputs
             return jnp.exp(last_n)[..., None] * state + added_n, state
-        _, incoming = jax.lax.scan(carry, jnp.zeros_like(added[:, 0]),
-                                   (jnp.moveaxis(added, 1, 0), jnp.moveaxis(last, 1, 0)))
-        incoming = jnp.moveaxis(incoming, 0, 1)                              # [B, N, H, K', K]
+
+        _, incoming = jax.lax.scan(
+            carry, jnp.zeros_like(added[:, 0]), (jnp.moveaxis(added, 1, 0), jnp.moveaxis(last, 1, 0))
+        )
+        incoming = jnp.moveaxis(incoming, 0, 1)  # [B, N, H, K', K]
         q_read = q_c * jnp.exp(cum)
     else:
         scores = jnp.where(causal, jnp.einsum("bnthf,bnshf->bnhts", q_c, k_c), 0.0)
         added = jnp.einsum("bnshf,bnshk->bnhfk", k_c, v_c)
-        incoming = jnp.cumsum(added, axis=1) - added                         # the chunks before n
+        incoming = jnp.cumsum(added, axis=1) - added  # the chunks before n
         q_read = q_c
     y = jnp.einsum("bnhts,bnshk->bnthk", scores, v_c) + jnp.einsum("bnthf,bnhfk->bnthk", q_read, incoming)
     return y.reshape(b, t + pad, h, -1)[:, :t]
@@ -103,7 +108,7 @@ def _head_rms_norm(y, name: str):
 
 
 FEATURE_MAPS = ("identity", "elu1", "relu", "hadamard", "hedgehog")
-OUTPUT_NORMS = ("rms", "none")    # linear_attention's output: an RMSNorm per head, or as it is
+OUTPUT_NORMS = ("rms", "none")  # linear_attention's output: an RMSNorm per head, or as it is
 
 
 def feature_map(u, kind: str, name: str):
@@ -124,8 +129,8 @@ def feature_map(u, kind: str, name: str):
 
 @dataclass(frozen=True)
 class LinearAttentionOptions:
-    feature_map: str = "hadamard"     # identity | elu1 | relu | hadamard | hedgehog
-    output_norm: str = added_field("rms")   # rms (an RMSNorm per head) | none (LSA's raw sum)
+    feature_map: str = "hadamard"  # identity | elu1 | relu | hadamard | hedgehog
+    output_norm: str = added_field("rms")  # rms (an RMSNorm per head) | none (LSA's raw sum)
 
     def check(self) -> None:
         if self.feature_map not in FEATURE_MAPS:
@@ -136,15 +141,17 @@ class LinearAttentionOptions:
 
 @dataclass(frozen=True)
 class GLAOptions:
-    gate_rank: int = 16               # rank of the decay's projection D -> r -> K per head
-    gate_temperature: float = 16.0    # log α = logsigmoid(·) / temperature
-    chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
+    gate_rank: int = 16  # rank of the decay's projection D -> r -> K per head
+    gate_temperature: float = 16.0  # log α = logsigmoid(·) / temperature
+    chunk: int = CHUNK  # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
         check_chunk(self.chunk)
         if self.gate_rank < 1 or not self.gate_temperature > 0:
-            raise ValueError(f"gate_rank={self.gate_rank}, gate_temperature={self.gate_temperature}; "
-                             "accepted: gate_rank >= 1 and gate_temperature > 0")
+            raise ValueError(
+                f"gate_rank={self.gate_rank}, gate_temperature={self.gate_temperature}; "
+                "accepted: gate_rank >= 1 and gate_temperature > 0"
+            )
 
 
 class LinearAttentionMixer(hk.Module):
@@ -155,7 +162,7 @@ class LinearAttentionMixer(hk.Module):
     def __call__(self, x):
         q, k, v = project_qkv(x, self.num_heads)
         phi_q, phi_k = feature_map(q, self.kind, "q"), feature_map(k, self.kind, "k")
-        y = chunked_decay_attention(phi_q, phi_k, v)                       # α_t = 1
+        y = chunked_decay_attention(phi_q, phi_k, v)  # α_t = 1
         if self.output_norm == "rms":
             y = _head_rms_norm(y, "norm")
         return project_out(y, x.shape[-1])
@@ -172,19 +179,27 @@ class GatedLinearAttention(hk.Module):
         size = d // self.num_heads
         low = hk.Linear(self.rank, with_bias=False, name="gate_a")(x)
         log_alpha = jax.nn.log_sigmoid(hk.Linear(d, name="gate_b")(low)) / self.temperature
-        y = chunked_decay_attention(q / math.sqrt(size), k, v, log_alpha.reshape(b, t, self.num_heads, size),
-                                    chunk=self.chunk)
+        y = chunked_decay_attention(
+            q / math.sqrt(size), k, v, log_alpha.reshape(b, t, self.num_heads, size), chunk=self.chunk
+        )
         gate = jax.nn.swish(hk.Linear(d, with_bias=False, name="out_gate")(x)).reshape(y.shape)
         return project_out(_head_rms_norm(y, "norm") * gate, d)
 
 
-register_mixer("linear_attention", LinearAttentionOptions,
-          "ICL benchmark: causal linear attention with a feature map, per-head RMSNorm output "
-          "(output_norm: none leaves it out)",
-          lambda o, h, n, p: LinearAttentionMixer(h, o.feature_map, o.output_norm, name=n),
-          state=lambda o, d, h, t: h * (2 if o.feature_map == "hedgehog" else 1) * (d // h) ** 2,
-          state_doc="H·K'·K (K' = 2K for hedgehog, else K)")
-register_mixer("gated_linear_attn", GLAOptions,
-          "ICL benchmark: GLA, data-dependent low-rank decay, RMSNorm x swish-gate output",
-          lambda o, h, n, p: GatedLinearAttention(h, o.gate_rank, o.gate_temperature, o.chunk, name=n),
-          state=lambda o, d, h, t: h * (d // h) ** 2, state_doc="H·K²")
+register_mixer(
+    "linear_attention",
+    LinearAttentionOptions,
+    "ICL benchmark: causal linear attention with a feature map, per-head RMSNorm output "
+    "(output_norm: none leaves it out)",
+    lambda o, h, n, p: LinearAttentionMixer(h, o.feature_map, o.output_norm, name=n),
+    state=lambda o, d, h, t: h * (2 if o.feature_map == "hedgehog" else 1) * (d // h) ** 2,
+    state_doc="H·K'·K (K' = 2K for hedgehog, else K)",
+)
+register_mixer(
+    "gated_linear_attn",
+    GLAOptions,
+    "ICL benchmark: GLA, data-dependent low-rank decay, RMSNorm x swish-gate output",
+    lambda o, h, n, p: GatedLinearAttention(h, o.gate_rank, o.gate_temperature, o.chunk, name=n),
+    state=lambda o, d, h, t: h * (d // h) ** 2,
+    state_doc="H·K²",
+)

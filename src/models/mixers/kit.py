@@ -11,6 +11,7 @@ tokens <= t only).
 
 Glossary: B batch, T tokens, D width, H heads, K = D / H head size.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,7 +27,7 @@ from src.settings import require_int
 
 MIXERS = registry("seq_mixer")
 EPS = 1e-6
-MAX_CHUNK = 4096     # the largest `chunk` a mixer with a chunked form accepts
+MAX_CHUNK = 4096  # the largest `chunk` a mixer with a chunked form accepts
 
 
 def check_chunk(chunk) -> None:
@@ -89,6 +90,7 @@ def project_out(y: jax.Array, width: int, bias: bool = False) -> jax.Array:
 
 class HeadsMixer(hk.Module):
     """A mixer module with `num_heads` heads (its projections split D into H heads of K = D / H)."""
+
     def __init__(self, num_heads: int, name: str | None = None):
         super().__init__(name=name)
         self.num_heads = num_heads
@@ -107,6 +109,7 @@ def register_mixer(name: str, options, doc: str, make, *, softmax: bool = False,
     is the floats of recurrent state the mixer keeps per sequence and layer to produce its next
     output (what generation would carry: the keys and values of attention, a recurrent mixer's
     state), `state_doc` the same as a formula for `--choices`."""
+
     def build(opts, *, width: int, num_heads: int, position=None, name: str | None = None):
         _check(width, num_heads)
         if hasattr(opts, "check"):
@@ -114,10 +117,11 @@ def register_mixer(name: str, options, doc: str, make, *, softmax: bool = False,
         if position is not None and not softmax:
             position.require_plain(build.mixer_name)
         return make(opts, num_heads, name, position if softmax else None)
+
     build.mixer_name = name
-    build.defined_in = (make.__code__.co_filename, make.__code__.co_firstlineno)   # the mixer's own file
+    build.defined_in = (make.__code__.co_filename, make.__code__.co_firstlineno)  # the mixer's own file
     build.takes_any_position = softmax
-    build.forms_softmax_weights = softmax   # recorded under recording_attention (analysis.recency)
+    build.forms_softmax_weights = softmax  # recorded under recording_attention (analysis.recency)
     build.state_floats, build.state_doc = state, state_doc
     MIXERS.register(name, options, doc=doc)(build)
 
@@ -127,8 +131,12 @@ def check_lengths(model, tokens: int) -> None:
     `tokens` tokens (an options class's `check_length(tokens)`; SettingsError naming the option
     by its path, model.seq_mixer.options.<key> or model.seq_mixers[i].options.<key>)."""
     from src.settings import SettingsError
-    named = ([(f"model.seq_mixers[{i}].options.", c) for i, c in enumerate(model.seq_mixers)] if model.seq_mixers
-             else [("model.seq_mixer.options.", model.seq_mixer)])
+
+    named = (
+        [(f"model.seq_mixers[{i}].options.", c) for i, c in enumerate(model.seq_mixers)]
+        if model.seq_mixers
+        else [("model.seq_mixer.options.", model.seq_mixer)]
+    )
     for prefix, choice in named:
         check = getattr(choice.options, "check_length", None)
         try:
@@ -154,27 +162,33 @@ def apply_mixer(name: str, module, x: jax.Array) -> jax.Array:
     training): MixerError when it raises or when its output is not x's shape [B, T, D]."""
     import traceback
     from src.registry import defined_in
+
     where = defined_in(MIXERS.get(name)) or ("?", 0)
     try:
         y = module(x)
     except UsageError:
         raise
-    except Exception as err:   # noqa: BLE001 - the user's code: named, whatever it raised
+    except Exception as err:  # noqa: BLE001 - the user's code: named, whatever it raised
         frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == where[0]]
         line = frames[-1].lineno if frames else where[1]
         first = (str(err).strip().splitlines() or [""])[0][:300]
-        raise MixerError(f"seq_mixer {name!r} ({display_path(where[0])}:{line}) raised {type(err).__name__}: "
-                         f"{first}; the model was not built (WORKBENCH_DEBUG=1 prints the traceback)") from err
+        raise MixerError(
+            f"seq_mixer {name!r} ({display_path(where[0])}:{line}) raised {type(err).__name__}: "
+            f"{first}; the model was not built (WORKBENCH_DEBUG=1 prints the traceback)"
+        ) from err
     if getattr(y, "shape", None) != x.shape:
-        raise MixerError(f"seq_mixer {name!r} ({display_path(where[0])}:{where[1]}) returned shape "
-                         f"{tuple(getattr(y, 'shape', ()))} for input {tuple(x.shape)}; accepted: a mixer maps "
-                         "x [B, T, D] to the same shape")
+        raise MixerError(
+            f"seq_mixer {name!r} ({display_path(where[0])}:{where[1]}) returned shape "
+            f"{tuple(getattr(y, 'shape', ()))} for input {tuple(x.shape)}; accepted: a mixer maps "
+            "x [B, T, D] to the same shape"
+        )
     return y
 
 
 def display_path(filename: str) -> str:
     """`filename` relative to the checkout where it is inside it."""
     from src.provenance import ROOT
+
     try:
         return str(Path(filename).resolve().relative_to(ROOT))
     except ValueError:

@@ -15,6 +15,7 @@ State per sequence and layer: h and c, 2·D floats.
 
 Glossary: B batch, T tokens, D width.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,5 +60,11 @@ class LSTM(hk.Module):
         return lstm_scan(x_gates, w_h, b_h)
 
 
-register_mixer("lstm", NoOptions, "an LSTM layer (PyTorch's gates and init; Garg et al.'s recurrent model)",
-               lambda o, h, n, p: LSTM(name=n), state=lambda o, d, h, t: 2 * d, state_doc="2·D (h and c)")
+register_mixer(
+    "lstm",
+    NoOptions,
+    "an LSTM layer (PyTorch's gates and init; Garg et al.'s recurrent model)",
+    lambda o, h, n, p: LSTM(name=n),
+    state=lambda o, d, h, t: 2 * d,
+    state_doc="2·D (h and c)",
+)

@@ -19,6 +19,7 @@ W_Δ↑ uniform ±R^−½. Projections have no biases.
 
 Glossary: B batch, T tokens, D width, E inner width, N state size, R rank of Δ, k conv kernel.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,11 +39,11 @@ DT_MIN, DT_MAX, DT_FLOOR = 1e-3, 1e-1, 1e-4
 
 @dataclass(frozen=True)
 class MambaOptions:
-    state_size: int = 16       # N (Hugging Face MambaConfig.state_size)
-    expand: int = 2            # E = expand · D
-    conv_kernel: int = 4       # k
-    dt_rank: int = 0           # R; 0 = ⌈D / 16⌉ (the reference's "auto")
-    scan: str = "auto"         # associative | sequential | auto (scan_form: associative off the CPU)
+    state_size: int = 16  # N (Hugging Face MambaConfig.state_size)
+    expand: int = 2  # E = expand · D
+    conv_kernel: int = 4  # k
+    dt_rank: int = 0  # R; 0 = ⌈D / 16⌉ (the reference's "auto")
+    scan: str = "auto"  # associative | sequential | auto (scan_form: associative off the CPU)
 
     def check(self) -> None:
         require_int("state_size", self.state_size, 1, 1024)
@@ -65,17 +66,18 @@ def _associative(u, delta, a, b, c, d, chunk: int):
     t, batch, e = u.shape
     size = min(t, chunk)
     pad = (-t) % size
-    if pad:     # trailing padding: nothing before it changes
+    if pad:  # trailing padding: nothing before it changes
         u, delta, b, c = (jnp.pad(x, ((0, pad), (0, 0), (0, 0))) for x in (u, delta, b, c))
     chunks = [x.reshape(-1, size, *x.shape[1:]) for x in (u, delta, b, c)]
 
-    def one_chunk(state, inputs):          # state [B, E, N]
+    def one_chunk(state, inputs):  # state [B, E, N]
         u_c, delta_c, b_c, c_c = inputs
-        decay = jnp.exp(delta_c[..., None] * a)                            # [C, B, E, N]
-        drive = (delta_c * u_c)[..., None] * b_c[:, :, None, :]           # [C, B, E, N]
+        decay = jnp.exp(delta_c[..., None] * a)  # [C, B, E, N]
+        drive = (delta_c * u_c)[..., None] * b_c[:, :, None, :]  # [C, B, E, N]
         decay_prefix, h = jax.lax.associative_scan(_combine, (decay, drive), axis=0)
         h = h + decay_prefix * state
         return h[-1], jnp.einsum("tben,tbn->tbe", h, c_c) + d * u_c
+
     state = jnp.zeros((batch, e, a.shape[-1]), u.dtype)
     _, ys = jax.lax.scan(one_chunk, state, tuple(chunks))
     return ys.reshape(-1, batch, e)[:t]
@@ -83,10 +85,12 @@ def _associative(u, delta, a, b, c, d, chunk: int):
 
 def _sequential(u, delta, a, b, c, d):
     """Time-major [T, B, .] inputs: one lax.scan step per position."""
+
     def step(h, inputs):
         u_t, delta_t, b_t, c_t = inputs
         h = jnp.exp(delta_t[..., None] * a) * h + (delta_t * u_t)[..., None] * b_t[:, None, :]
         return h, jnp.einsum("ben,bn->be", h, c_t) + d * u_t
+
     state = jnp.zeros((u.shape[1], u.shape[2], a.shape[-1]), u.dtype)
     return jax.lax.scan(step, state, (u, delta, b, c))[1]
 
@@ -118,7 +122,7 @@ def causal_depthwise_conv(u, kernel, bias):
     k = kernel.shape[0]
     padded = jnp.pad(u, ((0, 0), (k - 1, 0), (0, 0)))
     t = u.shape[1]
-    return sum(kernel[j] * padded[:, j:j + t] for j in range(k)) + bias
+    return sum(kernel[j] * padded[:, j : j + t] for j in range(k)) + bias
 
 
 def dt_bias_init(shape, dtype):
@@ -140,26 +144,31 @@ class Mamba(hk.Module):
         width = x.shape[-1]
         inner, n, rank = o.expand * width, o.state_size, o.dt_rank or math.ceil(width / 16)
         u, z = jnp.split(hk.Linear(2 * inner, with_bias=False, name="in_proj")(x), 2, axis=-1)
-        fan = o.conv_kernel ** -0.5        # depthwise: fan-in k
-        kernel = hk.get_parameter("conv_kernel", (o.conv_kernel, inner),
-                                  init=hk.initializers.RandomUniform(-fan, fan))
+        fan = o.conv_kernel**-0.5  # depthwise: fan-in k
+        kernel = hk.get_parameter("conv_kernel", (o.conv_kernel, inner), init=hk.initializers.RandomUniform(-fan, fan))
         conv_bias = hk.get_parameter("conv_bias", (inner,), init=hk.initializers.RandomUniform(-fan, fan))
         u = jax.nn.silu(causal_depthwise_conv(u, kernel, conv_bias))
-        dt, b, c = jnp.split(hk.Linear(rank + 2 * n, with_bias=False, name="x_proj")(u),
-                             [rank, rank + n], axis=-1)
-        dt_weight = hk.get_parameter("dt_proj_w", (rank, inner),
-                                     init=hk.initializers.RandomUniform(-rank ** -0.5, rank ** -0.5))
+        dt, b, c = jnp.split(hk.Linear(rank + 2 * n, with_bias=False, name="x_proj")(u), [rank, rank + n], axis=-1)
+        dt_weight = hk.get_parameter(
+            "dt_proj_w", (rank, inner), init=hk.initializers.RandomUniform(-(rank**-0.5), rank**-0.5)
+        )
         dt_bias = hk.get_parameter("dt_proj_b", (inner,), init=dt_bias_init)
         delta = jax.nn.softplus(dt @ dt_weight + dt_bias)
-        a_log = hk.get_parameter("A_log", (inner, n), init=lambda shape, dtype: jnp.broadcast_to(
-            jnp.log(jnp.arange(1, n + 1, dtype=dtype)), shape))
+        a_log = hk.get_parameter(
+            "A_log",
+            (inner, n),
+            init=lambda shape, dtype: jnp.broadcast_to(jnp.log(jnp.arange(1, n + 1, dtype=dtype)), shape),
+        )
         skip = hk.get_parameter("D", (inner,), init=jnp.ones)
         y = selective_scan(u, delta, -jnp.exp(a_log), b, c, skip, scan_form(o.scan))
         return hk.Linear(width, with_bias=False, name="out_proj")(y * jax.nn.silu(z))
 
 
-register_mixer("mamba", MambaOptions,
-               "Mamba: selective state space (input-dependent Δ, B, C; diagonal A), gated, causal conv",
-               lambda o, h, n, p: Mamba(o, name=n),
-               state=lambda o, d, h, t: o.expand * d * (o.state_size + o.conv_kernel - 1),
-               state_doc="E·(N + conv_kernel − 1), E = expand·D")
+register_mixer(
+    "mamba",
+    MambaOptions,
+    "Mamba: selective state space (input-dependent Δ, B, C; diagonal A), gated, causal conv",
+    lambda o, h, n, p: Mamba(o, name=n),
+    state=lambda o, d, h, t: o.expand * d * (o.state_size + o.conv_kernel - 1),
+    state_doc="E·(N + conv_kernel − 1), E = expand·D",
+)

@@ -36,6 +36,7 @@ inputs of xBC, (d_conv − 1)·(E + 2N).
 Glossary: B batch (B_t the SSM's input matrix), T tokens, D width, E inner width (expand·D),
 H heads, P head size (E / H), N state size (d_state), C chunk.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,19 +50,21 @@ from src.models.mixers.convolutions import ShortConv
 from src.models.mixers.mamba import dt_bias_init
 
 CHUNK = 64
-NORM_EPS = 1e-5                          # the gated RMSNorm's (Zoology's)
-A_MIN, A_MAX = 1.0, 16.0                 # A_init_range
+NORM_EPS = 1e-5  # the gated RMSNorm's (Zoology's)
+A_MIN, A_MAX = 1.0, 16.0  # A_init_range
 
 
 def recurrent_ssd(x, delta, a, b, c, d):
     """x [B, T, H, P], delta [B, T, H] (Δ > 0), a [H] (< 0), b, c [B, T, N], d [H] -> y [B, T, H, P]
     of S_t = exp(Δ_t a) S_{t−1} + Δ_t x_t b_tᵀ, y_t = S_t c_t + d x_t (S_0 = 0), one position at a
     time."""
-    def step(state, inputs):                                                 # state [B, H, P, N]
+
+    def step(state, inputs):  # state [B, H, P, N]
         x_t, delta_t, b_t, c_t = inputs
         decay = jnp.exp(delta_t * a)[..., None, None]
         state = decay * state + jnp.einsum("bhp,bn->bhpn", delta_t[..., None] * x_t, b_t)
         return state, jnp.einsum("bhpn,bn->bhp", state, c_t)
+
     batch, _, h, size = x.shape
     state = jnp.zeros((batch, h, size, b.shape[-1]), x.dtype)
     _, ys = jax.lax.scan(step, state, tuple(jnp.moveaxis(u, 1, 0) for u in (x, delta, b, c)))
@@ -80,26 +83,27 @@ def chunked_ssd(x, delta, a, b, c, d, chunk: int | None = None):
         x = jnp.pad(x, ((0, 0), (0, pad), (0, 0), (0, 0)))
         delta, b, c = (jnp.pad(u, ((0, 0), (0, pad), (0, 0))) for u in (delta, b, c))
     n = (t + pad) // chunk
-    x_c = x.reshape(batch, n, chunk, h, size)                                # [B, n, C, H, P]
-    delta_c = delta.reshape(batch, n, chunk, h)                             # [B, n, C, H]
-    b_c, c_c = (u.reshape(batch, n, chunk, -1) for u in (b, c))             # [B, n, C, N]
-    cum = jnp.cumsum(delta_c * a, axis=2)                                   # Σ_{j≤c} Δ_j a
+    x_c = x.reshape(batch, n, chunk, h, size)  # [B, n, C, H, P]
+    delta_c = delta.reshape(batch, n, chunk, h)  # [B, n, C, H]
+    b_c, c_c = (u.reshape(batch, n, chunk, -1) for u in (b, c))  # [B, n, C, N]
+    cum = jnp.cumsum(delta_c * a, axis=2)  # Σ_{j≤c} Δ_j a
     lower = jnp.tril(jnp.ones((chunk, chunk), bool))
-    exponent = cum[:, :, :, None, :] - cum[:, :, None, :, :]                # [B, n, C(c), C(s), H]
-    decay = jnp.exp(jnp.where(lower[..., None], exponent, -jnp.inf))        # L[c, s]
-    drive = delta_c[..., None] * x_c                                         # Δ x [B, n, C, H, P]
-    scores = jnp.einsum("bzcn,bzsn->bzcs", c_c, b_c)                        # C Bᵀ
+    exponent = cum[:, :, :, None, :] - cum[:, :, None, :, :]  # [B, n, C(c), C(s), H]
+    decay = jnp.exp(jnp.where(lower[..., None], exponent, -jnp.inf))  # L[c, s]
+    drive = delta_c[..., None] * x_c  # Δ x [B, n, C, H, P]
+    scores = jnp.einsum("bzcn,bzsn->bzcs", c_c, b_c)  # C Bᵀ
     y_intra = jnp.einsum("bzcsh,bzcs,bzshp->bzchp", decay, scores, drive)
-    to_end = jnp.exp(cum[:, :, -1:] - cum)                                  # exp(cum_end − cum_s)
+    to_end = jnp.exp(cum[:, :, -1:] - cum)  # exp(cum_end − cum_s)
     chunk_states = jnp.einsum("bzsh,bzshp,bzsn->bzhpn", to_end, drive, b_c)  # [B, n, H, P, N]
-    chunk_decay = jnp.exp(cum[:, :, -1])                                    # exp(total) [B, n, H]
+    chunk_decay = jnp.exp(cum[:, :, -1])  # exp(total) [B, n, H]
 
-    def carry(state, inputs):                                                # state [B, H, P, N]
+    def carry(state, inputs):  # state [B, H, P, N]
         decay_n, states_n = inputs
         return decay_n[..., None, None] * state + states_n, state
+
     start = jnp.zeros((batch, h, size, b.shape[-1]), x.dtype)
     _, starts = jax.lax.scan(carry, start, (jnp.moveaxis(chunk_decay, 1, 0), jnp.moveaxis(chunk_states, 1, 0)))
-    starts = jnp.moveaxis(starts, 0, 1)                                      # S at each chunk's start
+    starts = jnp.moveaxis(starts, 0, 1)  # S at each chunk's start
     y_inter = jnp.einsum("bzch,bzhpn,bzcn->bzchp", jnp.exp(cum), starts, c_c)
     y = (y_intra + y_inter).reshape(batch, n * chunk, h, size)[:, :t]
     return y + d[:, None] * x[:, :t]
@@ -107,10 +111,10 @@ def chunked_ssd(x, delta, a, b, c, d, chunk: int | None = None):
 
 @dataclass(frozen=True)
 class Mamba2Options:
-    d_state: int = 16                 # N (Zoology's MQAR configs: 8, 16, 24)
-    d_conv: int = 4                   # the convolution over xBC (tokens)
-    expand: int = 2                   # E = expand · D
-    chunk: int = CHUNK                # positions per chunk of the dual form (changes float rounding only)
+    d_state: int = 16  # N (Zoology's MQAR configs: 8, 16, 24)
+    d_conv: int = 4  # the convolution over xBC (tokens)
+    expand: int = 2  # E = expand · D
+    chunk: int = CHUNK  # positions per chunk of the dual form (changes float rounding only)
 
     def check(self) -> None:
         check_chunk(self.chunk)
@@ -135,8 +139,9 @@ class Mamba2(hk.Module):
         o, h = self.options, self.num_heads
         inner, n = o.expand * width, o.d_state
         if inner % h:
-            raise ValueError(f"expand={o.expand}; accepted: an integer making expand·width ({inner}) "
-                             f"divisible by the {h} heads")
+            raise ValueError(
+                f"expand={o.expand}; accepted: an integer making expand·width ({inner}) divisible by the {h} heads"
+            )
         size = inner // h
         zxbcdt = hk.Linear(2 * inner + 2 * n + h, with_bias=False, name="in_proj")(x)
         z, xbc, dt = jnp.split(zxbcdt, [inner, 2 * inner + 2 * n], axis=-1)
@@ -152,10 +157,12 @@ class Mamba2(hk.Module):
         return hk.Linear(width, with_bias=False, name="out_proj")(normed)
 
 
-register_mixer("mamba2", Mamba2Options,
-               "Zoology: Mamba-2 (SSD), a scalar decay per head over a matrix state, chunked dual form, "
-               "conv over xBC, gated RMSNorm",
-               lambda o, h, n, p: Mamba2(h, o, name=n),
-               state=lambda o, d, h, t: h * (o.expand * d // h) * o.d_state
-               + (o.d_conv - 1) * (o.expand * d + 2 * o.d_state),
-               state_doc="H·P·N + (d_conv − 1)·(E + 2N)")
+register_mixer(
+    "mamba2",
+    Mamba2Options,
+    "Zoology: Mamba-2 (SSD), a scalar decay per head over a matrix state, chunked dual form, "
+    "conv over xBC, gated RMSNorm",
+    lambda o, h, n, p: Mamba2(h, o, name=n),
+    state=lambda o, d, h, t: h * (o.expand * d // h) * o.d_state + (o.d_conv - 1) * (o.expand * d + 2 * o.d_state),
+    state_doc="H·P·N + (d_conv − 1)·(E + 2N)",
+)

@@ -59,6 +59,7 @@ shift): H·K² + D.
 Glossary: B batch, T tokens, D width, H heads, K head size (D / H), C chunk, G cumulative log
 decay within a chunk, α = −κ̂ and β = κ̂ ⊙ a (the removal's two vectors).
 """
+
 from __future__ import annotations
 
 import functools
@@ -73,21 +74,26 @@ from src.models.mixers.kit import check_chunk, register_mixer
 from src.models.mixers.delta_rule import unit_lower_solve
 
 CHUNK = 16
-L2_EPS = 1e-6                        # κ̂ = z / sqrt(Σz² + eps), flash-linear-attention's l2norm
-DECAY_SCALE = math.exp(-0.5)         # w = −e^{−½} σ(·)
-ZOOLOGY_INIT = hk.initializers.RandomNormal(0.02)    # Zoology's N(0, 0.02) for every Linear
-BRANCHES = ("r", "w", "k", "v", "a", "g")           # the rows of x_x
+L2_EPS = 1e-6  # κ̂ = z / sqrt(Σz² + eps), flash-linear-attention's l2norm
+DECAY_SCALE = math.exp(-0.5)  # w = −e^{−½} σ(·)
+ZOOLOGY_INIT = hk.initializers.RandomNormal(0.02)  # Zoology's N(0, 0.02) for every Linear
+BRANCHES = ("r", "w", "k", "v", "a", "g")  # the rows of x_x
 
 
 def recurrent_rwkv7(r, w, k, v, alpha, beta):
     """r, w, k, v, alpha, beta [B, T, H, K] -> o [B, T, H, K], one position at a time:
     S_t = diag(exp w_t) S_{t−1} + β_t (α_tᵀ S_{t−1}) + k_t v_tᵀ, o_t = Sᵀ_t r_t."""
-    def step(state, inputs):                                                 # state [B, H, K, K]
+
+    def step(state, inputs):  # state [B, H, K, K]
         r_t, w_t, k_t, v_t, a_t, b_t = inputs
-        removal = jnp.einsum("bhk,bhkv->bhv", a_t, state)                    # αᵀ S_{t−1}
-        state = (jnp.exp(w_t)[..., None] * state + b_t[..., :, None] * removal[..., None, :]
-                 + k_t[..., :, None] * v_t[..., None, :])
+        removal = jnp.einsum("bhk,bhkv->bhv", a_t, state)  # αᵀ S_{t−1}
+        state = (
+            jnp.exp(w_t)[..., None] * state
+            + b_t[..., :, None] * removal[..., None, :]
+            + k_t[..., :, None] * v_t[..., None, :]
+        )
         return state, jnp.einsum("bhkv,bhk->bhv", state, r_t)
+
     b, _, h, size = r.shape
     state = jnp.zeros((b, h, size, v.shape[-1]), r.dtype)
     _, ys = jax.lax.scan(step, state, tuple(jnp.moveaxis(a, 1, 0) for a in (r, w, k, v, alpha, beta)))
@@ -120,47 +126,53 @@ def chunked_rwkv7(r, w, k, v, alpha, beta, chunk: int = CHUNK, factorised: bool 
     if pad:
         inputs = tuple(jnp.pad(a, ((0, 0), (0, pad), (0, 0), (0, 0))) for a in inputs)
     n = (t + pad) // chunk
-    r_c, w_c, k_c, v_c, a_c, b_c = (jnp.moveaxis(a.reshape(b, n, chunk, h, -1), 3, 2) for a in inputs)  # [B, N, H, C, K]
-    cum = jnp.cumsum(w_c, axis=3)                                            # G_t
-    before = cum - w_c                                                       # G_{t−1}
+    r_c, w_c, k_c, v_c, a_c, b_c = (
+        jnp.moveaxis(a.reshape(b, n, chunk, h, -1), 3, 2) for a in inputs
+    )  # [B, N, H, C, K]
+    cum = jnp.cumsum(w_c, axis=3)  # G_t
+    before = cum - w_c  # G_{t−1}
 
     if factorised:
         strict, upto = (jnp.tril(jnp.ones((chunk, chunk), bool), d) for d in (-1, 0))
         a_read, r_read_t, fade = a_c * jnp.exp(before), r_c * jnp.exp(cum), jnp.exp(-cum)
         pair = lambda left, right, mask: jnp.where(mask, left @ jnp.swapaxes(right * fade, -1, -2), 0.0)
-        m, nk = pair(a_read, b_c, strict), pair(a_read, k_c, strict)         # [B, N, H, C(t), C(s)]
+        m, nk = pair(a_read, b_c, strict), pair(a_read, k_c, strict)  # [B, N, H, C(t), C(s)]
         p, q = pair(r_read_t, b_c, upto), pair(r_read_t, k_c, upto)
     else:
+
         def decays(read, strict: bool):
             """e^{read_t − G_s} [B, N, H, C(t), C(s), K] where s < t (strict) or s <= t, else 0."""
             mask = jnp.tril(jnp.ones((chunk, chunk), bool), -1 if strict else 0)[:, :, None]
             gap = read[..., :, None, :] - cum[..., None, :, :]
-            return jnp.where(mask, jnp.exp(jnp.where(mask, gap, 0.0)), 0.0)    # no exp of a positive gap
-        a_decayed = a_c[..., :, None, :] * decays(before, True)                 # α_t e^{G_{t−1} − G_s}, s < t
-        r_decayed = r_c[..., :, None, :] * decays(cum, False)                    # r_t e^{G_t − G_s}, s <= t
-        pair = lambda decayed, right: jnp.sum(decayed * right[..., None, :, :], -1)    # [B, N, H, C(t), C(s)]
+            return jnp.where(mask, jnp.exp(jnp.where(mask, gap, 0.0)), 0.0)  # no exp of a positive gap
+
+        a_decayed = a_c[..., :, None, :] * decays(before, True)  # α_t e^{G_{t−1} − G_s}, s < t
+        r_decayed = r_c[..., :, None, :] * decays(cum, False)  # r_t e^{G_t − G_s}, s <= t
+        pair = lambda decayed, right: jnp.sum(decayed * right[..., None, :, :], -1)  # [B, N, H, C(t), C(s)]
         m, nk = pair(a_decayed, b_c), pair(a_decayed, k_c)
         p, q = pair(r_decayed, b_c), pair(r_decayed, k_c)
     system = jnp.eye(chunk) - m
     solved = unit_lower_solve(system, jnp.concatenate([a_c * jnp.exp(before), nk @ v_c], -1))
-    w_s, u_s = solved[..., :size], solved[..., size:]                        # U = w_s S + u_s
+    w_s, u_s = solved[..., :size], solved[..., size:]  # U = w_s S + u_s
     r_read = r_c * jnp.exp(cum)
-    local = q @ v_c                                                          # Σ_{s<=t} Q_ts v_s
-    last = cum[..., -1, :]                                                   # G_C [B, N, H, K]
-    to_end = jnp.exp(last[..., None, :] - cum)                               # e^{G_C − G_s} <= 1
+    local = q @ v_c  # Σ_{s<=t} Q_ts v_s
+    last = cum[..., -1, :]  # G_C [B, N, H, K]
+    to_end = jnp.exp(last[..., None, :] - cum)  # e^{G_C − G_s} <= 1
     b_end = b_c * to_end
     added = jnp.einsum("...ck,...cv->...kv", k_c * to_end, v_c)
 
-    def per_chunk(state, chunk_inputs):                                      # state [B, H, K, K]
+    def per_chunk(state, chunk_inputs):  # state [B, H, K, K]
         w_n, u_n, r_n, p_n, local_n, b_n, added_n, last_n = chunk_inputs
-        removal = jnp.einsum("bhck,bhkv->bhcv", w_n, state) + u_n          # U: α_tᵀ S_{t−1}
+        removal = jnp.einsum("bhck,bhkv->bhcv", w_n, state) + u_n  # U: α_tᵀ S_{t−1}
         y = jnp.einsum("bhck,bhkv->bhcv", r_n, state) + jnp.einsum("bhcs,bhsv->bhcv", p_n, removal) + local_n
         state = jnp.exp(last_n)[..., None] * state + jnp.einsum("bhck,bhcv->bhkv", b_n, removal) + added_n
         return state, y
+
     state = jnp.zeros((b, h, size, v.shape[-1]), r.dtype)
-    _, ys = jax.lax.scan(per_chunk, state, tuple(jnp.moveaxis(a, 1, 0) for a in
-                                                 (w_s, u_s, r_read, p, local, b_end, added, last)))
-    ys = jnp.moveaxis(ys, 0, 1)                                              # [B, N, H, C, K]
+    _, ys = jax.lax.scan(
+        per_chunk, state, tuple(jnp.moveaxis(a, 1, 0) for a in (w_s, u_s, r_read, p, local, b_end, added, last))
+    )
+    ys = jnp.moveaxis(ys, 0, 1)  # [B, N, H, C, K]
     return jnp.moveaxis(ys, 2, 3).reshape(b, n * chunk, h, -1)[:, :t]
 
 
@@ -170,11 +182,11 @@ def _rank_ok(value) -> bool:
 
 @dataclass(frozen=True)
 class RWKV7Options:
-    decay_low_rank_dim: int = 16      # rank of LoRA_w (the decay)
-    a_low_rank_dim: int = 16          # rank of LoRA_a (the in-context learning rate)
-    gate_low_rank_dim: int = 64       # rank of LoRA_g (the output gate)
-    norm_eps: float = 1e-5            # the GroupNorm's eps is K · norm_eps
-    chunk: int = CHUNK                # positions per chunk of the chunked form (changes float rounding only)
+    decay_low_rank_dim: int = 16  # rank of LoRA_w (the decay)
+    a_low_rank_dim: int = 16  # rank of LoRA_a (the in-context learning rate)
+    gate_low_rank_dim: int = 64  # rank of LoRA_g (the output gate)
+    norm_eps: float = 1e-5  # the GroupNorm's eps is K · norm_eps
+    chunk: int = CHUNK  # positions per chunk of the chunked form (changes float rounding only)
 
     def check(self) -> None:
         check_chunk(self.chunk)
@@ -211,7 +223,7 @@ class RWKV7(hk.Module):
         norm_weight = hk.get_parameter("g_norm_weight", [d], init=jnp.ones)
         norm_bias = hk.get_parameter("g_norm_bias", [d], init=jnp.zeros)
 
-        shifted = jnp.pad(x, ((0, 0), (1, 0), (0, 0)))[:, :-1]                # x_{t−1}, 0 at t = 0
+        shifted = jnp.pad(x, ((0, 0), (1, 0), (0, 0)))[:, :-1]  # x_{t−1}, 0 at t = 0
         delta = shifted - x
         x_r, x_w, x_k, x_v, x_a, x_g = (x + delta * mix[i] for i in range(len(BRANCHES)))
         r = self._linear(d, "r_proj")(x_r)
@@ -228,23 +240,27 @@ class RWKV7(hk.Module):
         r, w, k, v, a = (heads(u) for u in (r, w, k, v, a))
 
         f32 = lambda u: u.astype(jnp.float32)
-        if hk.running_init():        # init only creates parameters: the recurrence (no parameters) is skipped
+        if hk.running_init():  # init only creates parameters: the recurrence (no parameters) is skipped
             y = jnp.zeros((b, t, h, size), jnp.float32)
         else:
-            y = chunked_rwkv7(f32(r), f32(w), f32(k), f32(v), f32(-kappa), f32(kappa * a), factorised=True,
-                              chunk=self.options.chunk)
+            y = chunked_rwkv7(
+                f32(r), f32(w), f32(k), f32(v), f32(-kappa), f32(kappa * a), factorised=True, chunk=self.options.chunk
+            )
         mean = jnp.mean(y, -1, keepdims=True)
         var = jnp.mean(jnp.square(y - mean), -1, keepdims=True)
         y = (y - mean) * jax.lax.rsqrt(var + size * o.norm_eps)
         y = (y.reshape(b, t, d) * f32(norm_weight) + f32(norm_bias)).astype(x.dtype)
-        bonus = jnp.sum(r * k * r_k, -1, keepdims=True) * v                 # the current token's own term
+        bonus = jnp.sum(r * k * r_k, -1, keepdims=True) * v  # the current token's own term
         y = y + bonus.reshape(b, t, d)
         return self._linear(d, "o_proj")(y * g)
 
 
-register_mixer("rwkv7", RWKV7Options,
-               "Zoology: RWKV-7 time mixing, a DPLR delta rule (decay, in-context removal, bonus) over a "
-               "matrix state per head (chunked), token shift, LoRA decay/rate/gate, GroupNorm per head",
-               lambda o, h, n, p: RWKV7(h, o, name=n),
-               state=lambda o, d, h, t: h * (d // h) ** 2 + d,
-               state_doc="H·K² + D")
+register_mixer(
+    "rwkv7",
+    RWKV7Options,
+    "Zoology: RWKV-7 time mixing, a DPLR delta rule (decay, in-context removal, bonus) over a "
+    "matrix state per head (chunked), token shift, LoRA decay/rate/gate, GroupNorm per head",
+    lambda o, h, n, p: RWKV7(h, o, name=n),
+    state=lambda o, d, h, t: h * (d // h) ** 2 + d,
+    state_doc="H·K² + D",
+)
