@@ -50,7 +50,7 @@ OVERWRITE ?=
 overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: help gpu venv test lint test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick task_diversity_finite matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals originals_beside_ours mechanisms_sweep lengthgen_sweep yarn_recency gpu_next gpu_wheels paper_scale_report paper_scale_all
+.PHONY: help gpu venv test lint format test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick task_diversity_finite matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals originals_beside_ours mechanisms_sweep lengthgen_sweep yarn_recency gpu_next gpu_wheels paper_scale_report paper_scale_all
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -78,9 +78,13 @@ PYTEST = $(RUN) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) -
 test: lint  ## ruff, then the test suite (2 processes; about 6 min on 2 cores)
 	$(PYTEST) -m "not study and not slow" tests
 
-# ruff's error checks over every tracked Python file (the rules: pyproject.toml's [tool.ruff])
-lint: $(STAMP)  ## ruff's error checks over every Python file (pyproject.toml's rules)
+# ruff over every Python file (pyproject.toml's [tool.ruff]): the layout, then the error checks
+lint: $(STAMP)  ## ruff: the formatter's check, then the error checks (pyproject.toml's rules)
+	$(RUN) -m ruff format --check --quiet .
 	$(RUN) -m ruff check --quiet .
+
+format: $(STAMP)  ## ruff format: lay out every Python file the one way (make lint checks it)
+	$(RUN) -m ruff format --quiet .
 
 # The slow tier (tests/slow_tests.py): end-to-end checks that train, kill and resume runs in
 # subprocesses, sweeps, Ray, whole config trees, the golden runs of the gpt2 and lm systems.

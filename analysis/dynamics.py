@@ -144,7 +144,8 @@ def principal_levels(data: SequenceSet, task: DynamicsTaskConfig) -> list[float]
 
 def rise_epochs(log_epochs: np.ndarray, gamma_diag: np.ndarray, order: np.ndarray, reference_epoch: int) -> list:
     """Per principal component (by decreasing eigenvalue), from the per-head diagonals
-    gamma_diag [K, H, D]: the first logged epoch at which the strength Σ_h |.| reaches half of its magnitude at `reference_epoch` (the start of the last plateau,
+    gamma_diag [K, H, D]: the first logged epoch at which the strength Σ_h |.| reaches half of its magnitude at
+    `reference_epoch` (the start of the last plateau,
     when the loss has converged; later drift along flat directions does not count), or None
     if it never grew there (to 10x its initial magnitude)."""
     ref = int(np.searchsorted(log_epochs, reference_epoch))

@@ -1,7 +1,8 @@
 """Error vs number of in-context examples for a run that predicts pairs (the `gpt2`
 family; `lm` on its pair tasks), with
 every applicable baseline (least squares, averaging, 3-NN, one GD step; Lasso on the sparse
-task; for a run trained on a pool of tasks with label noise, dMMSE over its pool and ridge): Garg et al.'s normalisation, squared error / d (the zero predictor scores 1 on
+task; for a run trained on a pool of tasks with label noise, dMMSE over its pool and ridge): Garg et al.'s
+normalisation, squared error / d (the zero predictor scores 1 on
 N(0, I) tasks), mean and 95 % interval (1.96 standard errors) over the fixed eval tasks.
 
     python -m analysis.icl_curve --run runs/<exp> [--points N] [--full]

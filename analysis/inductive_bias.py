@@ -1,4 +1,5 @@
-"""Inductive bias of a run that predicts pairs (`gpt2`; `lm` on its pair tasks) (Lin et al. AAAI 2025 §5, their `baseline_all_dup.png`):
+"""Inductive bias of a run that predicts pairs (`gpt2`; `lm` on its pair tasks) (Lin et al. AAAI 2025 §5, their
+`baseline_all_dup.png`):
 as copies of one example fill the prompt, which learner does the model behave like?
 
 The prompt is a block of 2d distinct examples (fewer where the trained length L leaves too little

@@ -10,7 +10,8 @@ heads and eval tasks: 1 everywhere is uniform, a rise at the right end is a rece
 `last_20pct` is the attention mass on the last 20 % of the keys (uniform: 0.2). Only mixers
 that form softmax weights can be read (softmax_causal, local, mqa); a learned absolute table
 skips lengths past it. A model not trained enough to judge (analysis.length_gen.judge) is
-marked so (`trained_enough`, `verdict`) and the study states no recency claim for it. Writes analysis/recency.json, analysis/recency.csv and
+marked so (`trained_enough`, `verdict`) and the study states no recency claim for it. Writes analysis/recency.json,
+analysis/recency.csv and
 analysis/avg_attention_score.png.
 
 Glossary: L layers, B eval tasks, H heads, T tokens (2 × points).

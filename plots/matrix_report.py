@@ -169,7 +169,8 @@ def reading(summary: dict, zero_loss: float) -> list[str]:
     lines = [
         f"- Below one GD step's loss (loss / GD, mean over seeds): {ratios(below)}.",
         f"- Within 10 % above it: {ratios(near)}.",
-        f"- Did not learn at this protocol (loss within 1 % of predicting 0, {zero_loss:.3f}): {', '.join(flat) or 'none'}.",
+        f"- Did not learn at this protocol (loss within 1 % of predicting 0, {zero_loss:.3f}): "
+        f"{', '.join(flat) or 'none'}.",
     ]
     groups: dict = {}
     for m in ranked:
@@ -247,7 +248,8 @@ def write_report(
         f"predicting 0: {_cell(over_seeds([r.get('zero_loss') for r in rows]))}.",
         "- Columns (plots/matrix_report.py): loss / GD; the cosine of the model's sensitivity ∂ŷ/∂x_q with "
         "GD's and the mean |ŷ − ŷ_GD| (analysis/alignment.py); the model's ICL curve (analysis/icl_curve.py) / "
-        "one GD step's with η tuned at every number of examples, averaged over 1..10 examples; each robustness stress's error / the model's clean error at "
+        "one GD step's with η tuned at every number of examples, averaged over 1..10 examples; "
+        "each robustness stress's error / the model's clean error at "
         "the query (analysis/robustness.py: 25 % noisy labels, 20 % random pairs, random order, inputs "
         "scaled by 2, 1.5x the trained length).",
         "",

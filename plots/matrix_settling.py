@@ -183,7 +183,8 @@ def section(data: dict) -> list[str]:
         f"| softmax (the paper's; report/REPRODUCTION.md) | {_m(softmax.get('eval_loss'))} | "
         f"{_m(softmax.get('gd_loss'))} | {_m(softmax.get('copy_next'))} | {_m(softmax.get('copy_other'))} |",
         f"| linear ({len(linear.get('runs', []))} runs, {', '.join(f'{s:,}' for s in linear.get('steps', []))} "
-        f"steps, commit {', '.join(linear.get('commits', []))}) | {_m(linear.get('eval_loss'))} | {_m(linear.get('gd_loss'))} | {_m(linear.get('copy_next'))} | "
+        f"steps, commit {', '.join(linear.get('commits', []))}) | {_m(linear.get('eval_loss'))} | "
+        f"{_m(linear.get('gd_loss'))} | {_m(linear.get('copy_next'))} | "
         f"{_m(linear.get('copy_other'))} |",
         "",
         f"The linear first layer's output depends on the neighbour barely more than on any other token (copy_next "

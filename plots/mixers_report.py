@@ -170,7 +170,8 @@ def write_report(
         f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the mean over them"
         + (" ± the sample std (ddof 1)" if len(seeds) > 1 else "")
         + ".",
-        f"- Model: the `lm` family, 2 layers, {block_words(jobs, 'MLP state mixer')}, AdamW (lr {_span(rows, 'learning_rate', True)} "
+        f"- Model: the `lm` family, 2 layers, {block_words(jobs, 'MLP state mixer')}, "
+        f"AdamW (lr {_span(rows, 'learning_rate', True)} "
         f"MQAR, {_span(rows, 'learning_rate', False)} boolean; weight decay 0.1, 3% warm-up, cosine), batch "
         f"{_span(rows, 'batch_size', True)}. Accuracy on a fixed eval set (512 sequences): exact match at "
         "the query positions (MQAR), sign ŷ at every point (boolean; chance 0.5).",

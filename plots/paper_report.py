@@ -168,7 +168,8 @@ def _nonlinear_row(results: dict, part_checks, part_seconds: dict) -> list[str]:
         "regression by learning features and taking a GD step on them: its loss and "
         'predictions follow a trained "MLP + GD" model (the reference notebook '
         "non_linear_regression.ipynb; 20,000 steps at batch 2,048; loss curves only, no table).",
-        f"{_seed_note(nl)}, batch {nl['batch_size']}, {nl['schedule']}; y = A sin(x + φ), A ~ U({opts['amplitude_low']:g}, "
+        f"{_seed_note(nl)}, batch {nl['batch_size']}, {nl['schedule']}; "
+        f"y = A sin(x + φ), A ~ U({opts['amplitude_low']:g}, "
         f"{opts['amplitude_high']:g}), φ ~ U(0, {opts['phase_high']:.3g}), x ~ U(±{opts['input_range'] / 2:g}), "
         f"N = {opts['num_context']}. Transformer {format_pm(nl['final']['mlp_lsa'], 5)}; GD on learned "
         f"features {format_pm(nl['final']['features_gd'], 5)}; RBF kernel ridge {b['kernel_ridge']['loss']:.5f}; "
@@ -222,7 +223,8 @@ def write_report(
         f"- Training: {len(jobs)} runs; their training loops took {duration(train_total)} in all "
         f"({train_total:.0f} s, one process per run)",
         f"- Mode: {mode}; steps lsa1 {plan.steps['lsa1']}, lsa_rec {plan.steps['lsa_rec']}, "
-        f"twolayer {plan.steps['twolayer']}, sine models {plan.steps.get('nonlinear')}; batch {plan.batch_size}; eval tasks {plan.eval_size} "
+        f"twolayer {plan.steps['twolayer']}, sine models {plan.steps.get('nonlinear')}; "
+        f"batch {plan.batch_size}; eval tasks {plan.eval_size} "
         f"(fixed eval seed, same for every seed); seeds {list(plan.seeds)}",
         f"- Total wall time: {fmt_seconds(total_seconds)} (training runs {plan.jobs} at a time; the "
         "wall-time column is the sum of that part's training-run times plus its evaluation time)",

@@ -107,7 +107,8 @@ def speed_lines(records_dir: Path) -> list[str]:
             variants = json.loads(path.read_text()).get("variants", {})
             for setting, v in variants.items():
                 lines.append(
-                    f"| {setting} | {_fmt(v.get('ms_per_run_step'), 2) if 'ms_per_run_step' in v else v.get('error', '—')} |"
+                    f"| {setting} | "
+                    f"{_fmt(v.get('ms_per_run_step'), 2) if 'ms_per_run_step' in v else v.get('error', '—')} |"
                 )
     original = folder / "original_step.json"
     if original.exists():

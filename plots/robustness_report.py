@@ -220,7 +220,8 @@ def curricula_lines(curricula: dict) -> list[str]:
             "",
             f"- Trained with noisy pairs first, the model's error on prompts with noisy pairs first is "
             f"{noisy['label_noise_noisy_first']:.3f} against {clean['label_noise_noisy_first']:.3f} for the "
-            f"clean-trained run: {'lower, the expected direction' if better else 'NOT lower (the expected direction fails)'}; "
+            f"clean-trained run: "
+            f"{'lower, the expected direction' if better else 'NOT lower (the expected direction fails)'}; "
             f"on clean prompts {noisy['clean_last']:.3f} vs {clean['clean_last']:.3f}.",
         ]
     return lines

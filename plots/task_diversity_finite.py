@@ -88,7 +88,8 @@ def write_report(
         answer = "no pool size run stops rising: the threshold of our model at this budget is above every M run" + (
             ""
             if study_switch is None or study_switch > max(curves, default=0)
-            else f", so the study's switch at M = {study_switch} was a transient (longer training pulls it back toward dMMSE)"
+            else f", so the study's switch at M = {study_switch} was a transient "
+            "(longer training pulls it back toward dMMSE)"
         )
     elif study_switch is None:
         answer = f"our model's threshold at {steps:,} steps is M = {found}"

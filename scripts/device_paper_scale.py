@@ -218,7 +218,8 @@ def time_the_original(checkout: str, out: Path, log) -> None:
         record["tf32" if tf32 else "float32"] = original_step(checkout, tf32)
         (out / "original_step.json").write_text(json.dumps(record, indent=1))
     log(
-        f"original: {json.dumps({k: v.get('rounds_ms') or v.get('error') or v.get('stderr_tail') for k, v in record.items()})}"
+        "original: "
+        + json.dumps({k: v.get("rounds_ms") or v.get("error") or v.get("stderr_tail") for k, v in record.items()})
     )
 
 

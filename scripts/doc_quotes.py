@@ -10,7 +10,8 @@ quantities, one entry per quote with its ``occurrence``) and of which kind it is
   under report/ that carries its own provenance (a study report's "Produced ... from commit ..."
   header and "Machine:" line, or a JSON record with "commit", "machine" and "produced") and holds
   the figure (its number as written, or in a JSON record a number under a key ending in "seconds"
-  or "_gib" equal to it at the quote's precision: "6 minutes" holds 357.2 s); or ``commit``, ``date`` and ``machine``: the commit that wrote the measurement into
+  or "_gib" equal to it at the quote's precision: "6 minutes" holds 357.2 s); or ``commit``, ``date`` and ``machine``:
+  the commit that wrote the measurement into
   the docs, its date, and the machine it was taken on.
 - ``setting``: a limit or setting of the code, with ``constant`` ("module:NAME", or
   "module:function(parameter)" for a default) and ``scale`` (what turns the constant into the

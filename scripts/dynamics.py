@@ -7,7 +7,8 @@ runs it.
 
 (a) ATTN_M (as it is, and restricted to the MLP's function) vs the cubic MLP (the original's
 defaults); (b) ATTN_S with rank-one heads at D = 4: the staircase, under the original's
-initialisation and under every-entry-std-init; (c) the rank sweep R in {8, 4, 2, 1} at D = 8; (d) the in-context fraction
+initialisation and under every-entry-std-init; (c) the rank sweep R in {8, 4, 2, 1} at D = 8; (d) the in-context
+fraction
 sweep c in {0, 0.2, ..., 1} with in-context and in-weight test losses. Every run is a
 `python -m runners.linattn` run directory made by the job engine (src/jobs/: finished
 runs are reused, changed ones redone); the report is report/DYNAMICS.md,

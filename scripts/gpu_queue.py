@@ -228,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         call = device_call(job, commit, clean)
         print(
             f"next: {job.name}: {job.title}\nexpected: {job.expected.words()} of the {JOB_LIMIT_S} s a job may take\n"
-            f"device call (the device tool's run):\n  command: {call['command']}\n  carry: {json.dumps(call['carry'])}\n"
+            f"device call (the device tool's run):\n  command: {call['command']}\n"
+            f"  carry: {json.dumps(call['carry'])}\n"
             f"  timeout_s: {call['timeout_s']}\n"
             f"before it, here: make gpu_wheels{' originals' if ORIGINALS in job.carry else ''} (the carried paths)"
             f"{'' if clean else '; commit first: this tree has uncommitted changes'}\n"

@@ -1,7 +1,8 @@
 """The length study's own config as its users type it, at the laptop size the docs give, timed:
 training (runners.train, its analyses included), the eval.sh equivalent (analysis.length_gen
 --factor 8) and the config at width 32 for 3 steps (16 layers: what a newcomer tries first), each in
-its own process, with its wall time, peak resident memory and exit status. Writes report/measurements/lengthgen_laptop.json (the commit, machine and date beside the
+its own process, with its wall time, peak resident memory and exit status. Writes
+report/measurements/lengthgen_laptop.json (the commit, machine and date beside the
 figures); docs/length_generalisation.md and the README quote it (tests/test_docs_measurements.py).
 
     python -m scripts.laptop_lengthgen [--out runs/laptop_lengthgen] [--overwrite]     (make lengthgen_laptop)

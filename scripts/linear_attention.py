@@ -2,7 +2,8 @@
 systems. `make linear_attention` runs it.
 
 1. The mechanisms study's model with its earlier protocol (configs/linear_attention.yaml: a 3-layer
-   GPT-2 on interleaved x and y tokens, a constant rate for 6,000 steps) with the `linear` mixer summing over the context
+   GPT-2 on interleaved x and y tokens, a constant rate for 6,000 steps) with the `linear` mixer summing over the
+   context
    (scale: sum, the study's) or averaging over it (scale: mean, von Oswald et al.'s 1/N), at the
    study's learning rate and a tenth of it, beside the ICL benchmark's linear attention (feature
    map, RMSNorm on its output) and ReBased (normalised positive features, a mechanism that learns).

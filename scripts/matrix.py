@@ -24,7 +24,8 @@ report is report/MATRIX.md, report/matrix_results.json and report/figures/matrix
 
 The config may hold, beside the settings, the study's own mapping `matrix:` (read_protocol in
 scripts/matrix_config.py; each key optional): `mixers` (a list of spellings; --mixers wins), `seeds`
-(--seeds wins), `steps` (every run's training steps) and `learning_rates` (every mixer trained at each; its best rate, by the mean
+(--seeds wins), `steps` (every run's training steps) and `learning_rates` (every mixer trained at each; its best rate,
+by the mean
 eval loss over seeds, and the mixer that won are written to matrix_rates.json and printed). A run
 made under a `steps` or `learning_rates` key is named for them (`delta_net_steps10000_lr0.0005_seed0`),
 and such a config's runs and report go to runs/<config name> and report/<config name> unless
@@ -83,7 +84,8 @@ def balanced_chunk(tokens: int, chunk: int) -> int:
 def cell_settings(base, mixer: str):
     """The base settings with `mixer` (a spelling: name or name:option=value) as every layer's
     sequence mixer (lstm: the lstm preset), or, joined by '+', a hybrid stack whose layer i takes
-    the i-th (`softmax_causal+linear`: softmax attention first, linear attention second). A mixer with a chunked form (an option `chunk`) gets
+    the i-th (`softmax_causal+linear`: softmax attention first, linear attention second). A mixer with a chunked form
+    (an option `chunk`) gets
     chunks balanced to the training prompts' tokens (balanced_chunk) unless its spelling sets one:
     the same map, the float rounding of another chunk, and on 2 CPU cores 1.1-2x faster a step
     (Mamba-2 2x, GLA 1.4x, Gated DeltaNet and RWKV-7 about 1.1x)."""

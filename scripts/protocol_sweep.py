@@ -3,7 +3,8 @@ study's headline cell under a few protocols (learning rate, schedule, curriculum
 3 seeds each, and reports its target metric at the end of training and against the budget.
 
     python -m scripts.protocol_sweep mechanisms            # softmax_causal under configs/sweeps/mechanisms/*.yaml
-    python -m scripts.protocol_sweep lengthgen             # FIRE on linear regression under configs/sweeps/lengthgen/*.yaml
+    python -m scripts.protocol_sweep lengthgen             # FIRE on linear regression under
+    configs/sweeps/lengthgen/*.yaml
     python -m scripts.protocol_sweep mechanisms --quick    # every protocol at the study's quick size, seed 0
     python -m scripts.protocol_sweep lengthgen --protocols w32_decay_8k
 

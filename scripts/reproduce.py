@@ -12,7 +12,8 @@
                                   one GD step on raw inputs and RBF kernel baselines
 
 Training jobs are standard run directories under --runs-dir (<job> = lsa1_seed0,
-lsa_rec_k2_seed0, twolayer_seed0, sine_mlp_lsa_seed0, sine_features_gd_seed0, ...): the presets' Settings, trained by the job engine in
+lsa_rec_k2_seed0, twolayer_seed0, sine_mlp_lsa_seed0, sine_features_gd_seed0, ...): the presets' Settings, trained by
+the job engine in
 subprocesses, --jobs at a time (one thread each, a shared persistent XLA compilation cache).
 Rerunning skips finished runs whose settings match; incomplete runs, and runs made
 with other settings, are retrained with --overwrite. The evaluations then run

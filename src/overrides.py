@@ -1,7 +1,8 @@
 """Dotted-path overrides of a frozen settings tree: `train.learning_rate=3e-3`,
 `model.mixers=softmax,linear`, `model.layout.options.pe_size=20`. Each value is parsed by the
 type of the field it replaces (int, float, bool, str, tuple of str, a registry Choice by name,
-with that entry's default options; an optional `X | None` field takes none/null or an X); an unknown path or a value of the wrong form is a
+with that entry's default options; an optional `X | None` field takes none/null or an X); an unknown path or a value of
+the wrong form is a
 ValueError with one line naming the path and what is accepted. A dialect's `aliases` map its
 own dotted names (an original's key) to ours first.
 """

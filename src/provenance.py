@@ -1,7 +1,8 @@
 """Which code made a run: the git commit, and a fingerprint of the source that determines
 training results.
 
-`code_fingerprint()` hashes every Python file of src/, baselines/ and runners/. The runners record it in config.json; sweeps treat a
+`code_fingerprint()` hashes every Python file of src/, baselines/ and runners/. The runners record it in config.json;
+sweeps treat a
 finished run made by different training code as stale instead of silently mixing
 results of two code versions in one CSV. (The git commit in config.json cannot catch
 uncommitted edits; this can.)

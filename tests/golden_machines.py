@@ -16,7 +16,8 @@ docs/workbench.md, "Golden runs").
 
 A record is a machine file tests/golden/machine-<id>.json (`make golden_record` writes one; it
 holds every golden run and the shape, sum and sum of squares of every parameter array, so the
-parameters compare on another machine too) or one of the files recorded before fingerprints (tests/golden/legacy_machines.json says what
+parameters compare on another machine too) or one of the files recorded before fingerprints
+(tests/golden/legacy_machines.json says what
 is known of their machines: too little to claim their bits, so they are tolerance references).
 """
 

@@ -23,8 +23,14 @@ SLOW_FILES = {
 SLOW_TESTS = {
     # Ctrl-C on --overwrite and its resume, and the analysis budget end to end with its 20 s run
     # (pytest --durations, 2 cores, 2026-11-29, alone; setup included)
-    "tests/test_overwrite_resume.py::test_ctrl_c_on_overwrite_keeps_both_runs_and_overwrite_resume_finishes_the_new_one": 44.0,
-    "tests/test_overwrite_resume.py::test_overwrite_resume_with_nothing_kept_or_other_settings_is_refused_in_one_line": 14.3,
+    (
+        "tests/test_overwrite_resume.py::"
+        "test_ctrl_c_on_overwrite_keeps_both_runs_and_overwrite_resume_finishes_the_new_one"
+    ): 44.0,
+    (
+        "tests/test_overwrite_resume.py::"
+        "test_overwrite_resume_with_nothing_kept_or_other_settings_is_refused_in_one_line"
+    ): 14.3,
     "tests/test_budget.py::test_over_budget_the_analyses_read_the_first_tasks_and_say_so": 41.0,
     "tests/test_budget.py::test_a_run_whose_training_would_not_fit_here_is_still_read_back": 0.6,
     # the notebook example on a trained demo run and the extending guide's trained run (pytest
@@ -38,15 +44,42 @@ SLOW_TESTS = {
     # Garg's LSTM through runners.train (2 cores, 2026-11-28, while a study ran on both cores)
     "tests/test_lstm.py::test_an_lstm_config_trains_through_runners_train": 18.3,
     # Zoology's mixers end to end: recipe, GPT-2 YAML, length-study layout (2 cores, 2026-11-27, beside other work)
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[gated_delta_net]": 73.6,
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[short_conv]": 72.6,
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[delta_net]": 65.5,
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[h3]": 58.5,
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[rwkv7]": 57.9,
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[hyena]": 57.6,
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[mamba2]": 50.7,
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[base_conv]": 44.8,
-    "tests/test_zoo_mixers.py::test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[based]": 36.4,
+    (
+        "tests/test_zoo_mixers.py::"
+        "test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[gated_delta_net]"
+    ): 73.6,
+    (
+        "tests/test_zoo_mixers.py::"
+        "test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[short_conv]"
+    ): 72.6,
+    (
+        "tests/test_zoo_mixers.py::"
+        "test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[delta_net]"
+    ): 65.5,
+    (
+        "tests/test_zoo_mixers.py::"
+        "test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[h3]"
+    ): 58.5,
+    (
+        "tests/test_zoo_mixers.py::"
+        "test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[rwkv7]"
+    ): 57.9,
+    (
+        "tests/test_zoo_mixers.py::"
+        "test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[hyena]"
+    ): 57.6,
+    (
+        "tests/test_zoo_mixers.py::"
+        "test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[mamba2]"
+    ): 50.7,
+    (
+        "tests/test_zoo_mixers.py::"
+        "test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[base_conv]"
+    ): 44.8,
+    (
+        "tests/test_zoo_mixers.py::"
+        "test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout[based]"
+    ): 36.4,
     # measured in make test on a fresh clone of 78e8684
     "tests/test_golden_systems.py::test_golden_system_run_matches_its_record[recipe_mqar_gla]": 92.7,
     # its stand-in on a machine without the MQAR run's record (ONE_OF); not timed separately
@@ -58,12 +91,21 @@ SLOW_TESTS = {
     "tests/test_recipe.py::test_recipe_trains_and_writes_accuracy_and_examples": 43.8,
     "tests/test_loop.py::test_step_flops_counts_forward_backward_and_scales_with_the_batch": 40.8,
     "tests/test_scored_logits.py::test_scored_logits_give_the_loss_and_gradients_of_all_logits[task0]": 38.8,
-    "tests/test_length_study_configs.py::test_a_copy_of_the_tree_trains_through_runners_train[conjunction-mamba-True]": 35.1,
+    (
+        "tests/test_length_study_configs.py::"
+        "test_a_copy_of_the_tree_trains_through_runners_train[conjunction-mamba-True]"
+    ): 35.1,
     "tests/test_lengthgen.py::test_recorded_attention_is_causal_normalised_and_leaves_predictions_unchanged": 35.1,
     "tests/test_dense_layout.py::test_training_agrees_to_float32_rounding": 32.5,
     "tests/test_backbones.py::test_a_mamba_config_in_the_originals_keys_trains": 29.4,
-    "tests/test_length_study_configs.py::test_a_copy_of_the_tree_trains_through_runners_train[linear_regression-fire-False]": 24.9,
-    "tests/test_one_writer.py::test_two_runs_at_once_on_one_run_directory_one_trains_the_other_is_refused[--overwrite]": 23.7,
+    (
+        "tests/test_length_study_configs.py::"
+        "test_a_copy_of_the_tree_trains_through_runners_train[linear_regression-fire-False]"
+    ): 24.9,
+    (
+        "tests/test_one_writer.py::"
+        "test_two_runs_at_once_on_one_run_directory_one_trains_the_other_is_refused[--overwrite]"
+    ): 23.7,
     "tests/test_scored_logits.py::test_scored_logits_give_the_loss_and_gradients_of_all_logits[task1]": 23.3,
     "tests/test_scored_logits.py::test_training_with_scored_logits_tracks_all_logits": 22.9,
     "tests/test_lengthgen.py::test_recency_applies_exactly_where_the_mixer_forms_softmax_weights": 22.3,
@@ -78,7 +120,9 @@ SLOW_TESTS = {
     "tests/test_lengthgen.py::test_recency_refuses_a_mixer_with_state_but_no_softmax_weights_in_one_line": 17.4,
     "tests/test_together.py::test_a_diverging_seed_sends_the_group_back_to_training_alone": 17.3,
     "tests/test_runners.py::test_run_directory_is_complete[runners.run_softmax_copy]": 16.9,
-    "tests/test_one_writer.py::test_two_runs_at_once_on_one_run_directory_one_trains_the_other_is_refused[--resume]": 16.3,
+    (
+        "tests/test_one_writer.py::test_two_runs_at_once_on_one_run_directory_one_trains_the_other_is_refused[--resume]"
+    ): 16.3,
     "tests/test_dynamics_command_line.py::test_readme_loops_make_one_run_each_named_as_the_original": 15.2,
     "tests/test_batched.py::test_the_model_and_the_baselines_in_blocks_give_the_numbers_of_one_batch": 14.8,
     "tests/test_runners.py::test_run_directory_is_complete[runners.run_concat_inputs_targets]": 14.4,
@@ -86,11 +130,20 @@ SLOW_TESTS = {
     "tests/test_step_settings.py::test_fused_attention_computes_the_einsums_function[softmax_causal]": 13.7,
     "tests/test_paper_scale.py::test_parallel_runs_count_against_free_memory": 13.2,
     "tests/test_state_space.py::test_mamba_runs_in_every_pairs_preset[gpt2]": 12.3,
-    "tests/test_hostile_inputs.py::test_resume_from_a_checkpoint_with_nan_parameters_is_refused_and_rundir_says_corrupt": 12.2,
+    (
+        "tests/test_hostile_inputs.py::"
+        "test_resume_from_a_checkpoint_with_nan_parameters_is_refused_and_rundir_says_corrupt"
+    ): 12.2,
     "tests/test_positions.py::test_gpt2_with_a_non_table_encoding_predicts_past_its_trained_length[nope]": 11.8,
     "tests/test_loop.py::test_a_slow_step_of_a_small_model_starts_with_a_one_step_chunk": 11.3,
-    "tests/test_bad_inputs.py::test_bad_input_is_one_line_before_any_work[151-train---config_configs/quick.yaml_--resume_--o]": 11.0,
-    "tests/test_registry_entries.py::test_registry_entry_builds_jits_and_has_documented_shapes[family-attention_only]": 9.7,
+    (
+        "tests/test_bad_inputs.py::"
+        "test_bad_input_is_one_line_before_any_work[151-train---config_configs/quick.yaml_--resume_--o]"
+    ): 11.0,
+    (
+        "tests/test_registry_entries.py::"
+        "test_registry_entry_builds_jits_and_has_documented_shapes[family-attention_only]"
+    ): 9.7,
     "tests/test_state_space.py::test_mamba_in_the_recipe_model": 9.6,
     "tests/test_registry_entries.py::test_registry_entry_builds_jits_and_has_documented_shapes[system-lm]": 9.6,
     "tests/test_dynamics_command_line.py::test_the_seed_command_lines_run[argv0]": 8.8,
@@ -118,7 +171,10 @@ SLOW_TESTS = {
     "tests/test_reproduce.py::test_bad_flags_one_line[flags2-repeats a value]": 5.7,
     "tests/test_dynamics.py::test_same_settings_same_trajectory_bit_for_bit": 5.6,
     "tests/test_nonlinear.py::test_random_mlp_tasks_are_piecewise_linear_with_at_most_h_kinks": 5.6,
-    "tests/test_registry_entries.py::test_registry_entry_builds_jits_and_has_documented_shapes[nonlinear_model-features_gd]": 5.4,
+    (
+        "tests/test_registry_entries.py::"
+        "test_registry_entry_builds_jits_and_has_documented_shapes[nonlinear_model-features_gd]"
+    ): 5.4,
     "tests/test_reproduce.py::test_bad_flags_one_line[flags1---ks=1 is out of range]": 5.4,
     "tests/test_dynamics_command_line.py::test_the_seed_command_lines_run[argv1]": 5.4,
     "tests/test_reproduce.py::test_bad_flags_one_line[flags3---steps-scale='0' is not accepted]": 5.4,
@@ -126,7 +182,10 @@ SLOW_TESTS = {
     "tests/test_registry_entries.py::test_registry_entry_builds_jits_and_has_documented_shapes[seq_mixer-favor]": 5.2,
     "tests/test_garg.py::test_tasks_and_curriculum_masks": 5.2,
     "tests/test_mechanisms.py::test_favor_approaches_exact_softmax_as_features_grow": 5.2,
-    "tests/test_registry_entries.py::test_registry_entry_builds_jits_and_has_documented_shapes[seq_mixer-gated_linear_attn]": 5.1,
+    (
+        "tests/test_registry_entries.py::"
+        "test_registry_entry_builds_jits_and_has_documented_shapes[seq_mixer-gated_linear_attn]"
+    ): 5.1,
     "tests/test_recipe.py::test_every_sequence_mixer_is_causal[favor]": 5.1,
     "tests/test_reproduce.py::test_bad_flags_one_line[flags4---distractors=11 is out of range]": 5.1,
 }

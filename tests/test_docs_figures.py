@@ -55,7 +55,8 @@ def test_the_index_has_a_headline_per_report(tmp_path):
     for name in ("REPRODUCTION.md", "MIXERS.md"):
         (tmp_path / name).write_text(f"# {name}\n\n- Produced 2026-11-25 from commit abc (clean tree)\n")
     (tmp_path / "reproduce_results.json").write_text(
-        '{"checks": [{"name": "lsa1 loss", "status": "PASS", "detail": "lsa1 0.2095"}, {"name": "x", "status": "MISMATCH"}]}'
+        '{"checks": [{"name": "lsa1 loss", "status": "PASS", "detail": "lsa1 0.2095"}, '
+        '{"name": "x", "status": "MISMATCH"}]}'
     )
     (tmp_path / "mixers_results.json").write_text(
         '{"results": [{"mixer": "attention", "kappa": 8, "width": 64, "accuracy": 1.0},'

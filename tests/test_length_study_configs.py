@@ -15,7 +15,10 @@ from src.rundir import RunDir
 ROOT = Path(__file__).resolve().parent.parent
 TREE = ROOT / "configs" / "lengthgen"
 TINY_MODEL = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}
-TINY_CURRICULUM = "dims:\n  start: 4\n  end: 4\n  increment: 1\n  interval: 2\npoints:\n  start: 5\n  end: 7\n  increment: 2\n  interval: 2\n"
+TINY_CURRICULUM = (
+    "dims:\n  start: 4\n  end: 4\n  increment: 1\n  interval: 2\n"
+    "points:\n  start: 5\n  end: 7\n  increment: 2\n  interval: 2\n"
+)
 
 
 def tiny_copy(tmp_path: Path) -> Path:

@@ -1,4 +1,5 @@
-"""scripts/yarn_recency.py: the tail mass per head (analysis.recency) against a hand count, and, study-marked, the quick study
+"""scripts/yarn_recency.py: the tail mass per head (analysis.recency) against a hand count, and, study-marked, the quick
+study
 end to end (dynamic YaRN read with its own encoding and as RoPE on the same weights)."""
 
 import json

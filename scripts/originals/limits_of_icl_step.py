@@ -4,7 +4,8 @@ train_utils.train does, on the CPU). Prints a JSON line when warmed up, then rea
 input: each line read times one round of STEPS steps and prints {"ms_per_step": ...}.
 
 Runs under a scratch environment's Python that has torch and transformers, not ours:
-    SCRATCH/bin/python scripts/originals/limits_of_icl_step.py CHECKOUT WIDTH LAYERS HEADS BATCH DIMS POINTS WARMUP STEPS [DEVICE [TF32]]
+    SCRATCH/bin/python scripts/originals/limits_of_icl_step.py CHECKOUT WIDTH LAYERS HEADS BATCH DIMS POINTS WARMUP
+    STEPS [DEVICE [TF32]]
 DEVICE cpu (default) or cuda: on cuda the step is train_utils.train's (inputs and tasks drawn on
 the CPU, `.cuda()`, the point-wise metric on the GPU, `loss.item()`); TF32 1 allows TF32 matrix
 passes. scripts/compare_originals.py and scripts/device_paper_scale.py drive it; nothing here

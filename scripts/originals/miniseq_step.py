@@ -7,7 +7,8 @@ draws them in background workers), so only the model's step is timed.
 
 Runs under a scratch environment's Python (torch, tyro, torchdata, flash-linear-attention), not
 ours:
-    SCRATCH/bin/python scripts/originals/miniseq_step.py CHECKOUT DTYPE COMPILE WIDTH LAYERS HEADS BATCH VOCAB SEQ_LEN PAIRS WARMUP STEPS
+    SCRATCH/bin/python scripts/originals/miniseq_step.py CHECKOUT DTYPE COMPILE WIDTH LAYERS HEADS BATCH VOCAB SEQ_LEN
+    PAIRS WARMUP STEPS
 DTYPE is float32 or bfloat16 (the recipe's default), COMPILE 0 or 1 (torch.compile of the model,
 the recipe's default). scripts/compare_originals.py drives it; nothing here imports this repository.
 """

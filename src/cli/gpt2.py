@@ -17,11 +17,11 @@ from src.cli.command import train_command
 from src.flags import OneLineParser, path_text, PrintChoices, UsageError, fail, summary
 
 # the format, named here too for the callers of the command line's module
-from src.formats.limits_of_icl import (
+from src.formats.limits_of_icl import (  # noqa: F401
     OURS_TO_YAML,
     YAML_TO_OURS,
     apply_sets,
-    default_out,  # noqa: F401
+    default_out,
     read_config,
     read_run_config,
     read_run_configs,

@@ -84,16 +84,19 @@ def build_cli_types():
         width: int = 64
         n_layer: int = 2
         n_head: int = 4
-        dense_layout: str = (
-            "flat"  # Linear layers on [B·T, D] rows (flat) or [B, T, D] (batched: runs before 2026-11-26)
-        )
-        block: str = "ours"  # ours, or zoology: Zoology's TransformerBlock (layer norm, identity state mixer, positions for attention only, dropout 0.1 on the embeddings and attention weights, attention biases, tied read-out), which sets those flags itself
-        positions_for: str = (
-            "all"  # the position encoding in every model (all) or only in one with an attention layer (attention)
-        )
+        # Linear layers on [B·T, D] rows (flat) or [B, T, D] (batched: runs before 2026-11-26)
+        dense_layout: str = "flat"
+        # ours, or zoology: Zoology's TransformerBlock (layer norm, identity state mixer, positions for attention
+        # only, dropout 0.1 on the embeddings and attention weights, attention biases, tied read-out), which sets
+        # those flags itself
+        block: str = "ours"
+        # the position encoding in every model (all) or only in one with an attention layer (attention)
+        positions_for: str = "all"
         embed_dropout: float = 0.0  # dropout on the embeddings feeding layer 1, in training only
         tie_embeddings: bool = False  # the read-out is the embedding table transposed (one table, N(0, 0.02²))
-        seq_mixers: str = ""  # a hybrid stack: the layers' sequence mixers, a comma list repeating over the layers (name or name:option=value; a bare name takes its defaults, or model.seq_mixer's options where it names that mixer)
+        # a hybrid stack: the layers' sequence mixers, a comma list repeating over the layers (name or
+        # name:option=value; a bare name takes its defaults, or model.seq_mixer's options where it names that mixer)
+        seq_mixers: str = ""
 
     @dataclass(frozen=True)
     class Recipe:

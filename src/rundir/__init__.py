@@ -11,12 +11,12 @@ python -m src.rundir RUN ...   names every missing or corrupt artifact
 from src.rundir.names import *  # noqa: F401,F403 - the file names, as src.rundir.CONFIG etc.
 from src.rundir.run import RunDir  # noqa: F401
 from src.rundir.archive import install_archive  # noqa: F401
-from src.rundir.staging import (
+from src.rundir.staging import (  # noqa: F401
     CodeMissing,
     CorruptArtifact,
     MissingArtifact,
     RunDirError,
-    RunExists,  # noqa: F401
+    RunExists,
     WrongSystem,
     fresh_staging,
     interrupted_note,

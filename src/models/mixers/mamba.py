@@ -13,7 +13,8 @@ with a parallel associative scan (`selective_scan`: the pair (a, b) of h_t = a_t
 composes as (a₁, b₁)∘(a₂, b₂) = (a₁a₂, a₂b₁ + b₂)), in chunks of `SCAN_CHUNK` positions with the
 state carried between chunks, so a long evaluation prompt needs memory for one chunk's [C, B, E, N]
 only. On the CPU a plain step-per-position lax.scan is faster (option `scan`, `scan_form`); both
-forms compute the same recurrence (tests: each against a float64 NumPy loop, ≤ 1e-5). Initialisation follows the reference (and Hugging Face's MambaMixer): A_log = log(1 … N)
+forms compute the same recurrence (tests: each against a float64 NumPy loop, ≤ 1e-5). Initialisation follows the
+reference (and Hugging Face's MambaMixer): A_log = log(1 … N)
 per channel, D = 1, b_Δ the inverse softplus of Δ ~ logUniform(0.001, 0.1) floored at 1e-4;
 W_Δ↑ uniform ±R^−½. Projections have no biases.
 
