@@ -218,13 +218,9 @@ def _equality_lines(records: list[dict]) -> list[str]:
     return lines
 
 
-def write_report(
-    jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
-) -> list[Path]:
-    """`head`: src.provenance.git_commit() taken before anything was written."""
-    parts: dict[str, list[dict]] = {}
-    for job in jobs:
-        parts.setdefault(job.part, []).append(_run_record(job))
+def figure_files(parts: dict[str, list[dict]], report_dir: Path) -> tuple[list[str], dict[str, str], list[Path]]:
+    """Draws a figure per part run (FIGURES); (their paths relative to report_dir, each one's
+    initialisation conventions, the paths written)."""
     written = []
     figures, initialisation = [], {}
     for part, (filename, draw, single) in FIGURES.items():
@@ -236,38 +232,41 @@ def write_report(
             figures.append(f"{FIG_DIR}/{filename}")
             initialisation[figures[-1]] = ", ".join(sorted({convention(r) for r in runs}))
             written.append(path)
+    return figures, initialisation, written
+
+
+def results_of(parts: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The records without their arrays, each ICL-sweep run with its final test losses."""
     results = {
         part: [{k: v for k, v in r.items() if k != "arrays"} for r in records] for part, records in parts.items()
     }
     for r in parts.get("icl_sweep", []):
         entry = next(e for e in results["icl_sweep"] if e["name"] == r["name"])
         entry["final_test"] = {k: float(r["arrays"][k][-1]) for k in ("test_icl_loss", "test_iwl_loss")}
-    atomic_write_json(
-        report_dir / RESULTS,
-        {"command": command, "quick": quick, "seconds": seconds, "results": results, "figures": figures},
-    )
-    lines = header(
-        "Training dynamics of in-context learning in linear attention (Zhang et al., ICML 2025)",
-        quick=quick,
-        head=head,
-        command=command,
-        seconds=seconds,
-        jobs=jobs,
-    )
-    lines += [
-        "- Loss: the original's mean squared error of the query prediction (no ½). Theory: least squares "
-        "restricted to the top-m principal directions of Λ (m = D: on the full cubic feature).",
-        "",
-        "- Initialisation (column init): `original` draws as the original code does for its "
-        "`--init` (ATTN_S: std init/√(entries of each torch layer); ATTN_M and the MLP: std init; "
-        "W_K's y column, ATTN_M's key-y/query-x block and the value's x entries start at 0); "
-        "`paper`: the same with the layers of the original's code when the paper's figures were "
-        "made (before its commit 6d24121 of 2025-12-28, which put all heads in one layer): "
-        "ATTN_S's W_K, W_Q with std init/√(R·(D+1)) per head and W_V with std init — under the "
-        "current code no rank of the rank sweep leaves its first plateau within the README's "
-        "20,001 epochs; `uniform`: every entry ~ init·N(0, 1) (this workbench's convention "
-        "before 2026-11-25, `--init_convention uniform`).",
-        "",
+    return results
+
+
+INTRO = [
+    "- Loss: the original's mean squared error of the query prediction (no ½). Theory: least squares "
+    "restricted to the top-m principal directions of Λ (m = D: on the full cubic feature).",
+    "",
+    "- Initialisation (column init): `original` draws as the original code does for its "
+    "`--init` (ATTN_S: std init/√(entries of each torch layer); ATTN_M and the MLP: std init; "
+    "W_K's y column, ATTN_M's key-y/query-x block and the value's x entries start at 0); "
+    "`paper`: the same with the layers of the original's code when the paper's figures were "
+    "made (before its commit 6d24121 of 2025-12-28, which put all heads in one layer): "
+    "ATTN_S's W_K, W_Q with std init/√(R·(D+1)) per head and W_V with std init — under the "
+    "current code no rank of the rank sweep leaves its first plateau within the README's "
+    "20,001 epochs; `uniform`: every entry ~ init·N(0, 1) (this workbench's convention "
+    "before 2026-11-25, `--init_convention uniform`).",
+    "",
+]
+
+
+def part_sections(parts: dict[str, list[dict]]) -> list[str]:
+    """The runs' table, then the sections of the parts run: ATTN_M against the MLP, the staircase, the
+    in-context against in-weight sweep."""
+    lines = [
         "| run | model | init | epochs | loss first → last | least squares on z | drops: epochs | training |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -293,6 +292,24 @@ def write_report(
                 f"| {r['settings']['task']['icl']:g} | {r['summary']['final_loss']:.4f} | "
                 f"{r['arrays']['test_icl_loss'][-1]:.4f} | {r['arrays']['test_iwl_loss'][-1]:.4f} |"
             )
+    return lines
+
+
+def write_report(
+    jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
+) -> list[Path]:
+    """`head`: src.provenance.git_commit() taken before anything was written."""
+    parts: dict[str, list[dict]] = {}
+    for job in jobs:
+        parts.setdefault(job.part, []).append(_run_record(job))
+    figures, initialisation, written = figure_files(parts, report_dir)
+    atomic_write_json(
+        report_dir / RESULTS,
+        {"command": command, "quick": quick, "seconds": seconds, "results": results_of(parts), "figures": figures},
+    )
+    title = "Training dynamics of in-context learning in linear attention (Zhang et al., ICML 2025)"
+    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines += INTRO + part_sections(parts)
     lines += ["", "## Figures", ""] + [f"- `{f}` (initialisation: {initialisation[f]})" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + written

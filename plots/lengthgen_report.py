@@ -287,23 +287,8 @@ def _table(task: str, summaries: dict) -> list[str]:
     return lines
 
 
-def write_report(
-    jobs: Sequence,
-    report_dir: Path,
-    *,
-    quick: bool,
-    seconds: float,
-    command: str,
-    head: dict,
-    problems: dict | None = None,
-) -> list[Path]:
-    cells, rows, baselines = collect(jobs, problems or {})
-    summaries = {
-        task: {p: summarise(r) if r["curves"] else {} for p, r in by_position.items()}
-        for task, by_position in cells.items()
-    }
-    settings = jobs[0].expected
-    trained = settings["curriculum"]["points"]["end"]
+def figure_files(cells: dict, baselines: dict, summaries: dict, trained: int, report_dir: Path) -> list[str]:
+    """Draws the study's four figures under report_dir/FIG_DIR; their paths relative to report_dir."""
     figures = []
     for name, fig in (
         ("ood_length.png", figure_curves(cells, baselines, trained)),
@@ -313,31 +298,13 @@ def write_report(
     ):
         atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(fig))
         figures.append(f"{FIG_DIR}/{name}")
-    problems = [f"{task}/{p}: {x}" for task, by_p in cells.items() for p, r in by_p.items() for x in r["problems"]]
-    atomic_write_json(
-        report_dir / RESULTS,
-        {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
-            "trained_points": trained,
-            "results": rows,
-            "baselines": baselines,
-            "summary": summaries,
-            "figures": figures,
-            "problems": problems,
-        },
-    )
+    return figures
+
+
+def setup_lines(settings: dict, trained: int) -> list[str]:
+    """The model, the errors and what counts as trained, ending with a blank line."""
     model = settings["model"]
-    lines = header(
-        "Position encodings and length generalisation (Lin et al., AAAI 2025)",
-        quick=quick,
-        head=head,
-        command=command,
-        seconds=seconds,
-        jobs=jobs,
-    )
-    lines += [
+    return [
         f"- Model: {model['preset']} ({model['n_layer']} layers, width {model['width']}, {model['n_head']} heads, "
         f"{model['seq_mixer']['name']}, {model['norm']['name']}, {model['state_mixer']['name']} state mixer"
         f"{'' if model.get('biases', True) else ', no biases'}); the row `mamba`: a Mamba model of the "
@@ -360,19 +327,56 @@ def write_report(
         "attention column and the closest learner.",
         "",
     ]
+
+
+def task_tables(summaries: dict, baselines: dict, trained: int) -> list[str]:
+    """Each task's table, then least squares' error on the same tasks at 1, 2, 4 and 8 L where recorded."""
+    lines = []
     for task in summaries:
         lines += _table(task, summaries[task]) + [""]
         least = baselines.get(task, {}).get("least_squares")
         if least:
-            lines.append(
-                "least squares on the same tasks: "
-                + ", ".join(
-                    f"n={m * trained - 1}: {least[m * trained - 1]:.3f}"
-                    for m in (1, 2, 4, 8)
-                    if m * trained - 1 < len(least)
-                )
-            )
-            lines.append("")
+            at = [m * trained - 1 for m in (1, 2, 4, 8) if m * trained - 1 < len(least)]
+            lines += ["least squares on the same tasks: " + ", ".join(f"n={n}: {least[n]:.3f}" for n in at), ""]
+    return lines
+
+
+def write_report(
+    jobs: Sequence,
+    report_dir: Path,
+    *,
+    quick: bool,
+    seconds: float,
+    command: str,
+    head: dict,
+    problems: dict | None = None,
+) -> list[Path]:
+    cells, rows, baselines = collect(jobs, problems or {})
+    summaries = {
+        task: {p: summarise(r) if r["curves"] else {} for p, r in by_position.items()}
+        for task, by_position in cells.items()
+    }
+    settings = jobs[0].expected
+    trained = settings["curriculum"]["points"]["end"]
+    figures = figure_files(cells, baselines, summaries, trained, report_dir)
+    problems = [f"{task}/{p}: {x}" for task, by_p in cells.items() for p, r in by_p.items() for x in r["problems"]]
+    atomic_write_json(
+        report_dir / RESULTS,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "trained_points": trained,
+            "results": rows,
+            "baselines": baselines,
+            "summary": summaries,
+            "figures": figures,
+            "problems": problems,
+        },
+    )
+    title = "Position encodings and length generalisation (Lin et al., AAAI 2025)"
+    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines += setup_lines(settings, trained) + task_tables(summaries, baselines, trained)
     if problems:
         lines += ["## Runs whose analyses could not run", ""] + [f"- {p}" for p in problems] + [""]
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]

@@ -196,6 +196,62 @@ def _cell(stats: dict, digits: int = 3) -> str:
     return f"{stats['mean']:.{digits}f}{spread}"
 
 
+def setup_lines(jobs: Sequence, rows: list[dict]) -> list[str]:
+    """The task, the loss and its references (one GD step, least squares, predicting 0) and the columns."""
+    seeds = sorted({r["seed"] for r in rows})
+    gd = over_seeds([r.get("gd_loss") for r in rows])
+    return [
+        f"- Task: von Oswald et al.'s in-context linear regression (d = 10, 10 context pairs and a query, "
+        "x ~ U(−1/2, 1/2)^d, w ~ N(0, I), no noise) in the GPT-2 family's layout; every mixer at the same size "
+        f"and protocol (configs/matrix.yaml); seeds {seeds}; mean ± standard deviation over seeds."
+        + _chunks_line(jobs),
+        f"- Loss: the paper's ½ mean (ŷ − y_q)² at the query over the {rows and jobs[0].settings.train.eval_size} "
+        f"fixed eval prompts. One GD step (η tuned on held-out prompts): {_cell(gd)}; least squares on the "
+        f"context: {_cell(over_seeds([r.get('least_squares_loss') for r in rows]), 4)} (N = d: it interpolates); "
+        f"predicting 0: {_cell(over_seeds([r.get('zero_loss') for r in rows]))}.",
+        "- Columns (plots/matrix_report.py): loss / GD; the cosine of the model's sensitivity ∂ŷ/∂x_q with "
+        "GD's and the mean |ŷ − ŷ_GD| (analysis/alignment.py); the model's ICL curve (analysis/icl_curve.py) / "
+        "one GD step's with η tuned at every number of examples, averaged over 1..10 examples; "
+        "each robustness stress's error / the model's clean error at "
+        "the query (analysis/robustness.py: 25 % noisy labels, 20 % random pairs, random order, inputs "
+        "scaled by 2, 1.5x the trained length).",
+        "",
+    ]
+
+
+def loss_table(summary: dict, ranked: list[str]) -> list[str]:
+    """Loss and GD alignment: a row per mixer, in `ranked` order."""
+    lines = [
+        "## Loss and GD alignment",
+        "",
+        "| mixer | loss | loss / GD | sensitivity cos | \\|ŷ − ŷ_GD\\| | ICL curve / GD |",
+        "|---|---|---|---|---|---|",
+    ]
+    for mixer in ranked:
+        s = summary[mixer]
+        lines.append(
+            f"| {mixer} | {_cell(s['model_loss'], 4)} | {_cell(s['loss_vs_gd'])} | {_cell(s['align_cos'])} | "
+            f"{_cell(s['l2_pred_diff'])} | {_cell(s['icl_vs_gd'])} |"
+        )
+    return lines
+
+
+def stress_table(summary: dict, ranked: list[str]) -> list[str]:
+    """Each robustness stress's error / the clean error: a row per mixer, in `ranked` order."""
+    lines = [
+        "## Robustness and length (error under the stress / clean error)",
+        "",
+        "| mixer | clean error | " + " | ".join(WORDS[k] for k in STRESSES) + " |",
+        "|---|---|" + "---|" * len(STRESSES),
+    ]
+    for mixer in ranked:
+        s = summary[mixer]
+        lines.append(
+            f"| {mixer} | {_cell(s['clean_error'], 4)} | " + " | ".join(_cell(s[k], 2) for k in STRESSES) + " |"
+        )
+    return lines
+
+
 def write_report(
     jobs: Sequence,
     gd_curves: Sequence[np.ndarray],
@@ -227,57 +283,11 @@ def write_report(
             "figures": figures,
         },
     )
-    seeds = sorted({r["seed"] for r in rows})
-    gd = over_seeds([r.get("gd_loss") for r in rows])
-    out = header(
-        "The matrix: every sequence mixer on von Oswald et al.'s regression",
-        quick=quick,
-        head=head,
-        command=command,
-        seconds=seconds,
-        jobs=jobs,
-    )
-    out += [
-        f"- Task: von Oswald et al.'s in-context linear regression (d = 10, 10 context pairs and a query, "
-        "x ~ U(−1/2, 1/2)^d, w ~ N(0, I), no noise) in the GPT-2 family's layout; every mixer at the same size "
-        f"and protocol (configs/matrix.yaml); seeds {seeds}; mean ± standard deviation over seeds."
-        + _chunks_line(jobs),
-        f"- Loss: the paper's ½ mean (ŷ − y_q)² at the query over the {rows and jobs[0].settings.train.eval_size} "
-        f"fixed eval prompts. One GD step (η tuned on held-out prompts): {_cell(gd)}; least squares on the "
-        f"context: {_cell(over_seeds([r.get('least_squares_loss') for r in rows]), 4)} (N = d: it interpolates); "
-        f"predicting 0: {_cell(over_seeds([r.get('zero_loss') for r in rows]))}.",
-        "- Columns (plots/matrix_report.py): loss / GD; the cosine of the model's sensitivity ∂ŷ/∂x_q with "
-        "GD's and the mean |ŷ − ŷ_GD| (analysis/alignment.py); the model's ICL curve (analysis/icl_curve.py) / "
-        "one GD step's with η tuned at every number of examples, averaged over 1..10 examples; "
-        "each robustness stress's error / the model's clean error at "
-        "the query (analysis/robustness.py: 25 % noisy labels, 20 % random pairs, random order, inputs "
-        "scaled by 2, 1.5x the trained length).",
-        "",
-        "## Reading",
-        "",
-        *reading(summary, over_seeds([r.get("zero_loss") for r in rows])["mean"]),
-        "",
-        "## Loss and GD alignment",
-        "",
-        "| mixer | loss | loss / GD | sensitivity cos | \\|ŷ − ŷ_GD\\| | ICL curve / GD |",
-        "|---|---|---|---|---|---|",
-    ]
-    for mixer in ranked:
-        s = summary[mixer]
-        out.append(
-            f"| {mixer} | {_cell(s['model_loss'], 4)} | {_cell(s['loss_vs_gd'])} | {_cell(s['align_cos'])} | "
-            f"{_cell(s['l2_pred_diff'])} | {_cell(s['icl_vs_gd'])} |"
-        )
-    out += [
-        "",
-        "## Robustness and length (error under the stress / clean error)",
-        "",
-        "| mixer | clean error | " + " | ".join(WORDS[k] for k in STRESSES) + " |",
-        "|---|---|" + "---|" * len(STRESSES),
-    ]
-    for mixer in ranked:
-        s = summary[mixer]
-        out.append(f"| {mixer} | {_cell(s['clean_error'], 4)} | " + " | ".join(_cell(s[k], 2) for k in STRESSES) + " |")
+    title = "The matrix: every sequence mixer on von Oswald et al.'s regression"
+    out = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    out += setup_lines(jobs, rows)
+    out += ["## Reading", "", *reading(summary, over_seeds([r.get("zero_loss") for r in rows])["mean"]), ""]
+    out += loss_table(summary, ranked) + [""] + stress_table(summary, ranked)
     out += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(out))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

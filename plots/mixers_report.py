@@ -119,19 +119,8 @@ def _pm(stats: dict) -> str:
     return f"{stats['mean']:.3f}" + (f" ± {stats['std']:.3f}" if stats["n"] > 1 else "")
 
 
-def write_report(
-    jobs: Sequence,
-    report_dir: Path,
-    *,
-    quick: bool,
-    seconds: float,
-    command: str,
-    head: dict,
-    checks: Sequence[Check] = (),
-) -> list[Path]:
-    every = collect(jobs)
-    rows = best_of_rates(every)
-    results = [evaluate(check, rows) for check in checks]
+def figure_files(rows: list[dict], report_dir: Path) -> list[str]:
+    """Draws the figures the rows call for under report_dir/FIG_DIR; their paths relative to report_dir."""
     figures = []
     drawn = [
         ("mqar_steps.png", figure_steps, any(r["kappa"] and r["curve"] for r in rows)),
@@ -142,31 +131,14 @@ def write_report(
         if wanted:
             atomic_write_bytes(report_dir / FIG_DIR / name, png_bytes(draw(rows)))
             figures.append(f"{FIG_DIR}/{name}")
-    swept = max((r["rates_tried"] for r in rows), default=1)
-    atomic_write_json(
-        report_dir / RESULTS,
-        {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
-            "results": rows,
-            "checks": results,
-            "figures": figures,
-            "every_rate": [{k: r[k] for k in RATE_FIELDS} for r in every] if swept > 1 else None,
-        },
-    )
-    mixers = list(dict.fromkeys(r["mixer"] for r in rows))
-    widths = sorted({r["width"] for r in rows if r["kappa"]})
+    return figures
+
+
+def setup_lines(jobs: Sequence, rows: list[dict], every: list[dict], swept: int) -> list[str]:
+    """The report's seeds, model, MQAR and boolean settings (and the learning-rate sweep where there was
+    one), ending with a blank line."""
     seeds = sorted({r["seed"] for r in rows})
-    lines = header(
-        "Sequence mixers on the ICL benchmark (Zoology / miniseq)",
-        quick=quick,
-        head=head,
-        command=command,
-        seconds=seconds,
-        jobs=jobs,
-    )
-    lines += [
+    lines = [
         f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the mean over them"
         + (" ± the sample std (ddof 1)" if len(seeds) > 1 else "")
         + ".",
@@ -185,33 +157,45 @@ def write_report(
             if any(not r["kappa"] for r in rows)
             else []
         ),
-        "",
     ]
     if swept > 1:
-        lines[-1:-1] = [
+        lines.append(
             f"- Each cell is the best of {swept} learning rates ({_span(every, 'learning_rate', True)}; "
             "Zoology's protocol): the rate each cell chose is in mixers_results.json."
-        ]
-    if results:
-        lines += [
-            "## Checks" + (" (a --quick smoke test: not expected to pass)" if quick else ""),
-            "",
-            "| check | bounds | worst value | result |",
-            "|---|---|---|---|",
-        ]
-        for r in results:
-            worst = "n/a" if r["worst"] is None else _check_value(r["worst"], r["relative"])
-            lines.append(f"| {r['claim']} | {r['metric']} {r['bounds']} | {worst} | {r['status']} |")
-        lines.append("")
-        failed = [
-            f"- FAIL, {r['claim']}: "
-            + ", ".join(  # what every run of a failed check gave
-                f"{v['run']} {_check_value(v['value'], r['relative'])}" for v in r["values"]
-            )
-            for r in results
-            if r["status"] == "FAIL"
-        ]
-        lines += failed + ([""] if failed else [])
+        )
+    return lines + [""]
+
+
+def check_lines(results: list[dict], quick: bool) -> list[str]:
+    """The checks' table and, for each failed check, what every one of its runs gave (none without checks)."""
+    if not results:
+        return []
+    lines = [
+        "## Checks" + (" (a --quick smoke test: not expected to pass)" if quick else ""),
+        "",
+        "| check | bounds | worst value | result |",
+        "|---|---|---|---|",
+    ]
+    for r in results:
+        worst = "n/a" if r["worst"] is None else _check_value(r["worst"], r["relative"])
+        lines.append(f"| {r['claim']} | {r['metric']} {r['bounds']} | {worst} | {r['status']} |")
+    lines.append("")
+    failed = [
+        f"- FAIL, {r['claim']}: "
+        + ", ".join(  # what every run of a failed check gave
+            f"{v['run']} {_check_value(v['value'], r['relative'])}" for v in r["values"]
+        )
+        for r in results
+        if r["status"] == "FAIL"
+    ]
+    return lines + failed + ([""] if failed else [])
+
+
+def mqar_tables(rows: list[dict]) -> list[str]:
+    """One table per κ: a row per mixer, a column per width."""
+    mixers = list(dict.fromkeys(r["mixer"] for r in rows))
+    widths = sorted({r["width"] for r in rows if r["kappa"]})
+    lines = []
     for kappa in sorted({r["kappa"] for r in rows if r["kappa"]}):
         lines += [
             f"## MQAR, κ = {kappa}",
@@ -226,23 +210,61 @@ def write_report(
                 + " |"
             )
         lines.append("")
-    lines += steps_table(rows)
+    return lines
+
+
+def boolean_table(rows: list[dict]) -> list[str]:
+    """The boolean tasks' table: a row per mixer, last point / mean over points per task (none without them)."""
     tasks = sorted({r["task"] for r in rows if not r["kappa"]})
-    if tasks:
-        lines += [
-            "## Boolean tasks",
-            "",
-            "| mixer | " + " | ".join(f"{t}: last point / mean over points" for t in tasks) + " |",
-            "|---" * (len(tasks) + 1) + "|",
+    if not tasks:
+        return []
+    lines = [
+        "## Boolean tasks",
+        "",
+        "| mixer | " + " | ".join(f"{t}: last point / mean over points" for t in tasks) + " |",
+        "|---" * (len(tasks) + 1) + "|",
+    ]
+    for mixer in dict.fromkeys(r["mixer"] for r in rows):
+        cells = [
+            f"{_pm(_cell(rows, 'last_point_accuracy', task=t, mixer=mixer))} / "
+            f"{_pm(_cell(rows, 'mean_point_accuracy', task=t, mixer=mixer))}"
+            for t in tasks
         ]
-        for mixer in mixers:
-            cells = [
-                f"{_pm(_cell(rows, 'last_point_accuracy', task=t, mixer=mixer))} / "
-                f"{_pm(_cell(rows, 'mean_point_accuracy', task=t, mixer=mixer))}"
-                for t in tasks
-            ]
-            lines.append(f"| {mixer} | " + " | ".join(cells) + " |")
-        lines.append("")
+        lines.append(f"| {mixer} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def write_report(
+    jobs: Sequence,
+    report_dir: Path,
+    *,
+    quick: bool,
+    seconds: float,
+    command: str,
+    head: dict,
+    checks: Sequence[Check] = (),
+) -> list[Path]:
+    every = collect(jobs)
+    rows = best_of_rates(every)
+    results = [evaluate(check, rows) for check in checks]
+    figures = figure_files(rows, report_dir)
+    swept = max((r["rates_tried"] for r in rows), default=1)
+    atomic_write_json(
+        report_dir / RESULTS,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "results": rows,
+            "checks": results,
+            "figures": figures,
+            "every_rate": [{k: r[k] for k in RATE_FIELDS} for r in every] if swept > 1 else None,
+        },
+    )
+    title = "Sequence mixers on the ICL benchmark (Zoology / miniseq)"
+    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines += setup_lines(jobs, rows, every, swept)
+    lines += check_lines(results, quick) + mqar_tables(rows) + steps_table(rows) + boolean_table(rows)
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

@@ -74,12 +74,9 @@ def one_step_gd(r: dict):
     return fig
 
 
-def k_steps(r: dict):
-    ks = sorted(r, key=int)
+def _k_final_losses(ax, r: dict, ks: list[str]) -> None:
+    """The final eval loss against K: the trained recurrent LSA (mean ± std), K steps of GD, GD++, one step."""
     kk = [int(k) for k in ks]
-    fig = new_figure(12, 8)
-    axes = axes_grid(fig, 2, 2)
-    ax = axes[0, 0]
     mean = [r[k]["tf_loss"]["mean"] for k in ks]
     std = [r[k]["tf_loss"]["std"] for k in ks]
     ax.errorbar(
@@ -108,7 +105,9 @@ def k_steps(r: dict):
     ax.set_title("final eval loss")
     ax.legend(fontsize=8)
 
-    ax = axes[0, 1]
+
+def _k_loss_curves(ax, r: dict, ks: list[str]) -> None:
+    """Each K's eval loss over training, with K steps of GD's and GD++'s losses as lines."""
     for i, k in enumerate(ks):
         color = f"C{(i + 4) % 10}"
         _band(ax, r[k]["curves"]["step"], r[k]["curves"]["eval_loss"], color, f"K={k} recurrent LSA")
@@ -120,34 +119,44 @@ def k_steps(r: dict):
     ax.set_title("eval loss over training")
     ax.legend(fontsize=7, ncol=2)
 
-    for ax, metric, ylabel in (
-        (axes[1, 0], "align_cos", "align_cos (cosine, unitless)"),
-        (axes[1, 1], "model_diff", "model_diff ‖s_TF − s_ref‖ (label/input units)"),
+
+def _k_alignment(ax, r: dict, ks: list[str], metric: str, ylabel: str) -> None:
+    """The trained model's `metric` against K steps of GD, GD++ and one step of GD, per K."""
+    kk = [int(k) for k in ks]
+    for j, (ref, label, color, marker) in enumerate(
+        (
+            ("vs_gdk", "vs K steps of GD", GD_COLOR, "s"),
+            ("vs_gdpp", "vs GD++", GDPP_COLOR, "^"),
+            ("vs_gd1", "vs 1 step of GD", ZERO_COLOR, "o"),
+        )
     ):
-        for j, (ref, label, color, marker) in enumerate(
-            (
-                ("vs_gdk", "vs K steps of GD", GD_COLOR, "s"),
-                ("vs_gdpp", "vs GD++", GDPP_COLOR, "^"),
-                ("vs_gd1", "vs 1 step of GD", ZERO_COLOR, "o"),
-            )
-        ):
-            vals = [r[k]["align"][ref][metric] for k in ks]
-            ax.errorbar(
-                np.asarray(kk) + (j - 1) * 0.08,
-                [v["mean"] for v in vals],
-                yerr=[v["std"] for v in vals],
-                color=color,
-                marker=marker,
-                ls="none",
-                capsize=4,
-                label=label,
-            )
-        ax.set_xticks(kk)
-        ax.set_xlim(min(kk) - 0.5, max(kk) + 0.5)
-        ax.set_xlabel("K (number of layers / GD steps)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(f"alignment of the trained model: {metric}")
-        ax.legend(fontsize=8)
+        vals = [r[k]["align"][ref][metric] for k in ks]
+        ax.errorbar(
+            np.asarray(kk) + (j - 1) * 0.08,
+            [v["mean"] for v in vals],
+            yerr=[v["std"] for v in vals],
+            color=color,
+            marker=marker,
+            ls="none",
+            capsize=4,
+            label=label,
+        )
+    ax.set_xticks(kk)
+    ax.set_xlim(min(kk) - 0.5, max(kk) + 0.5)
+    ax.set_xlabel("K (number of layers / GD steps)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"alignment of the trained model: {metric}")
+    ax.legend(fontsize=8)
+
+
+def k_steps(r: dict):
+    ks = sorted(r, key=int)
+    fig = new_figure(12, 8)
+    axes = axes_grid(fig, 2, 2)
+    _k_final_losses(axes[0, 0], r, ks)
+    _k_loss_curves(axes[0, 1], r, ks)
+    _k_alignment(axes[1, 0], r, ks, "align_cos", "align_cos (cosine, unitless)")
+    _k_alignment(axes[1, 1], r, ks, "model_diff", "model_diff ‖s_TF − s_ref‖ (label/input units)")
     seeds = r[ks[0]]["seeds"]
     _finish(fig, f"K recurrent LSA layers vs K steps of GD and GD++ ({SEED_NOTE.format(seeds=seeds)})")
     return fig

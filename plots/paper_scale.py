@@ -222,6 +222,57 @@ def rows(pieces: dict[str, dict]) -> list[Row]:
     return out
 
 
+def queue_lines(records_dir: Path, queue: Sequence[tuple[str, str, float]]) -> list[str]:
+    """The queue's table: each job, what it measures, its expected seconds and its latest record (or
+    "waiting")."""
+    lines = ["## The queue", "", "| job | what it measures | expected | recorded |", "|---|---|---|---|"]
+    for name, title, expected in queue:
+        done = records(name, records_dir)
+        state = (
+            f"{done[-1]['date']} at {done[-1]['commit']}{'' if done[-1].get('clean') else ' (dirty)'}, "
+            f"{done[-1]['device']}, {done[-1]['device_seconds']} s"
+            if done
+            else "waiting"
+        )
+        lines.append(f"| {name} | {title} | {expected:.0f} s | {state} |")
+    return lines
+
+
+def mechanisms_lines(pieces: dict[str, dict], used: list[dict], original: dict[str, tuple]) -> list[str]:
+    """limits_of_icl's mechanisms at the paper's size: the records used, the model, the error and the table
+    (a line saying they are not yet run without them)."""
+    lines = ["", "## limits_of_icl's mechanisms at the paper's size", ""]
+    if not pieces:
+        return lines + ["Not yet run (jobs `mechanisms_a`, `mechanisms_b`)."]
+    lines += [
+        f"- {r['job']}: recorded {r['date']} at commit {r['commit']}"
+        f"{'' if r.get('clean') else ' (uncommitted changes)'} on {r['device']}, JAX {r['jax']}, "
+        f"{r['device_seconds']} device seconds"
+        for r in used
+    ]
+    return lines + [
+        "- Model: GPT-2, 12 layers, width 256, 8 heads, d = 20, 41 points; protocol Adam 1e-3 at batch 256, "
+        "5 % warm-up, linear decay, clipping at 1, the curriculum in the first 30 % of the steps (the "
+        "paper: Adam 1e-4 at batch 64, 100,001 steps); bfloat16, fused attention, flat update.",
+        "- Error: squared error at the last point (40 examples), not divided by d (the zero estimator "
+        "scores 20); ours on the run's eval tasks, shifts as limits_of_icl's notebook makes them.",
+        "",
+        *mechanisms_table(pieces, original),
+    ]
+
+
+def study_sections(
+    records_dir: Path, queue: Sequence[tuple[str, str, float]], studies: Sequence[str]
+) -> tuple[list[str], list[Row]]:
+    """(a section per study job, the rows its records measure)."""
+    titles, lines, study_rows = dict((name, title) for name, title, _ in queue), [], []
+    for job in studies:
+        more, found_rows = study_lines(records_dir, job)
+        lines += [f"## {job}: {titles.get(job, '')}", "", *more, ""]
+        study_rows += found_rows
+    return lines, study_rows
+
+
 def write_report(
     records_dir: Path,
     path: Path,
@@ -250,45 +301,11 @@ def write_report(
         "hand. A lent GPU runs `make gpu_next`'s job, one device command of at most "
         f"{limit_s:.0f} s each.",
         "",
-        "## The queue",
-        "",
-        "| job | what it measures | expected | recorded |",
-        "|---|---|---|---|",
     ]
-    for name, title, expected in queue:
-        done = records(name, records_dir)
-        state = (
-            f"{done[-1]['date']} at {done[-1]['commit']}{'' if done[-1].get('clean') else ' (dirty)'}, "
-            f"{done[-1]['device']}, {done[-1]['device_seconds']} s"
-            if done
-            else "waiting"
-        )
-        lines.append(f"| {name} | {title} | {expected:.0f} s | {state} |")
-    lines += ["", "## limits_of_icl's mechanisms at the paper's size", ""]
-    if pieces:
-        lines += [
-            f"- {r['job']}: recorded {r['date']} at commit {r['commit']}"
-            f"{'' if r.get('clean') else ' (uncommitted changes)'} on {r['device']}, JAX {r['jax']}, "
-            f"{r['device_seconds']} device seconds"
-            for r in used
-        ]
-        lines += [
-            "- Model: GPT-2, 12 layers, width 256, 8 heads, d = 20, 41 points; protocol Adam 1e-3 at batch 256, "
-            "5 % warm-up, linear decay, clipping at 1, the curriculum in the first 30 % of the steps (the "
-            "paper: Adam 1e-4 at batch 64, 100,001 steps); bfloat16, fused attention, flat update.",
-            "- Error: squared error at the last point (40 examples), not divided by d (the zero estimator "
-            "scores 20); ours on the run's eval tasks, shifts as limits_of_icl's notebook makes them.",
-            "",
-            *mechanisms_table(pieces, original),
-        ]
-    else:
-        lines.append("Not yet run (jobs `mechanisms_a`, `mechanisms_b`).")
+    lines += queue_lines(records_dir, queue) + mechanisms_lines(pieces, used, original)
     lines += ["", "## The paper cell's speed", "", *speed_lines(records_dir), ""]
-    titles, study_rows = dict((name, title) for name, title, _ in queue), []
-    for job in studies:
-        more, found_rows = study_lines(records_dir, job)
-        lines += [f"## {job}: {titles.get(job, '')}", "", *more, ""]
-        study_rows += found_rows
+    more, study_rows = study_sections(records_dir, queue, studies)
+    lines += more
     all_rows = (rows(pieces) if pieces else []) + study_rows
     provenance = (
         "Written from the recorded jobs above and report/anchors.yaml"

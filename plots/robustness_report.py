@@ -227,6 +227,65 @@ def curricula_lines(curricula: dict) -> list[str]:
     return lines
 
 
+def setup_lines(jobs: Sequence, d: int, quick: bool) -> list[str]:
+    """Which runs, seeds and shifts the battery used, ending with a blank line."""
+    settings = jobs[0].settings
+    seeds = sorted({j.seed for j in jobs if not getattr(j, "curriculum", "")})
+    return [
+        f"- Runs: the mechanisms study's (configs/mechanisms.yaml: d = {d}, "
+        f"{settings.curriculum.points.end} points, width {settings.model.width}, "
+        f"{settings.train.steps} steps), seeds {', '.join(map(str, seeds))}; each shift on "
+        f"{'200' if quick else '1,000'} fixed "
+        "tasks at the last point; the baselines on the same shifted tasks. Error: squared error / d; "
+        f"mean ± {STD_LABEL}. Every shift and its options: `src/tasks/shifts.py`; the grid: "
+        "`analysis.robustness.battery_grid` (the notebook's).",
+        "",
+    ]
+
+
+def selected_table(models: dict, baselines: dict, columns: list[tuple[str, str]]) -> list[str]:
+    """The selected shifts: a row per mechanism (mean ± std over seeds), then a row per baseline recorded."""
+    lines = [
+        "## Selected shifts",
+        "",
+        "| | " + " | ".join(t for _, t in columns) + " |",
+        "|---" * (len(columns) + 1) + "|",
+    ]
+    for m in models:
+        lines.append(f"| {m} | " + " | ".join(format_pm(_cell(models, m, label), 3) for label, _ in columns) + " |")
+    for b in BASELINES:
+        cells = [f"{baselines[label][b]:.3f}" if b in baselines.get(label, {}) else "" for label, _ in columns]
+        if any(cells):
+            lines.append(f"| *{b}* | " + " | ".join(cells) + " |")
+    return lines
+
+
+def published_table(models: dict, d: int, points: int) -> list[str]:
+    """Ours (error / d and raw) beside limits_of_icl's notebook (raw), a row per published mechanism."""
+    lines = [
+        "",
+        "## Side by side with the original notebook (a different scale)",
+        "",
+        "Published: limits_of_icl's notebook, 12 layers, width 256, 8 heads, d = 20, 40 examples, squared error "
+        "NOT divided by d (the zero predictor scores about 20); its `opposite_quadrants_num_flipped=10` puts "
+        "the query in a uniformly random orthant whatever the number flipped (its code flips signs of the "
+        "unconstrained x), which is our `opposite_quadrants=original`; `half subspace` is its subspace_dim=10. "
+        f"Ours: d = {d}, {points - 1} examples, error / d and × d (raw).",
+        "",
+        "| mechanism | " + " | ".join(f"{c}: ours (/d, raw) · published (raw)" for c in PUBLISHED_COLUMNS) + " |",
+        "|---" * (len(PUBLISHED_COLUMNS) + 1) + "|",
+    ]
+    ours_labels = {"subspace=half": f"subspace={max(1, d // 2)}"}
+    for m, published in PUBLISHED.items():
+        key = m.split(" ")[0]
+        cells = []
+        for (column, _), value in zip(PUBLISHED_COLUMNS.items(), published):
+            mean = _cell(models, key, ours_labels.get(column, column))["mean"] if key in models else None
+            cells.append((f"{mean:.3f}, {mean * d:.2f}" if mean is not None else "—") + f" · {value:.3f}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def write_report(
     jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
 ) -> list[Path]:
@@ -257,59 +316,12 @@ def write_report(
             "figures": figures,
         },
     )
-    seeds = sorted({j.seed for j in jobs if not getattr(j, "curriculum", "")})
-    lines = header(
-        "The robustness battery: attention mechanisms under evaluation shifts (limits_of_icl)",
-        quick=quick,
-        head=head,
-        command=command,
-        seconds=seconds,
-        jobs=jobs,
-    )
-    lines += [
-        f"- Runs: the mechanisms study's (configs/mechanisms.yaml: d = {d}, "
-        f"{jobs[0].settings.curriculum.points.end} points, width {jobs[0].settings.model.width}, "
-        f"{jobs[0].settings.train.steps} steps), seeds {', '.join(map(str, seeds))}; each shift on "
-        f"{'200' if quick else '1,000'} fixed "
-        "tasks at the last point; the baselines on the same shifted tasks. Error: squared error / d; "
-        f"mean ± {STD_LABEL}. Every shift and its options: `src/tasks/shifts.py`; the grid: "
-        "`analysis.robustness.battery_grid` (the notebook's).",
-        "",
-    ]
+    title = "The robustness battery: attention mechanisms under evaluation shifts (limits_of_icl)"
+    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines += setup_lines(jobs, d, quick)
     lines += ["## Claims of limits_of_icl at our scale", ""] + claims(models, d) + [""]
-    lines += [
-        "## Selected shifts",
-        "",
-        "| | " + " | ".join(t for _, t in columns) + " |",
-        "|---" * (len(columns) + 1) + "|",
-    ]
-    for m in models:
-        lines.append(f"| {m} | " + " | ".join(format_pm(_cell(models, m, label), 3) for label, _ in columns) + " |")
-    for b in BASELINES:
-        cells = [f"{baselines[label][b]:.3f}" if b in baselines.get(label, {}) else "" for label, _ in columns]
-        if any(cells):
-            lines.append(f"| *{b}* | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "## Side by side with the original notebook (a different scale)",
-        "",
-        "Published: limits_of_icl's notebook, 12 layers, width 256, 8 heads, d = 20, 40 examples, squared error "
-        "NOT divided by d (the zero predictor scores about 20); its `opposite_quadrants_num_flipped=10` puts "
-        "the query in a uniformly random orthant whatever the number flipped (its code flips signs of the "
-        "unconstrained x), which is our `opposite_quadrants=original`; `half subspace` is its subspace_dim=10. "
-        f"Ours: d = {d}, {jobs[0].settings.curriculum.points.end - 1} examples, error / d and × d (raw).",
-        "",
-        "| mechanism | " + " | ".join(f"{c}: ours (/d, raw) · published (raw)" for c in PUBLISHED_COLUMNS) + " |",
-        "|---" * (len(PUBLISHED_COLUMNS) + 1) + "|",
-    ]
-    ours_labels = {"subspace=half": f"subspace={max(1, d // 2)}"}
-    for m, published in PUBLISHED.items():
-        key = m.split(" ")[0]
-        cells = []
-        for (column, _), value in zip(PUBLISHED_COLUMNS.items(), published):
-            mean = _cell(models, key, ours_labels.get(column, column))["mean"] if key in models else None
-            cells.append((f"{mean:.3f}, {mean * d:.2f}" if mean is not None else "—") + f" · {value:.3f}")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += selected_table(models, baselines, columns)
+    lines += published_table(models, d, jobs[0].settings.curriculum.points.end)
     lines += curricula_lines(curricula)
     lines += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))

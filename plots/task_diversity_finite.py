@@ -65,6 +65,59 @@ def figure(curves: dict[int, dict]):
     return fig
 
 
+def answer_text(found: int | None, study_switch: int | None, steps: int, sizes: Sequence[int]) -> str:
+    """The study's answer: our model's threshold at this budget (`found`, or None: above every size run)
+    and whether the study's switch is a threshold or a transient."""
+    if found is None:
+        return "no pool size run stops rising: the threshold of our model at this budget is above every M run" + (
+            ""
+            if study_switch is None or study_switch > max(sizes, default=0)
+            else f", so the study's switch at M = {study_switch} was a transient "
+            "(longer training pulls it back toward dMMSE)"
+        )
+    if study_switch is None:
+        return f"our model's threshold at {steps:,} steps is M = {found}"
+    return f"our model's threshold at {steps:,} steps is M = {found}; the study's switch at M = {study_switch} " + (
+        "is a threshold (at or above it)"
+        if study_switch >= found
+        else "was a transient (below it: longer training pulls those pools back toward dMMSE)"
+    )
+
+
+def setup_lines(jobs: Sequence, steps: int, quick: bool, answer: str) -> list[str]:
+    """The runs, the rule and the answer, ending with a blank line."""
+    kept = max((j.settings.train.keep_every for j in jobs), default=0)
+    return [
+        f"- The task-diversity study's model and task (configs/task_diversity.yaml) at {steps:,} steps "
+        f"({'a smoke test' if quick else f'{STEPS_FACTOR}× the study' + chr(39) + 's'}), one seed, checkpoints "
+        f"kept every {kept:,} steps; at "
+        "each, the model's distance to ridge and to dMMSE on prompts from the prior (squared difference / d).",
+        f"- Rule: a pool size's distance to ridge rises when its last value is at least {RISE}× its lowest "
+        "earlier value (Raventós et al.: below the threshold, longer training pulls the model back toward "
+        "dMMSE).",
+        "",
+        "## Answer",
+        "",
+        f"{answer[0].upper()}{answer[1:]}.",
+        "",
+    ]
+
+
+def table_rows(curves: dict[int, dict], verdicts: dict[int, bool | None]) -> list[str]:
+    """The table of each pool size's checkpoints, distances and verdict."""
+    rows = [
+        "| M | steps | distance to ridge: first → lowest → last | distance to dMMSE: first → last | rises |",
+        "|---|---|---|---|---|",
+    ]
+    for size, c in sorted(curves.items()):
+        r, d = c["distance_ridge"], c["distance_dmmse"]
+        ridge = f"{r[0]:.4f} → {min(r):.4f} → {r[-1]:.4f}" if r else "—"
+        dmmse = f"{d[0]:.4f} → {d[-1]:.4f}" if d and None not in (d[0], d[-1]) else "—"
+        word = {True: "yes", False: "no", None: "not judged (< 3 checkpoints)"}[verdicts[size]]
+        rows.append(f"| {size} | {', '.join(f'{s:,}' for s in c['step'])} | {ridge} | {dmmse} | {word} |")
+    return rows
+
+
 def write_report(
     jobs: Sequence,
     curves: dict[int, dict],
@@ -84,24 +137,7 @@ def write_report(
     if any(c["step"] for c in curves.values()):
         atomic_write_bytes(report_dir / FIGURE, png_bytes(figure(curves)))
         figures.append(FIGURE)
-    if found is None:
-        answer = "no pool size run stops rising: the threshold of our model at this budget is above every M run" + (
-            ""
-            if study_switch is None or study_switch > max(curves, default=0)
-            else f", so the study's switch at M = {study_switch} was a transient "
-            "(longer training pulls it back toward dMMSE)"
-        )
-    elif study_switch is None:
-        answer = f"our model's threshold at {steps:,} steps is M = {found}"
-    else:
-        answer = (
-            f"our model's threshold at {steps:,} steps is M = {found}; the study's switch at M = {study_switch} "
-            + (
-                "is a threshold (at or above it)"
-                if study_switch >= found
-                else "was a transient (below it: longer training pulls those pools back toward dMMSE)"
-            )
-        )
+    answer = answer_text(found, study_switch, steps, list(curves))
     atomic_write_json(
         report_dir / RESULTS,
         {
@@ -117,37 +153,9 @@ def write_report(
             "figures": figures,
         },
     )
-    out = header(
-        "Task diversity, finite-size test: threshold or transient (Raventós et al. 2023)",
-        quick=quick,
-        head=head,
-        command=command,
-        seconds=seconds,
-        jobs=jobs,
-    )
-    kept = max((j.settings.train.keep_every for j in jobs), default=0)
-    out += [
-        f"- The task-diversity study's model and task (configs/task_diversity.yaml) at {steps:,} steps "
-        f"({'a smoke test' if quick else f'{STEPS_FACTOR}× the study' + chr(39) + 's'}), one seed, checkpoints "
-        f"kept every {kept:,} steps; at "
-        "each, the model's distance to ridge and to dMMSE on prompts from the prior (squared difference / d).",
-        f"- Rule: a pool size's distance to ridge rises when its last value is at least {RISE}× its lowest "
-        "earlier value (Raventós et al.: below the threshold, longer training pulls the model back toward "
-        "dMMSE).",
-        "",
-        "## Answer",
-        "",
-        f"{answer[0].upper()}{answer[1:]}.",
-        "",
-        "| M | steps | distance to ridge: first → lowest → last | distance to dMMSE: first → last | rises |",
-        "|---|---|---|---|---|",
-    ]
-    for size, c in sorted(curves.items()):
-        r, d = c["distance_ridge"], c["distance_dmmse"]
-        ridge = f"{r[0]:.4f} → {min(r):.4f} → {r[-1]:.4f}" if r else "—"
-        dmmse = f"{d[0]:.4f} → {d[-1]:.4f}" if d and None not in (d[0], d[-1]) else "—"
-        word = {True: "yes", False: "no", None: "not judged (< 3 checkpoints)"}[verdicts[size]]
-        out.append(f"| {size} | {', '.join(f'{s:,}' for s in c['step'])} | {ridge} | {dmmse} | {word} |")
+    title = "Task diversity, finite-size test: threshold or transient (Raventós et al. 2023)"
+    out = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    out += setup_lines(jobs, steps, quick, answer) + table_rows(curves, verdicts)
     out += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(out))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

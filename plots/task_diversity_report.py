@@ -89,54 +89,19 @@ def figure(rows: list[dict]):
     return fig
 
 
-def write_report(
-    jobs: Sequence, rows: list[dict], report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
-) -> list[Path]:
-    """The report of `rows` (scripts.task_diversity.collect: one per finished run of `jobs`)."""
-    found, lines = threshold(rows)
-    figures = []
-    if rows:
-        atomic_write_bytes(report_dir / FIG_DIR / "error_pool.png", png_bytes(figure(rows)))
-        figures.append(f"{FIG_DIR}/error_pool.png")
-    statement = (
+def statement_text(found: int | None) -> str:
+    """Where the model switches from dMMSE to ridge, in a sentence (`found`: threshold's pool size)."""
+    if found is None:
+        return "At no pool size run are the model's predictions nearer ridge's at that size and every larger one."
+    return (
         f"From M = {found} on, at every larger pool run, the model's predictions on prior prompts are "
         "nearer ridge's than dMMSE's; below it, nearer dMMSE's."
-        if found is not None
-        else "At no pool size run are the model's predictions nearer ridge's at that size and every larger one."
     )
-    atomic_write_json(
-        report_dir / RESULTS,
-        {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
-            "results": rows,
-            "threshold": found,
-            "per_pool": lines,
-            "figures": figures,
-        },
-    )
-    out = header(
-        "Task diversity: dMMSE or ridge (Raventós et al. 2023)",
-        quick=quick,
-        head=head,
-        command=command,
-        seconds=seconds,
-        jobs=jobs,
-    )
-    out += [
-        "- Noisy linear regression, d = 8, 16 points, σ = 0.5; pretraining tasks from a pool of M vectors "
-        "drawn once (training.num_tasks; ∞: fresh every step). Error: squared error / d averaged over the "
-        f"points, mean over seeds {sorted({r['seed'] for r in rows})}; dMMSE over the run's own pool, ridge "
-        "with the prior's λ = σ². Distance: the squared difference / d of the model's predictions from the "
-        "estimator's on the same prompts (Raventós et al.'s ΔdMMSE, Δridge).",
-        "",
-        "## Where the model switches",
-        "",
-        statement,
-        "",
-        *lines,
-        "",
+
+
+def error_table(rows: list[dict]) -> list[str]:
+    """Each pool size's error of the model, dMMSE and ridge, on pool and on prior prompts."""
+    out = [
         "| M | pool: model | pool: dMMSE | pool: ridge | prior: model | prior: dMMSE | prior: ridge |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -147,8 +112,12 @@ def write_report(
                 stats = mean_error(rows, size, prompts, estimator)
                 cells.append(f"{stats['mean']:.4f}" if stats["n"] else "—")
         out.append(f"| {size or '∞'} | " + " | ".join(cells) + " |")
-    out += [
-        "",
+    return out
+
+
+def distance_table(rows: list[dict]) -> list[str]:
+    """Each pool size's distance of the model's predictions to dMMSE's and ridge's, on pool and prior prompts."""
+    out = [
         "Distances of the model's predictions (squared difference / d):",
         "",
         "| M | pool: to dMMSE | pool: to ridge | prior: to dMMSE | prior: to ridge |",
@@ -161,6 +130,47 @@ def write_report(
             for e in ("dmmse", "ridge")
         ]
         out.append(f"| {size or '∞'} | " + " | ".join(f"{c['mean']:.4f}" if c["n"] else "—" for c in cells) + " |")
+    return out
+
+
+def write_report(
+    jobs: Sequence, rows: list[dict], report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
+) -> list[Path]:
+    """The report of `rows` (scripts.task_diversity.collect: one per finished run of `jobs`)."""
+    found, lines = threshold(rows)
+    figures = []
+    if rows:
+        atomic_write_bytes(report_dir / FIG_DIR / "error_pool.png", png_bytes(figure(rows)))
+        figures.append(f"{FIG_DIR}/error_pool.png")
+    atomic_write_json(
+        report_dir / RESULTS,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "results": rows,
+            "threshold": found,
+            "per_pool": lines,
+            "figures": figures,
+        },
+    )
+    title = "Task diversity: dMMSE or ridge (Raventós et al. 2023)"
+    out = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    out += [
+        "- Noisy linear regression, d = 8, 16 points, σ = 0.5; pretraining tasks from a pool of M vectors "
+        "drawn once (training.num_tasks; ∞: fresh every step). Error: squared error / d averaged over the "
+        f"points, mean over seeds {sorted({r['seed'] for r in rows})}; dMMSE over the run's own pool, ridge "
+        "with the prior's λ = σ². Distance: the squared difference / d of the model's predictions from the "
+        "estimator's on the same prompts (Raventós et al.'s ΔdMMSE, Δridge).",
+        "",
+        "## Where the model switches",
+        "",
+        statement_text(found),
+        "",
+        *lines,
+        "",
+    ]
+    out += error_table(rows) + [""] + distance_table(rows)
     out += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(out))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

@@ -186,6 +186,52 @@ def beside_zoology(rows: list[dict], mixers: Sequence[str]) -> list[str]:
     return lines + [""]
 
 
+def setup_lines(jobs: Sequence, rows: list[dict], every: list[dict], found: list[str]) -> list[str]:
+    """Seeds and rates, the model, the comparison with Zoology's figure 2, then where the gated convolutions
+    fall (`found`: verdict's lines), ending with a blank line."""
+    seeds = sorted({r["seed"] for r in rows})
+    rates = sorted({r["learning_rate"] for r in every})
+    return [
+        f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the best of the learning rates "
+        f"{', '.join(f'{r:g}' for r in rates)} (Zoology's protocol), then the mean over the seeds"
+        + (" ± the sample std" if len(seeds) > 1 else "")
+        + ".",
+        f"- Model: the `lm` family, 2 layers, 1 head, {block_words(jobs, OURS)}, "
+        "AdamW (weight decay 0.1, 3 % warm-up, cosine). A name a+b is a "
+        "hybrid stack: layer 1 a, layer 2 b (base_conv+based is Zoology's Based model); name:option=value "
+        "sets an option (base_conv+base_conv:kernel_size=-1 is figure 2's BaseConv: a short convolution, "
+        "kernel 3, in layer 1, the implicit long convolution in layer 2).",
+        f"- Beside Zoology's figure 2, at a smaller scale (V = 256 here, 8,192 there; widths and steps a "
+        f"CPU affords): {ZOOLOGY}.",
+        "",
+        "## Where the gated convolutions fall",
+        "",
+        *(found or ["- no cell has attention's runs"]),
+        "",
+    ]
+
+
+def cell_tables(rows: list[dict], mixers: Sequence[str]) -> list[str]:
+    """A table per (T, κ, width) cell: each mixer's accuracy, state size and the rate chosen."""
+    lines = []
+    for cell in cells_of(rows):
+        t, kappa, width = cell
+        lines += [
+            f"## T = {t}, κ = {kappa}, width {width}",
+            "",
+            "| mixer | accuracy | state (floats) | rate chosen |",
+            "|---|---|---|---|",
+        ]
+        for mixer in mixers:
+            mine = [r for r in rows if r["mixer"] == mixer and (r["seq_len"], r["kappa"], r["width"]) == cell]
+            if mine:
+                stats = over_seeds([r["accuracy"] for r in mine if r["accuracy"] is not None])
+                chosen = "/".join(sorted({f"{r['learning_rate']:g}" for r in mine}))
+                lines.append(f"| {mixer} | {_pm(stats)} | {mine[0]['state_floats']:,} | {chosen} |")
+        lines.append("")
+    return lines
+
+
 def write_report(
     jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
 ) -> list[Path]:
@@ -215,43 +261,8 @@ def write_report(
             "figures": figures,
         },
     )
-    seeds = sorted({r["seed"] for r in rows})
-    rates = sorted({r["learning_rate"] for r in every})
     lines = header("Zoology's mixer zoo on MQAR", quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
-    lines += [
-        f"- Seeds: {', '.join(map(str, seeds)) or 'none'}; a cell is the best of the learning rates "
-        f"{', '.join(f'{r:g}' for r in rates)} (Zoology's protocol), then the mean over the seeds"
-        + (" ± the sample std" if len(seeds) > 1 else "")
-        + ".",
-        f"- Model: the `lm` family, 2 layers, 1 head, {block_words(jobs, OURS)}, "
-        "AdamW (weight decay 0.1, 3 % warm-up, cosine). A name a+b is a "
-        "hybrid stack: layer 1 a, layer 2 b (base_conv+based is Zoology's Based model); name:option=value "
-        "sets an option (base_conv+base_conv:kernel_size=-1 is figure 2's BaseConv: a short convolution, "
-        "kernel 3, in layer 1, the implicit long convolution in layer 2).",
-        f"- Beside Zoology's figure 2, at a smaller scale (V = 256 here, 8,192 there; widths and steps a "
-        f"CPU affords): {ZOOLOGY}.",
-        "",
-        "## Where the gated convolutions fall",
-        "",
-        *(found or ["- no cell has attention's runs"]),
-        "",
-    ]
-    lines += beside_zoology(rows, mixers)
-    for cell in cells_of(rows):
-        t, kappa, width = cell
-        lines += [
-            f"## T = {t}, κ = {kappa}, width {width}",
-            "",
-            "| mixer | accuracy | state (floats) | rate chosen |",
-            "|---|---|---|---|",
-        ]
-        for mixer in mixers:
-            mine = [r for r in rows if r["mixer"] == mixer and (r["seq_len"], r["kappa"], r["width"]) == cell]
-            if mine:
-                stats = over_seeds([r["accuracy"] for r in mine if r["accuracy"] is not None])
-                chosen = "/".join(sorted({f"{r['learning_rate']:g}" for r in mine}))
-                lines.append(f"| {mixer} | {_pm(stats)} | {mine[0]['state_floats']:,} | {chosen} |")
-        lines.append("")
+    lines += setup_lines(jobs, rows, every, found) + beside_zoology(rows, mixers) + cell_tables(rows, mixers)
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

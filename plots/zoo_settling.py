@@ -46,20 +46,10 @@ def _acc(row: dict | None) -> str:
     return "—" if row is None else f"{row['accuracy']:.3f}"
 
 
-def section(report_dir: Path) -> list[str]:
-    """The section's lines (heading first, a blank line last); [] without the grid's report."""
-    grid, long = _read(report_dir / GRID), _read(report_dir / LONG)
-    if grid is None:
-        return []
-    ours = json.loads((report_dir / "zoo_results.json").read_text())
-    anchors = load_anchors()
-    every = [r for r in grid[0].get("every_rate", []) if _in_cell(r)]
-    rates = sorted({r["learning_rate"] for r in every})
-    mixers = list(dict.fromkeys(r["mixer"] for r in every))
+def _grid_lines(grid: tuple[dict, str], long: tuple[dict, str] | None, rates: list[float]) -> list[str]:
+    """The grid's command, settings and rates; the 10×-steps grid's where it ran."""
     steps = sorted({r["steps"] for r in grid[0].get("results", []) if _in_cell(r)})
     lines = [
-        HEADING,
-        "",
         f"- The grid: `{grid[0].get('command', '?')}` ({grid[1]}): T 64, κ 4, width 64, Zoology's block (no MLP, "
         f"positions for attention only, dropout 0.1), {', '.join(f'{s:,}' for s in steps)} steps, seed 0, rates "
         f"{', '.join(f'{r:g}' for r in rates)}: each mixer's best is its accuracy.",
@@ -70,27 +60,38 @@ def section(report_dir: Path) -> list[str]:
             f"- 10× the steps: `{long[0].get('command', '?')}` ({long[1]}): "
             f"{', '.join(f'{s:,}' for s in long_steps)} steps at each gated convolution's winning rate."
         )
+    return lines
+
+
+def _rate_table(every: list[dict], rates: list[float], grid: dict, long: dict | None, ours: dict, anchors) -> list[str]:
+    """A row per mixer: its accuracy at each rate, its best, at 10× the steps, under our block, figure 2's."""
     head = " | ".join(f"{r:g}" for r in rates)
-    lines += [
+    lines = [
         "",
         f"| mixer | {head} | best (rate) | 10× steps | our block (ZOO.md) | figure 2 |",
         "|" + "---|" * (len(rates) + 5),
     ]
-    for mixer in mixers:
+    for mixer in dict.fromkeys(r["mixer"] for r in every):
         cells = []
         for rate in rates:
             found = [r["accuracy"] for r in every if r["mixer"] == mixer and r["learning_rate"] == rate]
             cells.append(f"{found[0]:.3f}" if found else "—")
-        best, longer, mine = _best(grid[0], mixer), _best(long[0] if long else None, mixer), _best(ours, mixer)
+        best, longer, mine = _best(grid, mixer), _best(long, mixer), _best(ours, mixer)
         claim = anchors.claims.get(f"zoology.{ZOO_CLAIMS[mixer]}_t64" if mixer in ZOO_CLAIMS else "zoology.attention")
         chosen = "—" if best is None else f"{_acc(best)} ({best['learning_rate']:g})"
         paper = "—" if claim is None else f"{claim.value:g}"
         lines.append(f"| {mixer} | {' | '.join(cells)} | {chosen} | {_acc(longer)} | {_acc(mine)} | {paper} |")
+    return lines
+
+
+def _reading(mixers: list[str], grid: dict, long: dict | None, ours: dict) -> list[str]:
+    """What the table says: whether Zoology's block closes the gated convolutions' gap (and their
+    accuracy at 10× the steps), ending with a blank line."""
     gated = [m for m in mixers if m in ZOO_CLAIMS]
-    best = {m: _best(grid[0], m) for m in gated}
+    best = {m: _best(grid, m) for m in gated}
     mine = {m: _best(ours, m) for m in gated}
     worse = [m for m in gated if best[m] and mine[m] and best[m]["accuracy"] < mine[m]["accuracy"]]
-    lines += [
+    return [
         "",
         "What it says: "
         + (
@@ -100,14 +101,28 @@ def section(report_dir: Path) -> list[str]:
             else "under Zoology's block the gated convolutions score at least what they score under ours"
         )
         + (
-            "; at 10× the steps, " + ", ".join(f"{m} {_acc(_best(long[0], m))}" for m in gated if _best(long[0], m))
-            if long
+            "; at 10× the steps, " + ", ".join(f"{m} {_acc(_best(long, m))}" for m in gated if _best(long, m))
+            if long is not None
             else ""
         )
         + ". The verdicts are in the table below, each row beside figure 2's number.",
         "",
     ]
-    return lines
+
+
+def section(report_dir: Path) -> list[str]:
+    """The section's lines (heading first, a blank line last); [] without the grid's report."""
+    grid, long = _read(report_dir / GRID), _read(report_dir / LONG)
+    if grid is None:
+        return []
+    ours = json.loads((report_dir / "zoo_results.json").read_text())
+    anchors = load_anchors()
+    every = [r for r in grid[0].get("every_rate", []) if _in_cell(r)]
+    rates = sorted({r["learning_rate"] for r in every})
+    mixers = list(dict.fromkeys(r["mixer"] for r in every))
+    lines = [HEADING, ""] + _grid_lines(grid, long, rates)
+    lines += _rate_table(every, rates, grid[0], long[0] if long else None, ours, anchors)
+    return lines + _reading(mixers, grid[0], long[0] if long else None, ours)
 
 
 def replace_section(text: str, new: list[str]) -> str:
