@@ -178,7 +178,7 @@ def states(records_dir: Path = RECORDS) -> list[str]:
     return lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> OneLineParser:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("verb", choices=("next", "list", "run", "record", "report", "all"))
     parser.add_argument("job", nargs="?", default=None, help="a job's name (run, record)")
@@ -199,8 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records-dir", "--records_dir", dest="records_dir", default=str(RECORDS))
     parser.add_argument("--report", default=str(PAPER_SCALE), help="report: the Markdown file")
     parser.add_argument("--json", default=None, help="list: also write the expected seconds as a record here")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    records_dir = Path(args.records_dir)
+    return parser
+
+
+def check_args(args) -> None:
     if args.verb in ("run", "record"):
         if args.job not in BY_NAME:
             raise UsageError(f"job={args.job!r} is not accepted; accepted: {', '.join(BY_NAME)}")
@@ -214,53 +216,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"--budget-s={args.budget_s:g} is not accepted; accepted: 60 to {JOB_LIMIT_S} seconds")
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps={args.steps} is not accepted; accepted: an integer >= 1")
-    if args.verb == "list":
-        if args.json:
-            atomic_write_json(Path(args.json), plan(head()[0]))
-        print("\n".join(states(records_dir)))
-        return 0
-    if args.verb == "next":
-        job = next_job(records_dir)
-        if job is None:
-            print("every job is recorded (python -m scripts.gpu_queue list); none waits")
-            return 0
-        commit, clean = head()
-        call = device_call(job, commit, clean)
-        print(
-            f"next: {job.name}: {job.title}\nexpected: {job.expected.words()} of the {JOB_LIMIT_S} s a job may take\n"
-            f"device call (the device tool's run):\n  command: {call['command']}\n"
-            f"  carry: {json.dumps(call['carry'])}\n"
-            f"  timeout_s: {call['timeout_s']}\n"
-            f"before it, here: make gpu_wheels{' originals' if ORIGINALS in job.carry else ''} (the carried paths)"
-            f"{'' if clean else '; commit first: this tree has uncommitted changes'}\n"
-            f"after it, here: {PROG} record {job.name} --from <files_at>; make paper_scale_report"
-        )
-        return 0
-    if args.verb == "report":
-        path = write_report(records_dir, Path(args.report))
-        print(f"wrote {path}")
-        return 0
-    if args.verb == "record":
-        target = record(BY_NAME[args.job], Path(args.source), records_dir)
-        print(f"recorded {target}")
-        return 0
-    if args.verb == "run":
-        if dry_run(PROG, f"run {args.job} into {args.out} within {args.budget_s:g} s"):
-            return 0
-        from scripts.gpu_job import run_job
 
-        run_job(
-            BY_NAME[args.job],
-            Path(args.out),
-            args.budget_s,
-            args.commit or head()[0],
-            not args.dirty if args.commit else head()[1],
-            args.rehearse,
-            args.steps,
-            Path(args.runs_dir),
-        )
-        return 0
-    # all: a GPU of one's own, every job not recorded, in order, each recorded, then the report
+
+def next_text(records_dir: Path) -> str:
+    """What `next` prints: the next job and its exact device call, or that none waits."""
+    job = next_job(records_dir)
+    if job is None:
+        return "every job is recorded (python -m scripts.gpu_queue list); none waits"
+    commit, clean = head()
+    call = device_call(job, commit, clean)
+    return (
+        f"next: {job.name}: {job.title}\nexpected: {job.expected.words()} of the {JOB_LIMIT_S} s a job may take\n"
+        f"device call (the device tool's run):\n  command: {call['command']}\n"
+        f"  carry: {json.dumps(call['carry'])}\n"
+        f"  timeout_s: {call['timeout_s']}\n"
+        f"before it, here: make gpu_wheels{' originals' if ORIGINALS in job.carry else ''} (the carried paths)"
+        f"{'' if clean else '; commit first: this tree has uncommitted changes'}\n"
+        f"after it, here: {PROG} record {job.name} --from <files_at>; make paper_scale_report"
+    )
+
+
+def run_here(args) -> None:
+    """`run`: the job on this (device) machine, into --out."""
+    from scripts.gpu_job import run_job
+
+    run_job(
+        BY_NAME[args.job],
+        Path(args.out),
+        args.budget_s,
+        args.commit or head()[0],
+        not args.dirty if args.commit else head()[1],
+        args.rehearse,
+        args.steps,
+        Path(args.runs_dir),
+    )
+
+
+def run_all(args, records_dir: Path) -> None:
+    """`all`: a GPU of one's own, every job not recorded, in order, each recorded, then the report."""
     commit, clean = head()
     for job in JOBS:
         if records(job.name, records_dir):
@@ -274,6 +267,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_job(job, out, args.budget_s, commit, clean, args.rehearse, args.steps, Path(args.runs_dir))
         print(f"recorded {record(job, out, records_dir)}")
     print(f"wrote {write_report(records_dir, Path(args.report))}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    records_dir = Path(args.records_dir)
+    check_args(args)
+    if args.verb == "list":
+        if args.json:
+            atomic_write_json(Path(args.json), plan(head()[0]))
+        print("\n".join(states(records_dir)))
+    elif args.verb == "next":
+        print(next_text(records_dir))
+    elif args.verb == "report":
+        print(f"wrote {write_report(records_dir, Path(args.report))}")
+    elif args.verb == "record":
+        print(f"recorded {record(BY_NAME[args.job], Path(args.source), records_dir)}")
+    elif args.verb == "run":
+        if not dry_run(PROG, f"run {args.job} into {args.out} within {args.budget_s:g} s"):
+            run_here(args)
+    else:
+        run_all(args, records_dir)
     return 0
 
 

@@ -91,12 +91,62 @@ def study_command(job, rehearse: bool, runs: Path, report: Path) -> list[str]:
     ]
 
 
+def collect_pieces(runs: Path, pieces: dict[str, dict], finished_only: bool, log, save) -> None:
+    """Add each run under `runs` not yet a piece (only the finished ones when finished_only) to
+    `pieces`, saving job.json, then logging, after each."""
+    for run in sorted(p.parent for p in runs.glob("*/metrics.jsonl") if not p.parent.name.startswith(".")):
+        finished = (run / "metrics_summary.json").exists()
+        if run.name in pieces or (finished_only and not finished):
+            continue
+        pieces[run.name] = piece(run, finished)
+        save(pieces=list(pieces.values()))  # saved, then logged: a kill between keeps it
+        p = pieces[run.name]
+        log(
+            f"piece {run.name}: {'finished' if finished else 'stopped'} at step {p['steps']}"
+            f"{'' if not p['metrics'] else ', last ' + json.dumps(p['metrics'][-1])[:160]}"
+        )
+
+
+def run_until(command: list[str], out: Path, stop_at: float, collect, log) -> tuple[int | None, bool]:
+    """Run the study's command (its output in out/study.log), calling collect() every POLL_S, and
+    stop it with Ctrl-C at `stop_at` if it has not ended: (its exit code, whether it was stopped)."""
+    from scripts.paper_mechanisms import device_env
+
+    with open(out / "study.log", "w") as sink:
+        proc = subprocess.Popen(
+            command, env=device_env(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        stopped = False
+        while proc.poll() is None:
+            collect()
+            if not stopped and time.time() > stop_at:
+                stopped = True
+                log("the study's deadline: stopped with Ctrl-C, as a user stops it")
+                os.killpg(proc.pid, signal.SIGINT)
+                try:
+                    proc.wait(STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                break
+            time.sleep(POLL_S)
+    return proc.returncode, stopped
+
+
+def copy_report(report: Path, out: Path) -> list[str]:
+    """The report's Markdown and JSON files (not its index), at most REPORT_FILES, copied into out."""
+    copied = []
+    for path in sorted(report.glob("*.md")) + sorted(report.glob("*.json")):
+        if path.name != "README.md" and len(copied) < REPORT_FILES:
+            shutil.copyfile(path, out / path.name)
+            copied.append(path.name)
+    return copied
+
+
 def run_study(job, out: Path, began: float, stop_at: float, rehearse: bool, runs_dir: Path, log, save) -> None:
     """Run the study job `job` into `out` (module docstring), stopping it at `stop_at` (time.time())
     if it has not ended; its runs under runs_dir/<job>, its report under runs_dir/<job>_report,
     then copied into `out`."""
-    from scripts.paper_mechanisms import device_env
-
     runs, report = runs_dir / job.name, runs_dir / f"{job.name}_report"
     for folder in (runs, report):
         set_aside(folder, log)
@@ -111,47 +161,12 @@ def run_study(job, out: Path, began: float, stop_at: float, rehearse: bool, runs
     )
     log(" ".join(command[2:]))
     pieces: dict[str, dict] = {}
-
-    def collect(finished_only: bool) -> None:
-        for run in sorted(p.parent for p in runs.glob("*/metrics.jsonl") if not p.parent.name.startswith(".")):
-            finished = (run / "metrics_summary.json").exists()
-            if run.name in pieces or (finished_only and not finished):
-                continue
-            pieces[run.name] = piece(run, finished)
-            save(pieces=list(pieces.values()))  # saved, then logged: a kill between keeps it
-            p = pieces[run.name]
-            log(
-                f"piece {run.name}: {'finished' if finished else 'stopped'} at step {p['steps']}"
-                f"{'' if not p['metrics'] else ', last ' + json.dumps(p['metrics'][-1])[:160]}"
-            )
-
-    with open(out / "study.log", "w") as sink:
-        proc = subprocess.Popen(
-            command, env=device_env(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        stopped = False
-        while proc.poll() is None:
-            collect(finished_only=True)
-            if not stopped and time.time() > stop_at:
-                stopped = True
-                log("the study's deadline: stopped with Ctrl-C, as a user stops it")
-                os.killpg(proc.pid, signal.SIGINT)
-                try:
-                    proc.wait(STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                break
-            time.sleep(POLL_S)
-    collect(finished_only=True)
-    collect(finished_only=False)  # the runs stopped at the deadline
-    copied = []
-    for path in sorted(report.glob("*.md")) + sorted(report.glob("*.json")):
-        if path.name != "README.md" and len(copied) < REPORT_FILES:
-            shutil.copyfile(path, out / path.name)
-            copied.append(path.name)
-    save(pieces=list(pieces.values()), exit=proc.returncode, stopped_at_deadline=stopped, report_files=copied)
+    returncode, stopped = run_until(command, out, stop_at, lambda: collect_pieces(runs, pieces, True, log, save), log)
+    collect_pieces(runs, pieces, True, log, save)
+    collect_pieces(runs, pieces, False, log, save)  # the runs stopped at the deadline
+    copied = copy_report(report, out)
+    save(pieces=list(pieces.values()), exit=returncode, stopped_at_deadline=stopped, report_files=copied)
     log(
-        f"study exit {proc.returncode}; {sum(p['finished'] for p in pieces.values())} of {len(pieces)} runs finished; "
+        f"study exit {returncode}; {sum(p['finished'] for p in pieces.values())} of {len(pieces)} runs finished; "
         f"report: {', '.join(copied) or 'none'}"
     )

@@ -180,18 +180,86 @@ def _job(
     )
 
 
+def study_grid(grid: Grid | None, quick: bool) -> Grid:
+    """The grid the study trains: the given one (default: make mixers', or the quick one), at the
+    quick size's MQAR steps when quick."""
+    grid = grid or (QUICK_GRID if quick else Grid())
+    if quick:
+        grid = replace(grid, cells=tuple(replace(c, steps=QUICK["mqar_steps"]) for c in grid.cells))
+    return grid
+
+
+def mqar_jobs(runs_dir: Path, mixer: str, seed: int, grid: Grid, block: str) -> list[Job]:
+    """One mixer's and seed's MQAR runs: every cell, width and learning rate of the grid."""
+    name_length = len({c.seq_len for c in grid.cells}) > 1
+    jobs = []
+    for cell in grid.cells:
+        rates = grid.rates_for(mixer, cell)
+        name_rate = len(grid.learning_rates) > 1 or rates != grid.learning_rates
+        for width in grid.widths:
+            for rate in rates:
+                task = choice("task", "mqar", vocab_size=grid.vocab_size, num_pairs=cell.kappa, seq_len=cell.seq_len)
+                name = (
+                    f"mqar_k{cell.kappa}"
+                    + (f"_T{cell.seq_len}" if name_length else "")
+                    + f"_{run_label(mixer)}_w{width}"
+                    + (f"_lr{rate:g}" if name_rate else "")
+                    + block
+                    + f"_seed{seed}"
+                )
+                jobs.append(
+                    _job(
+                        runs_dir,
+                        name,
+                        mixer,
+                        task,
+                        width=width,
+                        heads=grid.heads,
+                        steps=cell.steps,
+                        seed=seed,
+                        batch_size=cell.batch_size,
+                        learning_rate=rate,
+                        block=grid.block,
+                        task="mqar",
+                        pairs=cell.kappa,
+                        vocab_size=grid.vocab_size,
+                        seq_len=cell.seq_len,
+                    )
+                )
+    return jobs
+
+
+def boolean_jobs(runs_dir: Path, mixer: str, seed: int, grid: Grid, block: str, quick: bool) -> list[Job]:
+    """One mixer's and seed's boolean-task runs (none unless the grid has them)."""
+    if not grid.boolean:
+        return []
+    steps = QUICK["boolean_steps"] if quick else BOOLEAN_STEPS
+    return [
+        _job(
+            runs_dir,
+            f"{task}_{run_label(mixer)}{block}_seed{seed}",
+            mixer,
+            choice("task", task),
+            width=64,
+            heads=4,
+            steps=steps,
+            seed=seed,
+            shape=BOOLEAN[task],
+            block=grid.block,
+            task=task,
+            pairs=0,
+        )
+        for task in (QUICK["boolean"] if quick else BOOLEAN)
+    ]
+
+
 def make_jobs(
     runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick: bool, grid: Grid | None = None
 ) -> list[Job]:
     """Every run of the study: MQAR over the grid's cells, widths and learning rates, then the
     boolean tasks. A run's name carries T and the learning rate only where the grid has several,
     and the block where it is not ours (`_zoology_block`)."""
-    grid = grid or (QUICK_GRID if quick else Grid())
-    if quick:
-        grid = replace(grid, cells=tuple(replace(c, steps=QUICK["mqar_steps"]) for c in grid.cells))
-    boolean_steps = QUICK["boolean_steps"] if quick else BOOLEAN_STEPS
-    boolean = {task: BOOLEAN[task] for task in (QUICK["boolean"] if quick else BOOLEAN)} if grid.boolean else {}
-    name_length = len({c.seq_len for c in grid.cells}) > 1
+    grid = study_grid(grid, quick)
     unknown = sorted(set(dict(grid.rates)) - set(mixers))
     if unknown:
         raise UsageError(
@@ -202,58 +270,8 @@ def make_jobs(
     jobs = []
     for mixer in mixers:
         for seed in seeds:
-            for cell in grid.cells:
-                rates = grid.rates_for(mixer, cell)
-                name_rate = len(grid.learning_rates) > 1 or rates != grid.learning_rates
-                for width in grid.widths:
-                    for rate in rates:
-                        task = choice(
-                            "task", "mqar", vocab_size=grid.vocab_size, num_pairs=cell.kappa, seq_len=cell.seq_len
-                        )
-                        name = (
-                            f"mqar_k{cell.kappa}"
-                            + (f"_T{cell.seq_len}" if name_length else "")
-                            + f"_{run_label(mixer)}_w{width}"
-                            + (f"_lr{rate:g}" if name_rate else "")
-                            + block
-                            + f"_seed{seed}"
-                        )
-                        jobs.append(
-                            _job(
-                                runs_dir,
-                                name,
-                                mixer,
-                                task,
-                                width=width,
-                                heads=grid.heads,
-                                steps=cell.steps,
-                                seed=seed,
-                                batch_size=cell.batch_size,
-                                learning_rate=rate,
-                                block=grid.block,
-                                task="mqar",
-                                pairs=cell.kappa,
-                                vocab_size=grid.vocab_size,
-                                seq_len=cell.seq_len,
-                            )
-                        )
-            for task, shape in boolean.items():
-                jobs.append(
-                    _job(
-                        runs_dir,
-                        f"{task}_{run_label(mixer)}{block}_seed{seed}",
-                        mixer,
-                        choice("task", task),
-                        width=64,
-                        heads=4,
-                        steps=boolean_steps,
-                        seed=seed,
-                        shape=shape,
-                        block=grid.block,
-                        task=task,
-                        pairs=0,
-                    )
-                )
+            jobs += mqar_jobs(runs_dir, mixer, seed, grid, block)
+            jobs += boolean_jobs(runs_dir, mixer, seed, grid, block, quick)
     return plan(jobs)
 
 

@@ -72,65 +72,24 @@ def read_grid(path: str) -> Grid:
     unknown = sorted(set(raw) - GRID_KEYS)
     if unknown:
         raise UsageError(f"{path}: key {unknown[0]!r} is unknown; accepted: {', '.join(sorted(GRID_KEYS))}")
+    return Grid(**{**Grid().__dict__, **grid_values(path, raw)})
 
-    def positive_int(key, value):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: an integer >= 1")
-        return value
 
-    def listed(key, check):
-        value = raw.get(key)
-        if not isinstance(value, list) or not value:
-            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a non-empty list")
-        return tuple(check(f"{key}[{i}]", v) for i, v in enumerate(value))
-
-    def rate(key, value):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a number > 0")
-        return float(value)
-
-    def rate_list(key, value):
-        if not isinstance(value, list) or not value:
-            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a non-empty list of rates")
-        rates = tuple(rate(f"{key}[{i}]", v) for i, v in enumerate(value))
-        if len(set(rates)) != len(rates):
-            raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: rates without repeats")
-        return rates
-
-    def cell(key, value):
-        if not isinstance(value, dict) or set(value) - CELL_KEYS or "kappa" not in value:
-            raise UsageError(
-                f"{path}: {key}={value!r} is not accepted; accepted: a mapping with kappa and any "
-                f"of {', '.join(sorted(CELL_KEYS - {'kappa'}))}"
-            )
-        return Cell(
-            **{
-                k: rate_list(f"{key}.{k}", v) if k == "learning_rates" else positive_int(f"{key}.{k}", v)
-                for k, v in value.items()
-            }
-        )
-
-    grid = Grid()
+def grid_values(path: str, raw: dict) -> dict:
+    """The Grid's fields the file sets, each checked, in the order the checks have always run."""
     values = {}
     if "vocab_size" in raw:
-        values["vocab_size"] = positive_int("vocab_size", raw["vocab_size"])
+        values["vocab_size"] = positive_int(path, "vocab_size", raw["vocab_size"])
     if "heads" in raw:
-        values["heads"] = positive_int("heads", raw["heads"])
+        values["heads"] = positive_int(path, "heads", raw["heads"])
     if "cells" in raw:
-        values["cells"] = listed("cells", cell)
+        values["cells"] = listed(path, raw, "cells", cell_of)
     if "widths" in raw:
-        values["widths"] = listed("widths", positive_int)
+        values["widths"] = listed(path, raw, "widths", positive_int)
     if "learning_rates" in raw:
-        values["learning_rates"] = rate_list("learning_rates", raw["learning_rates"])
+        values["learning_rates"] = rate_list(path, "learning_rates", raw["learning_rates"])
     if "rates" in raw:
-        if not isinstance(raw["rates"], dict) or not raw["rates"]:
-            raise UsageError(
-                f"{path}: rates={raw['rates']!r} is not accepted; accepted: a mapping of mixer "
-                "(as --mixers spells it) to its list of learning rates"
-            )
-        for mixer in raw["rates"]:
-            mixer_choices(str(mixer))
-        values["rates"] = tuple((str(m), rate_list(f"rates.{m}", v)) for m, v in raw["rates"].items())
+        values["rates"] = mixer_rates(path, raw["rates"])
     if "boolean" in raw:
         if not isinstance(raw["boolean"], bool):
             raise UsageError(f"{path}: boolean={raw['boolean']!r} is not accepted; accepted: true or false")
@@ -139,7 +98,62 @@ def read_grid(path: str) -> Grid:
         if raw["block"] not in BLOCKS:
             raise UsageError(f"{path}: block={raw['block']!r} is not accepted; accepted: {', '.join(BLOCKS)}")
         values["block"] = raw["block"]
-    return Grid(**{**grid.__dict__, **values})
+    return values
+
+
+def positive_int(path: str, key: str, value) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: an integer >= 1")
+    return value
+
+
+def listed(path: str, raw: dict, key: str, check) -> tuple:
+    """raw[key], a non-empty list, each item checked by check(path, f"{key}[i]", item)."""
+    value = raw.get(key)
+    if not isinstance(value, list) or not value:
+        raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a non-empty list")
+    return tuple(check(path, f"{key}[{i}]", v) for i, v in enumerate(value))
+
+
+def rate(path: str, key: str, value) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a number > 0")
+    return float(value)
+
+
+def rate_list(path: str, key: str, value) -> tuple:
+    if not isinstance(value, list) or not value:
+        raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: a non-empty list of rates")
+    rates = tuple(rate(path, f"{key}[{i}]", v) for i, v in enumerate(value))
+    if len(set(rates)) != len(rates):
+        raise UsageError(f"{path}: {key}={value!r} is not accepted; accepted: rates without repeats")
+    return rates
+
+
+def cell_of(path: str, key: str, value) -> Cell:
+    if not isinstance(value, dict) or set(value) - CELL_KEYS or "kappa" not in value:
+        raise UsageError(
+            f"{path}: {key}={value!r} is not accepted; accepted: a mapping with kappa and any "
+            f"of {', '.join(sorted(CELL_KEYS - {'kappa'}))}"
+        )
+    return Cell(
+        **{
+            k: rate_list(path, f"{key}.{k}", v) if k == "learning_rates" else positive_int(path, f"{key}.{k}", v)
+            for k, v in value.items()
+        }
+    )
+
+
+def mixer_rates(path: str, value) -> tuple:
+    """The `rates` mapping as ((mixer, rates), ...), each mixer a study's spelling."""
+    if not isinstance(value, dict) or not value:
+        raise UsageError(
+            f"{path}: rates={value!r} is not accepted; accepted: a mapping of mixer "
+            "(as --mixers spells it) to its list of learning rates"
+        )
+    for mixer in value:
+        mixer_choices(str(mixer))
+    return tuple((str(m), rate_list(path, f"rates.{m}", v)) for m, v in value.items())
 
 
 def mixer_choices(mixer: str) -> tuple[Choice, tuple[Choice, ...]]:

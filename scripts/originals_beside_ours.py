@@ -184,10 +184,7 @@ def check_flags(args) -> tuple[list[str], list[int]]:
     return mechanisms, seeds
 
 
-def run(args) -> int:
-    began = time.perf_counter()
-    mechanisms, seeds = check_flags(args)
-    results = json.loads(RESULTS.read_text())
+def check_recorded_seeds(args, results: dict, mechanisms: list[str], seeds: list[int]) -> None:
     for mechanism in mechanisms:
         recorded = results["results"].get(mechanism)
         have = list(recorded.get("seeds", [])) if recorded else []
@@ -196,6 +193,89 @@ def run(args) -> int:
             raise UsageError(
                 f"--seeds={args.seeds!r}: {mechanism} has no recorded seed {missing[0]}; accepted: seeds among {have}"
             )
+
+
+def train_originals(args, settings, mechanisms, seeds, prompts: Path, sha: str) -> dict[str, dict[int, dict]]:
+    """Every mechanism and seed of the original, --jobs at a time, the longest first; raises
+    RuntimeError when a run fails."""
+    work = [(mechanism, seed) for mechanism in mechanisms for seed in seeds]
+    work.sort(key=lambda ms: -ORIGINALS[ms[0]].hours)  # the longest first, so the slots stay busy
+    suffix = "" if args.steps is None else f"_steps{args.steps}"
+
+    def one(ms):
+        mechanism, seed = ms
+        argv = harness_argv(
+            args.torch_python, args.limits_of_icl.resolve(), settings, mechanism, seed, prompts, args.steps
+        )
+        stem = f"{mechanism}_seed{seed}{suffix}"
+        checkpoint = WORK / f"{stem}.pt"  # a killed training continues from here, bit for bit
+        if args.rerun:
+            checkpoint.unlink(missing_ok=True)
+        argv += ["--checkpoint", str(checkpoint), "--checkpoint-every", "250"]
+        return ms, run_one(argv, WORK / f"{stem}.json", WORK / f"{stem}.log", sha, args.rerun)
+
+    originals: dict[str, dict[int, dict]] = {m: {} for m in mechanisms}
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for (mechanism, seed), result in pool.map(one, work):
+            originals[mechanism][seed] = result
+    return originals
+
+
+def provenance(began: float, first: dict) -> dict:
+    import jax
+    from src.provenance import git_commit
+
+    return {
+        **git_commit(),
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "cpus": os.cpu_count(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "torch": first["torch"],
+        "jax": jax.__version__,
+        "python": platform.python_version(),
+        "original": "kenzhengjk/limits_of_icl 040e95d",
+        "harness": str(HARNESS.relative_to(ROOT)),
+        "seconds": time.perf_counter() - began,
+        "note": "kept runs (runs/originals_beside_ours/*.json) are reused; their own seconds are under original_runs",
+    }
+
+
+def measurement_record(args, began, settings, prompts, xs, sha, check, results, originals, seeds) -> dict:
+    first = originals[next(iter(originals))][seeds[0]]
+    return {
+        "what": "limits_of_icl's own PyTorch code (nanogpt) trained at our mechanisms study's cell and protocol, "
+        "scored on our eval prompts and metric, beside our recorded runs",
+        "command": f"{PROG} " + " ".join(shlex.quote(a) for a in args.argv),
+        "provenance": provenance(began, first),
+        "protocol": protocol_of(settings) if args.steps is None else {**protocol_of(settings), "steps": args.steps},
+        "prompts": {
+            "file": str(prompts.relative_to(ROOT)),
+            "shape": list(xs.shape),
+            "sha256": sha,
+            "recorded_baselines_max_relative_difference": check,
+        },
+        "rule": "agrees when |mean(ours) - mean(original)| at n = 2d < max(spread(ours), spread(original)), "
+        "spread = max - min over the seeds",
+        "ours_source": str(RESULTS.relative_to(ROOT)),
+        "mechanisms": side_by_side(results, originals, seeds),
+    }
+
+
+def print_verdicts(record: dict) -> None:
+    for mechanism, row in record["mechanisms"].items():
+        a, b = row["ours"], row["original"]
+        print(
+            f"{mechanism}: ours {a['mean']:.4f} ± {a['std']:.4f} [{a['min']:.4f}, {a['max']:.4f}]  original "
+            f"{b['mean']:.4f} ± {b['std']:.4f} [{b['min']:.4f}, {b['max']:.4f}]  -> {row['text']}",
+            flush=True,
+        )
+
+
+def run(args) -> int:
+    began = time.perf_counter()
+    mechanisms, seeds = check_flags(args)
+    results = json.loads(RESULTS.read_text())
+    check_recorded_seeds(args, results, mechanisms, seeds)
     out = args.out if args.steps is None else args.out.with_suffix(f".steps{args.steps}.json")
     if dry_run(PROG, f"train {len(mechanisms) * len(seeds)} runs of the original and write {out}"):
         return 0
@@ -214,72 +294,14 @@ def run(args) -> int:
         flush=True,
     )
     sha = hashlib.sha256(xs.tobytes() + ys.tobytes()).hexdigest()
-    work = [(mechanism, seed) for mechanism in mechanisms for seed in seeds]
-    work.sort(key=lambda ms: -ORIGINALS[ms[0]].hours)  # the longest first, so the slots stay busy
-    suffix = "" if args.steps is None else f"_steps{args.steps}"
-
-    def one(ms):
-        mechanism, seed = ms
-        argv = harness_argv(
-            args.torch_python, args.limits_of_icl.resolve(), settings, mechanism, seed, prompts, args.steps
-        )
-        stem = f"{mechanism}_seed{seed}{suffix}"
-        checkpoint = WORK / f"{stem}.pt"  # a killed training continues from here, bit for bit
-        if args.rerun:
-            checkpoint.unlink(missing_ok=True)
-        argv += ["--checkpoint", str(checkpoint), "--checkpoint-every", "250"]
-        return ms, run_one(argv, WORK / f"{stem}.json", WORK / f"{stem}.log", sha, args.rerun)
-
-    originals: dict[str, dict[int, dict]] = {m: {} for m in mechanisms}
     try:
-        with ThreadPoolExecutor(args.jobs) as pool:
-            for (mechanism, seed), result in pool.map(one, work):
-                originals[mechanism][seed] = result
+        originals = train_originals(args, settings, mechanisms, seeds, prompts, sha)
     except RuntimeError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 1
-    import jax
-    from src.provenance import git_commit
-
-    first = originals[mechanisms[0]][seeds[0]]
-    record = {
-        "what": "limits_of_icl's own PyTorch code (nanogpt) trained at our mechanisms study's cell and protocol, "
-        "scored on our eval prompts and metric, beside our recorded runs",
-        "command": f"{PROG} " + " ".join(shlex.quote(a) for a in args.argv),
-        "provenance": {
-            **git_commit(),
-            "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-            "cpus": os.cpu_count(),
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "torch": first["torch"],
-            "jax": jax.__version__,
-            "python": platform.python_version(),
-            "original": "kenzhengjk/limits_of_icl 040e95d",
-            "harness": str(HARNESS.relative_to(ROOT)),
-            "seconds": time.perf_counter() - began,
-            "note": "kept runs (runs/originals_beside_ours/*.json) are reused; their own seconds are "
-            "under original_runs",
-        },
-        "protocol": protocol_of(settings) if args.steps is None else {**protocol_of(settings), "steps": args.steps},
-        "prompts": {
-            "file": str(prompts.relative_to(ROOT)),
-            "shape": list(xs.shape),
-            "sha256": sha,
-            "recorded_baselines_max_relative_difference": check,
-        },
-        "rule": "agrees when |mean(ours) - mean(original)| at n = 2d < max(spread(ours), spread(original)), "
-        "spread = max - min over the seeds",
-        "ours_source": str(RESULTS.relative_to(ROOT)),
-        "mechanisms": side_by_side(results, originals, seeds),
-    }
+    record = measurement_record(args, began, settings, prompts, xs, sha, check, results, originals, seeds)
     atomic_write_json(out, record)
-    for mechanism, row in record["mechanisms"].items():
-        a, b = row["ours"], row["original"]
-        print(
-            f"{mechanism}: ours {a['mean']:.4f} ± {a['std']:.4f} [{a['min']:.4f}, {a['max']:.4f}]  original "
-            f"{b['mean']:.4f} ± {b['std']:.4f} [{b['min']:.4f}, {b['max']:.4f}]  -> {row['text']}",
-            flush=True,
-        )
+    print_verdicts(record)
     print(f"-> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} ({time.perf_counter() - began:.0f} s)")
     return 0
 

@@ -161,6 +161,52 @@ def train_command(config: str, mechanism: str, sets: Sequence[str], out: Path) -
     return command
 
 
+def start_training(command: list[str]) -> tuple[subprocess.Popen, str, float]:
+    """(the training process, its --out folder, when it began)."""
+    out = command[command.index("--out") + 1]
+    proc = subprocess.Popen(command, env=device_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc, out, time.time()
+
+
+def training_record(name: str, proc: subprocess.Popen, out: str, began: float) -> dict:
+    """A training process that ended or is stopped now: its exit, log tail and last evaluations."""
+    stopped = proc.poll() is None
+    if stopped:
+        stop(proc)
+    text = proc.stdout.read() if proc.stdout else ""
+    record = {
+        "name": name,
+        "wall_s": round(time.time() - began, 1),
+        "exit": proc.returncode,
+        "log_tail": text[-1500:],
+        "stopped_at_deadline": stopped,
+    }
+    metrics = Path(out) / "metrics.jsonl"
+    if metrics.exists():
+        record["metrics"] = [
+            json.loads(line) for line in metrics.read_text().splitlines()[-40:] if line.strip().startswith("{")
+        ]
+    return record
+
+
+def start_evaluation(out: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "scripts.paper_mechanisms", "--evaluate", out]
+    return subprocess.Popen(command, env=device_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def evaluated(proc: subprocess.Popen, record: dict) -> dict:
+    """The record with the evaluation's numbers, or its error (stopped now if still running)."""
+    stopped = proc.poll() is None
+    if stopped:
+        proc.terminate()
+    stdout, stderr = proc.communicate()
+    try:
+        record.update(json.loads(stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        record["evaluate_error"] = (("stopped at the deadline; " if stopped else "") + stdout + stderr)[-1500:]
+    return record
+
+
 def run_all(
     jobs: list[tuple[str, list[str]]],
     *,
@@ -187,14 +233,7 @@ def run_all(
     while pending or running or evaluating:
         while pending and len(running) < parallel:
             name, command = pending.pop(0)
-            out = command[command.index("--out") + 1]
-            running[name] = (
-                subprocess.Popen(
-                    command, env=device_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-                ),
-                out,
-                time.time(),
-            )
+            running[name] = start_training(command)
             log(f"started {name}")
         time.sleep(1.0)
         late = deadline is not None and time.time() > deadline
@@ -202,49 +241,17 @@ def run_all(
         for name, (proc, out, began) in list(running.items()):
             if proc.poll() is None and not late_train:
                 continue
-            stopped = proc.poll() is None
-            if stopped:
-                stop(proc)
-            text = proc.stdout.read() if proc.stdout else ""
+            record = training_record(name, proc, out, began)
             del running[name]
-            record = {
-                "name": name,
-                "wall_s": round(time.time() - began, 1),
-                "exit": proc.returncode,
-                "log_tail": text[-1500:],
-                "stopped_at_deadline": stopped,
-            }
-            metrics = Path(out) / "metrics.jsonl"
-            if metrics.exists():
-                record["metrics"] = [
-                    json.loads(line) for line in metrics.read_text().splitlines()[-40:] if line.strip().startswith("{")
-                ]
-            if proc.returncode != 0 and not (stopped and (Path(out) / "checkpoint.npz").exists()):
+            if proc.returncode != 0 and not (record["stopped_at_deadline"] and (Path(out) / "checkpoint.npz").exists()):
                 finish(record)
                 continue
-            evaluating[name] = (
-                subprocess.Popen(
-                    [sys.executable, "-m", "scripts.paper_mechanisms", "--evaluate", out],
-                    env=device_env(),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                ),
-                record,
-            )
+            evaluating[name] = (start_evaluation(out), record)
         for name, (proc, record) in list(evaluating.items()):
             if proc.poll() is None and not late:
                 continue
-            stopped = proc.poll() is None
-            if stopped:
-                proc.terminate()
-            stdout, stderr = proc.communicate()
             del evaluating[name]
-            try:
-                record.update(json.loads(stdout.strip().splitlines()[-1]))
-            except (ValueError, IndexError):
-                record["evaluate_error"] = (("stopped at the deadline; " if stopped else "") + stdout + stderr)[-1500:]
-            finish(record)
+            finish(evaluated(proc, record))
     return results
 
 

@@ -288,8 +288,7 @@ def tiny_config(study: PaperStudy, folder: Path) -> str:
     return str(path)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def build_parser() -> OneLineParser:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--study", required=True, choices=sorted(STUDIES), help="which study")
     parser.add_argument("--estimate", action="store_true", help="print the estimate and stop")
@@ -322,26 +321,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--overwrite", action="store_true", help="retrain runs made with other settings or code (otherwise refused)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def study_command(study: PaperStudy, args, runs_dir: Path, rows: list[str] | None, config: str) -> list[str]:
+    """The study command's arguments: the (paper or tiny) config, its folders and the rows asked for."""
+    return [
+        "--config",
+        config,
+        "--runs-dir",
+        str(runs_dir),
+        "--report-dir",
+        str(runs_dir / "report"),
+        "--jobs",
+        str(args.jobs),
+        *study.fixed,
+        *(["--quick"] if args.tiny else []),
+        *([study.select_flag, ",".join(rows)] if rows else []),
+        *(["--overwrite"] if args.overwrite else []),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
     study = STUDIES[args.study]
     runs_dir = Path(args.runs_dir or f"runs/paper_scale/{args.study}" + ("_tiny" if args.tiny else ""))
     rows = [r.strip() for r in (args.only or (study.tiny_rows if args.tiny else "")).split(",") if r.strip()] or None
     with tempfile.TemporaryDirectory(prefix="paper-scale-") as scratch:
         config = tiny_config(study, Path(scratch)) if args.tiny else study.config
-        study_argv = [
-            "--config",
-            config,
-            "--runs-dir",
-            str(runs_dir),
-            "--report-dir",
-            str(runs_dir / "report"),
-            "--jobs",
-            str(args.jobs),
-            *study.fixed,
-            *(["--quick"] if args.tiny else []),
-            *([study.select_flag, ",".join(rows)] if rows else []),
-            *(["--overwrite"] if args.overwrite else []),
-        ]
+        study_argv = study_command(study, args, runs_dir, rows, config)
         module = importlib.import_module(study.module)
         try:
             if args.only is not None and not rows:

@@ -247,66 +247,33 @@ def figure(sweep: Sweep, results: dict):
     return fig
 
 
-def write_report(
-    sweep: Sweep,
-    study: str,
-    protocols: Sequence[Path],
-    jobs: Sequence[ProtocolJob],
-    report_dir: Path,
-    *,
-    quick: bool,
-    seconds: float,
-    command: str,
-    head: dict,
-) -> list[Path]:
-    from plots.provenance import header
-    from plots.report_index import write_index
-    from plots.style import png_bytes
-    from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
-    from src.stats import STD_LABEL, format_pm
+def method_lines(sweep: Sweep, study: str, jobs: Sequence[ProtocolJob]) -> list[str]:
+    """The runs' commits, the metric and its target, and where the protocols come from."""
+    from src.stats import STD_LABEL
 
-    results = collect(sweep, jobs, protocols)
-    report, data, fig = f"SWEEP_{study.upper()}.md", f"sweep_{study}_results.json", f"figures/sweeps/{study}.png"
-    atomic_write_bytes(report_dir / fig, png_bytes(figure(sweep, results)))
-    atomic_write_json(
-        report_dir / data,
-        {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
-            "target": sweep.target,
-            "gap_target": sweep.gap_target,
-            "results": results,
-            "figures": [fig],
-        },
-    )
     commits = sorted({str(j.run.load_config().get("git", {}).get("commit", "unknown"))[:12] for j in jobs})
-    lines = header(
-        f"Protocol sweep of the {study} study: {sweep.cell}",
-        quick=quick,
-        head=head,
-        command=command,
-        seconds=seconds,
-        jobs=jobs,
+    gap = f", and the ICL curve ≤ {sweep.gap_target} above least squares for every n < d (of the mean curve)"
+    length = (
+        " on the study's own in-distribution measure (analysis/length_gen.json), and within 2× of "
+        "it at 8× the trained length in every seed"
     )
-    lines += [
+    return [
         f"- Runs trained at commit {', '.join(commits)} (their config.json)",
         f"- Metric: {sweep.metric}, on each run's fixed eval tasks (training.eval_size of them, "
         f"logged in metrics.jsonl); mean ± {STD_LABEL}. Target: ≤ {sweep.target}"
-        + (
-            f", and the ICL curve ≤ {sweep.gap_target} above least squares for every n < d (of the mean curve)"
-            if sweep.gap_below_d
-            else ""
-        )
-        + (
-            " on the study's own in-distribution measure (analysis/length_gen.json), and within 2× of "
-            "it at 8× the trained length in every seed"
-            if sweep.length_gen
-            else ""
-        ),
+        + (gap if sweep.gap_below_d else "")
+        + (length if sweep.length_gen else ""),
         f"- Each protocol is configs/sweeps/{study}/<protocol>.yaml, the study's config "
         f"({sweep.study_config}) with the changes listed",
         "",
+    ]
+
+
+def table_lines(sweep: Sweep, results: dict) -> list[str]:
+    """The protocols' table: changes, steps, the metric at the end, the verdict, seconds per run."""
+    from src.stats import format_pm
+
+    lines = [
         "| protocol | changes from the study's config | steps | at the end | "
         + ("max gap to LS, n < d | " if sweep.gap_below_d else "")
         + (LENGTH_COLUMNS if sweep.length_gen else "")
@@ -326,7 +293,12 @@ def write_report(
             f"| {label} | {changed} | {record['steps']} | {format_pm(record['final'], 3)} | {gap}"
             f"{_verdict(sweep, record)} | {record['train_seconds']['mean']:.0f} s/run |"
         )
-    lines += ["", f"## {sweep.metric} against steps (mean over seeds)", ""]
+    return lines
+
+
+def budget_lines(sweep: Sweep, results: dict) -> list[str]:
+    """The metric (mean over seeds) at every thousandth logged step, a protocol a row."""
+    lines = ["", f"## {sweep.metric} against steps (mean over seeds)", ""]
     every = sorted({int(s) for r in results.values() for s in r["budget"]})
     shown = [s for s in every if s % 1000 == 0] or every
     lines += ["| protocol | " + " | ".join(str(s) for s in shown) + " |", "|---" * (len(shown) + 1) + "|"]
@@ -336,6 +308,44 @@ def write_report(
             + " | ".join(f"{record['budget'][str(s)]:.3f}" if str(s) in record["budget"] else "" for s in shown)
             + " |"
         )
+    return lines
+
+
+def write_report(
+    sweep: Sweep,
+    study: str,
+    protocols: Sequence[Path],
+    jobs: Sequence[ProtocolJob],
+    report_dir: Path,
+    *,
+    quick: bool,
+    seconds: float,
+    command: str,
+    head: dict,
+) -> list[Path]:
+    from plots.provenance import header
+    from plots.report_index import write_index
+    from plots.style import png_bytes
+    from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
+
+    results = collect(sweep, jobs, protocols)
+    report, data, fig = f"SWEEP_{study.upper()}.md", f"sweep_{study}_results.json", f"figures/sweeps/{study}.png"
+    atomic_write_bytes(report_dir / fig, png_bytes(figure(sweep, results)))
+    atomic_write_json(
+        report_dir / data,
+        {
+            "command": command,
+            "quick": quick,
+            "seconds": seconds,
+            "target": sweep.target,
+            "gap_target": sweep.gap_target,
+            "results": results,
+            "figures": [fig],
+        },
+    )
+    title = f"Protocol sweep of the {study} study: {sweep.cell}"
+    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines += method_lines(sweep, study, jobs) + table_lines(sweep, results) + budget_lines(sweep, results)
     lines += ["", "## Figures", "", f"- `{fig}`", ""]
     atomic_write_text(report_dir / report, "\n".join(lines))
     return [report_dir / report, report_dir / data, report_dir / fig, write_index(report_dir)]

@@ -112,17 +112,8 @@ def figure(results: dict, lengths: Sequence[int]):
     return fig
 
 
-def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict) -> list[Path]:
-    from plots.provenance import header
-    from plots.report_index import write_index
-    from plots.style import png_bytes
-    from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
-    from src.stats import STD_LABEL, format_pm, over_seeds
-
-    runs = {job.name: measure(job.run) for job in jobs}
-    judged = {name: r for name, r in runs.items() if r["trained_enough"]}
-    keys = list(next(iter(runs.values()))["cells"])
-    pool = judged or runs
+def tail_over_seeds(pool: dict, keys: Sequence[str]) -> tuple[dict, dict]:
+    """(mean, sample std) over the pooled runs of each cell's tail mass per layer and head."""
     mean_tail = {k: np.mean([r["cells"][k]["tail_mass"] for r in pool.values()], axis=0).tolist() for k in keys}
     std_tail = {
         k: (
@@ -132,31 +123,13 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
         ).tolist()
         for k in keys
     }
-    lengths = sorted({c["points"] for c in next(iter(runs.values()))["cells"].values()})
-    results = {
-        "command": command,
-        "quick": quick,
-        "seconds": seconds,
-        "config": CONFIG,
-        "tail": TAIL,
-        "runs": runs,
-        "judged": sorted(judged),
-        "mean_tail": mean_tail,
-        "std_tail": std_tail,
-        "figures": [FIGURE],
-    }
-    atomic_write_bytes(report_dir / FIGURE, png_bytes(figure(results, lengths)))
-    atomic_write_json(report_dir / RESULTS, results)
-    layers, heads = np.asarray(mean_tail[keys[0]]).shape
-    lines = header(
-        "Recency of dynamic YaRN on the length study's stronger models (Lin et al., AAAI 2025)",
-        quick=quick,
-        head=head,
-        command=command,
-        seconds=seconds,
-        jobs=jobs,
-    )
-    lines += [
+    return mean_tail, std_tail
+
+
+def method_lines(lengths: Sequence[int], pool: dict, judged: dict) -> list[str]:
+    from src.stats import STD_LABEL
+
+    return [
         f"- Model: {CONFIG} (the length sweep's strongest protocol) with position dynamic_yarn, on "
         f"linear regression trained to L = {lengths[0]} points; read at L and at {FACTOR}x L on the "
         "length study's eval tasks, with its own encoding and again as RoPE on the same weights",
@@ -165,6 +138,14 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
         + ("trained enough to judge" if judged else "(none trained enough to judge: no claim)"),
         "- Error: squared error / d at the last point",
         "",
+    ]
+
+
+def layer_table_lines(runs: dict, pool: dict, keys: Sequence[str], layers: int) -> list[str]:
+    """Per cell: the error at the last point and the tail mass of each layer, mean over heads."""
+    from src.stats import format_pm, over_seeds
+
+    lines = [
         "| read as | points | error at the last point | "
         + " | ".join(f"layer {layer}: mean over heads" for layer in range(layers))
         + " |",
@@ -182,7 +163,14 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
             + " | ".join(format_pm(s, 3) for s in per_layer)
             + " |"
         )
-    lines += [
+    return lines
+
+
+def head_table_lines(runs: dict, pool: dict, keys: Sequence[str], layers: int, heads: int) -> list[str]:
+    """Per cell and layer: the tail mass of each head."""
+    from src.stats import format_pm, over_seeds
+
+    lines = [
         "",
         "Per head (mean ± std over seeds):",
         "",
@@ -200,6 +188,40 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
                 )
                 + " |"
             )
+    return lines
+
+
+def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict) -> list[Path]:
+    from plots.provenance import header
+    from plots.report_index import write_index
+    from plots.style import png_bytes
+    from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
+
+    runs = {job.name: measure(job.run) for job in jobs}
+    judged = {name: r for name, r in runs.items() if r["trained_enough"]}
+    keys = list(next(iter(runs.values()))["cells"])
+    pool = judged or runs
+    mean_tail, std_tail = tail_over_seeds(pool, keys)
+    lengths = sorted({c["points"] for c in next(iter(runs.values()))["cells"].values()})
+    results = {
+        "command": command,
+        "quick": quick,
+        "seconds": seconds,
+        "config": CONFIG,
+        "tail": TAIL,
+        "runs": runs,
+        "judged": sorted(judged),
+        "mean_tail": mean_tail,
+        "std_tail": std_tail,
+        "figures": [FIGURE],
+    }
+    atomic_write_bytes(report_dir / FIGURE, png_bytes(figure(results, lengths)))
+    atomic_write_json(report_dir / RESULTS, results)
+    layers, heads = np.asarray(mean_tail[keys[0]]).shape
+    title = "Recency of dynamic YaRN on the length study's stronger models (Lin et al., AAAI 2025)"
+    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines += method_lines(lengths, pool, judged)
+    lines += layer_table_lines(runs, pool, keys, layers) + head_table_lines(runs, pool, keys, layers, heads)
     lines += ["", "## Figures", "", f"- `{FIGURE}`", ""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS, report_dir / FIGURE, write_index(report_dir)]
