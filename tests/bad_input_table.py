@@ -281,3 +281,6 @@ ROWS += [
     ("lengthgen", ["--positions", "rope,rope"], "--positions"),
     ("lengthgen", ["--seeds", "0,1,0"], "--seeds"),
 ]
+# a layer count far past the refused range: refused before any check builds a per-layer list (the
+# gpt2 check read one mixer per layer and grew past 18 GB at 10^9 before its size check)
+ROWS.append(("train", ["--config", "configs/quick.yaml", "--set", f"model.n_layer={HUGE}"], "n_layer"))

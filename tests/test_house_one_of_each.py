@@ -53,10 +53,33 @@ def test_one_gradient_step():
     assert {p.split(":")[0] for p in _calls("optimizer.update")} == {"src.optim"}
 
 
+def check_source(settings_class) -> str:
+    """The source of a settings class's check and of every function of src/systems/ it calls, at any
+    depth (a check split into steps, or one that hands over to a module of checks, is read whole)."""
+    import inspect
+    import textwrap
+
+    sources, seen, todo = [], set(), [settings_class.check]
+    while todo:
+        function = todo.pop()
+        if function in seen:
+            continue
+        seen.add(function)
+        source = textwrap.dedent(inspect.getsource(function))
+        sources.append(source)
+        for node in ast.walk(ast.parse(source)):
+            func = node.func if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Name):
+                todo.append(function.__globals__.get(func.id))
+            elif isinstance(func, ast.Attribute) and ast.unparse(func.value) in ("self", "settings"):
+                todo.append(getattr(settings_class, func.attr, None))
+        todo = [f for f in todo if inspect.isfunction(f) and f.__module__.startswith("src.systems.")]
+    return "\n".join(sources)
+
+
 def test_one_train_settings_check():
     """Every system's train settings are the one subtree (src.settings.TrainLoop, or StepTrain for
     the systems that draw a batch per step), and no system checks a shared field itself."""
-    import inspect
     import typing
     from src.train_settings import OPTIMIZER_KNOBS, StepTrain, TrainLoop
 
@@ -66,8 +89,19 @@ def test_one_train_settings_check():
         assert "check" not in vars(train), f"{train.__name__} checks its fields itself"
         shared = [f.name for f in dataclasses.fields(StepTrain if issubclass(train, StepTrain) else TrainLoop)]
         shared += [k for k in OPTIMIZER_KNOBS if k in {f.name for f in dataclasses.fields(train)}]
-        source = inspect.getsource(entry.options.check)
+        source = check_source(entry.options)
+        # a check names the fields it refuses: one that only hands over would pass the scan below unread
+        assert re.search(r'"(task|model|train|pairs|curriculum)\.', source), f"{entry.name}: no field checked"
         assert not [n for n in shared if f'"train.{n}"' in source], entry.name
+
+
+def test_the_train_settings_check_reads_the_steps_of_a_split_check():
+    """The scan follows a check into the steps it calls, so a shared field checked there is seen."""
+    from src.systems.gpt2 import GPT2Settings
+
+    source = check_source(GPT2Settings)  # GPT2Settings.check hands over to src/systems/gpt2_checks.py
+    assert "def _check_train(" in source and '"train.precision"' in source
+    assert "def _check_shapes(" in source and '"model.max_tokens"' in source
 
 
 def test_every_settings_tree_is_a_settings_and_every_choice_field_names_its_registry():

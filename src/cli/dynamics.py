@@ -188,28 +188,7 @@ def settings_from_args(args: argparse.Namespace) -> DynamicsSettings:
         raise UsageError(f"--out_dim={args.out_dim} is not accepted; accepted: 1 (scalar y; the original's default)")
     entry = registry("dynamics_model").get(SEED_MODELS[args.model])
     fields = {f.name for f in dataclasses.fields(entry.options)}
-    if args.softmax and getattr(entry.options, "reads_cubic_feature", False):
-        raise UsageError(
-            f"--softmax has no effect with --model {args.model} (the two-layer network has no "
-            "attention scores; the original's MLP ignores it); accepted: --model attnM or attnS"
-        )
-    if getattr(entry.options, "reads_cubic_feature", False) and not args.cubic_feat:
-        raise UsageError(
-            f"--model {args.model} needs --cubic_feat (the two-layer network reads the "
-            f"cubic feature z); accepted: --model {args.model} --cubic_feat"
-        )
-    if args.cubic_feat and not getattr(entry.options, "reads_cubic_feature", False):
-        raise UsageError(
-            f"--cubic_feat has no effect with --model {args.model} (only the two-layer network "
-            "reads the cubic feature); accepted: --model mlp --cubic_feat, or no --cubic_feat"
-        )
-    if args.rank != 1 and "rank" not in fields:
-        raise UsageError(
-            f"--rank={args.rank} has no effect with --model {args.model}; accepted: "
-            f"--model {', '.join(m for m, n in SEED_MODELS.items() if 'rank' in _fields(n))}"
-        )
-    if args.restricted and "restricted" not in fields:
-        raise UsageError("--restricted applies to --model attnM; accepted: --model attnM --restricted")
+    refuse_model_flags(args, entry.options, fields)
     options = {
         "heads": args.head,
         **({"rank": args.rank} if "rank" in fields else {}),
@@ -244,6 +223,32 @@ def settings_from_args(args: argparse.Namespace) -> DynamicsSettings:
         task=task, model=choice("dynamics_model", entry.name, **options), train=tr, show=args.show
     )
     return validated(settings, FLAGS)
+
+
+def refuse_model_flags(args: argparse.Namespace, options: type, fields: set[str]) -> None:
+    """UsageError (one line) for a flag the chosen model (its options class, with these `fields`) does not take."""
+    if args.softmax and getattr(options, "reads_cubic_feature", False):
+        raise UsageError(
+            f"--softmax has no effect with --model {args.model} (the two-layer network has no "
+            "attention scores; the original's MLP ignores it); accepted: --model attnM or attnS"
+        )
+    if getattr(options, "reads_cubic_feature", False) and not args.cubic_feat:
+        raise UsageError(
+            f"--model {args.model} needs --cubic_feat (the two-layer network reads the "
+            f"cubic feature z); accepted: --model {args.model} --cubic_feat"
+        )
+    if args.cubic_feat and not getattr(options, "reads_cubic_feature", False):
+        raise UsageError(
+            f"--cubic_feat has no effect with --model {args.model} (only the two-layer network "
+            "reads the cubic feature); accepted: --model mlp --cubic_feat, or no --cubic_feat"
+        )
+    if args.rank != 1 and "rank" not in fields:
+        raise UsageError(
+            f"--rank={args.rank} has no effect with --model {args.model}; accepted: "
+            f"--model {', '.join(m for m, n in SEED_MODELS.items() if 'rank' in _fields(n))}"
+        )
+    if args.restricted and "restricted" not in fields:
+        raise UsageError("--restricted applies to --model attnM; accepted: --model attnM --restricted")
 
 
 def default_out(settings: DynamicsSettings, args: argparse.Namespace) -> Path:

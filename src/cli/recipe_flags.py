@@ -40,6 +40,16 @@ WANDB_CHOICES = {
 
 def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str]]:
     """(argv for tyro, notes). One-line UsageError for an unknown component, choice or flag."""
+    chosen, kept, notes = _read_choices(argv, variants)
+    types = _flag_types(chosen, variants)
+    _refuse_pair_flags_on_token_task(chosen, kept)
+    block_conflict(kept)
+    _check_flags(kept, types, chosen)
+    return kept, notes
+
+
+def _read_choices(argv: Sequence[str], variants: dict) -> tuple[dict, list[str], list[str]]:
+    """(the chosen component names, argv with the wandb choice taken out, notes)."""
     chosen = dict(DEFAULT_CHOICE)
     picked: dict[str, str] = {}
     kept, notes = [], []
@@ -54,19 +64,29 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
                     raise UsageError(f"{token} is unknown; accepted: {', '.join(f'wandb:{n}' for n in WANDB_CHOICES)}")
                 notes.append(f"wandb:{name}")
                 continue
-            if component not in variants:
-                raise UsageError(
-                    f"{token!r}: unknown component {component!r}; accepted: {', '.join(list(variants) + ['wandb'])}"
-                )
-            if name not in variants[component]:
-                raise UsageError(f"{component}:{name} is unknown; accepted: {', '.join(variants[component])}")
-            if component in picked:
-                raise UsageError(
-                    f"{token}: {component} is already chosen ({component}:{picked[component]}); "
-                    f"accepted: one {component}:NAME"
-                )
+            _check_choice(token, variants, picked)
             chosen[component] = picked[component] = name
         kept.append(token)
+    return chosen, kept, notes
+
+
+def _check_choice(token: str, variants: dict, picked: dict[str, str]) -> None:
+    """UsageError for a COMPONENT:NAME with an unknown component or name, or a component chosen twice."""
+    component, _, name = token.partition(":")
+    if component not in variants:
+        raise UsageError(
+            f"{token!r}: unknown component {component!r}; accepted: {', '.join(list(variants) + ['wandb'])}"
+        )
+    if name not in variants[component]:
+        raise UsageError(f"{component}:{name} is unknown; accepted: {', '.join(variants[component])}")
+    if component in picked:
+        raise UsageError(
+            f"{token}: {component} is already chosen ({component}:{picked[component]}); accepted: one {component}:NAME"
+        )
+
+
+def _flag_types(chosen: dict, variants: dict) -> dict:
+    """Every flag the chosen components take -> its type (None: a switch of the command)."""
     types = {
         "--out": "str",
         "--help": None,
@@ -97,15 +117,24 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
             types[f"--{component}.{f.name}"] = f.type
             if _type_name(f.type) == "bool":
                 types[f"--{component}.no_{f.name}"] = f.type
-    if objective_of(chosen["task"]).inputs == "tokens":  # --pairs.* shape the pair tasks only
-        pairs = next((t for t in kept if t.startswith("--pairs.")), None)
-        if pairs is not None:
-            raise UsageError(
-                f"{pairs.partition('=')[0]} has no effect on the token task task:{chosen['task']} "
-                f"(it shapes the pair tasks: {', '.join(tasks_for('pairs'))}); accepted: the "
-                "command without it, or a pair task"
-            )
-    block_conflict(kept)
+    return types
+
+
+def _refuse_pair_flags_on_token_task(chosen: dict, kept: Sequence[str]) -> None:
+    """UsageError where a --pairs.* flag stands beside a token task (it shapes the pair tasks only)."""
+    if objective_of(chosen["task"]).inputs != "tokens":
+        return
+    pairs = next((t for t in kept if t.startswith("--pairs.")), None)
+    if pairs is not None:
+        raise UsageError(
+            f"{pairs.partition('=')[0]} has no effect on the token task task:{chosen['task']} "
+            f"(it shapes the pair tasks: {', '.join(tasks_for('pairs'))}); accepted: the "
+            "command without it, or a pair task"
+        )
+
+
+def _check_flags(kept: list[str], types: dict, chosen: dict) -> None:
+    """UsageError for a stray word, an unknown flag, a switch given a value or a value of the wrong type."""
     accepted = ", ".join(sorted(t for t in types if t.startswith("--")))
     i = 0
     while i < len(kept):
@@ -129,10 +158,7 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
                 raise UsageError(f"{token!r}: {flag} is a switch and takes no value; accepted: {flag} alone")
             continue
         if kind == "ints" and not has_value:  # a tuple: the integers that follow
-            while i < len(kept) and not kept[i].startswith("--") and ":" not in kept[i]:
-                if not _parses(kept[i], "int"):
-                    raise UsageError(f"{flag} {kept[i]!r} is not an int; accepted: {flag} <int> [<int> ...]")
-                i += 1
+            i = _skip_ints(kept, i, flag)
             continue
         if not has_value:
             if i >= len(kept) or kept[i].startswith("--"):
@@ -142,7 +168,15 @@ def check_argv(argv: Sequence[str], variants: dict) -> tuple[list[str], list[str
             raise UsageError(
                 f"{flag}={value!r} is not a{'n' if kind == 'int' else ''} {kind}; accepted: {flag} <{kind}>"
             )
-    return kept, notes
+
+
+def _skip_ints(kept: list[str], i: int, flag: str) -> int:
+    """The index after the integers that follow a tuple flag at kept[i - 1]; UsageError for one that is not."""
+    while i < len(kept) and not kept[i].startswith("--") and ":" not in kept[i]:
+        if not _parses(kept[i], "int"):
+            raise UsageError(f"{flag} {kept[i]!r} is not an int; accepted: {flag} <int> [<int> ...]")
+        i += 1
+    return i
 
 
 # what --model.block zoology sets itself: a token naming one of these beside it is refused

@@ -166,15 +166,7 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
         )
     refuse_unknown("", raw, TOP_KEYS)
     model, training = mapping_of("model", raw.get("model")), mapping_of("training", raw.get("training"))
-    family = model.get("family", "gpt2")
-    if family not in FAMILIES and family not in BACKBONES and family not in RECURRENT:
-        raise UsageError(
-            f"model.family={family!r} is unknown; accepted: {', '.join((*FAMILIES, *RECURRENT, *BACKBONES))}"
-        )
-    if family in FAMILIES:
-        refuse_unknown("model.", model, MODEL_KEYS)
-    if family in RECURRENT:
-        refuse_unknown("model.", model, RECURRENT_KEYS)
+    family = _family(model)
     refuse_unknown("training.", training, TRAINING_KEYS)
     for key in ("num_tasks", "num_training_examples"):  # null (the originals' default): fresh every step
         if key in training and training[key] is None:
@@ -184,6 +176,27 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
     curriculum = {k: mapping_of(f"training.curriculum.{k}", v) for k, v in curriculum.items()}
     dims_end = curriculum.get("dims", {}).get("end", 5)
     points_end = curriculum.get("points", {}).get("end", 11)
+    ours = _task_and_training(training, raw, curriculum)
+    ours["model"] = _model_mapping(family, model, dims_end, points_end)
+    return ours, raw
+
+
+def _family(model: dict) -> str:
+    """model.family (default gpt2), known, with no key its schema does not have."""
+    family = model.get("family", "gpt2")
+    if family not in FAMILIES and family not in BACKBONES and family not in RECURRENT:
+        raise UsageError(
+            f"model.family={family!r} is unknown; accepted: {', '.join((*FAMILIES, *RECURRENT, *BACKBONES))}"
+        )
+    if family in FAMILIES:
+        refuse_unknown("model.", model, MODEL_KEYS)
+    if family in RECURRENT:
+        refuse_unknown("model.", model, RECURRENT_KEYS)
+    return family
+
+
+def _task_and_training(training: dict, raw: dict, curriculum: dict) -> dict:
+    """Our task, train, train_curriculum (the pair keys, where given) and curriculum (where given)."""
     pairs = {k: training.pop(k) for k in PAIR_KEYS if k in training}
     ours = {"task": _task(training), "train": _train(training, raw)}
     if pairs:
@@ -192,12 +205,15 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
         ours["curriculum"] = {k: v for k, v in curriculum.items()}
         ours["curriculum"].setdefault("dims", {"start": 5, "end": 5})
         ours["curriculum"].setdefault("points", {"start": 11, "end": 11})
+    return ours
+
+
+def _model_mapping(family: str, model: dict, dims_end, points_end) -> dict:
+    """Our model: a backbone's, a recurrent model's or the GPT-2 family's."""
     if family in BACKBONES:
-        ours["model"] = backbone_model(model, dims_end, points_end)
-        return ours, raw
+        return backbone_model(model, dims_end, points_end)
     if family in RECURRENT:
-        ours["model"] = _recurrent_model(family, model, dims_end, points_end)
-        return ours, raw
+        return _recurrent_model(family, model, dims_end, points_end)
     renames = {"n_embd": "width"}
     ours_model = {
         renames.get(k, k): v
@@ -226,8 +242,7 @@ def settings_mapping(raw: Any) -> tuple[dict, dict]:
         "name": model.get("position", "learned"),
         "options": mapping_of("model.position_kwargs", model.get("position_kwargs")),
     }
-    ours["model"] = ours_model
-    return ours, raw
+    return ours_model
 
 
 def _points(model: dict, points_end) -> int:

@@ -300,28 +300,39 @@ def run_jobs(
         todo = group_seeds(todo)
     runs_dir.mkdir(parents=True, exist_ok=True)
     launcher = launcher_of(executor, runs_dir, workers)
+    log_of = {m.name: g.name for g in todo if isinstance(g, GroupJob) for m in g.members}
+
+    def finished(job: Job) -> None:
+        record_finished(job, report, runs_dir / LOGS / (log_of.get(job.name, job.name) + ".log"), say)
+        if on_done is not None:
+            on_done(job)
+
+    train_in_pool(todo, launcher, workers, finished)
+    return report
+
+
+def record_finished(job: Job, report: Report, log: Path, say: Callable[[str], None]) -> None:
+    """Re-plan a trained job's state and file it in `report` as trained, diverged or failed."""
+    job.state, job.detail = job_state(job)
+    if job.returncode == 0 and job.state == "complete":
+        report.trained.append(job)
+    elif job.state == "diverged":
+        report.trained.append(job)
+        report.diverged.append(job)
+        say(f"  diverged {job.name} (kept; its summary says status 'diverged')")
+    else:
+        why = f"exit code {job.returncode}" if job.returncode else f"finished but incomplete ({job.detail})"
+        report.failed.append(job)
+        say(f"  FAILED {job.name}: {why}; log {log}\n" + tail(job.output))
+
+
+def train_in_pool(todo: Sequence[Job], launcher, workers: int, finished: Callable[[Job], None]) -> None:
+    """Train `todo` (longest first), `workers` at a time, calling `finished` for each job as it ends (for
+    each member of a group). KeyboardInterrupt stops the children and propagates."""
 
     def train(job: Job) -> Job:
         job.returncode, job.output, job.seconds = launcher.run_job(job, overwrite=any(p.exists() for p in job.paths))
         return job
-
-    log_of = {m.name: g.name for g in todo if isinstance(g, GroupJob) for m in g.members}
-
-    def finished(job: Job) -> None:
-        job.state, job.detail = job_state(job)
-        if job.returncode == 0 and job.state == "complete":
-            report.trained.append(job)
-        elif job.state == "diverged":
-            report.trained.append(job)
-            report.diverged.append(job)
-            say(f"  diverged {job.name} (kept; its summary says status 'diverged')")
-        else:
-            why = f"exit code {job.returncode}" if job.returncode else f"finished but incomplete ({job.detail})"
-            report.failed.append(job)
-            log = runs_dir / LOGS / (log_of.get(job.name, job.name) + ".log")
-            say(f"  FAILED {job.name}: {why}; log {log}\n" + tail(job.output))
-        if on_done is not None:
-            on_done(job)
 
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     pool = ThreadPoolExecutor(max_workers=workers)
@@ -343,7 +354,6 @@ def run_jobs(
     finally:
         signal.signal(signal.SIGTERM, previous)
     pool.shutdown(wait=True)
-    return report
 
 
 def refuse_stale(jobs: Sequence[Job], runs_dir: Path, overwrite: bool) -> None:

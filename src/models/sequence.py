@@ -143,6 +143,11 @@ class SequenceConfig:
     def layer_mixers(self) -> list[Choice]:
         return [self.layer_mixer(i) for i in range(self.n_layer)]
 
+    def mixers_used(self) -> list[Choice]:
+        """The sequence mixers the layers take, each position of the stack once, in layer order: what
+        a check of the mixers reads (one period of layer_mixers(), never n_layer entries)."""
+        return list(self.seq_mixers[: self.n_layer]) if self.seq_mixers else [self.seq_mixer]
+
     def state_floats(self, tokens: int) -> int:
         """Floats of recurrent state the stack's sequence mixers keep per sequence after `tokens`
         tokens, summed over the layers (register_mixer's `state`)."""
@@ -159,7 +164,7 @@ class SequenceConfig:
 
     def has_attention(self) -> bool:
         """Whether a layer's sequence mixer is of the softmax-attention family."""
-        return any(registry("seq_mixer").get(m.name).build.takes_any_position for m in self.layer_mixers())
+        return any(registry("seq_mixer").get(m.name).build.takes_any_position for m in self.mixers_used())
 
     def uses_positions(self) -> bool:
         """Whether the model takes its position encoding (`positions_for`)."""
@@ -175,7 +180,7 @@ class SequenceConfig:
 
     def has_dropout(self) -> bool:
         """Whether training draws dropout masks (the embeddings' or a mixer's `dropout` option)."""
-        return self.embed_dropout > 0 or any(getattr(m.options, "dropout", 0.0) > 0 for m in self.layer_mixers())
+        return self.embed_dropout > 0 or any(getattr(m.options, "dropout", 0.0) > 0 for m in self.mixers_used())
 
 
 def interleave(xs: jax.Array, ys: jax.Array) -> jax.Array:

@@ -28,35 +28,24 @@ import jax.numpy as jnp
 import optax
 
 from src.batched import in_blocks
-from src.bounds import check_memory, check_sizes
-from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
+from src.config import CurriculumConfig
 from src.curricula import is_exchangeable, with_pair_curriculum
 from src.loop import LoopResult, gradient_chunk
 from src.optim import Optimizer, make_optimizer
-from src.models.mixers.kit import check_lengths
 from src.models.sequence import SequenceConfig
 from src.models.sequence_presets import gpt2
 from src.params import flatten_params
 from src.precision import PRECISIONS
 from src.registry import Choice, registry
 import src.rundir.names as names
-from src.settings import (
-    Settings,
-    SettingsError,
-    added_field,
-    choice_field,
-    is_int,
-    require,
-    require_int,
-    require_number,
-    require_one_of,
-)
+from src.settings import Settings, added_field, choice_field
 from src.train_settings import StepTrain
 from src.systems import GradientTrainer, register_system
-from src.systems.gpt2_prompts import eval_batch, eval_rows, run_bytes, sampler
+from src.systems.gpt2_checks import check_gpt2_settings
+from src.systems.gpt2_prompts import eval_batch, eval_rows, sampler
 from src.tasks.garg import Curriculum, RegressionBatch
-from src.tasks.pools import check_pool, pooled
-from src.tasks.objectives import objective_of, tasks_for
+from src.tasks.pools import pooled
+from src.tasks.objectives import objective_of
 
 
 @dataclass(frozen=True)
@@ -132,98 +121,7 @@ class GPT2Settings(Settings):
         c, steps = self.curriculum, self.train.steps
         return sorted(set(c.dims.changes(steps)) | set(c.points.changes(steps)))
 
-    def check(self) -> None:
-        m, c, tr = self.model, self.curriculum, self.train
-        pair_tasks = tasks_for("pairs")
-        require(self.task.name in pair_tasks, "task", self.task.name, ", ".join(pair_tasks))
-        for name, schedule in (("dims", c.dims), ("points", c.points)):
-            path = f"curriculum.{name}"
-            require_int(f"{path}.start", schedule.start, 1)
-            require_int(f"{path}.end", schedule.end, 1)
-            require_int(f"{path}.inc", schedule.inc, 0)
-            require_int(f"{path}.interval", schedule.interval, 1)
-            require(
-                schedule.end >= schedule.start, f"{path}.end", schedule.end, f"end >= {path}.start={schedule.start}"
-            )
-            require(
-                schedule.inc >= 1 or schedule.end == schedule.start,
-                f"{path}.inc",
-                schedule.inc,
-                f">= 1 (with inc 0 the curriculum never grows from {path}.start={schedule.start} to "
-                f"{path}.end={schedule.end})",
-            )
-        require(m.inputs == "pairs", "model.inputs", m.inputs, "pairs (x/y tokens)")
-        for path, rate in [("model.embed_dropout", m.embed_dropout)] + [
-            ("model.seq_mixer.options.dropout", getattr(x.options, "dropout", 0.0)) for x in m.layer_mixers()
-        ]:
-            require(not rate, path, rate, "0 (the lm system alone trains with dropout)")
-        require(
-            m.n_dims == c.dims.end,
-            "model.n_dims",
-            m.n_dims,
-            f"the curriculum's last dimension, curriculum.dims.end={c.dims.end}",
-        )
-        try:
-            table = m.encoding().max_tokens()
-        except (ValueError, SettingsError):
-            table = 0  # the encoding's own refusal comes below
-        if table is not None:  # a position table: it must cover the trained points
-            require(
-                is_int(m.max_tokens) and m.max_tokens >= 2 * c.points.end,
-                "model.max_tokens",
-                m.max_tokens,
-                f">= {2 * c.points.end} tokens, two per point of curriculum.points.end={c.points.end} "
-                f"(model.n_positions >= {c.points.end})",
-            )
-        if getattr(self.task.options, "fixed_dimension", False):
-            require(
-                c.dims.start == c.dims.end,
-                "curriculum.dims.start",
-                c.dims.start,
-                f"curriculum.dims.end={c.dims.end}: the boolean task {self.task.name!r} takes a fixed dimension",
-            )
-        pc = self.train_curriculum
-        for key, accepted in (("ordering", ORDERINGS), ("noise_mode", NOISE_MODES), ("noise_placement", PLACEMENTS)):
-            require_one_of(f"train_curriculum.{key}", getattr(pc, key), accepted)
-        require_number("train_curriculum.noise_p", pc.noise_p, 0, high=1)
-        require_number("train_curriculum.noise_sigma", pc.noise_sigma, 0)
-        if not is_exchangeable(pc):
-            require(
-                c.points.start == c.points.end,
-                "curriculum.points.start",
-                c.points.start,
-                f"curriculum.points.end={c.points.end}: a training-time pair curriculum needs a fixed number of points",
-            )
-            require(
-                objective_of(self.task.name).continuous_labels or pc.noise_mode != "label_noise",
-                "train_curriculum.noise_mode",
-                pc.noise_mode,
-                f"clean or random_pairs for the task {self.task.name!r} (its labels are not real numbers)",
-            )
-        require_one_of("train.precision", tr.precision, tuple(PRECISIONS))
-        require(isinstance(tr.flat_update, bool), "train.flat_update", tr.flat_update, "true or false")
-        check_pool("train.", tr.num_tasks, tr.num_training_examples, self.task.name)
-        try:  # the shared integer ranges and the memory estimate (src/bounds.py)
-            check_sizes(
-                ("d", "model.n_dims", m.n_dims),
-                ("width", "model.width", m.width),
-                ("heads", "model.n_head", m.n_head),
-                ("layers", "model.n_layer", m.n_layer),
-                ("points", "model.max_tokens", m.max_tokens),
-            )
-            check_memory(run_bytes(self), "this run")
-            check_lengths(m, m.max_tokens)  # options that depend on the sequence
-            encoding = m.encoding()  # the encoding's own checks, and whether the mixer takes it
-            for mixer in [
-                c.name for c in m.layer_mixers() if not registry("seq_mixer").get(c.name).build.takes_any_position
-            ]:
-                encoding.require_plain(mixer)
-            # the task's own checks at this shape (k <= d, ...), traced without drawing anything
-            jax.eval_shape(lambda key: sampler(self)(key, 1, c.dims.end, c.points.end), jax.random.key(0))
-        except SettingsError:
-            raise
-        except ValueError as err:
-            raise SettingsError(str(err)) from None
+    check = check_gpt2_settings  # the system's own rules: src/systems/gpt2_checks.py
 
 
 def weighted_mse(prediction, batch: RegressionBatch) -> jax.Array:

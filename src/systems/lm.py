@@ -97,70 +97,89 @@ class LMSettings(Settings):
         return f"{self.task.name} / {self.model.mixer_label()} / {self.model.state_mixer.name}"
 
     def check(self) -> None:
-        m, tr, pairs = self.model, self.train, self.pairs
-        tasks = tasks_for("tokens", "pairs")
-        require(self.task.name in tasks, "task", self.task.name, ", ".join(tasks))
-        for path, value in (
-            ("model.width", m.width),
-            ("model.n_layer", m.n_layer),
-            ("model.n_head", m.n_head),
-            ("pairs.n_points", pairs.n_points),
-            ("pairs.n_dims", pairs.n_dims),
-        ):
-            require_int(path, value, 1)
+        _check_task_and_shape(self)
+        tokens = _check_against_task(self)
+        _check_sizes_and_memory(self, tokens)
+
+
+def _check_task_and_shape(settings: LMSettings) -> None:
+    """A token or pair task, and positive sizes with a width that splits into even heads."""
+    m, pairs = settings.model, settings.pairs
+    tasks = tasks_for("tokens", "pairs")
+    require(settings.task.name in tasks, "task", settings.task.name, ", ".join(tasks))
+    for path, value in (
+        ("model.width", m.width),
+        ("model.n_layer", m.n_layer),
+        ("model.n_head", m.n_head),
+        ("pairs.n_points", pairs.n_points),
+        ("pairs.n_dims", pairs.n_dims),
+    ):
+        require_int(path, value, 1)
+    require(
+        m.width % m.n_head == 0 and (m.width // m.n_head) % 2 == 0,
+        "model.width",
+        m.width,
+        f"an even multiple of model.n_head={m.n_head}",
+    )
+
+
+def _check_against_task(settings: LMSettings) -> int:
+    """The logits, and the model's inputs, length, vocabulary and dimension against the task's;
+    the number of tokens a sequence of the task holds."""
+    m, pairs, task = settings.model, settings.pairs, settings.task
+    require_one_of("train.logits", settings.train.logits, tuple(LOGITS))
+    objective = objective_of(task.name)
+    require(
+        m.inputs == objective.inputs,
+        "model.inputs",
+        m.inputs,
+        f"{objective.inputs!r}, what task {task.name!r} gives",
+    )
+    tokens = task.options.tokens() if objective.inputs == "tokens" else 2 * pairs.n_points
+    require(m.max_tokens >= tokens, "model.max_tokens", m.max_tokens, f">= {tokens} tokens of the task")
+    if objective.inputs == "tokens":
         require(
-            m.width % m.n_head == 0 and (m.width // m.n_head) % 2 == 0,
-            "model.width",
-            m.width,
-            f"an even multiple of model.n_head={m.n_head}",
+            m.vocab_size == task.options.vocab_size,
+            "model.vocab_size",
+            m.vocab_size,
+            f"the task's task.options.vocab_size={task.options.vocab_size}",
         )
-        require_one_of("train.logits", tr.logits, tuple(LOGITS))
-        objective = objective_of(self.task.name)
-        require(
-            m.inputs == objective.inputs,
-            "model.inputs",
-            m.inputs,
-            f"{objective.inputs!r}, what task {self.task.name!r} gives",
+    require(
+        objective.inputs == "tokens" or m.n_dims == pairs.n_dims,
+        "model.n_dims",
+        m.n_dims,
+        f"pairs.n_dims={pairs.n_dims}",
+    )
+    return tokens
+
+
+def _check_sizes_and_memory(settings: LMSettings, tokens: int) -> None:
+    """The shared integer ranges, the memory estimate and the task's own checks at this shape."""
+    m, tr, pairs = settings.model, settings.train, settings.pairs
+    try:
+        check_sizes(
+            ("width", "model.width", m.width),
+            ("layers", "model.n_layer", m.n_layer),
+            ("heads", "model.n_head", m.n_head),
+            ("points", "pairs.n_points", pairs.n_points),
+            ("d", "pairs.n_dims", pairs.n_dims),
         )
-        tokens = self.task.options.tokens() if objective.inputs == "tokens" else 2 * pairs.n_points
-        require(m.max_tokens >= tokens, "model.max_tokens", m.max_tokens, f">= {tokens} tokens of the task")
-        if objective.inputs == "tokens":
-            require(
-                m.vocab_size == self.task.options.vocab_size,
-                "model.vocab_size",
-                m.vocab_size,
-                f"the task's task.options.vocab_size={self.task.options.vocab_size}",
-            )
-        require(
-            objective.inputs == "tokens" or m.n_dims == pairs.n_dims,
-            "model.n_dims",
-            m.n_dims,
-            f"pairs.n_dims={pairs.n_dims}",
+        check_memory(
+            training_bytes(
+                batch_size=tr.batch_size,
+                eval_size=tr.eval_size,
+                tokens=tokens,
+                width=m.width,
+                layers=m.n_layer,
+                heads=m.n_head,
+            ),
+            "this run",
         )
-        try:
-            check_sizes(
-                ("width", "model.width", m.width),
-                ("layers", "model.n_layer", m.n_layer),
-                ("heads", "model.n_head", m.n_head),
-                ("points", "pairs.n_points", pairs.n_points),
-                ("d", "pairs.n_dims", pairs.n_dims),
-            )
-            check_memory(
-                training_bytes(
-                    batch_size=tr.batch_size,
-                    eval_size=tr.eval_size,
-                    tokens=tokens,
-                    width=m.width,
-                    layers=m.n_layer,
-                    heads=m.n_head,
-                ),
-                "this run",
-            )
-            check_lengths(m, m.max_tokens)  # options that depend on the sequence
-            # the task's own checks at this shape (k <= d, ...), traced without drawing anything
-            jax.eval_shape(lambda key: sampler(self)(key, 1), jax.random.key(0))
-        except ValueError as err:
-            raise SettingsError(str(err)) from None
+        check_lengths(m, m.max_tokens)  # options that depend on the sequence
+        # the task's own checks at this shape (k <= d, ...), traced without drawing anything
+        jax.eval_shape(lambda key: sampler(settings)(key, 1), jax.random.key(0))
+    except ValueError as err:
+        raise SettingsError(str(err)) from None
 
 
 def lm_settings_unchecked(
