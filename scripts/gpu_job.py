@@ -240,7 +240,7 @@ def train_mechanisms(
     )
 
 
-def time_the_cell(out: Path, began: float, budget_s: float, commit: str, rehearse: bool, log, save) -> None:
+def run_speed_job(out: Path, began: float, budget_s: float, commit: str, rehearse: bool, log, save) -> None:
     """The `speed` job: scripts.device_paper_scale without its sweep, its files the pieces."""
     command = [
         sys.executable,
@@ -318,7 +318,7 @@ def run_job(
 
         run_study(job, out, began, began + budget_s - job.study.report_s - MARGIN_S, rehearse, runs_dir, log, save)
     else:
-        time_the_cell(out, began, budget_s, commit, rehearse, log, save)
+        run_speed_job(out, began, budget_s, commit, rehearse, log, save)
     save(state="done", ended_utc=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
     log(f"done in {time.time() - began:.0f} s")
     return manifest
