@@ -34,8 +34,10 @@ def test_exported_prompts_give_the_recorded_least_squares_row(exported):
     for mechanism in ("softmax_causal", "favor"):
         recorded = obo_prompts.recorded_rows(results, mechanism)
         for name in ("least_squares", "averaging"):
+            # from n = d least squares interpolates: its error is float32 rounding, 1e-13 to 3e-9 by
+            # the CPU (2.8e-9 at n = 5 on an AMD family 26, 5.4e-10 where the row was recorded)
             np.testing.assert_allclose(
-                rows[name][None, :].repeat(len(recorded[name]), 0), recorded[name], rtol=1e-5, atol=1e-9
+                rows[name][None, :].repeat(len(recorded[name]), 0), recorded[name], rtol=1e-5, atol=1e-8
             )
     assert obo_prompts.check_prompts(xs, ys, results, ["softmax_causal", "favor"])["favor"]["least_squares"] < 1e-5
 
