@@ -61,7 +61,7 @@ TUNE_SEED = 20231  # held-out prompts that tune a pair run's GD step (not its ev
 
 
 def query_predictor(settings, model, params, state):
-    """predict(xs [E, n, d], ys [E, n]) -> (ŷ [E], s [E, d]): a pair model's prediction at
+    """predict(prompt: a PairPrompt of E prompts) -> (ŷ [E], s [E, d]): a pair model's prediction at
     the last point (the query) and its sensitivity s = ∂ŷ/∂x_q to the query's input (SPEC §5), a
     block of prompts at a time. Prompts are independent, so the gradient of Σ ŷ holds each one's."""
     import jax
@@ -74,7 +74,8 @@ def query_predictor(settings, model, params, state):
         return prediction, grad[:, -1]
 
     # the backward pass keeps the forward's activations beside its own: a third of the forward's rows
-    return in_blocks(jax.jit(last), max(1, pairs_of(settings).rows() // 3))
+    at_query = jax.jit(last)
+    return in_blocks(lambda prompt: at_query(prompt.xs, prompt.ys), max(1, pairs_of(settings).rows() // 3))
 
 
 def pair_alignment(settings, model, params, state, eta: float | None = None) -> dict:
@@ -85,7 +86,6 @@ def pair_alignment(settings, model, params, state, eta: float | None = None) -> 
     from baselines.gd_step import gd_reference, tune_eta
     from baselines.regression import least_squares
     from src.metrics import alignment, loss
-    from src.tasks.garg import query_tasks
 
     pairs = pairs_of(settings)
     batch = pairs.prompts()
@@ -93,16 +93,15 @@ def pair_alignment(settings, model, params, state, eta: float | None = None) -> 
     eta_source = "flag" if eta is not None else "tuned"
     if eta is None:
         held_out = jax.jit(lambda key: pairs.sampler()(key, size, dims, points))(jax.random.key(TUNE_SEED))
-        eta, _ = tune_eta(query_tasks(held_out))
-    tasks = query_tasks(batch)
-    prediction, sensitivity = query_predictor(settings, model, params, state)(batch.xs, batch.ys)
-    scores = alignment(prediction, sensitivity, gd_reference(tasks, float(eta)), tasks.query_y)
-    squares = least_squares(batch.xs, batch.ys)[:, -1]
+        eta, _ = tune_eta(held_out)
+    prediction, sensitivity = query_predictor(settings, model, params, state)(batch)
+    scores = alignment(prediction, sensitivity, gd_reference(batch, float(eta)), batch.query_y)
+    squares = least_squares(batch)[:, -1]
     return {
         "model_loss": float(scores["eval_loss"]),
         "gd_loss": float(scores["gd_loss"]),
-        "least_squares_loss": float(loss(squares, tasks.query_y)),
-        "zero_loss": float(loss(jnp.zeros_like(tasks.query_y), tasks.query_y)),
+        "least_squares_loss": float(loss(squares, batch.query_y)),
+        "zero_loss": float(loss(jnp.zeros_like(batch.query_y), batch.query_y)),
         **{k: float(scores[k]) for k in ("align_cos", "l2_pred_diff", "model_diff")},
         "eta": float(eta),
         "eta_source": eta_source,

@@ -14,7 +14,6 @@ from analysis.one_step_gd import PAPER_GD_LOSS
 from analysis.seed_runs import curves, statuses, summary
 from src.rundir import RunDir, names
 from src.stats import over_seeds
-from src.tasks.regression import take_tasks
 from src.eval_set import make_eval_set
 from src.probes.attention import capture_attention
 
@@ -31,7 +30,7 @@ def first_layer_attention(run: RunDir) -> np.ndarray:
     token as query, cols: context tokens)."""
     item = load_run(run)
     eval_set = make_eval_set(item.settings, gd_eta=tuned_eta(run))
-    tasks = take_tasks(eval_set.tasks, slice(0, names.ATTENTION_TASKS))
+    tasks = eval_set.tasks.first(names.ATTENTION_TASKS)
     return capture_attention(item.model, item.params, tasks)[0].mean(axis=(0, 1))  # tasks, heads
 
 

@@ -47,13 +47,13 @@ def curves(settings, model, params, state, n_points: int | None = None, batch=No
     batch = pairs.prompts(n_points) if batch is None else batch
     tasks, points, dims = batch.xs.shape
     objective = objective_of(settings.task.name)
-    prediction = pairs.predictor(model, params, state, points, tasks)(batch.xs, batch.ys)
+    prediction = pairs.predictor(model, params, state, points, tasks)(batch)
     out = {"model": np.asarray(objective.point_errors(prediction, batch))}
     rows = baseline_rows(points, dims, tasks)
     for entry in registry("baseline"):
         if entry.is_applicable(settings.task.name) and hasattr(entry.options, "k"):
-            predict = row_wise(entry.build(entry.default_options()), batch.xs, batch.ys)
-            guess = in_blocks(predict, rows)(batch.xs, batch.ys)
+            predict = row_wise(entry.build(entry.default_options()), batch)
+            guess = in_blocks(predict, rows)(batch)
             out[entry.name] = np.asarray(objective.point_errors(guess, batch))
     for name, guess in bayes_predictions(settings, batch).items():
         out[name] = np.asarray(objective.point_errors(guess, batch))
@@ -76,8 +76,8 @@ def bayes_predictions(settings, batch) -> dict:
     pool = task_pool(pairs_of(settings).sampler(), settings.train.seed, size, dims, points)
     rows = block_rows(3 * 4 * points * (size + points * dims), tasks)  # [n, M] posteriors, [n, d, d] grams
     return {
-        "dmmse": in_blocks(lambda x, y: dmmse(x, y, pool, noise), rows)(batch.xs, batch.ys),
-        "ridge": in_blocks(lambda x, y: ridge(x, y, noise, 1.0), rows)(batch.xs, batch.ys),
+        "dmmse": in_blocks(lambda prompt: dmmse(prompt, pool, noise), rows)(batch),
+        "ridge": in_blocks(lambda prompt: ridge(prompt, noise, 1.0), rows)(batch),
     }
 
 

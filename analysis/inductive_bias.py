@@ -95,9 +95,9 @@ def query_errors(
         ys = task_ys[:, indices].reshape(count * rows, length)
         picked = batch._replace(xs=xs, ys=ys)
         at_query = lambda values: jax.numpy.reshape(values, (count, rows, length))[:, np.arange(rows), query]
-        predictions = {"model": apply(params, state, xs, ys), **{n: f(xs, ys) for n, f in learners.items()}}
+        predictions = {"model": apply(params, state, xs, ys), **{n: f(picked) for n, f in learners.items()}}
         queries = np.tile(query, count)  # each prompt's query point
-        solved = solve_at_query(xs, ys, queries)  # least squares at the queries only, the rest 0
+        solved = solve_at_query(picked, queries)  # least squares at the queries only, the rest 0
         predictions["least_squares"] = jax.numpy.zeros_like(ys).at[np.arange(len(queries)), queries].set(solved)
         return {name: (at_query(p), at_query(objective.point_errors(p, picked))) for name, p in predictions.items()}
 

@@ -52,9 +52,7 @@ def judge(settings, model, params, state, batch) -> dict:
     last_error = lambda prediction: float(
         np.mean(np.asarray(objective.point_errors(prediction, short))[:, trained - 1])
     )
-    error = last_error(
-        pairs_of(settings).predictor(model, params, state, trained, short.xs.shape[0])(short.xs, short.ys)
-    )
+    error = last_error(pairs_of(settings).predictor(model, params, state, trained, short.xs.shape[0])(short))
     constant = min(last_error(jnp.full_like(short.ys, value)) for value in (0.0, 1.0, -1.0))
     ok = bool(math.isfinite(error) and error <= TRAINED_BELOW * constant)
     verdict = (

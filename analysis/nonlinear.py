@@ -107,9 +107,9 @@ def nonlinear(runs: dict[str, Sequence[RunDir]]) -> dict:
 
 
 def grid_tasks(settings, key: jax.Array, grid: np.ndarray):
-    """One random function and its N context pairs, queried at every grid point: Tasks
-    of G tasks (the same function and context) and the function's values on the grid [G]."""
-    from src.tasks.regression import Tasks
+    """One random function and its N context pairs, queried at every grid point: prompts of G
+    tasks (the same function and context) and the function's values on the grid [G]."""
+    from src.tasks.pairs import query_prompt
 
     options = settings.task.options
     key_f, key_x = jax.random.split(key)
@@ -119,7 +119,7 @@ def grid_tasks(settings, key: jax.Array, grid: np.ndarray):
     query_x = jnp.asarray(grid, jnp.float32).reshape(-1, 1) * jnp.ones((1, options.d))
     values = f(query_x[None])[0]
     g = len(grid)
-    return Tasks(jnp.repeat(context_x, g, 0), jnp.repeat(f(context_x), g, 0), query_x, values), values
+    return query_prompt(jnp.repeat(context_x, g, 0), jnp.repeat(f(context_x), g, 0), query_x, values), values
 
 
 def examples(settings, predictors: dict, fixed: dict) -> list[dict]:

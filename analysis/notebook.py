@@ -5,9 +5,10 @@ analysis uses (src/read_side.py), so the numbers are the analyses' own.
     from analysis.notebook import open_run
     run = open_run("runs/demo/mechanisms_softmax")   # any finished run that predicts (x, y) pairs
     run.settings.model.width                         # its validated settings
-    batch = run.prompts()                            # its fixed eval prompts: xs [E, n, d], ys [E, n]
-    y_hat = run.predict(batch.xs, batch.ys)          # [E, n]: y_i predicted from the pairs before i
-    mine = run.sample(tasks=64, seed=1)              # fresh prompts of its task, or build your own
+    batch = run.prompts()                            # its fixed eval prompts (a PairPrompt): xs [E, n, d], ys [E, n]
+    y_hat = run.predict(batch)                       # [E, n]: y_i predicted from the pairs before i
+    mine = run.sample(tasks=64, seed=1)              # fresh prompts of its task, or your own arrays:
+    y_hat = run.predict(pair_prompt(xs, ys))         # (from src.tasks.pairs import pair_prompt)
     curve = run.icl_curve()                          # a DataFrame: predictor, n_examples, mean, ci95
     fig = run.plot()                                 # that curve as a matplotlib Figure
 
@@ -26,6 +27,7 @@ from analysis.common import pairs_of
 from analysis.icl_curve import curves, figure, load_run, summarise
 from src.rundir import RunDir
 from src.tasks.objectives import objective_of
+from src.tasks.pairs import PairPrompt
 
 
 class NotebookRun:
@@ -46,7 +48,7 @@ class NotebookRun:
 
     def prompts(self, n_points: int | None = None):
         """The run's fixed eval prompts (what its analyses evaluate) of n_points points (default:
-        the trained number): a batch with xs [E, n, d], ys [E, n]."""
+        the trained number): a PairPrompt with xs [E, n, d], ys [E, n]."""
         return self.pairs.prompts(n_points)
 
     def sample(self, tasks: int = 64, n_points: int | None = None, seed: int = 0, alpha: float = 1.0):
@@ -56,21 +58,28 @@ class NotebookRun:
         points = n_points or self.trained_points
         return self.pairs.sampler(points)(jax.random.PRNGKey(seed), tasks, self.dims, points, alpha)
 
-    def predict(self, xs, ys) -> np.ndarray:
+    def predict(self, prompt: PairPrompt) -> np.ndarray:
         """ŷ [E, n]: each y_i predicted from the pairs before it, for prompts xs [E, n, d], ys [E, n]
-        (ys[:, i] is not read for ŷ_i)."""
-        xs, ys = np.asarray(xs, np.float32), np.asarray(ys, np.float32)
+        (ys[:, i] is not read for ŷ_i): a PairPrompt (run.prompts(), run.sample(), or
+        src.tasks.pairs.pair_prompt(xs, ys) of your own arrays)."""
+        if not isinstance(prompt, PairPrompt):
+            raise TypeError(
+                f"predict takes a PairPrompt, not {type(prompt).__name__}; accepted: run.prompts(), "
+                "run.sample() or src.tasks.pairs.pair_prompt(xs, ys)"
+            )
+        xs, ys = np.asarray(prompt.xs, np.float32), np.asarray(prompt.ys, np.float32)
         if xs.ndim != 3 or ys.shape != xs.shape[:2] or xs.shape[2] != self.dims:
             raise ValueError(
                 f"prompts of shapes xs {xs.shape}, ys {ys.shape} are not accepted; accepted: xs "
                 f"[E, n, {self.dims}] and ys [E, n]"
             )
         tasks, points, _ = xs.shape
-        return np.asarray(self.pairs.predictor(self.model, self.params, self.state, points, tasks)(xs, ys))
+        rows = prompt._replace(xs=xs, ys=ys)
+        return np.asarray(self.pairs.predictor(self.model, self.params, self.state, points, tasks)(rows))
 
-    def errors(self, batch) -> np.ndarray:
+    def errors(self, batch: PairPrompt) -> np.ndarray:
         """[E, n]: the model's error at each point of `batch` (the task's metric)."""
-        return np.asarray(objective_of(self.settings.task.name).point_errors(self.predict(batch.xs, batch.ys), batch))
+        return np.asarray(objective_of(self.settings.task.name).point_errors(self.predict(batch), batch))
 
     def icl_curve(self, n_points: int | None = None, batch=None):
         """The ICL curve as analysis.icl_curve computes it: a pandas DataFrame with columns predictor

@@ -57,9 +57,8 @@ def query_error(settings, model, params, state, batch, indices: np.ndarray) -> f
     """The task's error at the last point of the prompt batch[:, indices], mean over tasks."""
     from src.tasks.objectives import objective_of
 
-    xs, ys = batch.xs[:, indices], batch.ys[:, indices]
-    prediction = pairs_of(settings).predictor(model, params, state, len(indices), xs.shape[0])(xs, ys)
-    picked = batch._replace(xs=xs, ys=ys)
+    picked = batch._replace(xs=batch.xs[:, indices], ys=batch.ys[:, indices], weights=batch.weights[:, indices])
+    prediction = pairs_of(settings).predictor(model, params, state, len(indices), picked.xs.shape[0])(picked)
     return float(np.mean(np.asarray(objective_of(settings.task.name).point_errors(prediction, picked))[:, -1]))
 
 

@@ -56,23 +56,20 @@ from src.curricula import corrupt_pairs, num_corrupted, order
 from src.batched import in_blocks
 from src.read_side import AnswersPairPrompts, PredictsPairs, has, read_side
 from src.rundir import RunDir
-from src.tasks.regression import Tasks
 from src.tasks.shifts import shifted_prompts
 
 JSON = names.ROBUSTNESS
 STRESS_SEED = 7
 
 
-def _last_point_error(predict, xs, ys, dims) -> float:
-    prediction = predict(xs, ys)
-    return float(jnp.mean((prediction[:, -1] - ys[:, -1]) ** 2) / dims)
+def _last_point_error(predict, prompt, dims: float) -> float:
+    prediction = predict(prompt)
+    return float(jnp.mean((prediction[:, -1] - prompt.ys[:, -1]) ** 2) / dims)
 
 
-def _reorder(key, xs, ys, ordering: str):
+def _reorder(key, prompt, ordering: str):
     """The context (all but the last point) sorted by `ordering` relative to the last point."""
-    tasks = Tasks(xs[:, :-1], ys[:, :-1], xs[:, -1], ys[:, -1], None)
-    context = order(key, tasks, jnp.zeros(ys[:, :-1].shape, bool), CurriculumConfig(ordering=ordering)).tasks
-    return (jnp.concatenate([context.context_x, xs[:, -1:]], 1), jnp.concatenate([context.context_y, ys[:, -1:]], 1))
+    return order(key, prompt, jnp.zeros(prompt.context_y.shape, bool), CurriculumConfig(ordering=ordering)).tasks
 
 
 def robustness(settings, model, params, state) -> dict:
@@ -87,20 +84,21 @@ def robustness(settings, model, params, state) -> dict:
     cut = report_cut("robustness", tasks, eval_size)
     batch = pairs.prompts().first(tasks)
     xs, ys, dims = batch.xs, batch.ys, float(batch.dims)
+    corrupted = lambda pair: batch._replace(xs=pair[0], ys=pair[1])
     d = int(dims)
     key = jax.random.key(STRESS_SEED)
     predict = pairs.predictor(model, params, state)  # in blocks of prompts (src/batched.py)
-    prediction = predict(xs, ys)
+    prediction = predict(batch)
     per_point = np.asarray(jnp.mean((prediction - ys) ** 2, axis=0) / dims)
     out = {f"clean_n{k}": float(per_point[k]) if k < n else None for k in sorted({max(1, d // 2), d, 2 * d})}
     out["clean_last"] = float(per_point[-1])
     for name, mode, p, sigma in (("label_noise", "label_noise", 0.25, 0.5), ("random_pairs", "random_pairs", 0.2, 1.0)):
-        cx, cy, _ = corrupt_pairs(
+        noisy = corrupt_pairs(
             jax.random.fold_in(key, len(name)), xs, ys, num_corrupted(p, n - 1), mode, sigma, context=n - 1
         )
-        out[name] = _last_point_error(predict, cx, cy, dims)
+        out[name] = _last_point_error(predict, corrupted(noisy), dims)
     for placement, pick in (("clean_first", "last"), ("noisy_first", "first")):  # SPEC §7's placements
-        cx, cy, _ = corrupt_pairs(
+        noisy = corrupt_pairs(
             jax.random.fold_in(key, 11),
             xs,
             ys,
@@ -110,17 +108,16 @@ def robustness(settings, model, params, state) -> dict:
             pick=pick,
             context=n - 1,
         )
-        out[f"label_noise_{placement}"] = _last_point_error(predict, cx, cy, dims)
+        out[f"label_noise_{placement}"] = _last_point_error(predict, corrupted(noisy), dims)
     for ordering in ("random", "easy2hard"):
-        ox, oy = _reorder(jax.random.fold_in(key, 3), xs, ys, ordering)
-        out[f"order_{ordering}"] = _last_point_error(predict, ox, oy, dims)
+        out[f"order_{ordering}"] = _last_point_error(
+            predict, _reorder(jax.random.fold_in(key, 3), batch, ordering), dims
+        )
     far = pairs.prompts(alpha=2.0).first(tasks)
-    out["ood_alpha2"] = _last_point_error(predict, far.xs, far.ys, float(far.dims))
+    out["ood_alpha2"] = _last_point_error(predict, far, float(far.dims))
     if lengthened:
         long = pairs.prompts(longer).first(tasks)
-        out["length_1.5x"] = _last_point_error(
-            pairs.predictor(model, params, state, longer), long.xs, long.ys, float(long.dims)
-        )
+        out["length_1.5x"] = _last_point_error(pairs.predictor(model, params, state, longer), long, float(long.dims))
         out["length_points"] = longer
     else:
         out["length_1.5x"] = None
@@ -162,12 +159,12 @@ def battery_grid(n: int, d: int) -> list[tuple[str, str, dict]]:
     return grid
 
 
-def _last_errors(predict, xs, ys, dims) -> float:
-    return float(jnp.mean((predict(xs, ys)[:, -1] - ys[:, -1]) ** 2) / dims)
+def _last_errors(predict, prompt, dims: float) -> float:
+    return float(jnp.mean((predict(prompt)[:, -1] - prompt.ys[:, -1]) ** 2) / dims)
 
 
-def _query_errors(predict_query, xs, ys, dims) -> float:
-    return float(jnp.mean((predict_query(xs, ys) - ys[:, -1]) ** 2) / dims)
+def _query_errors(predict_query, prompt, dims: float) -> float:
+    return float(jnp.mean((predict_query(prompt) - prompt.ys[:, -1]) ** 2) / dims)
 
 
 BATTERY_BASELINES = ("least_squares", "averaging", "knn", "lasso")  # each where its entry applies
@@ -181,8 +178,8 @@ def battery(side: AnswersPairPrompts, restored: tuple, size: int = BATTERY_SIZE,
     prompts' task."""
     from src.registry import choice, registry
 
-    base = side.pair_prompts()
-    xs, ys, w, dims = base.xs[:size], base.ys[:size], base.w[:size], float(base.dims)
+    base = side.pair_prompts().first(size)
+    xs, ys, w, dims = base.xs, base.ys, base.w, float(base.dims)
     n, d = xs.shape[1], xs.shape[2]
     scale = side.label_scale()
     linear = bool(jnp.max(jnp.abs(ys - scale * jnp.einsum("bnd,bd->bn", xs, w))) < 1e-3)
@@ -202,17 +199,16 @@ def battery(side: AnswersPairPrompts, restored: tuple, size: int = BATTERY_SIZE,
         record = {"shift": name, "options": options, "task": task}
         if shift.task is not None:
             draw = registry("task").get(task).build(choice("task", task, **shift.task[1]).options, n_points=n, n_dims=d)
-            batch = draw(key, size, d, n)
-            sx, sy = batch.xs, batch.ys
+            shifted = draw(key, size, d, n)
         elif not linear:
             out[label] = {**record, "model": None, "reason": f"task {task!r} is not y = x·w"}
             continue
         else:
-            sx, sy = shifted_prompts(shift, key, xs, w, scale)
-        record["model"] = _query_errors(model_predict, sx, sy, dims)
+            shifted = shifted_prompts(shift, key, base, scale)
+        record["model"] = _query_errors(model_predict, shifted, dims)
         for who, entry in baselines.items():
             if entry.is_applicable(task):
-                record[who] = _last_errors(compiled[who], sx, sy, dims)
+                record[who] = _last_errors(compiled[who], shifted, dims)
         out[label] = record
     return out
 

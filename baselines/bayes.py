@@ -7,7 +7,8 @@ predictions at every point like baselines/regression.py: ŷ_i from the pairs bef
          model was trained on; src/tasks/pools.py): ŵ_i = Σ_k p_ik w_k with
          p_ik ∝ exp(−Σ_{j<i} (y_j − x_j·w_k)² / 2σ²)
 
-Both map xs [B, n, d], ys [B, n] -> ŷ [B, n] (ŷ_0 = 0 for ridge, the pool's mean for dMMSE).
+Both map prompts (src/tasks/pairs.py: xs [B, n, d], ys [B, n]) -> ŷ [B, n] (ŷ_0 = 0 for ridge, the
+pool's mean for dMMSE).
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ import jax.numpy as jnp
 
 from baselines.regression import BASELINES, _all_regression, _prefix_masks
 from src.settings import require_number
+from src.tasks.pairs import PairPrompt
 
 
-def ridge(xs, ys, noise_std: float, prior_std: float = 1.0):
+def ridge(prompt: PairPrompt, noise_std: float, prior_std: float = 1.0):
     """[B, n]: each point's prediction by the ridge (Gaussian posterior mean) fit of the pairs before it."""
+    xs, ys = prompt.xs, prompt.ys
     masks = _prefix_masks(xs.shape[1])  # [n(i), n(j)]
     gram = jnp.einsum("ij,bjd,bje->bide", masks, xs, xs)  # [B, n, d, d]
     moment = jnp.einsum("ij,bjd,bj->bid", masks, xs, ys)  # [B, n, d]
@@ -31,8 +34,9 @@ def ridge(xs, ys, noise_std: float, prior_std: float = 1.0):
     return jnp.einsum("bnd,bnd->bn", xs, w)
 
 
-def dmmse(xs, ys, pool, noise_std: float):
+def dmmse(prompt: PairPrompt, pool, noise_std: float):
     """[B, n]: each point's prediction by the posterior mean over the pool [M, d] given the pairs before it."""
+    xs, ys = prompt.xs, prompt.ys
     masks = _prefix_masks(xs.shape[1])
     squared = (ys[..., None] - jnp.einsum("bjd,md->bjm", xs, pool)) ** 2  # [B, n(j), M]
     log_posterior = -jnp.einsum("ij,bjm->bim", masks, squared) / (2 * noise_std**2)
@@ -55,4 +59,4 @@ BASELINES.register(
     RidgeOptions,
     applies=_all_regression,
     doc="ridge: the Gaussian prior's posterior mean (lambda = noise_std^2 / prior_std^2)",
-)(lambda options: lambda xs, ys: ridge(xs, ys, options.noise_std, options.prior_std))
+)(lambda options: lambda prompt: ridge(prompt, options.noise_std, options.prior_std))

@@ -16,7 +16,8 @@ prediction at x_i of a learner fit on the pairs j < i only.
                  error of a minibatch of min(i, 100) prefix pairs, in JAX (vmap over prompts and
                  prefixes, the steps one lax.scan)
 
-Every function maps xs [B, n, d], ys [B, n] -> ŷ [B, n] (ŷ_0 = 0: no examples yet).
+Every function maps prompts (src/tasks/pairs.py: xs [B, n, d], ys [B, n]) -> ŷ [B, n] (ŷ_0 = 0: no
+examples yet).
 
 Checked once by hand beside the originals' libraries (scikit-learn 1.7.2, xgboost-cpu 3.2.0, d 4,
 up to 15 pairs): xgboost equals XGBRegressor() bit for bit on 33 prefixes; a depth-1 tree equals
@@ -48,6 +49,7 @@ import numpy as np
 from baselines.regression import BASELINES, _all_regression
 from src.optim import Optimizer, gradient_step, make_optimizer
 from src.settings import require_int, require_number
+from src.tasks.pairs import PairPrompt
 
 XGBOOST_VERSION = "3.2.0"  # the xgboost-cpu release recommended (current on PyPI when written)
 XGBOOST_ROUNDS = 100  # XGBRegressor's default n_estimators
@@ -97,9 +99,9 @@ def tree_prediction(x: np.ndarray, y: np.ndarray, query: np.ndarray, max_depth: 
     return float(y.mean())
 
 
-def decision_tree(xs, ys, max_depth: int = 4) -> np.ndarray:
+def decision_tree(prompt: PairPrompt, max_depth: int = 4) -> np.ndarray:
     """[B, n]: each point's prediction by the tree fit on the pairs before it (float64 fits)."""
-    x, y = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
+    x, y = np.asarray(prompt.xs, np.float64), np.asarray(prompt.ys, np.float64)
     out = np.zeros(y.shape, np.float32)
     for b in range(x.shape[0]):
         for i in range(1, x.shape[1]):
@@ -130,13 +132,13 @@ def _xgboost():
     return xgboost
 
 
-def xgboost_predictions(xs, ys, n_jobs: int = 0) -> np.ndarray:
+def xgboost_predictions(prompt: PairPrompt, n_jobs: int = 0) -> np.ndarray:
     """[B, n]: each point's prediction by gradient-boosted trees at XGBRegressor()'s defaults
     (squared error, 100 rounds, every other parameter the booster's default) fit on the pairs
     before it, through XGBoost's own training API (XGBRegressor would also need scikit-learn)."""
     xgb = _xgboost()
     params = {"objective": "reg:squarederror", **({"nthread": n_jobs} if n_jobs else {})}
-    x, y = np.asarray(xs, np.float32), np.asarray(ys, np.float32)
+    x, y = np.asarray(prompt.xs, np.float32), np.asarray(prompt.ys, np.float32)
     out = np.zeros(y.shape, np.float32)
     for b in range(x.shape[0]):
         for i in range(1, x.shape[1]):
@@ -220,12 +222,17 @@ def _two_layer_nn(xs, ys, seed, learning_rate, batch_size, *, hidden, steps):
 
 
 def two_layer_nn(
-    xs, ys, hidden: int = 100, steps: int = 100, learning_rate: float = 5e-3, batch_size: int = 100, seed: int = 0
+    prompt: PairPrompt,
+    hidden: int = 100,
+    steps: int = 100,
+    learning_rate: float = 5e-3,
+    batch_size: int = 100,
+    seed: int = 0,
 ):
     """[B, n]: each point's prediction by a fresh 2-layer ReLU network trained on the pairs before it."""
     return _two_layer_nn(
-        jnp.asarray(xs, jnp.float32),
-        jnp.asarray(ys, jnp.float32),
+        jnp.asarray(prompt.xs, jnp.float32),
+        jnp.asarray(prompt.ys, jnp.float32),
         seed,
         jnp.float32(learning_rate),
         batch_size,
@@ -255,13 +262,13 @@ BASELINES.register(
     TreeOptions,
     applies=_all_regression,
     doc="CART regression tree per prefix (Garg's max_depth 4; 0: unlimited)",
-)(lambda options: lambda xs, ys: decision_tree(xs, ys, options.max_depth))
+)(lambda options: lambda prompt: decision_tree(prompt, options.max_depth))
 BASELINES.register(
     "xgboost",
     XGBoostOptions,
     applies=_all_regression,
     doc=f"XGBRegressor() per prefix (optional: pip install xgboost-cpu=={XGBOOST_VERSION})",
-)(lambda options: lambda xs, ys: xgboost_predictions(xs, ys, options.n_jobs))
+)(lambda options: lambda prompt: xgboost_predictions(prompt, options.n_jobs))
 BASELINES.register(
     "two_layer_nn",
     NetworkOptions,
@@ -269,8 +276,8 @@ BASELINES.register(
     doc="a fresh 2-layer ReLU network per prefix, Adam on a minibatch (Garg's GDModel)",
 )(
     lambda options: (
-        lambda xs, ys: two_layer_nn(
-            xs, ys, options.hidden, options.steps, options.learning_rate, options.batch_size, options.seed
+        lambda prompt: two_layer_nn(
+            prompt, options.hidden, options.steps, options.learning_rate, options.batch_size, options.seed
         )
     )
 )

@@ -25,7 +25,8 @@ import numpy as np
 from src.config import TaskConfig
 from src.metrics import loss
 from src.optim import Optimizer, gradient_step, make_optimizer
-from src.tasks.regression import Tasks, sample_tasks
+from src.tasks.pairs import PairPrompt
+from src.tasks.regression import sample_tasks
 
 
 class GDPlusParams(NamedTuple):
@@ -33,10 +34,10 @@ class GDPlusParams(NamedTuple):
     gamma: jax.Array  # [K] input-preconditioning strength of each layer
 
 
-def gd_plus_predictions(tasks: Tasks, params: GDPlusParams) -> jax.Array:
+def gd_plus_predictions(tasks: PairPrompt, params: GDPlusParams) -> jax.Array:
     """ŷ [B] after K GD++ layers."""
     n = tasks.context_x.shape[1]
-    x = jnp.concatenate([tasks.context_x, tasks.query_x[:, None, :]], axis=1)  # [B, N+1, d]
+    x = tasks.xs  # [B, N+1, d]
     y = jnp.concatenate([tasks.context_y, jnp.zeros_like(tasks.query_y)[:, None]], axis=1)  # [B, N+1]
     for eta, gamma in zip(params.eta, params.gamma):
         context_x, context_y = x[:, :n], y[:, :n]
@@ -47,16 +48,16 @@ def gd_plus_predictions(tasks: Tasks, params: GDPlusParams) -> jax.Array:
     return -y[:, -1]
 
 
-def gd_plus_sensitivity(tasks: Tasks, params: GDPlusParams) -> jax.Array:
+def gd_plus_sensitivity(tasks: PairPrompt, params: GDPlusParams) -> jax.Array:
     """∂ŷ/∂x_q [B, d] (autodiff; tasks are independent)."""
 
     def total(query_x):
-        return jnp.sum(gd_plus_predictions(tasks._replace(query_x=query_x), params))
+        return jnp.sum(gd_plus_predictions(tasks.with_query_x(query_x), params))
 
     return jax.grad(total)(tasks.query_x)
 
 
-def _loss(params: GDPlusParams, tasks: Tasks) -> jax.Array:
+def _loss(params: GDPlusParams, tasks: PairPrompt) -> jax.Array:
     return loss(gd_plus_predictions(tasks, params), tasks.query_y)
 
 

@@ -23,13 +23,13 @@ from src.models.attention_only import layer_name
 from src.models.layouts import layout_of
 from src.models.lsa import is_raw_dot_product
 from src.registry import registry
-from src.tasks.regression import Tasks
+from src.tasks.pairs import PairPrompt
 
 # Reference grid: 0.001 ... 25 in steps of 0.1.
 ETA_GRID = np.arange(0.001, 25.0, 0.1)
 
 
-def gd_weights(tasks: Tasks, eta: float, steps: int = 1) -> jax.Array:
+def gd_weights(tasks: PairPrompt, eta: float, steps: int = 1) -> jax.Array:
     """W after `steps` GD steps from 0 with step size eta: [B, d]."""
     n = tasks.context_x.shape[1]
     w = jnp.zeros_like(tasks.query_x)
@@ -40,15 +40,14 @@ def gd_weights(tasks: Tasks, eta: float, steps: int = 1) -> jax.Array:
     return w
 
 
-def gd_predictions(tasks: Tasks, eta: float, steps: int = 1) -> jax.Array:
+def gd_predictions(tasks: PairPrompt, eta: float, steps: int = 1) -> jax.Array:
     """ŷ_GD = W_K x_q: [B]."""
     return jnp.einsum("bd,bd->b", gd_weights(tasks, eta, steps), tasks.query_x)
 
 
-# The same step at every point of a prompt of pairs xs [B, n, d], ys [B, n] (Garg et al.'s per-point
-# protocol: ŷ_i from the pairs before i, ŷ_0 = 0): ŷ_i = η (mean_{j<i} y_j x_j)·x_i, the last point's
-# equal to gd_predictions of the prompt's query form to float32 rounding (tests/test_gd_step.py; the
-# sums run in another order, so not bit for bit).
+# The same step at every point of the prompts (Garg et al.'s per-point protocol: ŷ_i from the pairs
+# before i, ŷ_0 = 0): ŷ_i = η (mean_{j<i} y_j x_j)·x_i, the last point's equal to gd_predictions at the
+# query to float32 rounding (tests/test_gd_step.py; the sums run in another order, so not bit for bit).
 
 
 def prefix_masks(n: int) -> jax.Array:
@@ -56,44 +55,45 @@ def prefix_masks(n: int) -> jax.Array:
     return jnp.asarray(np.tril(np.ones((n, n)), k=-1), jnp.float32)
 
 
-def averaging(xs: jax.Array, ys: jax.Array) -> jax.Array:
+def averaging(prompt: PairPrompt) -> jax.Array:
     """ŷ_i = (mean_{j<i} y_j x_j)·x_i [B, n]: one GD step at η = 1 at every point (Garg et al.'s
     averaging estimator)."""
+    xs, ys = prompt.xs, prompt.ys
     masks = prefix_masks(xs.shape[1])
     counts = jnp.maximum(masks.sum(-1), 1.0)
     w = jnp.einsum("ij,bj,bjd->bid", masks, ys, xs) / counts[None, :, None]
     return jnp.einsum("bid,bid->bi", w, xs)
 
 
-def gd_at_every_point(xs: jax.Array, ys: jax.Array, eta: float) -> jax.Array:
+def gd_at_every_point(prompt: PairPrompt, eta: float) -> jax.Array:
     """One GD step at step size `eta` at every point [B, n]."""
-    return eta * averaging(xs, ys)
+    return eta * averaging(prompt)
 
 
-def tune_eta_at_every_point(xs: jax.Array, ys: jax.Array, grid=np.linspace(0.05, 3.0, 60)) -> float:
+def tune_eta_at_every_point(prompt: PairPrompt, grid=np.linspace(0.05, 3.0, 60)) -> float:
     """The η of gd_at_every_point with the lowest mean squared error over all points of a batch."""
-    base = averaging(xs, ys)
-    errors = [float(jnp.mean((eta * base - ys) ** 2)) for eta in grid]
+    base = averaging(prompt)
+    errors = [float(jnp.mean((eta * base - prompt.ys) ** 2)) for eta in grid]
     return float(grid[int(np.argmin(errors))])
 
 
-def gd_sensitivity(tasks: Tasks, eta: float, steps: int = 1) -> jax.Array:
+def gd_sensitivity(tasks: PairPrompt, eta: float, steps: int = 1) -> jax.Array:
     """∂ŷ_GD/∂x_q = W_K (W_K does not depend on x_q): [B, d]."""
     return gd_weights(tasks, eta, steps)
 
 
 @partial(jax.jit, static_argnames="steps")
-def _grid_losses(tasks: Tasks, grid: jax.Array, steps: int) -> jax.Array:
+def _grid_losses(tasks: PairPrompt, grid: jax.Array, steps: int) -> jax.Array:
     return jax.lax.map(lambda eta: loss(gd_predictions(tasks, eta, steps), tasks.query_y), grid)
 
 
-def eta_scan(tasks: Tasks, grid: np.ndarray = ETA_GRID, steps: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def eta_scan(tasks: PairPrompt, grid: np.ndarray = ETA_GRID, steps: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Loss of `steps`-step GD for every η in `grid` on `tasks`: (grid, losses)."""
     losses = np.asarray(_grid_losses(tasks, jnp.asarray(grid, dtype=jnp.float32), steps))
     return np.asarray(grid), losses
 
 
-def tune_eta(tasks: Tasks, grid: np.ndarray = ETA_GRID, steps: int = 1) -> tuple[float, float]:
+def tune_eta(tasks: PairPrompt, grid: np.ndarray = ETA_GRID, steps: int = 1) -> tuple[float, float]:
     """The grid η with the lowest loss on `tasks`, and that loss."""
     grid, losses = eta_scan(tasks, grid, steps)
     best = int(np.nanargmin(losses))
@@ -138,7 +138,7 @@ def gd_params(task: TaskConfig, model: ModelConfig, eta: float) -> dict:
 
 
 @jax.jit
-def gd_reference(tasks: Tasks, eta: float) -> Reference:
+def gd_reference(tasks: PairPrompt, eta: float) -> Reference:
     """One GD step with step size `eta`: predictions [B] and sensitivities [B, d]."""
     return Reference(gd_predictions(tasks, eta), gd_sensitivity(tasks, eta))
 

@@ -8,7 +8,8 @@ RBF kernel k(x, x') = exp(−‖x − x'‖² / (2σ²)) on a task's own context
   kernel_ridge    kernel ridge regression ŷ = k_qᵀ (K + λ N I)⁻¹ y   hyper-parameters (σ, λ)
 Hyper-parameters are chosen by a grid scan on held-out tasks (`tune_eta`, the name of the
 gd_one_step baseline's method, returns them with their loss); `reference(tasks, hyper)` gives
-predictions [B] and their sensitivities ∂ŷ/∂x_q [B, d].
+predictions [B] and their sensitivities ∂ŷ/∂x_q [B, d]. Every predictor reads a PairPrompt
+(src/tasks/pairs.py: its last point the query).
 Shapes: B tasks, N context pairs, d input dimension.
 """
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from src.metrics import Reference, loss
 from src.registry import registry
+from src.tasks.pairs import PairPrompt
 
 BANDWIDTHS = np.geomspace(0.05, 20.0, 28)  # σ, in units of x
 ETAS = np.geomspace(1e-3, 1e2, 31)  # η of the functional GD step
@@ -35,12 +37,14 @@ def rbf(a: jax.Array, b: jax.Array, bandwidth) -> jax.Array:
     return jnp.exp(-sq / (2.0 * bandwidth**2))
 
 
-def kernel_gd_predictions(context_x, context_y, query_x, bandwidth, eta) -> jax.Array:
+def kernel_gd_predictions(prompt: PairPrompt, bandwidth, eta) -> jax.Array:
+    context_x, context_y, query_x = prompt.context_x, prompt.context_y, prompt.query_x
     k_q = rbf(context_x, query_x[:, None, :], bandwidth)[..., 0]  # [B, N]
     return eta / context_x.shape[1] * jnp.sum(context_y * k_q, -1)
 
 
-def kernel_ridge_predictions(context_x, context_y, query_x, bandwidth, ridge) -> jax.Array:
+def kernel_ridge_predictions(prompt: PairPrompt, bandwidth, ridge) -> jax.Array:
+    context_x, context_y, query_x = prompt.context_x, prompt.context_y, prompt.query_x
     n = context_x.shape[1]
     gram = rbf(context_x, context_x, bandwidth) + ridge * n * jnp.eye(n)  # [B, N, N]
     alpha = jnp.linalg.solve(gram, context_y[..., None])[..., 0]  # [B, N]
@@ -50,16 +54,14 @@ def kernel_ridge_predictions(context_x, context_y, query_x, bandwidth, ridge) ->
 
 def _with_sensitivity(predict, tasks, a, b) -> Reference:
     def one(query_x):  # the sum over tasks of ŷ: its gradient is every task's ∂ŷ/∂x_q
-        return jnp.sum(predict(tasks.context_x, tasks.context_y, query_x, a, b))
+        return jnp.sum(predict(tasks.with_query_x(query_x), a, b))
 
-    return Reference(predict(tasks.context_x, tasks.context_y, tasks.query_x, a, b), jax.grad(one)(tasks.query_x))
+    return Reference(predict(tasks, a, b), jax.grad(one)(tasks.query_x))
 
 
 @partial(jax.jit, static_argnums=0)
 def _grid_losses(predict, tasks, grid: jax.Array) -> jax.Array:
-    return jax.lax.map(
-        lambda h: loss(predict(tasks.context_x, tasks.context_y, tasks.query_x, h[0], h[1]), tasks.query_y), grid
-    )
+    return jax.lax.map(lambda h: loss(predict(tasks, h[0], h[1]), tasks.query_y), grid)
 
 
 class KernelBaseline:

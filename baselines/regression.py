@@ -10,7 +10,8 @@ averaging and gd_step are one GD step at every point, written with the paper's q
 baselines/gd_step.py.
   lasso          ℓ1-regularised least squares (ISTA, alpha) — applies to the sparse task
 
-Every function maps xs [B, n, d], ys [B, n] -> ŷ [B, n] (ŷ_0 = 0: no examples yet).
+Every function maps prompts (src/tasks/pairs.py: xs [B, n, d], ys [B, n]) -> ŷ [B, n] (ŷ_0 = 0: no
+examples yet), as every baseline reads a PairPrompt.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ import jax.numpy as jnp
 from baselines.gd_step import averaging, gd_at_every_point, prefix_masks as _prefix_masks, tune_eta_at_every_point
 from src.registry import registry
 from src.settings import require_int, require_number
+from src.tasks.pairs import PairPrompt
 
 BASELINES = registry("baseline")
 
 
-def least_squares(xs, ys):
+def least_squares(prompt: PairPrompt):
     """Minimum-norm least squares per prefix (rows j >= i zeroed do not change the solution)."""
+    xs, ys = prompt.xs, prompt.ys
     masks = _prefix_masks(xs.shape[1])
 
     def one_task(x, y):
@@ -41,9 +44,10 @@ def least_squares(xs, ys):
     return jax.vmap(one_task)(xs, ys)
 
 
-def least_squares_at(xs, ys, query):
+def least_squares_at(prompt: PairPrompt, query):
     """`least_squares` at one point of each prompt: ŷ [B] at point query [B] (ints) from the pairs
     before it, one solve a prompt instead of one at every prefix."""
+    xs, ys = prompt.xs, prompt.ys
 
     def one_task(x, y, q):
         mask = (jnp.arange(x.shape[0]) < q).astype(x.dtype)
@@ -53,7 +57,8 @@ def least_squares_at(xs, ys, query):
     return jax.vmap(one_task)(xs, ys, query)
 
 
-def knn(xs, ys, k: int = 3):
+def knn(prompt: PairPrompt, k: int = 3):
+    xs, ys = prompt.xs, prompt.ys
     n = xs.shape[1]
     dist = jnp.sum((xs[:, :, None] - xs[:, None, :]) ** 2, axis=-1)  # [B, i, j]
     visible = _prefix_masks(n)[None] > 0
@@ -64,8 +69,9 @@ def knn(xs, ys, k: int = 3):
     return jnp.sum(jnp.where(valid, chosen, 0.0), -1) / jnp.maximum(valid.sum(-1), 1)
 
 
-def lasso(xs, ys, alpha: float = 0.01, iterations: int = 300):
+def lasso(prompt: PairPrompt, alpha: float = 0.01, iterations: int = 300):
     """ISTA on (1/2i)‖X_{<i} w − y_{<i}‖² + alpha ‖w‖₁ per prefix, from w = 0."""
+    xs, ys = prompt.xs, prompt.ys
     masks = _prefix_masks(xs.shape[1])
 
     def at(x, y, mask, x_i):
@@ -84,23 +90,23 @@ def lasso(xs, ys, alpha: float = 0.01, iterations: int = 300):
     return jax.vmap(per_task)(xs, ys)
 
 
-def row_wise(predict, xs, ys):
+def row_wise(predict, prompt: PairPrompt):
     """A built baseline with every quantity it draws from the whole batch fixed on this batch
     (its `fixed_on`, where it has one: gd_step's η tuned on the batch's first half), so that it
     predicts each prompt on its own and can run a block of prompts at a time (src/batched.py)."""
     fixed_on = getattr(predict, "fixed_on", None)
-    return predict if fixed_on is None else fixed_on(xs, ys)
+    return predict if fixed_on is None else fixed_on(prompt)
 
 
 def _gd_step_predictor(options):
     """One GD step at options.eta, or with η tuned on the batch's first half when it is 0."""
 
-    def fixed_on(xs, ys):
-        eta = options.eta or tune_eta_at_every_point(xs[: len(xs) // 2], ys[: len(ys) // 2])
-        return lambda xs_, ys_: gd_at_every_point(xs_, ys_, eta)
+    def fixed_on(prompt):
+        eta = options.eta or tune_eta_at_every_point(prompt.first(prompt.xs.shape[0] // 2))
+        return lambda rows: gd_at_every_point(rows, eta)
 
-    def predict(xs, ys):
-        return fixed_on(xs, ys)(xs, ys)
+    def predict(prompt):
+        return fixed_on(prompt)(prompt)
 
     predict.fixed_on = fixed_on
     return predict
@@ -149,11 +155,11 @@ def _register(name, doc, predict, applies=_regression_or_boolean):
 
 _register("least_squares", "minimum-norm least squares on the previous pairs", lambda o: least_squares)
 _register("averaging", "w = mean of y_j x_j over the previous pairs", lambda o: averaging)
-_register("knn", "mean label of the k nearest previous inputs (k = 3)", lambda o: lambda xs, ys: knn(xs, ys, o.k))
+_register("knn", "mean label of the k nearest previous inputs (k = 3)", lambda o: lambda prompt: knn(prompt, o.k))
 _register("gd_step", "one GD step from 0, eta tuned (regression only)", _gd_step_predictor, applies=_all_regression)
 _register(
     "lasso",
     "l1-regularised least squares (ISTA); the sparse task",
-    lambda o: lambda xs, ys: lasso(xs, ys, o.alpha),
+    lambda o: lambda prompt: lasso(prompt, o.alpha),
     applies=lambda task_name: task_name == "sparse_linear_regression",
 )

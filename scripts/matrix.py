@@ -283,9 +283,9 @@ def gd_curve(settings) -> np.ndarray:
     size, points, dims = batch.xs.shape
     held = pairs.sampler()(jax.random.key(TUNE_SEED), size, dims, points)
     grid = np.asarray(ETA_GRID, dtype=np.float64)[:, None]
-    held_base, held_ys = np.asarray(averaging(held.xs, held.ys), np.float64), np.asarray(held.ys, np.float64)
+    held_base, held_ys = np.asarray(averaging(held), np.float64), np.asarray(held.ys, np.float64)
     best = grid[np.argmin([np.mean((eta * held_base - held_ys) ** 2, axis=0) for eta in grid[:, 0]], axis=0), 0]
-    base, ys = np.asarray(averaging(batch.xs, batch.ys), np.float64), np.asarray(batch.ys, np.float64)
+    base, ys = np.asarray(averaging(batch), np.float64), np.asarray(batch.ys, np.float64)
     return np.mean((best[None] * base - ys) ** 2, axis=0) / dims
 
 

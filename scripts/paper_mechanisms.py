@@ -53,12 +53,12 @@ ORIGINAL = {
 TRAINED = 0.05  # softmax at or under this on standard prompts: trained as the paper's
 
 
-def last_least_squares(xs, ys) -> np.ndarray:
+def last_least_squares(prompt) -> np.ndarray:
     """Least squares' prediction at each prompt's last point from the points before it, [E]: the
     minimum-norm solution (baselines.regression.least_squares at the last prefix), in float64
     NumPy on the host. (That function's batched pinv of every prefix, 41,000 small SVDs at the paper
     size, ran for minutes on an H200 on 2026-11-27; on the host this takes milliseconds.)"""
-    xs, ys = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
+    xs, ys = np.asarray(prompt.xs, np.float64), np.asarray(prompt.ys, np.float64)
     return np.array([x[-1] @ np.linalg.lstsq(x[:-1], y[:-1], rcond=None)[0] for x, y in zip(xs, ys)])
 
 
@@ -75,21 +75,20 @@ def evaluate(run_dir: str) -> dict:
     settings, model, params, state, trained_steps = restore_trained(run_dir)
     note("run loaded" if trained_steps == settings.train.steps else f"checkpoint of step {trained_steps} loaded")
     batch = eval_batch(settings)
-    xs, ys, w = batch.xs, batch.ys, batch.w
-    tasks, n, _ = xs.shape
+    tasks, n, _ = batch.xs.shape
     predict = predictor(settings, model, params, state, n, tasks)
 
-    def last_errors(sx, sy) -> dict:
+    def last_errors(prompt) -> dict:
         return {
-            "model": float(jnp.mean((predict(sx, sy)[:, -1] - sy[:, -1]) ** 2)),
-            "least_squares": float(np.mean((last_least_squares(sx, sy) - np.asarray(sy)[:, -1]) ** 2)),
+            "model": float(jnp.mean((predict(prompt)[:, -1] - prompt.ys[:, -1]) ** 2)),
+            "least_squares": float(np.mean((last_least_squares(prompt) - np.asarray(prompt.ys)[:, -1]) ** 2)),
         }
 
-    out = {"standard": last_errors(xs, ys)}
+    out = {"standard": last_errors(batch)}
     note("standard prompts")
     for i, (label, (name, options)) in enumerate(SHIFTS.items()):
         shift = registry("shift").get(name).build(choice("shift", name, **options).options)
-        out[label] = last_errors(*shifted_prompts(shift, jax.random.fold_in(jax.random.key(SHIFT_SEED), i), xs, w))
+        out[label] = last_errors(shifted_prompts(shift, jax.random.fold_in(jax.random.key(SHIFT_SEED), i), batch))
         note(label)
     summary_file = Path(run_dir) / "metrics_summary.json"
     summary_json = json.loads(summary_file.read_text()) if summary_file.exists() else {}

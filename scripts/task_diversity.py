@@ -118,9 +118,9 @@ def evaluate(job, at_step: int | None = None) -> dict:
     out = {}
     for name, batch in batches.items():
         predict = pairs.predictor(model, params, state, points, batch.xs.shape[0])
-        guesses = {"model": predict(batch.xs, batch.ys), "ridge": ridge(batch.xs, batch.ys, noise, 1.0)}
+        guesses = {"model": predict(batch), "ridge": ridge(batch, noise, 1.0)}
         if pool is not None:
-            guesses["dmmse"] = dmmse(batch.xs, batch.ys, pool, noise)
+            guesses["dmmse"] = dmmse(batch, pool, noise)
         guesses = {k: np.asarray(g) for k, g in guesses.items()}
         out[name] = {k: float(np.mean((g - np.asarray(batch.ys)) ** 2) / dims) for k, g in guesses.items()}
         out[name].update(

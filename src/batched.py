@@ -3,7 +3,7 @@ a time, so that evaluating 1,000 tasks at 1,600 points needs the memory of a few
 all of them.
 
     rows = block_rows(per_row_bytes, total_rows)       # from src.bounds' estimate, deterministic
-    predictions = in_blocks(jax.jit(predict), rows)(xs, ys)
+    predictions = in_blocks(jax.jit(predict), rows)(prompt)     # a PairPrompt, or arrays [R, ...]
 
 The block size depends on the settings only (never on the memory free now), so a run's numbers
 do not depend on what else the machine is doing, and a set that fits in one block (every golden
@@ -52,15 +52,19 @@ def block_rows(per_row_bytes: int, total_rows: int, budget: int | None = None) -
 
 
 def in_blocks(predict: Callable, rows: int, what: str = "prompts") -> Callable:
-    """`predict(*arrays)` (each array [R, ...], output [R, ...] or a tuple of such) computed
+    """`predict(*arrays)` (each argument an array [R, ...] or a pytree of them such as a PairPrompt,
+    whose scalars (its dims) every block takes whole; output [R, ...] or a tuple of such) computed
     `rows` rows at a time and concatenated. The last block is filled up to `rows` with repeats of
     its own rows (one compiled shape) and the repeats are dropped. `what`: the rows, in words, for
     the progress bar (inside `shown`)."""
     import jax
     import jax.numpy as jnp
 
+    def rows_of(tree, index):
+        return jax.tree_util.tree_map(lambda a: a[index] if np.ndim(a) else a, tree)
+
     def blocked(*arrays):
-        total = arrays[0].shape[0]
+        total = next(a for a in jax.tree_util.tree_leaves(arrays) if np.ndim(a)).shape[0]
         if total <= rows:
             return predict(*arrays)
         label, parts = _SHOWN.get(), []
@@ -72,7 +76,7 @@ def in_blocks(predict: Callable, rows: int, what: str = "prompts") -> Callable:
         for start in range(0, total, rows):
             count = min(rows, total - start)
             index = start + np.arange(rows) % count
-            block = predict(*(a[index] if count < rows else a[start : start + rows] for a in arrays))
+            block = predict(*(rows_of(a, index if count < rows else slice(start, start + rows)) for a in arrays))
             parts.append(jax.tree_util.tree_map(lambda x: x[:count], block))
             if bar is not None:
                 jax.block_until_ready(parts[-1])

@@ -1,6 +1,7 @@
 """Noise, ordering and placement of context pairs (SPEC §7).
 
-Pure, jittable functions over a batch of raw tasks. Noise is applied first,
+Pure, jittable functions over a batch of prompts (src/tasks/pairs.py: N context pairs, then the
+query). Noise is applied first,
 ordering second, placement last; all act on whole context *pairs* (x_i, y_i),
 so they apply unchanged to both token constructions (an interleaved pair is
 the x token and its ȳ token). The query is never touched.
@@ -17,13 +18,13 @@ import jax
 import jax.numpy as jnp
 
 from src.config import CurriculumConfig, TaskConfig
-from src.tasks.garg import RegressionBatch
 from src.tasks.paper_form import is_paper_task, paper_form_sampler
-from src.tasks.regression import Tasks, random_pair_inputs
+from src.tasks.pairs import PairPrompt
+from src.tasks.regression import random_pair_inputs
 
 
 class CurriculumOutput(NamedTuple):
-    tasks: Tasks
+    tasks: PairPrompt
     ordering_idx: jax.Array  # [B, N] int32: new position p holds old pair ordering_idx[p]
     noise_mask: jax.Array  # [B, N] bool, in the new order: True = corrupted pair
 
@@ -88,8 +89,8 @@ def corrupt_pairs(
 
 
 def corrupt(
-    key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig, task: TaskConfig, alpha: float = 1.0
-) -> tuple[Tasks, jax.Array]:
+    key: jax.Array, tasks: PairPrompt, curriculum: CurriculumConfig, task: TaskConfig, alpha: float = 1.0
+) -> tuple[PairPrompt, jax.Array]:
     """The curriculum's noise on the context pairs of von Oswald et al.'s form: exactly
     round(p*N) uniformly chosen pairs per task (corrupt_pairs), random pairs with inputs from the
     task's own distribution (U(-alpha*a/2, alpha*a/2)^d; a pair task: its sampler's inputs).
@@ -107,10 +108,10 @@ def corrupt(
     context_x, context_y, mask = corrupt_pairs(
         key, tasks.context_x, tasks.context_y, count, curriculum.noise_mode, curriculum.noise_sigma, fresh_inputs
     )
-    return tasks._replace(context_x=context_x, context_y=context_y), mask
+    return tasks.with_context(context_x, context_y), mask
 
 
-def ordering_key(key: jax.Array, tasks: Tasks, ordering: str) -> jax.Array:
+def ordering_key(key: jax.Array, tasks: PairPrompt, ordering: str) -> jax.Array:
     """The ascending sort key of every pair [B, N] for the named ordering.
 
     random: uniform draws (a uniform shuffle); smallnorm2largenorm: ||x_i||;
@@ -131,7 +132,7 @@ def ordering_key(key: jax.Array, tasks: Tasks, ordering: str) -> jax.Array:
     raise ValueError(f"ordering={ordering!r} is unknown")
 
 
-def order(key: jax.Array, tasks: Tasks, noise_mask: jax.Array, curriculum: CurriculumConfig) -> CurriculumOutput:
+def order(key: jax.Array, tasks: PairPrompt, noise_mask: jax.Array, curriculum: CurriculumConfig) -> CurriculumOutput:
     """Reorder pairs by the ordering key, within placement groups.
 
     mixed: one group; clean_first: clean pairs then corrupted; noisy_first: the reverse.
@@ -146,11 +147,11 @@ def order(key: jax.Array, tasks: Tasks, noise_mask: jax.Array, curriculum: Curri
     return CurriculumOutput(permute_pairs(tasks, perm), perm, jnp.take_along_axis(noise_mask, perm, axis=-1))
 
 
-def permute_pairs(tasks: Tasks, perm: jax.Array) -> Tasks:
+def permute_pairs(tasks: PairPrompt, perm: jax.Array) -> PairPrompt:
     """Context pairs in the order `perm` [B, N] (position p <- old pair perm[p])."""
-    return tasks._replace(
-        context_x=jnp.take_along_axis(tasks.context_x, perm[..., None], axis=1),
-        context_y=jnp.take_along_axis(tasks.context_y, perm, axis=1),
+    return tasks.with_context(
+        jnp.take_along_axis(tasks.context_x, perm[..., None], axis=1),
+        jnp.take_along_axis(tasks.context_y, perm, axis=1),
     )
 
 
@@ -162,7 +163,7 @@ def is_exchangeable(curriculum: CurriculumConfig) -> bool:
 
 
 def apply_curriculum(
-    key: jax.Array, tasks: Tasks, curriculum: CurriculumConfig, task: TaskConfig, alpha: float = 1.0
+    key: jax.Array, tasks: PairPrompt, curriculum: CurriculumConfig, task: TaskConfig, alpha: float = 1.0
 ) -> CurriculumOutput:
     """Noise, then ordering and placement."""
     key_noise, key_order = jax.random.split(key)
@@ -170,25 +171,20 @@ def apply_curriculum(
     return order(key_order, noisy, mask, curriculum)
 
 
-def with_pair_curriculum(key: jax.Array, batch: RegressionBatch, curriculum: CurriculumConfig) -> RegressionBatch:
+def with_pair_curriculum(key: jax.Array, batch: PairPrompt, curriculum: CurriculumConfig) -> PairPrompt:
     """The curriculum on prompts of pairs (the GPT-2 family's training batches, xs [B, n, d]): the
     context pairs (every point before the last) corrupted (corrupt_pairs; random pairs get N(0, I)
     inputs on the active coordinates), then ordered and placed relative to the last point (order);
     corrupted points leave the loss (their weight is 0). The key's split in four gives the
     corruption's three keys and the ordering's."""
-    xs, ys = batch.xs, batch.ys
-    b, n, _ = xs.shape
+    b, n, _ = batch.xs.shape
     count = num_corrupted(curriculum.noise_p, n - 1) if curriculum.noise_mode != "clean" else 0
-    context_x, context_y, mask = xs[:, :-1], ys[:, :-1], jnp.zeros((b, n - 1), bool)
+    corrupted, mask = batch, jnp.zeros((b, n - 1), bool)
     if count:
         context_x, context_y, mask = corrupt_pairs(
-            key, context_x, context_y, count, curriculum.noise_mode, curriculum.noise_sigma
+            key, batch.context_x, batch.context_y, count, curriculum.noise_mode, curriculum.noise_sigma
         )
-    tasks = Tasks(context_x, context_y, xs[:, -1], ys[:, -1], batch.w)
-    ordered = order(jax.random.split(key, 4)[3], tasks, mask, curriculum)
+        corrupted = batch.with_context(context_x, context_y)
+    ordered = order(jax.random.split(key, 4)[3], corrupted, mask, curriculum)
     kept = jnp.concatenate([~ordered.noise_mask, jnp.ones((b, 1), bool)], axis=1)
-    return batch._replace(
-        xs=jnp.concatenate([ordered.tasks.context_x, xs[:, -1:]], axis=1),
-        ys=jnp.concatenate([ordered.tasks.context_y, ys[:, -1:]], axis=1),
-        weights=batch.weights * kept,
-    )
+    return ordered.tasks._replace(weights=batch.weights * kept)

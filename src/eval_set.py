@@ -19,7 +19,7 @@ from src.curricula import CurriculumOutput, apply_curriculum
 from src.metrics import Reference, make_scorer
 from src.registry import registry
 from src.tasks.paper_form import paper_form_sampler
-from src.tasks.regression import Tasks
+from src.tasks.pairs import PairPrompt
 
 # The reference predictor every run of the paper's system is scored against (registry "baseline").
 REFERENCE = "gd_one_step"
@@ -30,7 +30,7 @@ def reference_baseline():
 
 
 def task_sampler(task: TaskConfig):
-    """(key, batch_size, alpha=1) -> Tasks, from the task's registry entry (a pair task in the
+    """(key, batch_size, alpha=1) -> PairPrompt, from the task's registry entry (a pair task in the
     paper's form: src/tasks/paper_form.py)."""
     return paper_form_sampler(task)
 
@@ -38,8 +38,8 @@ def task_sampler(task: TaskConfig):
 class EvalSet(NamedTuple):
     """The fixed evaluation tasks (drawn from `eval_seed`, never from `seed`) and GD on them."""
 
-    clean_tasks: Tasks  # before the eval curriculum
-    tasks: Tasks  # after noise, ordering and placement
+    clean_tasks: PairPrompt  # before the eval curriculum
+    tasks: PairPrompt  # after noise, ordering and placement
     ordering_idx: np.ndarray  # [E, N] int32
     noise_mask: np.ndarray  # [E, N] bool (in the new order)
     gd_eta: float  # tuned on a second held-out set of the same distribution
@@ -49,7 +49,7 @@ class EvalSet(NamedTuple):
 @partial(jax.jit, static_argnames=("size", "task", "curriculum"))
 def draw_tasks(
     key: jax.Array, size: int, task: TaskConfig, curriculum: CurriculumConfig, alpha: float = 1.0
-) -> tuple[Tasks, CurriculumOutput]:
+) -> tuple[PairPrompt, CurriculumOutput]:
     """`size` clean tasks from `key` and the same tasks after `curriculum`."""
     key_tasks, key_curriculum = jax.random.split(key)
     clean = task_sampler(task)(key_tasks, size, alpha)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from src.tasks.regression import Tasks
+from src.tasks.pairs import PairPrompt
 
 
 class Reference(NamedTuple):
@@ -30,12 +30,12 @@ def loss(prediction: jax.Array, target: jax.Array) -> jax.Array:
     return 0.5 * jnp.mean((prediction - target) ** 2)
 
 
-def predictions_and_sensitivities(model, params, tasks: Tasks) -> tuple[jax.Array, jax.Array]:
+def predictions_and_sensitivities(model, params, tasks: PairPrompt) -> tuple[jax.Array, jax.Array]:
     """ŷ [B] and s = ∂ŷ/∂x_q [B, d]. Tasks are independent, so the gradient of Σ_b ŷ_b
     with respect to query_x holds every task's own sensitivity."""
 
     def total(query_x):
-        prediction = model.predict(params, tasks._replace(query_x=query_x))
+        prediction = model.predict(params, tasks.with_query_x(query_x))
         return jnp.sum(prediction), prediction
 
     sensitivity, prediction = jax.grad(total, has_aux=True)(tasks.query_x)
@@ -47,7 +47,7 @@ def make_scorer(model):
     model_diff} as floats: the scores logged during training and written by the analyses."""
 
     @jax.jit
-    def scores(params, tasks: Tasks, reference: Reference):
+    def scores(params, tasks: PairPrompt, reference: Reference):
         prediction, sensitivity = predictions_and_sensitivities(model, params, tasks)
         return alignment(prediction, sensitivity, reference, tasks.query_y)
 

@@ -4,8 +4,8 @@ class that knows its insides (src/systems/read_sides.py); an analysis asks for t
 
     pairs = read_side(PredictsPairs, settings)       # any run whose system predicts (x, y) pairs
     model, params, state = pairs.restore(run)         # the trained model, parameters checked
-    batch = pairs.prompts(n_points)                   # its fixed eval prompts: xs [E, n, d], ys [E, n]
-    ŷ = pairs.predictor(model, params, state, n_points)(batch.xs, batch.ys)     # [E, n]
+    batch = pairs.prompts(n_points)                   # its fixed eval prompts (src/tasks/pairs.py)
+    ŷ = pairs.predictor(model, params, state, n_points)(batch)     # [E, n]
 
 Capabilities (the systems that have them):
     PredictsPairs      a sequence model of (x, y) pairs that predicts every y_i from the pairs
@@ -59,7 +59,7 @@ class PredictsPairs(Capability):
         raise NotImplementedError
 
     def prompts(self, n_points: int | None = None, alpha: float = 1.0):
-        """The fixed eval prompts (a batch with xs [E, n, d], ys [E, n], weights, w) of n_points
+        """The fixed eval prompts (a PairPrompt: xs [E, n, d], ys [E, n], weights, w) of n_points
         points (default: the trained number), inputs scaled by alpha."""
         raise NotImplementedError
 
@@ -68,7 +68,7 @@ class PredictsPairs(Capability):
         raise NotImplementedError
 
     def predictor(self, model, params, state, n_points: int | None = None, tasks: int | None = None) -> Callable:
-        """predict(xs [E, n, d], ys [E, n]) -> ŷ [E, n], in blocks of `rows` prompts."""
+        """predict(prompt: a PairPrompt, xs [E, n, d], ys [E, n]) -> ŷ [E, n], in blocks of `rows` prompts."""
         raise NotImplementedError
 
     def rows(self, n_points: int | None = None, tasks: int | None = None, keep_attention: bool = False) -> int:
@@ -110,12 +110,12 @@ class PredictsQueries(Capability):
         raise NotImplementedError
 
     def prompts(self, alpha: float = 1.0, seed: int | None = None):
-        """The fixed eval tasks (train.eval_size of them, from train.eval_seed or `seed`): context
-        pairs and a query, with query_y."""
+        """The fixed eval tasks (train.eval_size of them, from train.eval_seed or `seed`): a PairPrompt
+        of context pairs and a query, with query_y."""
         raise NotImplementedError
 
     def predictor(self, model, params) -> Callable:
-        """predict(tasks) -> ŷ [B] at the query (jitted)."""
+        """predict(tasks: a PairPrompt, its last point the query) -> ŷ [B] at the query (jitted)."""
         raise NotImplementedError
 
 
@@ -127,12 +127,13 @@ class AnswersPairPrompts(Capability):
         raise NotImplementedError
 
     def pair_prompts(self, alpha: float = 1.0):
-        """The run's fixed eval prompts as pairs (a batch: xs [E, n, d], ys [E, n], weights, w
+        """The run's fixed eval prompts as pairs (a PairPrompt: xs [E, n, d], ys [E, n], weights, w
         [E, d], dims) at its trained length; the last point is the query."""
         raise NotImplementedError
 
     def query_predictor(self, restored: tuple, n_points: int, tasks: int | None = None) -> Callable:
-        """predict(xs [E, n, d], ys [E, n]) -> ŷ [E] at the last point, in blocks of prompts."""
+        """predict(prompt: a PairPrompt, xs [E, n, d], ys [E, n]) -> ŷ [E] at the last point, in blocks of
+        prompts."""
         raise NotImplementedError
 
     def task_name(self) -> str:

@@ -67,6 +67,21 @@ def test_in_blocks_concatenates_pads_the_last_block_and_drops_the_padding():
         assert np.array_equal(np.asarray(g), w)
 
 
+def test_in_blocks_splits_a_pair_prompt_by_its_prompts_and_passes_its_dims_whole():
+    from src.tasks.pairs import pair_prompt
+
+    seen = []
+
+    def predict(prompt):
+        seen.append((prompt.xs.shape[0], prompt.w.shape[0], float(prompt.dims)))
+        return prompt.xs.sum(-1) + prompt.ys
+
+    xs = np.arange(5 * 4 * 2, dtype=np.float32).reshape(5, 4, 2)
+    prompt = pair_prompt(xs, np.ones((5, 4), np.float32), np.zeros((5, 2), np.float32), dims=2)
+    got = in_blocks(predict, 2)(prompt)
+    assert seen[:3] == [(2, 2, 2.0)] * 3 and np.array_equal(np.asarray(got), xs.sum(-1) + 1)
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     from src.cli.gpt2 import main
@@ -94,14 +109,14 @@ def test_the_model_and_the_baselines_in_blocks_give_the_numbers_of_one_batch(tin
     whole = jax.jit(model.apply)(params, state, batch.xs, batch.ys)
     apply = jax.jit(model.apply)
     for rows in (1, 3, 8):
-        blocked = in_blocks(lambda x, y: apply(params, state, x, y), rows)
-        same(blocked(batch.xs, batch.ys), whole)
-        assert np.array_equal(blocked(batch.xs, batch.ys), blocked(batch.xs, batch.ys))  # deterministic
-    assert np.array_equal(in_blocks(lambda x, y: apply(params, state, x, y), 20)(batch.xs, batch.ys), whole)
+        blocked = in_blocks(lambda prompt: apply(params, state, prompt.xs, prompt.ys), rows)
+        same(blocked(batch), whole)
+        assert np.array_equal(blocked(batch), blocked(batch))  # deterministic
+    assert np.array_equal(in_blocks(lambda p: apply(params, state, p.xs, p.ys), 20)(batch), whole)
     for name in ("least_squares", "averaging", "knn"):
         entry = registry("baseline").get(name)
         predict = entry.build(entry.default_options())
-        same(in_blocks(predict, 6)(batch.xs, batch.ys), predict(batch.xs, batch.ys))
+        same(in_blocks(predict, 6)(batch), predict(batch))
 
 
 def test_evaluation_in_blocks_scores_as_one_batch(tiny_run, monkeypatch):

@@ -147,7 +147,7 @@ def test_curriculum_boundaries_are_the_steps_where_it_grows():
 
 
 def test_corrupt_pairs_is_the_one_corruption_of_both_forms_and_keeps_inactive_coordinates():
-    """von Oswald et al.'s form (Tasks) and the prompts of pairs (the GPT-2 family's) are corrupted
+    """von Oswald et al.'s form (context and query) and the prompts of pairs (the GPT-2 family's) are corrupted
     by the same function: the curriculum's labels on the paper's form are corrupt_pairs' on its
     context; random pairs' Gaussian inputs stay 0 where a curriculum has not yet opened a coordinate."""
     from src.curricula import corrupt, corrupt_pairs, gaussian_inputs

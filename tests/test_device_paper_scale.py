@@ -90,7 +90,10 @@ def test_the_last_points_least_squares_is_the_baselines_at_the_last_prefix(point
     import jax
     from baselines.regression import least_squares
     from scripts.paper_mechanisms import last_least_squares
+    from src.tasks.pairs import pair_prompt
 
-    xs = jax.random.normal(jax.random.key(points), (7, points, dims))
-    ys = jax.random.normal(jax.random.key(dims), (7, points))
-    assert np.abs(last_least_squares(xs, ys) - np.asarray(least_squares(xs, ys))[:, -1]).max() <= 1e-4
+    prompt = pair_prompt(
+        jax.random.normal(jax.random.key(points), (7, points, dims)),
+        jax.random.normal(jax.random.key(dims), (7, points)),
+    )
+    assert np.abs(last_least_squares(prompt) - np.asarray(least_squares(prompt))[:, -1]).max() <= 1e-4

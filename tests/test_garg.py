@@ -37,7 +37,7 @@ def test_tasks_and_curriculum_masks():
 
 def test_least_squares_error_is_max_d_minus_n_over_d():
     batch = sample("linear_regression", b=10_000, n=11, d=5)
-    err = np.mean((np.asarray(least_squares(batch.xs, batch.ys)) - np.asarray(batch.ys)) ** 2, 0) / 5
+    err = np.mean((np.asarray(least_squares(batch)) - np.asarray(batch.ys)) ** 2, 0) / 5
     for n in range(11):
         if n >= 5:
             assert err[n] <= 1e-4, (n, err[n])
@@ -48,7 +48,7 @@ def test_least_squares_error_is_max_d_minus_n_over_d():
 def test_averaging_and_knn_match_brute_force():
     batch = sample("linear_regression", b=3, n=8, d=4, dims=4, points=8)
     xs, ys = np.asarray(batch.xs, np.float64), np.asarray(batch.ys, np.float64)
-    avg, near = np.asarray(averaging(batch.xs, batch.ys)), np.asarray(knn(batch.xs, batch.ys, 3))
+    avg, near = np.asarray(averaging(batch)), np.asarray(knn(batch, 3))
     for b in range(3):
         for i in range(8):
             want = 0.0 if i == 0 else xs[b, i] @ np.mean(ys[b, :i, None] * xs[b, :i], axis=0)

@@ -19,6 +19,7 @@ from baselines.garg_learners import (
     two_layer_nn,
 )
 from src.registry import load_entries, registry
+from src.tasks.pairs import pair_prompt
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,7 +82,7 @@ def test_tree_equals_the_exhaustive_search(max_depth):
     xs[:, :, 2] = rng.integers(0, 3, size=(3, 14))  # repeated values: fewer thresholds, ties
     ys = rng.normal(size=(3, 14)).astype(np.float32)
     ys[0, 5:9] = 0.5  # repeated labels
-    got = decision_tree(xs, ys, max_depth)
+    got = decision_tree(pair_prompt(xs, ys), max_depth)
     assert np.abs(got - brute_force(xs, ys, max_depth)).max() <= 1e-6
     assert np.all(got[:, 0] == 0)
 
@@ -93,18 +94,18 @@ def test_tree_recovers_a_depth_two_step_function_exactly():
     xs = np.concatenate([grid[rng.permutation(25)], grid[rng.permutation(25)]])[None]  # [1, 50, 2]
     ys = step(xs[0])[None].astype(np.float32)
     for depth in (2, 0):
-        assert np.array_equal(decision_tree(xs, ys, depth)[0, 25:], ys[0, 25:])
-    assert not np.array_equal(decision_tree(xs, ys, 1)[0, 25:], ys[0, 25:])  # one split cannot
+        assert np.array_equal(decision_tree(pair_prompt(xs, ys), depth)[0, 25:], ys[0, 25:])
+    assert not np.array_equal(decision_tree(pair_prompt(xs, ys), 1)[0, 25:], ys[0, 25:])  # one split cannot
 
 
 def test_tree_uses_only_the_pairs_before_each_point():
     rng = np.random.default_rng(1)
     xs, ys = rng.normal(size=(2, 10, 2)), rng.normal(size=(2, 10))
-    base = decision_tree(xs, ys, 0)
+    base = decision_tree(pair_prompt(xs, ys), 0)
     for i in (0, 3, 7):
         changed = ys.copy()
         changed[:, i:] = rng.normal(size=changed[:, i:].shape)
-        assert np.array_equal(decision_tree(xs, changed, 0)[:, : i + 1], base[:, : i + 1])
+        assert np.array_equal(decision_tree(pair_prompt(xs, changed), 0)[:, : i + 1], base[:, : i + 1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,7 +119,7 @@ def linear_prompts(b=3, n=16, d=2, seed=0):
 
 def test_untrained_network_is_the_torch_initialisation():
     xs, ys = linear_prompts()
-    got = np.asarray(two_layer_nn(xs, ys, hidden=8, steps=0, seed=3))
+    got = np.asarray(two_layer_nn(pair_prompt(xs, ys), hidden=8, steps=0, seed=3))
     assert np.all(got[:, 0] == 0)
     i = 2
     p = {k: np.asarray(v, np.float64) for k, v in init_network(jax.random.fold_in(prefix_key(3, i), 0), 2, 8).items()}
@@ -132,25 +133,25 @@ def test_untrained_network_is_the_torch_initialisation():
 
 def test_network_learns_a_linear_function_causally_and_deterministically():
     xs, ys = linear_prompts()
-    got = np.asarray(two_layer_nn(xs, ys, hidden=32))
+    got = np.asarray(two_layer_nn(pair_prompt(xs, ys), hidden=32))
     late = slice(8, None)
     error = np.mean((got[:, late] - np.asarray(ys)[:, late]) ** 2)
     zero = np.mean(np.asarray(ys)[:, late] ** 2)
     assert error <= 0.1 * zero  # measured 0.013 x on these prompts
-    assert np.array_equal(np.asarray(two_layer_nn(xs, ys, hidden=32)), got)
+    assert np.array_equal(np.asarray(two_layer_nn(pair_prompt(xs, ys), hidden=32)), got)
     later = np.asarray(ys).copy()
     later[:, 9:] += 5.0
-    moved = np.asarray(two_layer_nn(xs, jnp.asarray(later), hidden=32))
+    moved = np.asarray(two_layer_nn(pair_prompt(xs, jnp.asarray(later)), hidden=32))
     assert np.array_equal(moved[:, :10], got[:, :10]) and not np.array_equal(moved[:, 10:], got[:, 10:])
 
 
 def test_minibatch_is_min_of_prefix_and_batch_size():
     xs, ys = linear_prompts()
-    full = np.asarray(two_layer_nn(xs, ys, hidden=32))
-    one = np.asarray(two_layer_nn(xs, ys, hidden=32, batch_size=1))
+    full = np.asarray(two_layer_nn(pair_prompt(xs, ys), hidden=32))
+    one = np.asarray(two_layer_nn(pair_prompt(xs, ys), hidden=32, batch_size=1))
     assert np.array_equal(one[:, :2], full[:, :2])  # prefixes of one pair: the same minibatch
     assert np.abs(one[:, 2:] - full[:, 2:]).min(axis=0).max() > 1e-3
-    at_prefix = np.asarray(two_layer_nn(xs, ys, hidden=32, batch_size=15))
+    at_prefix = np.asarray(two_layer_nn(pair_prompt(xs, ys), hidden=32, batch_size=15))
     assert np.array_equal(at_prefix, full)  # every prefix has at most 15 pairs
 
 
@@ -166,7 +167,7 @@ def test_xgboost_missing_raises_one_line_with_the_install_command(monkeypatch):
     entry = registry("baseline").get("xgboost")
     predictor = entry.build(entry.default_options())
     with pytest.raises(RuntimeError, match="pip install xgboost-cpu==") as err:
-        predictor(np.zeros((1, 3, 2), np.float32), np.zeros((1, 3), np.float32))
+        predictor(pair_prompt(np.zeros((1, 3, 2), np.float32), np.zeros((1, 3), np.float32)))
     assert "\n" not in str(err.value)
 
 
@@ -194,5 +195,6 @@ def test_entries_are_registered_with_checked_options():
     tree = baselines.get("decision_tree")
     xs, ys = linear_prompts(b=2, n=6)
     assert np.array_equal(
-        tree.build(dataclasses.replace(tree.default_options(), max_depth=2))(xs, ys), decision_tree(xs, ys, 2)
+        tree.build(dataclasses.replace(tree.default_options(), max_depth=2))(pair_prompt(xs, ys)),
+        decision_tree(pair_prompt(xs, ys), 2),
     )

@@ -83,16 +83,15 @@ def test_the_per_point_gd_step_is_the_query_forms_step_at_every_point():
     gd_at_every_point is gd_predictions of the prompt cut at i (its first i pairs the context,
     point i the query), and both are the closed form (float64 NumPy) to float32 rounding."""
     from baselines.gd_step import gd_at_every_point
-    from src.tasks.regression import Tasks
+    from src.tasks.pairs import pair_prompt
 
     s = preset("lsa1")
     tasks = sample_tasks(jax.random.key(3), 200, s.task)
-    xs = np.concatenate([np.asarray(tasks.context_x), np.asarray(tasks.query_x)[:, None]], 1)
-    ys = np.concatenate([np.asarray(tasks.context_y), np.asarray(tasks.query_y)[:, None]], 1)
+    xs, ys = np.asarray(tasks.xs), np.asarray(tasks.ys)
     eta = 2.5
-    every = np.asarray(gd_at_every_point(xs, ys, eta))
+    every = np.asarray(gd_at_every_point(tasks, eta))
     assert np.all(every[:, 0] == 0)  # no pairs yet
     for i in range(1, xs.shape[1]):
-        cut = Tasks(xs[:, :i], ys[:, :i], xs[:, i], ys[:, i], None)
+        cut = pair_prompt(xs[:, : i + 1], ys[:, : i + 1])  # the first i pairs the context, point i the query
         np.testing.assert_allclose(every[:, i], np.asarray(gd_predictions(cut, eta)), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(every[:, i], _closed_form_gd(cut, eta, 1), rtol=1e-5, atol=1e-6)

@@ -1,8 +1,8 @@
 """The house's rules 3 and 4 (tests/test_house.py checks rules 1 and 2; docs/architecture.md):
 
 3. one of each: one training loop, one run-directory writer, one Settings base, one optimizer
-   factory, one gradient step, one train-settings check; every settings tree is a Settings and
-   every Choice field names its registry;
+   factory, one gradient step, one train-settings check, one pair container (every baseline reads
+   it); every settings tree is a Settings and every Choice field names its registry;
 4. no module over 400 lines, tests included.
 And papers are called by their names wherever a user reads, never by an original's README label.
 """
@@ -51,6 +51,44 @@ def test_one_gradient_step():
     and every fitted baseline injects its loss there."""
     assert {p.split(":")[0] for p in _calls("apply_updates")} == {"src.optim"}
     assert {p.split(":")[0] for p in _calls("optimizer.update")} == {"src.optim"}
+
+
+# the fields that make a class a container of in-context pairs (inputs and labels, or a context)
+PAIR_FIELDS = ({"xs", "ys"}, {"context_x"}, {"query_x"})
+
+
+def pair_containers(source: str) -> list[str]:
+    """The classes of `source` whose annotated fields hold in-context pairs (PAIR_FIELDS)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            fields = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+            if any(need <= fields for need in PAIR_FIELDS):
+                found.append(node.name)
+    return found
+
+
+def test_one_pair_container():
+    """Every pair task, curriculum, shift, baseline and read side speaks src.tasks.pairs.PairPrompt;
+    no other class holds (x, y) pairs or a context and a query (token tasks hold tokens)."""
+    found = {f"{m}.{c}" for m, path in MODULES.items() for c in pair_containers(path.read_text())}
+    assert found == {"src.tasks.pairs.PairPrompt"}, found
+    assert pair_containers("class Tasks:\n    context_x: int\n    query_x: int\n") == ["Tasks"]  # it can fail
+
+
+def test_every_baseline_reads_a_pair_prompt():
+    """One signature: no public function of baselines/ takes the prompts' arrays (xs and ys, or a
+    context and a query) apart; each takes the PairPrompt (private helpers on one prompt may)."""
+    apart = []
+    for module, path in MODULES.items():
+        if not module.startswith("baselines"):
+            continue
+        for node in ast.parse(path.read_text()).body:  # the module's functions (closures may take a query)
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                names = {a.arg for a in node.args.args}
+                if {"xs", "ys"} <= names or "context_x" in names or "query_x" in names:
+                    apart.append(f"{module}.{node.name}")
+    assert not apart, apart
 
 
 def check_source(settings_class) -> str:

@@ -29,7 +29,10 @@ def settings_for(task: str = "linear_regression", d: int = 3, points: int = 12) 
 
 
 def stand_in(predict) -> Model:
-    return Model(None, None, lambda params, state, xs, ys: predict(xs, ys))
+    """A model that answers as the baseline `predict` does."""
+    from src.tasks.pairs import pair_prompt
+
+    return Model(None, None, lambda params, state, xs, ys: predict(pair_prompt(xs, ys)))
 
 
 def test_one_padded_prompt_per_number_of_copies():
@@ -66,14 +69,14 @@ def test_the_closest_learner_is_the_one_the_model_is(predict, closest):
 def test_an_untrained_model_is_not_judged():
     settings = settings_for()
     batch = eval_batch(settings, n_points=12)
-    zero = judge(settings, stand_in(lambda xs, ys: jnp.zeros_like(ys)), None, None, batch)
+    zero = judge(settings, stand_in(lambda prompt: jnp.zeros_like(prompt.ys)), None, None, batch)
     expected = float(np.mean(np.asarray(batch.ys)[:, -1] ** 2) / 3)  # the zero predictor, n = L − 1
     assert zero["constant_error"] == pytest.approx(expected, rel=1e-5)
     assert zero["in_distribution_error"] == pytest.approx(expected, rel=1e-5)
     assert not zero["trained_enough"] and zero["verdict"].startswith("not trained enough to judge")
     exact = judge(settings, stand_in(least_squares), None, None, batch)
     assert exact["trained_enough"] and exact["in_distribution_error"] < TRAINED_BELOW * exact["constant_error"]
-    out = inductive_bias(settings, stand_in(lambda xs, ys: jnp.zeros_like(ys)), None, None)
+    out = inductive_bias(settings, stand_in(lambda prompt: jnp.zeros_like(prompt.ys)), None, None)
     assert out["closest"] is None and out["trained_enough"] is False
 
 
@@ -82,23 +85,28 @@ def test_boolean_tasks_are_judged_against_the_majority_label():
     batch = eval_batch(settings, n_points=14)
     labels = np.asarray(batch.ys)[:, -1]
     majority = judge(
-        settings, stand_in(lambda xs, ys: jnp.ones_like(ys) * (1 if labels.mean() > 0 else -1)), None, None, batch
+        settings,
+        stand_in(lambda prompt: jnp.ones_like(prompt.ys) * (1 if labels.mean() > 0 else -1)),
+        None,
+        None,
+        batch,
     )
     assert majority["constant_error"] == pytest.approx(min(np.mean(labels > 0), np.mean(labels < 0)))
     assert not majority["trained_enough"]
-    assert judge(settings, stand_in(lambda xs, ys: ys), None, None, batch)["trained_enough"]
+    assert judge(settings, stand_in(lambda prompt: prompt.ys), None, None, batch)["trained_enough"]
 
 
 def test_least_squares_at_the_query_is_least_squares_at_every_prefix_read_there():
     """The inductive bias solves least squares at each prompt's query only: the same prediction as
     the every-prefix baseline's at that point (float32 rounding apart)."""
     from baselines.regression import least_squares, least_squares_at
+    from src.tasks.pairs import pair_prompt
 
     key_x, key_y = jax.random.split(jax.random.key(3))
-    xs, ys = jax.random.normal(key_x, (6, 14, 4)), jax.random.normal(key_y, (6, 14))
+    prompt = pair_prompt(jax.random.normal(key_x, (6, 14, 4)), jax.random.normal(key_y, (6, 14)))
     query = np.array([0, 1, 3, 4, 9, 13])
-    every = np.asarray(least_squares(xs, ys))[np.arange(6), query]
-    np.testing.assert_allclose(np.asarray(least_squares_at(xs, ys, query)), every, rtol=1e-5, atol=1e-6)
+    every = np.asarray(least_squares(prompt))[np.arange(6), query]
+    np.testing.assert_allclose(np.asarray(least_squares_at(prompt, query)), every, rtol=1e-5, atol=1e-6)
 
 
 def test_the_block_is_2d_where_copies_have_room_else_half_the_prompt():

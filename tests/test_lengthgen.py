@@ -21,7 +21,8 @@ from src.registry import registry
 from src.systems.gpt2 import GPT2Settings, init_model, make_model
 from src.systems.gpt2_prompts import eval_batch
 from src.tasks.objectives import OBJECTIVES
-from src.tasks.garg import Curriculum, RegressionBatch, Schedule
+from src.tasks.garg import Curriculum, Schedule
+from src.tasks.pairs import PairPrompt
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +44,7 @@ def test_boolean_tasks_give_gpt2_batches_with_pm1_labels_and_their_support():
 
 def test_sign_error_is_the_misclassification_rate_and_real_error_is_squared_over_d():
     ys = jnp.array([[1.0, -1.0, 1.0, -1.0]])
-    batch = RegressionBatch(jnp.zeros((1, 4, 2)), ys, jnp.ones((1, 4)), jnp.zeros((1, 2)), jnp.asarray(2.0))
+    batch = PairPrompt(jnp.zeros((1, 4, 2)), ys, jnp.ones((1, 4)), jnp.zeros((1, 2)), jnp.asarray(2.0))
     prediction = jnp.array([[0.3, 0.2, -0.1, -5.0]])
     sign, regression = (OBJECTIVES.get(name).build(None) for name in ("sign", "regression"))
     assert np.array_equal(np.asarray(sign.point_errors(prediction, batch)), [[0, 1, 1, 0]])

@@ -1,6 +1,6 @@
 """The matrix study (scripts/matrix.py, plots/matrix_report.py) and what it stands on: von Oswald
 et al.'s inputs in the GPT-2 family's sampler (`data: von_oswald`), a pair batch in the paper's
-form (query_tasks) scored against the paper's GD numbers, the GD alignment of any sequence model
+form (the prompt's last point the query) scored against the paper's GD numbers, the GD alignment of any sequence model
 (analysis/alignment.py) checked against per-prompt gradients, a study's settings file in the
 workbench's own schema (src/jobs/study.read_settings) and its cells x seeds (cell_jobs), and
 `--quick` end to end (make test_studies)."""
@@ -48,9 +48,8 @@ def test_the_paper_task_in_pair_form_gives_the_papers_one_step_gd_numbers():
     η ≈ 6.06; predicting 0 ≈ 0.417. 10,000 tasks: within their sampling error."""
     from baselines.gd_step import tune_eta
     from src.metrics import loss
-    from src.tasks.garg import query_tasks
 
-    tasks = query_tasks(paper_sampler()(jax.random.key(1), 10_000, 10, 11))
+    tasks = paper_sampler()(jax.random.key(1), 10_000, 10, 11)
     assert tasks.context_x.shape == (10_000, 10, 10) and tasks.query_x.shape == (10_000, 10)
     eta, gd_loss = tune_eta(tasks)
     assert abs(gd_loss - 0.206) < 0.01 and abs(eta - 6.06) < 0.6
@@ -86,7 +85,7 @@ def test_query_sensitivity_is_each_prompts_own_gradient(mixer):
     model = make_model(settings)
     params, state = init_model(settings, model)
     batch = eval_batch(settings)
-    prediction, sensitivity = query_predictor(settings, model, params, state)(batch.xs, batch.ys)
+    prediction, sensitivity = query_predictor(settings, model, params, state)(batch)
     assert prediction.shape == (24,) and sensitivity.shape == (24, 10)
     for i in (0, 13, 23):
         one = lambda xq: model.apply(params, state, batch.xs[i : i + 1].at[0, -1].set(xq), batch.ys[i : i + 1])[0, -1]

@@ -157,11 +157,11 @@ def test_kernel_baselines_closed_forms_and_tuning():
     cx, cy, qx = (np.asarray(a, np.float64) for a in (tasks.context_x, tasks.context_y, tasks.query_x))
     k_q = np.exp(-np.sum((cx - qx[:, None]) ** 2, -1) / (2 * 1.5**2))
     np.testing.assert_allclose(
-        np.asarray(kernel_gd_predictions(*tasks[:3], 1.5, 2.0)), 2.0 / 10 * np.sum(cy * k_q, -1), rtol=1e-4, atol=1e-6
+        np.asarray(kernel_gd_predictions(tasks, 1.5, 2.0)), 2.0 / 10 * np.sum(cy * k_q, -1), rtol=1e-4, atol=1e-6
     )
     # with a tiny ridge, kernel ridge interpolates its context: queried at x_1 it returns y_1
-    at_first = tasks._replace(query_x=tasks.context_x[:, 0])
-    np.testing.assert_allclose(np.asarray(kernel_ridge_predictions(*at_first[:3], 1.0, 1e-7)), cy[:, 0], atol=2e-3)
+    at_first = tasks.with_query_x(tasks.context_x[:, 0])
+    np.testing.assert_allclose(np.asarray(kernel_ridge_predictions(at_first, 1.0, 1e-7)), cy[:, 0], atol=2e-3)
     for build_baseline in (build_kernel_gd_step, build_kernel_ridge):
         baseline = build_baseline(None)
         hyper, best = baseline.tune_eta(tasks)

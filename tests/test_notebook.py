@@ -74,8 +74,12 @@ def test_prompts_of_the_wrong_shape_are_refused_in_one_line(demo_run):
     from analysis.notebook import open_run
 
     run = open_run(demo_run)
+    from src.tasks.pairs import pair_prompt
+
     with pytest.raises(ValueError, match=r"accepted: xs \[E, n, 5\] and ys \[E, n\]"):
-        run.predict(np.zeros((2, 11, 4)), np.zeros((2, 11)))
+        run.predict(pair_prompt(np.zeros((2, 11, 4)), np.zeros((2, 11))))
+    with pytest.raises(TypeError, match=r"predict takes a PairPrompt, not ndarray; accepted: run.prompts\(\)"):
+        run.predict(np.zeros((2, 11, 5)))
 
 
 def test_a_path_that_is_no_run_is_refused_in_one_line(tmp_path):

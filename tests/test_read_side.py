@@ -86,7 +86,7 @@ def test_the_pair_read_side_gives_the_trainers_own_eval_numbers(gpt2_run):
     model, params, state = pairs.restore(gpt2_run)
     batch = pairs.prompts()
     assert batch.xs.shape == (32, 11, 5) and batch.ys.shape == (32, 11)
-    prediction = pairs.predictor(model, params, state)(batch.xs, batch.ys)
+    prediction = pairs.predictor(model, params, state)(batch)
     mse = float(
         np.sum(np.asarray(batch.weights) * (np.asarray(prediction) - np.asarray(batch.ys)) ** 2)
         / np.sum(np.asarray(batch.weights))
@@ -188,7 +188,7 @@ def test_an_lm_pair_run_answers_pair_prompts_with_its_trained_model(lm_run):
     prompts = side.pair_prompts()
     np.testing.assert_array_equal(prompts.xs, trainer.evaluation.xs)  # the run's own eval batch
     np.testing.assert_allclose(
-        side.query_predictor((model, params, state), 11)(prompts.xs, prompts.ys),
+        side.query_predictor((model, params, state), 11)(prompts),
         trainer.apply(params, prompts.xs, prompts.ys)[:, -1],
         rtol=1e-5,
         atol=1e-6,
@@ -223,7 +223,7 @@ def test_the_paper_models_query_on_a_pair_prompt_is_its_own_prediction(lsa_run):
     prompts = side.pair_prompts()
     assert prompts.xs.shape == (64, 11, 5) and float(prompts.dims) == 5.0
     predict = side.query_predictor(side.restore(lsa_run), 11)
-    prediction = np.asarray(predict(prompts.xs, prompts.ys))
+    prediction = np.asarray(predict(prompts))
     half_mse = 0.5 * float(np.mean((prediction - np.asarray(prompts.ys[:, -1])) ** 2))
     assert half_mse == pytest.approx(lsa_run.load_json(names.SUMMARY)["eval_loss"], rel=1e-5)
 
@@ -240,7 +240,7 @@ def test_the_lm_pair_read_side_gives_the_trainers_own_eval_numbers(lm_run):
     own = build(settings).evaluation
     for field in ("xs", "ys", "weights"):
         np.testing.assert_array_equal(np.asarray(getattr(batch, field)), np.asarray(getattr(own, field)))
-    prediction = pairs.predictor(*pairs.restore(lm_run))(batch.xs, batch.ys)
+    prediction = pairs.predictor(*pairs.restore(lm_run))(batch)
     by_position = np.asarray(objective_of("linear_regression").point_errors(prediction, batch)).mean(0)
     np.testing.assert_allclose(by_position, lm_run.load_json(names.SUMMARY)["error_by_position"], rtol=1e-5)
     assert pairs.trained_shape() == (11, 5) and pairs.pool_size() == 0 and pairs.points_limit() == 11

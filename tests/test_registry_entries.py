@@ -121,20 +121,20 @@ def _check_probe(entry):
 
 
 def _check_baseline(entry):
-    if dataclasses.fields(entry.options):  # a per-point regression baseline (options: k, alpha, ...; ridge's)
-        xs = jax.random.normal(jax.random.key(0), (2, 6, 3))
-        ys = jnp.einsum("bnd,d->bn", xs, jnp.ones(3))
-        predict = entry.build(entry.default_options())
-        try:
-            assert predict(xs, ys).shape == (2, 6)
-        except RuntimeError as err:  # an optional extra not installed (xgboost): says how, in one line
-            assert "pip install" in str(err) and "\n" not in str(err), err
-        return
+    """Every baseline reads a PairPrompt: a per-point one predicts every point, a reference (one GD
+    step, the kernels) tunes itself and answers at the query."""
     from src.config import TaskConfig
     from src.tasks.regression import sample_tasks
 
+    tasks = sample_tasks(jax.random.key(0), 50, TaskConfig(d=3, num_context=5))  # xs [50, 6, 3], the query last
+    if dataclasses.fields(entry.options):  # a per-point regression baseline (options: k, alpha, ...; ridge's)
+        predict = entry.build(entry.default_options())
+        try:
+            assert predict(tasks.first(2)).shape == (2, 6)
+        except RuntimeError as err:  # an optional extra not installed (xgboost): says how, in one line
+            assert "pip install" in str(err) and "\n" not in str(err), err
+        return
     baseline = entry.build(None)
-    tasks = sample_tasks(jax.random.key(0), 50, TaskConfig(d=3, num_context=4))
     eta, _ = baseline.tune_eta(tasks)
     reference = baseline.reference(tasks, eta)
     assert reference.prediction.shape == (50,) and reference.sensitivity.shape == (50, 3)
@@ -164,9 +164,9 @@ def _check_objective(entry):
     objective = entry.build(None)
     assert objective.name == entry.name and objective.inputs and objective.metric
     if objective.point_errors is not None:
-        from src.tasks.garg import RegressionBatch
+        from src.tasks.pairs import PairPrompt
 
-        batch = RegressionBatch(
+        batch = PairPrompt(
             jnp.zeros((2, 3, 2)), jnp.ones((2, 3)), jnp.ones((2, 3)), jnp.zeros((2, 2)), jnp.asarray(2.0)
         )
         assert objective.point_errors(jnp.zeros((2, 3)), batch).shape == (2, 3)

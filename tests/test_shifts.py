@@ -10,6 +10,7 @@ import pytest
 
 from baselines.regression import least_squares
 from src.registry import choice, registry
+from src.tasks.pairs import pair_prompt
 from src.tasks.shifts import transformation
 
 B, N, D = 400, 11, 5
@@ -100,7 +101,7 @@ def test_least_squares_stays_exact_on_linear_noiseless_shifts(name, options):
     w = np.asarray(jax.random.normal(jax.random.key(9), (B, D)))
     shifted = np.concatenate([context[:, :-1], query[:, None]], axis=1)
     ys = np.einsum("bnd,bd->bn", shifted, w)
-    prediction = np.asarray(least_squares(jnp.asarray(shifted), jnp.asarray(ys)))[:, -1]
+    prediction = np.asarray(least_squares(pair_prompt(shifted, ys)))[:, -1]
     rank_ok = np.linalg.matrix_rank(shifted[:, :-1], tol=1e-4) == np.linalg.matrix_rank(shifted, tol=1e-4)
     err = (prediction - ys[:, -1]) ** 2 / D
     assert np.median(err[rank_ok]) < 1e-6 and rank_ok.mean() > 0.9  # the query in the context's span

@@ -26,7 +26,8 @@ from src.config import ModelConfig, TaskConfig
 from src.models.layouts import make_tokens, model_width, num_context_tokens
 from src.models.lsa import Attention
 from src.registry import registry
-from src.tasks.regression import Tasks, empty_tasks
+from src.tasks.pairs import PairPrompt
+from src.tasks.regression import empty_tasks
 
 
 class ModelOutput(NamedTuple):
@@ -140,7 +141,7 @@ def _build(task: TaskConfig, model: ModelConfig) -> Model:
     def apply(params, tokens, **flags):
         return transformed.apply(params, tokens, **flags)
 
-    def predict(params, tasks: Tasks):
+    def predict(params, tasks: PairPrompt):
         return transformed.apply(params, make_tokens(tasks, model)).prediction
 
     return Model(task, model, init, apply, predict)

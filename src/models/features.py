@@ -11,7 +11,7 @@ step, and the explicit version of that mechanism, the baseline it is compared wi
                from W₀ = 0 on them with a learned step size:
                ŷ = (η/N) Σ_i y_i φ(x_i)·φ(x_q)   (the notebook's "MLP + GD"; init 0.02)
 
-Both read Tasks (src/tasks/regression.py, drawn by src/tasks/nonlinear.py) and return ŷ [B].
+Both read prompts (src/tasks/pairs.py, drawn by src/tasks/nonlinear.py) and return ŷ [B].
 Shapes: B tasks, N context pairs, d input dimension, D width, T = N + 1 tokens.
 """
 

@@ -22,7 +22,7 @@ import numpy as np
 from src.config import ModelConfig, TaskConfig
 from src.registry import registry
 from src.settings import is_int, require
-from src.tasks.regression import Tasks
+from src.tasks.pairs import PairPrompt
 
 LAYOUTS = registry("layout")
 
@@ -33,7 +33,7 @@ class Layout:
 
     tokens_per_pair: int  # 1 (concat) or 2 (x token, then ȳ token)
     width: Callable[[int], int]  # d -> D
-    make: Callable[[Tasks], jax.Array]  # tasks -> tokens [B, T, D]
+    make: Callable[[PairPrompt], jax.Array]  # prompts -> tokens [B, T, D]
 
     def num_tokens(self, num_context: int) -> int:
         """T: context tokens plus the query token."""
@@ -71,7 +71,7 @@ class InterleavedOptions:
         )
 
 
-def concat_tokens(tasks: Tasks) -> jax.Array:
+def concat_tokens(tasks: PairPrompt) -> jax.Array:
     """Tokens e_i = [x_i, y_i], query token [x_q, 0]: [B, N+1, d+1]."""
     context = jnp.concatenate([tasks.context_x, tasks.context_y[..., None]], axis=-1)
     query = jnp.concatenate([tasks.query_x, jnp.zeros_like(tasks.query_y)[..., None]], axis=-1)
@@ -88,7 +88,7 @@ def sinusoidal_encoding(num_positions: int, size: int) -> np.ndarray:
     return pe.astype(np.float32)
 
 
-def interleaved_tokens(tasks: Tasks, pe_size: int) -> jax.Array:
+def interleaved_tokens(tasks: PairPrompt, pe_size: int) -> jax.Array:
     """Tokens x_1, ȳ_1, ..., x_N, ȳ_N, x_q with ȳ_i = [0,...,0, y_i] ∈ R^d, each
     concatenated with a sinusoidal positional encoding: [B, 2N+1, d+pe_size]."""
     b, n, d = tasks.context_x.shape
@@ -123,7 +123,7 @@ def layout_of(model: ModelConfig) -> Layout:
     return LAYOUTS.get(model.layout.name).build(model.layout.options)
 
 
-def make_tokens(tasks: Tasks, model: ModelConfig) -> jax.Array:
+def make_tokens(tasks: PairPrompt, model: ModelConfig) -> jax.Array:
     """The token sequence the given model reads: [B, T, D]."""
     return layout_of(model).make(tasks)
 

@@ -14,16 +14,16 @@ import numpy as np
 
 from src.models.attention_only import Model
 from src.models.layouts import make_tokens
-from src.tasks.regression import Tasks, take_tasks
+from src.tasks.pairs import PairPrompt
 
 
-def capture_attention(model: Model, params, tasks: Tasks, chunk: int = 1000) -> list[np.ndarray]:
+def capture_attention(model: Model, params, tasks: PairPrompt, chunk: int = 1000) -> list[np.ndarray]:
     """Per layer, the attention weights [B, H, Tq, S] on `tasks` (computed in chunks)."""
     apply = jax.jit(lambda p, tokens: model.apply(p, tokens, return_attention=True).attention)
     total = tasks.query_y.shape[0]
     pieces: list[list[np.ndarray]] = []
     for start in range(0, total, chunk):
-        sub = take_tasks(tasks, slice(start, start + chunk))
+        sub = tasks.take(slice(start, start + chunk))
         pieces.append([np.asarray(a) for a in apply(params, make_tokens(sub, model.config))])
     return [np.concatenate([p[layer] for p in pieces], axis=0) for layer in range(len(pieces[0]))]
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from src.models.layouts import layout_of, make_tokens
 from src.registry import registry
-from src.tasks.regression import Tasks, take_tasks
+from src.tasks.pairs import PairPrompt
 
 COPY_ANALYSIS_TASKS = 64  # eval tasks for the first-layer Jacobian (~0.25 s per log point)
 
@@ -60,7 +60,7 @@ def _applies(settings) -> bool:
 @registry("probe").register(
     "copy", applies=_applies, doc="first-layer own/next/prev/other-token sensitivities (SPEC §3)"
 )
-def build_copy_probe(options, model) -> Callable[[object, Tasks], dict[str, float]]:
+def build_copy_probe(options, model) -> Callable[[object, PairPrompt], dict[str, float]]:
     """(params, eval tasks) -> {copy_own, copy_next, copy_prev, copy_other} on the first
     COPY_ANALYSIS_TASKS eval tasks."""
 
@@ -68,8 +68,8 @@ def build_copy_probe(options, model) -> Callable[[object, Tasks], dict[str, floa
     def scores(params, tasks):
         return copy_summary(first_layer_jacobian_norms(model, params, make_tokens(tasks, model.config)))
 
-    def probe(params, tasks: Tasks) -> dict[str, float]:
-        subset = take_tasks(tasks, slice(0, COPY_ANALYSIS_TASKS))
+    def probe(params, tasks: PairPrompt) -> dict[str, float]:
+        subset = tasks.first(COPY_ANALYSIS_TASKS)
         return {k: float(v) for k, v in scores(params, subset).items()}
 
     return probe

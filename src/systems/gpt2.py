@@ -43,7 +43,8 @@ from src.train_settings import StepTrain
 from src.systems import GradientTrainer, register_system
 from src.systems.gpt2_checks import check_gpt2_settings
 from src.systems.gpt2_prompts import eval_batch, eval_rows, sampler
-from src.tasks.garg import Curriculum, RegressionBatch
+from src.tasks.garg import Curriculum
+from src.tasks.pairs import PairPrompt
 from src.tasks.pools import pooled
 from src.tasks.objectives import objective_of
 
@@ -124,7 +125,7 @@ class GPT2Settings(Settings):
     check = check_gpt2_settings  # the system's own rules: src/systems/gpt2_checks.py
 
 
-def weighted_mse(prediction, batch: RegressionBatch) -> jax.Array:
+def weighted_mse(prediction, batch: PairPrompt) -> jax.Array:
     return jnp.sum(batch.weights * (prediction - batch.ys) ** 2) / jnp.maximum(jnp.sum(batch.weights), 1)
 
 
@@ -201,7 +202,7 @@ class GPT2Trainer(GradientTrainer):
         self._evaluation = None
 
     @property
-    def evaluation(self) -> RegressionBatch:
+    def evaluation(self) -> PairPrompt:
         if self._evaluation is None:
             self._evaluation = eval_batch(self.settings)
         return self._evaluation

@@ -11,7 +11,7 @@ import jax
 from src.batched import block_rows, in_blocks
 from src.bounds import FLOAT_BYTES, forward_bytes, training_bytes
 from src.registry import registry
-from src.tasks.garg import RegressionBatch
+from src.tasks.pairs import PairPrompt
 
 
 def sampler(settings, n_points: int | None = None):
@@ -23,7 +23,7 @@ def sampler(settings, n_points: int | None = None):
     )
 
 
-def eval_batch(settings, n_points: int | None = None, alpha: float = 1.0) -> RegressionBatch:
+def eval_batch(settings, n_points: int | None = None, alpha: float = 1.0) -> PairPrompt:
     """The fixed eval tasks at the curriculum's end (more points for a length test)."""
     c = settings.curriculum
     points = n_points or c.points.end
@@ -51,7 +51,7 @@ def run_bytes(settings) -> int:
 
 
 def prompt_bytes(tasks: int, n_points: int, n_dims: int) -> int:
-    """Bytes of a RegressionBatch of `tasks` prompts: xs, ys, weights and the task vectors."""
+    """Bytes of a PairPrompt of `tasks` prompts: xs, ys, weights and the task vectors."""
     return FLOAT_BYTES * tasks * (n_points * (n_dims + 2) + n_dims)
 
 
@@ -67,7 +67,7 @@ def eval_rows(settings, n_points: int | None = None, tasks: int | None = None, k
 
 
 def predictor(settings, model, params, state, n_points: int | None = None, tasks: int | None = None):
-    """predict(xs [E, n, d], ys [E, n]) -> [E, n]: the model's predictions, computed in blocks of
-    `eval_rows` prompts (the same numbers as one batch)."""
+    """predict(prompt: PairPrompt of E prompts of n points) -> [E, n]: the model's predictions, computed
+    in blocks of `eval_rows` prompts (the same numbers as one batch)."""
     apply = jax.jit(model.apply)
-    return in_blocks(lambda xs, ys: apply(params, state, xs, ys), eval_rows(settings, n_points, tasks))
+    return in_blocks(lambda prompt: apply(params, state, prompt.xs, prompt.ys), eval_rows(settings, n_points, tasks))

@@ -19,7 +19,7 @@ DROPOUT_STREAM = 0x64726F70  # a training step's dropout key: fold_in(fold_in(tr
 
 
 def sampler(settings):
-    """(key, batch) -> a batch of the task: TokenBatch, or the pair tasks' RegressionBatch (these
+    """(key, batch) -> a batch of the task: TokenBatch, or the pair tasks' PairPrompt (these
     take alpha too: inputs scaled, 1 by default)."""
     if objective_of(settings.task.name).inputs == "tokens":
         return registry("task").get(settings.task.name).build(settings.task.options)
@@ -29,7 +29,7 @@ def sampler(settings):
 
 
 def pair_sampler(settings, n_points: int | None = None):
-    """A pair task's draw(key, batch, d, n, alpha=1.0) -> RegressionBatch, built for n_points
+    """A pair task's draw(key, batch, d, n, alpha=1.0) -> PairPrompt, built for n_points
     (default: pairs.n_points) of pairs.n_dims."""
     return (
         registry("task")

@@ -209,11 +209,10 @@ class LSATrainer(GradientTrainer):
         if not self.settings.save_attention:
             return {}
         from src.probes.attention import capture_attention, per_head_arrays
-        from src.tasks.regression import take_tasks
 
         e = self.eval_set
         count = min(ATTENTION_TASKS, self.settings.train.eval_size)
-        attention = capture_attention(self.model, result.state.params, take_tasks(e.tasks, slice(0, count)))
+        attention = capture_attention(self.model, result.state.params, e.tasks.first(count))
         files, raw = {}, Arrays()
         for (layer, head), weights in per_head_arrays(attention).items():
             files[names.attention_file(layer, head)] = weights

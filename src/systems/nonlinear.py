@@ -85,7 +85,7 @@ class NonlinearSettings(Settings):
 
 
 def make_eval_tasks(settings: NonlinearSettings, alpha: float = 1.0):
-    """The fixed eval tasks (Tasks of train.eval_size) from train.eval_seed."""
+    """The fixed eval tasks (a PairPrompt of train.eval_size, the query last) from train.eval_seed."""
     sample = registry("task").get(settings.task.name).build(settings.task.options)
     return sample(jax.random.key(settings.train.eval_seed), settings.train.eval_size, alpha)
 

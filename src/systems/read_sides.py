@@ -36,8 +36,6 @@ from src.rundir.names import PARAMS
 from src.tasks.objectives import objective_of
 from src.systems import gpt2, gpt2_prompts, lm, lm_batches, nonlinear
 from src.systems.lsa import token_width
-from src.tasks.garg import pair_batch
-from src.tasks.regression import Tasks
 
 
 class SequencePairs(PredictsPairs, AnswersPairPrompts):
@@ -93,7 +91,7 @@ class GPT2Pairs(SequencePairs):
 
     def query_predictor(self, restored, n_points, tasks=None):
         predict = self.predictor(*restored, n_points, tasks)
-        return lambda xs, ys: predict(xs, ys)[:, -1]
+        return lambda prompt: predict(prompt)[:, -1]
 
 
 @register_read_side("lm")
@@ -139,11 +137,12 @@ class LMPairs(SequencePairs):
 
     def predictor(self, model, params, state, n_points=None, tasks=None):
         apply = jax.jit(model.apply)
-        return in_blocks(lambda xs, ys: apply(params, state, xs, ys), self.rows(n_points, tasks))
+        return in_blocks(lambda prompt: apply(params, state, prompt.xs, prompt.ys), self.rows(n_points, tasks))
 
     def query_predictor(self, restored, n_points, tasks=None):
         model, params, state = restored
-        return in_blocks(jax.jit(lambda xs, ys: model.apply(params, state, xs, ys)[:, -1]), self.rows(n_points, tasks))
+        at_query = jax.jit(lambda xs, ys: model.apply(params, state, xs, ys)[:, -1])
+        return in_blocks(lambda prompt: at_query(prompt.xs, prompt.ys), self.rows(n_points, tasks))
 
 
 @register_read_side("lsa")
@@ -168,7 +167,7 @@ class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
         clean, _ = draw_tasks(
             jax.random.key(tr.eval_seed), tr.eval_size, self.settings.task, self.settings.eval_curriculum, alpha
         )  # the eval set's clean tasks
-        return pair_batch(clean)
+        return clean
 
     def query_predictor(self, restored, n_points, tasks=None):
         """The paper's model reads the context and the query of any prompt (its width is d + 1 per
@@ -176,9 +175,8 @@ class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
         model, params = restored
         m = self.settings.model
 
-        def at_query(xs, ys):
-            tasks = Tasks(xs[:, :-1], ys[:, :-1], xs[:, -1], ys[:, -1])  # no task vectors needed
-            return model.apply(params, make_tokens(tasks, model.config)).prediction
+        def at_query(prompt):
+            return model.apply(params, make_tokens(prompt, model.config)).prediction
 
         rows = block_rows(
             forward_bytes(

@@ -1,7 +1,7 @@
 """Boolean function classes for in-context learning (Bhattamishra et al. 2023, as used by seeds
 001 and 002): a function f: {±1}^d -> {±1} drawn per sequence, then n inputs and their labels.
 
-    sample(key, name, batch, n_points, d, options) -> RegressionBatch(xs [B, n, d], ys [B, n],
+    sample(key, name, batch, n_points, d, options) -> PairPrompt(xs [B, n, d], ys [B, n],
                                                      weights [B, n] (1), w [B, d] (0/1), dims d)
 
 the pair tasks' one prompt type (src/tasks/garg.py); its `w` is f's support, 1 on the coordinates
@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 
 from src.settings import require_int, require_number
-from src.tasks.garg import RegressionBatch
+from src.tasks.pairs import PairPrompt
 
 CLASSES = (
     "conjunction",
@@ -222,7 +222,7 @@ def evaluate(name: str, f: BooleanFunction, xs: jax.Array) -> jax.Array:
 
 def sample(
     key: jax.Array, name: str, batch: int, n_points: int, d: int, options: BooleanOptions = BooleanOptions()
-) -> RegressionBatch:
+) -> PairPrompt:
     """A batch of sequences of the class `name` (see the module docstring)."""
     if name not in FUNCTION_CLASSES:
         raise ValueError(f"task={name!r} is unknown; accepted: {', '.join(CLASSES)}")
@@ -235,14 +235,12 @@ def sample(
     if cls.rewrite is not None:
         xs = _rewrite(k_bal, xs, _pick_term(k_pick, f.w, n_points), options.balance, cls.rewrite)
     ys = cls.evaluate(f, xs)
-    return RegressionBatch(
-        xs, ys, jnp.ones_like(ys), jnp.any(f.w != 0, 1).astype(jnp.float32), jnp.asarray(d, jnp.float32)
-    )
+    return PairPrompt(xs, ys, jnp.ones_like(ys), jnp.any(f.w != 0, 1).astype(jnp.float32), jnp.asarray(d, jnp.float32))
 
 
 def make_sampler(name: str, options: BooleanOptions, n_points: int, n_dims: int):
     """The `gpt2` family's task protocol: (key, batch_size, dims, points, alpha=1) ->
-    RegressionBatch at [B, n_points, n_dims]; `dims` must be n_dims (no dimension curriculum),
+    PairPrompt at [B, n_points, n_dims]; `dims` must be n_dims (no dimension curriculum),
     points at or beyond `points` are masked out of the loss, `w` holds the support (0/1)."""
 
     def draw(key, batch_size: int, dims, points, alpha: float = 1.0):

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
 from src.registry import registry
-from src.tasks.regression import Tasks
+from src.tasks.pairs import PairPrompt
 from src.settings import require_int, require_number, require_one_of
 
 TASKS = registry("task")
@@ -67,34 +67,6 @@ class Schedule:
 class Curriculum:
     dims: Schedule = field(default_factory=lambda: Schedule(5, 5))
     points: Schedule = field(default_factory=lambda: Schedule(11, 11))
-
-
-class RegressionBatch(NamedTuple):
-    """A batch of prompts of (x, y) pairs, each point predicted from the points before it."""
-
-    xs: jax.Array  # [B, n, d] (zero beyond the current dims)
-    ys: jax.Array  # [B, n]
-    weights: jax.Array  # [B, n] 1 for the current points
-    w: jax.Array  # [B, d] task vectors
-    dims: jax.Array  # [] current dimension (for the d-normalised error)
-
-    def first(self, tasks: int) -> "RegressionBatch":
-        """The batch's first `tasks` prompts."""
-        return self._replace(xs=self.xs[:tasks], ys=self.ys[:tasks], weights=self.weights[:tasks], w=self.w[:tasks])
-
-
-def query_tasks(batch: RegressionBatch) -> Tasks:
-    """The batch in von Oswald et al.'s form (SPEC §1): the last point is the query, the points
-    before it the context; every point is taken as it is (all the curriculum's dims and points)."""
-    return Tasks(batch.xs[:, :-1], batch.ys[:, :-1], batch.xs[:, -1], batch.ys[:, -1], batch.w)
-
-
-def pair_batch(tasks: Tasks) -> "RegressionBatch":
-    """von Oswald et al.'s tasks as prompts of N + 1 pairs, the query last (query_tasks' inverse):
-    every point scored, every dimension active."""
-    xs = jnp.concatenate([tasks.context_x, tasks.query_x[:, None]], axis=1)
-    ys = jnp.concatenate([tasks.context_y, tasks.query_y[:, None]], axis=1)
-    return RegressionBatch(xs, ys, jnp.ones(ys.shape, ys.dtype), tasks.w, jnp.asarray(xs.shape[-1], jnp.float32))
 
 
 @dataclass(frozen=True)
@@ -170,9 +142,9 @@ def _weights(key, b, d, dims, kind: str, sparsity: int) -> jax.Array:
 
 
 def make_sampler(kind: str, options: GargTaskOptions, n_points: int, n_dims: int):
-    """(key, batch_size, dims, points) -> RegressionBatch at shape [B, n_points, n_dims]."""
+    """(key, batch_size, dims, points) -> PairPrompt at shape [B, n_points, n_dims]."""
 
-    def sample(key, batch_size: int, dims, points, alpha: float = 1.0, task_keys=None) -> RegressionBatch:
+    def sample(key, batch_size: int, dims, points, alpha: float = 1.0, task_keys=None) -> PairPrompt:
         """task_keys [B]: each prompt's task parameters drawn from its own key (a pool of tasks,
         src/tasks/pools.py); None: from `key`, as always."""
         k_x, k_w, k_e = jax.random.split(key, 3)
@@ -199,7 +171,7 @@ def make_sampler(kind: str, options: GargTaskOptions, n_points: int, n_dims: int
             replaced = jax.random.bernoulli(jax.random.fold_in(key, 2), options.outlier_prob, ys.shape)
             xs = jnp.where(replaced[..., None] & (jnp.arange(n_dims) < dims), 1.0, xs)
             ys = jnp.where(replaced, 1.0, ys)
-        return RegressionBatch(xs, ys, weights, w, jnp.asarray(dims, jnp.float32))
+        return PairPrompt(xs, ys, weights, w, jnp.asarray(dims, jnp.float32))
 
     return sample
 

@@ -9,7 +9,7 @@
                        > 0; each leaf holds a value ~ N(0, 1) (nodes numbered 0, 1, 2, …: the
                        children of node i are 2i + 1 and 2i + 2)
 
-A batch is a RegressionBatch whose `w` is zero (these tasks have no weight vector).
+A batch is a PairPrompt whose `w` is zero (these tasks have no weight vector).
 Glossary: B tasks, n points, d dims, h hidden units.
 """
 
@@ -24,7 +24,8 @@ import jax.numpy as jnp
 
 from src.registry import registry
 from src.settings import require_int, require_number, require_one_of
-from src.tasks.garg import DATA, RegressionBatch, sample_inputs
+from src.tasks.garg import DATA, sample_inputs
+from src.tasks.pairs import PairPrompt
 
 TASKS = registry("task")
 
@@ -58,10 +59,10 @@ def _inputs(key, batch_size, n_points, n_dims, dims, data, alpha):
     return jnp.where(jnp.arange(n_dims) < dims, xs, 0.0)
 
 
-def _batch(xs, ys, points, dims) -> RegressionBatch:
+def _batch(xs, ys, points, dims) -> PairPrompt:
     b, n, d = xs.shape
     weights = (jnp.arange(n) < points).astype(jnp.float32)[None].repeat(b, 0)
-    return RegressionBatch(xs, ys, weights, jnp.zeros((b, d)), jnp.asarray(dims, jnp.float32))
+    return PairPrompt(xs, ys, weights, jnp.zeros((b, d)), jnp.asarray(dims, jnp.float32))
 
 
 def relu_2nn(xs, w1, w2, scale: float) -> jax.Array:
@@ -81,7 +82,7 @@ def tree_predict(xs, coords, values, depth: int) -> jax.Array:
 
 
 def relu_2nn_sampler(options: Relu2nnOptions, n_points: int = 11, n_dims: int = 5):
-    def sample(key, batch_size: int, dims, points, alpha: float = 1.0) -> RegressionBatch:
+    def sample(key, batch_size: int, dims, points, alpha: float = 1.0) -> PairPrompt:
         k_x, k_1, k_2 = jax.random.split(key, 3)
         xs = _inputs(k_x, batch_size, n_points, n_dims, dims, options.data, alpha)
         w1 = jax.random.normal(k_1, (batch_size, n_dims, options.hidden))
@@ -94,7 +95,7 @@ def relu_2nn_sampler(options: Relu2nnOptions, n_points: int = 11, n_dims: int = 
 def decision_tree_sampler(options: DecisionTreeOptions, n_points: int = 11, n_dims: int = 5):
     nodes = 2 ** (options.depth + 1) - 1
 
-    def sample(key, batch_size: int, dims, points, alpha: float = 1.0) -> RegressionBatch:
+    def sample(key, batch_size: int, dims, points, alpha: float = 1.0) -> PairPrompt:
         k_x, k_c, k_v = jax.random.split(key, 3)
         xs = _inputs(k_x, batch_size, n_points, n_dims, dims, options.data, alpha)
         coords = jax.random.randint(k_c, (batch_size, nodes), 0, n_dims)

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from src.registry import registry
 from src.settings import require, require_int, require_number
-from src.tasks.regression import Tasks
+from src.tasks.pairs import PairPrompt, pair_prompt
 
 
 @dataclass(frozen=True)
@@ -94,16 +94,16 @@ class RandomMLPOptions:
         return lambda x: scale * jnp.sum(v * jax.nn.relu(jnp.einsum("bmd,bhd->bmh", x, w) + b), -1)
 
 
-def sample_function_tasks(key: jax.Array, batch_size: int, options, alpha: float = 1.0) -> Tasks:
+def sample_function_tasks(key: jax.Array, batch_size: int, options, alpha: float = 1.0) -> PairPrompt:
     """Draw B tasks of `options` (SineOptions | RandomMLPOptions): N context pairs and a query
-    from one random function each, inputs ~ U(−alpha·a/2, alpha·a/2)^d (Tasks without task
-    vectors: w None)."""
+    from one random function each, inputs ~ U(−alpha·a/2, alpha·a/2)^d (prompts of N + 1
+    points, the query last, without task vectors: w None)."""
     key_f, key_x = jax.random.split(key)
     n, d, half = options.num_context, options.d, alpha * options.input_range / 2.0
     f = options.function(key_f, batch_size)
     x = jax.random.uniform(key_x, (batch_size, n + 1, d), minval=-half, maxval=half)
     y = f(x)
-    return Tasks(x[:, :n], y[:, :n], x[:, n], y[:, n])
+    return pair_prompt(x, y)
 
 
 def _register(name: str, options: type, doc: str) -> None:

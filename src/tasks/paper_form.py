@@ -1,13 +1,13 @@
 """Any registered pair task in von Oswald et al.'s form, so the paper's attention-only models
 train and are scored on it: a prompt of n = N + 1 points of d dimensions (the pair task's own
-sampler, its options at their defaults) becomes `Tasks` with the first N points as the context
-and the last as the query (`src.tasks.garg.query_tasks`). The paper's own task
-(uniform_regression, options TaskConfig) is drawn by its sampler as before.
+sampler, its options at their defaults), whose first N points are the context and the last the
+query (src/tasks/pairs.py). The paper's own task (uniform_regression, options TaskConfig) is
+drawn by its sampler as before.
 
     sample = paper_form_sampler(TaskConfig(name="sparse_parity", d=10, num_context=10))
     tasks = sample(key, batch_size)     # context_x [B, N, d], context_y [B, N], query_x [B, d], query_y [B]
 
-Tasks.w holds the pair batch's `w`: the task vector of the linear families, the support (0/1) of
+The prompt's `w` holds the pair task's: the task vector of the linear families, the support (0/1) of
 a boolean function, the first-layer weights' stand-in of others; only a pool of task vectors reads
 it, and the paper's system allows that pool for its own task alone.
 """
@@ -20,9 +20,8 @@ import jax
 
 from src.config import TaskConfig
 from src.registry import registry
-from src.tasks.garg import query_tasks
 from src.tasks.objectives import tasks_for
-from src.tasks.regression import Tasks
+from src.tasks.pairs import PairPrompt
 
 
 def is_paper_task(task: TaskConfig) -> bool:
@@ -41,15 +40,15 @@ def paper_tasks() -> list[str]:
     return own + [name for name in tasks_for("pairs") if name not in own]
 
 
-def paper_form_sampler(task: TaskConfig) -> Callable[..., Tasks]:
-    """(key, batch_size, alpha=1) -> Tasks of `task` (module docstring)."""
+def paper_form_sampler(task: TaskConfig) -> Callable[..., PairPrompt]:
+    """(key, batch_size, alpha=1) -> PairPrompt of `task` (module docstring)."""
     entry = registry("task").get(task.name)
     if entry.options is TaskConfig:
         return entry.build(task)
     points = task.num_context + 1
     draw = entry.build(entry.default_options(), n_points=points, n_dims=task.d)
 
-    def sample(key: jax.Array, batch_size: int, alpha: float = 1.0) -> Tasks:
-        return query_tasks(draw(key, batch_size, task.d, points, alpha))
+    def sample(key: jax.Array, batch_size: int, alpha: float = 1.0) -> PairPrompt:
+        return draw(key, batch_size, task.d, points, alpha)
 
     return sample

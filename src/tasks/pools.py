@@ -108,10 +108,10 @@ def pooled(sample, seed: int, num_tasks: int = 0, num_training_examples: int = 0
 
 
 def pooled_tasks(sample, seed: int, num_tasks: int = 0, num_training_examples: int = 0):
-    """The same pools for von Oswald et al.'s sampler `sample(key, batch_size, alpha=1) -> Tasks`
+    """The same pools for von Oswald et al.'s sampler `sample(key, batch_size, alpha=1) -> PairPrompt`
     (src/tasks/regression.py): member i of a pool of tasks is the task vector w of
     `sample(key i, 1)`, and a batch takes fresh inputs with its members' vectors (y = w·x
-    recomputed); a pool of prompts holds whole Tasks. `sample` itself when both sizes are 0."""
+    recomputed); a pool of prompts holds whole prompts. `sample` itself when both sizes are 0."""
     from src.tasks.regression import with_task_vectors
 
     if num_tasks:

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 
 from src.registry import NoOptions, registry
 from src.settings import require_int, require_number, require_one_of
+from src.tasks.pairs import PairPrompt
 
 SHIFTS = registry("shift")
 
@@ -51,12 +52,13 @@ class Shift(NamedTuple):
     task: tuple[str, dict] | None = None
 
 
-def shifted_prompts(shift: Shift, key, xs: jax.Array, w: jax.Array, scale: float = 1.0):
-    """Prompts xs [B, n, d] rewritten by an input shift: its context before its query, the labels
-    recomputed from the task vectors w [B, d] (times `scale`): (xs [B, n, d], ys [B, n])."""
+def shifted_prompts(shift: Shift, key, prompt: PairPrompt, scale: float = 1.0) -> PairPrompt:
+    """The prompts' inputs rewritten by an input shift, its context before its query, and the labels
+    recomputed from the prompts' task vectors w [B, d] (times `scale`); weights and dims kept."""
+    xs = prompt.xs
     context, query = shift.inputs(key, xs, xs.shape[-1])
     shifted = jnp.concatenate([context[:, :-1], query[:, None]], axis=1)
-    return shifted, scale * jnp.einsum("bnd,bd->bn", shifted, w)
+    return prompt._replace(xs=shifted, ys=scale * jnp.einsum("bnd,bd->bn", shifted, prompt.w))
 
 
 def _active(xs, dims) -> jax.Array:
