@@ -35,10 +35,10 @@ from src.read_side import PredictsPairs, ScoredAgainstGD, has, read_side, system
 from src.rundir import names
 from src.flags import positive_number
 from src.process import guarded
-from src.metrics import make_scorer
+from src.gd_paper.metrics import make_scorer
 from src.rundir import RunDir
-from src.eval_set import EvalSet
-from src.models.attention_only import Model
+from src.gd_paper.eval_set import EvalSet
+from src.gd_paper.models.attention_only import Model
 
 MODULE = "analysis.alignment"
 
@@ -85,7 +85,7 @@ def pair_alignment(settings, model, params, state, eta: float | None = None) -> 
     import jax.numpy as jnp
     from baselines.gd_step import gd_reference, tune_eta
     from baselines.regression import least_squares
-    from src.metrics import alignment, loss
+    from src.gd_paper.metrics import alignment, loss
 
     pairs = pairs_of(settings)
     batch = pairs.prompts()

@@ -27,7 +27,7 @@ from analysis.common import main_frame, settings_with  # noqa: E402
 from src.read_side import ExposesAttention  # noqa: E402
 from plots.style import new_figure, png_bytes, wrapped_title  # noqa: E402
 from src import rundir as names  # noqa: E402
-from src.models.layouts import Layout, layout_of  # noqa: E402
+from src.gd_paper.models.layouts import Layout, layout_of  # noqa: E402
 from src.rundir import RunDir  # noqa: E402
 
 MODULE = "plots.attention_quick"  # the command users know (plots/attention_quick.py)

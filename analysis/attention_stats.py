@@ -26,7 +26,7 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
-from src.models.layouts import layout_of
+from src.gd_paper.models.layouts import layout_of
 from analysis.common import AnalysisError, analysis_command, for_capability, register_analysis, settings_with
 from src.read_side import ExposesAttention
 from plots.style import new_figure, png_bytes, wrapped_title

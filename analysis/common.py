@@ -18,7 +18,7 @@ import sys
 from typing import Any, Callable, NamedTuple, Sequence
 
 from src.flags import OneLineParser, dry_run, summary
-from src.models.attention_only import Model
+from src.gd_paper.models.attention_only import Model
 from src.read_side import PredictsPairs, ScoredAgainstGD, has, read_side, systems_with
 from src.registry import registry
 from src.rundir import MissingArtifact, RunDir, RunDirError, names

@@ -234,7 +234,7 @@ def figure(loss, log_epochs, singular_values, record: dict, title: str):
 
 
 def load_dynamics(run_dir: RunDir) -> tuple[dict, object]:
-    """(dynamics.npz arrays, settings) of a run of system `dynamics` (python -m runners.linattn)."""
+    """(dynamics.npz arrays, settings) of a run of system `dynamics` (python -m runners.dynamics)."""
     settings = settings_with(run_dir, TracksDynamics)  # Missing/CorruptArtifact, WrongSystem: one line
     arrays = run_dir.load_arrays(names.DYNAMICS)
     needed = ("loss", "log_epochs", "singular_values") + (() if settings.train.softmax else ("gamma_diag",))

@@ -23,10 +23,10 @@ from src.read_side import ScoredAgainstGD
 from src.rundir import names
 from src.flags import positive_number
 from src.process import guarded
-from src.metrics import make_scorer
+from src.gd_paper.metrics import make_scorer
 from src.rundir import RunDir
-from src.eval_set import make_eval_set
-from src.models.attention_only import Model
+from src.gd_paper.eval_set import make_eval_set
+from src.gd_paper.models.attention_only import Model
 
 MODULE = "analysis.ood_eval"
 DEFAULT_ALPHAS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)

@@ -9,7 +9,7 @@ which attention mechanism stays robust), all at evaluation time on the run's fix
   random_pairs    the same when round(0.2·(n−1)) context pairs are replaced by a fresh input and
                   an unrelated label ~ N(0, 1) (SPEC §7's noise modes, on the last point's context)
   order_random / order_easy2hard   the last point's context in uniform random order / sorted by
-                  difficulty 1 − |cos(x_i, x_query)| (src/curricula.py's ordering keys)
+                  difficulty 1 − |cos(x_i, x_query)| (src/gd_paper/curricula.py's ordering keys)
   ood_alpha2      error at the last point with every input scaled by α = 2
   length_1.5x     error at the last of ceil(1.5·n) points when the position table allows it
                   (null, with the reason, when it does not)
@@ -51,8 +51,8 @@ from analysis.common import (
 )
 from analysis.icl_curve import baseline_rows, load_run, points_limit
 from src import rundir as names
-from src.config import CurriculumConfig
-from src.curricula import corrupt_pairs, num_corrupted, order
+from src.gd_paper.config import CurriculumConfig
+from src.gd_paper.curricula import corrupt_pairs, num_corrupted, order
 from src.batched import in_blocks
 from src.read_side import AnswersPairPrompts, PredictsPairs, has, read_side
 from src.rundir import RunDir

@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.config import TaskConfig
-from src.metrics import loss
+from src.gd_paper.config import TaskConfig
+from src.gd_paper.metrics import loss
 from src.optim import Optimizer, gradient_step, make_optimizer
 from src.tasks.pairs import PairPrompt
 from src.tasks.regression import sample_tasks

@@ -17,11 +17,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.config import ModelConfig, TaskConfig
-from src.metrics import Reference, loss
-from src.models.attention_only import layer_name
-from src.models.layouts import layout_of
-from src.models.lsa import is_raw_dot_product
+from src.gd_paper.config import ModelConfig, TaskConfig
+from src.gd_paper.metrics import Reference, loss
+from src.gd_paper.models.attention_only import layer_name
+from src.gd_paper.models.layouts import layout_of
+from src.gd_paper.models.lsa import is_raw_dot_product
 from src.registry import registry
 from src.tasks.pairs import PairPrompt
 

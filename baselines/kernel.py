@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.metrics import Reference, loss
+from src.gd_paper.metrics import Reference, loss
 from src.registry import registry
 from src.tasks.pairs import PairPrompt
 

@@ -1,7 +1,7 @@
 """The reproduction's report: its figures (plots/paper_figures.py) and REPRODUCTION.md (one
 table: experiment | what the paper reports | what we measured | wall time), both written
-atomically from the experiments' results (analysis/one_step_gd.py, k_steps.py, copy_model.py,
-ood_scales.py, distractors.py) and checks (analysis/paper_checks.py).
+atomically from the experiments' results (src/gd_paper/study/one_step_gd.py, k_steps.py, copy_model.py,
+ood_scales.py, distractors.py) and checks (src/gd_paper/study/paper_checks.py).
 """
 
 from __future__ import annotations

@@ -25,12 +25,12 @@ from pathlib import Path
 import jax
 
 from src.flags import dry_run, summary
-from src.models.layouts import model_width, num_tokens
+from src.gd_paper.models.layouts import model_width, num_tokens
 
 from src.files import atomic_write_json
 from src.device_rate import matmul_rate
 from src.loop import step_flops
-from src.presets import preset
+from src.gd_paper.presets import preset
 from src.systems.lsa import LSATrainer
 
 REFERENCE_MS = {"lsa1": 15.9, "twolayer": 70.0}  # reference implementation, batch 2048, 2 cores

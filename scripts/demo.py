@@ -119,7 +119,7 @@ STEPS = (
         "dynamics_rank1",
         "Zhang et al.: separate rank-one key-query heads, the staircase of principal components (the README's command)",
         (
-            "runners.linattn",
+            "runners.dynamics",
             "--model",
             "attnS",
             "--head",

@@ -10,7 +10,7 @@ defaults); (b) ATTN_S with rank-one heads at D = 4: the staircase, under the ori
 initialisation and under every-entry-std-init; (c) the rank sweep R in {8, 4, 2, 1} at D = 8; (d) the in-context
 fraction
 sweep c in {0, 0.2, ..., 1} with in-context and in-weight test losses. Every run is a
-`python -m runners.linattn` run directory made by the job engine (src/jobs/: finished
+`python -m runners.dynamics` run directory made by the job engine (src/jobs/: finished
 runs are reused, changed ones redone); the report is report/DYNAMICS.md,
 report/dynamics_results.json and report/figures/dynamics/*.png. The runs are the original's README
 commands (quoted beside each part) as the Settings they mean.

@@ -80,7 +80,7 @@ def run_name(variant: Variant, seed: int) -> str:
 
 
 def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool) -> list:
-    from src.presets import preset_settings
+    from src.gd_paper.presets import preset_settings
 
     base, _ = read_config(CONFIG)
     jobs = []

@@ -52,10 +52,10 @@ from scripts.reproduce_plan import (
 )
 from src.flags import OneLineParser, fail, summary
 from src.process import guarded
-from src.presets import preset_settings
+from src.gd_paper.presets import preset_settings
 from src.jobs.engine import Job
 from src.jobs.study import add_executor_flags, finish_study
-from src.presets import MODEL_PRESETS
+from src.gd_paper.presets import MODEL_PRESETS
 from src.registry import choice
 
 PROG = "python -m scripts.reproduce"
@@ -279,7 +279,7 @@ def nonlinear_settings(plan: Plan, model: str, seed: int):
 def write_everything(plan: Plan, jobs: list[Job], say, seconds: float, command: str, head) -> list[Path]:
     """After training (`seconds` of it): every experiment evaluated in-process, the checks, the
     figures, report/REPRODUCTION.md and reproduction_results.json; the paths written."""
-    from analysis.paper_checks import checks as compute_checks
+    from src.gd_paper.study.paper_checks import checks as compute_checks
     from plots.paper_report import write_figures, write_report
     from src.files import atomic_write_json
 

@@ -13,7 +13,7 @@ from src.jobs.engine import Job
 
 def evaluate(plan: Plan, jobs: list[Job], say) -> tuple[dict, dict]:
     """Run every experiment in-process: (results, seconds per experiment)."""
-    from analysis import copy_model, distractors, k_steps, nonlinear, ood_scales, one_step_gd
+    from src.gd_paper.study import copy_model, distractors, k_steps, nonlinear, ood_scales, one_step_gd
     from src.rundir import RunDir
 
     def runs(part: str, k: int | None = None, model: str | None = None) -> list:

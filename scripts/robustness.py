@@ -25,7 +25,7 @@ from typing import Sequence
 
 from plots.robustness_report import write_report
 from src.process import guarded
-from src.config import CurriculumConfig
+from src.gd_paper.config import CurriculumConfig
 from src.jobs.engine import Job, plan
 from src.jobs.study import finish_study, parse_study, study_parser
 from scripts import mechanisms

@@ -150,7 +150,7 @@ class ScoredAgainstGD(PredictsQueries):
     words = "score against one tuned GD step on the paper's eval set"
 
     def eval_set(self, alpha: float = 1.0, gd_eta: float | None = None):
-        """src.eval_set.EvalSet of the run's eval tasks (inputs scaled by alpha), GD's η tuned
+        """src.gd_paper.eval_set.EvalSet of the run's eval tasks (inputs scaled by alpha), GD's η tuned
         unless given."""
         raise NotImplementedError
 

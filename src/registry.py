@@ -33,7 +33,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 # Packages whose modules hold registered entries (imported on the first lookup).
-ENTRY_PACKAGES = ("src.tasks", "src.models", "src.probes", "src.systems", "src.jobs", "baselines", "analysis")
+ENTRY_PACKAGES = (
+    "src.tasks",
+    "src.models",
+    "src.gd_paper.models",
+    "src.probes",
+    "src.systems",
+    "src.jobs",
+    "baselines",
+    "analysis",
+)
 
 KINDS = {
     "system": "the papers' training regimes: settings, trainer and outputs of a run",

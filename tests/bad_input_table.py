@@ -87,19 +87,19 @@ ROWS += [
     ("train", ["configs/lengthgen/tasks/linear_regression/alibi.yaml", "--eval-only=True"], "analysis.length_gen"),
 ]  # the length study's eval.sh: pointed at the analysis
 
-# the dynamics paper: runners.linattn
+# the dynamics paper: runners.dynamics
 for flag in ("--head", "--rank", "--in_dim", "--trainset_size", "--epoch", "--log_every"):
-    rows("linattn", flag, ["0", "x", "-3"])
-rows("linattn", "--seq_len", ["1", "x"])
-rows("linattn", "--icl", ["1.5", "-0.1", "nan"])
-rows("linattn", "--lr", ["0", "inf"])
-rows("linattn", "--init", ["0", "-1"])
-rows("linattn", "--model", ["attnX"])
-rows("linattn", "--trainset_size", [str(10**8)], "trainset_size")
-rows("linattn", "--seed", [str(2**32)])
+    rows("runners.dynamics", flag, ["0", "x", "-3"])
+rows("runners.dynamics", "--seq_len", ["1", "x"])
+rows("runners.dynamics", "--icl", ["1.5", "-0.1", "nan"])
+rows("runners.dynamics", "--lr", ["0", "inf"])
+rows("runners.dynamics", "--init", ["0", "-1"])
+rows("runners.dynamics", "--model", ["attnX"])
+rows("runners.dynamics", "--trainset_size", [str(10**8)], "trainset_size")
+rows("runners.dynamics", "--seed", [str(2**32)])
 ROWS += [
-    ("linattn", ["--optimizer", "sgd", "--batch_size", "0"], "batch_size"),
-    ("linattn", ["--rank", "50", "--in_dim", "4"], "rank"),
+    ("runners.dynamics", ["--optimizer", "sgd", "--batch_size", "0"], "batch_size"),
+    ("runners.dynamics", ["--rank", "50", "--in_dim", "4"], "rank"),
 ]
 
 # sweeps

@@ -77,7 +77,7 @@ from dataclasses import replace  # noqa: E402
 
 import pytest  # noqa: E402
 
-from src.presets import preset  # noqa: E402
+from src.gd_paper.presets import preset  # noqa: E402
 
 
 def small(name="lsa1", num_layers=None, **train):

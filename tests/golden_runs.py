@@ -78,7 +78,7 @@ def read_run(out: Path) -> dict:
 
 def preset_of_runner(runner: str) -> str:
     """The preset a runner module is the CLI of (the first one, for a shared runner)."""
-    from src.presets import MODEL_PRESETS
+    from src.gd_paper.presets import MODEL_PRESETS
 
     return next(name for name, spec in MODEL_PRESETS.items() if spec.runner == runner)
 

@@ -138,7 +138,7 @@ RUNS = {
         ],
     ),
     "dynamics_attnS": (
-        "runners.linattn",
+        "runners.dynamics",
         [
             "--model",
             "attnS",
@@ -169,7 +169,7 @@ RUNS = {
         ],
     ),
     "dynamics_mlp_sgd": (
-        "runners.linattn",
+        "runners.dynamics",
         [
             "--model",
             "mlp",
@@ -200,7 +200,7 @@ RUNS = {
         ],
     ),
     "dynamics_attnM_float64": (
-        "runners.linattn",
+        "runners.dynamics",
         [
             "--model",
             "attnM",

@@ -19,7 +19,7 @@ from analysis import alignment, attention_stats, ood_eval
 from analysis.attention_stats import attention_statistics, auroc, average_ranks, pair_scores
 from plots import attention_quick
 from src import rundir as names
-from src.models.layouts import InterleavedOptions, build_interleaved
+from src.gd_paper.models.layouts import InterleavedOptions, build_interleaved
 
 INTERLEAVED = build_interleaved(InterleavedOptions(pe_size=10))
 
@@ -141,8 +141,8 @@ def test_attention_quick_figure_renders_interleaved():
 def test_gd_construction_is_aligned_with_gd(tiny_run):
     from baselines.gd_step import gd_params
     from src.rundir import RunDir
-    from src.eval_set import make_eval_set
-    from src.models.attention_only import build_model
+    from src.gd_paper.eval_set import make_eval_set
+    from src.gd_paper.models.attention_only import build_model
 
     settings = RunDir(tiny_run).load_settings()  # reuses the session's compiled eval-set code
     model = build_model(settings.task, settings.model)

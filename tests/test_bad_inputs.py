@@ -36,9 +36,9 @@ from scripts import mixers as mixers_study
 from scripts import task_diversity as task_diversity_study
 from scripts import zoo as zoo_study
 from src.rundir.__main__ import check_main
-from src.cli import dynamics as linattn_cli, gpt2 as gpt2_cli, lsa as lsa_cli
+from src.cli import dynamics as dynamics_cli, gpt2 as gpt2_cli, lsa as lsa_cli
 from src.cli import recipe as recipe_cli, rerun
-from src.cli import sweep
+from src.gd_paper import sweep
 from src.process import guarded
 from bad_input_table import ROWS
 
@@ -49,7 +49,7 @@ CLIS = {
     "copy": lambda argv: lsa_cli.main("twolayer", "runner", argv),
     "rerun": rerun.main,
     "train": gpt2_cli.main,
-    "linattn": linattn_cli.main,
+    "runners.dynamics": dynamics_cli.main,
     "eval_order": lambda argv: sweep.main(eval_order.DEFAULTS, argv),
     "eval_noise": lambda argv: sweep.main(eval_noise.DEFAULTS, argv),
     "mechanisms": mechanisms.main,
@@ -105,7 +105,7 @@ def _ids():
 def test_bad_input_is_one_line_before_any_work(cli, argv, word, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     argv = [a.replace("figs", str(tmp_path / "figs")) if a == "figs" else a for a in argv]
-    needs_out = cli in ("concat", "copy", "linattn", "train", "recipe") and "--out" not in argv
+    needs_out = cli in ("concat", "copy", "runners.dynamics", "train", "recipe") and "--out" not in argv
     if needs_out:
         argv = argv + ["--out", str(tmp_path / "run")]
     if cli in ("eval_order", "eval_noise") and "--out" not in argv:

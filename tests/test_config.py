@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from src.presets import preset
+from src.gd_paper.presets import preset
 from src.settings import SCHEMA_VERSION, SettingsError
 from src.systems.lsa import LSASettings
 

@@ -5,12 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from src.config import ORDERINGS, PLACEMENTS, CurriculumConfig, TaskConfig
+from src.gd_paper.config import ORDERINGS, PLACEMENTS, CurriculumConfig, TaskConfig
 
-from src.presets import preset
-from src.curricula import apply_curriculum, num_corrupted, ordering_key, permute_pairs
+from src.gd_paper.presets import preset
+from src.gd_paper.curricula import apply_curriculum, num_corrupted, ordering_key, permute_pairs
 from src.tasks.regression import sample_tasks
-from src.models.attention_only import build_model
+from src.gd_paper.models.attention_only import build_model
 
 TASK = TaskConfig()
 
@@ -104,7 +104,7 @@ def test_placement_groups_and_orders_within_groups(placement, ordering):
 def test_saved_permutation_and_mask_reproduce_eval_batch():
     """What the runner saves (ordering_idx, noise_mask) rebuilds the eval batch from the clean one."""
     from dataclasses import replace
-    from src.eval_set import make_eval_set
+    from src.gd_paper.eval_set import make_eval_set
 
     s = preset("lsa1")
     c = CurriculumConfig(
@@ -150,7 +150,7 @@ def test_corrupt_pairs_is_the_one_corruption_of_both_forms_and_keeps_inactive_co
     """von Oswald et al.'s form (context and query) and the prompts of pairs (the GPT-2 family's) are corrupted
     by the same function: the curriculum's labels on the paper's form are corrupt_pairs' on its
     context; random pairs' Gaussian inputs stay 0 where a curriculum has not yet opened a coordinate."""
-    from src.curricula import corrupt, corrupt_pairs, gaussian_inputs
+    from src.gd_paper.curricula import corrupt, corrupt_pairs, gaussian_inputs
 
     tasks = _tasks()
     c = CurriculumConfig(noise_mode="label_noise", noise_p=0.3, noise_sigma=0.5)

@@ -1,4 +1,4 @@
-"""The training-dynamics paper's command line (`python -m runners.linattn`, src/cli/dynamics.py):
+"""The training-dynamics paper's command line (`python -m runners.dynamics`, src/cli/dynamics.py):
 bad flags exit 2 in one line and make nothing; the original's README commands run, one by one and
 in its loops, each into a run directory named as the original names its file."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from src import rundir as names
-from src.cli.dynamics import main as linattn_main
+from src.cli.dynamics import main as dynamics_main
 from src.rundir import RunDir
 
 
@@ -38,7 +38,7 @@ from src.rundir import RunDir
 def test_bad_flags_exit_2_with_one_line(flags, words, tmp_path, capsys):
     out = tmp_path / "never"
     try:
-        code = linattn_main([*flags, "--out", str(out)])
+        code = dynamics_main([*flags, "--out", str(out)])
     except SystemExit as exit_:
         code = exit_.code
     assert code == 2 and not out.exists()
@@ -96,7 +96,7 @@ def test_the_seed_command_lines_run(argv, tmp_path):
     out = tmp_path / "run"
     small = ["--epoch", "60", "--trainset_size", "300", "--log_every", "20", "--quiet"]
     small += ["--testset", "40"] if "--testset" in argv else []
-    assert linattn_main([*argv, *small, "--out", str(out)]) == 0
+    assert dynamics_main([*argv, *small, "--out", str(out)]) == 0
     run = RunDir(out)
     assert run.is_trained() and run.is_complete()
     summary = run.load_json(names.SUMMARY)
@@ -111,12 +111,12 @@ def test_the_seed_command_lines_run(argv, tmp_path):
 
 def test_readme_loops_make_one_run_each_named_as_the_original(tmp_path, monkeypatch, capsys):
     """`for r in 8 4 2 1; do ... --KQ_dim "$r" ...` and the --icl loop: one run per iteration
-    under runs/linattn/<the original's file name>, and its loss text file in it."""
+    under runs/dynamics/<the original's file name>, and its loss text file in it."""
     monkeypatch.chdir(tmp_path)
     small = ["--epoch", "30", "--log_every", "10", "--quiet"]
     for r in ("2", "1"):
         assert (
-            linattn_main(
+            dynamics_main(
                 [
                     "--model",
                     "attnS",
@@ -139,7 +139,7 @@ def test_readme_loops_make_one_run_each_named_as_the_original(tmp_path, monkeypa
         )
     for c in ("0", "0.4"):
         assert (
-            linattn_main(
+            dynamics_main(
                 [
                     "--model",
                     "attnM",
@@ -161,7 +161,7 @@ def test_readme_loops_make_one_run_each_named_as_the_original(tmp_path, monkeypa
             )
             == 0
         )
-    made = sorted(p.name for p in (tmp_path / "runs/linattn").iterdir())
+    made = sorted(p.name for p in (tmp_path / "runs/dynamics").iterdir())
     assert made == [
         "attnM_head8_D4_R1_P200_N32_seed0_icl0.0",
         "attnM_head8_D4_R1_P200_N32_seed0_icl0.4",
@@ -169,18 +169,18 @@ def test_readme_loops_make_one_run_each_named_as_the_original(tmp_path, monkeypa
         "attnS_head9_D4_R2_P200_N8_seed0",
     ]
     out = capsys.readouterr().out
-    assert all(f"-> runs/linattn/{name}" in out for name in made)
-    run = tmp_path / "runs/linattn" / made[1]
+    assert all(f"-> runs/dynamics/{name}" in out for name in made)
+    run = tmp_path / "runs/dynamics" / made[1]
     table = np.loadtxt(run / f"{made[1]}.txt")
     with np.load(run / names.DYNAMICS, allow_pickle=False) as dyn:
         assert table.shape == (30, 3)
         assert np.array_equal(table[:, 0], dyn["loss"]) and np.array_equal(table[:, 1], dyn["test_iwl_loss"])
         assert np.array_equal(table[:, 2], dyn["test_icl_loss"])
-    loss_only = np.loadtxt(tmp_path / "runs/linattn" / made[3] / f"{made[3]}.txt")
+    loss_only = np.loadtxt(tmp_path / "runs/dynamics" / made[3] / f"{made[3]}.txt")
     assert loss_only.shape == (30,)
     before = (run / names.SUMMARY).read_bytes()  # the same command again: refused, kept
     assert (
-        linattn_main(
+        dynamics_main(
             [
                 "--model",
                 "attnM",

@@ -13,7 +13,7 @@ import pytest
 
 import src.models.dynamics_softmax as direct
 from src import rundir as names
-from src.cli.dynamics import main as linattn_main
+from src.cli.dynamics import main as dynamics_main
 from src.cli.rerun import main as rerun_main
 from src.loop import train as loop_train
 from src.registry import choice, registry
@@ -170,7 +170,7 @@ SMALL = [
 def test_the_command_line_trains_softmax_and_config_json_reruns_it_bit_for_bit(tmp_path):
     out, again = tmp_path / "run", tmp_path / "again"
     assert (
-        linattn_main(["--model", "attnS", "--head", "2", "--softmax", "--epoch", "20", *SMALL, "--out", str(out)]) == 0
+        dynamics_main(["--model", "attnS", "--head", "2", "--softmax", "--epoch", "20", *SMALL, "--out", str(out)]) == 0
     )
     config = json.loads((out / names.CONFIG).read_text())
     assert config["settings"]["train"]["softmax"] is True
@@ -185,6 +185,6 @@ def test_the_command_line_trains_softmax_and_config_json_reruns_it_bit_for_bit(t
 @pytest.mark.parametrize("flags", [["--model", "mlp"], ["--model", "mlp", "--cubic_feat"], ["--normalize"]])
 def test_softmax_refusals_exit_2_with_one_line(flags, tmp_path, capsys):
     out = tmp_path / "never"
-    assert linattn_main(["--softmax", *flags, "--out", str(out)]) == 2 and not out.exists()
+    assert dynamics_main(["--softmax", *flags, "--out", str(out)]) == 2 and not out.exists()
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "--softmax" in lines[0], lines

@@ -371,7 +371,7 @@ def test_an_interrupt_during_a_write_leaves_no_temporary(tmp_path, monkeypatch, 
     handler that removes it runs); the command's interrupt path removes this process's own
     temporaries, and never those of a live writer."""
     import src.cli.command as command
-    from src.presets import preset
+    from src.gd_paper.presets import preset
 
     out = tmp_path / "run"
     live = out / f".other.{os.getppid()}.x.tmp"  # a live process's (our parent's)

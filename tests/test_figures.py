@@ -51,7 +51,7 @@ def _figures(tmp_path):
     from analysis.attention_heatmap import attention_figure
     from analysis.attention_stats import attention_statistics, statistics_figure
     from plots.demo_figures import mqar_curves
-    from src.models.layouts import LAYOUTS
+    from src.gd_paper.models.layouts import LAYOUTS
 
     rng = np.random.default_rng(0)
     yield "icl curve", icl_curve.figure(_icl_rows(), "run: softmax_causal on linear_regression, d = 5", 11)
@@ -166,7 +166,7 @@ def test_every_demo_figure_kind_has_a_title_labels_and_its_text_inside(tmp_path)
 
 def test_the_heatmap_of_softmax_weights_is_sequential_and_of_signed_ones_diverging():
     from analysis.attention_heatmap import attention_figure
-    from src.models.layouts import LAYOUTS
+    from src.gd_paper.models.layouts import LAYOUTS
 
     layout = LAYOUTS.get("concat").build(LAYOUTS.get("concat").options())
     rng = np.random.default_rng(1)

@@ -161,8 +161,8 @@ def test_relu_2nn_and_decision_tree_against_numpy():
 
 
 def test_training_pair_curriculum_corrupts_places_and_masks():
-    from src.config import CurriculumConfig
-    from src.curricula import with_pair_curriculum
+    from src.gd_paper.config import CurriculumConfig
+    from src.gd_paper.curricula import with_pair_curriculum
 
     batch = sample("linear_regression", b=300, n=11, d=5)
     noisy = with_pair_curriculum(

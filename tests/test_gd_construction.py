@@ -4,9 +4,9 @@ import jax
 import numpy as np
 
 from baselines.gd_step import gd_params, gd_predictions, gd_weights, tune_eta, eta_scan
-from src.presets import preset
+from src.gd_paper.presets import preset
 from src.tasks.regression import sample_tasks
-from src.models.attention_only import build_model
+from src.gd_paper.models.attention_only import build_model
 
 
 def _closed_form_gd(tasks, eta, steps):
@@ -50,7 +50,7 @@ def test_per_layer_readouts_are_gd_steps():
     s = preset("lsa_rec", num_layers=3)
     model = build_model(s.task, s.model)
     tasks = sample_tasks(jax.random.key(9), 200, s.task)
-    from src.models.layouts import make_tokens
+    from src.gd_paper.models.layouts import make_tokens
 
     out = model.apply(gd_params(s.task, s.model, 1.5), make_tokens(tasks, s.model), return_layer_predictions=True)
     for k in range(3):

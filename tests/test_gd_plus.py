@@ -6,7 +6,7 @@ import numpy as np
 
 from baselines.gd_plus import GDPlusParams, fit_gd_plus, gd_plus_predictions, gd_plus_sensitivity
 from baselines.gd_step import gd_predictions, tune_eta
-from src.config import TaskConfig
+from src.gd_paper.config import TaskConfig
 from src.tasks.regression import sample_tasks
 
 TASK = TaskConfig()

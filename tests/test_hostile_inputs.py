@@ -25,14 +25,14 @@ from analysis import alignment
 from analysis import dynamics as dynamics_analysis
 from scripts import mechanisms
 from src.process import guarded
-from src.cli import dynamics as linattn_cli, gpt2 as gpt2_cli, lsa as lsa_cli, recipe as recipe_cli, rerun
-from src.cli import sweep
+from src.cli import dynamics as dynamics_cli, gpt2 as gpt2_cli, lsa as lsa_cli, recipe as recipe_cli, rerun
+from src.gd_paper import sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIS = {
     "train": gpt2_cli.main,
     "rerun": rerun.main,
-    "linattn": linattn_cli.main,
+    "runners.dynamics": dynamics_cli.main,
     "recipe": recipe_cli.main,
     "concat": lambda argv: lsa_cli.main("lsa1", "runner", argv),
     "eval_order": lambda argv: sweep.main(eval_order.DEFAULTS, argv),
@@ -92,7 +92,7 @@ def empty_out_dir(folder: Path) -> str:
 
 def seeds_together(folder: Path, outs: list[str]) -> str:
     """A --together file: lsa1's seeds 0, 1, ... trained into `outs`."""
-    from src.presets import preset
+    from src.gd_paper.presets import preset
 
     settings = preset("lsa1").to_dict()
     runs = [
@@ -149,10 +149,10 @@ CASES = [
     ),
     ("train", [*QUICK, "--set", f"training.log_every={10**12}"], "log_every"),
     ("recipe", ["task:mqar", "--train.checkpoint_every", str(10**12)], "checkpoint_every"),
-    ("linattn", ["--log_every", str(10**12)], "log_every"),
+    ("runners.dynamics", ["--log_every", str(10**12)], "log_every"),
     ("recipe", ["task:mqar", "--pairs.n_dims", "6"], "--pairs.n_dims"),
-    ("linattn", ["--model", "attnS", "--cubic_feat"], "--cubic_feat"),
-    ("linattn", ["--init", "1e300"], "--init"),
+    ("runners.dynamics", ["--model", "attnS", "--cubic_feat"], "--cubic_feat"),
+    ("runners.dynamics", ["--init", "1e300"], "--init"),
     ("concat", ["--lr", "1e300"], "lr"),
     # tyro's boxes, in one line
     ("recipe", ["task:mqar", "task:parity"], "already chosen"),
@@ -203,7 +203,7 @@ def test_a_hostile_input_is_one_line_within_seconds(cli, argv, word, tmp_path, c
             arg = str(globals()[arg[1:-1]](made))
         filled.append(arg)
     if (
-        cli in ("train", "recipe", "linattn", "concat")
+        cli in ("train", "recipe", "runners.dynamics", "concat")
         and "--out" not in filled
         or cli == "rerun"
         and "--config" in filled
@@ -300,7 +300,7 @@ def test_a_dynamics_run_diverged_in_its_first_epoch_is_analysed_in_one_line(tmp_
         "--out",
         str(out),
     ]
-    assert linattn_cli.main(argv) == 1  # diverged, said so
+    assert dynamics_cli.main(argv) == 1  # diverged, said so
     err = capsys.readouterr().err
     assert "SLASCL" not in err and "illegal value" not in err  # LAPACK never saw the overflowed W_KQ
     summary = json.loads((out / "metrics_summary.json").read_text())

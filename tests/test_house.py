@@ -30,7 +30,6 @@ LEVELS = [
             "src.settings",
             "src.flags",
             "src.process",
-            "src.config",
             "src.provenance",
             "src.optim",
             "src.overrides",
@@ -43,18 +42,31 @@ LEVELS = [
             "src.yaml_includes",
             "plots.style",
             "src",
+            "src.gd_paper",  # the room of von Oswald et al.'s system: its modules at their levels below
+            "src.gd_paper.config",
         ),
     ),
-    (1, ("src.tasks", "src.curricula", "src.metrics")),
-    (2, ("src.models", "baselines")),
-    (3, ("src.loop", "src.checkpoint", "src.eval_set", "src.probes", "src.systems", "src.presets", "src.together")),
+    (1, ("src.tasks", "src.gd_paper.curricula", "src.gd_paper.metrics")),
+    (2, ("src.models", "src.gd_paper.models", "baselines")),
+    (
+        3,
+        (
+            "src.loop",
+            "src.checkpoint",
+            "src.probes",
+            "src.systems",
+            "src.together",
+            "src.gd_paper.eval_set",
+            "src.gd_paper.presets",
+        ),
+    ),
     (4, ("src.rundir",)),
-    (5, ("analysis",)),
+    (5, ("analysis", "src.gd_paper.study")),  # the paper's study aggregations read runs as analyses do
     (6, ("src.pipeline", "src.jobs", "src.formats")),  # training a run; the job engine and the study
     # frame; the originals' config file formats (read by the dialects and by the studies)
     # the papers' dialects (their flags and config schemas; flag helpers and process guards are at
     # level 0) and the paper's sweep drivers: above the engine, which never imports a dialect
-    (7, ("src.cli", "eval_order", "eval_noise")),
+    (7, ("src.cli", "src.gd_paper.sweep", "src.gd_paper.sweep_grid", "eval_order", "eval_noise")),
     (8, ("plots",)),
     (9, ("scripts", "runners")),
 ]
@@ -168,7 +180,7 @@ def test_analyses_plots_and_baselines_import_no_dialect():
 # Plots draw (ARCHITECTURE v4): plots/ imports no analysis, baseline or model. The one exception is
 # a command, not a figure: `python -m plots.attention_quick`, the original's name for an analysis.
 PLOTS_THAT_ARE_COMMANDS = {"plots.attention_quick": "the original's command for analysis.attention_heatmap"}
-COMPUTING = ("analysis", "baselines", "src.models")
+COMPUTING = ("analysis", "baselines", "src.models", "src.gd_paper.models", "src.gd_paper.study")
 
 
 def test_every_sequence_mixer_is_registered_under_src_models_mixers():
@@ -244,7 +256,7 @@ STILL_ON_A_DIALECT: set[str] = set()
 
 def test_the_job_engine_and_the_studies_import_no_dialect():
     """src/jobs/ (the engine, the study frame) and scripts/ (the studies) build settings in the
-    workbench's own terms (src.jobs.study.read_settings, src.presets.preset_settings,
+    workbench's own terms (src.jobs.study.read_settings, src.gd_paper.presets.preset_settings,
     src.systems.lm.lm_settings), never through a command line's dialect."""
     bad = [
         hit
@@ -266,6 +278,25 @@ def test_imports_have_no_circle():
 def test_the_circle_check_can_fail():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) == []
+
+
+# von Oswald et al.'s system beyond its registry entries: its room (src/gd_paper/)
+PAPER_SYSTEM = ("src.gd_paper", "src.systems.lsa", "src.systems.nonlinear")
+
+
+def test_the_root_of_src_holds_only_what_every_system_shares():
+    """A room per paper's system (ARCHITECTURE v4): no module at the root of src/ imports the paper's
+    room or its systems; one that needs the paper's config, metrics or models belongs in the room."""
+    root = {m: p for m, p in MODULES.items() if m.startswith("src.") and m.count(".") == 1}
+    assert len(root) > 20 and "src.gd_paper" in root  # the root's modules and packages are read
+    bad = [
+        f"{m}:{line} imports {i}"
+        for m, path in root.items()
+        if m != "src.gd_paper"
+        for i, line in imports_of(path)
+        if any(i == p or i.startswith(p + ".") for p in PAPER_SYSTEM)
+    ]
+    assert not bad, bad
 
 
 def test_analyses_and_plots_import_no_system():
@@ -301,7 +332,8 @@ ENTRY_MODULES = (
     "src.tasks",
     "src.models",
     "src.probes",
-    "src.presets",
+    "src.gd_paper.models",
+    "src.gd_paper.presets",
     "src.registry",
     "baselines",
     "src.systems",
@@ -311,7 +343,7 @@ ENTRY_MODULES = (
 
 
 def registered_names() -> set[str]:
-    from src.presets import MODEL_PRESETS
+    from src.gd_paper.presets import MODEL_PRESETS
 
     names = set(MODEL_PRESETS)
     for kind in NAME_KINDS:

@@ -47,7 +47,7 @@ def test_the_paper_task_in_pair_form_gives_the_papers_one_step_gd_numbers():
     """SPEC §1: one GD step from 0, η tuned, loss ≈ 0.206 (the reference notebook 0.2047 on 10k tasks),
     η ≈ 6.06; predicting 0 ≈ 0.417. 10,000 tasks: within their sampling error."""
     from baselines.gd_step import tune_eta
-    from src.metrics import loss
+    from src.gd_paper.metrics import loss
 
     tasks = paper_sampler()(jax.random.key(1), 10_000, 10, 11)
     assert tasks.context_x.shape == (10_000, 10, 10) and tasks.query_x.shape == (10_000, 10)
@@ -163,7 +163,7 @@ def test_the_matrix_is_every_registered_sequence_mixer_and_names_a_bad_one(tmp_p
 
 
 def test_a_config_of_another_system_is_refused_in_one_line(tmp_path):
-    from src.presets import preset
+    from src.gd_paper.presets import preset
 
     other = tmp_path / "lsa.json"
     other.write_text(json.dumps(preset("lsa1").to_dict()))

@@ -4,10 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.presets import preset
-from src.models.layouts import concat_tokens, interleaved_tokens, make_tokens, sinusoidal_encoding
+from src.gd_paper.presets import preset
+from src.gd_paper.models.layouts import concat_tokens, interleaved_tokens, make_tokens, sinusoidal_encoding
 from src.tasks.regression import sample_tasks
-from src.models.attention_only import build_model
+from src.gd_paper.models.attention_only import build_model
 from src.params import flatten_params, unflatten_params
 
 

@@ -9,8 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from src.config import CurriculumConfig, TaskConfig
-from src.curricula import apply_curriculum
+from src.gd_paper.config import CurriculumConfig, TaskConfig
+from src.gd_paper.curricula import apply_curriculum
 from src.registry import registry
 from src.settings import SettingsError
 from src.systems.lsa import LSASettings, LSATrainer
@@ -57,7 +57,7 @@ def test_the_papers_own_task_is_drawn_as_before():
 def test_one_gd_step_on_gaussian_regression_meets_its_closed_form():
     """y = w·x with x, w ~ N(0, I_d): one GD step ŷ = c Σ y_i x_i·x_q has the least expected
     ½ squared error ½ d (d + 1) / (N + d + 1) (at c = 1 / (N + d + 1)), 2.619 at N = d = 10."""
-    from src.eval_set import make_eval_set
+    from src.gd_paper.eval_set import make_eval_set
 
     settings = lsa_on("linear_regression", d=10, n=10, eval_size=8000).validate()
     eval_set = make_eval_set(settings)

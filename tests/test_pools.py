@@ -143,7 +143,7 @@ def test_the_papers_own_system_trains_on_a_pool_of_tasks_or_of_prompts():
     them), a pool of 5 prompts; evaluation and the record without a pool as before; seeds with a
     pool are not batched together (each seed draws its own pool)."""
     from src.cli.lsa import settings_for
-    from src.eval_set import task_sampler
+    from src.gd_paper.eval_set import task_sampler
     from src.tasks.pools import pooled_tasks
     from src.together import together_refusal
 

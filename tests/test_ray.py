@@ -110,7 +110,7 @@ def test_the_ray_task_runs_the_jobs_own_command_into_its_temporary_directory(tmp
     import tarfile
     from src.jobs.engine import Job
     from src.jobs.ray import run_on_worker
-    from src.presets import preset
+    from src.gd_paper.presets import preset
 
     settings = preset("lsa1", steps=20, log_every=10, eval_size=32, batch_size=16)
     job = Job("tiny", settings, tmp_path / "tiny", analyses=("ood",))

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from src.metrics import loss
+from src.gd_paper.metrics import loss
 from src.pipeline import execute
 from src.read_side import (
     AnswersPairPrompts,
@@ -146,7 +146,7 @@ def test_analyses_that_ask_for_pairs_apply_to_every_system_that_predicts_pairs()
 
 @pytest.fixture(scope="module")
 def lsa_run(tmp_path_factory):
-    from src.presets import preset
+    from src.gd_paper.presets import preset
 
     s = preset("lsa1")
     s = replace(

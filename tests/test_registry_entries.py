@@ -15,7 +15,7 @@ from src.registry import KINDS, registry
 
 
 def _check_task(entry):
-    from src.config import TaskConfig
+    from src.gd_paper.config import TaskConfig
     from src.tasks.objectives import objective_of
 
     options = entry.default_options()
@@ -51,7 +51,7 @@ def _check_task(entry):
 
 
 def _check_layout(entry):
-    from src.config import TaskConfig
+    from src.gd_paper.config import TaskConfig
     from src.tasks.regression import sample_tasks
 
     layout = entry.build(entry.default_options())
@@ -67,7 +67,7 @@ def _check_scoring(entry):
 
 
 def _small_attention_only(layout: str, mixers: tuple[str, ...]):
-    from src.config import ModelConfig, TaskConfig
+    from src.gd_paper.config import ModelConfig, TaskConfig
     from src.registry import choice
     from src.systems.lsa import LSASettings
 
@@ -98,7 +98,7 @@ def _check_family(entry):
                 params, state = model.init(jax.random.key(0), *args)
                 assert jax.jit(model.apply)(params, state, *args).shape == shape
         return
-    from src.models.layouts import make_tokens
+    from src.gd_paper.models.layouts import make_tokens
     from src.tasks.regression import sample_tasks
 
     for layout in registry("layout").names():
@@ -111,7 +111,7 @@ def _check_family(entry):
 
 
 def _check_probe(entry):
-    from src.models.attention_only import build_model
+    from src.gd_paper.models.attention_only import build_model
     from src.tasks.regression import sample_tasks
 
     settings = _small_attention_only("interleaved", ("softmax", "linear"))
@@ -123,7 +123,7 @@ def _check_probe(entry):
 def _check_baseline(entry):
     """Every baseline reads a PairPrompt: a per-point one predicts every point, a reference (one GD
     step, the kernels) tunes itself and answers at the query."""
-    from src.config import TaskConfig
+    from src.gd_paper.config import TaskConfig
     from src.tasks.regression import sample_tasks
 
     tasks = sample_tasks(jax.random.key(0), 50, TaskConfig(d=3, num_context=5))  # xs [50, 6, 3], the query last

@@ -16,7 +16,7 @@ import pytest
 
 from scripts import reproduce, reproduce_plan
 from src.jobs import engine as launch
-from analysis.paper_checks import checks as compute_checks
+from src.gd_paper.study.paper_checks import checks as compute_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY = [

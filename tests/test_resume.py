@@ -127,7 +127,7 @@ RUNS = {
         ],
     ),
     "dynamics": (
-        "runners.linattn",
+        "runners.dynamics",
         [
             "--model",
             "attnS",

@@ -1,4 +1,4 @@
-"""analysis.robustness's corruptions (src.curricula.corrupt_pairs, the one written for the training
+"""analysis.robustness's corruptions (src.gd_paper.curricula.corrupt_pairs, the one written for the training
 curricula too): where the corrupted context pairs go (SPEC §7's placements) and that the query
 point is never corrupted."""
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from src.curricula import corrupt_pairs
+from src.gd_paper.curricula import corrupt_pairs
 
 
 @pytest.mark.parametrize("pick, expected", [("first", [1, 1, 0, 0, 0, 0]), ("last", [0, 0, 0, 1, 1, 0])])

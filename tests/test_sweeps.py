@@ -118,7 +118,7 @@ def test_incomplete_run_is_planned_for_redo(sweep, tmp_path):
 def test_bad_grid_is_refused_before_any_run(tmp_path, capsys, bad, flag):
     import eval_noise
     import eval_order
-    from src.cli import sweep as sweep_module
+    from src.gd_paper import sweep as sweep_module
 
     runs = tmp_path / "runs"
     defaults = eval_noise.DEFAULTS if "--p" in bad else eval_order.DEFAULTS

@@ -119,7 +119,7 @@ def test_seeds_together_write_what_each_seed_alone_writes(tmp_path):
 
 def paper_system(seed: int, **train):
     """The paper's lsa1 at a tiny size (compiles in about a second)."""
-    from src.presets import preset
+    from src.gd_paper.presets import preset
 
     base = preset("lsa1")
     return replace(

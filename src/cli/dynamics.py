@@ -1,12 +1,12 @@
 """The training-dynamics study's command line (Zhang et al., ICML 2025): the original's
-`python train.py` flags, as `python -m runners.linattn`, -> the settings of system `dynamics`
+`python train.py` flags, as `python -m runners.dynamics`, -> the settings of system `dynamics`
 (src/systems/dynamics.py) -> the pipeline (train, run directory, the dynamics analysis).
 
-    python -m runners.linattn --model attnM --head 8 --init 1e-6 --show
-    python -m runners.linattn --model mlp --cubic_feat --head 8 --init 1e-6 --show
-    python -m runners.linattn --model attnS --head 5 --init 1e-2 --epoch 10001 --lr 0.02 --show
-    python -m runners.linattn --model attnS --head 9 --KQ_dim 1 --in_dim 8 --seq_len 32 ...
-    python -m runners.linattn --model attnS --head 2 --softmax ...      # softmax attention
+    python -m runners.dynamics --model attnM --head 8 --init 1e-6 --show
+    python -m runners.dynamics --model mlp --cubic_feat --head 8 --init 1e-6 --show
+    python -m runners.dynamics --model attnS --head 5 --init 1e-2 --epoch 10001 --lr 0.02 --show
+    python -m runners.dynamics --model attnS --head 9 --KQ_dim 1 --in_dim 8 --seq_len 32 ...
+    python -m runners.dynamics --model attnS --head 2 --softmax ...      # softmax attention
 
 Run directory: config.json, metrics.jsonl (about 20 rows), metrics_summary.json, params.npz,
 checkpoint.npz, dynamics.npz (loss and test losses at every epoch, singular values of every
@@ -43,8 +43,8 @@ from src.systems.dynamics import DynamicsSettings, DynamicsTrain, original_file_
 from src.systems.dynamics_checks import OPTIMIZERS
 from src.tasks.dynamics import DynamicsTaskConfig
 
-PROG = "python -m runners.linattn"
-RUNNER = "runners.linattn"
+PROG = "python -m runners.dynamics"
+RUNNER = "runners.dynamics"
 # The original's --model names and the registered models they mean.
 SEED_MODELS = {"attnM": "attn_merged", "attnS": "attn_separate", "mlp": "cubic_mlp"}
 
@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         type=path_text(),
         default=None,
-        help="run directory (default: runs/linattn/ + the original's file name of the run, "
+        help="run directory (default: runs/dynamics/ + the original's file name of the run, "
         "e.g. attnS_head9_D8_R4_P80000_N32_seed0[_icl0.8], + our options not at "
         "their defaults, e.g. _init_uniform)",
     )
@@ -252,11 +252,11 @@ def refuse_model_flags(args: argparse.Namespace, options: type, fields: set[str]
 
 
 def default_out(settings: DynamicsSettings, args: argparse.Namespace) -> Path:
-    """runs/linattn/<the original's file name of the run>[_icl<c>], as its loops name their
+    """runs/dynamics/<the original's file name of the run>[_icl<c>], as its loops name their
     outputs, plus _<value> for each of our own options not at its default."""
     name = original_file_id(settings) + (f"_icl{float(args.icl)}" if args.testset else "")
     words = changed_flags(args, build_parser().parse_args([]), OUR_NAMED_FLAGS)
-    return Path("runs/linattn") / "_".join([name, *words])
+    return Path("runs/dynamics") / "_".join([name, *words])
 
 
 # our options that change a run: dest -> its word in the default run name

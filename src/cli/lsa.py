@@ -31,8 +31,8 @@ from src.flags import (
     seed,
 )
 from src.cli.command import train_command, validated
-from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
-from src.presets import MODEL_PRESETS, SET_ALIASES, preset_settings, preset
+from src.gd_paper.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
+from src.gd_paper.presets import MODEL_PRESETS, SET_ALIASES, preset_settings, preset
 from src.systems.lsa import ATTENTION_TASKS, LSASettings
 
 # earlier names of settings -> ours (accepted by --set and --grid, used in messages)
@@ -283,7 +283,7 @@ def settings_from_args(args: argparse.Namespace, model_name: str) -> LSASettings
 
 
 def settings_for(model_name: str, **given) -> LSASettings:
-    """The settings a runner makes of its flags (src.presets.preset_settings: the preset, the
+    """The settings a runner makes of its flags (src.gd_paper.presets.preset_settings: the preset, the
     training flags, the curricula, then `--set` overrides), validated; UsageError, one line, in
     the runners' words."""
     try:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from src.models.attention_only import Model
-from src.models.layouts import make_tokens
+from src.gd_paper.models.attention_only import Model
+from src.gd_paper.models.layouts import make_tokens
 from src.tasks.pairs import PairPrompt
 
 

@@ -17,7 +17,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from src.models.layouts import layout_of, make_tokens
+from src.gd_paper.models.layouts import layout_of, make_tokens
 from src.registry import registry
 from src.tasks.pairs import PairPrompt
 

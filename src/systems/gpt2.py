@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import optax
 
 from src.batched import in_blocks
-from src.config import CurriculumConfig
-from src.curricula import is_exchangeable, with_pair_curriculum
+from src.gd_paper.config import CurriculumConfig
+from src.gd_paper.curricula import is_exchangeable, with_pair_curriculum
 from src.loop import LoopResult, gradient_chunk
 from src.optim import Optimizer, make_optimizer
 from src.models.sequence import SequenceConfig

@@ -8,8 +8,8 @@ from __future__ import annotations
 import jax
 
 from src.bounds import check_memory, check_sizes
-from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
-from src.curricula import is_exchangeable
+from src.gd_paper.config import NOISE_MODES, ORDERINGS, PLACEMENTS
+from src.gd_paper.curricula import is_exchangeable
 from src.models.mixers.kit import check_lengths
 from src.precision import PRECISIONS
 from src.registry import registry

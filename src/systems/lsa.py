@@ -23,14 +23,22 @@ from typing import Any, ClassVar
 import jax
 
 from src.bounds import check_memory, check_sizes, training_bytes
-from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig, ModelConfig, TaskConfig, TrainConfig
-from src.curricula import apply_curriculum, is_exchangeable, num_corrupted
-from src.eval_set import make_eval_set, make_evaluator, task_sampler
+from src.gd_paper.config import (
+    NOISE_MODES,
+    ORDERINGS,
+    PLACEMENTS,
+    CurriculumConfig,
+    ModelConfig,
+    TaskConfig,
+    TrainConfig,
+)
+from src.gd_paper.curricula import apply_curriculum, is_exchangeable, num_corrupted
+from src.gd_paper.eval_set import make_eval_set, make_evaluator, task_sampler
 from src.loop import LoopResult, gradient_chunk
 from src.optim import Optimizer, make_optimizer
-from src.metrics import loss
-from src.models.attention_only import build_model
-from src.models.layouts import layout_of, make_tokens
+from src.gd_paper.metrics import loss
+from src.gd_paper.models.attention_only import build_model
+from src.gd_paper.models.layouts import layout_of, make_tokens
 from src.params import flatten_params
 from src.registry import registry
 import src.rundir.names as names

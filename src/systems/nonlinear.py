@@ -21,7 +21,7 @@ import numpy as np
 
 from src.bounds import check_memory, check_sizes, training_bytes
 from src.loop import LoopResult, gradient_chunk
-from src.metrics import loss
+from src.gd_paper.metrics import loss
 from src.optim import Optimizer, make_optimizer
 from src.params import flatten_params
 from src.registry import Choice, registry

@@ -18,9 +18,9 @@ import jax
 
 from src.batched import block_rows, in_blocks
 from src.bounds import forward_bytes, forward_work
-from src.eval_set import draw_tasks, make_eval_set
-from src.models.attention_only import build_model
-from src.models.layouts import make_tokens
+from src.gd_paper.eval_set import draw_tasks, make_eval_set
+from src.gd_paper.models.attention_only import build_model
+from src.gd_paper.models.layouts import make_tokens
 from src.models.sequence import canonical_param_name
 from src.read_side import (
     AnswersPairPrompts,

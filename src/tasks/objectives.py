@@ -9,7 +9,7 @@ instead of comparing task kinds.
   token       token sequences; loss: cross-entropy of the next token where scored; reported:
               exact match of the argmax token there (accuracy)
   query_half_mse   the paper's loss (von Oswald et al.), ½ mean (ŷ − y_q)² at the query; the
-              system scores it against one GD step (src/metrics.py)
+              system scores it against one GD step (src/gd_paper/metrics.py)
   query_mse   the training-dynamics study's loss, mean (ŷ − y_q)² at the query over a fixed set
 
 Shapes: B sequences, n points, T tokens, V vocabulary.

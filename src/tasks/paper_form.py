@@ -18,7 +18,7 @@ from typing import Callable
 
 import jax
 
-from src.config import TaskConfig
+from src.gd_paper.config import TaskConfig
 from src.registry import registry
 from src.tasks.objectives import tasks_for
 from src.tasks.pairs import PairPrompt

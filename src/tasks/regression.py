@@ -14,7 +14,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from src.config import TaskConfig
+from src.gd_paper.config import TaskConfig
 from src.registry import registry
 from src.tasks.pairs import PairPrompt, empty_prompt, query_prompt
 

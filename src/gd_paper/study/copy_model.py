@@ -10,11 +10,11 @@ from typing import Sequence
 import numpy as np
 
 from analysis.common import load_run, tuned_eta
-from analysis.one_step_gd import PAPER_GD_LOSS
-from analysis.seed_runs import curves, statuses, summary
+from src.gd_paper.study.one_step_gd import PAPER_GD_LOSS
+from src.gd_paper.study.seed_runs import curves, statuses, summary
 from src.rundir import RunDir, names
 from src.stats import over_seeds
-from src.eval_set import make_eval_set
+from src.gd_paper.eval_set import make_eval_set
 from src.probes.attention import capture_attention
 
 # "The neighbour term dominates" (SPEC §3; issue 3 asks for 3×): copy_next, the sensitivity

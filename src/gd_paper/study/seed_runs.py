@@ -1,4 +1,4 @@
-"""What the multi-seed experiment analyses share (analysis.one_step_gd, k_steps, copy_model,
+"""What the multi-seed experiment analyses share (src.gd_paper.study.one_step_gd, k_steps, copy_model,
 ood_scales, distractors): reading a group of finished runs, one per seed.
 
 Numbers over seeds are src.stats.over_seeds records {mean, std, n, values} (sample std,

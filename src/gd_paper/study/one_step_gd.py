@@ -11,10 +11,10 @@ import numpy as np
 
 from analysis.common import settings_with, tuned_eta
 from src.read_side import ScoredAgainstGD
-from analysis.seed_runs import curves, half_sq_se, statuses, summary
+from src.gd_paper.study.seed_runs import curves, half_sq_se, statuses, summary
 from src.rundir import RunDir
 from src.stats import over_seeds
-from src.eval_set import make_eval_set
+from src.gd_paper.eval_set import make_eval_set
 
 # The paper's / SPEC's reference numbers (SPEC §1, §4).
 PAPER_GD_LOSS = 0.206  # one tuned GD step, d = N = 10, a = 1

@@ -10,12 +10,12 @@ from typing import Sequence
 import numpy as np
 
 from analysis.common import load_run, tuned_eta
-from analysis.seed_runs import zero_loss
-from src.config import CurriculumConfig
-from src.metrics import make_scorer
+from src.gd_paper.study.seed_runs import zero_loss
+from src.gd_paper.config import CurriculumConfig
+from src.gd_paper.metrics import make_scorer
 from src.rundir import RunDir
 from src.stats import over_seeds
-from src.eval_set import make_eval_set
+from src.gd_paper.eval_set import make_eval_set
 
 
 def distractors(lsa1_runs: Sequence[RunDir], counts: Sequence[int], sigma: float = 1.0) -> dict:

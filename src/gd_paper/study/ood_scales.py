@@ -9,11 +9,11 @@ from dataclasses import replace
 from typing import Sequence
 
 from analysis.common import load_run, tuned_eta
-from analysis.seed_runs import zero_loss
-from src.metrics import make_scorer
+from src.gd_paper.study.seed_runs import zero_loss
+from src.gd_paper.metrics import make_scorer
 from src.rundir import RunDir
 from src.stats import over_seeds
-from src.eval_set import make_eval_set
+from src.gd_paper.eval_set import make_eval_set
 
 
 def ood(lsa1_runs: Sequence[RunDir], alphas: Sequence[float], weight_scales: Sequence[float]) -> dict:

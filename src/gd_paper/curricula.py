@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from src.config import CurriculumConfig, TaskConfig
+from src.gd_paper.config import CurriculumConfig, TaskConfig
 from src.tasks.paper_form import is_paper_task, paper_form_sampler
 from src.tasks.pairs import PairPrompt
 from src.tasks.regression import random_pair_inputs

@@ -12,13 +12,13 @@ import jax
 import numpy as np
 
 from analysis.common import load_run, tuned_eta
-from analysis.seed_runs import curves, half_sq_se, statuses, summary
+from src.gd_paper.study.seed_runs import curves, half_sq_se, statuses, summary
 from baselines.gd_plus import fit_gd_plus, gd_plus_predictions, gd_plus_sensitivity
 from baselines.gd_step import gd_predictions, gd_sensitivity, tune_eta
-from src.metrics import Reference, make_scorer
+from src.gd_paper.metrics import Reference, make_scorer
 from src.rundir import RunDir
 from src.stats import over_seeds
-from src.eval_set import draw_tasks, make_eval_set
+from src.gd_paper.eval_set import draw_tasks, make_eval_set
 
 
 def _aligned(scores: dict) -> dict:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from src.config import CurriculumConfig, ModelConfig, TrainConfig
+from src.gd_paper.config import CurriculumConfig, ModelConfig, TrainConfig
 from src.overrides import apply_overrides
 from src.registry import choice
 from src.systems.lsa import LSASettings

@@ -18,9 +18,9 @@ from typing import Sequence
 
 from src.flags import UsageError, choices_list, comma_items, number_list, seed_list
 from src.cli.lsa import CURRICULUM_FIELDS, curriculum_of, settings_for
-from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
+from src.gd_paper.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.jobs.engine import Job, plan
-from src.presets import MODEL_PRESETS
+from src.gd_paper.presets import MODEL_PRESETS
 from src.systems.lsa import LSASettings
 
 AUTO = "auto"

@@ -1,4 +1,4 @@
-"""The sweep drivers' command line (`eval_order`, `eval_noise`): flags -> grid (src/cli/sweep_grid.py)
+"""The sweep drivers' command line (`eval_order`, `eval_noise`): flags -> grid (src/gd_paper/sweep_grid.py)
 -> the job engine (src/jobs/engine.py) -> the results CSV, rebuilt from the run directories.
 
 The whole grid is checked before anything runs (exit 2 and one line naming the flag, the
@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Sequence
 
 from src.flags import OneLineParser, path_text, UsageError, dry_run, fail, int_at_least, positive_number, overwrite_hint
-from src.config import NOISE_MODES, ORDERINGS, PLACEMENTS
+from src.gd_paper.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.jobs.engine import TODO_STATES, announce, run_jobs
 from src.jobs.engine import plan as replan
-from src.cli.sweep_grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
+from src.gd_paper.sweep_grid import AUTO, CLEAN, GridError, SweepJob, build_grid, make_jobs
 from src.jobs.results_csv import keep_foreign_csv, write_csv
 from src.jobs.runs_lock import RunsDirBusy, RunsDirLock
 from src.jobs.study import add_executor_flags, check_directory, executor_of
-from src.presets import MODEL_PRESETS
+from src.gd_paper.presets import MODEL_PRESETS
 from src.registry import Choice
 from src.rundir import RunDirError, names
 

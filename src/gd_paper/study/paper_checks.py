@@ -4,8 +4,8 @@ thresholds (the paper's where it gives one; SPEC §1, §3, §4).
 
 from __future__ import annotations
 
-from analysis.copy_model import NEIGHBOUR_DOMINANCE
-from analysis.one_step_gd import PAPER_GD_LOSS
+from src.gd_paper.study.copy_model import NEIGHBOUR_DOMINANCE
+from src.gd_paper.study.one_step_gd import PAPER_GD_LOSS
 from src.stats import format_pm
 
 # "approaches the learned-feature baseline": the transformer's loss within this factor of it

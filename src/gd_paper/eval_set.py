@@ -1,7 +1,7 @@
 """The fixed evaluation of the paper's system (von Oswald et al.): eval tasks drawn from a seed
 that the training seed does not change (so seeds are scored on the same tasks), the eval
 curriculum applied once, one GD step tuned on a second held-out set, and the scores of a model
-against it (src/metrics.py) plus every probe that applies.
+against it (src/gd_paper/metrics.py) plus every probe that applies.
 
 Shapes: E eval tasks, N pairs, d input dim.
 """
@@ -14,9 +14,9 @@ from typing import Any, Callable, NamedTuple
 import jax
 import numpy as np
 
-from src.config import CurriculumConfig, TaskConfig
-from src.curricula import CurriculumOutput, apply_curriculum
-from src.metrics import Reference, make_scorer
+from src.gd_paper.config import CurriculumConfig, TaskConfig
+from src.gd_paper.curricula import CurriculumOutput, apply_curriculum
+from src.gd_paper.metrics import Reference, make_scorer
 from src.registry import registry
 from src.tasks.paper_form import paper_form_sampler
 from src.tasks.pairs import PairPrompt

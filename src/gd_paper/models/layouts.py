@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from src.config import ModelConfig, TaskConfig
+from src.gd_paper.config import ModelConfig, TaskConfig
 from src.registry import registry
 from src.settings import is_int, require
 from src.tasks.pairs import PairPrompt

@@ -22,9 +22,9 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.config import ModelConfig, TaskConfig
-from src.models.layouts import make_tokens, model_width, num_context_tokens
-from src.models.lsa import Attention
+from src.gd_paper.config import ModelConfig, TaskConfig
+from src.gd_paper.models.layouts import make_tokens, model_width, num_context_tokens
+from src.gd_paper.models.lsa import Attention
 from src.registry import registry
 from src.tasks.pairs import PairPrompt
 from src.tasks.regression import empty_tasks

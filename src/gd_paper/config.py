@@ -1,7 +1,7 @@
 """The parts of the paper's system's settings (von Oswald et al.): the in-context regression
 task, the attention-only model in registry terms, training, and the curricula of context pairs.
 The tree that holds them, its validation and its schema history are the system's
-(src/systems/lsa.py); the named presets (lsa1, lsa_rec, twolayer) are in src/presets.py.
+(src/systems/lsa.py); the named presets (lsa1, lsa_rec, twolayer) are in src/gd_paper/presets.py.
 
 Glossary: d = input dimension, N = context pairs per task, B = batch (tasks),
 K = number of attention layers.
@@ -20,7 +20,7 @@ ORDERINGS = ("random", "smallnorm2largenorm", "easy2hard", "hard2easy")
 NOISE_MODES = ("clean", "label_noise", "random_pairs")
 PLACEMENTS = ("mixed", "clean_first", "noisy_first")
 
-# GD's step size is tuned on a second held-out set drawn from eval_seed + 1 (src/eval_set.py).
+# GD's step size is tuned on a second held-out set drawn from eval_seed + 1 (src/gd_paper/eval_set.py).
 
 
 @dataclass(frozen=True)

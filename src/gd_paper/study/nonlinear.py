@@ -22,10 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from analysis.common import settings_with
-from analysis.seed_runs import curves, half_sq_se, statuses, summary, zero_loss
+from src.gd_paper.study.seed_runs import curves, half_sq_se, statuses, summary, zero_loss
 from baselines.gd_step import tune_eta as tune_gd_eta, gd_predictions
 from baselines.kernel import build_kernel_gd_step, build_kernel_ridge
-from src.metrics import loss
+from src.gd_paper.metrics import loss
 from src.rundir import RunDir
 from src.stats import over_seeds
 from src.read_side import LearnsFunctions, read_side
