@@ -7,13 +7,13 @@ original's mean squared error of the query prediction (no ½).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-from plots.provenance import header
+from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
+from src.jobs.declared import StudyRun
 from src import rundir as names
 from src.registry import registry
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
@@ -295,20 +295,19 @@ def part_sections(parts: dict[str, list[dict]]) -> list[str]:
     return lines
 
 
-def write_report(
-    jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
-) -> list[Path]:
-    """`head`: src.provenance.git_commit() taken before anything was written."""
+def write_report(run: StudyRun) -> list[Path]:
+    """run.head: src.provenance.git_commit() taken before anything was written."""
+    jobs, report_dir = run.jobs, run.report_dir
     parts: dict[str, list[dict]] = {}
     for job in jobs:
         parts.setdefault(job.part, []).append(_run_record(job))
     figures, initialisation, written = figure_files(parts, report_dir)
     atomic_write_json(
         report_dir / RESULTS,
-        {"command": command, "quick": quick, "seconds": seconds, "results": results_of(parts), "figures": figures},
+        {**study_fields(run), "results": results_of(parts), "figures": figures},
     )
     title = "Training dynamics of in-context learning in linear attention (Zhang et al., ICML 2025)"
-    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines = header(title, run)
     lines += INTRO + part_sections(parts)
     lines += ["", "## Figures", ""] + [f"- `{f}` (initialisation: {initialisation[f]})" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))

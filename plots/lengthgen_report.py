@@ -18,9 +18,10 @@ from typing import Sequence
 
 import numpy as np
 
-from plots.provenance import header
+from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
+from src.jobs.declared import StudyRun
 from src import rundir as names
 from src.stats import NOT_TRAINED, STD_LABEL, TRAINED_BELOW, format_pm, over_seeds
 from src.tasks.objectives import objective_of
@@ -341,16 +342,8 @@ def task_tables(summaries: dict, baselines: dict, trained: int) -> list[str]:
     return lines
 
 
-def write_report(
-    jobs: Sequence,
-    report_dir: Path,
-    *,
-    quick: bool,
-    seconds: float,
-    command: str,
-    head: dict,
-    problems: dict | None = None,
-) -> list[Path]:
+def write_report(run: StudyRun, problems: dict | None = None) -> list[Path]:
+    jobs, report_dir = run.jobs, run.report_dir
     cells, rows, baselines = collect(jobs, problems or {})
     summaries = {
         task: {p: summarise(r) if r["curves"] else {} for p, r in by_position.items()}
@@ -363,9 +356,7 @@ def write_report(
     atomic_write_json(
         report_dir / RESULTS,
         {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
+            **study_fields(run),
             "trained_points": trained,
             "results": rows,
             "baselines": baselines,
@@ -375,7 +366,7 @@ def write_report(
         },
     )
     title = "Position encodings and length generalisation (Lin et al., AAAI 2025)"
-    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines = header(title, run)
     lines += setup_lines(settings, trained) + task_tables(summaries, baselines, trained)
     if problems:
         lines += ["## Runs whose analyses could not run", ""] + [f"- {p}" for p in problems] + [""]

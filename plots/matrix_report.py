@@ -23,9 +23,10 @@ from typing import Sequence
 
 import numpy as np
 
-from plots.provenance import header
+from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
+from src.jobs.declared import StudyRun
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.rundir import RunDirError, names
 from src.stats import over_seeds
@@ -252,18 +253,10 @@ def stress_table(summary: dict, ranked: list[str]) -> list[str]:
     return lines
 
 
-def write_report(
-    jobs: Sequence,
-    gd_curves: Sequence[np.ndarray],
-    report_dir: Path,
-    *,
-    quick: bool,
-    seconds: float,
-    command: str,
-    head: dict,
-) -> list[Path]:
+def write_report(run: StudyRun, gd_curves: Sequence[np.ndarray]) -> list[Path]:
     """The report of `jobs`; gd_curves[i]: one tuned GD step's error curve on job i's eval prompts
     (scripts.matrix.gd_curve)."""
+    jobs, report_dir = run.jobs, run.report_dir
     rows = [run_row(job, gd) for job, gd in zip(jobs, gd_curves, strict=True)]
     summary = summarise(rows)
     figures = []
@@ -274,9 +267,7 @@ def write_report(
     atomic_write_json(
         report_dir / RESULTS,
         {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
+            **study_fields(run),
             "columns": list(COLUMNS),
             "results": rows,
             "summary": summary,
@@ -284,7 +275,7 @@ def write_report(
         },
     )
     title = "The matrix: every sequence mixer on von Oswald et al.'s regression"
-    out = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    out = header(title, run)
     out += setup_lines(jobs, rows)
     out += ["## Reading", "", *reading(summary, over_seeds([r.get("zero_loss") for r in rows])["mean"]), ""]
     out += loss_table(summary, ranked) + [""] + stress_table(summary, ranked)

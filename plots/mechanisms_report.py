@@ -12,9 +12,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from plots.provenance import header
+from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
+from src.jobs.declared import StudyRun
 from src import rundir as names
 from src.stats import STD_LABEL, format_pm, over_seeds
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
@@ -144,13 +145,8 @@ TITLE = "Attention mechanisms on in-context regression (Garg et al. 2022; limits
 
 
 def write_report(
-    jobs: Sequence,
-    report_dir: Path,
+    run: StudyRun,
     *,
-    quick: bool,
-    seconds: float,
-    command: str,
-    head: dict,
     title: str = TITLE,
     report: str = REPORT,
     results_file: str = RESULTS,
@@ -159,6 +155,7 @@ def write_report(
 ) -> list[Path]:
     """The report of `jobs` (each with a `mechanism` label and a `seed`); another study of
     mechanism variants names its own files and adds its own section (`extra(results)`: lines)."""
+    jobs, report_dir = run.jobs, run.report_dir
     results = collect(jobs)
     eval_size = jobs[0].expected["train"]["eval_size"]
     figures = []
@@ -167,9 +164,9 @@ def write_report(
         figures.append(f"{fig_dir}/{name}")
     atomic_write_json(
         report_dir / results_file,
-        {"command": command, "quick": quick, "seconds": seconds, "results": results, "figures": figures},
+        {**study_fields(run), "results": results, "figures": figures},
     )
-    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines = header(title, run)
     lines += [
         f"- Error: squared error / d (the zero predictor scores 1), on {eval_size} fixed eval tasks; "
         f"mean ± {STD_LABEL}. Stress tests act at evaluation time on the last point's context.",

@@ -20,9 +20,10 @@ import numpy as np
 
 from plots.mixers_checks import CELL, Check, _cell, evaluate
 from plots.mixers_figures import figure_boolean, figure_mqar, figure_steps, steps_table
-from plots.provenance import header
+from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import png_bytes
+from src.jobs.declared import StudyRun
 from src import rundir as names
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
@@ -234,16 +235,8 @@ def boolean_table(rows: list[dict]) -> list[str]:
     return lines + [""]
 
 
-def write_report(
-    jobs: Sequence,
-    report_dir: Path,
-    *,
-    quick: bool,
-    seconds: float,
-    command: str,
-    head: dict,
-    checks: Sequence[Check] = (),
-) -> list[Path]:
+def write_report(run: StudyRun, checks: Sequence[Check] = ()) -> list[Path]:
+    jobs, report_dir = run.jobs, run.report_dir
     every = collect(jobs)
     rows = best_of_rates(every)
     results = [evaluate(check, rows) for check in checks]
@@ -252,9 +245,7 @@ def write_report(
     atomic_write_json(
         report_dir / RESULTS,
         {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
+            **study_fields(run),
             "results": rows,
             "checks": results,
             "figures": figures,
@@ -262,9 +253,9 @@ def write_report(
         },
     )
     title = "Sequence mixers on the ICL benchmark (Zoology / miniseq)"
-    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines = header(title, run)
     lines += setup_lines(jobs, rows, every, swept)
-    lines += check_lines(results, quick) + mqar_tables(rows) + steps_table(rows) + boolean_table(rows)
+    lines += check_lines(results, run.quick) + mqar_tables(rows) + steps_table(rows) + boolean_table(rows)
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

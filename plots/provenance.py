@@ -3,8 +3,7 @@
 machine, the summed training time of the runs it aggregates (not the wall time of the last
 invocation, which may have trained none of them) and the command.
 
-    lines = header("Sequence mixers on the ICL benchmark (Zoology)", quick=..., head=head,
-                   command=command, seconds=seconds, jobs=jobs)
+    lines = header("Sequence mixers on the ICL benchmark (Zoology)", run)   # run: the study's StudyRun
 """
 
 from __future__ import annotations
@@ -67,8 +66,15 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
-def header(title: str, *, quick: bool, head: dict, command: str, seconds: float, jobs: Sequence) -> list[str]:
-    """The report's title and provenance lines (Markdown), ending with a blank line."""
+def study_fields(run) -> dict:
+    """The keys every study's results JSON opens with: its command, --quick and seconds."""
+    return {"command": run.command, "quick": run.quick, "seconds": run.seconds}
+
+
+def header(title: str, run) -> list[str]:
+    """The report's title and provenance lines (Markdown), ending with a blank line, of a study's
+    run (src/jobs/declared.py's StudyRun: its jobs, quick, head, command and seconds)."""
+    jobs, quick, head, command, seconds = run.jobs, run.quick, run.head, run.command, run.seconds
     total, counted = training_seconds(jobs)
     trained_now = sum(1 for j in jobs if getattr(j, "seconds", 0) > 0)
     return [

@@ -12,9 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
-from plots.provenance import header
+from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
+from src.jobs.declared import StudyRun
 from src import rundir as names
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.stats import STD_LABEL, format_pm, over_seeds
@@ -286,9 +287,8 @@ def published_table(models: dict, d: int, points: int) -> list[str]:
     return lines
 
 
-def write_report(
-    jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
-) -> list[Path]:
+def write_report(run: StudyRun) -> list[Path]:
+    jobs, report_dir = run.jobs, run.report_dir
     models, baselines, curricula = collect(jobs)
     d = int(jobs[0].settings.curriculum.dims.end)
     columns = [
@@ -307,9 +307,7 @@ def write_report(
     atomic_write_json(
         report_dir / RESULTS,
         {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
+            **study_fields(run),
             "models": table,
             "baselines": baselines,
             "curricula": curricula,
@@ -317,8 +315,8 @@ def write_report(
         },
     )
     title = "The robustness battery: attention mechanisms under evaluation shifts (limits_of_icl)"
-    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
-    lines += setup_lines(jobs, d, quick)
+    lines = header(title, run)
+    lines += setup_lines(jobs, d, run.quick)
     lines += ["## Claims of limits_of_icl at our scale", ""] + claims(models, d) + [""]
     lines += selected_table(models, baselines, columns)
     lines += published_table(models, d, jobs[0].settings.curriculum.points.end)

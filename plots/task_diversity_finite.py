@@ -21,9 +21,10 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from plots.provenance import header
+from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
+from src.jobs.declared import StudyRun
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 REPORT, RESULTS, FIGURE = (
@@ -118,18 +119,9 @@ def table_rows(curves: dict[int, dict], verdicts: dict[int, bool | None]) -> lis
     return rows
 
 
-def write_report(
-    jobs: Sequence,
-    curves: dict[int, dict],
-    report_dir: Path,
-    *,
-    quick: bool,
-    seconds: float,
-    command: str,
-    head: dict,
-    study_switch: int | None = None,
-) -> list[Path]:
+def write_report(run: StudyRun, curves: dict[int, dict], study_switch: int | None = None) -> list[Path]:
     """The report of `curves` (pool size -> scripts.task_diversity.curve of its finished run)."""
+    jobs, report_dir = run.jobs, run.report_dir
     verdicts = {m: rises(c["distance_ridge"]) for m, c in curves.items()}
     found = threshold_at_budget(verdicts)
     steps = max((j.settings.train.steps for j in jobs), default=0)
@@ -141,9 +133,7 @@ def write_report(
     atomic_write_json(
         report_dir / RESULTS,
         {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
+            **study_fields(run),
             "steps": steps,
             "rule": f"rises: last ≥ {RISE} × min",
             "curves": {str(m): c for m, c in sorted(curves.items())},
@@ -154,8 +144,8 @@ def write_report(
         },
     )
     title = "Task diversity, finite-size test: threshold or transient (Raventós et al. 2023)"
-    out = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
-    out += setup_lines(jobs, steps, quick, answer) + table_rows(curves, verdicts)
+    out = header(title, run)
+    out += setup_lines(jobs, steps, run.quick, answer) + table_rows(curves, verdicts)
     out += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(out))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

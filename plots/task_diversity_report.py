@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
 
 
-from plots.provenance import header
+from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
+from src.jobs.declared import StudyRun
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.stats import over_seeds
 
@@ -133,10 +133,9 @@ def distance_table(rows: list[dict]) -> list[str]:
     return out
 
 
-def write_report(
-    jobs: Sequence, rows: list[dict], report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
-) -> list[Path]:
-    """The report of `rows` (scripts.task_diversity.collect: one per finished run of `jobs`)."""
+def write_report(run: StudyRun, rows: list[dict]) -> list[Path]:
+    """The report of `rows` (scripts.task_diversity.collect: one per finished run of run.jobs)."""
+    report_dir = run.report_dir
     found, lines = threshold(rows)
     figures = []
     if rows:
@@ -145,9 +144,7 @@ def write_report(
     atomic_write_json(
         report_dir / RESULTS,
         {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
+            **study_fields(run),
             "results": rows,
             "threshold": found,
             "per_pool": lines,
@@ -155,7 +152,7 @@ def write_report(
         },
     )
     title = "Task diversity: dMMSE or ridge (Raventós et al. 2023)"
-    out = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    out = header(title, run)
     out += [
         "- Noisy linear regression, d = 8, 16 points, σ = 0.5; pretraining tasks from a pool of M vectors "
         "drawn once (training.num_tasks; ∞: fresh every step). Error: squared error / d averaged over the "

@@ -17,9 +17,10 @@ from typing import Sequence
 import numpy as np
 
 from plots.mixers_report import _pm, best_of_rates, block_words, collect
-from plots.provenance import header
+from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
+from src.jobs.declared import StudyRun
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.stats import over_seeds
 
@@ -232,9 +233,8 @@ def cell_tables(rows: list[dict], mixers: Sequence[str]) -> list[str]:
     return lines
 
 
-def write_report(
-    jobs: Sequence, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict
-) -> list[Path]:
+def write_report(run: StudyRun) -> list[Path]:
+    jobs, report_dir = run.jobs, run.report_dir
     state = {job.name: job.settings.model.state_floats(job.seq_len) for job in jobs}
     every = [{**r, "state_floats": state[r["run"]]} for r in collect(jobs)]
     rows = best_of_rates(every)
@@ -248,9 +248,7 @@ def write_report(
     atomic_write_json(
         report_dir / RESULTS,
         {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
+            **study_fields(run),
             **({"block": blocks} if blocks not in ([], ["ours"]) else {}),
             "results": [{k: v for k, v in r.items() if k != "curve"} for r in rows],
             "every_rate": [
@@ -261,7 +259,7 @@ def write_report(
             "figures": figures,
         },
     )
-    lines = header("Zoology's mixer zoo on MQAR", quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines = header("Zoology's mixer zoo on MQAR", run)
     lines += setup_lines(jobs, rows, every, found) + beside_zoology(rows, mixers) + cell_tables(rows, mixers)
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))

@@ -18,21 +18,15 @@ commands (quoted beside each part) as the Settings they mean.
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 from plots.dynamics_report import write_report
-from src.flags import UsageError, fail
-from src.process import guarded
-from src.jobs.engine import Job, plan
-from src.jobs.study import finish_study, study_dirs, study_parser
+from src.jobs.declared import Cell, CellJob, Study, cell_runs
+from src.jobs.study import run_as_command, study_command
 from src.registry import choice
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain
 from src.tasks.dynamics import DynamicsTaskConfig
-
-PROG = "python -m scripts.dynamics"
 
 
 def run(model: str, options: dict, *, task: dict | None = None, show: bool = False, **train) -> DynamicsSettings:
@@ -51,7 +45,7 @@ def run(model: str, options: dict, *, task: dict | None = None, show: bool = Fal
 # current code no rank leaves the first plateau in the README's 20,001 epochs); the staircase's
 # `uniform` companion keeps this workbench's earlier convention for comparison. The staircase
 # runs to 80,001 epochs: the fourth drop comes at ~58,000 under the original's initialisation.
-STUDY = {
+PARTS = {
     "merged_vs_mlp": [  # train.py --model attnM | mlp --cubic_feat --head 8 --init 1e-6 --show
         ("attnM", run("attn_merged", {"heads": 8}, init=1e-6, show=True)),
         ("attnM_restricted", run("attn_merged", {"heads": 8, "restricted": True}, init=1e-6, show=True)),
@@ -134,33 +128,31 @@ def quick(settings: DynamicsSettings, part: str) -> DynamicsSettings:
     return replace(settings, task=task, train=train).validate()
 
 
-@dataclass
-class StudyJob(Job):
-    part: str = ""  # which part of the study the run belongs to
-
-
-def make_jobs(runs_dir: Path, is_quick: bool) -> list[StudyJob]:
-    jobs = []
-    for part, runs in STUDY.items():
+def study_cells(is_quick: bool) -> list[Cell]:
+    """Every run of PARTS (whole runs: the original's commands carry their seeds), its part a tag;
+    cost: epochs x training-set size."""
+    cells = []
+    for part, runs in PARTS.items():
         for name, settings in runs:
             settings = quick(settings, part) if is_quick else settings
-            jobs.append(
-                StudyJob(
-                    name, settings, runs_dir / name, cost=settings.train.epochs * settings.task.trainset_size, part=part
-                )
-            )
-    return plan(jobs)
+            cost = settings.train.epochs * settings.task.trainset_size
+            cells.append(Cell(name, settings, {"part": part}, cost=cost))
+    return cells
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = study_parser(PROG, __doc__, "small sizes (a smoke test, ~1 min)").parse_args(argv)
-    try:
-        runs_dir, report_dir = study_dirs(args, "dynamics")
-    except UsageError as err:
-        return fail(PROG, err)
-    return finish_study(PROG, argv, args, runs_dir, report_dir, lambda: make_jobs(runs_dir, args.quick), write_report)
+def make_jobs(runs_dir: Path, is_quick: bool) -> list[CellJob]:
+    return cell_runs(study_cells(is_quick), None, runs_dir)
 
+
+STUDY = Study(
+    "dynamics",
+    __doc__,
+    "small sizes (a smoke test, ~1 min)",
+    cells=lambda flags, runs_dir: study_cells(flags.quick),
+    report=write_report,
+    seeds=lambda flags: None,
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

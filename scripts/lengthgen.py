@@ -21,21 +21,18 @@ under report/quick).
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from plots.lengthgen_report import FACTOR, PROBE_FACTOR, write_report
-from src.flags import UsageError, fail, refuse_repeats, seed_list
-from src.process import guarded
+from src.flags import UsageError, refuse_repeats, seed_list
 from src.formats.limits_of_icl import read_config
 from src.models.sequence_presets import mamba
-from src.jobs.engine import Job, plan
-from src.jobs.study import finish_study, study_dirs, study_parser
+from src.jobs.declared import Cell, CellJob, Study, StudyRun, cell_runs
+from src.jobs.study import run_as_command, study_command
 from src.registry import choice, registry
 
-PROG = "python -m scripts.lengthgen"
 CONFIG = "configs/lengthgen.yaml"
 SEEDS = (0, 1, 2)
 TASKS = {"linear_regression": {}, "conjunction": {"steps": 1000}}  # task -> training changes
@@ -51,11 +48,22 @@ def row_model(base, position: str):
     return replace(base, position=choice("position", position))
 
 
-@dataclass
-class LengthJob(Job):
-    position: str = ""
-    task: str = ""
-    seed: int = 0
+def length_cells(
+    positions: Sequence[str], tasks: Sequence[str], quick: bool, mixer: str | None = None, config: str = CONFIG
+) -> list[Cell]:
+    """One cell per task and encoding; `mixer` (any registered sequence mixer) replaces the config's
+    softmax attention and joins the run names."""
+    base, _ = read_config(config)
+    if mixer is not None:
+        base = replace(base, model=replace(base.model, seq_mixer=choice("seq_mixer", mixer)))
+    tag = "" if mixer is None else f"{mixer}_"
+    cells = []
+    for task in tasks:
+        train = replace(base.train, **{**TASKS[task], **(QUICK if quick else {})})
+        for position in positions:
+            settings = replace(base, model=row_model(base.model, position), task=choice("task", task), train=train)
+            cells.append(Cell(f"{task}_{tag}{position}", settings, {"position": position, "task": task}))
+    return cells
 
 
 def make_jobs(
@@ -66,36 +74,12 @@ def make_jobs(
     quick: bool,
     mixer: str | None = None,
     config: str = CONFIG,
-) -> list[Job]:
-    """One run per task, encoding and seed; `mixer` (any registered sequence mixer) replaces the
-    config's softmax attention and joins the run names."""
-    base, _ = read_config(config)
-    if mixer is not None:
-        base = replace(base, model=replace(base.model, seq_mixer=choice("seq_mixer", mixer)))
-    tag = "" if mixer is None else f"{mixer}_"
-    jobs = []
-    for task in tasks:
-        for position in positions:
-            for seed in seeds:
-                train = replace(base.train, seed=seed, **{**TASKS[task], **(QUICK if quick else {})})
-                model = row_model(base.model, position)
-                settings = replace(base, model=model, task=choice("task", task), train=train).validate()
-                name = f"{task}_{tag}{position}_seed{seed}"
-                jobs.append(
-                    LengthJob(
-                        name,
-                        settings,
-                        runs_dir / name,
-                        cost=settings.train.steps,
-                        position=position,
-                        task=task,
-                        seed=seed,
-                    )
-                )
-    return plan(jobs)
+) -> list[CellJob]:
+    """One run per task, encoding and seed (length_cells x seeds)."""
+    return cell_runs(length_cells(positions, tasks, quick, mixer, config), seeds, runs_dir)
 
 
-def analyse(jobs: Sequence[Job]) -> dict[str, str]:
+def analyse(jobs: Sequence[CellJob]) -> dict[str, str]:
     """Write the analyses each finished run lacks (length_gen to 8x, recency and prompt_tests at
     4x; recency only where the mixer forms softmax weights); returns run name -> why they could
     not run."""
@@ -124,9 +108,9 @@ def analyse(jobs: Sequence[Job]) -> dict[str, str]:
     return problems
 
 
-def report(jobs: Sequence[Job], report_dir: Path, **kw) -> list[Path]:
+def report(run: StudyRun) -> list[Path]:
     """The study's analyses, then its report (plots.lengthgen_report draws only)."""
-    return write_report(jobs, report_dir, problems=analyse(jobs), **kw)
+    return write_report(run, problems=analyse(run.jobs))
 
 
 def _names(flag: str, text: str | None, known: Sequence[str]) -> list[str]:
@@ -138,9 +122,7 @@ def _names(flag: str, text: str | None, known: Sequence[str]) -> list[str]:
     return names
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = study_parser(PROG, __doc__, "60 steps, seed 0 (a smoke test)")
+def add_flags(parser) -> None:
     parser.add_argument(
         "--positions",
         default=None,
@@ -160,25 +142,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         "configs/paper/lengthgen.yaml is Lin et al.'s scale)",
     )
     parser.add_argument("--seeds", default=None, help=f"comma list (default: {','.join(map(str, SEEDS))}; quick: 0)")
-    args = parser.parse_args(argv)
-    try:
-        runs_dir, report_dir = study_dirs(args, "lengthgen")
-        seeds = seed_list(args.seeds) if args.seeds else (SEEDS[:1] if args.quick else SEEDS)
-        positions = _names("--positions", args.positions, [*registry("position").names(), MAMBA])
-        tasks = _names("--tasks", args.tasks, list(TASKS))
-        mixer = None if args.mixer is None else _names("--mixer", args.mixer, registry("seq_mixer").names())[0]
-    except UsageError as err:
-        return fail(PROG, err)
-    return finish_study(
-        PROG,
-        argv,
-        args,
-        runs_dir,
-        report_dir,
-        lambda: make_jobs(runs_dir, positions, tasks, seeds, args.quick, mixer, args.config),
-        report,
-    )
 
+
+def grid(flags) -> tuple[list[str], list[str], str | None]:
+    """(positions, tasks, mixer) of the flags (UsageError, one line, for a bad one)."""
+    positions = _names("--positions", flags.positions, [*registry("position").names(), MAMBA])
+    tasks = _names("--tasks", flags.tasks, list(TASKS))
+    mixer = None if flags.mixer is None else _names("--mixer", flags.mixer, registry("seq_mixer").names())[0]
+    return positions, tasks, mixer
+
+
+def cells_of(flags, runs_dir: Path) -> list[Cell]:
+    positions, tasks, mixer = grid(flags)
+    return length_cells(positions, tasks, flags.quick, mixer, flags.config)
+
+
+STUDY = Study(
+    "lengthgen",
+    __doc__,
+    "60 steps, seed 0 (a smoke test)",
+    cells=cells_of,
+    report=report,
+    seeds=lambda flags: seed_list(flags.seeds) if flags.seeds else (SEEDS[:1] if flags.quick else SEEDS),
+    flags=add_flags,
+    check=grid,
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

@@ -23,22 +23,19 @@ and the GD paper's models beside their tuned GD step with the copy term of the f
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 from plots.mechanisms_report import write_report
-from src.process import guarded
 from src.formats.limits_of_icl import read_config
 from src import rundir as names
-from src.jobs.engine import Job, plan
 from src.stats import format_pm, over_seeds
-from src.jobs.study import finish_study, parse_study, study_parser
+from src.jobs.declared import Cell, Study, StudyRun, cell_runs
+from src.jobs.study import run_as_command, study_command
 from src.registry import choice
-from scripts.mechanisms import QUICK, SEEDS, MechanismJob
+from scripts.mechanisms import QUICK, SEEDS
 
-PROG = "python -m scripts.linear_attention"
 CONFIG = "configs/linear_attention.yaml"
 TITLE = "Linear attention on in-context regression: sum, mean and a normalised output"
 
@@ -68,41 +65,31 @@ GD_PAPER = (
 GD_QUICK_STEPS = 150
 
 
-@dataclass
-class GDPaperJob(Job):
-    label: str = ""
-    seed: int = 0
-
-
-def run_name(variant: Variant, seed: int) -> str:
+def cell_name(variant: Variant) -> str:
     options = "".join(f"_{v}" for v in variant.options.values())
-    return f"{variant.mixer}{options}_lr{variant.learning_rate:g}_seed{seed}"
+    return f"{variant.mixer}{options}_lr{variant.learning_rate:g}"
 
 
-def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool) -> list:
+def study_cells(quick: bool) -> list[Cell]:
+    """The mechanisms study's model with each variant (its row `mechanism`), then the GD paper's
+    models (their row `label`; their runs cost 3x their steps)."""
     from src.gd_paper.presets import preset_settings
 
     base, _ = read_config(CONFIG)
-    jobs = []
+    cells = []
     for variant in VARIANTS:
-        for seed in seeds:
-            train = replace(base.train, seed=seed, learning_rate=variant.learning_rate, **(QUICK if quick else {}))
-            model = replace(base.model, seq_mixer=choice("seq_mixer", variant.mixer, **variant.options))
-            settings = replace(base, model=model, train=train).validate()
-            name = run_name(variant, seed)
-            jobs.append(
-                MechanismJob(
-                    name, settings, runs_dir / name, cost=settings.train.steps, mechanism=variant.label, seed=seed
-                )
-            )
+        train = replace(base.train, learning_rate=variant.learning_rate, **(QUICK if quick else {}))
+        model = replace(base.model, seq_mixer=choice("seq_mixer", variant.mixer, **variant.options))
+        cells.append(Cell(cell_name(variant), replace(base, model=model, train=train), {"mechanism": variant.label}))
     for label, model, sets in GD_PAPER:
-        for seed in seeds:
-            settings = preset_settings(model, seed=seed, sets=sets, steps=GD_QUICK_STEPS if quick else None)
-            name = f"{model}{'_linear_copy' if sets else ''}_seed{seed}"
-            jobs.append(
-                GDPaperJob(name, settings, runs_dir / name, cost=3 * settings.train.steps, label=label, seed=seed)
-            )
-    return plan(jobs)
+        settings = preset_settings(model, sets=sets, steps=GD_QUICK_STEPS if quick else None)
+        name = f"{model}{'_linear_copy' if sets else ''}"
+        cells.append(Cell(name, settings, {"label": label}, cost=3 * settings.train.steps))
+    return cells
+
+
+def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool) -> list:
+    return cell_runs(study_cells(quick), seeds, runs_dir)
 
 
 def gd_paper_section(jobs: Sequence) -> list[str]:
@@ -110,7 +97,7 @@ def gd_paper_section(jobs: Sequence) -> list[str]:
     first layer (∂ output at token j / ∂ token j + 1) against the other tokens, alignment."""
     rows: dict[str, list[dict]] = {}
     for job in jobs:
-        if isinstance(job, GDPaperJob) and job.run.exists(names.SUMMARY):
+        if getattr(job, "label", None) is not None and job.run.exists(names.SUMMARY):
             rows.setdefault(job.label, []).append(job.run.load_json(names.SUMMARY))
     if not rows:
         return []
@@ -158,25 +145,26 @@ def against_gd(results: dict) -> list[str]:
     return lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = study_parser(PROG, __doc__, "150 steps, seed 0 (a smoke test)")
-    argv, args, runs_dir, report_dir = parse_study(parser, argv, "linear_attention")
-    seeds = SEEDS[:1] if args.quick else SEEDS
+def report(run: StudyRun) -> list:
+    return write_report(
+        run,
+        title=TITLE,
+        report="LINEAR_ATTENTION.md",
+        results_file="linear_attention_results.json",
+        fig_dir="figures/linear_attention",
+        extra=lambda results: against_gd(results) + gd_paper_section(run.jobs),
+    )
 
-    def report(jobs, report_dir, **kw):
-        return write_report(
-            jobs,
-            report_dir,
-            title=TITLE,
-            report="LINEAR_ATTENTION.md",
-            results_file="linear_attention_results.json",
-            fig_dir="figures/linear_attention",
-            extra=lambda results: against_gd(results) + gd_paper_section(jobs),
-            **kw,
-        )
 
-    return finish_study(PROG, argv, args, runs_dir, report_dir, lambda: make_jobs(runs_dir, seeds, args.quick), report)
-
+STUDY = Study(
+    "linear_attention",
+    __doc__,
+    "150 steps, seed 0 (a smoke test)",
+    cells=lambda flags, runs_dir: study_cells(flags.quick),
+    report=report,
+    seeds=lambda flags: SEEDS[:1] if flags.quick else SEEDS,
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

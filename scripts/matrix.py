@@ -36,7 +36,6 @@ as it was.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Sequence
@@ -49,13 +48,12 @@ from analysis.common import pairs_of
 from baselines.gd_step import ETA_GRID, averaging
 from plots.matrix_report import write_report
 from scripts.matrix_config import Protocol, mixer_names, read_config
-from src.flags import UsageError, fail, seed_list
-from src.jobs.study import cell_jobs, finish_study, study_dirs, study_parser
+from src.flags import UsageError, seed_list
+from src.jobs.declared import Cell, Study, StudyRun, cell_runs
+from src.jobs.study import run_as_command, study_command
 from src.mixer_spec import mixer_of
 from src.models.sequence_presets import lstm
-from src.process import guarded
 
-PROG = "python -m scripts.matrix"
 CONFIG = "configs/matrix.yaml"
 SEEDS = (0, 1, 2)
 QUICK_MIXERS = ("softmax_causal", "linear", "lstm")
@@ -152,6 +150,14 @@ def study_cells(
     return plan_cells(base, mixers, protocol)
 
 
+def grid_cells(
+    mixers: Sequence[str], quick: bool, config: str = CONFIG, protocol: Protocol | None = None
+) -> list[Cell]:
+    """study_cells as the study's cells, each with its mixer's spelling (tag `mixer`)."""
+    cells = study_cells(mixers, quick, config, protocol)
+    return [Cell(name, settings, {"mixer": mixer}, analyses=ANALYSES) for name, (mixer, settings) in cells.items()]
+
+
 def make_jobs(
     runs_dir,
     mixers: Sequence[str],
@@ -161,8 +167,7 @@ def make_jobs(
     protocol: Protocol | None = None,
 ):
     """The study's runs: every cell (study_cells) x seed."""
-    cells = study_cells(mixers, quick, config, protocol)
-    return cell_jobs(runs_dir, {name: settings for name, (_, settings) in cells.items()}, seeds, ANALYSES)
+    return cell_runs(grid_cells(mixers, quick, config, protocol), seeds, runs_dir)
 
 
 def rate_summary(jobs: Sequence, mixer_of_cell: dict[str, str]) -> dict:
@@ -226,26 +231,17 @@ def rate_lines(summary: dict) -> list[str]:
     return lines
 
 
-def write_rates(
-    jobs: Sequence,
-    report_dir: Path,
-    mixer_of_cell: dict[str, str],
-    protocol: Protocol,
-    *,
-    config: str,
-    seconds: float,
-    command: str,
-    head: dict,
-) -> Path:
+def write_rates(run: StudyRun, protocol: Protocol) -> Path:
     """report_dir/matrix_rates.json: rate_summary with its provenance (commit, clean tree or not,
     machine, date, the runs' training seconds, wall seconds, command, config)."""
     import datetime as dt
     from plots.provenance import machine, training_seconds
     from src.files import atomic_write_json
 
-    summary = rate_summary(jobs, mixer_of_cell)
+    jobs, head, seconds = run.jobs, run.head, run.seconds
+    summary = rate_summary(jobs, {job.cell: job.mixer for job in jobs})
     train_total, counted = training_seconds(jobs)
-    out = report_dir / RATES
+    out = run.report_dir / RATES
     atomic_write_json(
         out,
         {
@@ -253,8 +249,8 @@ def write_rates(
             "commit": head.get("commit"),
             "clean_tree": None if head.get("dirty") is None else not head["dirty"],
             "machine": machine(),
-            "command": command,
-            "config": config,
+            "command": run.command,
+            "config": run.flags.config,
             "wall_seconds": round(seconds, 1),
             "train_seconds": round(train_total, 1),
             "runs": len(jobs),
@@ -302,55 +298,54 @@ def gd_curves(jobs: Sequence) -> list[np.ndarray]:
     return [curves[eval_set(job.settings)] for job in jobs]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = study_parser(PROG, __doc__, f"{', '.join(QUICK_MIXERS)}; 60 steps, seed 0 (a smoke test)")
+def add_flags(parser) -> None:
     parser.add_argument("--mixers", default=None, help="comma list of sequence mixers (default: every registered one)")
     parser.add_argument("--seeds", default=None, help=f"comma list (default: {','.join(map(str, SEEDS))})")
     parser.add_argument("--config", default=CONFIG, help=f"the base settings (default: {CONFIG})")
-    args = parser.parse_args(argv)
-    try:
-        _, protocol = read_config(args.config)
-        if protocol.varies and not args.quick:  # another protocol: its own runs and report
-            stem = Path(args.config).stem
-            args.runs_dir = args.runs_dir or f"runs/{stem}"
-            args.report_dir = args.report_dir or f"report/{stem}"
-        runs_dir, report_dir = study_dirs(args, "matrix")
-        default_mixers = (
-            ",".join(QUICK_MIXERS) if args.quick else (",".join(protocol.mixers) if protocol.mixers else None)
-        )
-        mixers = mixer_names(args.mixers or default_mixers)
-        seeds = seed_list(args.seeds) if args.seeds else (SEEDS[:1] if args.quick else list(protocol.seeds or SEEDS))
-    except UsageError as err:
-        return fail(PROG, err)
-    mixer_of_cell: dict[str, str] = {}
 
-    def jobs():
-        cells = study_cells(mixers, args.quick, args.config, protocol)
-        mixer_of_cell.update({name: mixer for name, (mixer, _) in cells.items()})
-        return cell_jobs(runs_dir, {name: settings for name, (_, settings) in cells.items()}, seeds, ANALYSES)
 
-    def report(jobs, report_dir, *, quick, seconds, command, head):
-        written = write_report(
-            jobs, gd_curves(jobs), report_dir, quick=quick, seconds=seconds, command=command, head=head
-        )
-        if protocol.learning_rates:
-            written.append(
-                write_rates(
-                    jobs,
-                    report_dir,
-                    mixer_of_cell,
-                    protocol,
-                    config=args.config,
-                    seconds=seconds,
-                    command=command,
-                    head=head,
-                )
-            )
-        return written
+def other_protocol_places(flags) -> None:
+    """A config whose protocol varies steps or rates has its own runs and report (runs/<stem>, report/<stem>)."""
+    _, protocol = read_config(flags.config)
+    if protocol.varies and not flags.quick:
+        stem = Path(flags.config).stem
+        flags.runs_dir = flags.runs_dir or f"runs/{stem}"
+        flags.report_dir = flags.report_dir or f"report/{stem}"
 
-    return finish_study(PROG, argv, args, runs_dir, report_dir, jobs, report)
 
+def mixers_of(flags) -> list[str]:
+    _, protocol = read_config(flags.config)
+    default = ",".join(QUICK_MIXERS) if flags.quick else (",".join(protocol.mixers) if protocol.mixers else None)
+    return mixer_names(flags.mixers or default)
+
+
+def seeds_of(flags) -> list[int]:
+    _, protocol = read_config(flags.config)
+    return seed_list(flags.seeds) if flags.seeds else (SEEDS[:1] if flags.quick else list(protocol.seeds or SEEDS))
+
+
+def report(run: StudyRun) -> list[Path]:
+    """The report (one tuned GD step's curve beside every run), and the rates' summary where the
+    protocol sweeps learning rates."""
+    _, protocol = read_config(run.flags.config)
+    written = write_report(run, gd_curves(run.jobs))
+    if protocol.learning_rates:
+        written.append(write_rates(run, protocol))
+    return written
+
+
+STUDY = Study(
+    "matrix",
+    __doc__,
+    f"{', '.join(QUICK_MIXERS)}; 60 steps, seed 0 (a smoke test)",
+    cells=lambda flags, runs_dir: grid_cells(mixers_of(flags), flags.quick, flags.config),
+    report=report,
+    seeds=seeds_of,
+    flags=add_flags,
+    check=mixers_of,
+    prepare=other_protocol_places,
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

@@ -13,20 +13,17 @@ under report/quick).
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from plots.mechanisms_report import write_report
-from src.flags import UsageError, fail
-from src.process import guarded
+from src.flags import UsageError
 from src.formats.limits_of_icl import read_config
-from src.jobs.engine import Job, plan
-from src.jobs.study import finish_study, study_dirs, study_parser
+from src.jobs.declared import Cell, CellJob, Study, cell_runs
+from src.jobs.study import run_as_command, study_command
 from src.registry import choice, registry
 
-PROG = "python -m scripts.mechanisms"
 CONFIG = "configs/mechanisms.yaml"
 SEEDS = (0, 1, 2)
 # the mechanisms of limits_of_icl (its attention_type names) and plain causal linear attention; any
@@ -35,39 +32,36 @@ MECHANISMS = ("softmax_causal", "local", "mqa", "rela", "favor", "rebased", "lin
 QUICK = {"steps": 150, "log_every": 50, "checkpoint_every": 150, "eval_size": 300}
 
 
-@dataclass
-class MechanismJob(Job):
-    mechanism: str = ""
-    seed: int = 0
+def mechanism_cells(mechanisms: Sequence[str], quick: bool, config: str = CONFIG) -> list[Cell]:
+    """One cell per mechanism: the config's settings with its seq_mixer (QUICK's train sizes when quick)."""
+    base, _ = read_config(config)
+    train = replace(base.train, **(QUICK if quick else {}))
+    return [
+        Cell(
+            m, replace(base, model=replace(base.model, seq_mixer=choice("seq_mixer", m)), train=train), {"mechanism": m}
+        )
+        for m in mechanisms
+    ]
 
 
 def make_jobs(
     runs_dir: Path, mechanisms: Sequence[str], seeds: Sequence[int], quick: bool, config: str = CONFIG
-) -> list[Job]:
-    base, _ = read_config(config)
-    jobs = []
-    for mechanism in mechanisms:
-        for seed in seeds:
-            train = replace(base.train, seed=seed, **(QUICK if quick else {}))
-            settings = replace(
-                base, model=replace(base.model, seq_mixer=choice("seq_mixer", mechanism)), train=train
-            ).validate()
-            jobs.append(
-                MechanismJob(
-                    f"{mechanism}_seed{seed}",
-                    settings,
-                    runs_dir / f"{mechanism}_seed{seed}",
-                    cost=settings.train.steps,
-                    mechanism=mechanism,
-                    seed=seed,
-                )
-            )
-    return plan(jobs)
+) -> list[CellJob]:
+    """Every mechanism x seed of `config`, `<mechanism>_seed<seed>` (the grid other studies reuse)."""
+    return cell_runs(mechanism_cells(mechanisms, quick, config), seeds, runs_dir)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = study_parser(PROG, __doc__, "150 steps, seed 0 (a smoke test)")
+def mechanisms_of(flags) -> list[str]:
+    known = registry("seq_mixer").names()
+    mechanisms = [m.strip() for m in (flags.mechanisms or ",".join(MECHANISMS)).split(",") if m.strip()]
+    if [m for m in mechanisms if m not in known] or not mechanisms:
+        raise UsageError(
+            f"--mechanisms={flags.mechanisms!r} is not accepted; accepted: a comma list of {', '.join(known)}"
+        )
+    return mechanisms
+
+
+def add_flags(parser) -> None:
     parser.add_argument(
         "--mechanisms", default=None, help=f"comma list of seq_mixer names (default: {', '.join(MECHANISMS)})"
     )
@@ -77,29 +71,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"every run's config file, read as runners.train reads it (default: {CONFIG}; "
         "configs/paper/mechanisms.yaml is the paper's scale)",
     )
-    args = parser.parse_args(argv)
-    try:
-        runs_dir, report_dir = study_dirs(args, "mechanisms")
-        known = registry("seq_mixer").names()
-        mechanisms = [m.strip() for m in (args.mechanisms or ",".join(MECHANISMS)).split(",") if m.strip()]
-        unknown = [m for m in mechanisms if m not in known]
-        if unknown or not mechanisms:
-            raise UsageError(
-                f"--mechanisms={args.mechanisms!r} is not accepted; accepted: a comma list of {', '.join(known)}"
-            )
-    except UsageError as err:
-        return fail(PROG, err)
-    seeds = SEEDS[:1] if args.quick else SEEDS
-    return finish_study(
-        PROG,
-        argv,
-        args,
-        runs_dir,
-        report_dir,
-        lambda: make_jobs(runs_dir, mechanisms, seeds, args.quick, args.config),
-        write_report,
-    )
 
+
+STUDY = Study(
+    "mechanisms",
+    __doc__,
+    "150 steps, seed 0 (a smoke test)",
+    cells=lambda flags, runs_dir: mechanism_cells(mechanisms_of(flags), flags.quick, flags.config),
+    report=write_report,
+    seeds=lambda flags: SEEDS[:1] if flags.quick else SEEDS,
+    flags=add_flags,
+    check=mechanisms_of,
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

@@ -29,23 +29,19 @@ n/a.
 
 from __future__ import annotations
 
-import functools
-import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from plots.mixers_checks import Check
 from plots.mixers_report import write_report
 from scripts.mixers_grid import QUICK, QUICK_GRID, Grid, mixer_choices, read_grid
-from src.flags import UsageError, fail, refuse_repeats, seed_list
-from src.process import guarded
-from src.jobs.engine import Job, plan
-from src.jobs.study import finish_study, study_dirs, study_parser
+from src.flags import UsageError, refuse_repeats, seed_list
+from src.jobs.declared import Cell, CellJob, Study, cell_runs
+from src.jobs.study import run_as_command, study_command
 from src.registry import Choice, choice
 from src.systems.lm import LMTrain, PairShape, lm_settings
 
-PROG = "python -m scripts.mixers"
 SEQ_MIXERS = ("attention", "linear_attention", "gated_linear_attn", "mamba")  # the original's names, and Mamba
 STUDY_MIXERS = SEQ_MIXERS[:3]  # the default: the original's three (Mamba's runs take 4x attention's)
 GAP_WIDTH = 64  # where the Zoology gap is checked (the grid's smallest width if absent)
@@ -104,20 +100,8 @@ def make_checks(
     return checks
 
 
-@dataclass
-class MixerJob(Job):
-    mixer: str = ""
-    task: str = ""
-    width: int = 0
-    pairs: int = 0
-    seed: int = 0
-    heads: int = 0
-    steps: int = 0
-    learning_rate: float = 0.0
-    batch_size: int = 0
-    vocab_size: int = 0
-    seq_len: int = 0
-    block: str = "ours"
+# what the report reads of a run (its cell's tags; seed and learning rate are every run's own)
+TAGS = {"task": "", "pairs": 0, "vocab_size": 0, "seq_len": 0, "block": "ours"}
 
 
 def run_label(mixer: str) -> str:
@@ -126,8 +110,7 @@ def run_label(mixer: str) -> str:
     return mixer.replace(":", "_").replace("=", "")
 
 
-def _job(
-    runs_dir: Path,
+def _cell(
     name: str,
     mixer: str,
     task_choice: Choice,
@@ -141,7 +124,7 @@ def _job(
     learning_rate: float | None = None,
     block: str = "ours",
     **labels,
-) -> MixerJob:
+) -> Cell:
     seq, layers = mixer_choices(mixer)
     train = LMTrain(steps=steps, seed=seed)
     train = replace(
@@ -162,22 +145,9 @@ def _job(
     model, train = settings.model, settings.train
     # no end-of-run analyses: the report reads the runs' own accuracy (a boolean run's ICL curve and
     # inductive-bias test cost 3-20 s; `python -m analysis.icl_curve --run RUN` adds them later)
-    return MixerJob(
-        name,
-        settings,
-        runs_dir / name,
-        cost=train.steps * model.width,
-        analyses=(),
-        mixer=mixer,
-        width=model.width,
-        heads=model.n_head,
-        steps=train.steps,
-        seed=train.seed,
-        learning_rate=train.learning_rate,
-        batch_size=train.batch_size,
-        block=block,
-        **labels,
-    )
+    tags = {**TAGS, "mixer": mixer, "width": model.width, "heads": model.n_head, "steps": train.steps}
+    tags.update(batch_size=train.batch_size, block=block, **labels)
+    return Cell(name, settings, tags, cost=train.steps * model.width, analyses=())
 
 
 def study_grid(grid: Grid | None, quick: bool) -> Grid:
@@ -189,8 +159,8 @@ def study_grid(grid: Grid | None, quick: bool) -> Grid:
     return grid
 
 
-def mqar_jobs(runs_dir: Path, mixer: str, seed: int, grid: Grid, block: str) -> list[Job]:
-    """One mixer's and seed's MQAR runs: every cell, width and learning rate of the grid."""
+def mqar_cells(mixer: str, seed: int, grid: Grid, block: str) -> list[Cell]:
+    """One mixer's and seed's MQAR runs (whole runs): every cell, width and learning rate of the grid."""
     name_length = len({c.seq_len for c in grid.cells}) > 1
     jobs = []
     for cell in grid.cells:
@@ -208,8 +178,7 @@ def mqar_jobs(runs_dir: Path, mixer: str, seed: int, grid: Grid, block: str) -> 
                     + f"_seed{seed}"
                 )
                 jobs.append(
-                    _job(
-                        runs_dir,
+                    _cell(
                         name,
                         mixer,
                         task,
@@ -229,14 +198,13 @@ def mqar_jobs(runs_dir: Path, mixer: str, seed: int, grid: Grid, block: str) -> 
     return jobs
 
 
-def boolean_jobs(runs_dir: Path, mixer: str, seed: int, grid: Grid, block: str, quick: bool) -> list[Job]:
-    """One mixer's and seed's boolean-task runs (none unless the grid has them)."""
+def boolean_cells(mixer: str, seed: int, grid: Grid, block: str, quick: bool) -> list[Cell]:
+    """One mixer's and seed's boolean-task runs (whole runs; none unless the grid has them)."""
     if not grid.boolean:
         return []
     steps = QUICK["boolean_steps"] if quick else BOOLEAN_STEPS
     return [
-        _job(
-            runs_dir,
+        _cell(
             f"{task}_{run_label(mixer)}{block}_seed{seed}",
             mixer,
             choice("task", task),
@@ -253,12 +221,10 @@ def boolean_jobs(runs_dir: Path, mixer: str, seed: int, grid: Grid, block: str, 
     ]
 
 
-def make_jobs(
-    runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick: bool, grid: Grid | None = None
-) -> list[Job]:
-    """Every run of the study: MQAR over the grid's cells, widths and learning rates, then the
-    boolean tasks. A run's name carries T and the learning rate only where the grid has several,
-    and the block where it is not ours (`_zoology_block`)."""
+def mixer_cells(mixers: Sequence[str], seeds: Sequence[int], quick: bool, grid: Grid | None = None) -> list[Cell]:
+    """Every run of the study (whole runs): MQAR over the grid's cells, widths and learning rates, then
+    the boolean tasks, for each mixer and seed. A run's name carries T and the learning rate only where
+    the grid has several, and the block where it is not ours (`_zoology_block`)."""
     grid = study_grid(grid, quick)
     unknown = sorted(set(dict(grid.rates)) - set(mixers))
     if unknown:
@@ -267,17 +233,35 @@ def make_jobs(
             f"mixers ({', '.join(mixers)})"
         )
     block = "" if grid.block == "ours" else f"_{grid.block}_block"
-    jobs = []
+    cells = []
     for mixer in mixers:
         for seed in seeds:
-            jobs += mqar_jobs(runs_dir, mixer, seed, grid, block)
-            jobs += boolean_jobs(runs_dir, mixer, seed, grid, block, quick)
-    return plan(jobs)
+            cells += mqar_cells(mixer, seed, grid, block) + boolean_cells(mixer, seed, grid, block, quick)
+    return cells
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = study_parser(PROG, __doc__, "width 16, κ 4, conjunction only, 40 steps (a smoke test)")
+def make_jobs(
+    runs_dir: Path, mixers: Sequence[str], seeds: Sequence[int], quick: bool, grid: Grid | None = None
+) -> list[CellJob]:
+    """The study's runs (mixer_cells) under runs_dir."""
+    return cell_runs(mixer_cells(mixers, seeds, quick, grid), None, runs_dir)
+
+
+def mixers_of(flags) -> list[str]:
+    mixers = [m.strip() for m in (flags.mixers or ",".join(STUDY_MIXERS)).split(",") if m.strip()]
+    if not mixers or any(m not in SEQ_MIXERS for m in mixers):
+        raise UsageError(
+            f"--mixers={flags.mixers!r} is not accepted; accepted: a comma list of {', '.join(SEQ_MIXERS)}"
+        )
+    refuse_repeats("--mixers", flags.mixers, mixers)
+    return mixers
+
+
+def grid_of(flags) -> Grid:
+    return read_grid(flags.config) if flags.config else (QUICK_GRID if flags.quick else Grid())
+
+
+def add_flags(parser) -> None:
     parser.add_argument(
         "--mixers", default=None, help=f"comma list of {', '.join(SEQ_MIXERS)} (default: {', '.join(STUDY_MIXERS)})"
     )
@@ -288,30 +272,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a YAML grid (keys of Grid: cells, widths, learning_rates, ...; "
         "configs/paper/mixers.yaml is Zoology's figure 2)",
     )
-    args = parser.parse_args(argv)
-    try:
-        runs_dir, report_dir = study_dirs(args, "mixers")
-        mixers = [m.strip() for m in (args.mixers or ",".join(STUDY_MIXERS)).split(",") if m.strip()]
-        if not mixers or any(m not in SEQ_MIXERS for m in mixers):
-            raise UsageError(
-                f"--mixers={args.mixers!r} is not accepted; accepted: a comma list of {', '.join(SEQ_MIXERS)}"
-            )
-        refuse_repeats("--mixers", args.mixers, mixers)
-        seeds = seed_list(args.seeds)
-        grid = read_grid(args.config) if args.config else (QUICK_GRID if args.quick else Grid())
-    except UsageError as err:
-        return fail(PROG, err)
-    checks = make_checks(mixers, grid.widths, grid.pairs, grid.boolean)
-    return finish_study(
-        PROG,
-        argv,
-        args,
-        runs_dir,
-        report_dir,
-        lambda: make_jobs(runs_dir, mixers, seeds, args.quick, grid),
-        functools.partial(write_report, checks=checks),
-    )
 
+
+def report(run) -> list:
+    grid = grid_of(run.flags)
+    return write_report(run, checks=make_checks(mixers_of(run.flags), grid.widths, grid.pairs, grid.boolean))
+
+
+STUDY = Study(
+    "mixers",
+    __doc__,
+    "width 16, κ 4, conjunction only, 40 steps (a smoke test)",
+    cells=lambda flags, runs_dir: mixer_cells(mixers_of(flags), seed_list(flags.seeds), flags.quick, grid_of(flags)),
+    report=report,
+    seeds=lambda flags: None,  # each cell is a whole run: the seeds are inside the grid (mixer, seed, cell)
+    flags=add_flags,
+    check=lambda flags: (mixers_of(flags), seed_list(flags.seeds), grid_of(flags)),
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

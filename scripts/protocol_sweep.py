@@ -20,21 +20,18 @@ target metric at the end (mean ± sample std over seeds), seconds per run, and t
 from __future__ import annotations
 
 import json
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-from src.flags import UsageError, fail
-from src.process import guarded
+from src.flags import UsageError
 from src.yaml_includes import load as load_yaml
-from src.jobs.engine import Job, plan
-from src.jobs.study import finish_study, study_dirs, study_parser
+from src.jobs.declared import Cell, CellJob, Study, StudyRun
+from src.jobs.study import run_as_command, study_command
 from src.provenance import checkout_path
 
-PROG = "python -m scripts.protocol_sweep"
 LENGTH_COLUMNS = "in-distribution, the study's eval tasks | 8× the trained length | within 2× at 8× (seeds) | "
 
 
@@ -47,22 +44,22 @@ class Sweep:
     cell: str  # what is trained, in words
     metric: str  # the target metric, in words (metrics.jsonl's eval_error_last)
     target: float  # the metric's target (at most)
-    make_jobs: Callable[..., list[Job]]  # (runs_dir, config, seeds, quick) -> the study's jobs of the cell
+    cells: Callable[[str, bool], list[Cell]]  # (config, quick) -> the study's cell (its runs, seeds apart)
     gap_below_d: bool = False  # also report the ICL curve's largest gap to least squares below d
     gap_target: float | None = None
     length_gen: bool = False  # also report the length study's in-distribution and 8x errors
 
 
-def _mechanisms_jobs(runs_dir: Path, config: str, seeds: Sequence[int], quick: bool) -> list[Job]:
+def _mechanisms_cells(config: str, quick: bool) -> list[Cell]:
     from scripts import mechanisms
 
-    return mechanisms.make_jobs(runs_dir, ["softmax_causal"], seeds, quick, config)
+    return mechanisms.mechanism_cells(["softmax_causal"], quick, config)
 
 
-def _lengthgen_jobs(runs_dir: Path, config: str, seeds: Sequence[int], quick: bool) -> list[Job]:
+def _lengthgen_cells(config: str, quick: bool) -> list[Cell]:
     from scripts import lengthgen
 
-    return lengthgen.make_jobs(runs_dir, ["fire"], ["linear_regression"], seeds, quick, None, config)
+    return lengthgen.length_cells(["fire"], ["linear_regression"], quick, None, config)
 
 
 SWEEPS = {
@@ -72,7 +69,7 @@ SWEEPS = {
         "softmax_causal (limits_of_icl's GPT-2 cell: 3 layers, width 64, d = 5, 11 points)",
         "error at n = 2d (squared error / d)",
         0.05,
-        _mechanisms_jobs,
+        _mechanisms_cells,
         gap_below_d=True,
         gap_target=0.1,
     ),
@@ -82,7 +79,7 @@ SWEEPS = {
         "FIRE on linear regression (the length study's Llama cell, trained to 21 points)",
         "in-distribution error, n = L − 1 (squared error / d)",
         0.05,
-        _lengthgen_jobs,
+        _lengthgen_cells,
         length_gen=True,
     ),
 }
@@ -123,28 +120,14 @@ def protocol_files(sweep: Sweep, names: str | None) -> list[Path]:
     return [found[n] for n in wanted]
 
 
-@dataclass
-class ProtocolJob(Job):
-    protocol: str = ""
-    seed: int = 0
-
-
-def make_jobs(sweep: Sweep, runs_dir: Path, protocols: Sequence[Path], seeds: Sequence[int], quick: bool) -> list[Job]:
-    """The study's jobs of the cell under every protocol, named <protocol>/<run>."""
-    jobs: list[Job] = []
-    for path in protocols:
-        for job in sweep.make_jobs(runs_dir / path.stem, str(path), seeds, quick):
-            jobs.append(
-                ProtocolJob(
-                    f"{path.stem}/{job.name}",
-                    job.settings,
-                    job.path,
-                    cost=job.cost,
-                    protocol=path.stem,
-                    seed=getattr(job, "seed", 0),
-                )
-            )
-    return plan(jobs)
+def protocol_cells(sweep: Sweep, protocols: Sequence[Path], quick: bool) -> list[Cell]:
+    """The study's cell under every protocol, each run named <protocol>/<run> (under
+    runs_dir/<protocol>/, where the study run on that protocol's config puts it)."""
+    return [
+        replace(cell, name=f"{path.stem}/{cell.name}", tags={**cell.tags, "protocol": path.stem})
+        for path in protocols
+        for cell in sweep.cells(str(path), quick)
+    ]
 
 
 def budget_curve(run) -> dict[int, float]:
@@ -179,7 +162,7 @@ def length_gen(run) -> dict:
     return run.load_json(names.LENGTH_GEN_JSON)
 
 
-def collect(sweep: Sweep, jobs: Sequence[ProtocolJob], protocols: Sequence[Path]) -> dict:
+def collect(sweep: Sweep, jobs: Sequence[CellJob], protocols: Sequence[Path]) -> dict:
     from src.stats import over_seeds
     from src.rundir import names
 
@@ -247,7 +230,7 @@ def figure(sweep: Sweep, results: dict):
     return fig
 
 
-def method_lines(sweep: Sweep, study: str, jobs: Sequence[ProtocolJob]) -> list[str]:
+def method_lines(sweep: Sweep, study: str, jobs: Sequence[CellJob]) -> list[str]:
     """The runs' commits, the metric and its target, and where the protocols come from."""
     from src.stats import STD_LABEL
 
@@ -311,32 +294,21 @@ def budget_lines(sweep: Sweep, results: dict) -> list[str]:
     return lines
 
 
-def write_report(
-    sweep: Sweep,
-    study: str,
-    protocols: Sequence[Path],
-    jobs: Sequence[ProtocolJob],
-    report_dir: Path,
-    *,
-    quick: bool,
-    seconds: float,
-    command: str,
-    head: dict,
-) -> list[Path]:
-    from plots.provenance import header
+def write_report(run: StudyRun) -> list[Path]:
+    from plots.provenance import header, study_fields
     from plots.report_index import write_index
     from plots.style import png_bytes
     from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
+    study, jobs, report_dir = run.flags.study, run.jobs, run.report_dir
+    sweep, protocols = SWEEPS[study], protocol_files(SWEEPS[study], run.flags.protocols)
     results = collect(sweep, jobs, protocols)
     report, data, fig = f"SWEEP_{study.upper()}.md", f"sweep_{study}_results.json", f"figures/sweeps/{study}.png"
     atomic_write_bytes(report_dir / fig, png_bytes(figure(sweep, results)))
     atomic_write_json(
         report_dir / data,
         {
-            "command": command,
-            "quick": quick,
-            "seconds": seconds,
+            **study_fields(run),
             "target": sweep.target,
             "gap_target": sweep.gap_target,
             "results": results,
@@ -344,40 +316,36 @@ def write_report(
         },
     )
     title = f"Protocol sweep of the {study} study: {sweep.cell}"
-    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines = header(title, run)
     lines += method_lines(sweep, study, jobs) + table_lines(sweep, results) + budget_lines(sweep, results)
     lines += ["", "## Figures", "", f"- `{fig}`", ""]
     atomic_write_text(report_dir / report, "\n".join(lines))
     return [report_dir / report, report_dir / data, report_dir / fig, write_index(report_dir)]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = study_parser(PROG, __doc__, "every protocol at the study's quick size, seed 0 (a smoke test)")
+def add_flags(parser) -> None:
     parser.add_argument("study", choices=list(SWEEPS), help="the study whose protocols to sweep")
     parser.add_argument(
         "--protocols",
         default=None,
         help="comma list of protocol names (configs/sweeps/<study>/<name>.yaml; default: all)",
     )
-    args = parser.parse_args(argv)
-    sweep = SWEEPS[args.study]
-    try:
-        runs_dir, report_dir = study_dirs(args, f"sweeps/{args.study}")
-        protocols = protocol_files(sweep, args.protocols)
-    except UsageError as err:
-        return fail(PROG, err)
-    seeds = SEEDS[:1] if args.quick else SEEDS
-    return finish_study(
-        PROG,
-        argv,
-        args,
-        runs_dir,
-        report_dir,
-        lambda: make_jobs(sweep, runs_dir, protocols, seeds, args.quick),
-        lambda jobs, report_dir, **kw: write_report(sweep, args.study, protocols, jobs, report_dir, **kw),
-    )
 
+
+STUDY = Study(
+    "protocol_sweep",
+    __doc__,
+    "every protocol at the study's quick size, seed 0 (a smoke test)",
+    cells=lambda flags, runs_dir: protocol_cells(
+        SWEEPS[flags.study], protocol_files(SWEEPS[flags.study], flags.protocols), flags.quick
+    ),
+    report=write_report,
+    seeds=lambda flags: SEEDS[:1] if flags.quick else SEEDS,
+    flags=add_flags,
+    check=lambda flags: protocol_files(SWEEPS[flags.study], flags.protocols),
+    runs_name=lambda flags: f"sweeps/{flags.study}",
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

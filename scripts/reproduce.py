@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from plots.paper_report import FIG_DIR, REPORT, RESULTS, fmt_seconds
 from scripts.reproduce_eval import evaluate, part_times
@@ -46,15 +43,13 @@ from scripts.reproduce_plan import (
     SEEDS,
     STEP_FLAG_LABELS,
     WEIGHT_SCALES,
-    FlagError,
     Plan,
     make_plan,
 )
-from src.flags import OneLineParser, fail, summary
-from src.process import guarded
+from src.flags import OneLineParser, summary
 from src.gd_paper.presets import preset_settings
-from src.jobs.engine import Job
-from src.jobs.study import add_executor_flags, finish_study
+from src.jobs.declared import Cell, CellJob, Study, StudyRun, cell_runs
+from src.jobs.study import add_executor_flags, run_as_command, study_command
 from src.gd_paper.presets import MODEL_PRESETS
 from src.registry import choice
 
@@ -191,23 +186,17 @@ def build_parser() -> argparse.ArgumentParser:
 # Training jobs
 
 
-@dataclass
-class ReproJob(Job):
-    part: str = ""  # which experiment needs it: one_step_gd | k_steps | copy | nonlinear
-    model: str = ""  # a preset (lsa1 | lsa_rec | twolayer) or a non-linear model (mlp_lsa | features_gd)
-    seed: int = 0
-    k: int = 1  # layers
-
-
 def _log_every(plan: Plan, steps: int) -> int:
     if plan.log_every is not None:
         return min(plan.log_every, steps)
     return 100 if steps >= 1000 else max(1, steps // 10)
 
 
-def make_jobs(plan: Plan) -> list[ReproJob]:
-    """The presets' settings at the plan's sizes, one job per model, depth and seed."""
-    jobs = []
+def study_cells(plan: Plan) -> list[Cell]:
+    """The presets' settings at the plan's sizes, one run per model, depth and seed (whole runs; tags:
+    its part, one_step_gd | k_steps | copy | nonlinear, its model, a preset or a non-linear model, and
+    k, its layers)."""
+    cells = []
 
     def add(part: str, model: str, seed: int, k: int, name: str) -> None:
         steps = plan.steps[model]
@@ -221,18 +210,7 @@ def make_jobs(plan: Plan) -> list[ReproJob]:
             eval_size=plan.eval_size,
             log_every=_log_every(plan, steps),
         )
-        jobs.append(
-            ReproJob(
-                name,
-                settings,
-                plan.runs_dir / name,
-                cost=spec.relative_cost(k, steps),
-                part=part,
-                model=model,
-                seed=seed,
-                k=k,
-            )
-        )
+        cells.append(Cell(name, settings, {"part": part, "model": model, "k": k}, cost=spec.relative_cost(k, steps)))
 
     for seed in plan.seeds:
         add("one_step_gd", "lsa1", seed, 1, f"lsa1_seed{seed}")
@@ -242,18 +220,13 @@ def make_jobs(plan: Plan) -> list[ReproJob]:
         for model in ("mlp_lsa", "features_gd"):
             name = f"sine_{model}_seed{seed}"
             steps = plan.steps["nonlinear"]
-            jobs.append(
-                ReproJob(
-                    name,
-                    nonlinear_settings(plan, model, seed),
-                    plan.runs_dir / name,
-                    cost=steps * 0.5,
-                    part="nonlinear",
-                    model=model,
-                    seed=seed,
-                )
-            )
-    return jobs
+            tags = {"part": "nonlinear", "model": model, "k": 1}
+            cells.append(Cell(name, nonlinear_settings(plan, model, seed), tags, cost=steps * 0.5))
+    return cells
+
+
+def make_jobs(plan: Plan) -> list[CellJob]:
+    return cell_runs(study_cells(plan), None, plan.runs_dir)
 
 
 def nonlinear_settings(plan: Plan, model: str, seed: int):
@@ -276,12 +249,15 @@ def nonlinear_settings(plan: Plan, model: str, seed: int):
 # Evaluation, figures, report
 
 
-def write_everything(plan: Plan, jobs: list[Job], say, seconds: float, command: str, head) -> list[Path]:
-    """After training (`seconds` of it): every experiment evaluated in-process, the checks, the
+def write_everything(run: StudyRun) -> list[Path]:
+    """After training (run.seconds of it): every experiment evaluated in-process, the checks, the
     figures, report/REPRODUCTION.md and reproduction_results.json; the paths written."""
     from src.gd_paper.study.paper_checks import checks as compute_checks
     from plots.paper_report import write_figures, write_report
     from src.files import atomic_write_json
+
+    plan, jobs, seconds, command, head = make_plan(run.flags), run.jobs, run.seconds, run.command, run.head
+    say = (lambda m: None) if plan.quiet else (lambda m: print(m, flush=True))
 
     say(f"{PROG}: training done ({fmt_seconds(seconds)}); evaluating")
     start = time.monotonic()
@@ -321,31 +297,23 @@ def write_everything(plan: Plan, jobs: list[Job], say, seconds: float, command: 
     return [plan.report_dir / REPORT, plan.report_dir / RESULTS, plan.report_dir / FIG_DIR]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The study frame (src/jobs/study.py): flags checked, runs planned under the runs-directory
-    lock (finished runs reused, runs of other settings refused unless --overwrite), trained, then
-    evaluated and reported."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    try:
-        plan = make_plan(args)
-    except FlagError as err:
-        return fail(PROG, err)
-    say = (lambda m: None) if plan.quiet else (lambda m: print(m, flush=True))
-    frame_args = argparse.Namespace(**{**vars(args), "jobs": plan.jobs})
-    return finish_study(
-        PROG,
-        argv,
-        frame_args,
-        plan.runs_dir,
-        plan.report_dir,
-        lambda: make_jobs(plan),
-        lambda jobs, report_dir, quick, seconds, command, head: write_everything(
-            plan, jobs, say, seconds, command, head
-        ),
-        quiet=plan.quiet,
-    )
+def workers(flags) -> None:
+    """--jobs of its own parser (a string, os.cpu_count() by default) as the frame's number of workers."""
+    flags.jobs = make_plan(flags).jobs
 
+
+STUDY = Study(
+    "reproduce",
+    __doc__,
+    "the quick sizes (a smoke test)",
+    cells=lambda flags, runs_dir: study_cells(make_plan(flags)),
+    report=write_everything,
+    seeds=lambda flags: None,  # whole runs: each seed's models in the plan's order
+    check=make_plan,  # every flag checked (one line), the sizes resolved
+    prepare=workers,
+    parser=build_parser,  # the paper's sizes per model (--lsa1-steps, ...) beside the frame's flags
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

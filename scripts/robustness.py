@@ -17,20 +17,15 @@ and report/figures/robustness/*.png (quick: under report/quick).
 
 from __future__ import annotations
 
-import functools
-import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 from plots.robustness_report import write_report
-from src.process import guarded
 from src.gd_paper.config import CurriculumConfig
-from src.jobs.engine import Job, plan
-from src.jobs.study import finish_study, parse_study, study_parser
+from src.jobs.declared import Cell, Study, StudyRun, prog_of
+from src.jobs.study import run_as_command, study_command
 from scripts import mechanisms
 
-PROG = "python -m scripts.robustness"
 QUICK_MECHANISMS = ("softmax_causal", "favor")
 # name -> the pairs while training (softmax attention, seed 0)
 CURRICULA = {
@@ -41,68 +36,62 @@ CURRICULA = {
 }
 
 
-@dataclass
-class CurriculumJob(Job):
-    mechanism: str = ""
-    seed: int = 0
-    curriculum: str = ""
-
-
-def make_jobs(
-    runs_dir: Path, curricula_dir: Path, names: Sequence[str], seeds: Sequence[int], quick: bool
-) -> list[Job]:
-    jobs = mechanisms.make_jobs(runs_dir, names, seeds, quick)
-    clean = next(j for j in jobs if (j.mechanism, j.seed) == (names[0], seeds[0]))  # the curricula's base
-    for name, pairs in list(CURRICULA.items())[: 1 if quick else None]:
-        settings = replace(clean.settings, train_curriculum=pairs).validate()
-        jobs.append(
-            CurriculumJob(
-                f"{clean.mechanism}_{name}_seed{clean.seed}",
-                settings,
-                curricula_dir / name,
-                cost=settings.train.steps,
-                mechanism=clean.mechanism,
-                seed=clean.seed,
-                curriculum=name,
-            )
+def curriculum_cells(clean: Cell, curricula_dir: Path, quick: bool) -> list[Cell]:
+    """The whole run `clean` (the first mechanism's first seed) under each curriculum, a run of its
+    own under curricula_dir/<curriculum>."""
+    mechanism, seed = clean.tags["mechanism"], clean.settings.train.seed
+    return [
+        Cell(
+            f"{mechanism}_{name}_seed{seed}",
+            replace(clean.settings, train_curriculum=pairs),
+            {"mechanism": mechanism, "curriculum": name},
+            path=curricula_dir / name,
         )
-    return plan(jobs)
+        for name, pairs in list(CURRICULA.items())[: 1 if quick else None]
+    ]
+
+
+def study_cells(flags, runs_dir: Path) -> list[Cell]:
+    """The mechanisms study's cells x seeds as whole runs, then the curricula's."""
+    names = QUICK_MECHANISMS if flags.quick else mechanisms.MECHANISMS
+    seeds = mechanisms.SEEDS[:1] if flags.quick else mechanisms.SEEDS
+    clean = [
+        Cell(
+            f"{cell.name}_seed{seed}", replace(cell.settings, train=replace(cell.settings.train, seed=seed)), cell.tags
+        )
+        for cell in mechanisms.mechanism_cells(names, flags.quick)
+        for seed in seeds
+    ]
+    return clean + curriculum_cells(clean[0], runs_dir.parent / f"{runs_dir.name}_curricula", flags.quick)
 
 
 QUICK_BATTERY = 200  # tasks per shift in --quick (the study: 1,000), only the report's columns
 
 
-def battery_then_report(jobs, report_dir, **kwargs) -> list[Path]:
+def battery_then_report(run: StudyRun) -> list[Path]:
     """Every run's battery (analysis/shifts.json, computed where it is missing), then the report."""
     from analysis.robustness import BATTERY_SIZE, run_battery
     from plots.robustness_report import selected
     from src import rundir as names
 
-    quick = kwargs.get("quick")
-    for job in jobs:
+    for job in run.jobs:
         if not getattr(job, "curriculum", "") and not job.run.exists(names.SHIFTS_JSON):
-            print(f"{PROG}: battery of {job.name}", flush=True)
-            labels = {label for label, _ in selected(job.settings.curriculum.dims.end)} if quick else None
-            run_battery(job.run, QUICK_BATTERY if quick else BATTERY_SIZE, labels)
-    return write_report(jobs, report_dir, **kwargs)
+            print(f"{prog_of(STUDY)}: battery of {job.name}", flush=True)
+            labels = {label for label, _ in selected(job.settings.curriculum.dims.end)} if run.quick else None
+            run_battery(job.run, QUICK_BATTERY if run.quick else BATTERY_SIZE, labels)
+    return write_report(run)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = study_parser(PROG, __doc__, "150 steps, seed 0, softmax_causal and favor (a smoke test)")
-    argv, args, runs_dir, report_dir = parse_study(parser, argv, "mechanisms")
-    names = QUICK_MECHANISMS if args.quick else mechanisms.MECHANISMS
-    seeds = mechanisms.SEEDS[:1] if args.quick else mechanisms.SEEDS
-    curricula_dir = runs_dir.parent / f"{runs_dir.name}_curricula"
-    return finish_study(
-        PROG,
-        argv,
-        args,
-        runs_dir,
-        report_dir,
-        lambda: make_jobs(runs_dir, curricula_dir, names, seeds, args.quick),
-        functools.partial(battery_then_report),
-    )
-
+STUDY = Study(
+    "robustness",
+    __doc__,
+    "150 steps, seed 0, softmax_causal and favor (a smoke test)",
+    cells=study_cells,
+    report=battery_then_report,
+    seeds=lambda flags: None,  # the cells are whole runs: the mechanisms study's, then the curricula's
+    runs_name=lambda flags: "mechanisms",  # it reads and extends the mechanisms study's runs
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

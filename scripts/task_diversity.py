@@ -23,7 +23,6 @@ report/TASK_DIVERSITY_FINITE.md (plots/task_diversity_finite.py; about 3.5 h on 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -37,14 +36,12 @@ from analysis.icl_curve import load_run
 from baselines.bayes import dmmse, ridge
 from plots import task_diversity_finite
 from plots.task_diversity_report import RESULTS, write_report
-from src.flags import UsageError, fail, refuse_repeats, seed_list
-from src.process import guarded
-from src.jobs.engine import Job
-from src.jobs.study import cell_jobs, finish_study, read_settings, study_dirs, study_parser
+from src.flags import UsageError, refuse_repeats, seed_list
+from src.jobs.declared import Cell, CellJob, Study, StudyRun, cell_runs
+from src.jobs.study import read_settings, run_as_command, study_command
 from src.rundir import names
 from src.tasks.pools import pooled, task_pool
 
-PROG = "python -m scripts.task_diversity"
 CONFIG = "configs/task_diversity.yaml"
 POOLS = (2, 8, 32, 128, 512, 2048, 8192, 0)  # 0: fresh tasks every step (an effectively infinite pool)
 SEEDS = (0, 1, 2)
@@ -71,6 +68,21 @@ def pool_sizes(text: str | None, quick: bool) -> tuple[int, ...]:
     return sizes
 
 
+def pool_cells(pools: Sequence[int], quick: bool, config: str = CONFIG, finite_size: bool = False) -> list[Cell]:
+    """Cell pool<M> (poolfresh for M = 0) of the config with train.num_tasks = M; with `finite_size`,
+    at STEPS_FACTOR × its steps keeping a checkpoint every 1/KEEP_FRACTION of them."""
+    base = read_settings(config)
+    changes = QUICK if quick else {}
+    if finite_size:
+        steps = base.train.steps * task_diversity_finite.STEPS_FACTOR
+        every = steps // task_diversity_finite.KEEP_FRACTION
+        changes = QUICK_FINITE if quick else {"steps": steps, "keep_every": every, "checkpoint_every": every}
+    return [
+        Cell(f"pool{size or 'fresh'}", replace(base, train=replace(base.train, num_tasks=size, **changes)))
+        for size in pools
+    ]
+
+
 def make_jobs(
     runs_dir: Path,
     pools: Sequence[int],
@@ -78,19 +90,9 @@ def make_jobs(
     quick: bool,
     config: str = CONFIG,
     finite_size: bool = False,
-) -> list[Job]:
-    """Run pool<M>_seed<s> (poolfresh for M = 0) of the config with train.num_tasks = M; with
-    `finite_size`, at STEPS_FACTOR × its steps keeping a checkpoint every 1/KEEP_FRACTION of them."""
-    base = read_settings(config)
-    changes = QUICK if quick else {}
-    if finite_size:
-        steps = base.train.steps * task_diversity_finite.STEPS_FACTOR
-        every = steps // task_diversity_finite.KEEP_FRACTION
-        changes = QUICK_FINITE if quick else {"steps": steps, "keep_every": every, "checkpoint_every": every}
-    cells = {
-        f"pool{size or 'fresh'}": replace(base, train=replace(base.train, num_tasks=size, **changes)) for size in pools
-    }
-    return cell_jobs(runs_dir, cells, seeds)
+) -> list[CellJob]:
+    """Run pool<M>_seed<s> of pool_cells x seeds."""
+    return cell_runs(pool_cells(pools, quick, config, finite_size), seeds, runs_dir)
 
 
 # The study's step: each finished run evaluated (the report only draws what this returns)
@@ -189,9 +191,17 @@ def study_switch(report_dir: Path) -> int | None:
         return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = study_parser(PROG, __doc__, "pools 2 and fresh, 60 steps, seed 0 (a smoke test)")
+def pools_of(flags) -> tuple[int, ...]:
+    if flags.pools or not flags.finite_size:
+        return pool_sizes(flags.pools, flags.quick)
+    return FINITE_POOLS[:2] if flags.quick else FINITE_POOLS
+
+
+def seeds_of(flags) -> Sequence[int]:
+    return seed_list(flags.seeds) if flags.seeds else (SEEDS[:1] if flags.quick or flags.finite_size else SEEDS)
+
+
+def add_flags(parser) -> None:
     parser.add_argument(
         "--pools",
         default=None,
@@ -209,36 +219,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help=f"the finite-size test: pools {','.join(map(str, FINITE_POOLS))} at 10x the steps, seed 0",
     )
-    args = parser.parse_args(argv)
-    finite = args.finite_size
-    try:
-        runs_dir, report_dir = study_dirs(args, "task_diversity_finite" if finite else "task_diversity")
-        pools = (
-            pool_sizes(args.pools, args.quick)
-            if args.pools or not finite
-            else (FINITE_POOLS[:2] if args.quick else FINITE_POOLS)
+
+
+def report(run: StudyRun) -> list[Path]:
+    """The study's step (each finished run evaluated), then its report; the finite-size test's
+    (each kept checkpoint evaluated) with --finite-size."""
+    if run.flags.finite_size:
+        return task_diversity_finite.write_report(
+            run, finite_curves(run.jobs), study_switch=study_switch(run.report_dir)
         )
-        seeds = seed_list(args.seeds) if args.seeds else (SEEDS[:1] if args.quick or finite else SEEDS)
-    except UsageError as err:
-        return fail(PROG, err)
+    return write_report(run, collect(run.jobs))
 
-    def writer(jobs, report_dir, **kwargs):
-        if finite:
-            return task_diversity_finite.write_report(
-                jobs, finite_curves(jobs), report_dir, study_switch=study_switch(report_dir), **kwargs
-            )
-        return write_report(jobs, collect(jobs), report_dir, **kwargs)
 
-    return finish_study(
-        PROG,
-        argv,
-        args,
-        runs_dir,
-        report_dir,
-        lambda: make_jobs(runs_dir, pools, seeds, args.quick, args.config, finite_size=finite),
-        writer,
-    )
-
+STUDY = Study(
+    "task_diversity",
+    __doc__,
+    "pools 2 and fresh, 60 steps, seed 0 (a smoke test)",
+    cells=lambda flags, runs_dir: pool_cells(pools_of(flags), flags.quick, flags.config, flags.finite_size),
+    report=report,
+    seeds=seeds_of,
+    flags=add_flags,
+    check=pools_of,
+    runs_name=lambda flags: "task_diversity_finite" if flags.finite_size else "task_diversity",
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

@@ -19,7 +19,6 @@ Glossary: L layers, B eval tasks, H heads, T tokens (2 x points).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -27,10 +26,9 @@ from typing import Sequence
 import numpy as np
 
 from analysis.recency import TAIL, tail_mass_by_head
-from src.process import guarded
-from src.jobs.study import finish_study, parse_study, study_parser
+from src.jobs.declared import Study, StudyRun, cell_runs
+from src.jobs.study import run_as_command, study_command
 
-PROG = "python -m scripts.yarn_recency"
 CONFIG = "configs/sweeps/lengthgen/w64_decay_6k.yaml"
 SEEDS = (0, 1, 2)
 # the trained encoding, then the same weights read as RoPE -> the figure's label
@@ -40,10 +38,15 @@ FACTOR = 4
 RESULTS, REPORT, FIGURE = "yarn_recency_results.json", "YARN_RECENCY.md", "figures/yarn_recency/tail_mass.png"
 
 
-def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool):
+def study_cells(quick: bool) -> list:
+    """The length study's cell of dynamic YaRN on linear regression, under the stronger models' config."""
     from scripts import lengthgen
 
-    return lengthgen.make_jobs(runs_dir, ["dynamic_yarn"], ["linear_regression"], seeds, quick, None, CONFIG)
+    return lengthgen.length_cells(["dynamic_yarn"], ["linear_regression"], quick, None, CONFIG)
+
+
+def make_jobs(runs_dir: Path, seeds: Sequence[int], quick: bool):
+    return cell_runs(study_cells(quick), seeds, runs_dir)
 
 
 def measure(run) -> dict:
@@ -191,12 +194,13 @@ def head_table_lines(runs: dict, pool: dict, keys: Sequence[str], layers: int, h
     return lines
 
 
-def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command: str, head: dict) -> list[Path]:
-    from plots.provenance import header
+def write_report(run: StudyRun) -> list[Path]:
+    from plots.provenance import header, study_fields
     from plots.report_index import write_index
     from plots.style import png_bytes
     from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
+    jobs, report_dir = run.jobs, run.report_dir
     runs = {job.name: measure(job.run) for job in jobs}
     judged = {name: r for name, r in runs.items() if r["trained_enough"]}
     keys = list(next(iter(runs.values()))["cells"])
@@ -204,9 +208,7 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
     mean_tail, std_tail = tail_over_seeds(pool, keys)
     lengths = sorted({c["points"] for c in next(iter(runs.values()))["cells"].values()})
     results = {
-        "command": command,
-        "quick": quick,
-        "seconds": seconds,
+        **study_fields(run),
         "config": CONFIG,
         "tail": TAIL,
         "runs": runs,
@@ -219,7 +221,7 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
     atomic_write_json(report_dir / RESULTS, results)
     layers, heads = np.asarray(mean_tail[keys[0]]).shape
     title = "Recency of dynamic YaRN on the length study's stronger models (Lin et al., AAAI 2025)"
-    lines = header(title, quick=quick, head=head, command=command, seconds=seconds, jobs=jobs)
+    lines = header(title, run)
     lines += method_lines(lengths, pool, judged)
     lines += layer_table_lines(runs, pool, keys, layers) + head_table_lines(runs, pool, keys, layers, heads)
     lines += ["", "## Figures", "", f"- `{FIGURE}`", ""]
@@ -227,14 +229,15 @@ def write_report(jobs, report_dir: Path, *, quick: bool, seconds: float, command
     return [report_dir / REPORT, report_dir / RESULTS, report_dir / FIGURE, write_index(report_dir)]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = study_parser(PROG, __doc__, "60 steps, seed 0 (a smoke test)")
-    argv, args, runs_dir, report_dir = parse_study(parser, argv, "yarn_recency")
-    seeds = SEEDS[:1] if args.quick else SEEDS
-    return finish_study(
-        PROG, argv, args, runs_dir, report_dir, lambda: make_jobs(runs_dir, seeds, args.quick), write_report
-    )
-
+STUDY = Study(
+    "yarn_recency",
+    __doc__,
+    "60 steps, seed 0 (a smoke test)",
+    cells=lambda flags, runs_dir: study_cells(flags.quick),
+    report=write_report,
+    seeds=lambda flags: SEEDS[:1] if flags.quick else SEEDS,
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

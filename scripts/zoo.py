@@ -23,18 +23,15 @@ report/figures/zoo/accuracy_state.png (plots/zoo_report.py; quick: under report/
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
-from typing import Sequence
 
 from plots.zoo_report import write_report
-from scripts.mixers import make_jobs
-from scripts.mixers_grid import Cell, Grid, mixer_choices, read_grid
-from src.flags import UsageError, fail, refuse_repeats, seed_list
-from src.process import guarded
-from src.jobs.study import finish_study, study_dirs, study_parser
+from scripts.mixers import mixer_cells
+from scripts.mixers_grid import Cell as GridCell, Grid, mixer_choices, read_grid
+from src.flags import UsageError, refuse_repeats, seed_list
+from src.jobs.declared import Study
+from src.jobs.study import run_as_command, study_command
 
-PROG = "python -m scripts.zoo"
 CONFIG = "configs/zoo.yaml"
 # Zoology's figure-2 models (BaseConv alternates a short and the long convolution by layer, as its
 # configs do) and the Based paper's, as the study spells them (a+b: a hybrid stack; name:option=value)
@@ -49,7 +46,7 @@ ZOO = (
     "gated_delta_net",
     "mamba2",
 )
-QUICK_GRID = Grid(cells=(Cell(seq_len=64, kappa=4, steps=40),), widths=(16,), learning_rates=(3e-3,))
+QUICK_GRID = Grid(cells=(GridCell(seq_len=64, kappa=4, steps=40),), widths=(16,), learning_rates=(3e-3,))
 
 
 def mixer_names(text: str | None) -> list[str]:
@@ -67,30 +64,34 @@ def mixer_names(text: str | None) -> list[str]:
     return names
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = study_parser(PROG, __doc__, "width 16, T 64, κ 4, 40 steps (a smoke test)")
+def grid_of(flags) -> Grid:
+    """The grid of the flags, one head per mixer (UsageError for a grid with the boolean tasks)."""
+    grid = QUICK_GRID if flags.quick and not flags.config else read_grid(flags.config or CONFIG)
+    if grid.boolean:
+        raise UsageError(
+            f"--config={flags.config!r}: boolean=true is not accepted here; accepted: MQAR cells "
+            "only (the boolean tasks are scripts.mixers')"
+        )
+    return replace(grid, heads=1)
+
+
+def add_flags(parser) -> None:
     parser.add_argument("--mixers", default=None, help=f"comma list (default: {', '.join(ZOO)})")
     parser.add_argument("--seeds", default="0", help="comma list of training seeds (default: 0)")
     parser.add_argument("--config", default=None, help=f"a YAML grid (scripts.mixers_grid's keys; default {CONFIG})")
-    args = parser.parse_args(argv)
-    try:
-        runs_dir, report_dir = study_dirs(args, "zoo")
-        mixers = mixer_names(args.mixers)
-        seeds = seed_list(args.seeds)
-        grid = QUICK_GRID if args.quick and not args.config else read_grid(args.config or CONFIG)
-        if grid.boolean:
-            raise UsageError(
-                f"--config={args.config!r}: boolean=true is not accepted here; accepted: MQAR cells "
-                "only (the boolean tasks are scripts.mixers')"
-            )
-    except UsageError as err:
-        return fail(PROG, err)
-    grid = replace(grid, heads=1)
-    return finish_study(
-        PROG, argv, args, runs_dir, report_dir, lambda: make_jobs(runs_dir, mixers, seeds, False, grid), write_report
-    )
 
+
+STUDY = Study(
+    "zoo",
+    __doc__,
+    "width 16, T 64, κ 4, 40 steps (a smoke test)",
+    cells=lambda flags, runs_dir: mixer_cells(mixer_names(flags.mixers), seed_list(flags.seeds), False, grid_of(flags)),
+    report=write_report,
+    seeds=lambda flags: None,  # whole runs: the mixers study's grid, seeds inside it
+    flags=add_flags,
+    check=lambda flags: (mixer_names(flags.mixers), seed_list(flags.seeds), grid_of(flags)),
+)
+main = study_command(STUDY)
 
 if __name__ == "__main__":
-    sys.exit(guarded(main))
+    run_as_command(STUDY)

@@ -2,7 +2,7 @@
 et al.'s inputs in the GPT-2 family's sampler (`data: von_oswald`), a pair batch in the paper's
 form (the prompt's last point the query) scored against the paper's GD numbers, the GD alignment of any sequence model
 (analysis/alignment.py) checked against per-prompt gradients, a study's settings file in the
-workbench's own schema (src/jobs/study.read_settings) and its cells x seeds (cell_jobs), and
+workbench's own schema (src/jobs/study.read_settings) and its cells x seeds (src/jobs/declared.py), and
 `--quick` end to end (make test_studies)."""
 
 import json
@@ -19,7 +19,8 @@ import pytest
 
 from scripts import matrix as study, matrix_config
 from src.flags import UsageError
-from src.jobs.study import cell_jobs, read_settings
+from src.jobs.declared import Cell, cell_runs
+from src.jobs.study import read_settings
 from src.registry import registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +144,8 @@ def test_read_settings_takes_the_run_schema_and_refuses_in_one_line(tmp_path):
 
 def test_cells_times_seeds_are_one_run_each_named_and_seeded(tmp_path):
     settings = read_settings("configs/matrix.yaml")
-    jobs = cell_jobs(tmp_path, {"a": settings, "b": replace(settings, train=replace(settings.train, steps=7))}, (0, 2))
+    cells = [Cell("a", settings), Cell("b", replace(settings, train=replace(settings.train, steps=7)))]
+    jobs = cell_runs(cells, (0, 2), tmp_path)
     assert [j.name for j in jobs] == ["a_seed0", "a_seed2", "b_seed0", "b_seed2"]
     assert [j.settings.train.seed for j in jobs] == [0, 2, 0, 2] and jobs[3].cost == 7.0
     assert all(j.state == "absent" and j.path == tmp_path / j.name for j in jobs)

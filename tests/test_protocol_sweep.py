@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from scripts import protocol_sweep
+from src.jobs.declared import cell_runs
 from src.flags import UsageError
 from src.rundir import RunDir
 
@@ -28,7 +29,7 @@ def test_every_protocol_is_a_valid_study_config_and_one_is_the_study(study, tmp_
     sweep = protocol_sweep.SWEEPS[study]
     protocols = protocol_sweep.protocol_files(sweep, None)
     assert len(protocols) >= 3
-    jobs = protocol_sweep.make_jobs(sweep, tmp_path, protocols, (0, 1, 2), quick=False)
+    jobs = cell_runs(protocol_sweep.protocol_cells(sweep, protocols, quick=False), (0, 1, 2), tmp_path)
     assert len(jobs) == 3 * len(protocols) and all(j.state == "absent" for j in jobs)
     assert len({j.name for j in jobs}) == len(jobs) and len({j.path for j in jobs}) == len(jobs)
     unchanged = [p.stem for p in protocols if not protocol_sweep.changes(sweep.study_config, p)]

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from src.jobs.declared import StudyRun
 from plots.provenance import commit_line, header, training_seconds
 from src import rundir as names
 from src.rundir import RunDir
@@ -38,12 +39,7 @@ def test_the_training_time_is_summed_over_the_runs_not_the_last_invocation(tmp_p
     assert training_seconds(jobs) == (300.75, 2)
     text = "\n".join(
         header(
-            "A study",
-            quick=False,
-            head={"commit": "a" * 40, "dirty": False},
-            command="python -m scripts.x",
-            seconds=7.0,
-            jobs=jobs,
+            "A study", StudyRun(jobs, tmp_path, False, 7.0, "python -m scripts.x", {"commit": "a" * 40, "dirty": False})
         )
     )
     assert "3 runs; their training loops took 5.0 min in all (301 s, one process per run" in text

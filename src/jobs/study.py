@@ -5,6 +5,10 @@ lock, trained by an executor, then reported.
     jobs = [Job(name, settings, runs_dir / name, cost=...), ...]
     return finish_study(PROG, argv, args, runs_dir, report_dir, lambda: jobs, write_report)
 
+`write_report(run)` gets the StudyRun (src/jobs/declared.py): the jobs, the report directory and how
+the study ran. A study declared as data (src/jobs/declared.py's Study) comes here through its
+command.
+
 Every output location (runs directory, report directory) is checked before any work.
 """
 
@@ -14,15 +18,15 @@ import contextlib
 import shlex
 import sys
 import time
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 from src.flags import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, read_user_file, summary
+from src.jobs.declared import Study, StudyRun, grid_jobs, prog_of
 from src.jobs.engine import TODO_STATES, Job, announce, plan, refuse_stale, run_jobs, use_compilation_cache
 from src.jobs.runs_lock import RunsDirBusy, RunsDirLock
 from src.registry import Choice, registry
-from src.settings import Settings, SettingsError
+from src.settings import SettingsError
 
 
 def add_executor_flags(parser) -> None:
@@ -127,39 +131,6 @@ def read_settings_mapping(path: str):
             "config.json `settings` (any key left out takes its default)"
         )
     return raw
-
-
-@dataclass
-class CellJob(Job):
-    """A run of a study's grid: one cell (the settings the study varies) and one seed."""
-
-    cell: str = ""
-    seed: int = 0
-
-
-def cell_jobs(
-    runs_dir: Path, cells: Mapping[str, Settings], seeds: Sequence[int], analyses: Sequence[str] | None = None
-) -> list[CellJob]:
-    """The study grid `cells` x `seeds`: run `<cell>_seed<seed>` of each cell's settings with
-    train.seed = seed, validated; cost = its steps; `analyses`: those its runs make at the end
-    (None: every one that applies). Planned (src/jobs/engine.plan)."""
-    jobs = []
-    for cell, settings in cells.items():
-        for seed in seeds:
-            seeded = replace(settings, train=replace(settings.train, seed=seed)).validate()
-            name = f"{cell}_seed{seed}"
-            jobs.append(
-                CellJob(
-                    name,
-                    seeded,
-                    runs_dir / name,
-                    cost=float(seeded.train.steps),
-                    cell=cell,
-                    seed=seed,
-                    analyses=None if analyses is None else tuple(analyses),
-                )
-            )
-    return plan(jobs)
 
 
 def study_parser(prog: str, doc: str, quick_help: str) -> OneLineParser:
@@ -315,10 +286,11 @@ def finish_study(
     runs_dir: Path,
     report_dir: Path,
     make_jobs: Callable[[], list[Job]],
-    write_report: Callable[..., list[Path]],
+    write_report: Callable[[StudyRun], list[Path]],
     quiet: bool = False,
 ) -> int:
-    """Plan (one-line refusal of stale runs), train what is missing, write the report."""
+    """Plan (one-line refusal of stale runs), train what is missing, write the report:
+    write_report(StudyRun(jobs, report_dir, quick, seconds, command, head, args))."""
     command = " ".join([prog, shlex.join(argv)]).strip()
     with contextlib.ExitStack() as hold:
         try:  # one study or sweep per runs directory; planned again under the lock
@@ -336,9 +308,46 @@ def finish_study(
             jobs,
             runs_dir,
             args.jobs,
-            lambda seconds, head: write_report(
-                jobs, report_dir, quick=args.quick, seconds=seconds, command=command, head=head
-            ),
+            lambda seconds, head: write_report(StudyRun(jobs, report_dir, args.quick, seconds, command, head, args)),
             executor=executor,
             quiet=quiet,
         )
+
+
+def study_command(study: Study) -> Callable[[Sequence[str] | None], int]:
+    """main(argv) of the study's command line: its flags (study_parser's and its own), then plan,
+    train and report (src.jobs.study.finish_study)."""
+
+    def main(argv: Sequence[str] | None = None) -> int:
+        prog = prog_of(study)
+        parser = study.parser() if study.parser else study_parser(prog, study.doc, study.quick_help)
+        study.flags(parser)
+        argv_ = list(sys.argv[1:] if argv is None else argv)
+        flags = parser.parse_args(argv_)
+        try:
+            study.prepare(flags)  # before the places are checked: it may set their defaults
+            runs_dir, report_dir = study_dirs(flags, study.runs_name(flags) if study.runs_name else study.name)
+            study.check(flags), study.seeds(flags), study.learning_rates(flags)  # one line, before any work
+        except UsageError as err:
+            return fail(prog, err)
+        return finish_study(
+            prog,
+            argv_,
+            flags,
+            runs_dir,
+            report_dir,
+            lambda: grid_jobs(study, flags, runs_dir),
+            study.report,
+            quiet=bool(getattr(flags, "quiet", False)),
+        )
+
+    main.__doc__ = f"The command line of {prog_of(study)} (src/jobs/declared.py)."
+    return main
+
+
+def run_as_command(study: Study) -> None:
+    """The study's command as a module's entry point: its exit code through the process guard
+    (src/process.py)."""
+    from src.process import guarded
+
+    sys.exit(guarded(study_command(study)))
