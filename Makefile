@@ -143,11 +143,11 @@ eval_noise: $(STAMP)  ## von Oswald et al.'s noise sweep (eval_noise) and its fi
 
 # Training speed at batch 2048 (median ms/step, compile/eval time, FLOPs, floor) -> runs/bench/bench.json
 bench: $(STAMP)  ## training-speed benchmarks of every system (make bench figures)
-	$(RUN) -m scripts.bench
-	$(RUN) -m scripts.bench_dynamics
-	$(RUN) -m scripts.bench_mechanisms
-	$(RUN) -m scripts.bench_recipe
-	$(RUN) -m scripts.bench_paper_cell --gpu-only
+	$(RUN) -m scripts.bench.training
+	$(RUN) -m scripts.bench.dynamics
+	$(RUN) -m scripts.bench.mechanisms
+	$(RUN) -m scripts.bench.recipe
+	$(RUN) -m scripts.bench.paper_cell --gpu-only
 
 reproduce: $(STAMP)  ## von Oswald et al.'s experiments: report/REPRODUCTION.md
 	$(RUN) -m scripts.reproduce
@@ -184,7 +184,7 @@ lengthgen_quick: $(STAMP)  ## the same at a smoke-test size
 # The length study's own alibi config at the laptop size the docs give, and its eval.sh equivalent,
 # each timed with its peak memory: report/measurements/lengthgen_laptop.json (about 25 min on 2 cores)
 lengthgen_laptop: $(STAMP)  ## the length study's alibi config at laptop size, timed with its memory
-	$(RUN) -m scripts.laptop_lengthgen $(overwrite_flag)
+	$(RUN) -m scripts.bench.laptop_lengthgen $(overwrite_flag)
 
 # The protocol sweeps (scripts/protocol_sweep.py): each study's headline cell under the protocols in
 # configs/sweeps/<study>/, 3 seeds: report/SWEEP_MECHANISMS.md, report/SWEEP_LENGTHGEN.md
@@ -257,26 +257,26 @@ PAPER_FLAGS ?=
 paper_scale: $(STAMP)  ## a study at its paper's own scale on the local device (STUDY=, ONLY=, PAPER_FLAGS=)
 	$(RUN) -m scripts.paper_scale --study "$(STUDY)" $(if $(strip $(ONLY)),--only $(ONLY)) $(PAPER_FLAGS)
 
-# The GPU queue (scripts/gpu_queue.py): prepared device jobs, one lent device command each.
+# The GPU queue (scripts/device/gpu_queue.py): prepared device jobs, one lent device command each.
 # `make gpu_next` prints the next job not yet run and the exact device call (command, carry, timeout);
 # `make gpu_wheels` fetches what that call carries for the device's Python 3.12 (dm-haiku, jmp);
-# after the call, `python -m scripts.gpu_queue record JOB --from <files>` files what came back under
+# after the call, `python -m scripts.device.gpu_queue record JOB --from <files>` files what came back under
 # report/measurements/gpu/JOB/, and `make paper_scale_report` rebuilds report/PAPER_SCALE.md.
 # `make paper_scale_all` on a GPU of your own runs every job not recorded, records it, and reports.
 gpu_next: $(STAMP)  ## the GPU queue's next job and its exact device call
-	$(RUN) -m scripts.gpu_queue next
+	$(RUN) -m scripts.device.gpu_queue next
 
 gpu_wheels:  ## download the wheels a device call carries (dm-haiku, jmp) into .whl
 	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 	  --platform manylinux2014_x86_64 -d .whl dm-haiku==0.0.17 jmp==0.0.4
 
 paper_scale_report: $(STAMP)  ## rebuild report/PAPER_SCALE.md from the recorded GPU jobs
-	$(RUN) -m scripts.gpu_queue report
+	$(RUN) -m scripts.device.gpu_queue report
 
 paper_scale_all: $(STAMP)  ## run every GPU queue job on a local GPU, record each, report
-	$(RUN) -m scripts.gpu_queue all
+	$(RUN) -m scripts.device.gpu_queue all
 
-# Our training step against the originals' own PyTorch code, side by side (scripts/compare_originals.py):
+# Our training step against the originals' own PyTorch code, side by side (scripts/bench/compare_originals.py):
 # `make originals` builds the scratch environment .originals/ (its own venv with torch, the two
 # repositories at the commits measured); `make compare_originals` times the mechanisms study's cell
 # and the ICL benchmark's default cell, interleaved. Results: runs/compare_originals/*.json.
@@ -291,7 +291,7 @@ originals:  ## build .originals/: the originals' code and a torch venv
 	git -C $(ORIGINALS)/miniseq checkout -q d7fdca1f55a836c37427832c9da357c36c2e19a9
 
 compare_originals: $(STAMP)  ## our training step beside the originals' own, interleaved
-	$(RUN) -m scripts.compare_originals --torch-python $(ORIGINALS)/venv/bin/python \
+	$(RUN) -m scripts.bench.compare_originals --torch-python $(ORIGINALS)/venv/bin/python \
 	  --limits-of-icl $(ORIGINALS)/limits_of_icl --miniseq $(ORIGINALS)/miniseq
 
 # The original limits_of_icl code trained at the mechanisms study's cell and protocol (softmax_causal

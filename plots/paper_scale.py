@@ -1,9 +1,9 @@
 """report/PAPER_SCALE.md: the papers at their own size, from every GPU-queue job recorded under
-report/measurements/gpu/<job>/<stamp>/ (scripts/gpu_queue.py), each job's latest record: the
+report/measurements/gpu/<job>/<stamp>/ (scripts/device/gpu_queue.py), each job's latest record: the
 mechanisms at limits_of_icl's size beside the original's numbers, the paper cell's speed beside
 limits_of_icl's own step, and the "Beside the paper" table under the verdict rule of every report.
 
-    python -m scripts.gpu_queue report            # or: make paper_scale_report
+    python -m scripts.device.gpu_queue report            # or: make paper_scale_report
 """
 
 from __future__ import annotations
@@ -296,7 +296,7 @@ def write_report(
         "",
         f"- Produced {when} from {commit_line(git_commit())}",
         "",
-        "Built by `make paper_scale_report` (`python -m scripts.gpu_queue report`) from every job of the GPU "
+        "Built by `make paper_scale_report` (`python -m scripts.device.gpu_queue report`) from every job of the GPU "
         "queue recorded under report/measurements/gpu/ (each job's latest record); nothing here is typed by "
         "hand. A lent GPU runs `make gpu_next`'s job, one device command of at most "
         f"{limit_s:.0f} s each.",

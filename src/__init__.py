@@ -6,7 +6,7 @@ before it draws a random number or compiles a program:
 - the classic (non-partitionable) threefry bit layout. It is the same threefry
   generator, but on CPU it draws our task batches about 7x faster than the
   sharding-friendly layout that recent JAX uses by default (8.5 -> 1.2 ms per 2048
-  tasks; scripts/bench.py). Fixing it in one place keeps every random stream
+  tasks; scripts/bench/training.py). Fixing it in one place keeps every random stream
   (training batches, eval sets, analyses) identical across entry points and backends.
 - float32 matrix products in full float32 ("highest"). A CPU computes them so anyway;
   a GPU would otherwise round their inputs to TF32 (10 mantissa bits): on an H100,

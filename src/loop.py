@@ -344,7 +344,7 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
 def chunk_timer(trainer: Trainer, chunk_steps: int = 50) -> Callable[[], float]:
     """Compiles `trainer`'s chunk of `chunk_steps` steps and returns a function that times one more
     chunk (from the initial state, at the next steps) in ms per step: rounds a caller can
-    interleave with another program's (scripts/compare_originals.py)."""
+    interleave with another program's (scripts/bench/compare_originals.py)."""
     with trainer.context():
         state = trainer.init_state()
         jax.block_until_ready(trainer.run_chunk(state, 0, chunk_steps).losses)

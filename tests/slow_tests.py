@@ -39,6 +39,9 @@ SLOW_TESTS = {
     "tests/test_notebook.py::test_the_docs_example_runs_and_draws_the_curve_the_analysis_wrote": 46.0,
     "tests/test_notebook.py::test_prompts_of_the_wrong_shape_are_refused_in_one_line": 0.1,
     "tests/test_extending.py::test_a_run_trains_with_the_new_mixer_on_the_new_task_and_the_new_analysis_reads_it": 27.0,
+    # the guide's study, its quick test in the scratch copy (pytest --durations, 2 cores, 2026-12-01,
+    # beside the studies tier): two 40-step runs and the report
+    "tests/test_extending.py::test_the_pages_study_runs_its_quick_test_in_the_scratch_copy": 79.2,
     # a finite pool through runners.train (2 cores, 2026-11-27, while a study ran on both cores)
     "tests/test_pools.py::test_a_limits_of_icl_config_with_num_tasks_64_trains": 46.8,
     # Garg's LSTM through runners.train (2 cores, 2026-11-28, while a study ran on both cores)

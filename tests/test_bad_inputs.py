@@ -21,8 +21,8 @@ from analysis import length_gen, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
+from scripts.bench import compare_originals
 from scripts import (
-    compare_originals,
     lengthgen,
     linear_attention,
     mechanisms,

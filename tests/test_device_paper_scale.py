@@ -1,4 +1,4 @@
-"""The paper cell's device command (scripts/device_paper_scale.py) without a device: its flags are
+"""The paper cell's device command (scripts/device/paper_scale.py) without a device: its flags are
 refused in one line, and the runs it plans fit the time it is given at the step times one H200
 measured (report/measurements/gpu_2026-11-27)."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scripts import device_paper_scale as dps
-from scripts import paper_cell_plan as plan
+from scripts.device import paper_scale as dps
+from scripts.device import paper_cell_plan as plan
 from src.flags import UsageError
 
 MEASURED = Path("report/measurements/gpu_2026-11-27/paper_cell_bench.json")
@@ -71,7 +71,7 @@ def test_the_table_trains_the_mechanisms_asked_for(tmp_path):
 
 
 def test_library_matrix_products_without_a_name_stack_are_not_the_optimizers():
-    from scripts.bench_paper_cell import part_of
+    from scripts.bench.paper_cell import part_of
 
     assert part_of("XlaModule:", "nvjet_sm90_tss_128x64_64x8_1x2_h_bz_NTT") == "matrix products (no name stack)"
     assert (

@@ -28,7 +28,7 @@ def test_the_record_is_complete_and_from_a_clean_commit():
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/length_generalisation.md"])
 def test_the_docs_quote_the_recorded_laptop_figures(doc):
-    from scripts.laptop_lengthgen import LAPTOP
+    from scripts.bench.laptop_lengthgen import LAPTOP
 
     record = json.loads(RECORD.read_text())
     text = (ROOT / doc).read_text()
@@ -42,7 +42,7 @@ def test_the_length_test_announced_at_least_the_memory_it_was_measured_to_use(mo
     """What analysis.length_gen announces (and checks) for the recorded evaluation covers its
     recorded peak resident memory."""
     from analysis.icl_curve import check_memory_for
-    from scripts.laptop_lengthgen import CONFIG, EVAL_TASKS, LAPTOP
+    from scripts.bench.laptop_lengthgen import CONFIG, EVAL_TASKS, LAPTOP
     from src import bounds
     from src.cli.gpt2 import read_config
 

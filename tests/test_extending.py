@@ -30,6 +30,8 @@ COPIED = (
     "eval_noise.py",
 )
 NEW = ("causal_mean", "absolute_regression", "last_point")
+# the study of the page: a declaration, its report function and its quick test (and its Makefile target)
+STUDY_FILES = ("scripts/width_sweep.py", "plots/width_sweep_report.py", "tests/test_width_sweep.py")
 
 
 def examples() -> dict[str, str]:
@@ -42,12 +44,10 @@ def examples() -> dict[str, str]:
     return found
 
 
-def test_the_page_has_its_three_examples_in_the_packages_that_find_them():
-    assert sorted(examples()) == [
-        "analysis/last_point.py",
-        "src/models/mixers/causal_mean.py",
-        "src/tasks/absolute_regression.py",
-    ]
+def test_the_page_has_its_examples_in_the_packages_that_find_them():
+    assert sorted(examples()) == sorted(
+        ["analysis/last_point.py", "src/models/mixers/causal_mean.py", "src/tasks/absolute_regression.py", *STUDY_FILES]
+    )
     for path in examples():
         assert not (ROOT / path).exists(), f"{path} is an example of the page, not a module of the repository"
 
@@ -140,3 +140,20 @@ def test_the_pages_commands_run_as_written_in_the_scratch_copy(scratch):
         )
         assert done.returncode == 0, (command, done.stdout[-1000:] + done.stderr[-1000:])
         assert "dry run" in done.stdout, (command, done.stdout[-500:])
+
+
+def test_a_new_study_is_a_declaration_a_report_function_a_make_target_and_a_quick_test():
+    """The page's study: its three files are short (the declaration under 40 lines, the report
+    function and the test about 20 each) and its Makefile target is two lines."""
+    found = examples()
+    sizes = {path: len(found[path].splitlines()) for path in STUDY_FILES}
+    assert sizes["scripts/width_sweep.py"] <= 40 and max(sizes.values()) <= 40, sizes
+    assert "Study(" in found["scripts/width_sweep.py"] and "def write_report(run)" in found[STUDY_FILES[1]]
+    make = re.search(r"```make\n(.*?)```", PAGE.read_text(), re.S).group(1).strip().splitlines()
+    assert len(make) == 2 and make[0].startswith("width_sweep: $(STAMP)  ## ") and "scripts.width_sweep" in make[1]
+
+
+def test_the_pages_study_runs_its_quick_test_in_the_scratch_copy(scratch):
+    """The page's quick test (study tier) trains the study's two runs and finds its report."""
+    done = run(scratch, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "study", "tests/test_width_sweep.py")
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""A GPU queue job run here (scripts/gpu_job.py, scripts/gpu_study.py): in the study tier every job
+"""A GPU queue job run here (scripts/device/gpu_job.py, scripts/device/gpu_study.py): in the study tier every job
 rehearses end to end on the CPU and a job killed at its limit has returned every finished piece; a
 study job stopped at its deadline returns its finished and its stopped runs, and a study job's
 command passes the study's own checks and makes the runs it plans."""
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from plots import paper_scale
-from scripts import gpu_job, gpu_queue
-from scripts.gpu_queue_jobs import BY_NAME, JOBS
+from scripts.device import gpu_job, gpu_queue
+from scripts.device.gpu_queue_jobs import BY_NAME, JOBS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def rehearse(job: str, tmp_path: Path, *extra: str, timeout: int = 600) -> subpr
         [
             sys.executable,
             "-m",
-            "scripts.gpu_queue",
+            "scripts.device.gpu_queue",
             "run",
             job,
             "--rehearse",
@@ -84,7 +84,7 @@ def test_a_job_killed_at_its_limit_has_returned_every_finished_piece(tmp_path):
         [
             sys.executable,
             "-m",
-            "scripts.gpu_queue",
+            "scripts.device.gpu_queue",
             "run",
             "mechanisms_a",
             "--rehearse",
@@ -159,7 +159,7 @@ def test_a_study_job_stopped_at_its_deadline_returns_its_finished_and_its_stoppe
     """A study still training at the job's deadline is stopped with Ctrl-C; the run it finished is a
     piece with its summary's numbers, the run it was training one stopped at the deadline with its
     last evaluation; no report came, and job.json says so."""
-    from scripts import gpu_study
+    from scripts.device import gpu_study
 
     (tmp_path / "fake_study.py").write_text(FAKE_STUDY)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))

@@ -1,4 +1,4 @@
-"""The GPU queue (scripts/gpu_queue.py) and report/PAPER_SCALE.md (plots/paper_scale.py): every job
+"""The GPU queue (scripts/device/gpu_queue.py) and report/PAPER_SCALE.md (plots/paper_scale.py): every job
 fits one device command, `next` names the first job not run and its exact call, `record` files what
 came back with provenance, the report's verdicts follow its numbers, `all` runs every job not
 recorded (a job run here: tests/test_gpu_job_runs.py)."""
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from plots import paper_scale
-from scripts import gpu_job, gpu_queue
-from scripts.gpu_queue_jobs import BY_NAME, JOBS
+from scripts.device import gpu_job, gpu_queue
+from scripts.device.gpu_queue_jobs import BY_NAME, JOBS
 from src.flags import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def test_every_job_fits_one_device_command():
 
 def test_the_recorded_plan_is_the_queues():
     """report/measurements/gpu_queue_plan.json (the docs quote its expected seconds) is what the
-    queue computes now: `python -m scripts.gpu_queue list --json <it>` rewrites it."""
+    queue computes now: `python -m scripts.device.gpu_queue list --json <it>` rewrites it."""
     shipped = json.loads((ROOT / "report/measurements/gpu_queue_plan.json").read_text())
     now = gpu_queue.plan("any")
     assert {k: v for k, v in shipped.items() if k not in ("commit", "produced")} == {
@@ -84,7 +84,7 @@ def test_next_names_the_first_job_not_run_and_its_device_call(tmp_path, capsys):
     first = JOBS[0]
     out = capsys.readouterr().out
     assert out.startswith(f"next: {first.name}: ")
-    assert f"python3 -m scripts.gpu_queue run {first.name} --out $OUT --commit " in out
+    assert f"python3 -m scripts.device.gpu_queue run {first.name} --out $OUT --commit " in out
     assert "timeout_s: 600" in out and json.dumps(list(first.carry)) in out
     gpu_queue.record(first, fake_device_output(tmp_path / "back", first.name), records)
     gpu_queue.main(["next", "--records-dir", str(records)])
@@ -136,7 +136,7 @@ def test_record_files_what_came_back_with_its_provenance(tmp_path):
 )
 def test_bad_flags_are_refused_in_one_line_before_any_work(argv, named, tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "scripts.gpu_queue", *argv, "--records-dir", str(tmp_path / "r")],
+        [sys.executable, "-m", "scripts.device.gpu_queue", *argv, "--records-dir", str(tmp_path / "r")],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -210,7 +210,7 @@ def test_a_report_with_nothing_recorded_lists_the_queue(tmp_path):
 def test_all_runs_every_job_not_recorded_in_order_then_reports(tmp_path, monkeypatch, capsys):
     """`make paper_scale_all` on a GPU of one's own: each job not yet recorded runs, is recorded, and
     the report is rebuilt; a job recorded already is skipped (the device part stubbed here)."""
-    from scripts import gpu_job
+    from scripts.device import gpu_job
 
     ran = []
 

@@ -8,7 +8,7 @@ Runs under a scratch environment's Python that has torch and transformers, not o
     STEPS [DEVICE [TF32]]
 DEVICE cpu (default) or cuda: on cuda the step is train_utils.train's (inputs and tasks drawn on
 the CPU, `.cuda()`, the point-wise metric on the GPU, `loss.item()`); TF32 1 allows TF32 matrix
-passes. scripts/compare_originals.py and scripts/device_paper_scale.py drive it; nothing here
+passes. scripts/bench/compare_originals.py and scripts/device/paper_scale.py drive it; nothing here
 imports this repository.
 """
 

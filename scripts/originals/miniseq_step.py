@@ -10,7 +10,7 @@ ours:
     SCRATCH/bin/python scripts/originals/miniseq_step.py CHECKOUT DTYPE COMPILE WIDTH LAYERS HEADS BATCH VOCAB SEQ_LEN
     PAIRS WARMUP STEPS
 DTYPE is float32 or bfloat16 (the recipe's default), COMPILE 0 or 1 (torch.compile of the model,
-the recipe's default). scripts/compare_originals.py drives it; nothing here imports this repository.
+the recipe's default). scripts/bench/compare_originals.py drives it; nothing here imports this repository.
 """
 
 import json

@@ -7,8 +7,8 @@ XLA's cost analysis, and the matmul throughput of this machine measured at the
 model's own shapes. floor_ms = FLOPs per step / measured FLOP/s; the fraction of
 the floor achieved is floor_ms / ms_per_step. Writes runs/bench/bench.json.
 
-    python -m scripts.bench                  # batch 2048, both models
-    python -m scripts.bench --quick          # seconds-long smoke
+    python -m scripts.bench.training                  # batch 2048, both models
+    python -m scripts.bench.training --quick          # seconds-long smoke
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def bench_model(name: str, batch: int, chunk_steps: int, repeats: int, eval_size
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.bench", description=summary(__doc__))
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench.training", description=summary(__doc__))
     parser.add_argument("--models", default="lsa1,twolayer")
     parser.add_argument("--batch_size", type=int, default=2048)
     parser.add_argument("--chunk", type=int, default=100, help="steps per timed chunk")

@@ -1,11 +1,11 @@
-"""The GPU queue's study jobs on the device (scripts/gpu_queue_jobs.py declares them): a study's own
+"""The GPU queue's study jobs on the device (scripts/device/gpu_queue_jobs.py declares them): a study's own
 command (scripts.zoo, scripts.task_diversity, scripts.lengthgen) run as its user types it, each run
 it finishes written into job.json as a piece the moment its metrics_summary.json exists, the study
 stopped with Ctrl-C (as a user stops it) early enough to write its report, the report brought back
 when it comes, and every run still training at the stop returned with its training's last
 evaluations.
 
-    python -m scripts.gpu_queue run zoo_T64_a --out DIR [--rehearse]
+    python -m scripts.device.gpu_queue run zoo_T64_a --out DIR [--rehearse]
 
 Files under --out: job.json (rewritten atomically after every piece), job.log, study.log (the
 study's own output) and the study's report (its Markdown and results JSON, at most REPORT_FILES).

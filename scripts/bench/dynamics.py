@@ -5,7 +5,7 @@ count) and the fraction of this machine's matmul rate that makes. An epoch here 
 training set's moments, computed once, so its products are small: the yardstick is a
 [256, 256] @ [256, 256] product. Part of `make bench`.
 
-    python -m scripts.bench_dynamics [--quick]
+    python -m scripts.bench.dynamics [--quick]
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def bench(quick: bool = False) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    parser = OneLineParser(prog="python -m scripts.bench_dynamics", description=summary(__doc__))
+    parser = OneLineParser(prog="python -m scripts.bench.dynamics", description=summary(__doc__))
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the benchmark")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if dry_run(parser.prog, "time the dynamics cases"):

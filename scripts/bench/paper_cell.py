@@ -4,9 +4,9 @@ step computes: ms per run-step after compilation (median of interleaved rounds o
 chunk), the FLOPs of a step counted by hand, and the fraction of this device's measured bfloat16
 matrix rate that makes. Part of `make bench` on a GPU (on a CPU a step takes seconds: `--tiny`).
 
-    python -m scripts.bench_paper_cell                       # every setting, one line each
-    python -m scripts.bench_paper_cell --variants float32,bfloat16_fused_flat
-    python -m scripts.bench_paper_cell --profile float32,bfloat16_fused_flat --json out.json
+    python -m scripts.bench.paper_cell                       # every setting, one line each
+    python -m scripts.bench.paper_cell --variants float32,bfloat16_fused_flat
+    python -m scripts.bench.paper_cell --profile float32,bfloat16_fused_flat --json out.json
 
 Settings (train.precision, model.attention_kernel, train.flat_update; `_xS`: S runs trained
 together as one program, src/together.py, timed per run-step). `--profile` traces one chunk of
@@ -41,7 +41,7 @@ from scripts.paper_scale import step_work
 from src.flags import OneLineParser, UsageError, dry_run, summary
 from src.loop import chunk_timer
 
-PROG = "python -m scripts.bench_paper_cell"
+PROG = "python -m scripts.bench.paper_cell"
 CONFIG = "configs/paper/mechanisms.yaml"
 # name -> (train overrides, model overrides, runs together)
 VARIANTS = {

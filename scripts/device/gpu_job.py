@@ -1,9 +1,9 @@
-"""The device side of the GPU queue (scripts/gpu_queue.py; scripts/gpu_queue_jobs.py declares the jobs): what a job is,
-its plan from the recorded H200 timings, and one job run into a folder the device call brings back,
-each finished piece written the moment it exists (the module docstring there says how); a study
-job's device side is scripts/gpu_study.py.
+"""The device side of the GPU queue (scripts/device/gpu_queue.py; scripts/device/gpu_queue_jobs.py
+declares the jobs): what a job is, its plan from the recorded H200 timings, and one job run into a
+folder the device call brings back, each finished piece written the moment it exists (the module
+docstring there says how); a study job's device side is scripts/device/gpu_study.py.
 
-    python -m scripts.gpu_queue run JOB --out DIR [--rehearse]
+    python -m scripts.device.gpu_queue run JOB --out DIR [--rehearse]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ JOB_LIMIT_S = 540  # one job: at most 9 minutes of one device command (10 at mos
 WHEELS = ".whl"  # dm-haiku and jmp for the device's Python (make gpu_wheels)
 ORIGINALS = ".originals/limits_of_icl"  # limits_of_icl's src/ at 040e95d (make originals)
 
-# The paper-size table's protocol (scripts/paper_cell_plan.py: SWEEP and SETTING_SETS) and its
+# The paper-size table's protocol (scripts/device/paper_cell_plan.py: SWEEP and SETTING_SETS) and its
 # measured cost: four runs sharing the H200 took 324-377 s for 7,000 steps (53.9 ms a step each at
 # worst), so a run's step costs about 13.5 ms per run sharing the device.
 PROTOCOL = "adam1e-3_b256_warm"
@@ -96,7 +96,7 @@ class Study:
     """A study job: `python -m <args>` (the study's command at the device's size; the job adds
     --runs-dir and --report-dir), `rehearsal` the same study at a CPU's size; its plan: `runs`
     runs of `steps` steps of size `shape` sharing the device, then `report_s` for the study's
-    analyses and report (scripts/gpu_study.py runs it)."""
+    analyses and report (scripts/device/gpu_study.py runs it)."""
 
     args: tuple[str, ...]
     rehearsal: tuple[str, ...]
@@ -151,7 +151,7 @@ def run_sets(job: Job, run: Run, steps: int, rehearse: bool) -> list[str]:
     """runners.train overrides of one run: the protocol, the setting (float32 when rehearsing),
     the steps with the curriculum compressed into their first 30 %, CHECKPOINTS checkpoints (10x
     as many when rehearsing, so that a rehearsal stopped at its deadline has one on any CPU)."""
-    from scripts.paper_cell_plan import CURRICULUM_SHARE, CURRICULUM_STEPS, SETTING_SETS, SWEEP
+    from scripts.device.paper_cell_plan import CURRICULUM_SHARE, CURRICULUM_STEPS, SETTING_SETS, SWEEP
 
     interval = max(1, int(CURRICULUM_SHARE * steps / CURRICULUM_STEPS))
     sets = [
@@ -194,7 +194,7 @@ def train_mechanisms(
 ) -> None:
     """A `mechanisms` job: its runs trained together under runs_dir/<job>/ until the training
     deadline, each evaluated the moment it ends and saved as a piece."""
-    from scripts.gpu_study import set_aside
+    from scripts.device.gpu_study import set_aside
     from scripts.paper_mechanisms import run_all, train_command
 
     steps = steps or planned_steps(len(job.runs), budget_s)
@@ -241,11 +241,11 @@ def train_mechanisms(
 
 
 def run_speed_job(out: Path, began: float, budget_s: float, commit: str, rehearse: bool, log, save) -> None:
-    """The `speed` job: scripts.device_paper_scale without its sweep, its files the pieces."""
+    """The `speed` job: scripts.device.paper_scale without its sweep, its files the pieces."""
     command = [
         sys.executable,
         "-m",
-        "scripts.device_paper_scale",
+        "scripts.device.paper_scale",
         "--out",
         str(out),
         "--commit",
@@ -314,7 +314,7 @@ def run_job(
     if job.kind == "mechanisms":
         train_mechanisms(job, began, budget_s, rehearse, steps, runs_dir, log, save)
     elif job.kind == "study":
-        from scripts.gpu_study import run_study
+        from scripts.device.gpu_study import run_study
 
         run_study(job, out, began, began + budget_s - job.study.report_s - MARGIN_S, rehearse, runs_dir, log, save)
     else:

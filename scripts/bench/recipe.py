@@ -13,14 +13,14 @@ its registry defaults, and the zoo study's hybrid stacks (scripts/zoo.py's spell
 Based model (a base_conv layer, then based) and figure 2's BaseConv (kernel 3, then the long
 convolution).
 
-    python -m scripts.bench_recipe
+    python -m scripts.bench.recipe
 """
 
 from __future__ import annotations
 
 import sys
 
-from scripts.bench_mechanisms import HEADER, speed_row
+from scripts.bench.mechanisms import HEADER, speed_row
 from src.flags import OneLineParser, dry_run, summary
 from src.mixer_spec import mixer_stack, registry_entry
 from src.device_rate import matmul_rate
@@ -50,10 +50,10 @@ def original_default_cell(dense_layout: str = "flat", logits: str = "scored"):
 
 
 def main(argv=None) -> int:
-    OneLineParser(prog="python -m scripts.bench_recipe", description=summary(__doc__)).parse_args(
+    OneLineParser(prog="python -m scripts.bench.recipe", description=summary(__doc__)).parse_args(
         list(sys.argv[1:] if argv is None else argv)
     )
-    if dry_run("python -m scripts.bench_recipe", "time every mechanism"):
+    if dry_run("python -m scripts.bench.recipe", "time every mechanism"):
         return 0
     rate = matmul_rate((64 * 64, 64))
     print(

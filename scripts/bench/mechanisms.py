@@ -5,7 +5,7 @@ fraction of this machine's matmul rate at the model's shapes ([B·T, D] @ [D, D]
 reaches, and the ms/step of the batched dense layout beside the default flat one (the speed-up is
 batched / flat). Part of `make bench`.
 
-    python -m scripts.bench_mechanisms
+    python -m scripts.bench.mechanisms
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ def speed_row(name: str, settings, rate: float, width: int, chunk_steps: int = 5
 
 
 def main(argv=None) -> int:
-    OneLineParser(prog="python -m scripts.bench_mechanisms", description=summary(__doc__)).parse_args(
+    OneLineParser(prog="python -m scripts.bench.mechanisms", description=summary(__doc__)).parse_args(
         list(sys.argv[1:] if argv is None else argv)
     )
-    if dry_run("python -m scripts.bench_mechanisms", "time every mechanism"):
+    if dry_run("python -m scripts.bench.mechanisms", "time every mechanism"):
         return 0
     base, _ = read_config("configs/mechanisms.yaml")
     rows = base.train.batch_size * 2 * base.curriculum.points.end

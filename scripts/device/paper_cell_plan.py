@@ -1,4 +1,4 @@
-"""The plan of the paper cell's device runs (scripts/device_paper_scale.py, scripts/gpu_job.py): the
+"""The plan of the paper cell's device runs (scripts/device/paper_scale.py, scripts/device/gpu_job.py): the
 training protocols and precision settings, and how many steps each run gets in the seconds left on a
 device shared by every run, from the step times one H200 measured."""
 

@@ -5,7 +5,7 @@ its own process, with its wall time, peak resident memory and exit status. Write
 report/measurements/lengthgen_laptop.json (the commit, machine and date beside the
 figures); docs/length_generalisation.md and the README quote it (tests/test_docs_measurements.py).
 
-    python -m scripts.laptop_lengthgen [--out runs/laptop_lengthgen] [--overwrite]     (make lengthgen_laptop)
+    python -m scripts.bench.laptop_lengthgen [--out runs/laptop_lengthgen] [--overwrite]     (make lengthgen_laptop)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from scripts import record_timing
+from scripts.bench import record_timing
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "report" / "measurements" / "lengthgen_laptop.json"
@@ -45,7 +45,9 @@ def timed(args: list[str]) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.laptop_lengthgen", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.bench.laptop_lengthgen", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--out", default="runs/laptop_lengthgen")
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)

@@ -11,12 +11,13 @@ runs/compare_originals/<cell>.json.
 
 With --paper-cell (and --device cuda on a GPU), also the paper cell (12 layers, width 256, 8 heads,
 d = 20, 41 points, batch 64) against limits_of_icl's step as its train.py runs it there: ours in
-float32 and in bfloat16 with the fused attention and flat update (scripts/bench_paper_cell.py).
+float32 and in bfloat16 with the fused attention and flat update (scripts/bench/paper_cell.py).
 
 The originals run under another Python (a scratch environment with torch; see
 docs/workbench.md, "Against the original code") from checkouts of their repositories.
 
-    python -m scripts.compare_originals --torch-python SCRATCH/bin/python --limits-of-icl CHECKOUT --miniseq CHECKOUT
+    python -m scripts.bench.compare_originals --torch-python SCRATCH/bin/python \
+        --limits-of-icl CHECKOUT --miniseq CHECKOUT
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 from src.flags import OneLineParser, UsageError, dry_run, fail, summary
 from src.files import atomic_write_json
 
-PROG = "python -m scripts.compare_originals"
+PROG = "python -m scripts.bench.compare_originals"
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "runs" / "compare_originals"
 
@@ -115,7 +116,7 @@ def mechanisms_sides(args) -> tuple[dict, dict]:
 def paper_cell_sides(args) -> tuple[dict, dict]:
     """(the paper cell, scripts/bench_paper_cell's; its sides: ours in float32 and in the fastest
     setting, and the original's step on --device, float32 or with TF32 allowed (--tf32))."""
-    from scripts.bench_paper_cell import paper_settings, variant_settings
+    from scripts.bench.paper_cell import paper_settings, variant_settings
 
     base = paper_settings()
     cell, harness = limits_of_icl_cell(
@@ -130,7 +131,7 @@ def paper_cell_sides(args) -> tuple[dict, dict]:
 
 def icl_sides(args) -> tuple[dict, dict]:
     """(the ICL benchmark's default cell, scripts/bench_recipe's; its sides)."""
-    from scripts.bench_recipe import original_default_cell
+    from scripts.bench.recipe import original_default_cell
 
     settings, steps = original_default_cell(), args.icl_steps
     m, task = settings.model, settings.task.options

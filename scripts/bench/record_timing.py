@@ -2,8 +2,8 @@
 the command, its exit status, wall time (s), the peak resident memory of its largest process (GiB),
 the commit (and whether the tree was dirty), the machine, the load before it started and the date.
 
-    python -m scripts.record_timing make_demo -- make demo
-    python -m scripts.record_timing make_test --note "fresh clone" -- make test
+    python -m scripts.bench.record_timing make_demo -- make demo
+    python -m scripts.bench.record_timing make_test --note "fresh clone" -- make test
 
 A command that fails is recorded too (its exit status says so) and this exits with its status.
 """
@@ -56,7 +56,7 @@ def provenance() -> dict:
 def main(argv=None) -> int:
     from src.flags import OneLineParser, dry_run, summary
 
-    parser = OneLineParser(prog="python -m scripts.record_timing", description=summary(__doc__))
+    parser = OneLineParser(prog="python -m scripts.bench.record_timing", description=summary(__doc__))
     parser.add_argument("name", help="the record's name: report/measurements/<name>.json")
     parser.add_argument("--note", default="", help="what the docs should know about the conditions")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
             "letters, digits and _, then -- and the command to time"
         )
     if dry_run(
-        "python -m scripts.record_timing", f"time {' '.join(command)} into report/measurements/{args.name}.json"
+        "python -m scripts.bench.record_timing", f"time {' '.join(command)} into report/measurements/{args.name}.json"
     ):
         return 0
     record = provenance()

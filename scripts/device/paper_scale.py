@@ -2,10 +2,10 @@
 lent GPU's 10-minute command: what a step costs, limits_of_icl's own step beside it, and a sweep
 of training protocols for softmax attention at the paper's model size.
 
-    python -m scripts.device_paper_scale --out OUT --budget-s 560 --commit HASH \
+    python -m scripts.device.paper_scale --out OUT --budget-s 560 --commit HASH \
         --original .originals/limits_of_icl
 
-1. `scripts.bench_paper_cell` (every setting timed, two traced): OUT/paper_cell_bench.json.
+1. `scripts.bench.paper_cell` (every setting timed, two traced): OUT/paper_cell_bench.json.
 2. limits_of_icl's own step (scripts/originals/limits_of_icl_step.py on CUDA: float32, then TF32),
    3 rounds of 50 steps each after 10 warm-up steps: OUT/original_step.json.
 3. The sweep (or, with --table PROTOCOL, every mechanism under one protocol: OUT/table.json and
@@ -25,10 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-from scripts.paper_cell_plan import SWEEP, SWEEP_MARGIN_S, fastest_setting, sweep_jobs
+from scripts.device.paper_cell_plan import SWEEP, SWEEP_MARGIN_S, fastest_setting, sweep_jobs
 from src.flags import OneLineParser, UsageError, dry_run, summary
 
-PROG = "python -m scripts.device_paper_scale"
+PROG = "python -m scripts.device.paper_scale"
 BUDGET_S = 560.0  # the default device budget of the whole command, seconds
 BENCH_LIMIT_S = 200  # the single-run settings and their traces
 TOGETHER_LIMIT_S = 100  # the runs trained together
@@ -52,8 +52,8 @@ def shell(command: str) -> str:
 
 
 def original_step(checkout: str, tf32: bool, rounds: int = 3, timeout: float = 90.0) -> dict:
-    from scripts.bench_paper_cell import paper_settings
-    from scripts.compare_originals import limits_of_icl_cell
+    from scripts.bench.paper_cell import paper_settings
+    from scripts.bench.compare_originals import limits_of_icl_cell
 
     _, command = limits_of_icl_cell(paper_settings(), sys.executable, checkout, 10, 50, "cuda", "1" if tf32 else "0")
     try:
@@ -86,7 +86,7 @@ def flags() -> OneLineParser:
         "--bench_args",
         dest="bench_args",
         default="",
-        help="extra arguments for scripts.bench_paper_cell (e.g. --tiny on a CPU)",
+        help="extra arguments for scripts.bench.paper_cell (e.g. --tiny on a CPU)",
     )
     parser.add_argument(
         "--sweep-sets",
@@ -195,7 +195,7 @@ def time_the_cell(args, out: Path, deadline: float, log) -> dict:
         command = [
             sys.executable,
             "-m",
-            "scripts.bench_paper_cell",
+            "scripts.bench.paper_cell",
             "--json",
             str(target),
             "--variants",

@@ -1,12 +1,12 @@
 """The GPU queue: device jobs prepared to the minute, one per lent device command, recorded here
 and built into report/PAPER_SCALE.md job by job.
 
-    python -m scripts.gpu_queue next                     # the next job and the exact device call
-    python -m scripts.gpu_queue list                     # every job: state, expected device seconds
-    python -m scripts.gpu_queue run JOB --out DIR        # on the device: the call `next` prints
-    python -m scripts.gpu_queue record JOB --from DIR    # here: the files that came back, with provenance
-    python -m scripts.gpu_queue report                   # report/PAPER_SCALE.md from every recorded job
-    python -m scripts.gpu_queue all                      # a GPU of your own: every job not recorded, in order
+    python -m scripts.device.gpu_queue next                     # the next job and the exact device call
+    python -m scripts.device.gpu_queue list                     # every job: state, expected device seconds
+    python -m scripts.device.gpu_queue run JOB --out DIR        # on the device: the call `next` prints
+    python -m scripts.device.gpu_queue record JOB --from DIR    # here: the files that came back, with provenance
+    python -m scripts.device.gpu_queue report                   # report/PAPER_SCALE.md from every recorded job
+    python -m scripts.device.gpu_queue all                      # a GPU of your own: every job not recorded, in order
 
 A job fits one device command of at most JOB_LIMIT_S (9 minutes: the program's start, compilation
 and evaluation included). It writes each finished piece under --out the moment it exists (job.json,
@@ -16,12 +16,12 @@ checkpoint); it brings back a few JSON files and no parameters, so a command kil
 still returns every finished piece. `--rehearse` runs the same code path at a tiny size on a CPU
 (the suite's study tier rehearses every job).
 
-The jobs are declared in scripts/gpu_queue_jobs.py. Kinds: `mechanisms` (limits_of_icl's runs trained
-together, each evaluated the moment it ends), `speed` (scripts/device_paper_scale.py) and `study` (a
-study's own command, each run a piece the moment it finishes: scripts/gpu_study.py).
+The jobs are declared in scripts/device/gpu_queue_jobs.py. Kinds: `mechanisms` (limits_of_icl's runs trained
+together, each evaluated the moment it ends), `speed` (scripts/device/paper_scale.py) and `study` (a
+study's own command, each run a piece the moment it finishes: scripts/device/gpu_study.py).
 
 Expected seconds: the recorded H200 timings (report/measurements/gpu_2026-11-27b, gpu_2026-11-27);
-a study job's scaled from the paper cell's step by work (scripts/gpu_job.py, Shape).
+a study job's scaled from the paper cell's step by work (scripts/device/gpu_job.py, Shape).
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from scripts.gpu_job import JOB_LIMIT_S, ORIGINALS, WHEELS, Job, git_like, planned_steps
-from scripts.gpu_queue_jobs import BY_NAME, JOBS
+from scripts.device.gpu_job import JOB_LIMIT_S, ORIGINALS, WHEELS, Job, git_like, planned_steps
+from scripts.device.gpu_queue_jobs import BY_NAME, JOBS
 from src.files import TMP_SUFFIX, atomic_write_json
 from src.flags import OneLineParser, UsageError, dry_run, summary
 
-PROG = "python -m scripts.gpu_queue"
+PROG = "python -m scripts.device.gpu_queue"
 DEVICE_TIMEOUT_S = 600  # the device call's timeout: the job's 540 s and the wheels' install
 RECORDS = Path("report/measurements/gpu")
 PAPER_SCALE = Path("report/PAPER_SCALE.md")
@@ -89,7 +89,7 @@ def device_call(job: Job, commit: str, clean: bool) -> dict:
     """The device tool's run: command, carry, timeout_s."""
     command = (
         INSTALL
-        + f"python3 -m scripts.gpu_queue run {job.name} --out $OUT --commit {commit}"
+        + f"python3 -m scripts.device.gpu_queue run {job.name} --out $OUT --commit {commit}"
         + ("" if clean else " --dirty")
     )
     return {"command": command, "carry": list(job.carry), "timeout_s": DEVICE_TIMEOUT_S}
@@ -147,7 +147,7 @@ def plan(commit: str) -> dict:
         "produced": time.strftime("%Y-%m-%d", time.gmtime()),
         "job_limit_seconds": JOB_LIMIT_S,
         "machine": "one lent NVIDIA H200: estimates from report/measurements/gpu_2026-11-27b and gpu_2026-11-27; "
-        "the study jobs' steps scaled from the paper cell's by work (scripts/gpu_job.py Shape), "
+        "the study jobs' steps scaled from the paper cell's by work (scripts/device/gpu_job.py Shape), "
         "not yet measured on a device",
         "jobs": {
             job.name: {
@@ -222,7 +222,7 @@ def next_text(records_dir: Path) -> str:
     """What `next` prints: the next job and its exact device call, or that none waits."""
     job = next_job(records_dir)
     if job is None:
-        return "every job is recorded (python -m scripts.gpu_queue list); none waits"
+        return "every job is recorded (python -m scripts.device.gpu_queue list); none waits"
     commit, clean = head()
     call = device_call(job, commit, clean)
     return (
@@ -238,7 +238,7 @@ def next_text(records_dir: Path) -> str:
 
 def run_here(args) -> None:
     """`run`: the job on this (device) machine, into --out."""
-    from scripts.gpu_job import run_job
+    from scripts.device.gpu_job import run_job
 
     run_job(
         BY_NAME[args.job],
@@ -262,7 +262,7 @@ def run_all(args, records_dir: Path) -> None:
         out = Path(args.runs_dir) / f"{job.name}_out"
         if out.exists():
             os.replace(out, out.with_name(f"{out.name}.{time.strftime('%Y%m%d-%H%M%S')}"))
-        from scripts.gpu_job import run_job
+        from scripts.device.gpu_job import run_job
 
         run_job(job, out, args.budget_s, commit, clean, args.rehearse, args.steps, Path(args.runs_dir))
         print(f"recorded {record(job, out, records_dir)}")

@@ -1,11 +1,11 @@
-"""The GPU queue's declared jobs (run by scripts/gpu_queue.py): each Job's name, title, kind and its runs
+"""The GPU queue's declared jobs (run by scripts/device/gpu_queue.py): each Job's name, title, kind and its runs
 (mechanisms), carried paths (speed) or Study (study: its command, its --quick rehearsal, parallel runs,
 steps and Shape); BY_NAME maps a job's name to its Job.
 """
 
 from __future__ import annotations
 
-from scripts.gpu_job import ORIGINALS, WHEELS, Job, Run, Shape, Study
+from scripts.device.gpu_job import ORIGINALS, WHEELS, Job, Run, Shape, Study
 
 ZOO_T64 = "configs/gpu/zoo_T64.yaml"
 MATRIX_10X = "configs/gpu/matrix_settling_10x.yaml"
