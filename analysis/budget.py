@@ -17,9 +17,10 @@ about 7 s of model evaluation. The studies' runs need at most 1.4 % of their tra
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import sys
+
+from src.scoped import holding
 
 FLOOR = 60 * 10**9  # operations an analysis may always spend
 SHARE = 0.02  # ... or this share of the run's training work, where that is more
@@ -29,14 +30,9 @@ LEAST_TASKS = 8  # the budget never reads fewer eval tasks than this
 _FULL = contextvars.ContextVar("full_analysis", default=False)
 
 
-@contextlib.contextmanager
 def full():
     """Inside: every analysis reads every eval task (the budget lifted: `--full`)."""
-    token = _FULL.set(True)
-    try:
-        yield
-    finally:
-        _FULL.reset(token)
+    return holding(_FULL, True)
 
 
 def budget(side) -> int:

@@ -21,26 +21,21 @@ Shapes: R rows (prompts), then whatever each array holds per row.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import sys
 from typing import Callable
 
 import numpy as np
 
+from src.scoped import holding
 from src import bounds
 
 _SHOWN = contextvars.ContextVar("blocks_shown", default=None)  # the progress bars' label, or None
 
 
-@contextlib.contextmanager
 def shown(label: str):
     """Inside: every in_blocks computation of more than one block shows a progress bar named `label`."""
-    token = _SHOWN.set(label)
-    try:
-        yield
-    finally:
-        _SHOWN.reset(token)
+    return holding(_SHOWN, label)
 
 
 def block_rows(per_row_bytes: int, total_rows: int, budget: int | None = None) -> int:

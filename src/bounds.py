@@ -11,9 +11,10 @@ as `--num_layers 100000` is refused in one line instead of compiling for an hour
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import os
+
+from src.scoped import holding
 
 SEED_LIMIT = 2**32  # seeds are 32-bit (numpy's generators take no more)
 
@@ -127,16 +128,11 @@ def available_bytes() -> int | None:
 _READING = contextvars.ContextVar("reading_a_run", default=False)
 
 
-@contextlib.contextmanager
 def reading_a_run():
     """Inside: `training_bytes` counts what reading a finished run back needs (its evaluation and
     parameters, not training's activations): a run trained elsewhere, on a machine with more
     memory, can still be analysed here (src.rundir load_settings)."""
-    token = _READING.set(True)
-    try:
-        yield
-    finally:
-        _READING.reset(token)
+    return holding(_READING, True)
 
 
 def check_memory(

@@ -27,6 +27,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
+from src.scoped import holding
 from src.models.mixers.kit import (
     EPS,
     HeadsMixer,
@@ -45,30 +46,20 @@ from src.settings import added_field, require, require_int, require_number
 _RECORDING = contextvars.ContextVar("recording_attention", default=False)
 
 
-@contextlib.contextmanager
 def recording_attention():
     """While a model is traced inside this context, every softmax attention stores its weights
     [B, H, T, T] (query t, key s) as Haiku state `attention_weights` of its mixer module, read
     back from `apply`'s returned state (analysis.recency). Outside it nothing is stored."""
-    token = _RECORDING.set(True)
-    try:
-        yield
-    finally:
-        _RECORDING.reset(token)
+    return holding(_RECORDING, True)
 
 
 _FUSED = contextvars.ContextVar("fused_attention", default=False)
 
 
-@contextlib.contextmanager
 def fused_attention():
     """While a model is traced inside this context, softmax attention whose position encoding
     leaves the scores alone is jax.nn.dot_product_attention (`attention_kernel: fused`)."""
-    token = _FUSED.set(True)
-    try:
-        yield
-    finally:
-        _FUSED.reset(token)
+    return holding(_FUSED, True)
 
 
 # SequenceConfig.attention_kernel -> the context its model is traced in
