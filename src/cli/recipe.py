@@ -160,34 +160,18 @@ def lm_settings(
     seq_mixer: Choice,
     state_mixer: Choice,
     *,
-    width: int,
-    n_layer: int,
-    n_head: int,
-    train: LMTrain = LMTrain(),
-    pairs: PairShape = PairShape(),
-    dense_layout: str = "flat",
-    seq_mixers: tuple[Choice, ...] = (),
     block: str = "ours",
     positions_for: str = "all",
     embed_dropout: float = 0.0,
     tie_embeddings: bool = False,
+    **shape,
 ) -> LMSettings:
-    """The recipe's settings (src.systems.lm.lm_settings), validated: a UsageError, one line, in
-    the recipe's flags. The block (`zoology`) is applied last, over the three model fields before it."""
+    """The recipe's settings (src.systems.lm.lm_settings_unchecked of `shape`: width, n_layer, n_head,
+    train, pairs, dense_layout, seq_mixers), validated: a UsageError, one line, in the recipe's
+    flags. The block (`zoology`) is applied last, over the three model fields before it."""
     if block not in BLOCKS:
         raise UsageError(f"--model.block={block!r} is not accepted; accepted: {', '.join(BLOCKS)}")
-    settings = lm_settings_unchecked(
-        task,
-        seq_mixer,
-        state_mixer,
-        width=width,
-        n_layer=n_layer,
-        n_head=n_head,
-        train=train,
-        pairs=pairs,
-        dense_layout=dense_layout,
-        seq_mixers=seq_mixers,
-    )
+    settings = lm_settings_unchecked(task, seq_mixer, state_mixer, **shape)
     model = replace(
         settings.model, positions_for=positions_for, embed_dropout=embed_dropout, tie_embeddings=tie_embeddings
     )

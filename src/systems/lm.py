@@ -219,34 +219,10 @@ def lm_settings_unchecked(
     return LMSettings(task=task, model=model, train=train, pairs=pairs)
 
 
-def lm_settings(
-    task: Choice,
-    seq_mixer: Choice,
-    state_mixer: Choice,
-    *,
-    width: int,
-    n_layer: int,
-    n_head: int,
-    train: LMTrain = LMTrain(),
-    pairs: PairShape = PairShape(),
-    dense_layout: str = "flat",
-    seq_mixers: tuple[Choice, ...] = (),
-    block: str = "ours",
-) -> LMSettings:
-    """lm_settings_unchecked's settings, validated (SettingsError, one line, in our dotted paths)."""
-    return lm_settings_unchecked(
-        task,
-        seq_mixer,
-        state_mixer,
-        width=width,
-        n_layer=n_layer,
-        n_head=n_head,
-        train=train,
-        pairs=pairs,
-        dense_layout=dense_layout,
-        seq_mixers=seq_mixers,
-        block=block,
-    ).validate()
+def lm_settings(task: Choice, seq_mixer: Choice, state_mixer: Choice, **shape) -> LMSettings:
+    """lm_settings_unchecked's settings (the same arguments: width, n_layer, n_head, train, pairs,
+    dense_layout, seq_mixers, block), validated (SettingsError, one line, in our dotted paths)."""
+    return lm_settings_unchecked(task, seq_mixer, state_mixer, **shape).validate()
 
 
 def make_model(settings: LMSettings):
