@@ -136,6 +136,23 @@ def points_limit(settings) -> int | None:
     return pairs_of(settings).points_limit()
 
 
+def factor_flag(parser, default: int, help: str) -> None:
+    """`--factor`: read the run out to this multiple (1 to 64) of its trained number of points."""
+    parser.add_argument("--factor", type=int_at_least(1, 64), default=default, help=help)
+
+
+def run_identity(settings, trained_points: int, block: int) -> dict:
+    """The keys that open a length analysis's JSON: which position encoding, mixer and task, the
+    trained number of points and the prompt block (points) the test repeats or extends."""
+    return {
+        "position": settings.model.position.name,
+        "mixer": settings.model.mixer_label(),
+        "task": settings.task.name,
+        "trained_points": trained_points,
+        "block": block,
+    }
+
+
 def summarise(errors: dict[str, np.ndarray]) -> list[dict]:
     rows = []
     for name, table in errors.items():

@@ -31,7 +31,7 @@ import numpy as np
 
 from analysis.budget import budget, full_flag, report_cut, tasks_within, thinned
 from analysis.common import analysis_command, for_capability, pairs_of, register_analysis
-from analysis.icl_curve import PREDICTOR_WORDS, baseline_rows, load_run, points_limit
+from analysis.icl_curve import run_identity, PREDICTOR_WORDS, baseline_rows, load_run, points_limit
 from analysis.length_gen import judge
 from analysis.prompt_tests import duplication_indices
 from plots.style import new_figure, png_bytes
@@ -147,11 +147,7 @@ def inductive_bias(settings, model, params, state) -> dict:
     verdict = judge(settings, model, params, state, batch.first(tasks_within(eval_size, work, allowed)))
     mean_gap = {name: float(np.mean(gaps[name])) for name in LEARNERS}
     return {
-        "position": settings.model.position.name,
-        "mixer": settings.model.mixer_label(),
-        "task": settings.task.name,
-        "trained_points": trained,
-        "block": block,
+        **run_identity(settings, trained, block),
         "tasks": tasks,
         "errors": rows,
         "prediction_gap": {str(r): {n: gaps[n][i] for n in LEARNERS} for i, r in enumerate(copies)},

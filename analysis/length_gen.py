@@ -24,7 +24,16 @@ import math
 import sys
 
 from analysis.common import analysis_command, on_request, pairs_of, register_analysis
-from analysis.icl_curve import check_memory_for, curve_csv, curves, figure, load_run, points_limit, summarise
+from analysis.icl_curve import (
+    factor_flag,
+    check_memory_for,
+    curve_csv,
+    curves,
+    figure,
+    load_run,
+    points_limit,
+    summarise,
+)
 from plots.style import png_bytes
 from src import rundir as names
 from src.flags import int_at_least
@@ -157,12 +166,7 @@ register_analysis(
 
 
 def _flags(parser) -> None:
-    parser.add_argument(
-        "--factor",
-        type=int_at_least(1, 64),
-        default=8,
-        help="evaluate out to this multiple of the trained number of points",
-    )
+    factor_flag(parser, 8, "evaluate out to this multiple of the trained number of points")
     parser.add_argument(
         "--eval_size",
         type=int_at_least(1),

@@ -25,10 +25,9 @@ import sys
 import numpy as np
 
 from analysis.common import analysis_command, on_request, pairs_of, register_analysis
-from analysis.icl_curve import load_run, points_limit
+from analysis.icl_curve import factor_flag, run_identity, load_run, points_limit
 from plots.style import new_figure, png_bytes
 from src import rundir as names
-from src.flags import int_at_least
 from src.process import guarded
 from src.rundir import RunDir
 
@@ -91,11 +90,7 @@ def prompt_tests(settings, model, params, state, factor: int = 4) -> dict:
         else None
     )
     return {
-        "position": settings.model.position.name,
-        "mixer": settings.model.mixer_label(),
-        "task": settings.task.name,
-        "trained_points": trained,
-        "block": block,
+        **run_identity(settings, trained, block),
         "duplication": duplication,
         "serial_position": serial,
         "note": note,
@@ -144,12 +139,7 @@ def run(run_dir: RunDir, factor: int = 4) -> dict:
 
 
 def _flags(parser) -> None:
-    parser.add_argument(
-        "--factor",
-        type=int_at_least(1, 64),
-        default=4,
-        help="the serial-position test also at this multiple of the trained points",
-    )
+    factor_flag(parser, 4, "the serial-position test also at this multiple of the trained points")
 
 
 def _print(args, run_dir: RunDir) -> None:

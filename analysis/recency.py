@@ -26,7 +26,7 @@ import jax
 import numpy as np
 
 from analysis.common import AnalysisError, analysis_command, on_request, pairs_of, register_analysis
-from analysis.icl_curve import load_run, points_limit
+from analysis.icl_curve import factor_flag, load_run, points_limit
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.flags import int_at_least
@@ -166,12 +166,7 @@ def figure(summary: dict, title: str):
 
 
 def _flags(parser) -> None:
-    parser.add_argument(
-        "--factor",
-        type=int_at_least(1, 64),
-        default=4,
-        help="also read the attention at this multiple of the trained points",
-    )
+    factor_flag(parser, 4, "also read the attention at this multiple of the trained points")
     parser.add_argument("--bins", type=int_at_least(2, 100), default=10, help="bins of normalised key position")
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from plots.provenance import header, study_fields
 from plots.report_index import write_index
-from plots.style import new_figure, png_bytes
+from plots.style import panel_row, png_bytes
 from src.jobs.declared import StudyRun
 from src import rundir as names
 from src.stats import NOT_TRAINED, STD_LABEL, TRAINED_BELOW, format_pm, over_seeds
@@ -129,9 +129,8 @@ def summarise(record: dict) -> dict:
 
 def figure_curves(cells: dict, baselines: dict, trained: int):
     tasks = list(cells)
-    fig = new_figure(6.0 * len(tasks), 4.2, constrained=True)
-    for i, task in enumerate(tasks):
-        ax = fig.add_subplot(1, len(tasks), i + 1)
+    fig, axes = panel_row(len(tasks), 6.0, 4.2)
+    for ax, task in zip(axes, tasks):
         for j, (position, record) in enumerate(cells[task].items()):
             if not record["curves"]:
                 continue
@@ -155,9 +154,8 @@ def figure_curves(cells: dict, baselines: dict, trained: int):
 
 def figure_recency(cells: dict):
     tasks = list(cells)
-    fig = new_figure(5.0 * len(tasks), 3.6, constrained=True)
-    for i, task in enumerate(tasks):
-        ax = fig.add_subplot(1, len(tasks), i + 1)
+    fig, axes = panel_row(len(tasks), 5.0, 3.6)
+    for ax, task in zip(axes, tasks):
         for j, (position, record) in enumerate(cells[task].items()):
             profiles = []
             for rec in record["recency"]:
@@ -187,9 +185,8 @@ def figure_recency(cells: dict):
 
 def figure_serial(summaries: dict):
     tasks = list(summaries)
-    fig = new_figure(6.0 * len(tasks), 3.6, constrained=True)
-    for i, task in enumerate(tasks):
-        ax = fig.add_subplot(1, len(tasks), i + 1)
+    fig, axes = panel_row(len(tasks), 6.0, 3.6)
+    for ax, task in zip(axes, tasks):
         positions = [p for p, s in summaries[task].items() if s.get("serial")]
         for k, place in enumerate(("start", "middle", "end")):
             means = [summaries[task][p]["serial"][place]["mean"] for p in positions]
@@ -206,10 +203,9 @@ def figure_inductive_bias(cells: dict):
     last informative example fill the prompt, with least squares, averaging and 3-NN on the
     same prompts (the learners' curves are the same for every run of a task: one eval set)."""
     tasks = list(cells)
-    fig = new_figure(6.0 * len(tasks), 4.0, constrained=True)
+    fig, axes = panel_row(len(tasks), 6.0, 4.0)
     styles = {"least_squares": ("--", "k"), "averaging": (":", "0.3"), "knn": ("-.", "0.5")}
-    for i, task in enumerate(tasks):
-        ax = fig.add_subplot(1, len(tasks), i + 1)
+    for ax, task in zip(axes, tasks):
         learners, block = None, None
         for j, (position, record) in enumerate(cells[task].items()):
             runs = [b for b in record["inductive_bias"] if b.get("trained_enough")]

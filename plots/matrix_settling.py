@@ -24,7 +24,7 @@ from typing import Sequence
 from plots.beside_paper import HEADING as BESIDE, replace_titled
 from plots.paper_rows_von_oswald import INTERLEAVED
 from src.files import atomic_write_json, atomic_write_text
-from src.flags import OneLineParser, UsageError, summary
+from src.flags import OneLineParser, UsageError, add_both_spellings, summary
 from src.stats import over_seeds
 
 PROG = "python -m plots.matrix_settling"
@@ -207,14 +207,13 @@ def replace_section(text: str, new: list[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--rates", required=True, help="the settling study's matrix_rates.json")
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--copy-runs",
-        "--copy_runs",
-        dest="copy_runs",
         required=True,
         help="comma list of the linear-first two-layer runs",
     )
-    parser.add_argument("--report-dir", "--report_dir", dest="report_dir", default="report")
+    add_both_spellings(parser, "--report-dir", default="report")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         rates = json.loads(Path(args.rates).read_text())

@@ -10,15 +10,23 @@ from __future__ import annotations
 import numpy as np
 
 from plots.mixers_checks import _cell, _matches
-from plots.style import new_figure
+from plots.style import panel_row
 from src.stats import mean_std_rows
+
+
+def _accuracy_axes(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """Labels, an accuracy axis from 0 to 1 (a margin each side) and the legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
 
 
 def figure_mqar(rows: list[dict]):
     kappas = sorted({r["kappa"] for r in rows if r["kappa"]})
-    fig = new_figure(4.5 * max(len(kappas), 1), 3.6, constrained=True)
-    for i, kappa in enumerate(kappas):
-        ax = fig.add_subplot(1, len(kappas), i + 1)
+    fig, axes = panel_row(len(kappas), 4.5, 3.6)
+    for ax, kappa in zip(axes, kappas):
         for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows)):
             runs = [r for r in rows if _matches(r, dict(kappa=kappa, mixer=mixer))]
             widths = sorted({r["width"] for r in runs})
@@ -35,11 +43,7 @@ def figure_mqar(rows: list[dict]):
                 zorder=3,
             )
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("model width")
-        ax.set_ylabel("MQAR accuracy")
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"MQAR, κ = {kappa} pairs (line: mean; circles: seeds)", fontsize=9)
-        ax.legend(fontsize=7)
+        _accuracy_axes(ax, "model width", "MQAR accuracy", f"MQAR, κ = {kappa} pairs (line: mean; circles: seeds)")
     return fig
 
 
@@ -69,19 +73,19 @@ def figure_steps(rows: list[dict]):
     over seeds as a line, every seed thin."""
     width, cells = curves_by_cell(rows)
     colour = {mixer: f"C{j}" for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows))}
-    fig = new_figure(4.5 * max(len(cells), 1), 3.6, constrained=True)
-    for i, (kappa, by_mixer) in enumerate(cells.items()):
-        ax = fig.add_subplot(1, len(cells), i + 1)
+    fig, axes = panel_row(len(cells), 4.5, 3.6)
+    for ax, (kappa, by_mixer) in zip(axes, cells.items()):
         for mixer, (runs, steps, mean) in by_mixer.items():
             for r in runs:
                 ax.plot(*zip(*r["curve"]), color=colour[mixer], lw=0.6, alpha=0.4)
             ax.plot(steps, mean, color=colour[mixer], lw=1.6, label=mixer)
         ax.axhline(0.97, color="0.5", ls=":", lw=1)
-        ax.set_xlabel("training step")
-        ax.set_ylabel("MQAR accuracy (eval set)")
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"MQAR, κ = {kappa}, width {width} (thick: mean; thin: seeds)", fontsize=9)
-        ax.legend(fontsize=7)
+        _accuracy_axes(
+            ax,
+            "training step",
+            "MQAR accuracy (eval set)",
+            f"MQAR, κ = {kappa}, width {width} (thick: mean; thin: seeds)",
+        )
     return fig
 
 
@@ -110,9 +114,8 @@ def steps_table(rows: list[dict]) -> list[str]:
 
 def figure_boolean(rows: list[dict]):
     tasks = sorted({r["task"] for r in rows if not r["kappa"]})
-    fig = new_figure(4.5 * max(len(tasks), 1), 3.6, constrained=True)
-    for i, task in enumerate(tasks):
-        ax = fig.add_subplot(1, len(tasks), i + 1)
+    fig, axes = panel_row(len(tasks), 4.5, 3.6)
+    for ax, task in zip(axes, tasks):
         for j, mixer in enumerate(dict.fromkeys(r["mixer"] for r in rows)):
             curves = [
                 r["accuracy_by_position"]

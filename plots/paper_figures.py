@@ -213,6 +213,23 @@ def copy_model(r: dict):
     return fig
 
 
+def _lsa_gd_zero(ax, x: list, rows: list[dict], lsa_label: str, gd_label: str, marker: dict) -> None:
+    """The trained lsa1's loss (mean, seeds' std as bars), one GD step's and predicting 0's, at `x`
+    (one row of the study per point); `marker` adds matplotlib marker options (e.g. size)."""
+    ax.errorbar(
+        x,
+        [row["tf_loss"]["mean"] for row in rows],
+        yerr=[row["tf_loss"]["std"] for row in rows],
+        color=TF_COLOR,
+        marker="o",
+        **marker,
+        capsize=3,
+        label=lsa_label,
+    )
+    ax.plot(x, [row["gd_loss"] for row in rows], color=GD_COLOR, marker="s", **marker, ls="--", label=gd_label)
+    ax.plot(x, [row["zero_loss"] for row in rows], color=ZERO_COLOR, ls=":", label="predict 0")
+
+
 def ood(r: dict):
     fig = new_figure(11, 4.2)
     axes = axes_grid(fig, 1, 2)
@@ -222,26 +239,7 @@ def ood(r: dict):
     ):
         rows = r[key]
         x = [row["x"] for row in rows]
-        ax.errorbar(
-            x,
-            [row["tf_loss"]["mean"] for row in rows],
-            yerr=[row["tf_loss"]["std"] for row in rows],
-            color=TF_COLOR,
-            marker="o",
-            ms=4,
-            capsize=3,
-            label="trained lsa1",
-        )
-        ax.plot(
-            x,
-            [row["gd_loss"] for row in rows],
-            color=GD_COLOR,
-            marker="s",
-            ms=4,
-            ls="--",
-            label="1 step of GD (η tuned at training distribution)",
-        )
-        ax.plot(x, [row["zero_loss"] for row in rows], color=ZERO_COLOR, ls=":", label="predict 0")
+        _lsa_gd_zero(ax, x, rows, "trained lsa1", "1 step of GD (η tuned at training distribution)", {"ms": 4})
         ax.axvline(train_x, color=PAPER_COLOR, lw=0.8, ls="-.", label="training distribution")
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
@@ -258,24 +256,7 @@ def distractors(r: dict):
     ax = axes_grid(fig, 1, 1)[0, 0]
     rows = r["rows"]
     x = [row["k"] for row in rows]
-    ax.errorbar(
-        x,
-        [row["tf_loss"]["mean"] for row in rows],
-        yerr=[row["tf_loss"]["std"] for row in rows],
-        color=TF_COLOR,
-        marker="o",
-        capsize=3,
-        label="trained lsa1 (trained on clean tasks)",
-    )
-    ax.plot(
-        x,
-        [row["gd_loss"] for row in rows],
-        color=GD_COLOR,
-        marker="s",
-        ls="--",
-        label="1 step of GD (η tuned on clean tasks)",
-    )
-    ax.plot(x, [row["zero_loss"] for row in rows], color=ZERO_COLOR, ls=":", label="predict 0")
+    _lsa_gd_zero(ax, x, rows, "trained lsa1 (trained on clean tasks)", "1 step of GD (η tuned on clean tasks)", {})
     ax.set_xticks(x)
     ax.set_xlabel(f"random pairs in the context (of N = {r['num_context']}; label σ = {r['sigma']:g})")
     ax.set_ylabel(LOSS_LABEL)

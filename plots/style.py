@@ -33,6 +33,13 @@ def new_figure(width: float, height: float, constrained: bool = False) -> Figure
     return Figure(figsize=(width, height), facecolor="white", layout="constrained" if constrained else None)
 
 
+def panel_row(count: int, panel_width: float, height: float) -> tuple[Figure, list]:
+    """A constrained-layout figure of `count` panels side by side, `panel_width` x `height` inches
+    each (one panel's width when `count` is 0), and its axes left to right."""
+    fig = new_figure(panel_width * max(count, 1), height, constrained=True)
+    return fig, [fig.add_subplot(1, count, i + 1) for i in range(count)]
+
+
 CHECK_FIGURES = "WORKBENCH_CHECK_FIGURES"  # =1: png_bytes refuses a figure with a problem
 
 

@@ -16,7 +16,7 @@ from typing import Sequence
 from plots.beside_paper import HEADING as BESIDE, load_anchors, replace_titled
 from plots.paper_rows_zoology import ZOO_CLAIMS
 from src.files import atomic_write_text
-from src.flags import OneLineParser, UsageError, summary
+from src.flags import OneLineParser, UsageError, add_both_spellings, summary
 
 PROG = "python -m plots.zoo_settling"
 HEADING = "## Under Zoology's block, at the best of three rates (the settling runs)"
@@ -132,7 +132,7 @@ def replace_section(text: str, new: list[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
-    parser.add_argument("--report-dir", "--report_dir", dest="report_dir", default="report")
+    add_both_spellings(parser, "--report-dir", default="report")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     report_dir = Path(args.report_dir)
     if not (report_dir / "ZOO.md").is_file() or not (report_dir / GRID / "zoo_results.json").is_file():

@@ -37,6 +37,16 @@ class Step:
     analysis: bool = False  # reads the run `name` (--run) instead of training one (--out)
 
 
+def _mqar_step(mixer: str, what: str) -> Step:
+    """MQAR (κ = 4 pairs) on the ICL benchmark's recipe with `mixer`, 600 steps."""
+    return Step(
+        f"mqar_{mixer}",
+        what,
+        ("runners.recipe", "wandb:None", "task:mqar", f"model.seq_mixer:{mixer}", "--task.num_pairs", "4")
+        + ("--train.train_steps", "600", "--train.log_every", "50"),
+    )
+
+
 STEPS = (
     Step(
         "gd_twolayer",
@@ -64,38 +74,8 @@ STEPS = (
             "training.log_every=250",
         ),
     ),
-    Step(
-        "mqar_attention",
-        "the ICL benchmark: MQAR (κ = 4 pairs, T = 64) with softmax attention, 600 steps",
-        (
-            "runners.recipe",
-            "wandb:None",
-            "task:mqar",
-            "model.seq_mixer:attention",
-            "--task.num_pairs",
-            "4",
-            "--train.train_steps",
-            "600",
-            "--train.log_every",
-            "50",
-        ),
-    ),
-    Step(
-        "mqar_linear_attention",
-        "the ICL benchmark: the same with linear attention",
-        (
-            "runners.recipe",
-            "wandb:None",
-            "task:mqar",
-            "model.seq_mixer:linear_attention",
-            "--task.num_pairs",
-            "4",
-            "--train.train_steps",
-            "600",
-            "--train.log_every",
-            "50",
-        ),
-    ),
+    _mqar_step("attention", "the ICL benchmark: MQAR (κ = 4 pairs, T = 64) with softmax attention, 600 steps"),
+    _mqar_step("linear_attention", "the ICL benchmark: the same with linear attention"),
     Step(
         "lengthgen_fire",
         "Lin et al.: FIRE on a small Llama, trained to 21 points, error out to 8x that",

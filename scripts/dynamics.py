@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from plots.dynamics_report import write_report
-from src.jobs.declared import Cell, CellJob, Study, cell_runs
+from src.jobs.declared import Cell, CellJob, Study, cell_runs, quick_cells
 from src.jobs.study import run_as_command, study_command
 from src.registry import choice
 from src.systems.dynamics import DynamicsSettings, DynamicsTrain
@@ -148,7 +148,7 @@ STUDY = Study(
     "dynamics",
     __doc__,
     "small sizes (a smoke test, ~1 min)",
-    cells=lambda flags, runs_dir: study_cells(flags.quick),
+    cells=quick_cells(study_cells),
     report=write_report,
     seeds=lambda flags: None,
 )

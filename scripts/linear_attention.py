@@ -31,7 +31,7 @@ from plots.mechanisms_report import write_report
 from src.formats.limits_of_icl import read_config
 from src import rundir as names
 from src.stats import format_pm, over_seeds
-from src.jobs.declared import Cell, Study, StudyRun, cell_runs
+from src.jobs.declared import Cell, Study, StudyRun, cell_runs, quick_seeds, quick_cells
 from src.jobs.study import run_as_command, study_command
 from src.registry import choice
 from scripts.mechanisms import QUICK, SEEDS
@@ -160,9 +160,9 @@ STUDY = Study(
     "linear_attention",
     __doc__,
     "150 steps, seed 0 (a smoke test)",
-    cells=lambda flags, runs_dir: study_cells(flags.quick),
+    cells=quick_cells(study_cells),
     report=report,
-    seeds=lambda flags: SEEDS[:1] if flags.quick else SEEDS,
+    seeds=quick_seeds(SEEDS),
 )
 main = study_command(STUDY)
 

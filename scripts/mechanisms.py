@@ -20,7 +20,7 @@ from typing import Sequence
 from plots.mechanisms_report import write_report
 from src.flags import UsageError
 from src.formats.limits_of_icl import read_config
-from src.jobs.declared import Cell, CellJob, Study, cell_runs
+from src.jobs.declared import Cell, CellJob, Study, cell_runs, quick_seeds
 from src.jobs.study import run_as_command, study_command
 from src.registry import choice, registry
 
@@ -79,7 +79,7 @@ STUDY = Study(
     "150 steps, seed 0 (a smoke test)",
     cells=lambda flags, runs_dir: mechanism_cells(mechanisms_of(flags), flags.quick, flags.config),
     report=write_report,
-    seeds=lambda flags: SEEDS[:1] if flags.quick else SEEDS,
+    seeds=quick_seeds(SEEDS),
     flags=add_flags,
     check=mechanisms_of,
 )

@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from src.flags import OneLineParser, UsageError, dry_run, summary
+from src.flags import OneLineParser, UsageError, add_both_spellings, add_set_flag, dry_run, summary
 
 PROG = "python -m scripts.paper_mechanisms"
 MECHANISMS = ("softmax_causal", "local", "mqa", "rela", "favor", "rebased", "linear")
@@ -331,15 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--config", default="configs/paper/mechanisms.yaml")
     parser.add_argument("--mechanisms", default=",".join(MECHANISMS))
-    parser.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a runners.train override for every run (repeatable)",
+    add_set_flag(
+        parser,
+        "sets",
+        "a runners.train override for every run (repeatable)",
     )
-    parser.add_argument("--runs-dir", "--runs_dir", dest="runs_dir", default="runs/paper_mechanisms")
+    add_both_spellings(parser, "--runs-dir", default="runs/paper_mechanisms")
     parser.add_argument("--jobs", type=int, default=len(MECHANISMS), help="runs at once on the device")
     parser.add_argument("--json", default=None, help="the results (one record per run)")
     parser.add_argument("--report", default=None, help="the Markdown table")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from src.bounds import FLOAT_BYTES, HEADROOM, available_bytes, training_bytes
-from src.flags import OneLineParser, UsageError, dry_run, fail, int_at_least, summary
+from src.flags import OneLineParser, UsageError, add_both_spellings, dry_run, fail, int_at_least, summary
 from src.process import guarded
 
 PROG = "python -m scripts.paper_scale"
@@ -303,17 +303,15 @@ def build_parser() -> OneLineParser:
     parser.add_argument(
         "--jobs", type=int_at_least(1), default=1, help="runs in parallel (default 1: a paper-scale run fills a device)"
     )
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--runs-dir",
-        "--runs_dir",
-        dest="runs_dir",
         default=None,
         help="run directories (default: runs/paper_scale/<study>, --tiny: <study>_tiny)",
     )
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--probe-steps",
-        "--probe_steps",
-        dest="probe_steps",
         type=int_at_least(1),
         default=5,
         help="steps per timed chunk of the estimate (default 5)",

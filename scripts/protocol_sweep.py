@@ -28,7 +28,7 @@ import numpy as np
 
 from src.flags import UsageError
 from src.yaml_includes import load as load_yaml
-from src.jobs.declared import Cell, CellJob, Study, StudyRun
+from src.jobs.declared import Cell, CellJob, Study, StudyRun, quick_seeds
 from src.jobs.study import run_as_command, study_command
 from src.provenance import checkout_path
 
@@ -340,7 +340,7 @@ STUDY = Study(
         SWEEPS[flags.study], protocol_files(SWEEPS[flags.study], flags.protocols), flags.quick
     ),
     report=write_report,
-    seeds=lambda flags: SEEDS[:1] if flags.quick else SEEDS,
+    seeds=quick_seeds(SEEDS),
     flags=add_flags,
     check=lambda flags: protocol_files(SWEEPS[flags.study], flags.protocols),
     runs_name=lambda flags: f"sweeps/{flags.study}",

@@ -46,7 +46,7 @@ from scripts.reproduce_plan import (
     Plan,
     make_plan,
 )
-from src.flags import OneLineParser, summary
+from src.flags import OneLineParser, add_both_spellings, summary
 from src.gd_paper.presets import preset_settings
 from src.jobs.declared import Cell, CellJob, Study, StudyRun, cell_runs
 from src.jobs.study import add_executor_flags, run_as_command, study_command
@@ -77,10 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="training seeds (default: 0,1,2)")
     p.add_argument("--ks", default=",".join(map(str, KS)), help="depths K >= 2 of the recurrent LSA (default: 2,3,4)")
-    p.add_argument(
+    add_both_spellings(
+        p,
         "--steps-scale",
-        "--steps_scale",
-        dest="steps_scale",
         default="1",
         help="multiply every model's steps by this (default: 1)",
     )
@@ -93,45 +92,39 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"training steps of {STEP_FLAG_LABELS.get(model, model)} "
             f"(default: {FULL[model]}, quick {QUICK[model]})",
         )
-    p.add_argument(
+    add_both_spellings(
+        p,
         "--batch_size",
-        "--batch-size",
-        dest="batch_size",
         default="2048",
         help="tasks per training step (default: 2048)",
     )
-    p.add_argument(
+    add_both_spellings(
+        p,
         "--eval_size",
-        "--eval-size",
-        dest="eval_size",
         default=None,
         help=f"fixed eval tasks (default: {FULL['eval_size']}, quick {QUICK['eval_size']})",
     )
-    p.add_argument(
+    add_both_spellings(
+        p,
         "--log_every",
-        "--log-every",
-        dest="log_every",
         default=None,
         help="log every this many steps (default: 100, or steps/10 for runs < 1000 steps)",
     )
-    p.add_argument(
+    add_both_spellings(
+        p,
         "--gdpp-steps",
-        "--gdpp_steps",
-        dest="gdpp_steps",
         default=None,
         help=f"Adam steps fitting GD++ per K (default: {FULL['gdpp_steps']}, quick {QUICK['gdpp_steps']})",
     )
-    p.add_argument(
+    add_both_spellings(
+        p,
         "--gdpp-batch",
-        "--gdpp_batch",
-        dest="gdpp_batch",
         default="1024",
         help="tasks per GD++ fitting step (default: 1024)",
     )
-    p.add_argument(
+    add_both_spellings(
+        p,
         "--gdpp-lr",
-        "--gdpp_lr",
-        dest="gdpp_lr",
         default="0.03",
         help="Adam learning rate of the GD++ fit (default: 0.03)",
     )
@@ -140,10 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(f"{a:g}" for a in ALPHAS),
         help="input-range scales for the OOD test (default: 0.5,0.625,...,2)",
     )
-    p.add_argument(
+    add_both_spellings(
+        p,
         "--weight-scales",
-        "--weight_scales",
-        dest="weight_scales",
         default=",".join(f"{w:g}" for w in WEIGHT_SCALES),
         help="weight scales for the OOD test (default: 0.5,...,5)",
     )
@@ -152,17 +144,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(map(str, DISTRACTORS)),
         help="numbers of random pairs among the N=10 context pairs (default: 0,2,4,6,8)",
     )
-    p.add_argument(
+    add_both_spellings(
+        p,
         "--runs-dir",
-        "--runs_dir",
-        dest="runs_dir",
         default=None,
         help="where the run directories go (default: runs/reproduce, quick: runs/reproduce_quick)",
     )
-    p.add_argument(
+    add_both_spellings(
+        p,
         "--report-dir",
-        "--report_dir",
-        dest="report_dir",
         default=None,
         help=f"where {REPORT}, {RESULTS} and {FIG_DIR}/ go (default: report; quick: "
         "report/quick, so a quick run never replaces the full report)",

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from analysis.recency import TAIL, tail_mass_by_head
-from src.jobs.declared import Study, StudyRun, cell_runs
+from src.jobs.declared import Study, StudyRun, cell_runs, quick_seeds, quick_cells
 from src.jobs.study import run_as_command, study_command
 
 CONFIG = "configs/sweeps/lengthgen/w64_decay_6k.yaml"
@@ -233,9 +233,9 @@ STUDY = Study(
     "yarn_recency",
     __doc__,
     "60 steps, seed 0 (a smoke test)",
-    cells=lambda flags, runs_dir: study_cells(flags.quick),
+    cells=quick_cells(study_cells),
     report=write_report,
-    seeds=lambda flags: SEEDS[:1] if flags.quick else SEEDS,
+    seeds=quick_seeds(SEEDS),
 )
 main = study_command(STUDY)
 

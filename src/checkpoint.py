@@ -63,9 +63,10 @@ def _tree(part: str, like, arrays: dict) -> object:
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-def from_arrays(arrays: dict[str, np.ndarray], like: TrainState, digest: str, total: int) -> Progress:
-    """The Progress of a checkpoint of this run (`digest` of its settings, `total` steps)."""
-    for key in ("format", "step", "first_loss", "settings_digest"):
+def _check_of_this_run(arrays: dict[str, np.ndarray], keys: tuple[str, ...], digest: str) -> None:
+    """CheckpointError (one line) unless the file has `keys`, this code's format and a settings
+    digest equal to `digest` (the run's)."""
+    for key in keys:
         if key not in arrays:
             raise CheckpointError(f"it has no {key!r} array; it was not written by this code")
     if int(arrays["format"]) != FORMAT:
@@ -76,6 +77,11 @@ def from_arrays(arrays: dict[str, np.ndarray], like: TrainState, digest: str, to
             "it was written by a run of other settings (its settings digest "
             f"{stored[:12]}… differs from this run's {digest[:12]}…)"
         )
+
+
+def from_arrays(arrays: dict[str, np.ndarray], like: TrainState, digest: str, total: int) -> Progress:
+    """The Progress of a checkpoint of this run (`digest` of its settings, `total` steps)."""
+    _check_of_this_run(arrays, ("format", "step", "first_loss", "settings_digest"), digest)
     step = int(arrays["step"])
     if not 0 < step <= total:
         raise CheckpointError(f"its step {step} is outside this run's 1..{total}")
@@ -98,15 +104,7 @@ def checkpoint_params(arrays: dict[str, np.ndarray], like, digest: str) -> tuple
     """(step, parameters) of a checkpoint of this run (`digest` of its settings), its optimizer
     state left unread: what a run stopped before its end had trained, for evaluating it. `like`
     is the parameters' tree (shapes and dtypes), e.g. the model's init. CheckpointError: one line."""
-    for key in ("format", "step", "settings_digest"):
-        if key not in arrays:
-            raise CheckpointError(f"it has no {key!r} array; it was not written by this code")
-    stored = bytes(np.asarray(arrays["settings_digest"], np.uint8)).decode(errors="replace")
-    if stored != digest:
-        raise CheckpointError(
-            "it was written by a run of other settings (its settings digest "
-            f"{stored[:12]}… differs from this run's {digest[:12]}…)"
-        )
+    _check_of_this_run(arrays, ("format", "step", "settings_digest"), digest)
     params = {k: a for k, a in arrays.items() if k.startswith("params/")}
     bad = first_non_finite(params)
     if bad is not None:

@@ -88,6 +88,18 @@ def changed_flags(
     return out
 
 
+def add_both_spellings(parser, flag: str, **options) -> argparse.Action:
+    """`flag` under both spellings, as given first (`--runs-dir`, then `--runs_dir`), stored in its
+    underscored dest; `options` as for add_argument."""
+    other = "--" + (flag[2:].replace("-", "_") if "-" in flag[2:] else flag[2:].replace("_", "-"))
+    return parser.add_argument(flag, other, dest=flag[2:].replace("-", "_"), **options)
+
+
+def add_set_flag(parser, dest: str, help: str) -> argparse.Action:
+    """`--set KEY=VALUE`, repeatable, the values in order in `dest` (an empty list by default)."""
+    return parser.add_argument("--set", dest=dest, action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
 def fail(prog: str, message: str, code: int = 2) -> int:
     """Print `prog: error: message` (one line) to stderr; returns `code` for `return fail(...)`."""
     print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)

@@ -38,7 +38,8 @@ import jax
 import jax.numpy as jnp
 
 from scripts.paper_scale import step_work
-from src.flags import OneLineParser, UsageError, dry_run, summary
+from src.flags import OneLineParser, UsageError, add_both_spellings, dry_run, summary
+from src.device_rate import median_seconds
 from src.loop import chunk_timer
 
 PROG = "python -m scripts.bench.paper_cell"
@@ -98,15 +99,7 @@ def bf16_rate(size: int = 8192, repeats: int = 10) -> float:
     """FLOP/s of a [size, size] @ [size, size] bfloat16 product on random data (median)."""
     a = jax.random.normal(jax.random.key(0), (size, size), jnp.bfloat16)
     b = jax.random.normal(jax.random.key(1), (size, size), jnp.bfloat16)
-    f = jax.jit(lambda a, b: a @ b)
-    for _ in range(3):
-        f(a, b).block_until_ready()
-    times = []
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        f(a, b).block_until_ready()
-        times.append(time.perf_counter() - begin)
-    return 2.0 * size**3 / statistics.median(times)
+    return 2.0 * size**3 / median_seconds(jax.jit(lambda a, b: a @ b), (a, b), repeats, warmups=3)
 
 
 def make_trainer(settings, runs: int):
@@ -302,12 +295,11 @@ def flags() -> OneLineParser:
     parser.add_argument("--profile", default="", help="comma list of settings to trace (GPU)")
     parser.add_argument("--json", default=None, help="write the results here as well")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--chunk-steps", "--chunk_steps", dest="chunk_steps", type=int, default=50)
+    add_both_spellings(parser, "--chunk-steps", type=int, default=50)
     parser.add_argument("--tiny", action="store_true", help="a tiny model (a CPU check, seconds)")
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--gpu-only",
-        "--gpu_only",
-        dest="gpu_only",
         action="store_true",
         help="say so and stop where JAX finds no GPU (make bench)",
     )

@@ -151,18 +151,14 @@ def run_sets(job: Job, run: Run, steps: int, rehearse: bool) -> list[str]:
     """runners.train overrides of one run: the protocol, the setting (float32 when rehearsing),
     the steps with the curriculum compressed into their first 30 %, CHECKPOINTS checkpoints (10x
     as many when rehearsing, so that a rehearsal stopped at its deadline has one on any CPU)."""
-    from scripts.device.paper_cell_plan import CURRICULUM_SHARE, CURRICULUM_STEPS, SETTING_SETS, SWEEP
+    from scripts.device.paper_cell_plan import SETTING_SETS, SWEEP, step_sets
 
-    interval = max(1, int(CURRICULUM_SHARE * steps / CURRICULUM_STEPS))
+    save_every = max(1, steps // (CHECKPOINTS * (10 if rehearse else 1)))
     sets = [
         *SWEEP[PROTOCOL],
         *([] if rehearse else SETTING_SETS[SETTING]),
         *run.sets,
-        f"training.train_steps={steps}",
-        f"training.log_every={max(1, steps // 10)}",
-        f"training.save_every_steps={max(1, steps // (CHECKPOINTS * (10 if rehearse else 1)))}",
-        f"training.curriculum.dims.interval={interval}",
-        f"training.curriculum.points.interval={interval}",
+        *step_sets(steps, max(1, steps // 10), save_every),
     ]
     if rehearse:  # the same code path at a size a CPU trains in seconds
         sets += [

@@ -37,7 +37,7 @@ from typing import Sequence
 from scripts.device.gpu_job import JOB_LIMIT_S, ORIGINALS, WHEELS, Job, git_like, planned_steps
 from scripts.device.gpu_queue_jobs import BY_NAME, JOBS
 from src.files import TMP_SUFFIX, atomic_write_json
-from src.flags import OneLineParser, UsageError, dry_run, summary
+from src.flags import OneLineParser, UsageError, add_both_spellings, dry_run, summary
 
 PROG = "python -m scripts.device.gpu_queue"
 DEVICE_TIMEOUT_S = 600  # the device call's timeout: the job's 540 s and the wheels' install
@@ -186,17 +186,16 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--from", dest="source", default=None, help="record: the folder the device call brought back")
     parser.add_argument("--commit", default=None, help="run: the commit the device's copy was made from")
     parser.add_argument("--dirty", action="store_true", help="run: that copy had uncommitted changes")
-    parser.add_argument("--budget-s", "--budget_s", dest="budget_s", type=float, default=JOB_LIMIT_S)
+    add_both_spellings(parser, "--budget-s", type=float, default=JOB_LIMIT_S)
     parser.add_argument("--steps", type=int, default=None, help="run: every run's steps (default: the plan's)")
     parser.add_argument("--rehearse", action="store_true", help="run: the same code path at a tiny size (a CPU)")
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--runs-dir",
-        "--runs_dir",
-        dest="runs_dir",
         default="runs/gpu_queue",
         help="run, all: the training runs' folder (lost with the device)",
     )
-    parser.add_argument("--records-dir", "--records_dir", dest="records_dir", default=str(RECORDS))
+    add_both_spellings(parser, "--records-dir", default=str(RECORDS))
     parser.add_argument("--report", default=str(PAPER_SCALE), help="report: the Markdown file")
     parser.add_argument("--json", default=None, help="list: also write the expected seconds as a record here")
     return parser

@@ -56,6 +56,19 @@ def fastest_setting(bench: dict) -> tuple[str, float, float | None]:
     return best, timed[best], b256
 
 
+def step_sets(steps: int, log_every: int, save_every: int) -> list[str]:
+    """runners.train overrides for a run of `steps` steps, logged every `log_every` and saved every
+    `save_every`, with the paper's curriculum compressed into its first CURRICULUM_SHARE."""
+    interval = max(1, int(CURRICULUM_SHARE * steps / CURRICULUM_STEPS))
+    return [
+        f"training.train_steps={steps}",
+        f"training.log_every={log_every}",
+        f"training.save_every_steps={save_every}",
+        f"training.curriculum.dims.interval={interval}",
+        f"training.curriculum.points.interval={interval}",
+    ]
+
+
 def sweep_jobs(
     setting: str,
     ms64: float,
@@ -85,16 +98,6 @@ def sweep_jobs(
         steps = fixed_steps or max(
             200, int(0.8 * (seconds - COMPILE_S - EVAL_S) * 1000 / (ms * share * SHARING_COST)) // 100 * 100
         )
-        interval = max(1, int(CURRICULUM_SHARE * steps / CURRICULUM_STEPS))
-        sets = [
-            *sets,
-            *SETTING_SETS[setting],
-            f"training.train_steps={steps}",
-            f"training.log_every={max(100, steps // 10 // 100 * 100)}",
-            f"training.save_every_steps={steps}",
-            f"training.curriculum.dims.interval={interval}",
-            f"training.curriculum.points.interval={interval}",
-            *extra,
-        ]
+        sets = [*sets, *SETTING_SETS[setting], *step_sets(steps, max(100, steps // 10 // 100 * 100), steps), *extra]
         jobs.append((name, train_command(CONFIG, mechanism, sets, runs_dir / name)))
     return jobs

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from scripts.device.paper_cell_plan import SWEEP, SWEEP_MARGIN_S, fastest_setting, sweep_jobs
-from src.flags import OneLineParser, UsageError, dry_run, summary
+from src.flags import OneLineParser, UsageError, add_both_spellings, dry_run, summary
 
 PROG = "python -m scripts.device.paper_scale"
 BUDGET_S = 560.0  # the default device budget of the whole command, seconds
@@ -78,20 +78,18 @@ def original_step(checkout: str, tf32: bool, rounds: int = 3, timeout: float = 9
 def flags() -> OneLineParser:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--out", required=True)
-    parser.add_argument("--budget-s", "--budget_s", dest="budget_s", type=float, default=BUDGET_S)
+    add_both_spellings(parser, "--budget-s", type=float, default=BUDGET_S)
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--original", default=None, help="limits_of_icl's checkout (its src/)")
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--bench-args",
-        "--bench_args",
-        dest="bench_args",
         default="",
         help="extra arguments for scripts.bench.paper_cell (e.g. --tiny on a CPU)",
     )
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--sweep-sets",
-        "--sweep_sets",
-        dest="sweep_sets",
         default="",
         help="extra runners.train overrides for every sweep run, space-separated (a CPU check)",
     )
@@ -107,10 +105,9 @@ def flags() -> OneLineParser:
         default="",
         help="with --table: a comma list of the mechanisms to train (default all); the table in two calls",
     )
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--with-table",
-        "--with_table",
-        dest="with_table",
         default=None,
         help="with --table: an earlier call's table.json, whose mechanisms join this call's report",
     )
@@ -120,10 +117,9 @@ def flags() -> OneLineParser:
         default=None,
         help="the steps of every sweep or table run (default: what the time left allows)",
     )
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--bench-json",
-        "--bench_json",
-        dest="bench_json",
         default=None,
         help="an earlier call's paper_cell_bench.json: its fastest setting and step times are "
         "used and step 1 is skipped (the sweep or table in a call of its own)",

@@ -85,6 +85,38 @@ def train_command(
         return fail(prog, err)
 
 
+_SKIP_FLAG = object()
+
+
+def train_from_args(
+    prog: str,
+    settings: Settings,
+    out: Path,
+    args,
+    *,
+    runner: str,
+    argv: Sequence[str],
+    analyses=_SKIP_FLAG,
+    wandb=None,
+) -> int:
+    """train_command with the parsed command line's --overwrite, --resume and --quiet, and its
+    analyses: `analyses` where given, else none under --skip_analysis and the default set."""
+    if analyses is _SKIP_FLAG:
+        analyses = () if args.skip_analysis else None
+    return train_command(
+        prog,
+        settings,
+        out,
+        runner=runner,
+        argv=argv,
+        overwrite=args.overwrite,
+        resume=args.resume,
+        quiet=args.quiet,
+        analyses=analyses,
+        wandb=wandb,
+    )
+
+
 def _locked_train(
     prog: str,
     settings: Settings,

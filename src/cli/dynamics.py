@@ -35,7 +35,7 @@ from src.flags import (
     positive_number,
     seed,
 )
-from src.cli.command import train_command, validated
+from src.cli.command import train_from_args, validated
 from src.registry import choice, registry
 from src.rundir import names
 from src.models.dynamics import INIT_CONVENTIONS
@@ -310,14 +310,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         return fail(PROG, err)
     out = Path(args.out) if args.out else default_out(settings, args)
-    return train_command(
-        PROG,
-        settings,
-        out,
-        runner=RUNNER,
-        argv=argv,
-        overwrite=args.overwrite,
-        resume=args.resume,
-        quiet=args.quiet,
-        analyses=() if args.skip_analysis else None,
-    )
+    return train_from_args(PROG, settings, out, args, runner=RUNNER, argv=argv)

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from src.cli.command import train_command
-from src.flags import OneLineParser, path_text, PrintChoices, UsageError, fail, summary
+from src.cli.command import train_from_args
+from src.flags import OneLineParser, PrintChoices, UsageError, add_set_flag, fail, path_text, summary
 
 # the format, named here too for the callers of the command line's module
 from src.formats.limits_of_icl import (  # noqa: F401
@@ -44,13 +44,10 @@ def build_parser() -> OneLineParser:
         "--config",
         help="the YAML config, e.g. configs/dummy.yaml or configs/lengthgen/tasks/linear_regression/alibi.yaml",
     )
-    parser.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key by its dotted path (repeatable)",
+    add_set_flag(
+        parser,
+        "sets",
+        "override a config key by its dotted path (repeatable)",
     )
     parser.add_argument("--out", type=path_text(), default=None, help="run directory (overrides the config's out_dir)")
     parser.add_argument("--resume", action="store_true", help="continue out_dir from its checkpoint")
@@ -88,18 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for settings, out, spec in runs:
         if args.out:  # several lengths: --out DIR gives DIR_max_length<L>
             out = Path(args.out + (out.name[out.name.rindex("_max_length") :] if len(runs) > 1 else ""))
-        code = train_command(
-            PROG,
-            settings,
-            out,
-            runner="runners.train",
-            argv=argv,
-            overwrite=args.overwrite,
-            resume=args.resume,
-            quiet=args.quiet,
-            wandb=spec,
-            analyses=() if args.skip_analysis else None,
-        )
+        code = train_from_args(PROG, settings, out, args, runner="runners.train", argv=argv, wandb=spec)
         if code:
             return code
     return 0

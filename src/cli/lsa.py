@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from src.flags import (
+    add_set_flag,
     OneLineParser,
     path_text,
     PrintChoices,
@@ -30,7 +31,7 @@ from src.flags import (
     positive_number,
     seed,
 )
-from src.cli.command import train_command, validated
+from src.cli.command import train_from_args, validated
 from src.gd_paper.config import NOISE_MODES, ORDERINGS, PLACEMENTS, CurriculumConfig
 from src.gd_paper.presets import MODEL_PRESETS, SET_ALIASES, preset_settings, preset
 from src.systems.lsa import ATTENTION_TASKS, LSASettings
@@ -73,37 +74,17 @@ def add_curriculum_flags(parser: argparse.ArgumentParser) -> None:
         "--noise_placement", choices=PLACEMENTS, default="mixed", help="where corrupted pairs go (default: mixed)"
     )
     auto = "auto"
+    per_phase = (  # (the shared flag a phase's flag defaults to, what --help calls it, choices or converter)
+        ("ordering", "ordering", ORDERINGS),
+        ("noise_mode", "noise mode", NOISE_MODES),
+        ("noise_p", "noise fraction", or_auto(_probability)),
+        ("noise_sigma", "noise sigma", or_auto(_non_negative)),
+        ("noise_placement", "placement", PLACEMENTS),
+    )
     for phase in ("train", "eval"):
-        g.add_argument(
-            f"--{phase}_ordering",
-            choices=ORDERINGS + (auto,),
-            default=auto,
-            help=f"{phase} ordering; auto = --ordering",
-        )
-        g.add_argument(
-            f"--{phase}_noise_mode",
-            choices=NOISE_MODES + (auto,),
-            default=auto,
-            help=f"{phase} noise mode; auto = --noise_mode",
-        )
-        g.add_argument(
-            f"--{phase}_noise_p",
-            type=or_auto(_probability),
-            default=auto,
-            help=f"{phase} noise fraction; auto = --noise_p",
-        )
-        g.add_argument(
-            f"--{phase}_noise_sigma",
-            type=or_auto(_non_negative),
-            default=auto,
-            help=f"{phase} noise sigma; auto = --noise_sigma",
-        )
-        g.add_argument(
-            f"--{phase}_noise_placement",
-            choices=PLACEMENTS + (auto,),
-            default=auto,
-            help=f"{phase} placement; auto = --noise_placement",
-        )
+        for shared, words, accepted in per_phase:
+            kind = {"choices": accepted + (auto,)} if isinstance(accepted, tuple) else {"type": accepted}
+            g.add_argument(f"--{phase}_{shared}", **kind, default=auto, help=f"{phase} {words}; auto = --{shared}")
 
 
 def resolve_curriculum(args: argparse.Namespace, phase: str) -> tuple[CurriculumConfig, dict]:
@@ -245,13 +226,10 @@ def build_parser(prog: str, description: str, model_name: str) -> argparse.Argum
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--choices", action=PrintChoices)
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override any setting by its dotted path after the flags, e.g. "
+    add_set_flag(
+        parser,
+        "overrides",
+        "override any setting by its dotted path after the flags, e.g. "
         "--set model.init_scale=0.01 (repeatable; see config.json for paths)",
     )
     add_curriculum_flags(parser)
@@ -310,14 +288,4 @@ def main(model_name: str, description: str, argv: Sequence[str] | None = None) -
     except UsageError as err:
         return fail(parser.prog, err)
     out = Path(args.out) if args.out else default_out(parser, args, settings.model.name)
-    return train_command(
-        parser.prog,
-        settings,
-        out,
-        runner=runner,
-        argv=argv,
-        overwrite=args.overwrite,
-        resume=args.resume,
-        quiet=args.quiet,
-        analyses=() if args.skip_analysis else None,
-    )
+    return train_from_args(parser.prog, settings, out, args, runner=runner, argv=argv)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from src.flags import (
+    add_set_flag,
     OneLineParser,
     UsageError,
     dry_run,
@@ -27,7 +28,7 @@ from src.flags import (
     summary,
 )
 from src.files import loads_json
-from src.cli.command import adopt_threads, train_command, validated
+from src.cli.command import adopt_threads, train_from_args, validated
 from src.overrides import apply_overrides
 from src.pipeline import check_target
 from src.rundir import RunDirError
@@ -154,13 +155,10 @@ def flags(description: str = "") -> OneLineParser:
     parser.add_argument("--out", type=path_text(), help="run directory to create (required unless --together)")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it is one of our run directories")
     parser.add_argument("--resume", action="store_true", help="continue --out from its checkpoint")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override any setting by its dotted path (repeatable)",
+    add_set_flag(
+        parser,
+        "overrides",
+        "override any setting by its dotted path (repeatable)",
     )
     parser.add_argument(
         "--save_attention",
@@ -230,14 +228,4 @@ def main(argv: Sequence[str] | None = None, description: str = "") -> int:
         analyses = analyses_of(args.analyses, settings, args.skip_analysis)
     except UsageError as err:
         return fail(PROG, err)
-    return train_command(
-        PROG,
-        settings,
-        Path(args.out),
-        runner="runners.run",
-        argv=argv,
-        overwrite=args.overwrite,
-        resume=args.resume,
-        quiet=args.quiet,
-        analyses=analyses,
-    )
+    return train_from_args(PROG, settings, Path(args.out), args, runner="runners.run", argv=argv, analyses=analyses)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from src.flags import OneLineParser, path_text, UsageError, dry_run, fail, int_at_least, positive_number, overwrite_hint
+from src.flags import add_both_spellings
 from src.gd_paper.config import NOISE_MODES, ORDERINGS, PLACEMENTS
 from src.jobs.engine import TODO_STATES, announce, run_jobs
 from src.jobs.engine import plan as replan
@@ -169,10 +170,9 @@ def build_parser(d: DriverDefaults) -> argparse.ArgumentParser:
     )
     s = parser.add_argument_group("sweep")
     s.add_argument("--out", type=path_text(), default=d.out, help=f"results CSV (default: {d.out})")
-    s.add_argument(
+    add_both_spellings(
+        s,
         "--runs-dir",
-        "--runs_dir",
-        dest="runs_dir",
         default=d.runs_dir,
         help=f"where the run directories go (default: {d.runs_dir})",
     )

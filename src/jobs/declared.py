@@ -95,6 +95,16 @@ class Study:
     prog: str = ""  # default: python -m scripts.<name>
 
 
+def quick_seeds(seeds: Sequence[int]) -> Callable[[Namespace], Sequence[int]]:
+    """A Study's `seeds`: all of `seeds`, or the first under --quick."""
+    return lambda flags: seeds[:1] if flags.quick else seeds
+
+
+def quick_cells(cells: Callable[[bool], Sequence[Cell]]) -> Callable[[Namespace, Path], Sequence[Cell]]:
+    """A Study's `cells` from a grid that depends on --quick alone: `cells(quick)`."""
+    return lambda flags, runs_dir: cells(flags.quick)
+
+
 def grid_jobs(study: Study, flags: Namespace, runs_dir: Path) -> list[CellJob]:
     """The study's runs: every cell x learning rate x seed (module docstring), validated and planned."""
     return cell_runs(study.cells(flags, runs_dir), study.seeds(flags), runs_dir, study.learning_rates(flags))

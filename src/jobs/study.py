@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from src.flags import OneLineParser, UsageError, dry_run, fail, int_at_least, number_in, read_user_file, summary
+from src.flags import add_both_spellings
 from src.jobs.declared import Study, StudyRun, grid_jobs, prog_of
 from src.jobs.engine import TODO_STATES, Job, announce, plan, refuse_stale, run_jobs, use_compilation_cache
 from src.jobs.runs_lock import RunsDirBusy, RunsDirLock
@@ -40,28 +41,25 @@ def add_executor_flags(parser) -> None:
         help="local child processes (default) or one Ray task per run",
     )
     group.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
-    group.add_argument(
+    add_both_spellings(
+        group,
         "--cpus-per-run",
-        "--cpus_per_run",
-        dest="cpus_per_run",
         default=None,
         type=number_in(0, 1024, low_open=True),
         help="Ray CPUs per run (default 1)",
     )
-    group.add_argument(
+    add_both_spellings(
+        group,
         "--seeds-together",
-        "--seeds_together",
-        dest="seeds_together",
         action="store_const",
         const=True,
         default=None,
         help="local: train the runs that differ only in their seed as one program "
         "(src/together.py; pays on a GPU, not on a CPU; equal to float32 rounding)",
     )
-    group.add_argument(
+    add_both_spellings(
+        group,
         "--share-cores",
-        "--share_cores",
-        dest="share_cores",
         action="store_const",
         const=True,
         default=None,
@@ -137,17 +135,15 @@ def study_parser(prog: str, doc: str, quick_help: str) -> OneLineParser:
     """The flags every study takes: --quick, --runs-dir, --report-dir, --jobs, --overwrite."""
     parser = OneLineParser(prog=prog, description=summary(doc))
     parser.add_argument("--quick", action="store_true", help=quick_help)
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--runs-dir",
-        "--runs_dir",
-        dest="runs_dir",
         default=None,
         help="run directories (default: runs/<study>, quick: runs/<study>_quick)",
     )
-    parser.add_argument(
+    add_both_spellings(
+        parser,
         "--report-dir",
-        "--report_dir",
-        dest="report_dir",
         default=None,
         help="report (default: report; quick: report/quick)",
     )

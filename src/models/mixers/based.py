@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import haiku as hk
 import jax.numpy as jnp
 
-from src.models.mixers.kit import project_out, register_mixer
+from src.models.mixers.kit import project_out, register_mixer, OptionsMixer
 
 EPS = 1e-12  # added to the denominator (Zoology's eps)
 
@@ -55,11 +55,7 @@ def taylor_weights(q, k):
     return jnp.where(jnp.tril(jnp.ones((t, t), bool)), weights, 0.0)
 
 
-class Based(hk.Module):
-    def __init__(self, num_heads: int, options: BasedOptions, name=None):
-        super().__init__(name=name)
-        self.num_heads, self.options = num_heads, options
-
+class Based(OptionsMixer):
     def __call__(self, x):
         b, t, d = x.shape
         h, f = self.num_heads, self.options.feature_dim

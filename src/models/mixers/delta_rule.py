@@ -44,7 +44,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mixers.kit import check_chunk, project_out, register_mixer
+from src.models.mixers.kit import check_chunk, project_out, register_mixer, OptionsMixer
 from src.models.mixers.convolutions import ShortConv
 from src.models.mixers.mamba import dt_bias_init
 
@@ -163,11 +163,7 @@ class DeltaNetOptions:
             raise ValueError(f"use_beta={self.use_beta!r}; accepted: true or false")
 
 
-class DeltaNet(hk.Module):
-    def __init__(self, num_heads: int, options: DeltaNetOptions, name=None):
-        super().__init__(name=name)
-        self.num_heads, self.options = num_heads, options
-
+class DeltaNet(OptionsMixer):
     def _branch(self, x, name: str):
         """SiLU(causal conv (no bias) of x W), [B, T, D]."""
         projected = hk.Linear(x.shape[-1], with_bias=False, name=f"{name}_proj")(x)
@@ -216,11 +212,7 @@ class GatedDeltaNetOptions:
             raise ValueError(f"use_gate={self.use_gate!r}; accepted: true or false")
 
 
-class GatedDeltaNet(hk.Module):
-    def __init__(self, num_heads: int, options: GatedDeltaNetOptions, name=None):
-        super().__init__(name=name)
-        self.num_heads, self.options = num_heads, options
-
+class GatedDeltaNet(OptionsMixer):
     def _branch(self, x, width: int, name: str):
         projected = hk.Linear(width, with_bias=False, name=f"{name}_proj")(x)
         return jax.nn.silu(ShortConv(self.options.conv_size, with_bias=False, name=f"{name}_conv")(projected))

@@ -8,6 +8,7 @@ tokens <= t only).
   project_qkv, project_out   the per-head projections q, k, v [B, T, H, K] and back to [B, T, D]
   causal_mask, local_global_mask   which keys a query sees
   dropout, check_chunk, HeadsMixer   dropout in training, the `chunk` option's check, a module with heads
+  OptionsMixer                       a module with heads and its options dataclass
 
 Glossary: B batch, T tokens, D width, H heads, K = D / H head size.
 """
@@ -94,6 +95,14 @@ class HeadsMixer(hk.Module):
     def __init__(self, num_heads: int, name: str | None = None):
         super().__init__(name=name)
         self.num_heads = num_heads
+
+
+class OptionsMixer(HeadsMixer):
+    """A mixer module with heads and a frozen options dataclass (`self.options`)."""
+
+    def __init__(self, num_heads: int, options, name: str | None = None):
+        super().__init__(num_heads, name=name)
+        self.options = options
 
 
 def _check(width: int, num_heads: int) -> None:

@@ -45,7 +45,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mixers.kit import check_chunk, register_mixer
+from src.models.mixers.kit import check_chunk, register_mixer, OptionsMixer
 from src.models.mixers.convolutions import ShortConv
 from src.models.mixers.mamba import dt_bias_init
 
@@ -129,11 +129,7 @@ def _a_log_init(shape, dtype):
     return jnp.log(jax.random.uniform(hk.next_rng_key(), shape, dtype, A_MIN, A_MAX))
 
 
-class Mamba2(hk.Module):
-    def __init__(self, num_heads: int, options: Mamba2Options, name=None):
-        super().__init__(name=name)
-        self.num_heads, self.options = num_heads, options
-
+class Mamba2(OptionsMixer):
     def __call__(self, x):
         batch, t, width = x.shape
         o, h = self.options, self.num_heads

@@ -70,7 +70,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from src.models.mixers.kit import check_chunk, register_mixer
+from src.models.mixers.kit import check_chunk, register_mixer, OptionsMixer
 from src.models.mixers.delta_rule import unit_lower_solve
 
 CHUNK = 16
@@ -199,11 +199,7 @@ class RWKV7Options:
             raise ValueError(f"norm_eps={eps!r}; accepted: a finite number > 0")
 
 
-class RWKV7(hk.Module):
-    def __init__(self, num_heads: int, options: RWKV7Options, name=None):
-        super().__init__(name=name)
-        self.num_heads, self.options = num_heads, options
-
+class RWKV7(OptionsMixer):
     @staticmethod
     def _linear(size: int, name: str, with_bias: bool = False):
         return hk.Linear(size, with_bias=with_bias, w_init=ZOOLOGY_INIT, name=name)
