@@ -77,6 +77,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="training seeds (default: 0,1,2)")
     p.add_argument("--ks", default=",".join(map(str, KS)), help="depths K >= 2 of the recurrent LSA (default: 2,3,4)")
+    _size_flags(p)
+    _study_flags(p)
+    add_both_spellings(
+        p,
+        "--runs-dir",
+        default=None,
+        help="where the run directories go (default: runs/reproduce, quick: runs/reproduce_quick)",
+    )
+    add_both_spellings(
+        p,
+        "--report-dir",
+        default=None,
+        help=f"where {REPORT}, {RESULTS} and {FIG_DIR}/ go (default: report; quick: "
+        "report/quick, so a quick run never replaces the full report)",
+    )
+    p.add_argument(
+        "--jobs",
+        default=str(os.cpu_count() or 1),
+        help=f"training runs in parallel (default: os.cpu_count() = {os.cpu_count() or 1})",
+    )
+    p.add_argument("--quiet", action="store_true", help="print only the summary lines")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="retrain runs of --runs-dir made with other settings or code (default: refuse, one line)",
+    )
+    add_executor_flags(p)
+    return p
+
+
+def _size_flags(p) -> None:
+    """Steps (scaled or per model), batch, eval and log sizes, and the GD++ fit's."""
     add_both_spellings(
         p,
         "--steps-scale",
@@ -128,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="0.03",
         help="Adam learning rate of the GD++ fit (default: 0.03)",
     )
+
+
+def _study_flags(p) -> None:
+    """The out-of-distribution scales and the distractor counts the studies test."""
     p.add_argument(
         "--alphas",
         default=",".join(f"{a:g}" for a in ALPHAS),
@@ -144,32 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(map(str, DISTRACTORS)),
         help="numbers of random pairs among the N=10 context pairs (default: 0,2,4,6,8)",
     )
-    add_both_spellings(
-        p,
-        "--runs-dir",
-        default=None,
-        help="where the run directories go (default: runs/reproduce, quick: runs/reproduce_quick)",
-    )
-    add_both_spellings(
-        p,
-        "--report-dir",
-        default=None,
-        help=f"where {REPORT}, {RESULTS} and {FIG_DIR}/ go (default: report; quick: "
-        "report/quick, so a quick run never replaces the full report)",
-    )
-    p.add_argument(
-        "--jobs",
-        default=str(os.cpu_count() or 1),
-        help=f"training runs in parallel (default: os.cpu_count() = {os.cpu_count() or 1})",
-    )
-    p.add_argument("--quiet", action="store_true", help="print only the summary lines")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="retrain runs of --runs-dir made with other settings or code (default: refuse, one line)",
-    )
-    add_executor_flags(p)
-    return p
 
 
 # ---------------------------------------------------------------------------

@@ -249,36 +249,62 @@ def train(
         return _train(trainer, start, on_log, on_checkpoint, progress, label)
 
 
-def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult:
-    from tqdm import tqdm
+def _fresh_start(trainer) -> Progress:
+    """Step 0: the trainer's initial state and what it records before any step."""
+    state = trainer.init_state()
+    initial = trainer.initial_records(state)
+    return Progress(0, state, {}, _stack([{"step": 0, **initial}]) if initial else {}, None)
 
-    if start is None:
-        state = trainer.init_state()
-        initial = trainer.initial_records(state)
-        start = Progress(0, state, {}, _stack([{"step": 0, **initial}]) if initial else {}, None)
-    step, state, first_loss = start.step, start.state, start.first_loss
-    history = list(start.history)
+
+def _records_of(trainer, start: Progress) -> tuple[list, list, list, list]:
+    """(history rows, per-step record pieces, at-log records, losses since the last log point) of
+    `start`, as the loop appends to them. A run resumed between two log points logs the mean over
+    the same steps as one that was never stopped."""
+    step = start.step
     per_step = [start.per_step] if start.per_step else []
     at_log = [{k: v[i] for k, v in start.at_log.items()} for i in range(len(start.at_log.get("step", [])))]
-    # the losses since the last log point: a run resumed between two log points logs the mean
-    # over the same steps as one that was never stopped
     since_log = step - step % trainer.log_every
-    pending: list[np.ndarray] = (
+    pending = (
         [np.asarray(start.per_step["loss"])[since_log:step]]
         if step % trainer.log_every and "loss" in start.per_step
         else []
     )
+    return list(start.history), per_step, at_log, pending
+
+
+def _divergence(unit: str, bad_loss, first_loss: float, step: int, bad: int) -> str:
+    """The one line saying why training stopped at the chunk's step `bad` (0-based) after `step`."""
+    what = (
+        "not finite"
+        if not np.isfinite(bad_loss)
+        else (
+            f"above {EXPLODED:g} x the first loss"
+            if bad_loss > EXPLODED * abs(first_loss)
+            else "finite, but the parameters are not"
+        )
+    )
+    return f"training loss {what} at {unit} {step + bad + 1}; stopped and kept the parameters of {unit} {step}"
+
+
+def _logged(trainer, row: dict, step: int, begin: float, bar, on_log) -> dict:
+    """A log row with its step and elapsed seconds, shown on the bar and handed to `on_log`."""
+    row = {trainer.unit: step, **row, "elapsed_s": round(time.perf_counter() - begin, 3)}
+    bar.set_postfix(trainer.headline(row))
+    if on_log is not None:
+        on_log(row)
+    return row
+
+
+def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult:
+    from tqdm import tqdm
+
+    start = start if start is not None else _fresh_start(trainer)
+    step, state, first_loss = start.step, start.state, start.first_loss
+    history, per_step, at_log, pending = _records_of(trainer, start)
     diverged = None
     begin = time.perf_counter()
-    bar = tqdm(
-        total=trainer.steps,
-        initial=step,
-        desc=label,
-        unit=trainer.unit,
-        disable=not progress,
-        leave=False,
-        dynamic_ncols=True,
-    )
+    kind = dict(unit=trainer.unit, disable=not progress, leave=False, dynamic_ncols=True)
+    bar = tqdm(total=trainer.steps, initial=step, desc=label, **kind)
 
     def snapshot() -> Progress:
         return Progress(step, state, _concat(per_step), _stack(at_log), first_loss, list(history))
@@ -300,19 +326,7 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
             bad = n - 1
         if bad is not None:
             per_step.append({"loss": losses[:bad], **{k: np.asarray(v)[:bad] for k, v in chunk.per_step.items()}})
-            what = (
-                "not finite"
-                if not np.isfinite(losses[bad])
-                else (
-                    f"above {EXPLODED:g} x the first loss"
-                    if losses[bad] > EXPLODED * abs(first_loss)
-                    else "finite, but the parameters are not"
-                )
-            )
-            diverged = (
-                f"training loss {what} at {trainer.unit} {step + bad + 1}; stopped and kept "
-                f"the parameters of {trainer.unit} {step}"
-            )
+            diverged = _divergence(trainer.unit, losses[bad], first_loss, step, bad)
             break
         state, step = chunk.state, step + n
         per_step.append({"loss": losses, **{k: np.asarray(v) for k, v in chunk.per_step.items()}})
@@ -324,11 +338,7 @@ def _train(trainer, start, on_log, on_checkpoint, progress, label) -> LoopResult
             row = trainer.row(state, step, np.concatenate(pending))
             pending = []
             if row is not None:
-                row = {trainer.unit: step, **row, "elapsed_s": round(time.perf_counter() - begin, 3)}
-                history.append(row)
-                bar.set_postfix(trainer.headline(row))
-                if on_log is not None:
-                    on_log(row)
+                history.append(_logged(trainer, row, step, begin, bar, on_log))
         checkpoint_due = trainer.checkpoint_every and step % trainer.checkpoint_every == 0
         if on_checkpoint is not None and (checkpoint_due or step == trainer.steps):
             on_checkpoint(snapshot())

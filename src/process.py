@@ -124,12 +124,33 @@ def failing_entry(tb) -> tuple[str, bool]:
     return "", True
 
 
+def _unexpected(prog: str, err: Exception) -> int:
+    """One line naming an exception nothing expected (and where it rose: the user's code or
+    ours), its full traceback in a file; exit code 1."""
+    import os
+    import tempfile
+    import traceback
+
+    fd, log = tempfile.mkstemp(prefix="icl-workbench-traceback-", suffix=".log")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"$ {prog} {' '.join(sys.argv[1:])}\n{traceback.format_exc()}")
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exc(file=sys.stderr)
+    where, ours = failing_entry(err.__traceback__)
+    print(
+        f"{prog}: error: {'unexpected ' if ours else ''}{type(err).__name__}{where}: {first[:300]} (full "
+        f"traceback: {log}{'; please report it' if ours else ''})",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def guarded(main: Callable[[], int]) -> int:
     """Run a command line's `main()`: a UsageError it raises is one line and exit 2 (fail's); an
     unexpected exception becomes ONE line naming the error and a file with the full traceback
     (exit 1), never a 30-line trace on the terminal."""
     import os
-    import tempfile
     import traceback
 
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
@@ -169,19 +190,7 @@ def guarded(main: Callable[[], int]) -> int:
         )
         return 1
     except Exception as err:  # noqa: BLE001 - the whole point: nothing escapes as a trace
-        fd, log = tempfile.mkstemp(prefix="icl-workbench-traceback-", suffix=".log")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(f"$ {prog} {' '.join(sys.argv[1:])}\n{traceback.format_exc()}")
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        if os.environ.get(DEBUG_ENV):
-            traceback.print_exc(file=sys.stderr)
-        where, ours = failing_entry(err.__traceback__)
-        print(
-            f"{prog}: error: {'unexpected ' if ours else ''}{type(err).__name__}{where}: {first[:300]} (full "
-            f"traceback: {log}{'; please report it' if ours else ''})",
-            file=sys.stderr,
-        )
-        return 1
+        return _unexpected(prog, err)
     if code == 130 and interrupts.requested():
         _leave_now(code)
     _flush_stdout()

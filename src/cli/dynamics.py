@@ -53,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     task, tr = DynamicsTaskConfig(), DynamicsTrain()
     p = OneLineParser(prog=PROG, description=summary(__doc__), formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g = p.add_argument_group("the original's flags (its config.py; python train.py ...)")
+    _original_model_flags(g, task, tr)
+    _original_data_flags(g, task, tr)
+    _our_flags(p.add_argument_group("ours"), tr)
+    return p
+
+
+def _original_model_flags(g, task: DynamicsTaskConfig, tr: DynamicsTrain) -> None:
+    """The original's flags of the model, its shape and initialisation (config.py's order)."""
     g.add_argument(
         "--model",
         choices=list(SEED_MODELS),
@@ -88,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=tr.init,
         help="initialisation scale, as the original reads it (see --init_convention)",
     )
+
+
+def _original_data_flags(g, task: DynamicsTaskConfig, tr: DynamicsTrain) -> None:
+    """The original's flags of the data, training and what is recorded (config.py's order)."""
     g.add_argument("--trainset_size", type=int_at_least(1), default=task.trainset_size, help="P")
     g.add_argument("--epoch", type=int_at_least(1), default=tr.epochs, help="training epochs")
     g.add_argument("--lr", type=positive_number(), default=tr.learning_rate, help="learning rate")
@@ -123,7 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="record each head's value y->y weight at every epoch (dynamics.npz: value_yy)",
     )
-    o = p.add_argument_group("ours")
+
+
+def _our_flags(o, tr: DynamicsTrain) -> None:
+    """Our flags: conventions, optimizers, seeds, records and the run directory."""
     o.add_argument(
         "--init_convention",
         choices=list(INIT_CONVENTIONS),
@@ -170,7 +185,6 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--quiet", action="store_true", help="no progress bar")
     o.add_argument("--skip_analysis", action="store_true", help="do not run the analyses at the end")
     o.add_argument("--choices", action=PrintChoices)
-    return p
 
 
 def icl_fraction(text: str) -> float:

@@ -163,6 +163,37 @@ def build_parser(prog: str, description: str, model_name: str) -> argparse.Argum
         help="continue --out from its checkpoint (the same flags as the run that "
         "started it; checkpoints every train.checkpoint_every steps)",
     )
+    _training_flags(parser, defaults, model_name)
+    if allow_layers:
+        parser.add_argument(
+            "--num_layers",
+            type=bounded("layers"),
+            default=1,
+            help="K: one weight-shared LSA layer applied K times (1 = lsa1; K > 1 = recurrent lsa_rec)",
+        )
+    parser.add_argument(
+        "--save_attention",
+        action="store_true",
+        help=f"save the attention weights of the first {ATTENTION_TASKS} eval tasks "
+        "under attn/ and compute attention statistics",
+    )
+    parser.add_argument(
+        "--skip_analysis", action="store_true", help="do not run the analyses at the end (alignment, OOD, attention)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--choices", action=PrintChoices)
+    add_set_flag(
+        parser,
+        "overrides",
+        "override any setting by its dotted path after the flags, e.g. "
+        "--set model.init_scale=0.01 (repeatable; see config.json for paths)",
+    )
+    add_curriculum_flags(parser)
+    return parser
+
+
+def _training_flags(parser, defaults, model_name: str) -> None:
+    """The seed, steps, batch, task pools, Adam's rate and β2, logging and evaluation flags."""
     parser.add_argument(
         "--seed", type=seed(), default=0, help="seed of initialisation and training data (0 <= seed < 2^32)"
     )
@@ -208,32 +239,6 @@ def build_parser(prog: str, description: str, model_name: str) -> argparse.Argum
         default=defaults.eval_size,
         help="fixed eval tasks (drawn from a seed that --seed does not change)",
     )
-    if allow_layers:
-        parser.add_argument(
-            "--num_layers",
-            type=bounded("layers"),
-            default=1,
-            help="K: one weight-shared LSA layer applied K times (1 = lsa1; K > 1 = recurrent lsa_rec)",
-        )
-    parser.add_argument(
-        "--save_attention",
-        action="store_true",
-        help=f"save the attention weights of the first {ATTENTION_TASKS} eval tasks "
-        "under attn/ and compute attention statistics",
-    )
-    parser.add_argument(
-        "--skip_analysis", action="store_true", help="do not run the analyses at the end (alignment, OOD, attention)"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--choices", action=PrintChoices)
-    add_set_flag(
-        parser,
-        "overrides",
-        "override any setting by its dotted path after the flags, e.g. "
-        "--set model.init_scale=0.01 (repeatable; see config.json for paths)",
-    )
-    add_curriculum_flags(parser)
-    return parser
 
 
 def settings_from_args(args: argparse.Namespace, model_name: str) -> LSASettings:

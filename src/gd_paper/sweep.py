@@ -94,6 +94,24 @@ def build_parser(d: DriverDefaults) -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=d.prog, description=d.description, epilog=d.epilog, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    _grid_flags(parser, d)
+    o = parser.add_argument_group("train/eval overrides (comma lists; auto = the shared value)")
+    for phase in ("train", "eval"):
+        for f in PHASE_FIELDS:
+            o.add_argument(
+                f"--{phase}_{f}", default=AUTO, metavar="LIST", help=f"{phase} {f.replace('_', ' ')} (default: auto)"
+            )
+    s = _training_and_sweep_flags(parser, d)
+    add_executor_flags(parser)
+    s.add_argument(
+        "--dry_run", action="store_true", help="print the plan (one line per run: status and command) and exit"
+    )
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _grid_flags(parser, d: DriverDefaults) -> None:
+    """The grid's axes: models, orderings, noise modes, fractions, sigmas, placements and seeds."""
     g = parser.add_argument_group("grid (comma-separated lists; the grid is their product)")
     g.add_argument(
         "--models", default="lsa1,twolayer", help=f"models, from: {', '.join(MODEL_PRESETS)} (default: lsa1,twolayer)"
@@ -132,12 +150,11 @@ def build_parser(d: DriverDefaults) -> argparse.ArgumentParser:
         help=f"placements of corrupted pairs, from: {', '.join(PLACEMENTS)} (default: {d.placement})",
     )
     g.add_argument("--seeds", default="0", help="training seeds, integers >= 0 (default: 0)")
-    o = parser.add_argument_group("train/eval overrides (comma lists; auto = the shared value)")
-    for phase in ("train", "eval"):
-        for f in PHASE_FIELDS:
-            o.add_argument(
-                f"--{phase}_{f}", default=AUTO, metavar="LIST", help=f"{phase} {f.replace('_', ' ')} (default: auto)"
-            )
+
+
+def _training_and_sweep_flags(parser, d: DriverDefaults):
+    """What every run is given (steps, sizes, rate, extra grid paths, attention) and where the
+    sweep writes; returns the sweep's group (build_parser adds to it)."""
     t = parser.add_argument_group("training (passed to every run; default: the runner's)")
     t.add_argument(
         "--steps", type=int_at_least(1), default=None, help="training steps (default: the paper's, per model)"
@@ -187,12 +204,7 @@ def build_parser(d: DriverDefaults) -> argparse.ArgumentParser:
         action="store_true",
         help="retrain runs in --runs-dir whose stored settings differ from this grid (default: refuse)",
     )
-    add_executor_flags(parser)
-    s.add_argument(
-        "--dry_run", action="store_true", help="print the plan (one line per run: status and command) and exit"
-    )
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
-    return parser
+    return s
 
 
 # ---------------------------------------------------------------------------

@@ -100,6 +100,31 @@ def recurrent_rwkv7(r, w, k, v, alpha, beta):
     return jnp.moveaxis(ys, 0, 1)
 
 
+def _chunk_pairs(r_c, k_c, a_c, b_c, cum, before, chunk: int, factorised: bool):
+    """chunked_rwkv7's pairwise coefficients within each chunk, M, N, P, Q [B, N, H, C(t), C(s)]
+    (its docstring's definitions), elementwise or factorised."""
+    if factorised:
+        strict, upto = (jnp.tril(jnp.ones((chunk, chunk), bool), d) for d in (-1, 0))
+        a_read, r_read_t, fade = a_c * jnp.exp(before), r_c * jnp.exp(cum), jnp.exp(-cum)
+        pair = lambda left, right, mask: jnp.where(mask, left @ jnp.swapaxes(right * fade, -1, -2), 0.0)
+        m, nk = pair(a_read, b_c, strict), pair(a_read, k_c, strict)  # [B, N, H, C(t), C(s)]
+        p, q = pair(r_read_t, b_c, upto), pair(r_read_t, k_c, upto)
+    else:
+
+        def decays(read, strict: bool):
+            """e^{read_t − G_s} [B, N, H, C(t), C(s), K] where s < t (strict) or s <= t, else 0."""
+            mask = jnp.tril(jnp.ones((chunk, chunk), bool), -1 if strict else 0)[:, :, None]
+            gap = read[..., :, None, :] - cum[..., None, :, :]
+            return jnp.where(mask, jnp.exp(jnp.where(mask, gap, 0.0)), 0.0)  # no exp of a positive gap
+
+        a_decayed = a_c[..., :, None, :] * decays(before, True)  # α_t e^{G_{t−1} − G_s}, s < t
+        r_decayed = r_c[..., :, None, :] * decays(cum, False)  # r_t e^{G_t − G_s}, s <= t
+        pair = lambda decayed, right: jnp.sum(decayed * right[..., None, :, :], -1)  # [B, N, H, C(t), C(s)]
+        m, nk = pair(a_decayed, b_c), pair(a_decayed, k_c)
+        p, q = pair(r_decayed, b_c), pair(r_decayed, k_c)
+    return m, nk, p, q
+
+
 @functools.partial(jax.jit, static_argnames=("chunk", "factorised"))
 def chunked_rwkv7(r, w, k, v, alpha, beta, chunk: int = CHUNK, factorised: bool = False):
     """The map of `recurrent_rwkv7` for log decays w <= 0, C positions at a time (jitted: an eager
@@ -132,25 +157,7 @@ def chunked_rwkv7(r, w, k, v, alpha, beta, chunk: int = CHUNK, factorised: bool 
     cum = jnp.cumsum(w_c, axis=3)  # G_t
     before = cum - w_c  # G_{t−1}
 
-    if factorised:
-        strict, upto = (jnp.tril(jnp.ones((chunk, chunk), bool), d) for d in (-1, 0))
-        a_read, r_read_t, fade = a_c * jnp.exp(before), r_c * jnp.exp(cum), jnp.exp(-cum)
-        pair = lambda left, right, mask: jnp.where(mask, left @ jnp.swapaxes(right * fade, -1, -2), 0.0)
-        m, nk = pair(a_read, b_c, strict), pair(a_read, k_c, strict)  # [B, N, H, C(t), C(s)]
-        p, q = pair(r_read_t, b_c, upto), pair(r_read_t, k_c, upto)
-    else:
-
-        def decays(read, strict: bool):
-            """e^{read_t − G_s} [B, N, H, C(t), C(s), K] where s < t (strict) or s <= t, else 0."""
-            mask = jnp.tril(jnp.ones((chunk, chunk), bool), -1 if strict else 0)[:, :, None]
-            gap = read[..., :, None, :] - cum[..., None, :, :]
-            return jnp.where(mask, jnp.exp(jnp.where(mask, gap, 0.0)), 0.0)  # no exp of a positive gap
-
-        a_decayed = a_c[..., :, None, :] * decays(before, True)  # α_t e^{G_{t−1} − G_s}, s < t
-        r_decayed = r_c[..., :, None, :] * decays(cum, False)  # r_t e^{G_t − G_s}, s <= t
-        pair = lambda decayed, right: jnp.sum(decayed * right[..., None, :, :], -1)  # [B, N, H, C(t), C(s)]
-        m, nk = pair(a_decayed, b_c), pair(a_decayed, k_c)
-        p, q = pair(r_decayed, b_c), pair(r_decayed, k_c)
+    m, nk, p, q = _chunk_pairs(r_c, k_c, a_c, b_c, cum, before, chunk, factorised)
     system = jnp.eye(chunk) - m
     solved = unit_lower_solve(system, jnp.concatenate([a_c * jnp.exp(before), nk @ v_c], -1))
     w_s, u_s = solved[..., :size], solved[..., size:]  # U = w_s S + u_s
