@@ -14,7 +14,8 @@ then act on the eval set only). Rerunning the same command trains only what is m
 
 import sys
 
-from src.gd_paper.sweep import DriverDefaults, main
+from src.gd_paper.sweep import main
+from src.gd_paper.sweep_flags import DriverDefaults
 from src.process import guarded
 
 DEFAULTS = DriverDefaults.of(

@@ -15,7 +15,8 @@ is exactly invariant to the order of its context (SPEC §7).
 import sys
 
 from src.gd_paper.config import ORDERINGS
-from src.gd_paper.sweep import DriverDefaults, main
+from src.gd_paper.sweep import main
+from src.gd_paper.sweep_flags import DriverDefaults
 from src.process import guarded
 
 DEFAULTS = DriverDefaults.of("eval_order", __doc__, figures="order", ordering=",".join(ORDERINGS))

@@ -66,7 +66,17 @@ LEVELS = [
     # frame; the originals' config file formats (read by the dialects and by the studies)
     # the papers' dialects (their flags and config schemas; flag helpers and process guards are at
     # level 0) and the paper's sweep drivers: above the engine, which never imports a dialect
-    (7, ("src.cli", "src.gd_paper.sweep", "src.gd_paper.sweep_grid", "eval_order", "eval_noise")),
+    (
+        7,
+        (
+            "src.cli",
+            "src.gd_paper.sweep",
+            "src.gd_paper.sweep_flags",
+            "src.gd_paper.sweep_grid",
+            "eval_order",
+            "eval_noise",
+        ),
+    ),
     (8, ("plots",)),
     (9, ("scripts", "runners")),
 ]
