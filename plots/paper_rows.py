@@ -19,6 +19,7 @@ from typing import Callable
 from plots.paper_rows_base import (
     DYNAMICS,
     LENGTHGEN,
+    MARKOV,
     MECHANISMS,
     TASK_DIVERSITY,
     YARN_RECENCY,
@@ -101,6 +102,26 @@ def yarn_recency(data: dict, report_dir: Path) -> list[Row]:
             YARN_RECENCY,
         )
     ]
+
+
+def markov(data: dict, report_dir: Path) -> list[Row]:
+    """Edelman et al.'s claims from the Markov chains study (scripts/markov.py's cells)."""
+    cells = {(c["states"], c["doubly"]): c for c in data.get("cells", {}).values()}
+    per_seed = lambda cell, key: tuple(float(r[key]) for r in cell["runs"])
+    out = []
+    for states, claim in ((2, "edelman.bigram_end_k2"), (3, "edelman.bigram_end_k3")):
+        if (states, False) in cells:
+            values = per_seed(cells[(states, False)], "final_over_bigram")
+            out.append(
+                Row(claim, sum(values) / len(values), f"k = {states}, mean over seeds", MARKOV, values, digits=4)
+            )
+    for doubly, claim in ((False, "edelman.unigram_plateau"), (True, "edelman.no_plateau_doubly")):
+        if (2, doubly) in cells:
+            values = per_seed(cells[(2, doubly)], "plateau_steps")
+            words = "doubly stochastic" if doubly else "Dirichlet rows"
+            worst, which = (max(values), "most") if doubly else (min(values), "fewest")
+            out.append(Row(claim, worst, f"k = 2, {words}, the {which} over seeds", MARKOV, values, digits=0))
+    return out
 
 
 def sweep(claims: tuple[str, ...], budget_of: Callable[[dict], Budget]) -> Callable[[dict, Path], list[Row]]:
@@ -201,6 +222,7 @@ ROWS: dict[str, Callable[[dict, Path], list[Row]]] = {
         lambda r: Budget(_steps_of(r) * 64, "Llama, 2 layers", "AdamW, one rate per protocol"),
     ),
     "YARN_RECENCY.md": yarn_recency,
+    "MARKOV.md": markov,
 }
 
 

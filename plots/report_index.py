@@ -163,6 +163,16 @@ def _matrix(data: dict) -> str:
     return ("loss / one GD step's, lowest three (sensitivity cosine with GD): " + ", ".join(parts)) if parts else "n/a"
 
 
+def _markov(data: dict) -> str:
+    cells = data.get("cells", {})
+    parts = [
+        f"{name}: {100 * c['final_over_bigram']['mean']:+.1f} % against the bigram estimator"
+        for name, c in cells.items()
+        if c.get("final_over_bigram", {}).get("n")
+    ]
+    return "; ".join(parts) or "n/a"
+
+
 REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "REPRODUCTION.md": ("reproduce_results.json", _reproduction),
     "MECHANISMS.md": ("mechanisms_results.json", _mechanisms),
@@ -178,6 +188,7 @@ REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "SWEEP_MECHANISMS.md": ("sweep_mechanisms_results.json", _sweep),
     "SWEEP_LENGTHGEN.md": ("sweep_lengthgen_results.json", _sweep),
     "YARN_RECENCY.md": ("yarn_recency_results.json", _yarn_recency),
+    "MARKOV.md": ("markov_results.json", _markov),
 }
 PROVENANCE = ("- Produced", "- Date:", "- Git commit:", "- Machine:", "- Training:")
 

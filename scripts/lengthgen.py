@@ -144,9 +144,14 @@ def add_flags(parser) -> None:
     parser.add_argument("--seeds", default=None, help=f"comma list (default: {','.join(map(str, SEEDS))}; quick: 0)")
 
 
+# the study's default: Lin et al.'s eight encodings and Mamba (--positions takes any registered one)
+LIN_POSITIONS = ("alibi", "dynamic_yarn", "fire", "learned", "nope", "rope", "sinusoidal", "yarn", MAMBA)
+
+
 def grid(flags) -> tuple[list[str], list[str], str | None]:
     """(positions, tasks, mixer) of the flags (UsageError, one line, for a bad one)."""
-    positions = _names("--positions", flags.positions, [*registry("position").names(), MAMBA])
+    known = [*registry("position").names(), MAMBA]
+    positions = _names("--positions", flags.positions or ",".join(LIN_POSITIONS), known)
     tasks = _names("--tasks", flags.tasks, list(TASKS))
     mixer = None if flags.mixer is None else _names("--mixer", flags.mixer, registry("seq_mixer").names())[0]
     return positions, tasks, mixer

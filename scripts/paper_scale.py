@@ -87,7 +87,13 @@ def _position_jobs(runs_dir, rows, quick, config) -> list:
     from scripts import lengthgen
 
     return lengthgen.make_jobs(
-        runs_dir, rows or _position_rows(), ["linear_regression"], _seeds(lengthgen, quick), quick, None, config
+        runs_dir,
+        rows or list(lengthgen.LIN_POSITIONS),
+        ["linear_regression"],
+        _seeds(lengthgen, quick),
+        quick,
+        None,
+        config,
     )
 
 

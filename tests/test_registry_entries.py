@@ -25,7 +25,8 @@ def _check_task(entry):
         assert batch.xs.shape == (2, 6, 3) and batch.ys.shape == batch.weights.shape == (2, 6)
         return
     if inputs == "tokens":  # token tasks (lm): inputs, targets, scored [B, T]
-        small = dataclasses.replace(options, vocab_size=64)
+        fields = {f.name for f in dataclasses.fields(options)}  # a chain's vocabulary is its k states
+        small = dataclasses.replace(options, vocab_size=64) if "vocab_size" in fields else options
         batch = jax.jit(entry.build(small), static_argnums=1)(jax.random.key(0), 3)
         t = small.tokens()
         assert batch.inputs.shape == batch.targets.shape == batch.scored.shape == (3, t)
@@ -121,11 +122,18 @@ def _check_probe(entry):
 
 
 def _check_baseline(entry):
-    """Every baseline reads a PairPrompt: a per-point one predicts every point, a reference (one GD
-    step, the kernels) tunes itself and answers at the query."""
+    """Every pair baseline reads a PairPrompt: a per-point one predicts every point, a reference (one
+    GD step, the kernels) tunes itself and answers at the query; a token task's estimator reads the
+    tokens."""
     from src.gd_paper.config import TaskConfig
     from src.tasks.regression import sample_tasks
 
+    from baselines.markov import NextTokenBaseline
+
+    if entry.options is NextTokenBaseline:  # a token task's estimator: tokens [B, T] -> next-token distributions
+        probs = jax.jit(entry.build(None), static_argnums=1)(jnp.asarray([[0, 1, 2, 1, 1, 0, 2]] * 2), 3)
+        assert probs.shape == (2, 7, 3) and jnp.allclose(probs.sum(-1), 1.0, atol=1e-6)
+        return
     tasks = sample_tasks(jax.random.key(0), 50, TaskConfig(d=3, num_context=5))  # xs [50, 6, 3], the query last
     if dataclasses.fields(entry.options):  # a per-point regression baseline (options: k, alpha, ...; ridge's)
         predict = entry.build(entry.default_options())

@@ -7,6 +7,8 @@ An encoding acts at one or more of three places, each a no-op unless it says oth
   rotate(q, k)            q, k [B, T, H, K] rotated by position (rope, yarn, dynamic_yarn)
   logits(scores)          scores [B, H, T, T] (query i, key j) -> adjusted scores: a bias that
                           depends on i − j (alibi, fire) and/or a temperature (yarn)
+  query_scores(q)         [B, H, T, T] added to q kᵀ before the 1/√K scale: q_i · r_{i−j}, a
+                          learned key vector per offset (relative)
 
   nope          nothing: positions are seen only through the causal mask
   learned       a learned table [L, D] (GPT-2's default; cannot index past L)
@@ -19,6 +21,9 @@ An encoding acts at one or more of three places, each a no-op unless it says oth
                 long compared with the trained length (ramp between α and β rotations), and
                 logits scaled by (0.1 ln s + 1)² (Peng et al. 2023, "YaRN")
   dynamic_yarn  YaRN with s = max(1, T / L_train): RoPE within the trained length
+  relative      a learned key vector r_δ [H·K] per offset δ = i − j (0 to L − 1) of each
+                layer, the score q_i·k_j + q_i·r_{i−j} (Shaw et al. 2018; the attention-only
+                model of Edelman et al. 2024, statistical induction heads); cannot reach past L
 
 Glossary: B batch, T tokens, H heads, K head size (even for the rotary ones), D width.
 """
@@ -54,6 +59,10 @@ class Encoding:
 
     def logits(self, scores: jax.Array) -> jax.Array:
         return scores
+
+    def query_scores(self, q: jax.Array) -> jax.Array | None:
+        """[B, H, T, T] added to q kᵀ (before the scale) from q [B, T, H, K] alone, or None."""
+        return None
 
     def max_tokens(self) -> int | None:
         """The longest sequence it can encode (None: any)."""
@@ -303,6 +312,39 @@ class Fire(Encoding):
         return scores + jnp.transpose(bias, (2, 0, 1))[None].astype(scores.dtype)
 
 
+@dataclass(frozen=True)
+class RelativeOptions:
+    max_tokens: int = 0  # offsets 0 to max_tokens − 1 have a vector; 0 = the model's max_tokens
+
+    def check(self) -> None:
+        require_int("max_tokens", self.max_tokens, 0, 1_000_000)
+
+
+class Relative(Encoding):
+    """Learned relative key vectors (Shaw et al. 2018), one table per layer: parameter
+    `relative_keys` [L, H·K] of the attention module, drawn from N(0, 0.02²)."""
+
+    name = "relative"
+    kernel_friendly = False
+
+    def __init__(self, table_tokens: int):
+        self.table_tokens = table_tokens
+
+    def query_scores(self, q):
+        b, t, heads, size = q.shape
+        if t > self.table_tokens:
+            raise ValueError(f"{t} tokens exceed the relative position table ({self.table_tokens} offsets)")
+        table = hk.get_parameter(
+            "relative_keys", (self.table_tokens, heads * size), init=hk.initializers.RandomNormal(0.02)
+        )
+        offsets = np.maximum(relative_distance(t), 0)  # keys after the query are masked anyway
+        keys = table[offsets].reshape(t, t, heads, size).astype(q.dtype)  # r_{i−j} [T(i), T(j), H, K]
+        return jnp.einsum("bihk,ijhk->bhij", q, keys)
+
+    def max_tokens(self) -> int:
+        return self.table_tokens
+
+
 # -- registry -----------------------------------------------------------------------------------
 # Builders: (options, *, trained_tokens) -> Encoding; trained_tokens = the longest sequence the
 # model is trained on (the learned table's length, YaRN's L_train).
@@ -327,6 +369,9 @@ POSITIONS.register("fire", FireOptions, doc="learned MLP of the progressively no
 )
 POSITIONS.register("yarn", YarnOptions, doc="RoPE with YaRN interpolation and temperature, scale s")(
     lambda options, *, trained_tokens: _yarn(options, trained_tokens)
+)
+POSITIONS.register("relative", RelativeOptions, doc="learned key vector per offset i - j (Shaw et al.)")(
+    lambda options, *, trained_tokens: Relative(options.max_tokens or trained_tokens)
 )
 POSITIONS.register("dynamic_yarn", DynamicYarnOptions, doc="YaRN with s = max(1, T / L_train), recomputed per length")(
     lambda options, *, trained_tokens: DynamicYarn(options, trained_tokens)

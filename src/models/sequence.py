@@ -99,6 +99,9 @@ class SequenceConfig:
     # token inputs: the read-out is the embedding table transposed (Zoology's tied lm_head), the one
     # table drawn from N(0, 0.02²) as Zoology's nn.Embedding; false: a separate unembed Linear
     tie_embeddings: bool = added_field(False)
+    # > 0: every weight matrix and embedding table of the stack drawn from N(0, init_std²) (minGPT's
+    # 0.02: Edelman et al.'s model), biases and norm scales as they are; 0: each module's own init
+    init_std: float = added_field(0.0)
 
     def check(self) -> None:
         require(
@@ -123,6 +126,7 @@ class SequenceConfig:
         require_one_of("attention_kernel", self.attention_kernel, tuple(ATTENTION_KERNELS))
         require_one_of("positions_for", self.positions_for, POSITIONS_FOR)
         require_number("embed_dropout", self.embed_dropout, 0.0, high=1.0, open_high=True)
+        require_number("init_std", self.init_std, 0.0, high=10.0)
         require(
             len(self.seq_mixers) <= self.n_layer,
             "seq_mixers",
@@ -224,8 +228,18 @@ class SequenceModel(hk.Module):
 
     def __call__(self, *inputs, positions=None):
         c = self.config
-        with DENSE_LAYOUTS[c.dense_layout](), ATTENTION_KERNELS[c.attention_kernel]():
+        normal = hk.custom_creator(_normal_weights(c.init_std)) if c.init_std else contextlib.nullcontext()
+        with DENSE_LAYOUTS[c.dense_layout](), ATTENTION_KERNELS[c.attention_kernel](), normal:
             return stack(c, *inputs, positions=positions)
+
+
+def _normal_weights(std: float):
+    """A Haiku creator drawing every parameter of 2 or more axes from N(0, std²) (module docstring)."""
+
+    def create(next_creator, shape, dtype, init, context):
+        return next_creator(shape, dtype, hk.initializers.RandomNormal(std) if len(shape) >= 2 else init)
+
+    return create
 
 
 def stack(c: SequenceConfig, *inputs, positions=None):
@@ -242,7 +256,8 @@ def stack(c: SequenceConfig, *inputs, positions=None):
     if limit is not None and t > limit:
         raise ValueError(
             f"{t} tokens exceed the learned position table ({limit} tokens, "
-            f"model.max_tokens); a learned absolute encoding cannot index past it"
+            f"model.max_tokens); a learned {'absolute' if position.name == 'learned' else position.name} "
+            "encoding cannot index past it"
         )
     absolute = position.absolute(t, c.width)  # [T, D] or None
     if absolute is not None:

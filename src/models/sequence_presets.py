@@ -7,7 +7,9 @@ encoding, `residual` false), `lm` (the Zoology recipe: RMS norm, the state mixer
 truncated-normal learned table), and the length study's two backbones (Lin et al. AAAI 2025,
 Hugging Face's models): `llama` (RMS norm ε 1e-6, SwiGLU with hidden 4D, the position encoding
 inside attention, rope by default, no biases; sizes tiny / small / standard / large) and `mamba`
-(RMS norm ε 1e-5, the Mamba mixer, no state sublayer, no position encoding, no biases).
+(RMS norm ε 1e-5, the Mamba mixer, no state sublayer, no position encoding, no biases), and
+`induction` (Edelman et al. 2024's attention-only transformer for in-context Markov chains:
+layer norm, softmax attention with relative key vectors, no state sublayer, no biases).
 
 Blocks (`with_block`, `block_of`): `ours` is the settings as they are; `zoology` is Zoology's own
 TransformerBlock (layer norm, the `identity` state mixer, positions for attention only, dropout
@@ -133,6 +135,30 @@ def mamba(
         biases=False,
     )
     return replace(config, **overrides)
+
+
+def induction(
+    vocab_size: int = 2, max_tokens: int = 100, width: int = 16, n_layer: int = 2, n_head: int = 1
+) -> SequenceConfig:
+    """Edelman et al.'s attention-only transformer (statistical induction heads): token inputs,
+    pre-norm layer norm, softmax attention whose scores add q_i·r_{i−j} (learned relative key
+    vectors per layer, position `relative`), no state sublayer, a final norm and an unembedding,
+    no biases. 2 layers of 1 head at width 16 by default, as the paper's."""
+    return SequenceConfig(
+        "induction",
+        "tokens",
+        width,
+        n_layer,
+        n_head,
+        1,
+        vocab_size,
+        max_tokens,
+        choice("position", "relative"),
+        choice("norm", "layer_norm"),
+        choice("seq_mixer", "softmax_causal"),
+        choice("state_mixer", "none"),
+        biases=False,
+    )
 
 
 def lstm(n_dims: int = 5, n_embd: int = 64, n_layer: int = 3, n_positions: int = 11) -> SequenceConfig:

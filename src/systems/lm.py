@@ -29,7 +29,16 @@ from src.models.sequence import SequenceConfig, parameter_count
 from src.models.sequence_presets import lm, with_block
 from src.params import flatten_params
 from src.registry import Choice, registry
-from src.settings import EVAL_SEED, Settings, SettingsError, choice_field, require, require_int, require_one_of
+from src.settings import (
+    EVAL_SEED,
+    Settings,
+    SettingsError,
+    added_field,
+    choice_field,
+    require,
+    require_int,
+    require_one_of,
+)
 from src.train_settings import StepTrain
 from src.systems import GradientTrainer, register_system
 from src.systems.lm_batches import LOGITS, decoded_examples, dropout_key, model_inputs, sampler, training_loss
@@ -49,11 +58,13 @@ class LMTrain(StepTrain):
     eval_seed: int = EVAL_SEED + 1
     checkpoint_every: int = 500
     weight_decay: float = 0.1
-    warmup_fraction: float = 0.03
+    warmup_fraction: float | None = 0.03  # None: a constant rate (no warm-up, no decay)
     # the training loss's logits: only at the scored positions (`scored`: for tasks that score a
     # fixed number per sequence, MQAR's κ queries; the read-out [D, V] is most of the step at
     # V = 8,192) or at every position, masked (`all`: the records before 2026-11-26)
     logits: str = "scored"
+    adam_b1: float = added_field(0.9)  # AdamW's moment decays (Edelman et al. train at 0.9, 0.95)
+    adam_b2: float = added_field(0.999)
 
 
 @dataclass(frozen=True)
@@ -246,6 +257,8 @@ class LMTrainer(GradientTrainer):
             Optimizer(
                 "adamw",
                 tr.learning_rate,
+                b1=tr.adam_b1,
+                b2=tr.adam_b2,
                 weight_decay=tr.weight_decay,
                 grad_clip=tr.grad_clip,
                 warmup_fraction=tr.warmup_fraction,
@@ -258,6 +271,8 @@ class LMTrainer(GradientTrainer):
         self.train_key = jax.random.fold_in(jax.random.key(tr.seed), 1)
         self.seed_input = self.train_key
         self._score = jax.jit(lambda p, b: self.objective.score(self.apply(p, *model_inputs(b)), b))
+        extras = self.objective.extras
+        self._extras = extras and jax.jit(lambda p, b: extras(self.apply(p, *model_inputs(b)), b))
         self._evaluation = None
 
     @property
@@ -312,7 +327,23 @@ class LMTrainer(GradientTrainer):
 
     def evaluate(self, state) -> dict[str, float]:
         result = self.scores(state.params)
-        return {"eval_loss": result["loss"], f"eval_{self.objective.metric}": result["value"]}
+        row = {"eval_loss": result["loss"], f"eval_{self.objective.metric}": result["value"]}
+        if self._extras:  # the objective's further numbers (the Markov chains' distances)
+            row.update({f"eval_{k}": float(v) for k, v in self._extras(state.params, self.evaluation).items()})
+        return row
+
+    def baseline_scores(self) -> dict[str, float]:
+        """{baseline: the objective's number} on the eval set for the next-token estimators
+        registered for this task (baselines/markov.py; empty for other tasks)."""
+        from baselines.markov import NextTokenBaseline
+
+        batch, out = self.evaluation, {}
+        for entry in registry("baseline"):
+            if entry.options is NextTokenBaseline and entry.is_applicable(self.settings.task.name):
+                probs = entry.build(None)(batch.inputs, self.settings.model.vocab_size)
+                scored = self.objective.score(jax.numpy.log(probs), batch)
+                out[entry.name] = round(float(scored.score.sum() / max(float(scored.counted.sum()), 1.0)), 6)
+        return out
 
     def headline(self, row: dict) -> dict[str, str]:
         key = f"eval_{self.objective.metric}"
@@ -337,6 +368,7 @@ class LMTrainer(GradientTrainer):
             "train_seconds": round(result.seconds, 3),
             **{k: v for k, v in last.items() if k != "step"},
             f"{metric}_by_position": [None if not np.isfinite(a) else round(float(a), 6) for a in by_position],
+            **({"baselines": baselines} if (baselines := self.baseline_scores()) else {}),
         }
 
     def report(self, result: LoopResult, run) -> str:

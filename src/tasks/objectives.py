@@ -8,6 +8,10 @@ instead of comparing task kinds.
               recipe); reported: the 0/1 error of sign ŷ per point (accuracy = 1 − error)
   token       token sequences; loss: cross-entropy of the next token where scored; reported:
               exact match of the argmax token there (accuracy)
+  markov      in-context Markov chains; loss: cross-entropy of the drawn next token at every
+              position; reported: the cross-entropy against the true next-token distribution
+              P[x_t] (nats, lower is better), and at every log point the KL divergences from the
+              unigram and bigram estimators' predictions to the model's (src/tasks/markov.py)
   query_half_mse   the paper's loss (von Oswald et al.), ½ mean (ŷ − y_q)² at the query; the
               system scores it against one GD step (src/gd_paper/metrics.py)
   query_mse   the training-dynamics study's loss, mean (ŷ − y_q)² at the query over a fixed set
@@ -46,6 +50,7 @@ class Objective:
     continuous_labels: bool = False  # labels are real numbers (noise can be added)
     point_errors: Callable | None = None  # (ŷ [B, n], batch) -> error per point [B, n]
     score: Callable[..., Scored] | None = None  # (model outputs, batch) -> Scored
+    extras: Callable[..., dict] | None = None  # (model outputs, batch) -> {name: scalar} logged beside the score
 
     def mean_point_errors(self, prediction, batch) -> jax.Array:
         """The error per point, mean over tasks: [n]."""
@@ -78,6 +83,29 @@ def _score_tokens(logits, batch) -> Scored:
     return Scored(loss, correct, weight)
 
 
+def _score_markov(logits, batch) -> Scored:
+    from src.tasks.markov import cross_entropy
+
+    log_q = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    weight = batch.scored.astype(jnp.float32)
+    drawn = -jnp.take_along_axis(log_q, batch.targets[..., None], axis=-1)[..., 0]
+    loss = jnp.sum(drawn * weight) / jnp.maximum(jnp.sum(weight), 1.0)
+    return Scored(loss, cross_entropy(batch.next_probs, log_q) * weight, weight)
+
+
+def _markov_distances(logits, batch) -> dict:
+    """KL(estimator ‖ model), mean over every position, for the unigram and bigram estimators."""
+    from src.tasks.markov import ESTIMATORS
+
+    log_q = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    k = logits.shape[-1]
+    out = {}
+    for name in ("unigram", "bigram"):
+        p = ESTIMATORS[name](batch.inputs, k)
+        out[f"kl_{name}"] = jnp.mean(jnp.sum(p * (jnp.log(p) - log_q), axis=-1))
+    return out
+
+
 class RegressionObjective(Objective):
     def mean_point_errors(self, prediction, batch) -> jax.Array:
         # this operation order keeps the GPT-2 runs' numbers as they were recorded
@@ -100,6 +128,18 @@ OBJECTIVES.register("token", NoOptions, doc="next-token cross-entropy; reported:
     )
 )
 
+OBJECTIVES.register("markov", NoOptions, doc="cross-entropy against the true next-token distribution (nats)")(
+    lambda options: Objective(
+        "markov",
+        "tokens",
+        "cross_entropy",
+        "cross-entropy against the true next-token distribution (nats)",
+        False,
+        None,
+        _score_markov,
+        _markov_distances,
+    )
+)
 OBJECTIVES.register("query_half_mse", NoOptions, doc="½ mean (ŷ − y_q)² at the query (von Oswald et al.)")(
     lambda options: Objective("query_half_mse", "query", "loss", "½ mean (ŷ − y_q)² at the query", True)
 )

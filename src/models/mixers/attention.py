@@ -67,7 +67,9 @@ ATTENTION_KERNELS = {"einsum": contextlib.nullcontext, "fused": fused_attention}
 
 
 def _fusable(position) -> bool:
-    return position is None or type(position).logits is Encoding.logits
+    return position is None or (
+        type(position).logits is Encoding.logits and type(position).query_scores is Encoding.query_scores
+    )
 
 
 def _softmax_attention(
@@ -84,7 +86,9 @@ def _softmax_attention(
         return jax.nn.dot_product_attention(
             q, k, v, is_causal=True, local_window_size=None if window is None else (window - 1, 0)
         )
-    scores = jnp.einsum("bthk,bshk->bhts", q, k) / math.sqrt(q.shape[-1])
+    scores = jnp.einsum("bthk,bshk->bhts", q, k)
+    extra = None if position is None else position.query_scores(q)
+    scores = (scores if extra is None else scores + extra) / math.sqrt(q.shape[-1])
     if position is not None:
         scores = position.logits(scores)
     scores = jnp.where(mask, scores.astype(jnp.float32), -1e30)
