@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from plots.markov_report import write_report
 from src import rundir as names
 from src.jobs.declared import Cell, Study, StudyRun, quick_cells, quick_seeds
@@ -107,6 +109,31 @@ def run_record(job) -> dict:
     }
 
 
+BANDS = ((0, 5), (5, 10), (10, 20), (20, 50), (50, 100))  # positions t, for where the model and Bayes part
+
+
+def estimators_by_position(job) -> dict[str, list[float]]:
+    """Each estimator's cross-entropy at every position on the run's own eval set (the trainer's
+    `evaluation`: one set per cell, whatever the seed)."""
+    from baselines.markov import estimator_cross_entropy
+    from src.systems import build
+
+    trainer = build(LMSettings.from_dict(job.expected).validate())
+    batch = trainer.evaluation
+    return {name: [round(float(v), 6) for v in estimator_cross_entropy(name, batch)] for name in ("unigram", "bigram")}
+
+
+def bands(model: list[list[float]], bigram: list[float]) -> list[dict]:
+    """Per band of positions: the model's cross-entropy (mean over seeds and positions) and the
+    bigram estimator's, and the model's excess over it."""
+    mean = np.mean(np.asarray(model, np.float64), axis=0)
+    out = []
+    for low, high in BANDS:
+        ours, bayes = float(mean[low:high].mean()), float(np.mean(bigram[low:high]))
+        out.append({"positions": [low, high - 1], "model": ours, "bigram": bayes, "over_bigram": ours / bayes - 1.0})
+    return out
+
+
 def aggregate(run: StudyRun) -> dict:
     """{cell: {states, doubly, runs, final, final_over_bigram, plateau_steps, drop_done_at (over
     seeds), baselines}} of the finished runs."""
@@ -116,12 +143,15 @@ def aggregate(run: StudyRun) -> dict:
             continue
         cell = cells.setdefault(job.cell, {"states": job.states, "doubly": job.doubly, "runs": []})
         cell["runs"].append(run_record(job))
-    for cell in cells.values():
+    for name, cell in cells.items():
         runs = cell["runs"]
         cell["baselines"] = runs[0]["baselines"]  # one fixed eval set per cell
         for key in ("final", "final_over_bigram", "plateau_steps"):
             cell[key] = over_seeds([r[key] for r in runs])
         cell["drop_done_at"] = over_seeds([r["drop_done_at"] for r in runs])
+        job = next(j for j in run.jobs if j.cell == name)
+        cell["estimators_by_position"] = estimators_by_position(job)
+        cell["bands"] = bands([r["cross_entropy_by_position"] for r in runs], cell["estimators_by_position"]["bigram"])
     return cells
 
 
