@@ -21,6 +21,9 @@ SLOW_FILES = {
 }
 
 SLOW_TESTS = {
+    # the induction preset trained 4 steps with its Markov extras (pytest --durations, 2 cores,
+    # 2026-12-02, alone: compile-bound); make test at 79bb948 took 588.7 s on a fresh clone
+    "tests/test_markov.py::test_induction_preset_trains_a_few_steps": 16.4,
     # Ctrl-C on --overwrite and its resume, and the analysis budget end to end with its 20 s run
     # (pytest --durations, 2 cores, 2026-11-29, alone; setup included)
     (
