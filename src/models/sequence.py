@@ -63,6 +63,7 @@ from src.settings import (
 )
 
 INPUTS = ("pairs", "tokens")
+READ_OUTS = ("next_token", "compress")
 POSITIONS_FOR = ("all", "attention")  # which models take the position encoding (see SequenceConfig)
 
 
@@ -102,6 +103,9 @@ class SequenceConfig:
     # > 0: every weight matrix and embedding table of the stack drawn from N(0, init_std²) (minGPT's
     # 0.02: Edelman et al.'s model), biases and norm scales as they are; 0: each module's own init
     init_std: float = added_field(0.0)
+    # token inputs: logits at every position (next_token), or MAD's compression read-out (compress):
+    # the last position's state, plus sin-cos positions, through a 2-layer GELU MLP, decoded at every position
+    read_out: str = added_field("next_token")
 
     def check(self) -> None:
         require(
@@ -127,6 +131,13 @@ class SequenceConfig:
         require_one_of("positions_for", self.positions_for, POSITIONS_FOR)
         require_number("embed_dropout", self.embed_dropout, 0.0, high=1.0, open_high=True)
         require_number("init_std", self.init_std, 0.0, high=10.0)
+        require_one_of("read_out", self.read_out, READ_OUTS)
+        require(
+            self.read_out == "next_token" or self.inputs == "tokens",
+            "read_out",
+            self.read_out,
+            "next_token for pair inputs (compress: token inputs only)",
+        )
         require(
             len(self.seq_mixers) <= self.n_layer,
             "seq_mixers",
@@ -266,9 +277,33 @@ def stack(c: SequenceConfig, *inputs, positions=None):
     for layer in range(c.n_layer):
         h = Block(c, position, layer, name=f"block_{layer}")(h)
     h = registry("norm").get(c.norm.name).build(c.norm.options, name="norm_final")(h)
+    if c.read_out == "compress":
+        h = decode_last(c, h)
     if positions is not None:
         h = jnp.take_along_axis(h, positions[..., None], axis=1)  # [B, K, D]
     return read_out(c, h)
+
+
+def sincos(t: int, width: int) -> jax.Array:
+    """[T, D] fixed positions: sin(p ω_i) in the first half, cos(p ω_i) in the second, ω_i =
+    10000^(−i / (D/2 − 1)) (D even; an odd D's last column is zero)."""
+    half = width // 2
+    omega = 1.0 / (10000.0 ** (jnp.arange(half) / max(half - 1, 1)))
+    angles = jnp.arange(t)[:, None] * omega[None, :]
+    table = jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=1)
+    return jnp.pad(table, ((0, 0), (0, width - 2 * half)))
+
+
+def decode_last(c: SequenceConfig, h: jax.Array) -> jax.Array:
+    """MAD's compression read-out: h [B, T, D] -> [B, T, D], every position decoded from the
+    last one's state h[:, −1] plus fixed sin-cos positions by (norm, Linear D, GELU) twice, then a
+    norm (the read-out's Linear follows)."""
+    norm = registry("norm").get(c.norm.name)
+    x = h[:, -1:, :] + sincos(h.shape[1], c.width)[None]
+    for i in range(2):
+        x = norm.build(c.norm.options, name=f"decoder_norm_{i}")(x)
+        x = jax.nn.gelu(hk.Linear(c.width, with_bias=c.biases, name=f"decoder_{i}")(x), approximate=False)
+    return norm.build(c.norm.options, name="decoder_norm_out")(x)
 
 
 def dense_on_rows(next_call, args, kwargs, context):

@@ -41,7 +41,15 @@ from src.settings import (
 )
 from src.train_settings import StepTrain
 from src.systems import GradientTrainer, register_system
-from src.systems.lm_batches import LOGITS, decoded_examples, dropout_key, model_inputs, sampler, training_loss
+from src.systems.lm_batches import (
+    LOGITS,
+    decoded_examples,
+    dropout_key,
+    evaluation_sampler,
+    model_inputs,
+    sampler,
+    training_loss,
+)
 from src.tasks.objectives import objective_of, tasks_for
 
 EXAMPLES = "examples.json"
@@ -149,6 +157,8 @@ def _check_against_task(settings: LMSettings) -> int:
     tokens = task.options.tokens() if objective.inputs == "tokens" else 2 * pairs.n_points
     require(m.max_tokens >= tokens, "model.max_tokens", m.max_tokens, f">= {tokens} tokens of the task")
     if objective.inputs == "tokens":
+        wanted = getattr(task.options, "read_out", "next_token")
+        require(m.read_out == wanted, "model.read_out", m.read_out, f"{wanted!r}, what task {task.name!r} reads")
         require(
             m.vocab_size == task.options.vocab_size,
             "model.vocab_size",
@@ -226,7 +236,8 @@ def lm_settings_unchecked(
         seq_mixer=seq_mixer,
         state_mixer=state_mixer,
     )
-    model = with_block(replace(model, dense_layout=dense_layout, seq_mixers=seq_mixers), block)
+    read_out = getattr(task.options, "read_out", "next_token")  # MAD's compression decodes its last state
+    model = with_block(replace(model, dense_layout=dense_layout, seq_mixers=seq_mixers, read_out=read_out), block)
     return LMSettings(task=task, model=model, train=train, pairs=pairs)
 
 
@@ -267,6 +278,7 @@ class LMTrainer(GradientTrainer):
         )
         self.objective = objective_of(settings.task.name)
         self.sample = sampler(settings)
+        self.sample_evaluation = evaluation_sampler(settings)
         self.params0, self.model_state = init_model(settings, self.model, self.sample)
         self.train_key = jax.random.fold_in(jax.random.key(tr.seed), 1)
         self.seed_input = self.train_key
@@ -278,7 +290,7 @@ class LMTrainer(GradientTrainer):
     @property
     def evaluation(self):
         if self._evaluation is None:
-            self._evaluation = jax.jit(lambda key: self.sample(key, self.settings.train.eval_size))(
+            self._evaluation = jax.jit(lambda key: self.sample_evaluation(key, self.settings.train.eval_size))(
                 jax.random.key(self.settings.train.eval_seed)
             )
         return self._evaluation

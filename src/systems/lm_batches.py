@@ -28,6 +28,16 @@ def sampler(settings):
     return lambda key, batch, alpha=1.0: draw(key, batch, shape.n_dims, shape.n_points, alpha)
 
 
+def evaluation_sampler(settings):
+    """The eval set's (key, batch) -> batch: the task's own evaluation draw where its options
+    give one (`evaluation()`: MAD's recall tasks score only recalled values at test), else the
+    training sampler."""
+    test = getattr(settings.task.options, "evaluation", None)
+    if test is None:
+        return sampler(settings)
+    return registry("task").get(settings.task.name).build(test())
+
+
 def pair_sampler(settings, n_points: int | None = None):
     """A pair task's draw(key, batch, d, n, alpha=1.0) -> PairPrompt, built for n_points
     (default: pairs.n_points) of pairs.n_dims."""

@@ -8,6 +8,8 @@ instead of comparing task kinds.
               recipe); reported: the 0/1 error of sign ŷ per point (accuracy = 1 − error)
   token       token sequences; loss: cross-entropy of the next token where scored; reported:
               exact match of the argmax token there (accuracy)
+  token_classes  as token, and at every log point the accuracy per class as well (macro: the mean
+              over the target tokens present of each one's accuracy, MAD's torchmetrics default)
   markov      in-context Markov chains; loss: cross-entropy of the drawn next token at every
               position; reported: the cross-entropy against the true next-token distribution
               P[x_t] (nats, lower is better), and at every log point the KL divergences from the
@@ -106,6 +108,20 @@ def _markov_distances(logits, batch) -> dict:
     return out
 
 
+def _macro_accuracy(logits, batch) -> dict:
+    """{macro_accuracy}: over the scored positions, each target token's share predicted right,
+    averaged over the tokens that are targets somewhere in the batch."""
+    weight = batch.scored.astype(jnp.float32).reshape(-1)
+    target = batch.targets.reshape(-1)
+    right = (jnp.argmax(logits, -1).reshape(-1) == target).astype(jnp.float32) * weight
+    classes = logits.shape[-1]
+    count = jax.ops.segment_sum(weight, target, classes)
+    correct = jax.ops.segment_sum(right, target, classes)
+    present = count > 0
+    per_class = jnp.where(present, correct / jnp.maximum(count, 1.0), 0.0)
+    return {"macro_accuracy": jnp.sum(per_class) / jnp.maximum(jnp.sum(present), 1)}
+
+
 class RegressionObjective(Objective):
     def mean_point_errors(self, prediction, batch) -> jax.Array:
         # this operation order keeps the GPT-2 runs' numbers as they were recorded
@@ -127,7 +143,20 @@ OBJECTIVES.register("token", NoOptions, doc="next-token cross-entropy; reported:
         "token", "tokens", "accuracy", "exact-match accuracy of the argmax token", False, None, _score_tokens
     )
 )
-
+OBJECTIVES.register(
+    "token_classes", NoOptions, doc="next-token cross-entropy; reported: accuracy per token and per class (MAD)"
+)(
+    lambda options: Objective(
+        "token_classes",
+        "tokens",
+        "accuracy",
+        "exact-match accuracy of the argmax token (per token; per class as macro_accuracy)",
+        False,
+        None,
+        _score_tokens,
+        _macro_accuracy,
+    )
+)
 OBJECTIVES.register("markov", NoOptions, doc="cross-entropy against the true next-token distribution (nats)")(
     lambda options: Objective(
         "markov",
