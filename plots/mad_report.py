@@ -12,7 +12,6 @@ import numpy as np
 from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
-from src import rundir as names
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.jobs.declared import StudyRun
 
@@ -71,47 +70,6 @@ MAD_SCORES = {
 }
 MAD_SEQUENCES = {"memorization": 200 * 256}  # sequence passes of MAD's training (200 epochs of its set)
 MAD_DEFAULT_SEQUENCES = 200 * 12_800
-TARGETS = {"in_context_recall": 0.94, "selective_copying": 0.99}  # attention at the baseline settings (the issue's)
-RECURRENT_MEMORIZERS = ("hyena", "mamba")  # MAD: memorization favours these over attention
-
-
-def _state_floats(job) -> int | None:
-    from src.systems.lm import LMSettings
-
-    try:
-        settings = LMSettings.from_dict(job.expected)
-        return int(settings.model.state_floats(settings.task.options.tokens()))
-    except Exception:  # a mixer without a registered state formula
-        return None
-
-
-def aggregate(run: StudyRun) -> dict:
-    """{task: {mixer: {label, accuracy, macro_accuracy, learning_rate, weight_decay, state_floats,
-    seconds, tried: [{learning_rate, weight_decay, accuracy, macro_accuracy}]}}}: each cell the best
-    of its rates and decays by per-class accuracy (MAD's metric), baseline variants only."""
-    tasks: dict = {}
-    for job in run.jobs:
-        if job.variant or not job.run.exists(names.SUMMARY):
-            continue
-        summary = job.run.load_json(names.SUMMARY)
-        tried = {
-            "learning_rate": job.learning_rate,
-            "weight_decay": job.weight_decay,
-            "accuracy": summary.get("eval_accuracy"),
-            "macro_accuracy": summary.get("eval_macro_accuracy"),
-            "seconds": summary.get("train_seconds"),
-        }
-        cell = tasks.setdefault(job.task, {}).setdefault(
-            job.mixer, {"label": job.label, "tried": [], "state_floats": _state_floats(job), "steps": job.steps}
-        )
-        cell["tried"].append(tried)
-    for cells in tasks.values():
-        for cell in cells.values():
-            best = max(cell["tried"], key=lambda t: -1.0 if t["macro_accuracy"] is None else t["macro_accuracy"])
-            cell.update(
-                {k: best[k] for k in ("learning_rate", "weight_decay", "accuracy", "macro_accuracy", "seconds")}
-            )
-    return tasks
 
 
 def _score(value) -> str:
@@ -151,75 +109,6 @@ def overview_table(tasks: dict, mixers: list[str], labels: dict) -> list[str]:
             row.append(ours if paper is None else f"{ours} ({paper:.1f})")
         lines.append(f"| {labels.get(mixer, mixer)} | " + " | ".join(row) + " |")
     return lines + [""]
-
-
-def _kendall(a: list[float], b: list[float]) -> float:
-    """Kendall's τ-a of two equally long lists (ties count 0)."""
-    pairs = [(i, j) for i in range(len(a)) for j in range(i + 1, len(a))]
-    score = sum(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]) for i, j in pairs)
-    return float(score / len(pairs)) if pairs else float("nan")
-
-
-def orderings(tasks: dict) -> dict:
-    """Per task: the five MAD models' ranking by ours and by MAD's score, and Kendall's τ."""
-    out = {}
-    for task, cells in tasks.items():
-        shared = [m for m in MAD_SCORES if m in cells and cells[m]["macro_accuracy"] is not None]
-        if len(shared) < 2:
-            continue
-        ours = [cells[m]["macro_accuracy"] for m in shared]
-        paper = [MAD_SCORES[m][task] for m in shared]
-        out[task] = {
-            "models": shared,
-            "ours": ours,
-            "mad": paper,
-            "tau": _kendall(ours, paper),
-            "ours_order": [m for _, m in sorted(zip(ours, shared), reverse=True)],
-            "mad_order": [m for _, m in sorted(zip(paper, shared), reverse=True)],
-        }
-    return out
-
-
-def checks(tasks: dict) -> list[dict]:
-    """The issue's claims, each {claim, value, holds}, from the runs (never tuned to them)."""
-    out = []
-    for task, target in TARGETS.items():
-        c = tasks.get(task, {}).get("attention")
-        if c:
-            out.append(
-                {
-                    "claim": f"attention reaches {target} on {TASK_LABELS[task]} (per token) at the baseline settings",
-                    "value": c["accuracy"],
-                    "holds": c["accuracy"] is not None and c["accuracy"] >= target,
-                }
-            )
-    fuzzy = tasks.get("fuzzy_recall", {})
-    if "attention" in fuzzy and "delta_net" in fuzzy:
-        others = {m: c["macro_accuracy"] for m, c in fuzzy.items() if m not in ("attention", "delta_net")}
-        top = max(others.values()) if others else float("nan")
-        low = min(fuzzy["attention"]["macro_accuracy"], fuzzy["delta_net"]["macro_accuracy"])
-        best_other = max(others, key=others.get) if others else "n/a"
-        out.append(
-            {
-                "claim": "fuzzy recall: attention and DeltaNet above every other fixed-state mixer (macro)",
-                "value": low - top,
-                "holds": low > top,
-                "detail": f"lower of the two {100 * low:.1f} against the best other ({best_other}) {100 * top:.1f}",
-            }
-        )
-    memo = tasks.get("memorization", {})
-    if "attention" in memo and all(m in memo for m in RECURRENT_MEMORIZERS):
-        att = memo["attention"]["macro_accuracy"]
-        low = min(memo[m]["macro_accuracy"] for m in RECURRENT_MEMORIZERS)
-        out.append(
-            {
-                "claim": "memorization: Hyena and Mamba above attention (MAD: 89.5 and 89.5 against 85.2)",
-                "value": low - att,
-                "holds": low > att,
-                "detail": f"the lower of Hyena and Mamba {100 * low:.1f} against attention {100 * att:.1f}",
-            }
-        )
-    return out
 
 
 def figure_heatmap(tasks: dict, mixers: list[str], labels: dict):
@@ -285,13 +174,12 @@ def _budget_lines(tasks: dict, settings: dict) -> list[str]:
     return ["Budget per run: " + "; ".join(parts) + "."] if parts else []
 
 
-def write_report(run: StudyRun, mixer_labels) -> list[Path]:
+def write_report(run: StudyRun, labels: dict, tasks: dict, found: list[dict], ranked: dict) -> list[Path]:
+    """MAD.md, mad_results.json and the figures from the study's aggregates (scripts/mad.py):
+    `tasks` {task: {mixer: cell}}, `found` the claims checked, `ranked` the orderings beside MAD's;
+    `labels` {mixer spelling: its name}."""
     report_dir = run.report_dir
-    labels = {spelling: label for label, spelling in mixer_labels}
-    tasks = aggregate(run)
     mixers = list(dict.fromkeys(j.mixer for j in run.jobs))
-    found = checks(tasks)
-    ranked = orderings(tasks)
     figures = []
     if tasks:
         for name, fig in (
@@ -352,6 +240,16 @@ def write_report(run: StudyRun, mixer_labels) -> list[Path]:
     for task in TASK_LABELS:
         if task in tasks:
             lines += task_table(task, tasks[task])
+    lines += [
+        "## Left to the GPU queue",
+        "",
+        "The jobs `mad_a` and `mad_b` (scripts/device/gpu_queue_jobs.py, configs/gpu/mad_a.yaml and mad_b.yaml) "
+        "train the five models of MAD's table on the six tasks at MAD's width and batch (128, 128) for 5,000 steps "
+        "(1/4 of MAD's 200 epochs; memorization its full 200 epochs) at 1e-3; configs/paper/mad.yaml is MAD's "
+        "whole protocol (its three rates x two decays and every task's difficulty grid), for a GPU of one's own "
+        "(`python -m scripts.mad --config configs/paper/mad.yaml`).",
+        "",
+    ]
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]

@@ -19,6 +19,7 @@ from typing import Callable
 from plots.paper_rows_base import (
     DYNAMICS,
     LENGTHGEN,
+    MAD,
     MARKOV,
     MECHANISMS,
     TASK_DIVERSITY,
@@ -124,6 +125,22 @@ def markov(data: dict, report_dir: Path) -> list[Row]:
     return out
 
 
+def mad(data: dict, report_dir: Path) -> list[Row]:
+    """MAD's claims from the MAD study (scripts/mad.py's checks: one seed, each cell its best rate)."""
+    claims = {
+        "attention reaches 0.94 on in-context recall": ("mad.recall_attention", "attention, in-context recall"),
+        "attention reaches 0.99 on selective copying": ("mad.selective_copy_attention", "attention, selective copying"),
+        "fuzzy recall: attention and DeltaNet": ("mad.fuzzy_order", "fuzzy recall, 12 mixers"),
+        "memorization: Hyena and Mamba": ("mad.memorization_order", "memorization, Hyena and Mamba against attention"),
+    }
+    out = []
+    for check in data.get("checks", []):
+        for start, (claim, words) in claims.items():
+            if check["claim"].startswith(start) and check["value"] is not None:
+                out.append(Row(claim, float(check["value"]), f"{words}, seed 0", MAD, (float(check["value"]),)))
+    return out
+
+
 def sweep(claims: tuple[str, ...], budget_of: Callable[[dict], Budget]) -> Callable[[dict, Path], list[Row]]:
     def rows(data: dict, report_dir: Path) -> list[Row]:
         out = []
@@ -223,6 +240,7 @@ ROWS: dict[str, Callable[[dict, Path], list[Row]]] = {
     ),
     "YARN_RECENCY.md": yarn_recency,
     "MARKOV.md": markov,
+    "MAD.md": mad,
 }
 
 

@@ -173,6 +173,11 @@ def _markov(data: dict) -> str:
     return "; ".join(parts) or "n/a"
 
 
+def _mad(data: dict) -> str:
+    holds = [c for c in data.get("checks", []) if c.get("holds")]
+    return f"{len(holds)} of {len(data.get('checks', []))} of MAD's claims hold" if data.get("checks") else "n/a"
+
+
 REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "REPRODUCTION.md": ("reproduce_results.json", _reproduction),
     "MECHANISMS.md": ("mechanisms_results.json", _mechanisms),
@@ -189,6 +194,7 @@ REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "SWEEP_LENGTHGEN.md": ("sweep_lengthgen_results.json", _sweep),
     "YARN_RECENCY.md": ("yarn_recency_results.json", _yarn_recency),
     "MARKOV.md": ("markov_results.json", _markov),
+    "MAD.md": ("mad_results.json", _mad),
 }
 PROVENANCE = ("- Produced", "- Date:", "- Git commit:", "- Machine:", "- Training:")
 

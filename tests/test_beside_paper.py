@@ -222,6 +222,9 @@ def test_our_budgets_are_the_shipped_configs():
     assert {c["steps"] for c in zoo["cells"]} == {pr.ZOO.sequences // 64}
     lengthgen = _config("configs/lengthgen.yaml")["training"]
     assert pr.LENGTHGEN.sequences == lengthgen["train_steps"] * lengthgen["batch_size"]
+    mad = _config("configs/mad.yaml")  # the recall and copying tasks' budget
+    assert pr.MAD.sequences == mad["tasks"]["in_context_recall"]["steps"] * mad["batch_size"]
+    assert float(pr.MAD.rates.split()[1].rstrip(",")) == mad["learning_rates"][0]
 
 
 def test_section_replaces_itself_and_lands_before_figures():

@@ -256,26 +256,113 @@ def test_compress_read_out_decodes_the_last_state_only():
     assert out.shape == (2, 6, 8) and not np.allclose(out[:, 0], out[:, 1])  # positions tell the rows apart
 
 
-def test_bad_options_one_line_exit_2():
-    for argv, word in (
-        (["task:selective_copying", "--task.num_tokens_to_copy", "200"], "seq_len"),
-        (["task:noisy_recall", "--task.frac_noise", "1.5"], "frac_noise"),
-        (["task:fuzzy_recall", "--task.k_motif_size", "9"], "k_motif_size"),
-        (["task:in_context_recall", "--task.split", "dev"], "split"),
-        (["task:memorization", "--task.seq_len", "33"], "seq_len"),
-    ):
-        done = subprocess.run(
-            [sys.executable, "-m", "runners.recipe", "wandb:None", *argv], capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 2, done.stderr
-        lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and word in lines[0], done.stderr
+BAD_OPTIONS = (
+    ("selective_copying", {"num_tokens_to_copy": 200}, "seq_len"),
+    ("noisy_recall", {"frac_noise": 1.5}, "frac_noise"),
+    ("fuzzy_recall", {"k_motif_size": 9}, "k_motif_size"),
+    ("in_context_recall", {"split": "dev"}, "split"),
+    ("memorization", {"seq_len": 33}, "seq_len"),
+    ("in_context_recall", {"frac_noise": 0.3}, "frac_noise"),  # noise slots need noise tokens
+)
 
 
-def test_listed_in_choices():
+@pytest.mark.parametrize("name,options,word", BAD_OPTIONS)
+def test_bad_options_one_line(name, options, word):
+    from src.registry import choice
+    from src.settings import SettingsError
+    from src.systems.lm import LMSettings, lm_settings_unchecked
+
+    settings = lm_settings_unchecked(
+        choice("task", name, **options),
+        choice("seq_mixer", "softmax_causal"),
+        choice("state_mixer", "swiglu"),
+        width=16,
+        n_layer=1,
+        n_head=2,
+    )
+    with pytest.raises(SettingsError) as err:
+        LMSettings.validate(settings)
+    assert word in str(err.value) and "\n" not in str(err.value)
+
+
+def test_listed_in_choices_and_bad_options_exit_2():
     done = subprocess.run(
         [sys.executable, "-m", "runners.recipe", "--choices"], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0
     for name in NAMES:
         assert f"task:{name}" in done.stdout
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runners.recipe",
+            "wandb:None",
+            "task:selective_copying",
+            "--task.num_tokens_to_copy",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "seq_len" in done.stderr
+
+
+def test_study_grid_and_bad_configs(tmp_path):
+    from scripts.mad import MadGrid, read_grid, study_cells
+    from src.flags import UsageError
+
+    grid = read_grid("configs/mad.yaml")
+    assert len(grid.mixers) == 12 and set(grid.tasks) == set(NAMES) and grid.learning_rates == (3e-3,)
+    paper = read_grid("configs/paper/mad.yaml")
+    assert paper.width == 128 and paper.batch_size == 128 and len(paper.tasks["noisy_recall"]["variants"]) == 10
+    for text, word in (
+        ("widht: 64\n", "widht"),
+        ("tasks: {copying: {steps: 3}}\n", "copying"),
+        ("learning_rates: []\n", "learning_rates"),
+        ("tasks: {compression: {steps: 3, epochs: 2}}\n", "compression"),
+    ):
+        path = tmp_path / "bad.yaml"
+        path.write_text(text)
+        with pytest.raises(UsageError, match=word):
+            read_grid(str(path))
+
+    class Flags:
+        quick, config, mixers = True, None, None
+
+    cells = study_cells(Flags, tmp_path)
+    assert len(cells) == 12 and {c.tags["task"] for c in cells} == set(NAMES)
+    compression = next(c for c in cells if c.tags["task"] == "compression")
+    assert compression.settings.model.read_out == "compress"
+    assert all(c.settings.model.read_out == "next_token" for c in cells if c.tags["task"] != "compression")
+    assert MadGrid().tasks["memorization"]["steps"] == 600
+
+
+@pytest.mark.study
+def test_quick_study_writes_the_report(tmp_path):
+    """scripts.mad --quick: 2 mixers x 6 tasks, the report's tables and claims, the figures; a second
+    run reuses the runs."""
+    import json
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    args = [sys.executable, "-m", "scripts.mad", "--quick", "--runs-dir", str(tmp_path / "runs")]
+    args += ["--report-dir", str(tmp_path / "report")]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    done = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((tmp_path / "report" / "mad_results.json").read_text())
+    assert set(results["tasks"]) == set(NAMES)
+    for cells in results["tasks"].values():
+        assert set(cells) == {"attention", "mamba2"}
+        for cell in cells.values():
+            assert 0.0 <= cell["accuracy"] <= 1.0 and 0.0 <= cell["macro_accuracy"] <= 1.0
+    claims = {c["claim"].split(":")[0] for c in results["checks"]}
+    assert any(c.startswith("attention reaches 0.94") for c in claims)
+    text = (tmp_path / "report" / "MAD.md").read_text()
+    assert "QUICK" in text and "| attention |" in text and "## Beside the paper" in text
+    assert (tmp_path / "report" / "figures" / "mad" / "accuracy.png").stat().st_size > 1000
+    again = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "12 already finished" in again.stdout + again.stderr
