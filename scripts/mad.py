@@ -40,6 +40,7 @@ from src.yaml_includes import load as load_yaml
 CONFIG = "configs/mad.yaml"
 TARGETS = {"in_context_recall": 0.94, "selective_copying": 0.99}  # attention at the baseline settings (the issue's)
 RECURRENT_MEMORIZERS = ("hyena", "mamba")  # MAD: memorization favours these over attention
+CEILING = 0.999  # accuracies this high cannot order mixers
 FUZZY_RECALLERS = ("attention", "delta_net")  # MAD: the two above every other mixer on fuzzy recall
 # the zoo's mixers as the studies spell them (label, spelling): Zoology's BaseConv alternates a short
 # and the long convolution by layer, its Based model is a BaseConv layer then Based
@@ -231,9 +232,8 @@ def aggregate(run: StudyRun) -> dict:
     for cells in tasks.values():
         for cell in cells.values():
             best = max(cell["tried"], key=lambda t: -1.0 if t["macro_accuracy"] is None else t["macro_accuracy"])
-            cell.update(
-                {k: best[k] for k in ("learning_rate", "weight_decay", "accuracy", "macro_accuracy", "seconds")}
-            )
+            keys = ("learning_rate", "weight_decay", "accuracy", "macro_accuracy", "seconds", "curve")
+            cell.update({k: best[k] for k in keys})
     return tasks
 
 
@@ -305,14 +305,38 @@ def checks(tasks: dict) -> list[dict]:
     if "attention" in memo and all(m in memo for m in RECURRENT_MEMORIZERS):
         att = memo["attention"]["macro_accuracy"]
         low = min(memo[m]["macro_accuracy"] for m in RECURRENT_MEMORIZERS)
+        saturated = min(att, low) >= CEILING
         out.append(
             {
                 "claim": "memorization: Hyena and Mamba above attention (MAD: 89.5 and 89.5 against 85.2)",
                 "value": low - att,
                 "holds": low > att,
                 "detail": f"the lower of Hyena and Mamba {100 * low:.1f} against attention {100 * att:.1f}",
+                "saturated": saturated,
             }
         )
+    return out
+
+
+# a uniform guess among a task's target tokens (its options -> accuracy)
+CHANCE = {
+    "in_context_recall": lambda o: 1 / o.key_count(),  # the value tokens
+    "noisy_recall": lambda o: 1 / o.key_count(),
+    "fuzzy_recall": lambda o: 1 / (o.vocab_size - 1 - o.key_count()),
+    "selective_copying": lambda o: 1 / (o.vocab_size - 2),  # the content tokens
+    "compression": lambda o: 1 / (o.vocab_size - 1),
+    "memorization": lambda o: 1 / ((o.vocab_size - 1) // 2),  # the facts' values
+}
+
+
+def chance_levels(run: StudyRun) -> dict:
+    """{task: the accuracy of a uniform guess among its targets} at the study's (baseline) settings."""
+    from src.systems.lm import LMSettings
+
+    out = {}
+    for job in run.jobs:
+        if not job.variant and job.task not in out:
+            out[job.task] = CHANCE[job.task](LMSettings.from_dict(job.expected).task.options)
     return out
 
 
@@ -321,7 +345,7 @@ def report(run: StudyRun) -> list:
 
     tasks = aggregate(run)
     labels = {spelling: label for label, spelling in MIXERS}
-    return write_report(run, labels, tasks, checks(tasks), orderings(tasks))
+    return write_report(run, labels, tasks, checks(tasks), orderings(tasks), chance_levels(run))
 
 
 STUDY = Study(
