@@ -20,6 +20,7 @@ from plots.paper_rows_base import (
     DYNAMICS,
     LENGTHGEN,
     MAD,
+    MAD_MEMORIZATION,
     MARKOV,
     MECHANISMS,
     TASK_DIVERSITY,
@@ -144,7 +145,8 @@ def mad(data: dict, report_dir: Path) -> list[Row]:
                     else ""
                 )
                 value = float(check["value"])
-                out.append(Row(claim, value, f"{words}, seed 0", MAD, (value,), unlike=unlike))
+                budget = MAD_MEMORIZATION if claim == "mad.memorization_order" else MAD
+                out.append(Row(claim, value, f"{words}, seed 0", budget, (value,), unlike=unlike))
     return out
 
 

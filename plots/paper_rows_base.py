@@ -47,6 +47,7 @@ TASK_DIVERSITY = Budget(5000 * 64, "3 × 64, 4 heads", "Adam 2e-3 warm-up + deca
 LENGTHGEN = Budget(1500 * 64, "2 × 32 Llama, 2 heads", "AdamW 2e-3, one rate")
 YARN_RECENCY = Budget(6000 * 64, "2 × 64 Llama, 4 heads", "AdamW 1e-3 warm-up + decay, one rate")
 MAD = Budget(600 * 32, "2 × 64, [mixer, SwiGLU] × 2, 4 heads", "AdamW 3e-3, one rate")
+MAD_MEMORIZATION = Budget(1500 * 32, MAD.model, MAD.rates)  # memorization and compression train 1,500 steps
 MARKOV = Budget(6000 * 64, "2 × 16 attention-only, 1 head, relative positions", "AdamW 5e-4, one rate")
 DYNAMICS = Budget(6001 * 5000, "linear attention, D = 4 (their defaults)", "full-batch GD 1e-3")
 

@@ -225,6 +225,7 @@ def test_our_budgets_are_the_shipped_configs():
     mad = _config("configs/mad.yaml")  # the recall and copying tasks' budget
     assert pr.MAD.sequences == mad["tasks"]["in_context_recall"]["steps"] * mad["batch_size"]
     assert float(pr.MAD.rates.split()[1].rstrip(",")) == mad["learning_rates"][0]
+    assert pr.MAD_MEMORIZATION.sequences == mad["tasks"]["memorization"]["steps"] * mad["batch_size"]
 
 
 def test_section_replaces_itself_and_lands_before_figures():
