@@ -18,6 +18,8 @@ Capabilities (the systems that have them):
     ScoredAgainstGD    scored against one tuned GD step on the paper's eval set, with its
                        curricula (lsa)
     ExposesAttention   saved its attention weights under attn/ (lsa with save_attention)
+    PredictsTokens     a sequence model of tokens: next-token logits at every position (lm on its
+                       token tasks)
     LearnsFunctions    predicts a query of a non-linear function (the sine regression: nonlinear)
     TracksDynamics     recorded W_KQ's singular values per epoch (Zhang et al.'s dynamics)
 Shapes: E prompts, n points, d input dimensions.
@@ -157,6 +159,15 @@ class ScoredAgainstGD(PredictsQueries):
 
 class ExposesAttention(Capability):
     words = "save its attention weights (attn/)"
+
+
+class PredictsTokens(Capability):
+    words = "predict tokens"
+
+    def restore(self, run) -> tuple:
+        """(model, params, state): the Haiku model of the sequence family, its trained parameters
+        and its state; `self.settings.model` is its SequenceConfig."""
+        raise NotImplementedError
 
 
 class LearnsFunctions(PredictsQueries):

@@ -221,6 +221,7 @@ for cli in (
     "length_gen",
     "recency",
     "prompt_tests",
+    "induction",
 ):
     ROWS.append((cli, ["--run", "/nonexistent/run"], "/nonexistent/run"))
     ROWS.append((cli, [], "--run"))
@@ -230,6 +231,8 @@ rows("icl_curve", "--points", ["0", "x"])
 for cli in ("length_gen", "recency", "prompt_tests"):
     rows(cli, "--factor", ["0", "x", "1000"])
 rows("recency", "--bins", ["1", "x"])
+rows("induction", "--repeat", ["1", "x"])
+rows("induction", "--sequences", ["0", "x"])
 ROWS += [
     ("fig_templates", ["--from", "/nonexistent.csv", "--out", "figs"], "nonexistent"),
     ("fig_templates", ["--out", "figs"], "--from"),

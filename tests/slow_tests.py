@@ -21,6 +21,9 @@ SLOW_FILES = {
 }
 
 SLOW_TESTS = {
+    # two 2-step recipe runs in subprocesses and the induction analysis on them (102 s on 2 cores
+    # shared with a study, 2026-12-02; about 40 s alone by the recipe runs' usual start-up)
+    "tests/test_induction.py::test_the_analysis_on_a_run_and_its_refusals": 40.0,
     # the induction preset trained 4 steps with its Markov extras (pytest --durations, 2 cores,
     # 2026-12-02, alone: compile-bound); make test at 79bb948 took 588.7 s on a fresh clone
     "tests/test_markov.py::test_induction_preset_trains_a_few_steps": 16.4,

@@ -17,7 +17,7 @@ import pytest
 import eval_noise
 import eval_order
 from analysis import alignment, attention_heatmap, attention_stats, icl_curve, ood_eval, robustness
-from analysis import length_gen, prompt_tests, recency
+from analysis import induction, length_gen, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
@@ -74,6 +74,7 @@ CLIS = {
     "yarn_recency": yarn_recency.main,
     "length_gen": length_gen.main,
     "recency": recency.main,
+    "induction": induction.main,
     "prompt_tests": prompt_tests.main,
     "zoo": zoo_study.main,
     "task_diversity": task_diversity_study.main,

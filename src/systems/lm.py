@@ -41,15 +41,8 @@ from src.settings import (
 )
 from src.train_settings import StepTrain
 from src.systems import GradientTrainer, register_system
-from src.systems.lm_batches import (
-    LOGITS,
-    decoded_examples,
-    dropout_key,
-    evaluation_sampler,
-    model_inputs,
-    sampler,
-    training_loss,
-)
+from src.systems.lm_batches import LOGITS, decoded_examples, dropout_key, evaluation_sampler, model_inputs
+from src.systems.lm_batches import sampler, training_loss
 from src.tasks.objectives import objective_of, tasks_for
 
 EXAMPLES = "examples.json"

@@ -27,6 +27,7 @@ from src.read_side import (
     ExposesAttention,
     LearnsFunctions,
     PredictsPairs,
+    PredictsTokens,
     ScoredAgainstGD,
     TracksDynamics,
     register_read_side,
@@ -143,6 +144,20 @@ class LMPairs(SequencePairs):
         model, params, state = restored
         at_query = jax.jit(lambda xs, ys: model.apply(params, state, xs, ys)[:, -1])
         return in_blocks(lambda prompt: at_query(prompt.xs, prompt.ys), self.rows(n_points, tasks))
+
+
+@register_read_side("lm")
+class LMTokens(PredictsTokens):
+    """An lm run on a token task (MQAR, the Markov chains, MAD's tasks): logits at every position."""
+
+    @classmethod
+    def offered(cls, settings) -> bool:
+        return objective_of(settings.task.name).inputs == "tokens"
+
+    def restore(self, run) -> tuple:
+        model = lm.make_model(self.settings)
+        params, state = lm.init_model(self.settings, model)
+        return model, run.load_params(like=params, rename=canonical_param_name), state
 
 
 @register_read_side("lsa")

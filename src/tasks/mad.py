@@ -200,8 +200,8 @@ def _fuzzy_one(key, o: FuzzyRecallOptions):
         marks = jax.lax.dynamic_update_slice(marks, jnp.where(valid, value_part & seen, old_m), (length,))
         return buf, marks
 
-    def step(carry, i):
-        buf, marks, length, probe_added, shown_keys, shown_values, shown_vs = carry
+    def step(carry, _):
+        buf, marks, length, probe_added, shown_keys, shown_values, shown_vs, i = carry
         active = length < limit
         insert = active & (length >= probe_at) & ~probe_added
         same = jnp.all(shown_keys == keys[i], axis=1) & (jnp.arange(slots) < i)  # earlier slots with this key
@@ -223,6 +223,7 @@ def _fuzzy_one(key, o: FuzzyRecallOptions):
             shown_keys.at[i].set(jnp.where(active, k, -2)),
             shown_values.at[i].set(v),
             shown_vs.at[i].set(vs),
+            i + 1,
         )
         return carry, None
 
@@ -234,8 +235,9 @@ def _fuzzy_one(key, o: FuzzyRecallOptions):
         jnp.full((slots, km), -2, jnp.int32),
         jnp.zeros((slots, vm), jnp.int32),
         jnp.zeros((slots,), jnp.int32),
+        jnp.asarray(0),  # the slot
     )
-    (buf, marks, length, probe_added, *_), _ = jax.lax.scan(step, init, jnp.arange(slots))
+    (buf, marks, length, probe_added, *_), _ = jax.lax.scan(step, init, None, length=slots)
     tokens, valid, value_part = pair_tokens(probe_key, probe_value, probe_ks, probe_vs)
     buf, marks = write(buf, marks, length, tokens, valid, value_part, probe_added)
     total = length + probe_ks + probe_vs
