@@ -38,16 +38,10 @@ from src.flags import int_at_least
 from src.process import guarded
 from src.read_side import PredictsTokens, read_side
 from src.rundir import RunDir
+from src.tasks.repeats import repeated_sequences
 
 MODULE = "analysis.induction"
 INDUCTION_HEAD = 0.4  # a head whose prefix score is above this counts as an induction head (Olsson et al.)
-BOS = 0
-
-
-def repeated_tokens(key, sequences: int, repeat: int, vocab: int) -> jax.Array:
-    """[B, 1 + 2R]: BOS, R tokens uniform over [0, V), the same R again."""
-    half = jax.random.randint(key, (sequences, repeat), 0, vocab, dtype=jnp.int32)
-    return jnp.concatenate([jnp.full((sequences, 1), BOS, jnp.int32), half, half], axis=1)
 
 
 def prefix_scores(weights: np.ndarray, repeat: int) -> np.ndarray:
@@ -135,7 +129,7 @@ def run(run_dir: RunDir, repeat: int = 50, sequences: int = 64, seed: int = 0) -
     model, params, state = read_side(PredictsTokens, settings).restore(run_dir)
     config = settings.model
     used = usable_repeat(config, repeat)
-    tokens = repeated_tokens(jax.random.key(seed), sequences, used, config.vocab_size)
+    tokens = repeated_sequences(jax.random.key(seed), sequences, used, config.vocab_size)
     weights, logits = attention_and_logits(config, params, state, tokens)
     prefix = prefix_scores(weights, used)
     copying = copying_scores(params, config)

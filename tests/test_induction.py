@@ -125,3 +125,39 @@ def test_the_analysis_on_a_run_and_its_refusals(tmp_path):
         timeout=300,
     )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "softmax" in done.stderr
+
+
+def test_repeated_tokens_task_against_its_definition():
+    import jax
+
+    from src.registry import registry
+    from src.tasks.repeats import RepeatOptions
+
+    options = RepeatOptions(vocab_size=16, repeat=12, min_repeat=3)
+    draw = lambda seed: jax.tree_util.tree_map(  # noqa: E731
+        np.asarray,
+        jax.jit(lambda k: registry("task").get("repeated_tokens").build(options)(k, 256))(jax.random.key(seed)),
+    )
+    batch, again = draw(0), draw(0)
+    assert all(np.array_equal(a, b) for a, b in zip(batch, again))
+    assert batch.inputs.shape == (256, 25) and (batch.inputs[:, 0] == 0).all()
+    np.testing.assert_array_equal(batch.targets[:, :-1], batch.inputs[:, 1:])
+    lengths = []
+    for row, scored in zip(batch.inputs, batch.scored):
+        (where,) = np.nonzero(scored)
+        r = int(where[0]) - 1  # scored from R + 1 to 2R − 1
+        assert where.tolist() == list(range(r + 1, 2 * r)) and 3 <= r <= 12
+        np.testing.assert_array_equal(row[1 : r + 1], row[r + 1 : 2 * r + 1])  # the second copy repeats the first
+        lengths.append(r)
+    assert set(lengths) == set(range(3, 13))  # every length drawn
+
+
+def test_bad_repeat_options_one_line():
+    from src.registry import choice
+    from src.settings import SettingsError
+    from src.systems.lm import LMSettings
+    from src.models.sequence_presets import induction
+
+    settings = LMSettings(task=choice("task", "repeated_tokens", repeat=4, min_repeat=9), model=induction(64, 9))
+    with pytest.raises(SettingsError, match="min_repeat"):
+        settings.validate()
