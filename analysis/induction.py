@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from analysis.common import AnalysisError, analysis_command, on_request, register_analysis, settings_with
-from plots.style import new_figure, png_bytes
+from plots.style import label_cells, new_figure, png_bytes
 from src import rundir as names
 from src.flags import int_at_least
 from src.process import guarded
@@ -181,10 +181,7 @@ def figure(summary: dict, title: str):
         ax = fig.add_subplot(1, 2, i + 1)
         grid = np.asarray(summary[key], float)
         image = ax.imshow(grid, vmin=low, vmax=1.0, cmap="viridis", aspect="auto")
-        for (layer, head), value in np.ndenumerate(grid):
-            ax.text(
-                head, layer, f"{value:.2f}", ha="center", va="center", fontsize=7, color="w" if value < 0.5 else "k"
-            )
+        label_cells(ax, grid, "{:.2f}", grid < 0.5, 7)
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
         ax.set_title(label, fontsize=9)

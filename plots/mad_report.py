@@ -11,7 +11,7 @@ import numpy as np
 
 from plots.provenance import header, study_fields
 from plots.report_index import write_index
-from plots.style import new_figure, png_bytes
+from plots.style import label_cells, new_figure, png_bytes
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.jobs.declared import StudyRun
 
@@ -137,18 +137,7 @@ def figure_heatmap(tasks: dict, mixers: list[str], labels: dict):
     fig = new_figure(1.3 * len(order) + 2.5, 0.38 * len(mixers) + 1.6)
     ax = fig.add_subplot(1, 1, 1)
     image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-    for i in range(len(mixers)):
-        for j in range(len(order)):
-            if np.isfinite(grid[i, j]):
-                ax.text(
-                    j,
-                    i,
-                    f"{100 * grid[i, j]:.0f}",
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="w" if grid[i, j] < 0.6 else "k",
-                )
+    label_cells(ax, 100 * grid, "{:.0f}", grid < 0.6, 7)
     ax.set_xticks(range(len(order)), [TASK_LABELS[t] for t in order], rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(len(mixers)), [labels.get(m, m) for m in mixers], fontsize=8)
     ax.set_title("MAD tasks at baseline settings: accuracy per class (macro, %)", fontsize=9)

@@ -14,7 +14,7 @@ import numpy as np
 
 from plots.provenance import header, study_fields
 from plots.report_index import write_index
-from plots.style import new_figure, png_bytes
+from plots.style import label_cells, new_figure, png_bytes
 from src.jobs.declared import StudyRun
 from src import rundir as names
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
@@ -107,18 +107,7 @@ def figure_heatmap(models: dict, baselines: dict, columns: list[tuple[str, str]]
     ax = fig.add_subplot(1, 1, 1)
     shown = np.log10(np.clip(gap, 1e-3, None))
     image = ax.imshow(shown, cmap="magma_r", vmin=-3, vmax=1.5, aspect="auto")
-    for i in range(len(rows)):
-        for j in range(len(columns)):
-            if np.isfinite(gap[i, j]):
-                ax.text(
-                    j,
-                    i,
-                    f"{gap[i, j]:.2f}",
-                    ha="center",
-                    va="center",
-                    fontsize=6,
-                    color="white" if shown[i, j] > 0 else "black",
-                )
+    label_cells(ax, gap, "{:.2f}", shown > 0, 6)
     ax.set_xticks(range(len(columns)), [title for _, title in columns], rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     fig.colorbar(image, ax=ax, label="log10 of the gap")

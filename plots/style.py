@@ -14,6 +14,7 @@ import textwrap
 from typing import Sequence
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 
@@ -135,6 +136,15 @@ def axes_grid(figure: Figure, rows: int, cols: int):
         ax.grid(True, alpha=0.3)
         ax.ticklabel_format(axis="both", style="plain", useOffset=False)
     return axes
+
+
+def label_cells(ax, values, fmt: str, light, fontsize: int) -> None:
+    """Write every finite value of `values` [rows, columns] in its cell of an imshow grid, as
+    `fmt` (a str.format pattern), in white where `light` [rows, columns] holds, black elsewhere."""
+    for (row, column), value in np.ndenumerate(np.asarray(values, float)):
+        if math.isfinite(value):
+            color = "white" if light[row][column] else "black"
+            ax.text(column, row, fmt.format(value), ha="center", va="center", fontsize=fontsize, color=color)
 
 
 def panels(figure: Figure, count: int, sharey: bool = False):

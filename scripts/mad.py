@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from plots.mad_report import MAD_SCORES, TASK_LABELS
-from scripts.mixers_grid import mixer_choices
+from scripts.mixers import run_label
+from scripts.mixers_grid import mixer_choices, read_mapping
 from src import rundir as names
 from src.flags import UsageError, refuse_repeats
 from src.jobs.declared import Cell, Study, StudyRun
@@ -35,7 +36,6 @@ from src.jobs.study import run_as_command, study_command
 from src.registry import choice
 from src.settings import SettingsError
 from src.systems.lm import LMTrain, lm_settings_unchecked
-from src.yaml_includes import load as load_yaml
 
 CONFIG = "configs/mad.yaml"
 TARGETS = {"in_context_recall": 0.94, "selective_copying": 0.99}  # attention at the baseline settings (the issue's)
@@ -85,15 +85,7 @@ QUICK = MadGrid(
 
 def read_grid(path: str) -> MadGrid:
     """The MadGrid of a YAML file (UsageError, one line, naming the key, the value and what is accepted)."""
-    raw = load_yaml(path)
-    if not isinstance(raw, dict):
-        raise UsageError(
-            f"--config={path!r}: the file holds {type(raw).__name__}; accepted: a mapping of "
-            f"{', '.join(sorted(GRID_KEYS))}"
-        )
-    unknown = sorted(set(raw) - GRID_KEYS)
-    if unknown:
-        raise UsageError(f"{path}: key {unknown[0]!r} is unknown; accepted: {', '.join(sorted(GRID_KEYS))}")
+    raw = read_mapping(path, GRID_KEYS)
     values = dict(raw)
     for key in ("learning_rates", "weight_decays", "mixers"):
         if key in values:
@@ -177,9 +169,7 @@ def study_cells(flags, runs_dir) -> list[Cell]:
         for variant in spec["variants"]:
             for mixer in mixer_list(flags.mixers, grid):
                 for decay in grid.weight_decays:
-                    name = (
-                        f"{task}{variant_label(variant)}_{mixer.replace(':', '_').replace('=', '').replace('+', '-')}"
-                    )
+                    name = f"{task}{variant_label(variant)}_{run_label(mixer).replace('+', '-')}"
                     if len(grid.weight_decays) > 1:
                         name += f"_wd{decay:g}"
                     try:

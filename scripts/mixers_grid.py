@@ -61,18 +61,23 @@ GRID_KEYS = {"vocab_size", "cells", "widths", "heads", "learning_rates", "boolea
 CELL_KEYS = {"seq_len", "kappa", "batch_size", "steps", "learning_rates"}
 
 
-def read_grid(path: str) -> Grid:
-    """The Grid of a YAML file (UsageError, one line, naming the key, the value and what is accepted)."""
+def read_mapping(path: str, keys: set[str]) -> dict:
+    """A study grid's YAML file as a mapping whose keys are all in `keys` (UsageError, one line,
+    naming the file or the key and what is accepted)."""
     raw = load_yaml(path)
     if not isinstance(raw, dict):
         raise UsageError(
-            f"--config={path!r}: the file holds {type(raw).__name__}; accepted: a mapping of "
-            f"{', '.join(sorted(GRID_KEYS))}"
+            f"--config={path!r}: the file holds {type(raw).__name__}; accepted: a mapping of {', '.join(sorted(keys))}"
         )
-    unknown = sorted(set(raw) - GRID_KEYS)
+    unknown = sorted(set(raw) - keys)
     if unknown:
-        raise UsageError(f"{path}: key {unknown[0]!r} is unknown; accepted: {', '.join(sorted(GRID_KEYS))}")
-    return Grid(**{**Grid().__dict__, **grid_values(path, raw)})
+        raise UsageError(f"{path}: key {unknown[0]!r} is unknown; accepted: {', '.join(sorted(keys))}")
+    return raw
+
+
+def read_grid(path: str) -> Grid:
+    """The Grid of a YAML file (UsageError, one line, naming the key, the value and what is accepted)."""
+    return Grid(**{**Grid().__dict__, **grid_values(path, read_mapping(path, GRID_KEYS))})
 
 
 def grid_values(path: str, raw: dict) -> dict:

@@ -12,6 +12,21 @@ MATRIX_10X = "configs/gpu/matrix_settling_10x.yaml"
 LSA_CAUSAL = "linear_attention:feature_map=identity:output_norm=none"  # one LSA layer's causal form
 BASE_CONV = "base_conv+base_conv:kernel_size=-1"  # Zoology's BaseConv: a short and the long convolution
 MAD_MODELS = "attention,hyena,mamba,gated_linear_attn,delta_net"  # the five models of MAD's table
+
+
+def mad_study(config: str, tokens: int) -> Study:
+    """A MAD job: the five models of MAD's table on a config's tasks, 15 runs together, 5,000 steps
+    at MAD's width and batch (128, 128); `tokens` the longest task's sequence."""
+    return Study(
+        ("scripts.mad", "--config", config, "--mixers", MAD_MODELS, "--jobs", "15"),
+        ("scripts.mad", "--quick", "--mixers", "attention,delta_net"),
+        15,
+        5000,
+        Shape(128, 2, tokens, 128, 16),
+        report_s=60.0,
+    )
+
+
 LOCAL_GLOBAL = ("model.attention_kwargs.local_window_size=15", "model.attention_kwargs.global_attn_indices=[20,40]")
 JOBS = (
     Job(
@@ -152,27 +167,13 @@ JOBS = (
         "MAD's recall and copying tasks (in-context and fuzzy recall, selective copying) at MAD's width "
         "and batch (128, 128), 5,000 steps (1/4 of MAD's 200 epochs), for the five models of MAD's table",
         "study",
-        study=Study(
-            ("scripts.mad", "--config", "configs/gpu/mad_a.yaml", "--mixers", MAD_MODELS, "--jobs", "15"),
-            ("scripts.mad", "--quick", "--mixers", "attention,delta_net"),
-            15,
-            5000,
-            Shape(128, 2, 256, 128, 16),
-            report_s=60.0,
-        ),
+        study=mad_study("configs/gpu/mad_a.yaml", 256),
     ),
     Job(
         "mad_b",
         "the same for noisy recall, compression and memorization (memorization: MAD's 200 epochs)",
         "study",
-        study=Study(
-            ("scripts.mad", "--config", "configs/gpu/mad_b.yaml", "--mixers", MAD_MODELS, "--jobs", "15"),
-            ("scripts.mad", "--quick", "--mixers", "attention,delta_net"),
-            15,
-            5000,
-            Shape(128, 2, 128, 128, 16),
-            report_s=60.0,
-        ),
+        study=mad_study("configs/gpu/mad_b.yaml", 128),
     ),
 )
 BY_NAME = {job.name: job for job in JOBS}

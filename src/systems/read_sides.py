@@ -95,6 +95,13 @@ class GPT2Pairs(SequencePairs):
         return lambda prompt: predict(prompt)[:, -1]
 
 
+def restore_lm(settings, run) -> tuple:
+    """(model, params, state) of an lm run, its parameters read under any version's names."""
+    model = lm.make_model(settings)
+    params, state = lm.init_model(settings, model)
+    return model, run.load_params(like=params, rename=canonical_param_name), state
+
+
 @register_read_side("lm")
 class LMPairs(SequencePairs):
     """An lm run on a pair task (regression or boolean; not the token tasks): the ICL benchmark's
@@ -105,9 +112,7 @@ class LMPairs(SequencePairs):
         return objective_of(settings.task.name).inputs == "pairs"
 
     def restore(self, run) -> tuple:
-        model = lm.make_model(self.settings)
-        params, state = lm.init_model(self.settings, model)
-        return model, run.load_params(like=params, rename=canonical_param_name), state
+        return restore_lm(self.settings, run)
 
     def trained_shape(self) -> tuple[int, int]:
         return self.settings.pairs.n_points, self.settings.pairs.n_dims
@@ -155,9 +160,7 @@ class LMTokens(PredictsTokens):
         return objective_of(settings.task.name).inputs == "tokens"
 
     def restore(self, run) -> tuple:
-        model = lm.make_model(self.settings)
-        params, state = lm.init_model(self.settings, model)
-        return model, run.load_params(like=params, rename=canonical_param_name), state
+        return restore_lm(self.settings, run)
 
 
 @register_read_side("lsa")
