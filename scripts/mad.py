@@ -5,6 +5,7 @@ Scaling of Hybrid Architectures"; athms/mad-lab) at a CPU's scale: `make mad` ru
     python -m scripts.mad --mixers attention,mamba         # any of the study's mixers (or registered ones)
     python -m scripts.mad --config configs/paper/mad.yaml  # MAD's own protocol and difficulty grid (a GPU study)
     python -m scripts.mad --quick                          # width 16, 2 mixers, 30 steps a task (a smoke test)
+    python -m scripts.mad --tasks compression,memorization # only these of the grid's tasks
 
 Every model is MAD's block, [mixer, SwiGLU] x 2: two pre-norm blocks (layer norm) of the mixer and a
 SwiGLU state mixer, rotary positions inside attention and no position encoding elsewhere (MAD's
@@ -158,7 +159,18 @@ def mixer_list(text: str | None, grid: MadGrid) -> list[str]:
 
 
 def grid_of(flags) -> MadGrid:
-    return QUICK if flags.quick and not flags.config else read_grid(flags.config or CONFIG)
+    """The study's grid: --quick's, or the --config file's, narrowed to --tasks when given."""
+    grid = QUICK if flags.quick and not flags.config else read_grid(flags.config or CONFIG)
+    if getattr(flags, "tasks", None) is None:
+        return grid
+    names = [t.strip() for t in flags.tasks.split(",") if t.strip()]
+    refuse_repeats("--tasks", flags.tasks, names)
+    for name in names:
+        if name not in grid.tasks:
+            raise UsageError(f"--tasks: {name!r} is not accepted; accepted: the grid's tasks ({', '.join(grid.tasks)})")
+    if not names:
+        raise UsageError(f"--tasks={flags.tasks!r} is not accepted; accepted: a comma list of the grid's tasks")
+    return replace(grid, tasks={t: grid.tasks[t] for t in names})
 
 
 def study_cells(flags, runs_dir) -> list[Cell]:
@@ -186,6 +198,7 @@ def study_cells(flags, runs_dir) -> list[Cell]:
 def add_flags(parser) -> None:
     parser.add_argument("--mixers", default=None, help="comma list (default: the grid's, the zoo's 12)")
     parser.add_argument("--config", default=None, help=f"a YAML grid (MadGrid's keys; default {CONFIG})")
+    parser.add_argument("--tasks", default=None, help="comma list: only these of the grid's tasks (default: all)")
 
 
 def _state_floats(job) -> int:

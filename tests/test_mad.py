@@ -338,6 +338,15 @@ def test_study_grid_and_bad_configs(tmp_path):
     assert all(c.settings.model.read_out == "next_token" for c in cells if c.tags["task"] != "compression")
     assert MadGrid().tasks["memorization"]["steps"] == 600
 
+    class Narrowed(Flags):
+        tasks, mixers = "compression, memorization", "attention"
+
+    assert [c.tags["task"] for c in study_cells(Narrowed, tmp_path)] == ["compression", "memorization"]
+    for text, word in (("copying", "copying"), ("compression,compression", "compression"), (",", "comma list")):
+        Narrowed.tasks = text
+        with pytest.raises(UsageError, match=word):
+            study_cells(Narrowed, tmp_path)
+
 
 @pytest.mark.study
 def test_quick_study_writes_the_report(tmp_path):

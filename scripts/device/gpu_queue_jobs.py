@@ -14,12 +14,14 @@ BASE_CONV = "base_conv+base_conv:kernel_size=-1"  # Zoology's BaseConv: a short 
 MAD_MODELS = "attention,hyena,mamba,gated_linear_attn,delta_net"  # the five models of MAD's table
 
 
-def mad_study(config: str, tokens: int) -> Study:
-    """A MAD job: the five models of MAD's table on a config's tasks, 15 runs together, 5,000 steps
-    at MAD's width and batch (128, 128); `tokens` the longest task's sequence."""
+def mad_study(config: str, tokens: int, tasks: str, rehearsal_mixer: str) -> Study:
+    """A MAD job: the five models of MAD's table on a config's `tasks`, 15 runs together, 5,000 steps
+    at MAD's width and batch (128, 128); `tokens` the longest task's sequence. Its rehearsal: the
+    quick grid's form of the same tasks with one mixer (three runs, so that it fits its budget on a
+    slow 2-core machine shared with another test)."""
     return Study(
         ("scripts.mad", "--config", config, "--mixers", MAD_MODELS, "--jobs", "15"),
-        ("scripts.mad", "--quick", "--mixers", "attention,delta_net"),
+        ("scripts.mad", "--quick", "--tasks", tasks, "--mixers", rehearsal_mixer),
         15,
         5000,
         Shape(128, 2, tokens, 128, 16),
@@ -167,13 +169,13 @@ JOBS = (
         "MAD's recall and copying tasks (in-context and fuzzy recall, selective copying) at MAD's width "
         "and batch (128, 128), 5,000 steps (1/4 of MAD's 200 epochs), for the five models of MAD's table",
         "study",
-        study=mad_study("configs/gpu/mad_a.yaml", 256),
+        study=mad_study("configs/gpu/mad_a.yaml", 256, "in_context_recall,fuzzy_recall,selective_copying", "attention"),
     ),
     Job(
         "mad_b",
         "the same for noisy recall, compression and memorization (memorization: MAD's 200 epochs)",
         "study",
-        study=mad_study("configs/gpu/mad_b.yaml", 128),
+        study=mad_study("configs/gpu/mad_b.yaml", 128, "noisy_recall,compression,memorization", "delta_net"),
     ),
 )
 BY_NAME = {job.name: job for job in JOBS}
