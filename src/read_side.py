@@ -18,6 +18,8 @@ Capabilities (the systems that have them):
     ScoredAgainstGD    scored against one tuned GD step on the paper's eval set, with its
                        curricula (lsa)
     ExposesAttention   saved its attention weights under attn/ (lsa with save_attention)
+    ExposesHiddenStates its residual stream at the query of a pair prompt, layer by layer (gpt2;
+                       lm on its pair tasks): what residual-stream probes read (analysis.probes)
     PredictsTokens     a sequence model of tokens: next-token logits at every position (lm on its
                        token tasks)
     LearnsFunctions    predicts a query of a non-linear function (the sine regression: nonlinear)
@@ -28,6 +30,8 @@ Shapes: E prompts, n points, d input dimensions.
 from __future__ import annotations
 
 from typing import Any, Callable
+
+import numpy as np
 
 
 class ReadSideError(ValueError):
@@ -159,6 +163,27 @@ class ScoredAgainstGD(PredictsQueries):
 
 class ExposesAttention(Capability):
     words = "save its attention weights (attn/)"
+
+
+class ExposesHiddenStates(Capability):
+    words = "expose its hidden states at the query of a pair prompt"
+
+    def restore(self, run) -> tuple:
+        """The trained model (what hidden_states takes)."""
+        raise NotImplementedError
+
+    def untrained(self) -> tuple:
+        """The same model at its initial parameters (the run's seed): a probe's control."""
+        raise NotImplementedError
+
+    def fresh_prompts(self, key, prompts: int):
+        """`prompts` fresh prompts of the run's task at its trained shape (a PairPrompt with w)."""
+        raise NotImplementedError
+
+    def hidden_states(self, restored: tuple, prompt) -> np.ndarray:
+        """[L + 1, E, D] float64: the residual stream at the query (the last point's x token) after
+        the read-in and position encoding (0), then after each of the L layers (before the final norm)."""
+        raise NotImplementedError
 
 
 class PredictsTokens(Capability):

@@ -2,8 +2,9 @@
 prompts it is evaluated on from a run, by capability. The only code outside a system's own file
 that knows its insides; analyses import none of it.
 
-    gpt2       PredictsPairs                     Garg et al.'s GPT-2 family (any mixer, any position)
+    gpt2       PredictsPairs, ExposesHiddenStates Garg et al.'s GPT-2 family (any mixer, any position)
     lm         PredictsPairs, AnswersPairPrompts  the ICL benchmark's models on its pair tasks
+               ExposesHiddenStates
     lsa        ScoredAgainstGD (PredictsQueries)  von Oswald et al.'s attention-only models
                ExposesAttention                   ... when it saved its attention (save_attention)
     nonlinear  LearnsFunctions (PredictsQueries)  the MLP + LSA model on the sine-regression tasks
@@ -15,16 +16,19 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import numpy as np
 
 from src.batched import block_rows, in_blocks
 from src.bounds import forward_bytes, forward_work
 from src.gd_paper.eval_set import draw_tasks, make_eval_set
 from src.gd_paper.models.attention_only import build_model
 from src.gd_paper.models.layouts import make_tokens
+from src.models.residual import residual_stream
 from src.models.sequence import canonical_param_name
 from src.read_side import (
     AnswersPairPrompts,
     ExposesAttention,
+    ExposesHiddenStates,
     LearnsFunctions,
     PredictsPairs,
     PredictsTokens,
@@ -39,8 +43,22 @@ from src.systems import gpt2, gpt2_prompts, lm, lm_batches, nonlinear
 from src.systems.lsa import token_width
 
 
-class SequencePairs(PredictsPairs, AnswersPairPrompts):
+class SequencePairs(PredictsPairs, AnswersPairPrompts, ExposesHiddenStates):
     """What the one sequence family's pair models share (gpt2; lm on its pair tasks)."""
+
+    def fresh_prompts(self, key, prompts: int):
+        points, dims = self.trained_shape()
+        return jax.jit(lambda k: self.sampler(points)(k, prompts, dims, points))(key)
+
+    def hidden_states(self, restored, prompt) -> np.ndarray:
+        """The residual stream at the last point's x token (2(n − 1)), in blocks of prompts."""
+        _, params, state = restored
+        n = prompt.xs.shape[1]
+        at_query = jax.jit(
+            lambda xs, ys: residual_stream(self.settings.model, params, state, xs, ys, at=2 * (n - 1)).swapaxes(0, 1)
+        )
+        per_prompt = in_blocks(lambda p: at_query(p.xs, p.ys), self.rows(n, prompt.xs.shape[0]))(prompt)
+        return np.asarray(per_prompt, np.float64).swapaxes(0, 1)
 
     def prompt_bytes(self, tasks, n_points, n_dims) -> int:
         return gpt2_prompts.prompt_bytes(tasks, n_points, n_dims)
@@ -65,9 +83,12 @@ class SequencePairs(PredictsPairs, AnswersPairPrompts):
 
 @register_read_side("gpt2")
 class GPT2Pairs(SequencePairs):
-    def restore(self, run) -> tuple:
+    def untrained(self) -> tuple:
         model = gpt2.make_model(self.settings)
-        params, state = gpt2.init_model(self.settings, model)
+        return (model, *gpt2.init_model(self.settings, model))
+
+    def restore(self, run) -> tuple:
+        model, params, state = self.untrained()
         loaded = run.load_params(like=params, rename=canonical_param_name)  # older names read too
         return model, loaded, state
 
@@ -95,10 +116,15 @@ class GPT2Pairs(SequencePairs):
         return lambda prompt: predict(prompt)[:, -1]
 
 
+def untrained_lm(settings) -> tuple:
+    """(model, params, state) of an lm run's settings at its initial parameters."""
+    model = lm.make_model(settings)
+    return (model, *lm.init_model(settings, model))
+
+
 def restore_lm(settings, run) -> tuple:
     """(model, params, state) of an lm run, its parameters read under any version's names."""
-    model = lm.make_model(settings)
-    params, state = lm.init_model(settings, model)
+    model, params, state = untrained_lm(settings)
     return model, run.load_params(like=params, rename=canonical_param_name), state
 
 
@@ -113,6 +139,9 @@ class LMPairs(SequencePairs):
 
     def restore(self, run) -> tuple:
         return restore_lm(self.settings, run)
+
+    def untrained(self) -> tuple:
+        return untrained_lm(self.settings)
 
     def trained_shape(self) -> tuple[int, int]:
         return self.settings.pairs.n_points, self.settings.pairs.n_dims

@@ -1,0 +1,133 @@
+"""analysis.probes (Akyürek et al.'s residual-stream probes): the targets against their definitions,
+the ridge probe against NumPy's least squares and exact on a planted linear code, the MLP probe on a
+planted non-linear one, the hidden states read by interception against the model's own read-out,
+and the analysis end to end on a tiny gpt2 run with its refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from analysis import probes
+from src.pipeline import execute
+from src.read_side import ExposesHiddenStates, has, read_side, systems_with
+from src.registry import registry
+from src.rundir import names
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGS = dict(runner="test", argv=[], progress=False, analyses=())
+
+
+def test_targets_against_their_definitions():
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=(6, 8, 3)), rng.normal(size=(6, 3))
+    y = np.einsum("end,ed->en", x, w)
+    t = probes.targets_of(x, y, w)
+    np.testing.assert_allclose(t["w_ols"], w, atol=1e-10)  # noiseless, N >= d: OLS is w
+    np.testing.assert_allclose(t["xty"][2], x[2].T @ y[2])
+    short = probes.targets_of(x[:, :2], y[:, :2], w)["w_ols"]  # N < d: the minimum-norm solution
+    np.testing.assert_allclose(short[1], np.linalg.lstsq(x[1, :2], y[1, :2], rcond=None)[0], atol=1e-10)
+
+
+def test_ridge_against_numpy_and_exact_on_a_planted_linear_code():
+    rng = np.random.default_rng(1)
+    h = rng.normal(size=(400, 12))
+    a, b = rng.normal(size=(12, 3)), rng.normal(size=3)
+    fitted_a, fitted_b = probes.ridge_fit(h, h @ a + b, 0.0)
+    np.testing.assert_allclose(fitted_a, a, atol=1e-10)
+    np.testing.assert_allclose(fitted_b, b, atol=1e-10)
+    noisy = h @ a + rng.normal(size=(400, 3))
+    design = np.hstack([h, np.ones((400, 1))])
+    reference = np.linalg.lstsq(design, noisy, rcond=None)[0]
+    np.testing.assert_allclose(probes.ridge_fit(h, noisy, 0.0)[0], reference[:-1], atol=1e-10)
+    code = np.tanh(h[:, :4]) @ rng.normal(size=(4, 12))  # states that are a linear code of the target
+    target = h[:, :3]
+    exact = probes.ridge_probe(h[:300], target[:300], h[300:], target[300:])
+    assert exact["r2"] == pytest.approx(1.0, abs=1e-6)
+    unrelated = probes.ridge_probe(code[:300], rng.normal(size=(300, 3)), code[300:], rng.normal(size=(100, 3)))
+    assert unrelated["r2"] < 0.1
+    assert probes.r_squared(target, target) == 1.0 and np.isnan(probes.r_squared(np.ones((3, 2)), np.ones((3, 2))))
+
+
+def test_the_mlp_probe_decodes_a_non_linear_code_that_ridge_cannot():
+    rng = np.random.default_rng(2)
+    t = rng.normal(size=(1200, 2))
+    h = np.hstack([t**2, np.abs(t), rng.normal(size=(1200, 4))])  # t encoded only through even functions
+    target = t**2 - 1.0
+    linear = probes.ridge_probe(h[:900], np.abs(t[:900]) * t[:900], h[900:], np.abs(t[900:]) * t[900:])
+    assert linear["r2"] < 0.2  # an odd function of t: not linearly decodable from even features
+    predicted = probes.mlp_probes(h[None, :900], target[None, :900], h[None, 900:], 64, 0)[0]
+    assert probes.r_squared(predicted, target[900:]) > 0.95
+
+
+@pytest.fixture(scope="module")
+def gpt2_runs(tmp_path_factory):
+    settings = registry("system").get("gpt2").options()
+    c = settings.curriculum
+    settings = replace(
+        settings,
+        model=replace(settings.model, n_dims=3, width=16, n_layer=2, n_head=2, max_tokens=14),
+        curriculum=replace(
+            c, dims=replace(c.dims, start=3, end=3, inc=0), points=replace(c.points, start=7, end=7, inc=0)
+        ),
+        train=replace(settings.train, steps=20, log_every=10, eval_size=32),
+    ).validate()
+    root = tmp_path_factory.mktemp("probes")
+    trained = execute(settings, root / "gpt2", **FLAGS).run
+    fixed = replace(settings, train=replace(settings.train, num_tasks=1)).validate()
+    return trained, execute(fixed, root / "gpt2_fixed_w", **FLAGS).run
+
+
+def test_hidden_states_end_in_the_models_own_prediction(gpt2_runs):
+    trained, _ = gpt2_runs
+    settings = trained.load_settings()
+    assert systems_with(ExposesHiddenStates) == ("gpt2", "lm") and has(ExposesHiddenStates, settings)
+    side = read_side(ExposesHiddenStates, settings)
+    restored = side.restore(trained)
+    prompt = side.fresh_prompts(jax.random.key(5), 9)
+    hidden = side.hidden_states(restored, prompt)
+    assert hidden.shape == (3, 9, 16) and hidden.dtype == np.float64
+    model, params, state = restored
+    root = settings.model.preset
+    norm = params[f"{root}/norm_final"]
+    h = hidden[-1]
+    normed = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
+    normed = normed * np.asarray(norm["scale"]) + np.asarray(norm["offset"])
+    read = params[f"{root}/read_out"]
+    by_hand = normed @ np.asarray(read["w"])[:, 0] + np.asarray(read.get("b", np.zeros(1)))[0]
+    own = np.asarray(model.apply(params, state, prompt.xs, prompt.ys))[:, -1]
+    np.testing.assert_allclose(by_hand, own, rtol=1e-4, atol=1e-5)
+    untrained = side.hidden_states(side.untrained(), prompt)
+    assert not np.allclose(untrained[-1], hidden[-1])
+
+
+def test_the_analysis_on_a_run_and_its_refusals(gpt2_runs, tmp_path):
+    trained, fixed = gpt2_runs
+    out = probes.run(trained, prompts=200, control_run=fixed, mlp_hidden=8)
+    assert set(out["probes"]) == {"trained", "untrained", "fixed_w"} and out["fixed_w_run"]["pool_size"] == 1
+    for fits in out["probes"].values():
+        assert set(fits["ridge"]) == set(fits["mlp"]) == set(probes.TARGETS)
+        assert all(len(r2) == 3 for r2 in fits["ridge"].values())
+    assert trained.exists(names.PROBES_JSON) and trained.file(names.PROBES_PNG).stat().st_size > 1000
+    again = probes.run(trained, prompts=200, control_run=fixed, mlp_hidden=8)
+    assert again["probes"] == out["probes"]  # deterministic
+
+    def command(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "analysis.probes", *flags], cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
+
+    for flags, word in (
+        (("--run", str(trained.path), "--prompts", "3"), "--prompts"),
+        (("--run", str(trained.path), "--mlp-hidden", "-1"), "--mlp-hidden"),
+        (("--run", str(trained.path), "--control-run", str(tmp_path)), "--control-run"),
+        (("--run", str(tmp_path / "nothing")), "nothing"),
+    ):
+        done = command(*flags)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and word in done.stderr, flags
