@@ -46,6 +46,7 @@ INDUCTION_JSON = f"{ANALYSIS}/induction.json"  # python -m analysis.induction (O
 INDUCTION_PNG = f"{ANALYSIS}/induction_heads.png"
 PROBES_JSON = f"{ANALYSIS}/probes.json"  # python -m analysis.probes (Akyürek et al., ICLR 2023)
 PROBES_PNG = f"{ANALYSIS}/probes.png"
+ALGORITHM_SELECTION_JSON = f"{ANALYSIS}/algorithm_selection.json"  # analysis.algorithm_selection (Bai et al.)
 PROMPT_TESTS_JSON = f"{ANALYSIS}/prompt_tests.json"  # python -m analysis.prompt_tests (Lin et al., AAAI 2025)
 DUPLICATION_PNG = f"{ANALYSIS}/duplication.png"
 SERIAL_POSITION_PNG = f"{ANALYSIS}/lost_in_mid.png"
