@@ -1,0 +1,129 @@
+"""How the model does it: induction heads, residual-stream probes and algorithm selection on models
+trained here (`make circuits`).
+
+    python -m scripts.circuits            # 7 runs, ~30 min on 2 cores
+    python -m scripts.circuits --quick    # 40 steps a run (a smoke test)
+
+The runs (seed 0):
+  induction_L1, induction_L2   attention-only models (the `induction` preset at width 64, 2 heads,
+                               rotary positions, no MLP, weights N(0, 0.02²)) of 1 and 2 layers on
+                               repeated_tokens (V 64, R from [5, 20]), 2,000 steps, batch 64, AdamW
+                               1e-3; scored by analysis.induction (R = 20, 64 sequences)
+  probe_gpt2                   the mechanisms study's softmax GPT-2 (configs/mechanisms.yaml: d = 5,
+                               11 points, 3 layers of width 64, 7,000 steps)
+  probe_gpt2_fixed_w           the same trained on one fixed w (train.num_tasks = 1): the control;
+                               both probed by analysis.probes (4,000 prompts; the untrained model the
+                               second control)
+  selection_mixture            the same GPT-2 on noise_mixture_regression (σ ∈ {0.1, 0.5}, w ~ N(0, I/d))
+  selection_sigma0.1, _sigma0.5   the same on one noise level each (the single-noise models)
+                               all three evaluated by analysis.algorithm_selection at N = d = 5
+The report is report/CIRCUITS.md, report/circuits_results.json and report/figures/circuits/*.png
+(quick: under report/quick), beside Olsson et al.'s, Akyürek et al.'s and Bai et al.'s claims
+(shared/ANCHORS.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from src.formats.limits_of_icl import read_config
+from src.jobs.declared import Cell, Study, StudyRun, quick_cells
+from src.jobs.study import run_as_command, study_command
+from src.models.sequence_presets import induction
+from src.registry import choice
+from src.systems.lm import LMSettings, LMTrain
+
+CONFIG = "configs/mechanisms.yaml"
+QUICK_STEPS = 40
+REPEAT, VOCAB = 20, 64
+INDUCTION_TRAIN = LMTrain(
+    steps=2000, batch_size=64, learning_rate=1e-3, log_every=100, eval_size=256, checkpoint_every=1000
+)
+NOISE_STDS = (0.1, 0.5)
+PROBE_PROMPTS, QUICK_PROMPTS = 4000, 400
+SELECTION_PROMPTS, QUICK_SELECTION_PROMPTS = 20_000, 400
+
+
+def induction_cell(layers: int, quick: bool) -> Cell:
+    model = replace(
+        induction(VOCAB, 1 + 2 * REPEAT, width=64, n_layer=layers, n_head=2),
+        position=choice("position", "rope"),
+        init_std=0.02,
+    )
+    train = (
+        replace(INDUCTION_TRAIN, steps=QUICK_STEPS, log_every=20, checkpoint_every=QUICK_STEPS)
+        if quick
+        else INDUCTION_TRAIN
+    )
+    settings = LMSettings(
+        task=choice("task", "repeated_tokens", vocab_size=VOCAB, repeat=REPEAT), model=model, train=train
+    )
+    return Cell(f"induction_L{layers}", settings, {"part": "induction", "layers": layers}, analyses=())
+
+
+def gpt2_cells(quick: bool) -> list[Cell]:
+    base, _ = read_config(CONFIG)
+    train = base.train
+    if quick:
+        train = replace(train, steps=QUICK_STEPS, log_every=20, checkpoint_every=QUICK_STEPS, eval_size=200)
+    base = replace(base, train=train)
+
+    def task(**options):
+        return replace(base, task=choice("task", "noise_mixture_regression", **options))
+
+    cells = [
+        ("probe_gpt2", base, {"part": "probes", "control": False}),
+        ("probe_gpt2_fixed_w", replace(base, train=replace(train, num_tasks=1)), {"part": "probes", "control": True}),
+        ("selection_mixture", task(noise_stds=NOISE_STDS), {"part": "selection", "noise_stds": list(NOISE_STDS)}),
+    ]
+    cells += [
+        (f"selection_sigma{s:g}", task(noise_stds=(s,)), {"part": "selection", "noise_stds": [s]}) for s in NOISE_STDS
+    ]
+    return [Cell(name, settings, tags, analyses=()) for name, settings, tags in cells]
+
+
+def study_cells(quick: bool) -> list[Cell]:
+    return [induction_cell(1, quick), induction_cell(2, quick), *gpt2_cells(quick)]
+
+
+def aggregate(run: StudyRun) -> dict:
+    """{induction: {L1, L2}, probes: {...}, selection: {run: ...}}: the analyses' records of the
+    finished runs (each analysis run here, its files written into the run)."""
+    from analysis import algorithm_selection, induction as induction_scores, probes
+
+    by_name = {job.cell: job for job in run.jobs if job.run.exists("summary.json")}
+    out: dict = {"induction": {}, "probes": None, "selection": {}, "eval_error": {}}
+    prompts = QUICK_PROMPTS if run.quick else PROBE_PROMPTS
+    for name, job in by_name.items():
+        if job.part == "induction":
+            out["induction"][name] = induction_scores.run(job.run, repeat=REPEAT, sequences=64)
+        elif job.part == "selection":
+            out["selection"][name] = algorithm_selection.run(
+                job.run, NOISE_STDS, prompts=QUICK_SELECTION_PROMPTS if run.quick else SELECTION_PROMPTS
+            )
+        out["eval_error"][name] = job.run.load_json("summary.json").get("eval_loss")
+    if "probe_gpt2" in by_name:
+        control = by_name.get("probe_gpt2_fixed_w")
+        out["probes"] = probes.run(by_name["probe_gpt2"].run, prompts, control.run if control else None)
+    out["runs"] = {name: str(job.run.path) for name, job in by_name.items()}
+    return out
+
+
+def report(run: StudyRun) -> list:
+    from plots.circuits_report import write_report
+
+    return write_report(run, aggregate(run))
+
+
+STUDY = Study(
+    "circuits",
+    __doc__,
+    f"{QUICK_STEPS} steps a run (a smoke test)",
+    cells=quick_cells(study_cells),
+    report=report,
+    seeds=lambda flags: (0,),
+)
+main = study_command(STUDY)
+
+if __name__ == "__main__":
+    run_as_command(STUDY)
