@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Callable
 
 from plots.paper_rows_base import (
+    CIRCUITS_GPT2,
     DYNAMICS,
+    INDUCTION,
     LENGTHGEN,
     MAD,
     MAD_MEMORIZATION,
@@ -234,6 +236,32 @@ def dynamics(data: dict, report_dir: Path) -> list[Row]:
     return out
 
 
+def circuits(data: dict, report_dir: Path) -> list[Row]:
+    """Olsson et al.'s, Akyürek et al.'s and Bai et al.'s claims from the circuits study's checks
+    (scripts/circuits.py, plots/circuits_report.py: one seed)."""
+    checks, out = data.get("checks", {}), []
+    induction = checks.get("induction", {})
+    if "induction_L2" in induction:
+        c = induction["induction_L2"]
+        out.append(Row("olsson.induction_2layer", c["best_prefix"], "2 layers, repeated tokens, seed 0", INDUCTION))
+    if "induction_L1" in induction:
+        c = induction["induction_L1"]
+        out.append(
+            Row("olsson.no_induction_1layer", c["best_prefix_any_layer"], "1 layer, repeated tokens, seed 0", INDUCTION)
+        )
+    if checks.get("probes"):
+        out.append(
+            Row("akyurek.w_ols_probe", checks["probes"]["w_ols_ridge"], "softmax GPT-2, d = 5, seed 0", CIRCUITS_GPT2)
+        )
+    selection = checks.get("selection")
+    if selection:
+        worst = max(selection["model_over_bayes"].values())
+        best_fixed = min(selection["fixed_ridge_worst_ratio"].values())
+        out.append(Row("bai.selection_near_bayes", worst, "GPT-2 on σ ∈ {0.1, 0.5}, seed 0", CIRCUITS_GPT2))
+        out.append(Row("bai.fixed_ridge_loses", best_fixed, "ridge at λ 0.05 and 1.25, these prompts", CIRCUITS_GPT2))
+    return out
+
+
 ROWS: dict[str, Callable[[dict, Path], list[Row]]] = {
     "REPRODUCTION.md": reproduction,
     "MECHANISMS.md": mechanisms,
@@ -257,6 +285,7 @@ ROWS: dict[str, Callable[[dict, Path], list[Row]]] = {
     "YARN_RECENCY.md": yarn_recency,
     "MARKOV.md": markov,
     "MAD.md": mad,
+    "CIRCUITS.md": circuits,
 }
 
 

@@ -49,6 +49,8 @@ YARN_RECENCY = Budget(6000 * 64, "2 × 64 Llama, 4 heads", "AdamW 1e-3 warm-up +
 MAD = Budget(600 * 32, "2 × 64, [mixer, SwiGLU] × 2, 4 heads", "AdamW 3e-3, one rate")
 MAD_MEMORIZATION = Budget(1500 * 32, MAD.model, MAD.rates)  # memorization and compression train 1,500 steps
 MARKOV = Budget(6000 * 64, "2 × 16 attention-only, 1 head, relative positions", "AdamW 5e-4, one rate")
+INDUCTION = Budget(2000 * 64, "1-2 × 64 attention-only, 2 heads, rotary positions", "AdamW 1e-3, one rate")
+CIRCUITS_GPT2 = Budget(7000 * 64, "3 × 64, 4 heads (d = 5)", "Adam 2e-3 warm-up + decay, one rate")
 DYNAMICS = Budget(6001 * 5000, "linear attention, D = 4 (their defaults)", "full-batch GD 1e-3")
 
 

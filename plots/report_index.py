@@ -178,6 +178,19 @@ def _mad(data: dict) -> str:
     return f"{len(holds)} of {len(data.get('checks', []))} of MAD's claims hold" if data.get("checks") else "n/a"
 
 
+def _circuits(data: dict) -> str:
+    checks = data.get("checks", {})
+    parts = []
+    l2 = checks.get("induction", {}).get("induction_L2")
+    if l2:
+        parts.append(f"2-layer induction head prefix {l2['best_prefix']:.2f}")
+    if checks.get("probes"):
+        parts.append(f"w_OLS probe R² {checks['probes']['w_ols_ridge']:.2f}")
+    if checks.get("selection"):
+        parts.append(f"mixture model / Bayes ≤ {max(checks['selection']['model_over_bayes'].values()):.2f}")
+    return "; ".join(parts) or "n/a"
+
+
 REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "REPRODUCTION.md": ("reproduce_results.json", _reproduction),
     "MECHANISMS.md": ("mechanisms_results.json", _mechanisms),
@@ -195,6 +208,7 @@ REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
     "YARN_RECENCY.md": ("yarn_recency_results.json", _yarn_recency),
     "MARKOV.md": ("markov_results.json", _markov),
     "MAD.md": ("mad_results.json", _mad),
+    "CIRCUITS.md": ("circuits_results.json", _circuits),
 }
 PROVENANCE = ("- Produced", "- Date:", "- Git commit:", "- Machine:", "- Training:")
 

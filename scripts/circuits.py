@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from src import rundir as names
 from src.formats.limits_of_icl import read_config
 from src.jobs.declared import Cell, Study, StudyRun, quick_cells
 from src.jobs.study import run_as_command, study_command
@@ -58,7 +59,7 @@ def induction_cell(layers: int, quick: bool) -> Cell:
     settings = LMSettings(
         task=choice("task", "repeated_tokens", vocab_size=VOCAB, repeat=REPEAT), model=model, train=train
     )
-    return Cell(f"induction_L{layers}", settings, {"part": "induction", "layers": layers}, analyses=())
+    return Cell(f"induction_L{layers}", settings, {"part": "heads", "layers": layers}, analyses=())
 
 
 def gpt2_cells(quick: bool) -> list[Cell]:
@@ -91,17 +92,18 @@ def aggregate(run: StudyRun) -> dict:
     finished runs (each analysis run here, its files written into the run)."""
     from analysis import algorithm_selection, induction as induction_scores, probes
 
-    by_name = {job.cell: job for job in run.jobs if job.run.exists("summary.json")}
+    by_name = {job.cell: job for job in run.jobs if job.run.exists(names.SUMMARY)}
     out: dict = {"induction": {}, "probes": None, "selection": {}, "eval_error": {}}
     prompts = QUICK_PROMPTS if run.quick else PROBE_PROMPTS
     for name, job in by_name.items():
-        if job.part == "induction":
+        if job.part == "heads":
             out["induction"][name] = induction_scores.run(job.run, repeat=REPEAT, sequences=64)
         elif job.part == "selection":
             out["selection"][name] = algorithm_selection.run(
                 job.run, NOISE_STDS, prompts=QUICK_SELECTION_PROMPTS if run.quick else SELECTION_PROMPTS
             )
-        out["eval_error"][name] = job.run.load_json("summary.json").get("eval_loss")
+        summary = job.run.load_json(names.SUMMARY)
+        out["eval_error"][name] = summary.get("eval_error_last", summary.get("eval_loss"))
     if "probe_gpt2" in by_name:
         control = by_name.get("probe_gpt2_fixed_w")
         out["probes"] = probes.run(by_name["probe_gpt2"].run, prompts, control.run if control else None)

@@ -222,6 +222,8 @@ for cli in (
     "recency",
     "prompt_tests",
     "induction",
+    "probes",
+    "algorithm_selection",
 ):
     ROWS.append((cli, ["--run", "/nonexistent/run"], "/nonexistent/run"))
     ROWS.append((cli, [], "--run"))
@@ -233,6 +235,11 @@ for cli in ("length_gen", "recency", "prompt_tests"):
 rows("recency", "--bins", ["1", "x"])
 rows("induction", "--repeat", ["1", "x"])
 rows("induction", "--sequences", ["0", "x"])
+rows("probes", "--prompts", ["39", "x"])
+rows("probes", "--mlp-hidden", ["-1", "x"])
+rows("algorithm_selection", "--noise-stds", ["x", "-1", "0.1,0.1"])
+rows("algorithm_selection", "--context", ["0", "x"])
+rows("algorithm_selection", "--prompts", ["9", "x"])
 ROWS += [
     ("fig_templates", ["--from", "/nonexistent.csv", "--out", "figs"], "nonexistent"),
     ("fig_templates", ["--out", "figs"], "--from"),

@@ -17,7 +17,7 @@ import pytest
 import eval_noise
 import eval_order
 from analysis import alignment, attention_heatmap, attention_stats, icl_curve, ood_eval, robustness
-from analysis import induction, length_gen, prompt_tests, recency
+from analysis import algorithm_selection, induction, length_gen, probes, prompt_tests, recency
 from analysis import dynamics as dynamics_analysis
 from plots import fig_templates
 from scripts import dynamics as dynamics_study
@@ -75,6 +75,8 @@ CLIS = {
     "length_gen": length_gen.main,
     "recency": recency.main,
     "induction": induction.main,
+    "probes": probes.main,
+    "algorithm_selection": algorithm_selection.main,
     "prompt_tests": prompt_tests.main,
     "zoo": zoo_study.main,
     "task_diversity": task_diversity_study.main,

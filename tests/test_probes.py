@@ -131,3 +131,24 @@ def test_the_analysis_on_a_run_and_its_refusals(gpt2_runs, tmp_path):
     ):
         done = command(*flags)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and word in done.stderr, flags
+
+
+@pytest.mark.study
+def test_the_circuits_study_quick_form_writes_its_report(tmp_path):
+    """scripts.circuits --quick: every run, every analysis and the report with its Beside-the-paper rows."""
+    args = [sys.executable, "-m", "scripts.circuits", "--quick", "--jobs", "2", "--runs-dir", str(tmp_path / "runs")]
+    done = subprocess.run(
+        [*args, "--report-dir", str(tmp_path / "report")], cwd=ROOT, capture_output=True, text=True, timeout=1200
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    import json
+
+    text = (tmp_path / "report" / "CIRCUITS.md").read_text()
+    for heading in ("## Induction heads", "## Residual-stream probes", "## Algorithm selection", "## Beside the paper"):
+        assert heading in text
+    results = json.loads((tmp_path / "report" / "circuits_results.json").read_text())
+    assert set(results["checks"]["induction"]) == {"induction_L1", "induction_L2"}
+    assert results["checks"]["probes"]["controls"].keys() == {"untrained", "fixed_w"}
+    assert set(results["checks"]["selection"]["model_over_bayes"]) == {"0.1", "0.5"}
+    for figure in results["figures"]:
+        assert (tmp_path / "report" / figure).stat().st_size > 1000
