@@ -21,6 +21,10 @@ SLOW_FILES = {
 }
 
 SLOW_TESTS = {
+    # a gpt2 run trained 20 steps in a subprocess, then the analysis and its refusals (41 s on 2
+    # cores, pytest --durations, 2026-12-02); two gpt2 runs of 20 steps and the probes (37 s)
+    "tests/test_algorithm_selection.py::test_the_analysis_on_a_run_and_its_refusals": 41.2,
+    "tests/test_probes.py::test_the_analysis_on_a_run_and_its_refusals": 36.5,
     # two 2-step recipe runs in subprocesses and the induction analysis on them (102 s on 2 cores
     # shared with a study, 2026-12-02; about 40 s alone by the recipe runs' usual start-up)
     "tests/test_induction.py::test_the_analysis_on_a_run_and_its_refusals": 40.0,

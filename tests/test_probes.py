@@ -66,11 +66,10 @@ def test_the_mlp_probe_decodes_a_non_linear_code_that_ridge_cannot():
     assert probes.r_squared(predicted, target[900:]) > 0.95
 
 
-@pytest.fixture(scope="module")
-def gpt2_runs(tmp_path_factory):
+def tiny_gpt2():
     settings = registry("system").get("gpt2").options()
     c = settings.curriculum
-    settings = replace(
+    return replace(
         settings,
         model=replace(settings.model, n_dims=3, width=16, n_layer=2, n_head=2, max_tokens=14),
         curriculum=replace(
@@ -78,22 +77,27 @@ def gpt2_runs(tmp_path_factory):
         ),
         train=replace(settings.train, steps=20, log_every=10, eval_size=32),
     ).validate()
+
+
+@pytest.fixture(scope="module")
+def gpt2_runs(tmp_path_factory):
+    settings = tiny_gpt2()
     root = tmp_path_factory.mktemp("probes")
     trained = execute(settings, root / "gpt2", **FLAGS).run
     fixed = replace(settings, train=replace(settings.train, num_tasks=1)).validate()
     return trained, execute(fixed, root / "gpt2_fixed_w", **FLAGS).run
 
 
-def test_hidden_states_end_in_the_models_own_prediction(gpt2_runs):
-    trained, _ = gpt2_runs
-    settings = trained.load_settings()
+def test_hidden_states_end_in_the_models_own_prediction():
+    """At the model's initial parameters (no run needed): the last layer's state, through the final
+    norm and the read-out by hand, is the model's own prediction at the query."""
+    settings = tiny_gpt2()
     assert systems_with(ExposesHiddenStates) == ("gpt2", "lm") and has(ExposesHiddenStates, settings)
     side = read_side(ExposesHiddenStates, settings)
-    restored = side.restore(trained)
+    model, params, state = side.untrained()
     prompt = side.fresh_prompts(jax.random.key(5), 9)
-    hidden = side.hidden_states(restored, prompt)
+    hidden = side.hidden_states((model, params, state), prompt)
     assert hidden.shape == (3, 9, 16) and hidden.dtype == np.float64
-    model, params, state = restored
     root = settings.model.preset
     norm = params[f"{root}/norm_final"]
     h = hidden[-1]
@@ -103,8 +107,7 @@ def test_hidden_states_end_in_the_models_own_prediction(gpt2_runs):
     by_hand = normed @ np.asarray(read["w"])[:, 0] + np.asarray(read.get("b", np.zeros(1)))[0]
     own = np.asarray(model.apply(params, state, prompt.xs, prompt.ys))[:, -1]
     np.testing.assert_allclose(by_hand, own, rtol=1e-4, atol=1e-5)
-    untrained = side.hidden_states(side.untrained(), prompt)
-    assert not np.allclose(untrained[-1], hidden[-1])
+    assert not np.allclose(hidden[1], hidden[2])  # each layer moves the stream
 
 
 def test_the_analysis_on_a_run_and_its_refusals(gpt2_runs, tmp_path):
