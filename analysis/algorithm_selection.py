@@ -21,6 +21,7 @@ Glossary: E prompts, N context pairs, d input dimensions, K noise levels.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import jax
@@ -136,8 +137,7 @@ register_analysis(
 
 
 def noise_list(text: str) -> tuple[float, ...]:
-    import argparse
-
+    """--noise-stds: a comma list of distinct numbers >= 0 (argparse's one-line refusal otherwise)."""
     try:
         values = tuple(float(v) for v in text.split(",") if v.strip())
     except ValueError:

@@ -177,21 +177,20 @@ def run(
     if prompt.w is None:
         raise AnalysisError(f"the task {settings.task.name!r} draws no task vector w; accepted: a regression task")
     targets = targets_of(prompt.context_x, prompt.context_y, prompt.w)
-    sources = {"trained": side.restore(run_dir), "untrained": side.untrained()}
-    models = {"trained": side, "untrained": side}
+    sources = {"trained": (side, side.restore(run_dir)), "untrained": (side, side.untrained())}  # name -> (side, model)
     if control_run is not None:
-        control_settings, control = hidden_side(control_run)
+        _, control = hidden_side(control_run)
         if control.fresh_prompts(jax.random.key(seed), 1).xs.shape[1:] != prompt.xs.shape[1:]:
             raise AnalysisError(
                 f"--control-run {control_run.path}: trained on prompts of another shape; accepted: a run of "
                 f"{prompt.xs.shape[1]} points in {prompt.xs.shape[2]} dimensions"
             )
-        sources["fixed_w"], models["fixed_w"] = control.restore(control_run), control
+        sources["fixed_w"] = (control, control.restore(control_run))
         fixed_w_pool = getattr(control, "pool_size", lambda: None)()
-    fits = {}
-    for name, restored in sources.items():
-        hidden = models[name].hidden_states(restored, prompt)
-        fits[name] = probe_layers(hidden, targets, mlp_hidden, seed)
+    fits = {
+        name: probe_layers(reader.hidden_states(restored, prompt), targets, mlp_hidden, seed)
+        for name, (reader, restored) in sources.items()
+    }
     out = {
         "task": settings.task.name,
         "mixer": settings.model.mixer_label(),

@@ -26,6 +26,11 @@ ANCHOR_BAYES = {0.1: 0.133, 0.5: 0.658}  # shared/ANCHORS.md (Bai et al.'s proto
 ANCHOR_FIXED = {0.1: 0.281, 0.5: 1.578}
 
 
+def at_level(record: dict, sigma: float) -> dict:
+    """The row of an algorithm-selection record (analysis.algorithm_selection) at noise level σ."""
+    return next(row for row in record["levels"] if row["noise_std"] == sigma)
+
+
 def induction_checks(cells: dict) -> dict:
     """{L1: {...}, L2: {...}}: each model's best head per layer, its losses and the verdicts."""
     out = {}
@@ -79,7 +84,7 @@ def selection_checks(cells: dict) -> dict | None:
     for row in mixture["levels"]:
         alone = cells.get(f"selection_sigma{row['noise_std']:g}")
         if alone:
-            own = next(r for r in alone["levels"] if r["noise_std"] == row["noise_std"])
+            own = at_level(alone, row["noise_std"])
             single[row["noise_std"]] = {
                 "single_over_bayes": own["model"] / own["bayes"],
                 "mixture_over_single": row["model"] / own["model"],
@@ -102,12 +107,12 @@ def figure_selection(cells: dict):
         ax = fig.add_subplot(1, len(levels), i + 1)
         bars = []
         for name, record in cells.items():
-            row = next(r for r in record["levels"] if r["noise_std"] == sigma)
-            bars.append((name.replace("selection_", "model: "), row["model"], "C0" if "mixture" in name else "C7"))
-        for lam, error in next(r for r in mixture["levels"] if r["noise_std"] == sigma)["ridge"].items():
+            model = at_level(record, sigma)["model"]
+            bars.append((name.replace("selection_", "model: "), model, "C0" if "mixture" in name else "C7"))
+        for lam, error in at_level(mixture, sigma)["ridge"].items():
             bars.append((f"ridge λ = {lam}", error, "C2"))
         ax.barh([b[0] for b in bars], [b[1] for b in bars], color=[b[2] for b in bars])
-        ax.axvline(next(r["bayes"] for r in mixture["levels"] if r["noise_std"] == sigma), color="k", lw=0.8, ls=":")
+        ax.axvline(at_level(mixture, sigma)["bayes"], color="k", lw=0.8, ls=":")
         ax.set_xlabel("squared error at the query (N = d)")
         ax.set_title(f"σ = {sigma:g}", fontsize=9)
         ax.tick_params(axis="y", labelsize=7)
@@ -221,7 +226,7 @@ def selection_section(cells: dict, check: dict | None) -> list[str]:
         others = []
         for name, record in cells.items():
             if name != "selection_mixture":
-                other = next(r for r in record["levels"] if r["noise_std"] == sigma)
+                other = at_level(record, sigma)
                 others.append(f"{_f(other['model'])} ± {_f(other['model_se'])}")
         ridges = list(row["ridge"].values())
         lines.append(

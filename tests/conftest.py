@@ -88,6 +88,25 @@ def small(name="lsa1", num_layers=None, **train):
     return replace(settings, train=replace(settings.train, **defaults))
 
 
+def tiny_gpt2(dims: int, points: int, layers: int):
+    """The gpt2 system's settings at a fixed shape (d dims, n points, no curriculum) and a test's
+    size: width 16, 2 heads, `layers` layers, a position table of 2n tokens, 20 steps."""
+    from src.registry import registry
+
+    settings = registry("system").get("gpt2").options()
+    c = settings.curriculum
+    return replace(
+        settings,
+        model=replace(settings.model, n_dims=dims, width=16, n_layer=layers, n_head=2, max_tokens=2 * points),
+        curriculum=replace(
+            c,
+            dims=replace(c.dims, start=dims, end=dims, inc=0),
+            points=replace(c.points, start=points, end=points, inc=0),
+        ),
+        train=replace(settings.train, steps=20, log_every=10, eval_size=32),
+    ).validate()
+
+
 @pytest.fixture
 def small_settings():
     return small

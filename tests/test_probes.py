@@ -17,8 +17,8 @@ import pytest
 from analysis import probes
 from src.pipeline import execute
 from src.read_side import ExposesHiddenStates, has, read_side, systems_with
-from src.registry import registry
 from src.rundir import names
+from conftest import tiny_gpt2
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = dict(runner="test", argv=[], progress=False, analyses=())
@@ -66,22 +66,9 @@ def test_the_mlp_probe_decodes_a_non_linear_code_that_ridge_cannot():
     assert probes.r_squared(predicted, target[900:]) > 0.95
 
 
-def tiny_gpt2():
-    settings = registry("system").get("gpt2").options()
-    c = settings.curriculum
-    return replace(
-        settings,
-        model=replace(settings.model, n_dims=3, width=16, n_layer=2, n_head=2, max_tokens=14),
-        curriculum=replace(
-            c, dims=replace(c.dims, start=3, end=3, inc=0), points=replace(c.points, start=7, end=7, inc=0)
-        ),
-        train=replace(settings.train, steps=20, log_every=10, eval_size=32),
-    ).validate()
-
-
 @pytest.fixture(scope="module")
 def gpt2_runs(tmp_path_factory):
-    settings = tiny_gpt2()
+    settings = tiny_gpt2(3, 7, 2)
     root = tmp_path_factory.mktemp("probes")
     trained = execute(settings, root / "gpt2", **FLAGS).run
     fixed = replace(settings, train=replace(settings.train, num_tasks=1)).validate()
@@ -91,7 +78,7 @@ def gpt2_runs(tmp_path_factory):
 def test_hidden_states_end_in_the_models_own_prediction():
     """At the model's initial parameters (no run needed): the last layer's state, through the final
     norm and the read-out by hand, is the model's own prediction at the query."""
-    settings = tiny_gpt2()
+    settings = tiny_gpt2(3, 7, 2)
     assert systems_with(ExposesHiddenStates) == ("gpt2", "lm") and has(ExposesHiddenStates, settings)
     side = read_side(ExposesHiddenStates, settings)
     model, params, state = side.untrained()

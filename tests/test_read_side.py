@@ -27,6 +27,7 @@ from src.read_side import (
 )
 from src.registry import registry
 from src.rundir import names
+from conftest import tiny_gpt2
 
 FLAGS = dict(runner="test", argv=[], progress=False, analyses=())
 
@@ -67,16 +68,7 @@ def test_a_read_side_must_be_a_capability():
 
 @pytest.fixture(scope="module")
 def gpt2_run(tmp_path_factory):
-    settings = settings_of("gpt2")
-    c = settings.curriculum
-    settings = replace(
-        settings,
-        model=replace(settings.model, n_dims=5, width=16, n_layer=1, n_head=2, max_tokens=22),
-        curriculum=replace(
-            c, dims=replace(c.dims, start=5, end=5, inc=0), points=replace(c.points, start=11, end=11, inc=0)
-        ),
-        train=replace(settings.train, steps=20, log_every=10, eval_size=32),
-    ).validate()
+    settings = tiny_gpt2(5, 11, 1)
     return execute(settings, tmp_path_factory.mktemp("read_side") / "gpt2", **FLAGS).run
 
 
