@@ -183,12 +183,22 @@ def _budget_lines(tasks: dict, settings: dict) -> list[str]:
     return ["Budget per run: " + "; ".join(parts) + "."] if parts else []
 
 
-def write_report(run: StudyRun, labels: dict, tasks: dict, found: list[dict], ranked: dict, chance: dict) -> list[Path]:
+def write_report(
+    run: StudyRun,
+    labels: dict,
+    tasks: dict,
+    found: list[dict],
+    ranked: dict,
+    chance: dict,
+    settling: dict | None = None,
+) -> list[Path]:
     """MAD.md, mad_results.json and the figures from the study's aggregates (scripts/mad.py):
     `tasks` {task: {mixer: cell}}, `found` the claims checked, `ranked` the orderings beside MAD's;
-    `labels` {mixer spelling: its name}; `chance` {task: a uniform guess's accuracy}."""
+    `labels` {mixer spelling: its name}; `chance` {task: a uniform guess's accuracy}; `settling`
+    {task: the grid's longer run of one mixer}."""
     report_dir = run.report_dir
-    mixers = list(dict.fromkeys(j.mixer for j in run.jobs))
+    settling = settling or {}
+    mixers = list(dict.fromkeys(j.mixer for j in run.jobs if not j.tags.get("settling")))
     figures = []
     if tasks:
         for name, fig in (
@@ -203,6 +213,7 @@ def write_report(run: StudyRun, labels: dict, tasks: dict, found: list[dict], ra
             **study_fields(run),
             "tasks": tasks,
             "checks": found,
+            "settling": settling,
             "orderings": ranked,
             "chance": chance,
             "figures": figures,
@@ -259,6 +270,26 @@ def write_report(run: StudyRun, labels: dict, tasks: dict, found: list[dict], ra
             else "does not hold"
         )
         lines.append(f"- **{status}**: {c['claim']}: {shown}" + (f" ({c['detail']})" if c.get("detail") else ""))
+        if c.get("budget") and not c["holds"]:
+            lines.append(f"  - the budget it would take: {c['budget']}")
+    if settling:
+        lines += ["", "## Longer runs", ""]
+        lines += [
+            "One mixer trained longer on a task at its baseline, the grid's other settings unchanged (configs/mad.yaml "
+            "`settling`): per-token accuracy on the same 512 test sequences at each log step.",
+            "",
+            "| task | mixer | steps | sequences | accuracy per token at log steps (%) | final, per class (%) "
+            "| train s |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for task, r in settling.items():
+            curve = ", ".join(f"{step}: {100 * acc:.1f}" for step, acc, _ in r["curve"])
+            macro = "—" if r["macro_accuracy"] is None else f"{100 * r['macro_accuracy']:.1f}"
+            seconds = "—" if r["seconds"] is None else f"{r['seconds']:.0f}"
+            lines.append(
+                f"| {TASK_LABELS[task]} | {labels.get(r['mixer'], r['mixer'])} | {r['steps']} | {r['sequences']:,} | "
+                f"{curve} | {macro} | {seconds} |"
+            )
     lines += ["", "## Orderings beside MAD's (the five models of its table)", ""]
     lines += ["| task | ours, best first | MAD, best first | Kendall's τ |", "|---|---|---|---|"]
     for task, o in ranked.items():

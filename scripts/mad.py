@@ -12,7 +12,9 @@ SwiGLU state mixer, rotary positions inside attention and no position encoding e
 layers: rotary attention, none for the others), token embedding and a separate read-out; compression
 reads out through MAD's decoder (src/models/sequence.py `compress`). The tasks and their defaults
 are src/tasks/mad.py's (MAD's baseline settings); every batch is fresh. AdamW, warm-up then cosine
-decay; each cell reports the best of the grid's learning rates (and weight decays).
+decay; each cell reports the best of the grid's learning rates (and weight decays). The grid's
+`settling` runs train one mixer longer on a task (attention on selective copying: the budget its
+0.99 would take), beside the table, not in it.
 
 Each run is the recipe's settings (`python -m runners.recipe task:<task> model.seq_mixer:<mixer>
 model.state_mixer:swiglu ...`), made by the job engine (finished runs are reused). Report:
@@ -25,9 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 
-import numpy as np
-
-from plots.mad_report import MAD_SCORES, TASK_LABELS
+from scripts.mad_claims import chance_levels, checks, orderings, settling_runs
 from scripts.mixers import run_label
 from scripts.mixers_grid import mixer_choices, read_mapping
 from src import rundir as names
@@ -39,10 +39,6 @@ from src.settings import SettingsError
 from src.systems.lm import LMTrain, lm_settings_unchecked
 
 CONFIG = "configs/mad.yaml"
-TARGETS = {"in_context_recall": 0.94, "selective_copying": 0.99}  # attention at the baseline settings (the issue's)
-RECURRENT_MEMORIZERS = ("hyena", "mamba")  # MAD: memorization favours these over attention
-CEILING = 0.999  # accuracies this high cannot order mixers
-FUZZY_RECALLERS = ("attention", "delta_net")  # MAD: the two above every other mixer on fuzzy recall
 # the zoo's mixers as the studies spell them (label, spelling): Zoology's BaseConv alternates a short
 # and the long convolution by layer, its Based model is a BaseConv layer then Based
 MIXERS = (
@@ -75,12 +71,20 @@ class MadGrid:
     warmup_fraction: float = 0.03
     mixers: tuple = tuple(spelling for _, spelling in MIXERS)
     tasks: dict = field(default_factory=lambda: {t: {"steps": 600, "variants": [{}]} for t in TASKS})
+    # {task: {mixer, steps}}: one longer run of a mixer at the task's baseline, beside the grid's (how
+    # far the grid's budget is from the claim's threshold: the budget a claim would take)
+    settling: dict = field(default_factory=dict)
 
 
 GRID_KEYS = {f for f in MadGrid.__dataclass_fields__}
 TASK_KEYS = {"steps", "variants"}
+SETTLING_KEYS = {"mixer", "steps"}
 QUICK = MadGrid(
-    width=16, heads=2, mixers=("attention", "mamba2"), tasks={t: {"steps": 30, "variants": [{}]} for t in TASKS}
+    width=16,
+    heads=2,
+    mixers=("attention", "mamba2"),
+    tasks={t: {"steps": 30, "variants": [{}]} for t in TASKS},
+    settling={"selective_copying": {"mixer": "attention", "steps": 60}},
 )
 
 
@@ -106,6 +110,18 @@ def read_grid(path: str) -> MadGrid:
         ):
             raise UsageError(f"{path}: tasks.{name}.variants is not accepted; accepted: a list of option mappings")
     values["tasks"] = {n: {"steps": s.get("steps", 600), "variants": s.get("variants", [{}])} for n, s in tasks.items()}
+    settling = values.get("settling", {})
+    if not isinstance(settling, dict):
+        raise UsageError(f"{path}: settling={settling!r} is not accepted; accepted: a mapping task -> {{mixer, steps}}")
+    for name, spec in settling.items():
+        if name not in values["tasks"]:
+            raise UsageError(f"{path}: settling.{name} is not accepted; accepted: one of the grid's tasks")
+        steps = spec.get("steps") if isinstance(spec, dict) else None
+        if set(spec or {}) != SETTLING_KEYS or not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise UsageError(
+                f"{path}: settling.{name}={spec!r} is not accepted; accepted: a mapping of mixer and steps "
+                "(an integer ≥ 1)"
+            )
     return MadGrid(**{**MadGrid().__dict__, **values})
 
 
@@ -170,7 +186,11 @@ def grid_of(flags) -> MadGrid:
             raise UsageError(f"--tasks: {name!r} is not accepted; accepted: the grid's tasks ({', '.join(grid.tasks)})")
     if not names:
         raise UsageError(f"--tasks={flags.tasks!r} is not accepted; accepted: a comma list of the grid's tasks")
-    return replace(grid, tasks={t: grid.tasks[t] for t in names})
+    return replace(
+        grid,
+        tasks={t: grid.tasks[t] for t in names},
+        settling={t: spec for t, spec in grid.settling.items() if t in names},
+    )
 
 
 def study_cells(flags, runs_dir) -> list[Cell]:
@@ -192,6 +212,19 @@ def study_cells(flags, runs_dir) -> list[Cell]:
                     tags.update(weight_decay=decay, width=grid.width, steps=spec["steps"], batch_size=grid.batch_size)
                     cost = spec["steps"] * settings.task.options.tokens()
                     cells.append(Cell(name, settings, tags, cost=cost, analyses=()))
+    chosen = mixer_list(flags.mixers, grid)
+    for task, spec in grid.settling.items():
+        mixer, steps = spec["mixer"], spec["steps"]
+        if mixer not in chosen:  # --mixers left it out
+            continue
+        try:
+            settings = mad_settings(mixer, task, {}, steps, grid, grid.weight_decays[0])
+        except SettingsError as err:
+            raise UsageError(f"settling {task} with {mixer}: {err}") from None
+        tags = {"task": task, "variant": {}, "mixer": mixer, "label": labels.get(mixer, mixer), "settling": True}
+        tags.update(weight_decay=grid.weight_decays[0], width=grid.width, steps=steps, batch_size=grid.batch_size)
+        name = f"{task}_{run_label(mixer).replace('+', '-')}_settling{steps}"
+        cells.append(Cell(name, settings, tags, cost=steps * settings.task.options.tokens(), analyses=()))
     return cells
 
 
@@ -216,7 +249,7 @@ def aggregate(run: StudyRun) -> dict:
     of its rates and decays by per-class accuracy (MAD's metric), baseline variants only."""
     tasks: dict = {}
     for job in run.jobs:
-        if job.variant or not job.run.exists(names.SUMMARY):
+        if job.variant or job.tags.get("settling") or not job.run.exists(names.SUMMARY):
             continue
         summary = job.run.load_json(names.SUMMARY)
         rows = [r for r in job.run.read_metrics() if r.get("eval_accuracy") is not None]
@@ -240,115 +273,14 @@ def aggregate(run: StudyRun) -> dict:
     return tasks
 
 
-def _kendall(a: list[float], b: list[float]) -> float:
-    """Kendall's τ-a of two equally long lists (ties count 0)."""
-    pairs = [(i, j) for i in range(len(a)) for j in range(i + 1, len(a))]
-    score = sum(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]) for i, j in pairs)
-    return float(score / len(pairs)) if pairs else float("nan")
-
-
-def orderings(tasks: dict) -> dict:
-    """Per task: the five MAD models' ranking by ours and by MAD's score, and Kendall's τ."""
-    out = {}
-    for task, cells in tasks.items():
-        shared = [m for m in MAD_SCORES if m in cells and cells[m]["macro_accuracy"] is not None]
-        if len(shared) < 2:
-            continue
-        ours = [cells[m]["macro_accuracy"] for m in shared]
-        paper = [MAD_SCORES[m][task] for m in shared]
-        out[task] = {
-            "models": shared,
-            "ours": ours,
-            "mad": paper,
-            "tau": _kendall(ours, paper),
-            "ours_order": [m for _, m in sorted(zip(ours, shared), reverse=True)],
-            "mad_order": [m for _, m in sorted(zip(paper, shared), reverse=True)],
-        }
-    return out
-
-
-def still_rising(curve: list) -> str:
-    """The last log points' per-token accuracy in words: whether training had stopped improving."""
-    if len(curve) < 3:
-        return "too few log points to tell"
-    (s0, a0, _), (s1, a1, _) = curve[-3], curve[-1]
-    trend = "still rising" if a1 - a0 > 0.01 else "flat"
-    return f"{trend}: {100 * a0:.1f} % at step {s0}, {100 * a1:.1f} % at step {s1}"
-
-
-def checks(tasks: dict) -> list[dict]:
-    """The issue's claims, each {claim, value, holds}, from the runs (never tuned to them)."""
-    out = []
-    for task, target in TARGETS.items():
-        c = tasks.get(task, {}).get("attention")
-        if c:
-            out.append(
-                {
-                    "claim": f"attention reaches {target} on {TASK_LABELS[task]} (per token) at the baseline settings",
-                    "value": c["accuracy"],
-                    "holds": c["accuracy"] is not None and c["accuracy"] >= target,
-                    "detail": still_rising(c.get("curve", [])),
-                }
-            )
-    fuzzy = tasks.get("fuzzy_recall", {})
-    if set(FUZZY_RECALLERS) <= set(fuzzy):
-        others = {m: c["macro_accuracy"] for m, c in fuzzy.items() if m not in FUZZY_RECALLERS}
-        top = max(others.values()) if others else float("nan")
-        low = min(fuzzy[m]["macro_accuracy"] for m in FUZZY_RECALLERS)
-        best_other = max(others, key=others.get) if others else "n/a"
-        out.append(
-            {
-                "claim": "fuzzy recall: attention and DeltaNet above every other fixed-state mixer (macro)",
-                "value": low - top,
-                "holds": low > top,
-                "detail": f"lower of the two {100 * low:.1f} against the best other ({best_other}) {100 * top:.1f}",
-            }
-        )
-    memo = tasks.get("memorization", {})
-    if "attention" in memo and all(m in memo for m in RECURRENT_MEMORIZERS):
-        att = memo["attention"]["macro_accuracy"]
-        low = min(memo[m]["macro_accuracy"] for m in RECURRENT_MEMORIZERS)
-        saturated = min(att, low) >= CEILING
-        out.append(
-            {
-                "claim": "memorization: Hyena and Mamba above attention (MAD: 89.5 and 89.5 against 85.2)",
-                "value": low - att,
-                "holds": low > att,
-                "detail": f"the lower of Hyena and Mamba {100 * low:.1f} against attention {100 * att:.1f}",
-                "saturated": saturated,
-            }
-        )
-    return out
-
-
-# a uniform guess among a task's target tokens (its options -> accuracy)
-CHANCE = {
-    "in_context_recall": lambda o: 1 / o.key_count(),  # the value tokens
-    "noisy_recall": lambda o: 1 / o.key_count(),
-    "fuzzy_recall": lambda o: 1 / (o.vocab_size - 1 - o.key_count()),
-    "selective_copying": lambda o: 1 / (o.vocab_size - 2),  # the content tokens
-    "compression": lambda o: 1 / (o.vocab_size - 1),
-    "memorization": lambda o: 1 / ((o.vocab_size - 1) // 2),  # the facts' values
-}
-
-
-def chance_levels(run: StudyRun) -> dict:
-    """{task: the accuracy of a uniform guess among its targets} at the study's (baseline) settings."""
-    from src.systems.lm import LMSettings
-
-    out = {}
-    for job in run.jobs:
-        if not job.variant and job.task not in out:
-            out[job.task] = CHANCE[job.task](LMSettings.from_dict(job.expected).task.options)
-    return out
-
-
 def report(run: StudyRun) -> list:
     from plots.mad_report import write_report
 
-    tasks = aggregate(run)
+    tasks, settling = aggregate(run), settling_runs(run)
     labels = {spelling: label for label, spelling in MIXERS}
-    return write_report(run, labels, tasks, checks(tasks), orderings(tasks), chance_levels(run))
+    batch = run.jobs[0].batch_size if run.jobs else 0
+    found = checks(tasks, settling, batch)
+    return write_report(run, labels, tasks, found, orderings(tasks), chance_levels(run), settling)
 
 
 STUDY = Study(

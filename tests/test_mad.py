@@ -322,6 +322,10 @@ def test_study_grid_and_bad_configs(tmp_path):
         ("tasks: {copying: {steps: 3}}\n", "copying"),
         ("learning_rates: []\n", "learning_rates"),
         ("tasks: {compression: {steps: 3, epochs: 2}}\n", "compression"),
+        ("settling: {copying: {mixer: attention, steps: 9}}\n", "settling.copying"),
+        ("settling: {compression: {mixer: attention}}\n", "settling.compression"),
+        ("settling: {compression: {mixer: attention, steps: 0}}\n", "settling.compression"),
+        ("settling: [compression]\n", "settling"),
     ):
         path = tmp_path / "bad.yaml"
         path.write_text(text)
@@ -331,8 +335,12 @@ def test_study_grid_and_bad_configs(tmp_path):
     class Flags:
         quick, config, mixers = True, None, None
 
+    assert grid.settling == {"selective_copying": {"mixer": "attention", "steps": 2400}}
     cells = study_cells(Flags, tmp_path)
-    assert len(cells) == 12 and {c.tags["task"] for c in cells} == set(NAMES)
+    assert len(cells) == 13 and {c.tags["task"] for c in cells} == set(NAMES)
+    (longer,) = [c for c in cells if c.tags.get("settling")]
+    assert longer.tags["mixer"] == "attention" and longer.settings.train.steps == 60
+    assert longer.settings.task.name == "selective_copying" and longer.name.endswith("_settling60")
     compression = next(c for c in cells if c.tags["task"] == "compression")
     assert compression.settings.model.read_out == "compress"
     assert all(c.settings.model.read_out == "next_token" for c in cells if c.tags["task"] != "compression")
@@ -341,7 +349,7 @@ def test_study_grid_and_bad_configs(tmp_path):
     class Narrowed(Flags):
         tasks, mixers = "compression, memorization", "attention"
 
-    assert [c.tags["task"] for c in study_cells(Narrowed, tmp_path)] == ["compression", "memorization"]
+    assert [c.tags["task"] for c in study_cells(Narrowed, tmp_path)] == ["compression", "memorization"]  # no settling
     for text, word in (("copying", "copying"), ("compression,compression", "compression"), (",", "comma list")):
         Narrowed.tasks = text
         with pytest.raises(UsageError, match=word):
@@ -350,8 +358,9 @@ def test_study_grid_and_bad_configs(tmp_path):
 
 @pytest.mark.study
 def test_quick_study_writes_the_report(tmp_path):
-    """scripts.mad --quick: 2 mixers x 6 tasks, the report's tables and claims, the figures; a second
-    run reuses the runs."""
+    """scripts.mad --quick: 2 mixers x 6 tasks and a longer attention run on selective copying, the
+    report's tables, claims and the budget a missed claim would take, the figures; a second run reuses
+    the runs."""
     import json
     import os
     from pathlib import Path
@@ -370,8 +379,13 @@ def test_quick_study_writes_the_report(tmp_path):
             assert 0.0 <= cell["accuracy"] <= 1.0 and 0.0 <= cell["macro_accuracy"] <= 1.0
     claims = {c["claim"].split(":")[0] for c in results["checks"]}
     assert any(c.startswith("attention reaches 0.94") for c in claims)
+    (copying,) = [c for c in results["checks"] if "selective copying" in c["claim"]]
+    assert "60-step run of attention (1,920 sequences)" in copying["budget"]
+    longer = results["settling"]["selective_copying"]
+    assert longer["steps"] == 60 and [p[0] for p in longer["curve"]][-1] == 60
     text = (tmp_path / "report" / "MAD.md").read_text()
     assert "QUICK" in text and "| attention |" in text and "## Beside the paper" in text
+    assert "## Longer runs" in text and "| selective copying | attention | 60 | 1,920 |" in text
     assert (tmp_path / "report" / "figures" / "mad" / "accuracy.png").stat().st_size > 1000
     again = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0 and "12 already finished" in again.stdout + again.stderr
+    assert again.returncode == 0 and "13 already finished" in again.stdout + again.stderr
