@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 
-from scripts.mad_claims import chance_levels, checks, orderings, settling_runs
+from scripts.mad_claims import chance_levels, checks, orderings, run_scores, settling_runs
 from scripts.mixers import run_label
 from scripts.mixers_grid import mixer_choices, read_mapping
 from src import rundir as names
@@ -55,6 +55,7 @@ MIXERS = (
     ("Mamba-2", "mamba2"),
     ("RWKV-7", "rwkv7"),
 )
+LABELS = {spelling: label for label, spelling in MIXERS}  # a mixer's spelling -> its name
 TASKS = ("in_context_recall", "fuzzy_recall", "noisy_recall", "selective_copying", "compression", "memorization")
 
 
@@ -193,38 +194,36 @@ def grid_of(flags) -> MadGrid:
     )
 
 
+def mad_cell(grid: MadGrid, name: str, mixer: str, task: str, variant: dict, steps: int, decay: float, **extra):
+    """One cell of the study: its validated settings (a refusal names the task, variant and mixer in
+    one line) and its tags (`extra` joins them: `settling`)."""
+    try:
+        settings = mad_settings(mixer, task, variant, steps, grid, decay)
+    except SettingsError as err:
+        where = "settling " if extra.get("settling") else ""
+        raise UsageError(f"{where}{task} {variant or ''} with {mixer}: {err}") from None
+    tags = {"task": task, "variant": variant, "mixer": mixer, "label": LABELS.get(mixer, mixer), **extra}
+    tags.update(weight_decay=decay, width=grid.width, steps=steps, batch_size=grid.batch_size)
+    return Cell(name, settings, tags, cost=steps * settings.task.options.tokens(), analyses=())
+
+
 def study_cells(flags, runs_dir) -> list[Cell]:
     grid = grid_of(flags)
-    labels = dict((spelling, label) for label, spelling in MIXERS)
+    chosen = mixer_list(flags.mixers, grid)
     cells = []
     for task, spec in grid.tasks.items():
         for variant in spec["variants"]:
-            for mixer in mixer_list(flags.mixers, grid):
+            for mixer in chosen:
                 for decay in grid.weight_decays:
                     name = f"{task}{variant_label(variant)}_{run_label(mixer).replace('+', '-')}"
                     if len(grid.weight_decays) > 1:
                         name += f"_wd{decay:g}"
-                    try:
-                        settings = mad_settings(mixer, task, variant, spec["steps"], grid, decay)
-                    except SettingsError as err:
-                        raise UsageError(f"{task} {variant or ''} with {mixer}: {err}") from None
-                    tags = {"task": task, "variant": variant, "mixer": mixer, "label": labels.get(mixer, mixer)}
-                    tags.update(weight_decay=decay, width=grid.width, steps=spec["steps"], batch_size=grid.batch_size)
-                    cost = spec["steps"] * settings.task.options.tokens()
-                    cells.append(Cell(name, settings, tags, cost=cost, analyses=()))
-    chosen = mixer_list(flags.mixers, grid)
+                    cells.append(mad_cell(grid, name, mixer, task, variant, spec["steps"], decay))
     for task, spec in grid.settling.items():
         mixer, steps = spec["mixer"], spec["steps"]
-        if mixer not in chosen:  # --mixers left it out
-            continue
-        try:
-            settings = mad_settings(mixer, task, {}, steps, grid, grid.weight_decays[0])
-        except SettingsError as err:
-            raise UsageError(f"settling {task} with {mixer}: {err}") from None
-        tags = {"task": task, "variant": {}, "mixer": mixer, "label": labels.get(mixer, mixer), "settling": True}
-        tags.update(weight_decay=grid.weight_decays[0], width=grid.width, steps=steps, batch_size=grid.batch_size)
-        name = f"{task}_{run_label(mixer).replace('+', '-')}_settling{steps}"
-        cells.append(Cell(name, settings, tags, cost=steps * settings.task.options.tokens(), analyses=()))
+        if mixer in chosen:  # else --mixers left it out
+            name = f"{task}_{run_label(mixer).replace('+', '-')}_settling{steps}"
+            cells.append(mad_cell(grid, name, mixer, task, {}, steps, grid.weight_decays[0], settling=True))
     return cells
 
 
@@ -251,16 +250,7 @@ def aggregate(run: StudyRun) -> dict:
     for job in run.jobs:
         if job.variant or job.tags.get("settling") or not job.run.exists(names.SUMMARY):
             continue
-        summary = job.run.load_json(names.SUMMARY)
-        rows = [r for r in job.run.read_metrics() if r.get("eval_accuracy") is not None]
-        tried = {
-            "learning_rate": job.learning_rate,
-            "weight_decay": job.weight_decay,
-            "accuracy": summary.get("eval_accuracy"),
-            "macro_accuracy": summary.get("eval_macro_accuracy"),
-            "seconds": summary.get("train_seconds"),
-            "curve": [[r["step"], r["eval_accuracy"], r.get("eval_macro_accuracy")] for r in rows],
-        }
+        tried = {"learning_rate": job.learning_rate, "weight_decay": job.weight_decay, **run_scores(job)}
         cell = tasks.setdefault(job.task, {}).setdefault(
             job.mixer, {"label": job.label, "tried": [], "state_floats": _state_floats(job), "steps": job.steps}
         )
@@ -277,10 +267,7 @@ def report(run: StudyRun) -> list:
     from plots.mad_report import write_report
 
     tasks, settling = aggregate(run), settling_runs(run)
-    labels = {spelling: label for label, spelling in MIXERS}
-    batch = run.jobs[0].batch_size if run.jobs else 0
-    found = checks(tasks, settling, batch)
-    return write_report(run, labels, tasks, found, orderings(tasks), chance_levels(run), settling)
+    return write_report(run, LABELS, tasks, checks(tasks, settling), orderings(tasks), chance_levels(run), settling)
 
 
 STUDY = Study(

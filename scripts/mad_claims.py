@@ -17,36 +17,44 @@ CEILING = 0.999  # accuracies this high cannot order mixers
 FUZZY_RECALLERS = ("attention", "delta_net")  # MAD: the two above every other mixer on fuzzy recall
 
 
+def run_scores(job) -> dict:
+    """{accuracy, macro_accuracy, seconds, curve}: a finished run's test accuracies (per token, per
+    class), its training seconds and its curve [[step, accuracy, macro]] at each log step."""
+    summary = job.run.load_json(names.SUMMARY)
+    rows = [r for r in job.run.read_metrics() if r.get("eval_accuracy") is not None]
+    return {
+        "accuracy": summary.get("eval_accuracy"),
+        "macro_accuracy": summary.get("eval_macro_accuracy"),
+        "seconds": summary.get("train_seconds"),
+        "curve": [[r["step"], r["eval_accuracy"], r.get("eval_macro_accuracy")] for r in rows],
+    }
+
+
 def settling_runs(run: StudyRun) -> dict:
-    """{task: {mixer, label, steps, sequences, accuracy, macro_accuracy, seconds, curve}}: the grid's
-    longer runs (`settling`), each with its per-token accuracy curve [[step, accuracy, macro]]."""
+    """{task: {mixer, label, steps, batch_size, sequences, accuracy, macro_accuracy, seconds, curve}}:
+    the grid's longer runs (`settling`), each with its run_scores."""
     out = {}
     for job in run.jobs:
-        if not job.tags.get("settling") or not job.run.exists(names.SUMMARY):
-            continue
-        summary = job.run.load_json(names.SUMMARY)
-        rows = [r for r in job.run.read_metrics() if r.get("eval_accuracy") is not None]
-        out[job.task] = {
-            "mixer": job.mixer,
-            "label": job.label,
-            "steps": job.steps,
-            "sequences": job.steps * job.batch_size,
-            "accuracy": summary.get("eval_accuracy"),
-            "macro_accuracy": summary.get("eval_macro_accuracy"),
-            "seconds": summary.get("train_seconds"),
-            "curve": [[r["step"], r["eval_accuracy"], r.get("eval_macro_accuracy")] for r in rows],
-        }
+        if job.tags.get("settling") and job.run.exists(names.SUMMARY):
+            out[job.task] = {
+                "mixer": job.mixer,
+                "label": job.label,
+                "steps": job.steps,
+                "batch_size": job.batch_size,
+                "sequences": job.steps * job.batch_size,
+                **run_scores(job),
+            }
     return out
 
 
-def budget_to_reach(settling: dict, target: float, batch_size: int, mad_sequences: int) -> str:
+def budget_to_reach(settling: dict, target: float, mad_sequences: int) -> str:
     """In words, the training a settling run needed to reach `target` (per token), or that it did not
     within its steps, with its last accuracies."""
     curve = settling["curve"]
     reached = next((step for step, acc, _ in curve if acc is not None and acc >= target), None)
     head = f"a {settling['steps']}-step run of {settling['label']} ({settling['sequences']:,} sequences)"
     if reached is not None:
-        sequences = reached * batch_size
+        sequences = reached * settling["batch_size"]
         return (
             f"{head} first reached {target} at step {reached}: about {sequences:,} sequences "
             f"({sequences / mad_sequences:.3g} of MAD's {mad_sequences:,}); "
@@ -94,7 +102,7 @@ def still_rising(curve: list) -> str:
     return f"{trend}: {100 * a0:.1f} % at step {s0}, {100 * a1:.1f} % at step {s1}"
 
 
-def checks(tasks: dict, settling: dict | None = None, batch_size: int = 0) -> list[dict]:
+def checks(tasks: dict, settling: dict | None = None) -> list[dict]:
     """The issue's claims, each {claim, value, holds}, from the runs (never tuned to them); a claim
     the grid's run misses says, where the grid has a settling run of its task with attention, the
     budget that run needed (`budget`)."""
@@ -111,7 +119,7 @@ def checks(tasks: dict, settling: dict | None = None, batch_size: int = 0) -> li
             longer = (settling or {}).get(task)
             if longer and longer["mixer"] == "attention":
                 mad = MAD_SEQUENCES.get(task, MAD_DEFAULT_SEQUENCES)
-                found["budget"] = budget_to_reach(longer, target, batch_size, mad)
+                found["budget"] = budget_to_reach(longer, target, mad)
             out.append(found)
     fuzzy = tasks.get("fuzzy_recall", {})
     if set(FUZZY_RECALLERS) <= set(fuzzy):
