@@ -182,7 +182,7 @@ def figure(out: dict, title: str):
         )
     ax.set_xlabel(f"in-context examples: {out['block']} informative, then copies of the last")
     ax.set_ylabel(f"{objective_of(out['task']).describes} at the query")
-    note = "" if out["trained_enough"] else " (not trained enough to judge)"
+    note = "" if out["trained_enough"] else "\n(not trained enough to judge)"  # its own line: a long name fits
     ax.set_title(f"{title}: {out['mixer']} + {out['position']}{note}", fontsize=8)
     ax.legend(fontsize=7)
     return fig

@@ -6,6 +6,7 @@ the path of every figure at the end. `make demo` runs it.
 
     python -m scripts.demo                  # into runs/demo/ (its own runs are replaced each time)
     python -m scripts.demo --out runs/demo2
+    python -m scripts.demo --quick          # every step at a few steps: the same figures (the suite's check)
 
 Every step is one of the workbench's own commands (printed as it starts, so each can be run alone
 at full length). The copy model, the longest, trains beside the others: two processes, one core
@@ -33,8 +34,13 @@ PROG = "python -m scripts.demo"
 class Step:
     name: str  # the run directory's name under --out (an analysis: the run it reads)
     what: str  # one line for the reader
-    argv: tuple  # the command after `python -m`, without --out / --run
+    argv: tuple  # the command after `python -m`, without its length and without --out / --run
+    length: tuple = ()  # the flags that set how long it trains (and logs), at the demo's length
+    quick: tuple = ()  # the same flags at --quick's length: a few steps, every figure still drawn
     analysis: bool = False  # reads the run `name` (--run) instead of training one (--out)
+
+    def command_args(self, quick: bool) -> tuple:
+        return self.argv + (self.quick if quick else self.length)
 
 
 def _mqar_step(mixer: str, what: str) -> Step:
@@ -42,8 +48,9 @@ def _mqar_step(mixer: str, what: str) -> Step:
     return Step(
         f"mqar_{mixer}",
         what,
-        ("runners.recipe", "wandb:None", "task:mqar", f"model.seq_mixer:{mixer}", "--task.num_pairs", "4")
-        + ("--train.train_steps", "600", "--train.log_every", "50"),
+        ("runners.recipe", "wandb:None", "task:mqar", f"model.seq_mixer:{mixer}", "--task.num_pairs", "4"),
+        length=("--train.train_steps", "600", "--train.log_every", "50"),
+        quick=("--train.train_steps", "20", "--train.log_every", "10"),
     )
 
 
@@ -51,12 +58,16 @@ STEPS = (
     Step(
         "gd_twolayer",
         "the GD paper: the copy model (softmax copy layer + GD layer), 5,000 steps at batch 2,048",
-        ("runners.run_softmax_copy", "--steps", "5000", "--save_attention"),
+        ("runners.run_softmax_copy", "--save_attention"),
+        length=("--steps", "5000"),
+        quick=("--steps", "20"),
     ),
     Step(
         "gd_lsa1",
         "the GD paper: one linear self-attention layer against one GD step, 1,500 steps",
-        ("runners.run_concat_inputs_targets", "--steps", "1500", "--save_attention"),
+        ("runners.run_concat_inputs_targets", "--save_attention"),
+        length=("--steps", "1500"),
+        quick=("--steps", "20"),
     ),
     Step(
         "mechanisms_softmax",
@@ -67,12 +78,10 @@ STEPS = (
             "--config",
             "configs/mechanisms.yaml",
             "--set",
-            "training.train_steps=1500",
-            "--set",
             "training.eval_size=500",
-            "--set",
-            "training.log_every=250",
         ),
+        length=("--set", "training.train_steps=1500", "--set", "training.log_every=250"),
+        quick=("--set", "training.train_steps=20", "--set", "training.log_every=10"),
     ),
     _mqar_step("attention", "the ICL benchmark: MQAR (κ = 4 pairs, T = 64) with softmax attention, 600 steps"),
     _mqar_step("linear_attention", "the ICL benchmark: the same with linear attention"),
@@ -85,9 +94,9 @@ STEPS = (
             "configs/lengthgen.yaml",
             "--set",
             "model.position=fire",
-            "--set",
-            "training.train_steps=800",
         ),
+        length=("--set", "training.train_steps=800"),
+        quick=("--set", "training.train_steps=20"),
     ),
     Step(
         "lengthgen_fire",
@@ -106,22 +115,22 @@ STEPS = (
             "5",
             "--init",
             "1e-2",
-            "--epoch",
-            "10001",
             "--lr",
             "0.02",
             "--show",
         ),
+        length=("--epoch", "10001"),
+        quick=("--epoch", "201"),
     ),
 )
 BESIDE = ("gd_twolayer",)  # trained in a second process beside the sequential rest
 HEARTBEAT_S = 15  # while a step runs, a line at least this often: its progress bar's latest state
 
 
-def command(step: Step, out: Path) -> list[str]:
+def command(step: Step, out: Path, quick: bool = False) -> list[str]:
     if step.analysis:
-        return [sys.executable, "-m", *step.argv, "--run", str(out / step.name)]
-    return [sys.executable, "-m", *step.argv, "--out", str(out / step.name), "--overwrite"]
+        return [sys.executable, "-m", *step.command_args(quick), "--run", str(out / step.name)]
+    return [sys.executable, "-m", *step.command_args(quick), "--out", str(out / step.name), "--overwrite"]
 
 
 def latest(log: Path) -> str:
@@ -136,8 +145,9 @@ def latest(log: Path) -> str:
     return parts[-1] if parts else ""
 
 
-def shown(step: Step, out: Path) -> str:
-    return "python -m " + " ".join(step.argv) + f" --{'run' if step.analysis else 'out'} {out / step.name}"
+def shown(step: Step, out: Path, quick: bool = False) -> str:
+    where = f" --{'run' if step.analysis else 'out'} {out / step.name}"
+    return "python -m " + " ".join(step.command_args(quick)) + where
 
 
 def figures(out: Path) -> list[Path]:
@@ -147,9 +157,14 @@ def figures(out: Path) -> list[Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--out", default="runs/demo", help="where the demo's runs and figures go")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="every step at a few steps: the same commands and figures, in about 2 minutes",
+    )
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     out = Path(args.out)
-    if dry_run(PROG, f"train {len(STEPS)} short runs into {out}"):
+    if dry_run(PROG, f"train {len(STEPS)} {'very ' if args.quick else ''}short runs into {out}"):
         return 0
     (out / "logs").mkdir(parents=True, exist_ok=True)
     env = child_env(out, single_thread=True)
@@ -157,9 +172,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     number = {s: i + 1 for i, s in enumerate(STEPS)}
 
     def begin(step: Step) -> tuple[subprocess.Popen, float]:
-        print(f"[{number[step]}/{total}] {step.what}\n      $ {shown(step, out)}", flush=True)
+        print(f"[{number[step]}/{total}] {step.what}\n      $ {shown(step, out, args.quick)}", flush=True)
         log = open(out / "logs" / f"{number[step]}_{step.name}.log", "w")
-        return subprocess.Popen(command(step, out), stdout=log, stderr=subprocess.STDOUT, env=env), time.monotonic()
+        return subprocess.Popen(
+            command(step, out, args.quick), stdout=log, stderr=subprocess.STDOUT, env=env
+        ), time.monotonic()
 
     def end(step: Step, proc: subprocess.Popen, began: float) -> None:
         log = out / "logs" / f"{number[step]}_{step.name}.log"

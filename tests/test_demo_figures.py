@@ -1,7 +1,9 @@
-"""`make demo` end to end with every figure checked as it is drawn (WORKBENCH_CHECK_FIGURES=1:
+"""`make demo`'s steps end to end at a few steps each (scripts.demo --quick: the same commands,
+analyses and figures) with every figure checked as it is drawn (WORKBENCH_CHECK_FIGURES=1:
 plots.style.png_bytes refuses a figure without a title or axis labels, or with text outside the
-canvas), so a figure a reader cannot read fails a step. A study test (make test_studies: about
-4 minutes on 2 cores)."""
+canvas), so a figure a reader cannot read fails a step; a briefly trained run draws the figures'
+"not trained enough" forms too. A study test (make test_studies: about 2 minutes on 2 cores; the
+demo's own length took 8)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 def test_every_demo_figure_passes_the_check(tmp_path):
     out = tmp_path / "demo"
     done = subprocess.run(
-        [sys.executable, "-m", "scripts.demo", "--out", str(out)],
+        [sys.executable, "-m", "scripts.demo", "--quick", "--out", str(out)],
         capture_output=True,
         text=True,
         env={**os.environ, "WORKBENCH_CHECK_FIGURES": "1"},
