@@ -1,8 +1,9 @@
 """Shared fixtures: small settings so the whole suite stays fast on 2 CPU cores.
 
 The session shares one persistent XLA compilation cache, in a temporary folder it creates and
-removes, with every process the tests start (unless JAX_COMPILATION_CACHE_DIR is set): many
-tests run the same small programs in fresh processes. A program loaded from the cache gives
+removes, with every process the tests start (unless JAX_COMPILATION_CACHE_DIR names one: then
+that one, kept; .ci/run shares one across its three tiers): many tests run the same small
+programs in fresh processes. A program loaded from the cache gives
 the same results bit for bit as one compiled afresh (tests/test_garg.py checks this across
 processes)."""
 
@@ -13,13 +14,11 @@ import tempfile
 
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # before anything imports jax
     _SESSION_CACHE = tempfile.mkdtemp(prefix="icl-tests-jax-cache-")
-    os.environ.update(
-        JAX_COMPILATION_CACHE_DIR=_SESSION_CACHE,
-        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2",
-        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
-    )
-else:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _SESSION_CACHE
+else:  # a cache the caller keeps (.ci/run: one for its three tiers, which compile many of the same programs)
     _SESSION_CACHE = None
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 
 def pytest_configure(config):
