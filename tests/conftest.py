@@ -17,7 +17,8 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # before anything imports jax
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _SESSION_CACHE
 else:  # a cache the caller keeps (.ci/run: one for its three tiers, which compile many of the same programs)
     _SESSION_CACHE = None
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # every program: a run compiles
+# some 150 small eager ops (about 7 s), which a later process reads back in a fraction of that
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 

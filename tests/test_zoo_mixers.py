@@ -264,11 +264,14 @@ ZOO_MIXERS = ["short_conv", "base_conv", "delta_net", "gated_delta_net", "based"
 
 
 @pytest.mark.parametrize("name", ZOO_MIXERS)
-def test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length_study_layout(name, tmp_path):
-    """runners.recipe (`model.seq_mixer:<name>`, MQAR), runners.train with a GPT-2 YAML
-    (`attention_type`) and with the length study's layout (configs/lengthgen.yaml, its Llama with
-    `attention_type` in place of attention and no position encoding inside it), 3 steps each,
-    complete run directories (the slow tier: tests/slow_tests.py)."""
+def test_each_trains_three_steps_through_the_recipe_and_a_gpt2_or_length_study_layout(name, tmp_path):
+    """runners.recipe (`model.seq_mixer:<name>`, MQAR), then runners.train with a GPT-2 YAML
+    (`attention_type`) for every other mixer of ZOO_MIXERS and with the length study's layout
+    (configs/lengthgen.yaml, its Llama with `attention_type` in place of attention and no position
+    encoding inside it) for the rest, 3 steps each, complete run directories (the slow tier:
+    tests/slow_tests.py). Each mixer trains in two systems, each system with four or five mixers:
+    both layouts name the mixer by the same model.seq_mixer setting, and every mixer's own shapes are
+    test_registry_entries'."""
     import subprocess
     import sys
 
@@ -312,7 +315,9 @@ def test_each_trains_three_steps_through_the_recipe_a_gpt2_config_and_the_length
     assert recipe.returncode == 0, recipe.stderr[-2000:]
     assert RunDir(tmp_path / "recipe").load_json("metrics_summary.json")["seq_mixer"] == name
     small = ["--set", "training.train_steps=3", "--set", "training.eval_size=8", "--quiet", "--skip_analysis"]
-    runs = {"train": (configs := root / "configs") / "quick.yaml", "lengthgen": configs / "lengthgen.yaml"}
+    layouts = {"train": (configs := root / "configs") / "quick.yaml", "lengthgen": configs / "lengthgen.yaml"}
+    layout = ("train", "lengthgen")[ZOO_MIXERS.index(name) % 2]
+    runs = {layout: layouts[layout]}
     sets = {
         "train": [
             "--set",

@@ -1,6 +1,8 @@
 """The GPU queue's declared jobs (run by scripts/device/gpu_queue.py): each Job's name, title, kind and its runs
 (mechanisms), carried paths (speed) or Study (study: its command, its --quick rehearsal, parallel runs,
-steps and Shape); BY_NAME maps a job's name to its Job.
+steps and Shape); BY_NAME maps a job's name to its Job. A study job's rehearsal trains one of its
+mixers or positions (MAD: one task) at the quick size: the job's path end to end, cheaply enough for
+the study tier; each study's own quick test trains the rest.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ JOBS = (
         "study",
         study=Study(
             ("scripts.zoo", "--config", ZOO_T64, "--mixers", f"attention,{BASE_CONV}", "--jobs", "8"),
-            ("scripts.zoo", "--quick", "--mixers", f"attention,{BASE_CONV}"),
+            ("scripts.zoo", "--quick", "--mixers", "attention"),
             8,
             12500,
             Shape(64, 2, 64, 512, 8192),
@@ -82,7 +84,7 @@ JOBS = (
         "study",
         study=Study(
             ("scripts.zoo", "--config", ZOO_T64, "--mixers", "h3,hyena", "--jobs", "8"),
-            ("scripts.zoo", "--quick", "--mixers", "h3,hyena"),
+            ("scripts.zoo", "--quick", "--mixers", "h3"),
             8,
             12500,
             Shape(64, 2, 64, 512, 8192),
@@ -132,7 +134,7 @@ JOBS = (
                 "--jobs",
                 "2",
             ),
-            ("scripts.lengthgen", "--quick", "--positions", "fire,rope", "--tasks", "linear_regression"),
+            ("scripts.lengthgen", "--quick", "--positions", "fire", "--tasks", "linear_regression"),
             2,
             20000,
             Shape(256, 16, 102, 64),
