@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # scripts/bench/record_timing.py -> the repository
 MEASUREMENTS = ROOT / "report" / "measurements"
 
 
