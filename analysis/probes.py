@@ -2,11 +2,14 @@
 in-context learning?"), for any run that exposes its hidden states at the query of a pair prompt.
 
     python -m analysis.probes --run runs/<exp> [--prompts 4000] [--control-run runs/<fixed-w run>]
+    python -m analysis.probes --run runs/<exp> --read y_mean      # the paper's read: pooled over y tokens
 
 Over fresh prompts of the run's task (N context pairs and a query, at its trained shape), the
 hidden state h_l [D] at the query's x token after the read-in (l = 0) and after each layer is
-read for every prompt, and per layer a probe is fitted on the first 3/4 of the prompts to the
-targets of the context (X [N, d], y [N]):
+read for every prompt (--read query), or its mean over the y tokens of the context pairs from
+the d-th on (--read y_mean: Akyürek et al.'s probe attends over every position and, past d
+examples, spreads uniformly over the y tokens; this reads that mean directly), and per layer a
+probe is fitted on the first 3/4 of the prompts to the targets of the context (X [N, d], y [N]):
   w_ols      the least-squares solution X⁺y (the minimum-norm one when N < d)
   xty        Xᵀy; the one-step-GD vector from zero, (η/N)·Xᵀy, is the same up to a constant, so
              every probe here (targets standardised) scores it exactly as xty
@@ -16,7 +19,7 @@ fifth of the train split, and a one-hidden-layer MLP (GELU, Adam, full batch). E
 the held-out quarter by R² = 1 − Σ‖t̂ − t‖² / Σ‖t − t̄‖² (pooled over the d coordinates). Controls,
 the same probes: the model at its initial parameters (untrained), and, with --control-run, a
 model trained on a task with one fixed w (gpt2's `train.num_tasks=1`), on the same prompts.
-Writes analysis/probes.json and analysis/probes.png.
+Writes analysis/probes.json and analysis/probes.png (--read y_mean: probes_y_mean.json and .png).
 
 Glossary: L layers, E prompts, N context pairs, d input dimensions, D width, K targets' width (d).
 """
@@ -35,7 +38,7 @@ from src import rundir as names
 from src.flags import int_at_least
 from src.optim import Optimizer, gradient_step, make_optimizer
 from src.process import guarded
-from src.read_side import ExposesHiddenStates, has, read_side, systems_with
+from src.read_side import HIDDEN_READS, ExposesHiddenStates, has, read_side, systems_with
 from src.rundir import RunDir
 
 MODULE = "analysis.probes"
@@ -169,8 +172,17 @@ def hidden_side(run_dir: RunDir):
     return settings, read_side(ExposesHiddenStates, settings)
 
 
+FILES = {"query": (names.PROBES_JSON, names.PROBES_PNG), "y_mean": (names.PROBES_Y_MEAN_JSON, names.PROBES_Y_MEAN_PNG)}
+READ_WORDS = {"query": "at the query", "y_mean": "mean over the y tokens from the d-th pair"}
+
+
 def run(
-    run_dir: RunDir, prompts: int = 4000, control_run: RunDir | None = None, mlp_hidden: int = 64, seed: int = 0
+    run_dir: RunDir,
+    prompts: int = 4000,
+    control_run: RunDir | None = None,
+    mlp_hidden: int = 64,
+    seed: int = 0,
+    read: str = "query",
 ) -> dict:
     settings, side = hidden_side(run_dir)
     prompt = side.fresh_prompts(jax.random.key(seed), prompts)
@@ -188,12 +200,13 @@ def run(
         sources["fixed_w"] = (control, control.restore(control_run))
         fixed_w_pool = getattr(control, "pool_size", lambda: None)()
     fits = {
-        name: probe_layers(reader.hidden_states(restored, prompt), targets, mlp_hidden, seed)
+        name: probe_layers(reader.hidden_states(restored, prompt, read), targets, mlp_hidden, seed)
         for name, (reader, restored) in sources.items()
     }
     out = {
         "task": settings.task.name,
         "mixer": settings.model.mixer_label(),
+        "read": read,
         "layers": settings.model.n_layer,
         "prompts": prompts,
         "train_prompts": int(TRAIN_FRACTION * prompts),
@@ -206,8 +219,9 @@ def run(
     }
     if control_run is not None:
         out["fixed_w_run"] = {"path": str(control_run.path), "pool_size": fixed_w_pool}
-    run_dir.write_json(names.PROBES_JSON, out)
-    run_dir.write_bytes(names.PROBES_PNG, png_bytes(figure(out, run_dir.name)))
+    json_file, png_file = FILES[read]
+    run_dir.write_json(json_file, out)
+    run_dir.write_bytes(png_file, png_bytes(figure(out, run_dir.name)))
     return out
 
 
@@ -217,7 +231,7 @@ register_analysis(
     "ridge and MLP probes of w_OLS, Xᵀy and w from the residual stream at the query, per layer (Akyürek et al.; "
     "on request)",
     on_request,
-    files=[names.PROBES_JSON, names.PROBES_PNG],
+    files=[names.PROBES_JSON, names.PROBES_PNG, names.PROBES_Y_MEAN_JSON, names.PROBES_Y_MEAN_PNG],
 )
 
 LINES = {"trained": "-", "untrained": ":", "fixed_w": "--"}
@@ -240,7 +254,8 @@ def figure(summary: dict, title: str):
         if i == 0:
             ax.legend(fontsize=6)
     fig.suptitle(
-        f"{title}: {summary['mixer']} on {summary['task']}, d = {summary['dims']}, {summary['points']} points",
+        f"{title}: {summary['mixer']} on {summary['task']}, d = {summary['dims']}, {summary['points']} points; "
+        f"read {READ_WORDS[summary.get('read', 'query')]}",
         fontsize=8,
     )
     return fig
@@ -252,17 +267,23 @@ def _flags(parser) -> None:
     parser.add_argument(
         "--mlp-hidden", type=int_at_least(0, 4096), default=64, help="the MLP probe's hidden units (0: no MLP)"
     )
+    parser.add_argument(
+        "--read",
+        choices=HIDDEN_READS,
+        default="query",
+        help="where the states are read: the query's x token, or the mean over the y tokens from the d-th pair",
+    )
 
 
 def _print(args, run_dir: RunDir) -> None:
     control = RunDir(args.control_run) if args.control_run else None
     if control is not None and not control.exists(names.SUMMARY):
         raise AnalysisError(f"--control-run {args.control_run}: not a finished run ({names.SUMMARY} missing)")
-    out = run(run_dir, args.prompts, control, args.mlp_hidden)
+    out = run(run_dir, args.prompts, control, args.mlp_hidden, read=args.read)
     for source, best in out["best"].items():
         cells = ", ".join(f"{t} {b['r2']:.3f} (layer {b['layer']})" for t, b in best.items())
         print(f"{source}: best ridge R²: {cells}")
-    print(f"-> {run_dir.file(names.PROBES_PNG)}")
+    print(f"-> {run_dir.file(FILES[args.read][1])}")
 
 
 main = analysis_command(MODULE, __doc__, _flags, _print)

@@ -250,8 +250,12 @@ def circuits(data: dict, report_dir: Path) -> list[Row]:
             Row("olsson.no_induction_1layer", c["best_prefix_any_layer"], "1 layer, repeated tokens, seed 0", INDUCTION)
         )
     if checks.get("probes"):
+        probe = checks["probes"]
+        read = {"query": "at the query", "y_mean": "mean over y tokens"}.get(probe.get("read", "query"))
         out.append(
-            Row("akyurek.w_ols_probe", checks["probes"]["w_ols_ridge"], "softmax GPT-2, d = 5, seed 0", CIRCUITS_GPT2)
+            Row(
+                "akyurek.w_ols_probe", probe["w_ols_ridge"], f"softmax GPT-2, d = 5, read {read}, seed 0", CIRCUITS_GPT2
+            )
         )
     selection = checks.get("selection")
     if selection:

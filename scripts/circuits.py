@@ -13,7 +13,7 @@ The runs (seed 0):
                                11 points, 3 layers of width 64, 7,000 steps)
   probe_gpt2_fixed_w           the same trained on one fixed w (train.num_tasks = 1): the control;
                                both probed by analysis.probes (4,000 prompts; the untrained model the
-                               second control)
+                               second control), read at the query and as the mean over the y tokens
   selection_mixture            the same GPT-2 on noise_mixture_regression (σ ∈ {0.1, 0.5}, w ~ N(0, I/d))
   selection_sigma0.1, _sigma0.5   the same on one noise level each (the single-noise models)
                                all three evaluated by analysis.algorithm_selection at N = d = 5
@@ -88,12 +88,12 @@ def study_cells(quick: bool) -> list[Cell]:
 
 
 def aggregate(run: StudyRun) -> dict:
-    """{induction: {L1, L2}, probes: {...}, selection: {run: ...}}: the analyses' records of the
-    finished runs (each analysis run here, its files written into the run)."""
+    """{induction: {L1, L2}, probes: {...}, probes_y_mean: {...}, selection: {run: ...}}: the
+    analyses' records of the finished runs (each analysis run here, its files written into the run)."""
     from analysis import algorithm_selection, induction as induction_scores, probes
 
     by_name = {job.cell: job for job in run.jobs if job.run.exists(names.SUMMARY)}
-    out: dict = {"induction": {}, "probes": None, "selection": {}, "eval_error": {}}
+    out: dict = {"induction": {}, "probes": None, "probes_y_mean": None, "selection": {}, "eval_error": {}}
     prompts = QUICK_PROMPTS if run.quick else PROBE_PROMPTS
     for name, job in by_name.items():
         if job.part == "heads":
@@ -106,7 +106,8 @@ def aggregate(run: StudyRun) -> dict:
         out["eval_error"][name] = summary.get("eval_error_last", summary.get("eval_loss"))
     if "probe_gpt2" in by_name:
         control = by_name.get("probe_gpt2_fixed_w")
-        out["probes"] = probes.run(by_name["probe_gpt2"].run, prompts, control.run if control else None)
+        for read, key in (("query", "probes"), ("y_mean", "probes_y_mean")):
+            out[key] = probes.run(by_name["probe_gpt2"].run, prompts, control.run if control else None, read=read)
     out["runs"] = {name: str(job.run.path) for name, job in by_name.items()}
     return out
 

@@ -165,6 +165,12 @@ class ExposesAttention(Capability):
     words = "save its attention weights (attn/)"
 
 
+# where a probe reads the residual stream of a pair prompt: at the query's x token (what predicts
+# the answer), or the mean over the y tokens of the context pairs from the d-th on, the read that
+# Akyürek et al.'s attention-pooled probe learns (it spreads uniformly over y_n, n >= d)
+HIDDEN_READS = ("query", "y_mean")
+
+
 class ExposesHiddenStates(Capability):
     words = "expose its hidden states at the query of a pair prompt"
 
@@ -180,9 +186,10 @@ class ExposesHiddenStates(Capability):
         """`prompts` fresh prompts of the run's task at its trained shape (a PairPrompt with w)."""
         raise NotImplementedError
 
-    def hidden_states(self, restored: tuple, prompt) -> np.ndarray:
+    def hidden_states(self, restored: tuple, prompt, read: str = "query") -> np.ndarray:
         """[L + 1, E, D] float64: the residual stream at the query (the last point's x token) after
-        the read-in and position encoding (0), then after each of the L layers (before the final norm)."""
+        the read-in and position encoding (0), then after each of the L layers (before the final norm);
+        read "y_mean": its mean over the y tokens of the context pairs from the d-th on (HIDDEN_READS)."""
         raise NotImplementedError
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from analysis import probes
+from src.models.residual import residual_stream
 from src.pipeline import execute
 from src.read_side import ExposesHiddenStates, has, read_side, systems_with
 from src.rundir import names
@@ -97,6 +98,24 @@ def test_hidden_states_end_in_the_models_own_prediction():
     assert not np.allclose(hidden[1], hidden[2])  # each layer moves the stream
 
 
+@pytest.mark.parametrize("dims, points", [(3, 7), (4, 3)])
+def test_the_y_mean_read_is_the_mean_of_the_stream_over_the_y_tokens_from_the_dth_pair(dims, points):
+    """read "y_mean": the full residual stream [L + 1, B, T, D] averaged by hand over the y tokens
+    (odd positions) of the context pairs d .. n - 1 (1-based; all of them when fewer than d precede
+    the query: 4 dimensions, 2 context pairs)."""
+    settings = tiny_gpt2(dims, points, 2)
+    side = read_side(ExposesHiddenStates, settings)
+    model, params, state = side.untrained()
+    prompt = side.fresh_prompts(jax.random.key(2), 5)
+    pooled = side.hidden_states((model, params, state), prompt, "y_mean")
+    stream = np.asarray(residual_stream(settings.model, params, state, prompt.xs, prompt.ys), np.float64)
+    pairs = range(dims - 1, points - 1) if points - 1 >= dims else range(points - 1)
+    by_hand = np.mean([stream[:, :, 2 * i + 1] for i in pairs], axis=0)
+    assert pooled.shape == by_hand.shape == (3, 5, 16)
+    np.testing.assert_allclose(pooled, by_hand, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(pooled, side.hidden_states((model, params, state), prompt))  # not the query's
+
+
 def test_the_analysis_on_a_run_and_its_refusals(gpt2_runs, tmp_path):
     trained, fixed = gpt2_runs
     out = probes.run(trained, prompts=200, control_run=fixed, mlp_hidden=8)
@@ -105,6 +124,9 @@ def test_the_analysis_on_a_run_and_its_refusals(gpt2_runs, tmp_path):
         assert set(fits["ridge"]) == set(fits["mlp"]) == set(probes.TARGETS)
         assert all(len(r2) == 3 for r2 in fits["ridge"].values())
     assert trained.exists(names.PROBES_JSON) and trained.file(names.PROBES_PNG).stat().st_size > 1000
+    pooled = probes.run(trained, prompts=200, mlp_hidden=0, read="y_mean")
+    assert pooled["read"] == "y_mean" and set(pooled["probes"]) == {"trained", "untrained"}
+    assert trained.exists(names.PROBES_Y_MEAN_JSON) and trained.load_json(names.PROBES_JSON)["read"] == "query"
     again = probes.run(trained, prompts=200, control_run=fixed, mlp_hidden=8)
     assert again["probes"] == out["probes"]  # deterministic
 
@@ -116,6 +138,7 @@ def test_the_analysis_on_a_run_and_its_refusals(gpt2_runs, tmp_path):
     for flags, word in (
         (("--run", str(trained.path), "--prompts", "3"), "--prompts"),
         (("--run", str(trained.path), "--mlp-hidden", "-1"), "--mlp-hidden"),
+        (("--run", str(trained.path), "--read", "keys"), "--read"),
         (("--run", str(trained.path), "--control-run", str(tmp_path)), "--control-run"),
         (("--run", str(tmp_path / "nothing")), "nothing"),
     ):
@@ -139,6 +162,10 @@ def test_the_circuits_study_quick_form_writes_its_report(tmp_path):
     results = json.loads((tmp_path / "report" / "circuits_results.json").read_text())
     assert set(results["checks"]["induction"]) == {"induction_L1", "induction_L2"}
     assert results["checks"]["probes"]["controls"].keys() == {"untrained", "fixed_w"}
+    reads = results["checks"]["probes"]["reads"]
+    assert set(reads) == {"query", "y_mean"} and results["checks"]["probes"]["read"] in reads
+    assert results["probes_y_mean"]["read"] == "y_mean" and "figures/circuits/probes_y_mean.png" in results["figures"]
+    assert "mean over the y tokens from the d-th pair on" in text
     assert set(results["checks"]["selection"]["model_over_bayes"]) == {"0.1", "0.5"}
     for figure in results["figures"]:
         assert (tmp_path / "report" / figure).stat().st_size > 1000

@@ -50,14 +50,27 @@ class SequencePairs(PredictsPairs, AnswersPairPrompts, ExposesHiddenStates):
         points, dims = self.trained_shape()
         return jax.jit(lambda k: self.sampler(points)(k, prompts, dims, points))(key)
 
-    def hidden_states(self, restored, prompt) -> np.ndarray:
-        """The residual stream at the last point's x token (2(n − 1)), in blocks of prompts."""
+    def hidden_states(self, restored, prompt, read: str = "query") -> np.ndarray:
+        """The residual stream at the last point's x token (2(n − 1)), or (read "y_mean") its mean
+        over the y tokens (2i + 1) of the context pairs i = d − 1 .. n − 2 (0-based; every pair when
+        fewer than d precede the query), in blocks of prompts."""
         _, params, state = restored
-        n = prompt.xs.shape[1]
-        at_query = jax.jit(
-            lambda xs, ys: residual_stream(self.settings.model, params, state, xs, ys, at=2 * (n - 1)).swapaxes(0, 1)
+        n, d = prompt.xs.shape[1], prompt.xs.shape[2]
+        model = self.settings.model
+        if read == "query":
+
+            def states(xs, ys):
+                return residual_stream(model, params, state, xs, ys, at=2 * (n - 1))
+        else:
+            first = d - 1 if n - 1 >= d else 0
+            y_tokens = 2 * np.arange(first, n - 1) + 1
+
+            def states(xs, ys):
+                return residual_stream(model, params, state, xs, ys)[:, :, y_tokens].mean(axis=2)
+
+        per_prompt = in_blocks(jax.jit(lambda p: states(p.xs, p.ys).swapaxes(0, 1)), self.rows(n, prompt.xs.shape[0]))(
+            prompt
         )
-        per_prompt = in_blocks(lambda p: at_query(p.xs, p.ys), self.rows(n, prompt.xs.shape[0]))(prompt)
         return np.asarray(per_prompt, np.float64).swapaxes(0, 1)
 
     def prompt_bytes(self, tasks, n_points, n_dims) -> int:
