@@ -119,6 +119,19 @@ def markov(data: dict, report_dir: Path) -> list[Row]:
             out.append(
                 Row(claim, sum(values) / len(values), f"k = {states}, mean over seeds", MARKOV, values, digits=4)
             )
+    for states, claim in ((2, "edelman.bigram_last_k2"), (3, "edelman.bigram_last_k3")):
+        if (states, False) in cells and "last_over_bigram" in cells[(states, False)]["runs"][0]:
+            values = per_seed(cells[(states, False)], "last_over_bigram")
+            out.append(
+                Row(
+                    claim,
+                    sum(values) / len(values),
+                    f"k = {states}, last token, mean over seeds",
+                    MARKOV,
+                    values,
+                    digits=4,
+                )
+            )
     for doubly, claim in ((False, "edelman.unigram_plateau"), (True, "edelman.no_plateau_doubly")):
         if (2, doubly) in cells:
             values = per_seed(cells[(2, doubly)], "plateau_steps")

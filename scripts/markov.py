@@ -135,8 +135,8 @@ def bands(model: list[list[float]], bigram: list[float]) -> list[dict]:
 
 
 def aggregate(run: StudyRun) -> dict:
-    """{cell: {states, doubly, runs, final, final_over_bigram, plateau_steps, learned_at (over
-    seeds), baselines}} of the finished runs."""
+    """{cell: {states, doubly, runs, final, final_over_bigram, last_over_bigram (at the last token
+    t = T − 1 alone), plateau_steps, learned_at (over seeds), baselines}} of the finished runs."""
     cells: dict = {}
     for job in run.jobs:
         if not job.run.exists(names.SUMMARY):
@@ -151,7 +151,11 @@ def aggregate(run: StudyRun) -> dict:
         cell["learned_at"] = over_seeds([r["learned_at"] for r in runs])
         job = next(j for j in run.jobs if j.cell == name)
         cell["estimators_by_position"] = estimators_by_position(job)
-        cell["bands"] = bands([r["cross_entropy_by_position"] for r in runs], cell["estimators_by_position"]["bigram"])
+        bigram = cell["estimators_by_position"]["bigram"]
+        cell["bands"] = bands([r["cross_entropy_by_position"] for r in runs], bigram)
+        for r in runs:  # the original's test metric: the last token alone (test_error.test_last_token)
+            r["last_over_bigram"] = r["cross_entropy_by_position"][-1] / bigram[-1] - 1.0
+        cell["last_over_bigram"] = over_seeds([r["last_over_bigram"] for r in runs])
     return cells
 
 
