@@ -31,8 +31,15 @@ def at_level(record: dict, sigma: float) -> dict:
     return next(row for row in record["levels"] if row["noise_std"] == sigma)
 
 
+def trained_on(name: str) -> str:
+    """The task a heads cell trained on, from its name: mqar_L<n> or induction_L<n> (repeated tokens)."""
+    return "MQAR" if name.startswith("mqar_") else "repeated tokens"
+
+
 def induction_checks(cells: dict) -> dict:
-    """{L1: {...}, L2: {...}}: each model's best head per layer, its losses and the verdicts."""
+    """{induction_L1: {...}, ..., mqar_L2: {...}}: each model's best head per layer, its losses and
+    the verdicts. A model trained on MQAR is not trained to predict random tokens, so its 2-layer
+    verdict asks the head alone (prefix and copying scores), not the second copy's loss."""
     out = {}
     for name, record in sorted(cells.items()):
         prefix, copying = np.asarray(record["prefix"]), np.asarray(record["copying"])
@@ -51,7 +58,9 @@ def induction_checks(cells: dict) -> dict:
             out[name]["holds"] = bool(
                 prefix[last, head] > INDUCTION_HEAD
                 and copying[last, head] > 0
-                and record["loss_second_repeat"] < FAR_BELOW * record["loss_first_repeat"]
+                and (
+                    trained_on(name) == "MQAR" or record["loss_second_repeat"] < FAR_BELOW * record["loss_first_repeat"]
+                )
             )
         else:
             out[name]["holds"] = bool(prefix.max() <= INDUCTION_HEAD)
@@ -145,15 +154,17 @@ def induction_section(checks: dict) -> list[str]:
         "`repeated_tokens` (BOS, R random tokens of 64, the same R again, R from [5, 20] per sequence), scored "
         "by `analysis.induction` on 64 sequences at R = 20. Olsson et al. train on natural language; the claim "
         "carried over is the structural one: an induction head (prefix score > 0.4, TransformerLens' threshold) "
-        "forms in layer 2 of a 2-layer model and in no 1-layer model.",
+        "forms in layer 2 of a 2-layer model and in no 1-layer model. The same two models trained 2,000 steps on "
+        "MQAR (V 256, T 64, κ 4: keys of [1, 128), values of [128, 256)) are scored on the same repeated tokens: "
+        "recall of a key's value is the prefix-matching-and-copy pattern.",
         "",
-        "| model | best layer-L head | its prefix score | its copying score | best prefix score, any layer "
-        "| loss on the first copy | on the second | claim |",
-        "|---|---|---|---|---|---|---|---|",
+        "| trained on | model | best layer-L head | its prefix score | its copying score "
+        "| best prefix score, any layer | loss on the first copy | on the second | claim |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, c in checks.items():
         lines.append(
-            f"| {name.removeprefix('induction_')} ({c['layers']} layer{'s' if c['layers'] > 1 else ''}) "
+            f"| {trained_on(name)} | L{c['layers']} ({c['layers']} layer{'s' if c['layers'] > 1 else ''}) "
             f"| L{c['layers'] - 1}H{c['best_last_layer_head']} | {_f(c['best_prefix'])} | {_f(c['its_copying'])} "
             f"| {_f(c['best_prefix_any_layer'])} | {_f(c['loss_first_repeat'])} | {_f(c['loss_second_repeat'])} "
             f"| {_yes(c['holds'])} |"
@@ -162,7 +173,8 @@ def induction_section(checks: dict) -> list[str]:
         "",
         f"The 2-layer claim holds when a layer-2 head scores above {INDUCTION_HEAD} with a positive copying score "
         f"and the second copy's loss is under {FAR_BELOW:g} of the first's; the 1-layer claim when no head scores "
-        f"above {INDUCTION_HEAD}. MQAR models were not scored in this study (left to the next one).",
+        f"above {INDUCTION_HEAD}. For the MQAR models the 2-layer claim asks the head alone (the losses on random "
+        "tokens, which they were not trained to predict, are shown but not judged).",
         "",
     ]
     return lines

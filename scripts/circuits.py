@@ -1,7 +1,7 @@
 """How the model does it: induction heads, residual-stream probes and algorithm selection on models
 trained here (`make circuits`).
 
-    python -m scripts.circuits            # 7 runs, ~30 min on 2 cores
+    python -m scripts.circuits            # 9 runs, ~15 min on 2 cores
     python -m scripts.circuits --quick    # 40 steps a run (a smoke test)
 
 The runs (seed 0):
@@ -9,6 +9,7 @@ The runs (seed 0):
                                rotary positions, no MLP, weights N(0, 0.02²)) of 1 and 2 layers on
                                repeated_tokens (V 64, R from [5, 20]), 2,000 steps, batch 64, AdamW
                                1e-3; scored by analysis.induction (R = 20, 64 sequences)
+  mqar_L1, mqar_L2             the same two models on MQAR (V 256, T 64, κ 4), scored the same way
   probe_gpt2                   the mechanisms study's softmax GPT-2 (configs/mechanisms.yaml: d = 5,
                                11 points, 3 layers of width 64, 7,000 steps)
   probe_gpt2_fixed_w           the same trained on one fixed w (train.num_tasks = 1): the control;
@@ -37,6 +38,7 @@ from src.systems.lm import LMSettings, LMTrain
 CONFIG = "configs/mechanisms.yaml"
 QUICK_STEPS = 40
 REPEAT, VOCAB = 20, 64
+MQAR_VOCAB, MQAR_TOKENS, MQAR_PAIRS = 256, 64, 4
 INDUCTION_TRAIN = LMTrain(
     steps=2000, batch_size=64, learning_rate=1e-3, log_every=100, eval_size=256, checkpoint_every=1000
 )
@@ -45,21 +47,25 @@ PROBE_PROMPTS, QUICK_PROMPTS = 4000, 400
 SELECTION_PROMPTS, QUICK_SELECTION_PROMPTS = 20_000, 400
 
 
-def induction_cell(layers: int, quick: bool) -> Cell:
+def induction_cell(layers: int, quick: bool, task: str = "repeated_tokens") -> Cell:
+    """The attention-only model of `layers` layers on repeated tokens (induction_L<layers>) or on
+    MQAR (mqar_L<layers>: V 256, T 64, κ 4; tokens of [1, V/2) are keys, of [V/2, V) values)."""
+    if task == "mqar":
+        vocab, tokens, name = MQAR_VOCAB, MQAR_TOKENS, f"mqar_L{layers}"
+        task_choice = choice("task", "mqar", vocab_size=MQAR_VOCAB, seq_len=MQAR_TOKENS, num_pairs=MQAR_PAIRS)
+    else:
+        vocab, tokens, name = VOCAB, 1 + 2 * REPEAT, f"induction_L{layers}"
+        task_choice = choice("task", "repeated_tokens", vocab_size=VOCAB, repeat=REPEAT)
     model = replace(
-        induction(VOCAB, 1 + 2 * REPEAT, width=64, n_layer=layers, n_head=2),
-        position=choice("position", "rope"),
-        init_std=0.02,
+        induction(vocab, tokens, width=64, n_layer=layers, n_head=2), position=choice("position", "rope"), init_std=0.02
     )
     train = (
         replace(INDUCTION_TRAIN, steps=QUICK_STEPS, log_every=20, checkpoint_every=QUICK_STEPS)
         if quick
         else INDUCTION_TRAIN
     )
-    settings = LMSettings(
-        task=choice("task", "repeated_tokens", vocab_size=VOCAB, repeat=REPEAT), model=model, train=train
-    )
-    return Cell(f"induction_L{layers}", settings, {"part": "heads", "layers": layers}, analyses=())
+    settings = LMSettings(task=task_choice, model=model, train=train)
+    return Cell(name, settings, {"part": "heads", "layers": layers, "task": task}, analyses=())
 
 
 def gpt2_cells(quick: bool) -> list[Cell]:
@@ -84,7 +90,8 @@ def gpt2_cells(quick: bool) -> list[Cell]:
 
 
 def study_cells(quick: bool) -> list[Cell]:
-    return [induction_cell(1, quick), induction_cell(2, quick), *gpt2_cells(quick)]
+    heads = [induction_cell(layers, quick, task) for task in ("repeated_tokens", "mqar") for layers in (1, 2)]
+    return [*heads, *gpt2_cells(quick)]
 
 
 def aggregate(run: StudyRun) -> dict:

@@ -160,7 +160,8 @@ def test_the_circuits_study_quick_form_writes_its_report(tmp_path):
     for heading in ("## Induction heads", "## Residual-stream probes", "## Algorithm selection", "## Beside the paper"):
         assert heading in text
     results = json.loads((tmp_path / "report" / "circuits_results.json").read_text())
-    assert set(results["checks"]["induction"]) == {"induction_L1", "induction_L2"}
+    assert set(results["checks"]["induction"]) == {"induction_L1", "induction_L2", "mqar_L1", "mqar_L2"}
+    assert "| MQAR | L2 (2 layers) |" in text and "figures/circuits/induction_mqar_L2.png" in results["figures"]
     assert results["checks"]["probes"]["controls"].keys() == {"untrained", "fixed_w"}
     reads = results["checks"]["probes"]["reads"]
     assert set(reads) == {"query", "y_mean"} and results["checks"]["probes"]["read"] in reads
