@@ -174,7 +174,12 @@ def induction_section(checks: dict) -> list[str]:
         f"The 2-layer claim holds when a layer-2 head scores above {INDUCTION_HEAD} with a positive copying score "
         f"and the second copy's loss is under {FAR_BELOW:g} of the first's; the 1-layer claim when no head scores "
         f"above {INDUCTION_HEAD}. For the MQAR models the 2-layer claim asks the head alone (the losses on random "
-        "tokens, which they were not trained to predict, are shown but not judged).",
+        "tokens, which they were not trained to predict, are shown but not judged). The repeated tokens are drawn "
+        "from all of [1, V), while an MQAR model recalls only after a key ([1, V/2)) and reads only a value "
+        "([V/2, V)) where it attends: a quarter of the second copy's queries (a key whose successor is a value) "
+        "fit that pattern, so a head that recalls every MQAR value perfectly and nothing else would score "
+        "about 0.25 here. An MQAR model's score is read against that, not against 0.4 alone; a scorer on "
+        "MQAR's own key-value layout is not built yet.",
         "",
     ]
     return lines
