@@ -47,15 +47,21 @@ PROBE_PROMPTS, QUICK_PROMPTS = 4000, 400
 SELECTION_PROMPTS, QUICK_SELECTION_PROMPTS = 20_000, 400
 
 
-def induction_cell(layers: int, quick: bool, task: str = "repeated_tokens") -> Cell:
+# the heads cells' tasks, by the prefix of their names: (vocabulary, tokens a sequence, the task)
+HEAD_TASKS = {
+    "induction": (VOCAB, 1 + 2 * REPEAT, choice("task", "repeated_tokens", vocab_size=VOCAB, repeat=REPEAT)),
+    "mqar": (
+        MQAR_VOCAB,
+        MQAR_TOKENS,
+        choice("task", "mqar", vocab_size=MQAR_VOCAB, seq_len=MQAR_TOKENS, num_pairs=MQAR_PAIRS),
+    ),
+}
+
+
+def induction_cell(layers: int, quick: bool, prefix: str = "induction") -> Cell:
     """The attention-only model of `layers` layers on repeated tokens (induction_L<layers>) or on
     MQAR (mqar_L<layers>: V 256, T 64, κ 4; tokens of [1, V/2) are keys, of [V/2, V) values)."""
-    if task == "mqar":
-        vocab, tokens, name = MQAR_VOCAB, MQAR_TOKENS, f"mqar_L{layers}"
-        task_choice = choice("task", "mqar", vocab_size=MQAR_VOCAB, seq_len=MQAR_TOKENS, num_pairs=MQAR_PAIRS)
-    else:
-        vocab, tokens, name = VOCAB, 1 + 2 * REPEAT, f"induction_L{layers}"
-        task_choice = choice("task", "repeated_tokens", vocab_size=VOCAB, repeat=REPEAT)
+    vocab, tokens, task = HEAD_TASKS[prefix]
     model = replace(
         induction(vocab, tokens, width=64, n_layer=layers, n_head=2), position=choice("position", "rope"), init_std=0.02
     )
@@ -64,8 +70,8 @@ def induction_cell(layers: int, quick: bool, task: str = "repeated_tokens") -> C
         if quick
         else INDUCTION_TRAIN
     )
-    settings = LMSettings(task=task_choice, model=model, train=train)
-    return Cell(name, settings, {"part": "heads", "layers": layers, "task": task}, analyses=())
+    settings = LMSettings(task=task, model=model, train=train)
+    return Cell(f"{prefix}_L{layers}", settings, {"part": "heads", "layers": layers, "task": task.name}, analyses=())
 
 
 def gpt2_cells(quick: bool) -> list[Cell]:
@@ -90,7 +96,7 @@ def gpt2_cells(quick: bool) -> list[Cell]:
 
 
 def study_cells(quick: bool) -> list[Cell]:
-    heads = [induction_cell(layers, quick, task) for task in ("repeated_tokens", "mqar") for layers in (1, 2)]
+    heads = [induction_cell(layers, quick, prefix) for prefix in HEAD_TASKS for layers in (1, 2)]
     return [*heads, *gpt2_cells(quick)]
 
 
