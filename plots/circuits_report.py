@@ -38,8 +38,9 @@ def trained_on(name: str) -> str:
 
 def induction_checks(cells: dict) -> dict:
     """{induction_L1: {...}, ..., mqar_L2: {...}}: each model's best head per layer, its losses and
-    the verdicts. A model trained on MQAR is not trained to predict random tokens, so its 2-layer
-    verdict asks the head alone (prefix and copying scores), not the second copy's loss."""
+    the verdicts. A model whose task does not train it to predict every next token (MQAR; the
+    record's predicts_every_token) has its 2-layer verdict ask the head alone (prefix and copying
+    scores), not the second copy's loss on random tokens."""
     out = {}
     for name, record in sorted(cells.items()):
         prefix, copying = np.asarray(record["prefix"]), np.asarray(record["copying"])
@@ -59,7 +60,8 @@ def induction_checks(cells: dict) -> dict:
                 prefix[last, head] > INDUCTION_HEAD
                 and copying[last, head] > 0
                 and (
-                    trained_on(name) == "MQAR" or record["loss_second_repeat"] < FAR_BELOW * record["loss_first_repeat"]
+                    not record.get("predicts_every_token", True)
+                    or record["loss_second_repeat"] < FAR_BELOW * record["loss_first_repeat"]
                 )
             )
         else:

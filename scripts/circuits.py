@@ -47,13 +47,16 @@ PROBE_PROMPTS, QUICK_PROMPTS = 4000, 400
 SELECTION_PROMPTS, QUICK_SELECTION_PROMPTS = 20_000, 400
 
 
-# the heads cells' tasks, by the prefix of their names: (vocabulary, tokens a sequence, the task)
+# the heads cells' tasks, by the prefix of their names: (vocabulary, tokens a sequence, the task,
+# whether it trains the model to predict every next token, so that its loss on repeated random
+# tokens is judged)
 HEAD_TASKS = {
-    "induction": (VOCAB, 1 + 2 * REPEAT, choice("task", "repeated_tokens", vocab_size=VOCAB, repeat=REPEAT)),
+    "induction": (VOCAB, 1 + 2 * REPEAT, choice("task", "repeated_tokens", vocab_size=VOCAB, repeat=REPEAT), True),
     "mqar": (
         MQAR_VOCAB,
         MQAR_TOKENS,
         choice("task", "mqar", vocab_size=MQAR_VOCAB, seq_len=MQAR_TOKENS, num_pairs=MQAR_PAIRS),
+        False,
     ),
 }
 
@@ -61,7 +64,7 @@ HEAD_TASKS = {
 def induction_cell(layers: int, quick: bool, prefix: str = "induction") -> Cell:
     """The attention-only model of `layers` layers on repeated tokens (induction_L<layers>) or on
     MQAR (mqar_L<layers>: V 256, T 64, κ 4; tokens of [1, V/2) are keys, of [V/2, V) values)."""
-    vocab, tokens, task = HEAD_TASKS[prefix]
+    vocab, tokens, task, every_token = HEAD_TASKS[prefix]
     model = replace(
         induction(vocab, tokens, width=64, n_layer=layers, n_head=2), position=choice("position", "rope"), init_std=0.02
     )
@@ -71,7 +74,8 @@ def induction_cell(layers: int, quick: bool, prefix: str = "induction") -> Cell:
         else INDUCTION_TRAIN
     )
     settings = LMSettings(task=task, model=model, train=train)
-    return Cell(f"{prefix}_L{layers}", settings, {"part": "heads", "layers": layers, "task": task.name}, analyses=())
+    tags = {"part": "heads", "layers": layers, "task": task.name, "predicts_every_token": every_token}
+    return Cell(f"{prefix}_L{layers}", settings, tags, analyses=())
 
 
 def gpt2_cells(quick: bool) -> list[Cell]:
@@ -110,7 +114,8 @@ def aggregate(run: StudyRun) -> dict:
     prompts = QUICK_PROMPTS if run.quick else PROBE_PROMPTS
     for name, job in by_name.items():
         if job.part == "heads":
-            out["induction"][name] = induction_scores.run(job.run, repeat=REPEAT, sequences=64)
+            scores = induction_scores.run(job.run, repeat=REPEAT, sequences=64)
+            out["induction"][name] = {**scores, "predicts_every_token": job.predicts_every_token}
         elif job.part == "selection":
             out["selection"][name] = algorithm_selection.run(
                 job.run, NOISE_STDS, prompts=QUICK_SELECTION_PROMPTS if run.quick else SELECTION_PROMPTS
