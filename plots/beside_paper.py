@@ -282,9 +282,15 @@ def write_section(report_dir: Path, report: str, results_file: str, head: dict |
     data = json.loads(results.read_text(encoding="utf-8"))
     new = section(rows_for(report, data, report_dir), load_anchors(), provenance_line(head))
     old = path.read_text(encoding="utf-8")
-    if _without_provenance(replace_section(old, new)) != _without_provenance(old):
+    changed = _without_provenance(replace_section(old, new)) != _without_provenance(old)
+    if changed or (_unshippable(old) and not _unshippable(replace_section(old, new))):
         atomic_write_text(path, replace_section(old, new))
     return new[-2] if new[-2].startswith("Verdicts:") else None
+
+
+def _unshippable(text: str) -> bool:
+    """Whether the section's provenance line says its tree had uncommitted changes."""
+    return any(line.startswith("- Written ") and "do not ship" in line for line in text.split("\n"))
 
 
 def _without_provenance(text: str) -> str:

@@ -311,4 +311,4 @@ def write_report(run: StudyRun) -> list[Path]:
     lines += INTRO + part_sections(parts)
     lines += ["", "## Figures", ""] + [f"- `{f}` (initialisation: {initialisation[f]})" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
-    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + written
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir, run.head)] + written

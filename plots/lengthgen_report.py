@@ -368,4 +368,6 @@ def write_report(run: StudyRun, problems: dict | None = None) -> list[Path]:
         lines += ["## Runs whose analyses could not run", ""] + [f"- {p}" for p in problems] + [""]
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
-    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir, run.head)] + [
+        report_dir / f for f in figures
+    ]

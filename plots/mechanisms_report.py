@@ -185,4 +185,6 @@ def write_report(
     lines += extra(results) if extra else []
     lines += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / report, "\n".join(lines))
-    return [report_dir / report, report_dir / results_file, write_index(report_dir)] + [report_dir / f for f in figures]
+    return [report_dir / report, report_dir / results_file, write_index(report_dir, run.head)] + [
+        report_dir / f for f in figures
+    ]

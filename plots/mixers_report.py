@@ -258,4 +258,6 @@ def write_report(run: StudyRun, checks: Sequence[Check] = ()) -> list[Path]:
     lines += check_lines(results, run.quick) + mqar_tables(rows) + steps_table(rows) + boolean_table(rows)
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
-    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir, run.head)] + [
+        report_dir / f for f in figures
+    ]

@@ -248,5 +248,5 @@ def write_report(
     lines += ["", f"All numbers: `{RESULTS}`. Run directories: `{plan.runs_dir}`.", ""]
     text = "\n".join(lines)
     atomic_write_text(plan.report_dir / REPORT, text)
-    write_index(plan.report_dir)
+    write_index(plan.report_dir, head)
     return text

@@ -213,13 +213,15 @@ REPORTS: dict[str, tuple[str, Callable[[dict], str]]] = {
 PROVENANCE = ("- Produced", "- Date:", "- Git commit:", "- Machine:", "- Training:")
 
 
-def write_index(report_dir: Path) -> Path:
+def write_index(report_dir: Path, head: dict | None = None) -> Path:
     """report_dir/README.md from the reports in it (missing ones are left out), after writing each
-    report's "Beside the paper" section."""
+    report's "Beside the paper" section. `head`: src.provenance.git_commit() taken before the
+    caller wrote anything (a study's own report would otherwise mark the tree changed); taken
+    here when None (the command line, which has written nothing yet)."""
     from plots.beside_paper import VERDICTS, counted, tally, write_section
     from src.provenance import git_commit
 
-    head = git_commit()  # once: the first section written must not mark the rest dirty
+    head = head if head is not None else git_commit()  # once: a section written must not mark the rest dirty
     lines = []
     totals = {w: 0 for w in VERDICTS}
     for report, (results, headline) in REPORTS.items():

@@ -312,4 +312,4 @@ def write_report(run: StudyRun) -> list[Path]:
     lines += curricula_lines(curricula)
     lines += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
-    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)]
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir, run.head)]

@@ -148,7 +148,9 @@ def write_report(run: StudyRun, curves: dict[int, dict], study_switch: int | Non
     out += setup_lines(jobs, steps, run.quick, answer) + table_rows(curves, verdicts)
     out += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(out))
-    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir, run.head)] + [
+        report_dir / f for f in figures
+    ]
 
 
 def log2_or_none(size: int | None) -> float | None:

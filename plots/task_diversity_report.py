@@ -170,4 +170,6 @@ def write_report(run: StudyRun, rows: list[dict]) -> list[Path]:
     out += error_table(rows) + [""] + distance_table(rows)
     out += ["", "## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(out))
-    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir, run.head)] + [
+        report_dir / f for f in figures
+    ]

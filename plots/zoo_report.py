@@ -263,4 +263,6 @@ def write_report(run: StudyRun) -> list[Path]:
     lines += setup_lines(jobs, rows, every, found) + beside_zoology(rows, mixers) + cell_tables(rows, mixers)
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
-    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir)] + [report_dir / f for f in figures]
+    return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir, run.head)] + [
+        report_dir / f for f in figures
+    ]

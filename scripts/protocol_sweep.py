@@ -320,7 +320,7 @@ def write_report(run: StudyRun) -> list[Path]:
     lines += method_lines(sweep, study, jobs) + table_lines(sweep, results) + budget_lines(sweep, results)
     lines += ["", "## Figures", "", f"- `{fig}`", ""]
     atomic_write_text(report_dir / report, "\n".join(lines))
-    return [report_dir / report, report_dir / data, report_dir / fig, write_index(report_dir)]
+    return [report_dir / report, report_dir / data, report_dir / fig, write_index(report_dir, run.head)]
 
 
 def add_flags(parser) -> None:

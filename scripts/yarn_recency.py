@@ -226,7 +226,7 @@ def write_report(run: StudyRun) -> list[Path]:
     lines += layer_table_lines(runs, pool, keys, layers) + head_table_lines(runs, pool, keys, layers, heads)
     lines += ["", "## Figures", "", f"- `{FIGURE}`", ""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
-    return [report_dir / REPORT, report_dir / RESULTS, report_dir / FIGURE, write_index(report_dir)]
+    return [report_dir / REPORT, report_dir / RESULTS, report_dir / FIGURE, write_index(report_dir, run.head)]
 
 
 STUDY = Study(

@@ -289,3 +289,43 @@ def test_the_agreement_check_catches_an_unbacked_sentence():
     named = "H3 falls, as in Zoology's figure 2 (`zoology.h3_t64`)."
     assert "agrees in no shipped report" in agreement_problems(named, "x.md", {"von_oswald.lsa_is_gd"}, keys)[0]
     assert agreement_problems(named, "x.md", {"zoology.h3_t64"}, keys) == []
+
+
+# --- provenance: a shipped report says it can be reproduced from a commit
+def test_index_writes_sections_with_the_head_it_is_given(tmp_path, monkeypatch):
+    """A study writes its report before the index: the git state then is dirty (its own report),
+    so the sections must carry the head the study took at its start, not a new one."""
+    import src.provenance
+    from plots.report_index import write_index
+
+    report = "CIRCUITS.md"
+    for name in (report, REPORTS[report][0]):
+        (tmp_path / name).write_bytes((REPORT_DIR / name).read_bytes())
+    monkeypatch.setattr(src.provenance, "git_commit", lambda: {"commit": "f" * 40, "dirty": True})
+    write_index(tmp_path, {"commit": "a" * 40, "dirty": False})
+    section = (tmp_path / report).read_text(encoding="utf-8").split(bp.HEADING, 1)[1]
+    assert "from commit aaaaaaaaaaaa (clean tree)" in section and "do not ship" not in section
+
+
+def test_a_section_marked_unreproducible_is_rewritten_from_a_clean_commit(tmp_path):
+    report = "CIRCUITS.md"
+    (tmp_path / REPORTS[report][0]).write_bytes((REPORT_DIR / REPORTS[report][0]).read_bytes())
+    (tmp_path / report).write_bytes((REPORT_DIR / report).read_bytes())
+    bp.write_section(tmp_path, report, REPORTS[report][0], head={"commit": "b" * 40, "dirty": True})
+    assert "do not ship" in (tmp_path / report).read_text(encoding="utf-8")
+    bp.write_section(tmp_path, report, REPORTS[report][0], head={"commit": "c" * 40, "dirty": False})
+    text = (tmp_path / report).read_text(encoding="utf-8")
+    assert "do not ship" not in text and "from commit cccccccccccc (clean tree)" in text
+
+
+def test_every_study_passes_its_head_to_the_index():
+    """Every call of write_index but the command line's passes the head taken before writing."""
+    import ast
+
+    calls = []
+    for path in sorted([*(ROOT / "plots").glob("*.py"), *(ROOT / "scripts").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "write_index":
+                calls.append((path.name, node.lineno, len(node.args) + len(node.keywords)))
+    assert len(calls) > 10
+    assert [c for c in calls if c[2] < 2 and c[0] != "report_index.py"] == []
