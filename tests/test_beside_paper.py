@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from plots import beside_paper as bp
+from plots.provenance import commit_line
 from plots.paper_rows import ROWS
 from plots.paper_rows_zoology import ZOO_SETTLING
 from plots.report_index import REPORTS
@@ -292,6 +293,27 @@ def test_the_agreement_check_catches_an_unbacked_sentence():
 
 
 # --- provenance: a shipped report says it can be reproduced from a commit
+def test_no_shipped_report_is_marked_unreproducible():
+    """A report written from a tree with uncommitted changes says 'do not ship' in bold; none of
+    report/ may say it (its header or its section)."""
+    marked = [
+        f"{path.name}:{n}"
+        for path in sorted(REPORT_DIR.glob("*.md"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1)
+        if "do not ship" in line
+    ]
+    assert not marked, f"written from a changed tree, rewrite from a clean commit: {', '.join(marked)}"
+
+
+def _copy_marked_unreproducible(report: str, to: Path) -> None:
+    """The shipped report and its results in `to`, its section's 'Written' line as a changed tree's."""
+    (to / REPORTS[report][0]).write_bytes((REPORT_DIR / REPORTS[report][0]).read_bytes())
+    lines = (REPORT_DIR / report).read_text(encoding="utf-8").split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("- Written "))
+    lines[at] = "- Written 2026-01-01 00:00 UTC from " + commit_line({"commit": "d" * 40, "dirty": True})
+    (to / report).write_text("\n".join(lines), encoding="utf-8")
+
+
 def test_index_writes_sections_with_the_head_it_is_given(tmp_path, monkeypatch):
     """A study writes its report before the index: the git state then is dirty (its own report),
     so the sections must carry the head the study took at its start, not a new one."""
@@ -299,8 +321,7 @@ def test_index_writes_sections_with_the_head_it_is_given(tmp_path, monkeypatch):
     from plots.report_index import write_index
 
     report = "CIRCUITS.md"
-    for name in (report, REPORTS[report][0]):
-        (tmp_path / name).write_bytes((REPORT_DIR / name).read_bytes())
+    _copy_marked_unreproducible(report, tmp_path)
     monkeypatch.setattr(src.provenance, "git_commit", lambda: {"commit": "f" * 40, "dirty": True})
     write_index(tmp_path, {"commit": "a" * 40, "dirty": False})
     section = (tmp_path / report).read_text(encoding="utf-8").split(bp.HEADING, 1)[1]
@@ -309,8 +330,7 @@ def test_index_writes_sections_with_the_head_it_is_given(tmp_path, monkeypatch):
 
 def test_a_section_marked_unreproducible_is_rewritten_from_a_clean_commit(tmp_path):
     report = "CIRCUITS.md"
-    (tmp_path / REPORTS[report][0]).write_bytes((REPORT_DIR / REPORTS[report][0]).read_bytes())
-    (tmp_path / report).write_bytes((REPORT_DIR / report).read_bytes())
+    _copy_marked_unreproducible(report, tmp_path)
     bp.write_section(tmp_path, report, REPORTS[report][0], head={"commit": "b" * 40, "dirty": True})
     assert "do not ship" in (tmp_path / report).read_text(encoding="utf-8")
     bp.write_section(tmp_path, report, REPORTS[report][0], head={"commit": "c" * 40, "dirty": False})
