@@ -1,5 +1,6 @@
 """Residual-stream probes of the estimator (Akyürek et al., ICLR 2023, "What learning algorithm is
-in-context learning?"), for any run that exposes its hidden states at the query of a pair prompt.
+in-context learning?"), for any run that exposes its hidden states at the query of a pair prompt
+(gpt2 and lm on pair tasks, both reads; von Oswald et al.'s lsa models, the query token only).
 
     python -m analysis.probes --run runs/<exp> [--prompts 4000] [--control-run runs/<fixed-w run>]
     python -m analysis.probes --run runs/<exp> --read y_mean      # the paper's read: pooled over y tokens
@@ -38,7 +39,7 @@ from src import rundir as names
 from src.flags import int_at_least
 from src.optim import Optimizer, gradient_step, make_optimizer
 from src.process import guarded
-from src.read_side import HIDDEN_READS, ExposesHiddenStates, has, read_side, systems_with
+from src.read_side import HIDDEN_READ_WORDS, HIDDEN_READS, ExposesHiddenStates, has, read_side, systems_with
 from src.rundir import RunDir
 
 MODULE = "analysis.probes"
@@ -173,7 +174,6 @@ def hidden_side(run_dir: RunDir):
 
 
 FILES = {"query": (names.PROBES_JSON, names.PROBES_PNG), "y_mean": (names.PROBES_Y_MEAN_JSON, names.PROBES_Y_MEAN_PNG)}
-READ_WORDS = {"query": "at the query", "y_mean": "mean over the y tokens from the d-th pair"}
 
 
 def run(
@@ -185,6 +185,11 @@ def run(
     read: str = "query",
 ) -> dict:
     settings, side = hidden_side(run_dir)
+    if read not in side.reads:
+        raise AnalysisError(
+            f"--read {read}: {run_dir.path}'s {settings.system} model exposes no such read; accepted: "
+            + ", ".join(side.reads)
+        )
     prompt = side.fresh_prompts(jax.random.key(seed), prompts)
     if prompt.w is None:
         raise AnalysisError(f"the task {settings.task.name!r} draws no task vector w; accepted: a regression task")
@@ -204,10 +209,8 @@ def run(
         for name, (reader, restored) in sources.items()
     }
     out = {
-        "task": settings.task.name,
-        "mixer": settings.model.mixer_label(),
+        **side.describe(),
         "read": read,
-        "layers": settings.model.n_layer,
         "prompts": prompts,
         "train_prompts": int(TRAIN_FRACTION * prompts),
         "points": int(prompt.xs.shape[1]),
@@ -255,7 +258,7 @@ def figure(summary: dict, title: str):
             ax.legend(fontsize=6)
     fig.suptitle(
         f"{title}: {summary['mixer']} on {summary['task']}, d = {summary['dims']}, {summary['points']} points; "
-        f"read {READ_WORDS[summary.get('read', 'query')]}",
+        f"read {HIDDEN_READ_WORDS[summary.get('read', 'query')]}",
         fontsize=8,
     )
     return fig

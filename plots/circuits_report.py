@@ -16,6 +16,7 @@ from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.jobs.declared import StudyRun
+from src.read_side import HIDDEN_READ_WORDS
 
 REPORT, RESULTS, FIG_DIR = "CIRCUITS.md", "circuits_results.json", "figures/circuits"
 INDUCTION_HEAD = 0.4
@@ -187,7 +188,6 @@ def induction_section(checks: dict) -> list[str]:
     return lines
 
 
-READS = {"query": "at the query's x token", "y_mean": "mean over the y tokens from the d-th pair on"}
 SOURCES = {"trained": "trained", "untrained": "untrained (control)", "fixed_w": "fixed w (control)"}
 
 
@@ -225,15 +225,16 @@ def probe_section(records: dict, check: dict | None) -> list[str]:
             continue
         c = check["reads"][read]
         controls = ", ".join(f"{SOURCES[k]} {_f(v)}" for k, v in c["controls"].items())
-        lines += [f"Read {READS[read]}:", "", *probe_table(record), ""]
+        words = HIDDEN_READ_WORDS[read]
+        lines += [f"Read {words}:", "", *probe_table(record), ""]
         lines += [
-            f"w_OLS {READS[read]}: best ridge R² {_f(c['w_ols_ridge'])} (layer {c['w_ols_layer']}), best MLP "
+            f"w_OLS {words}: best ridge R² {_f(c['w_ols_ridge'])} (layer {c['w_ols_layer']}), best MLP "
             f"{_f(c['w_ols_mlp'])}; controls {controls}.",
             "",
         ]
     lines += [
         f"The issue's claim (w_OLS at ≥ {PROBE_HOLDS} against ≤ {CONTROL_AT_MOST} for both controls), on the "
-        f"better read ({READS[check['read']]}): {_yes(check['holds'])}.",
+        f"better read ({HIDDEN_READ_WORDS[check['read']]}): {_yes(check['holds'])}.",
     ]
     if not check["holds"]:
         lines += [
@@ -243,11 +244,44 @@ def probe_section(records: dict, check: dict | None) -> list[str]:
             "linear read recovers; Akyürek et al. probe deeper models than this one. The controls "
             "sit near 0 at both reads, so what is decodable is the trained model's own.",
         ]
-    lines += [
+    return lines + [""]
+
+
+LSA_WORDS = {
+    "lsa1": "lsa1 (one linear self-attention layer on tokens [x_i, y_i], query token [x_q, 0])",
+    "twolayer": "twolayer (softmax then linear attention on interleaved tokens x_i, ȳ_i, query token x_q)",
+}
+
+
+def lsa_probe_section(records: dict, losses: dict) -> list[str]:
+    """von Oswald et al.'s two models probed at the query token: tables and the best w_OLS R²."""
+    if not records:
+        return []
+    first = next(iter(records.values()))
+    lines = [
+        "### von Oswald et al.'s two models, at the query token",
         "",
-        "Not probed here: von Oswald et al.'s two models (the `lsa` system exposes no hidden states to the probe yet).",
+        f"Their presets (d = {first['dims']}, N = {first['points'] - 1} context pairs, batch 2048, the paper's "
+        "steps), each beside the same model trained on one fixed w and the untrained model; "
+        f"`analysis.probes` on {first['prompts']} fresh prompts, read at the query token after the tokens "
+        "(layer 0) and after each layer. The last layer of these models updates the query token alone, so "
+        "no mean over the context is read. What the construction predicts: one GD step leaves [x_q, −ŷ] in "
+        "the query token (tests/test_probes.py checks this against GD in NumPy), a scalar beside x_q, from "
+        "which no linear read recovers the vector ŵ; with N = d, w_OLS is w.",
         "",
     ]
+    for model, record in records.items():
+        best = record["best"]
+        loss = losses.get(f"probe_{model}", {})
+        lines += [f"{LSA_WORDS.get(model, model)}:", "", *probe_table(record), ""]
+        controls = ", ".join(f"{SOURCES[k]} {_f(v['w_ols']['r2'])}" for k, v in best.items() if k != "trained")
+        lines += [
+            f"{model}: eval loss {_f(loss.get('eval_loss'), 4)} against one tuned GD step's "
+            f"{_f(loss.get('gd_loss'), 4)}; w_OLS best ridge R² {_f(best['trained']['w_ols']['r2'])} "
+            f"(layer {best['trained']['w_ols']['layer']}), best MLP "
+            f"{_f(max(record['probes']['trained']['mlp'].get('w_ols', [float('nan')])))}; controls {controls}.",
+            "",
+        ]
     return lines
 
 
@@ -325,6 +359,7 @@ def write_report(run: StudyRun, data: dict) -> list[Path]:
         copied.append(("probes.png", sources["probe_gpt2"] / names.PROBES_PNG))
     if data.get("probes_y_mean") is not None:
         copied.append(("probes_y_mean.png", sources["probe_gpt2"] / names.PROBES_Y_MEAN_PNG))
+    copied += [(f"probes_{m}.png", sources[f"probe_{m}"] / names.PROBES_PNG) for m in data.get("probes_lsa") or {}]
     for name, path in copied:
         atomic_write_bytes(report_dir / FIG_DIR / name, path.read_bytes())
         figures.append(f"{FIG_DIR}/{name}")
@@ -340,6 +375,7 @@ def write_report(run: StudyRun, data: dict) -> list[Path]:
     lines = header("How the model does it: induction heads, probes and algorithm selection", run)
     lines += induction_section(checks["induction"])
     lines += probe_section(probe_records(data), checks["probes"])
+    lines += lsa_probe_section(data.get("probes_lsa") or {}, data.get("lsa_losses") or {})
     lines += selection_section(data["selection"], checks["selection"])
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))

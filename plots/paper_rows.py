@@ -35,6 +35,7 @@ from plots.paper_rows_base import (
 from plots.paper_rows_limits import linear_attention, mechanisms, robustness
 from plots.paper_rows_von_oswald import matrix, reproduction
 from plots.paper_rows_zoology import mixers, zoo
+from src.read_side import HIDDEN_READ_WORDS
 
 
 # --- Raventós et al.
@@ -264,7 +265,7 @@ def circuits(data: dict, report_dir: Path) -> list[Row]:
         )
     if checks.get("probes"):
         probe = checks["probes"]
-        read = {"query": "at the query", "y_mean": "mean over y tokens"}.get(probe.get("read", "query"))
+        read = HIDDEN_READ_WORDS.get(probe.get("read", "query"))
         out.append(
             Row(
                 "akyurek.w_ols_probe", probe["w_ols_ridge"], f"softmax GPT-2, d = 5, read {read}, seed 0", CIRCUITS_GPT2

@@ -1,7 +1,7 @@
 """How the model does it: induction heads, residual-stream probes and algorithm selection on models
 trained here (`make circuits`).
 
-    python -m scripts.circuits            # 9 runs, ~15 min on 2 cores
+    python -m scripts.circuits            # 13 runs, ~30 min on 2 cores
     python -m scripts.circuits --quick    # 40 steps a run (a smoke test)
 
 The runs (seed 0):
@@ -15,6 +15,11 @@ The runs (seed 0):
   probe_gpt2_fixed_w           the same trained on one fixed w (train.num_tasks = 1): the control;
                                both probed by analysis.probes (4,000 prompts; the untrained model the
                                second control), read at the query and as the mean over the y tokens
+  probe_lsa1, probe_twolayer   von Oswald et al.'s two models at the paper's settings (lsa1: one LSA
+                               layer on concatenated tokens, 5,000 steps; twolayer: softmax then linear
+                               attention on interleaved tokens, 10,000 steps; d = 10, N = 10, batch 2048)
+  probe_lsa1_fixed_w, probe_twolayer_fixed_w   each trained on one fixed w: the control; all four
+                               probed at the query token (their last layer updates no other token)
   selection_mixture            the same GPT-2 on noise_mixture_regression (σ ∈ {0.1, 0.5}, w ~ N(0, I/d))
   selection_sigma0.1, _sigma0.5   the same on one noise level each (the single-noise models)
                                all three evaluated by analysis.algorithm_selection at N = d = 5
@@ -29,6 +34,7 @@ from dataclasses import replace
 
 from src import rundir as names
 from src.formats.limits_of_icl import read_config
+from src.gd_paper.presets import preset
 from src.jobs.declared import Cell, Study, StudyRun, quick_cells
 from src.jobs.study import run_as_command, study_command
 from src.models.sequence_presets import induction
@@ -45,6 +51,7 @@ INDUCTION_TRAIN = LMTrain(
 NOISE_STDS = (0.1, 0.5)
 PROBE_PROMPTS, QUICK_PROMPTS = 4000, 400
 SELECTION_PROMPTS, QUICK_SELECTION_PROMPTS = 20_000, 400
+LSA_MODELS = ("lsa1", "twolayer")  # von Oswald et al.'s two models (src/gd_paper/presets.py)
 
 
 # the heads cells' tasks, by the prefix of their names: (vocabulary, tokens a sequence, the task,
@@ -99,18 +106,50 @@ def gpt2_cells(quick: bool) -> list[Cell]:
     return [Cell(name, settings, tags, analyses=()) for name, settings, tags in cells]
 
 
+def lsa_cells(quick: bool) -> list[Cell]:
+    """von Oswald et al.'s lsa1 and twolayer at their presets, each with its fixed-w control; cost
+    in GPT-2 steps (batch 64) so that the longest start first."""
+    cells = []
+    for model in LSA_MODELS:
+        settings = preset(model)
+        train = settings.train
+        if quick:
+            train = replace(train, steps=QUICK_STEPS, batch_size=64, log_every=20, eval_size=200)
+        for control in (False, True):
+            trained = replace(settings, train=replace(train, num_tasks=1) if control else train)
+            cells.append(
+                Cell(
+                    f"probe_{model}" + ("_fixed_w" if control else ""),
+                    trained,
+                    {"part": "probes_lsa", "control": control, "model": model},
+                    cost=train.steps * train.batch_size / 64,
+                    analyses=(),
+                )
+            )
+    return cells
+
+
 def study_cells(quick: bool) -> list[Cell]:
     heads = [induction_cell(layers, quick, prefix) for prefix in HEAD_TASKS for layers in (1, 2)]
-    return [*heads, *gpt2_cells(quick)]
+    return [*heads, *gpt2_cells(quick), *lsa_cells(quick)]
 
 
 def aggregate(run: StudyRun) -> dict:
-    """{induction: {L1, L2}, probes: {...}, probes_y_mean: {...}, selection: {run: ...}}: the
+    """{induction: {L1, L2}, probes: {...}, probes_y_mean: {...}, probes_lsa: {model: ...},
+    selection: {run: ...}}: the
     analyses' records of the finished runs (each analysis run here, its files written into the run)."""
     from analysis import algorithm_selection, induction as induction_scores, probes
 
     by_name = {job.cell: job for job in run.jobs if job.run.exists(names.SUMMARY)}
-    out: dict = {"induction": {}, "probes": None, "probes_y_mean": None, "selection": {}, "eval_error": {}}
+    out: dict = {
+        "induction": {},
+        "probes": None,
+        "probes_y_mean": None,
+        "probes_lsa": {},
+        "lsa_losses": {},
+        "selection": {},
+        "eval_error": {},
+    }
     prompts = QUICK_PROMPTS if run.quick else PROBE_PROMPTS
     for name, job in by_name.items():
         if job.part == "heads":
@@ -122,10 +161,18 @@ def aggregate(run: StudyRun) -> dict:
             )
         summary = job.run.load_json(names.SUMMARY)
         out["eval_error"][name] = summary.get("eval_error_last", summary.get("eval_loss"))
+        if job.part == "probes_lsa":  # its loss beside one tuned GD step's on its eval tasks
+            out["lsa_losses"][name] = {key: summary.get(key) for key in ("eval_loss", "gd_loss")}
     if "probe_gpt2" in by_name:
         control = by_name.get("probe_gpt2_fixed_w")
         for read, key in (("query", "probes"), ("y_mean", "probes_y_mean")):
             out[key] = probes.run(by_name["probe_gpt2"].run, prompts, control.run if control else None, read=read)
+    for model in LSA_MODELS:
+        if f"probe_{model}" in by_name:
+            control = by_name.get(f"probe_{model}_fixed_w")
+            out["probes_lsa"][model] = probes.run(
+                by_name[f"probe_{model}"].run, prompts, control.run if control else None, read="query"
+            )
     out["runs"] = {name: str(job.run.path) for name, job in by_name.items()}
     return out
 

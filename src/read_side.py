@@ -19,7 +19,8 @@ Capabilities (the systems that have them):
                        curricula (lsa)
     ExposesAttention   saved its attention weights under attn/ (lsa with save_attention)
     ExposesHiddenStates its residual stream at the query of a pair prompt, layer by layer (gpt2;
-                       lm on its pair tasks): what residual-stream probes read (analysis.probes)
+                       lm on its pair tasks; lsa, at the query token only): what residual-stream
+                       probes read (analysis.probes)
     PredictsTokens     a sequence model of tokens: next-token logits at every position (lm on its
                        token tasks)
     LearnsFunctions    predicts a query of a non-linear function (the sine regression: nonlinear)
@@ -168,11 +169,17 @@ class ExposesAttention(Capability):
 # where a probe reads the residual stream of a pair prompt: at the query's x token (what predicts
 # the answer), or the mean over the y tokens of the context pairs from the d-th on, the read that
 # Akyürek et al.'s attention-pooled probe learns (it spreads uniformly over y_n, n >= d)
-HIDDEN_READS = ("query", "y_mean")
+HIDDEN_READ_WORDS = {"query": "at the query's x token", "y_mean": "mean over the y tokens from the d-th pair on"}
+HIDDEN_READS = tuple(HIDDEN_READ_WORDS)
 
 
 class ExposesHiddenStates(Capability):
     words = "expose its hidden states at the query of a pair prompt"
+    reads: tuple[str, ...] = HIDDEN_READS  # the reads of hidden_states this system can give
+
+    def describe(self) -> dict:
+        """{task, mixer, layers}: what a probe's record says the model was (names, L)."""
+        raise NotImplementedError
 
     def restore(self, run) -> tuple:
         """The trained model (what hidden_states takes)."""

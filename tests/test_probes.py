@@ -19,7 +19,7 @@ from src.models.residual import residual_stream
 from src.pipeline import execute
 from src.read_side import ExposesHiddenStates, has, read_side, systems_with
 from src.rundir import names
-from conftest import tiny_gpt2
+from conftest import small, tiny_gpt2
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = dict(runner="test", argv=[], progress=False, analyses=())
@@ -80,7 +80,7 @@ def test_hidden_states_end_in_the_models_own_prediction():
     """At the model's initial parameters (no run needed): the last layer's state, through the final
     norm and the read-out by hand, is the model's own prediction at the query."""
     settings = tiny_gpt2(3, 7, 2)
-    assert systems_with(ExposesHiddenStates) == ("gpt2", "lm") and has(ExposesHiddenStates, settings)
+    assert systems_with(ExposesHiddenStates) == ("gpt2", "lm", "lsa") and has(ExposesHiddenStates, settings)
     side = read_side(ExposesHiddenStates, settings)
     model, params, state = side.untrained()
     prompt = side.fresh_prompts(jax.random.key(5), 9)
@@ -114,6 +114,49 @@ def test_the_y_mean_read_is_the_mean_of_the_stream_over_the_y_tokens_from_the_dt
     assert pooled.shape == by_hand.shape == (3, 5, 16)
     np.testing.assert_allclose(pooled, by_hand, rtol=1e-5, atol=1e-6)
     assert not np.allclose(pooled, side.hidden_states((model, params, state), prompt))  # not the query's
+
+
+@pytest.mark.parametrize("name, num_layers", [("lsa1", None), ("lsa_rec", 3)])
+def test_von_oswalds_query_token_holds_x_q_and_minus_the_gd_prediction(name, num_layers):
+    """The paper's construction (one LSA layer = one GD step) read at the query token: [x_q, 0]
+    before the layer, [x_q, −ŷ] after each, ŷ the k-step GD prediction computed in NumPy."""
+    from baselines.gd_step import gd_params
+
+    settings = small(name, num_layers)
+    side = read_side(ExposesHiddenStates, settings)
+    assert side.reads == ("query",)
+    model, _ = side.untrained()
+    eta = 1.5
+    prompt = side.fresh_prompts(jax.random.key(4), 300)
+    hidden = side.hidden_states((model, gd_params(settings.task, settings.model, eta)), prompt)
+    layers, d = settings.model.num_layers, settings.task.d
+    assert hidden.shape == (layers + 1, 300, d + 1) and hidden.dtype == np.float64
+    x, y = np.asarray(prompt.context_x, np.float64), np.asarray(prompt.context_y, np.float64)
+    query = np.asarray(prompt.query_x, np.float64)
+    np.testing.assert_allclose(hidden[0], np.concatenate([query, np.zeros((300, 1))], axis=1))
+    w = np.zeros_like(query)
+    for k in range(layers):
+        w = w - eta * np.einsum("bn,bnd->bd", np.einsum("bnd,bd->bn", x, w) - y, x) / x.shape[1]
+        np.testing.assert_allclose(hidden[k + 1, :, :d], query, atol=1e-5)
+        np.testing.assert_allclose(hidden[k + 1, :, d], -np.einsum("bd,bd->b", w, query), atol=1e-4)
+    assert np.mean(np.abs(hidden[-1, :, d])) > 0.1  # GD moved
+
+
+def test_an_lsa_run_is_probed_at_its_query_and_refuses_the_y_mean_read(tmp_path):
+    settings = small("lsa1", steps=20, batch_size=64, log_every=10, eval_size=64)
+    run = execute(settings, tmp_path / "lsa1", **FLAGS).run
+    out = probes.run(run, prompts=200, mlp_hidden=0)
+    assert out["layers"] == 1 and out["mixer"] == "lsa1 (linear)" and out["dims"] == settings.task.d
+    assert all(len(r2) == 2 for r2 in out["probes"]["trained"]["ridge"].values())
+    done = subprocess.run(
+        [sys.executable, "-m", "analysis.probes", "--run", str(run.path), "--read", "y_mean"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "--read y_mean" in done.stderr and "accepted: query" in done.stderr
 
 
 def test_the_analysis_on_a_run_and_its_refusals(gpt2_runs, tmp_path):
@@ -168,5 +211,10 @@ def test_the_circuits_study_quick_form_writes_its_report(tmp_path):
     assert results["probes_y_mean"]["read"] == "y_mean" and "figures/circuits/probes_y_mean.png" in results["figures"]
     assert "mean over the y tokens from the d-th pair on" in text
     assert set(results["checks"]["selection"]["model_over_bayes"]) == {"0.1", "0.5"}
+    assert set(results["probes_lsa"]) == {"lsa1", "twolayer"} and "### von Oswald et al.'s two models" in text
+    for model in ("lsa1", "twolayer"):
+        assert set(results["probes_lsa"][model]["probes"]) == {"trained", "untrained", "fixed_w"}
+        assert results["probes_lsa"][model]["fixed_w_run"]["pool_size"] == 1
+        assert f"figures/circuits/probes_{model}.png" in results["figures"]
     for figure in results["figures"]:
         assert (tmp_path / "report" / figure).stat().st_size > 1000

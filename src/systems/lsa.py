@@ -168,6 +168,12 @@ def upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "model": old, "task": {"name": "uniform_regression", **raw["task"]}}
 
 
+def init_and_train_keys(seed: int) -> tuple[jax.Array, jax.Array]:
+    """(the key of the initial parameters, the key of the training data) of a run of `seed`."""
+    key_init, train_key = jax.random.split(jax.random.key(seed))
+    return key_init, train_key
+
+
 class LSATrainer(GradientTrainer):
     def __init__(self, settings: LSASettings):
         self.settings = settings
@@ -177,7 +183,7 @@ class LSATrainer(GradientTrainer):
         self.optimizer = make_optimizer(
             Optimizer("adam", tr.learning_rate, b1=tr.adam_b1, b2=tr.adam_b2, grad_clip=tr.grad_clip), tr.steps
         )
-        self.key_init, self.train_key = jax.random.split(jax.random.key(tr.seed))
+        self.key_init, self.train_key = init_and_train_keys(tr.seed)
         self.seed_input = self.train_key  # seeds trained together differ in their train key
         self._eval_set = None
         self._evaluate = make_evaluator(self.model, settings)

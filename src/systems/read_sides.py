@@ -6,6 +6,7 @@ that knows its insides; analyses import none of it.
     lm         PredictsPairs, AnswersPairPrompts  the ICL benchmark's models on its pair tasks
                ExposesHiddenStates
     lsa        ScoredAgainstGD (PredictsQueries)  von Oswald et al.'s attention-only models
+               ExposesHiddenStates                ... at the query token (its last layer updates no other)
                ExposesAttention                   ... when it saved its attention (save_attention)
     nonlinear  LearnsFunctions (PredictsQueries)  the MLP + LSA model on the sine-regression tasks
     dynamics   TracksDynamics                     Zhang et al.'s linear attention on fixed sets
@@ -40,7 +41,7 @@ from src.registry import registry
 from src.rundir.names import PARAMS
 from src.tasks.objectives import objective_of
 from src.systems import gpt2, gpt2_prompts, lm, lm_batches, nonlinear
-from src.systems.lsa import token_width
+from src.systems.lsa import init_and_train_keys, token_width
 
 
 class SequencePairs(PredictsPairs, AnswersPairPrompts, ExposesHiddenStates):
@@ -49,6 +50,10 @@ class SequencePairs(PredictsPairs, AnswersPairPrompts, ExposesHiddenStates):
     def fresh_prompts(self, key, prompts: int):
         points, dims = self.trained_shape()
         return jax.jit(lambda k: self.sampler(points)(k, prompts, dims, points))(key)
+
+    def describe(self) -> dict:
+        m = self.settings.model
+        return {"task": self.settings.task.name, "mixer": m.mixer_label(), "layers": m.n_layer}
 
     def hidden_states(self, restored, prompt, read: str = "query") -> np.ndarray:
         """The residual stream at the last point's x token (2(n − 1)), or (read "y_mean") its mean
@@ -245,6 +250,57 @@ class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
             tasks or self.settings.train.eval_size,
         )
         return in_blocks(jax.jit(at_query), rows)
+
+
+@register_read_side("lsa")
+class LSAHiddenStates(ExposesHiddenStates):
+    """The query token's stream (the last token in both layouts: [x_q, 0] concatenated, x_q
+    interleaved): the token itself (0), then after each layer. The last layer updates the query
+    alone, so no mean over context tokens is read."""
+
+    reads = ("query",)
+
+    def describe(self) -> dict:
+        m = self.settings.model
+        return {"task": self.settings.task.name, "mixer": f"{m.name} ({', '.join(m.mixers)})", "layers": m.num_layers}
+
+    def restore(self, run) -> tuple:
+        return LSAQueries(self.settings).restore(run)
+
+    def untrained(self) -> tuple:
+        model = build_model(self.settings.task, self.settings.model)
+        key_init, _ = init_and_train_keys(self.settings.train.seed)
+        return model, model.init(key_init)
+
+    def fresh_prompts(self, key, prompts: int):
+        """Drawn as training draws them: the task, then the train curriculum."""
+        _, transformed = draw_tasks(key, prompts, self.settings.task, self.settings.train_curriculum)
+        return transformed.tasks
+
+    def pool_size(self) -> int:
+        return self.settings.train.num_tasks
+
+    def hidden_states(self, restored, prompt, read: str = "query") -> np.ndarray:
+        if read not in self.reads:
+            raise ValueError(f"read {read!r}: accepted {', '.join(self.reads)}")
+        model, params = restored
+        m = self.settings.model
+
+        def states(tasks):
+            tokens = make_tokens(tasks, model.config)
+            out = model.apply(params, tokens, return_layer_outputs=True)
+            return jax.numpy.stack([tokens[:, -1]] + [h[:, -1] for h in out.layer_outputs], axis=1)
+
+        rows = block_rows(
+            forward_bytes(
+                tokens=int(prompt.xs.shape[1]) * 2,
+                width=token_width(self.settings),
+                layers=m.num_layers,
+                heads=m.num_heads,
+            ),
+            int(prompt.xs.shape[0]),
+        )
+        return np.asarray(in_blocks(jax.jit(states), rows)(prompt), np.float64).swapaxes(0, 1)
 
 
 @register_read_side("lsa")
