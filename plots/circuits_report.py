@@ -247,6 +247,8 @@ def probe_section(records: dict, check: dict | None) -> list[str]:
     return lines + [""]
 
 
+LSA_ABOVE_CONTROLS = 0.05  # a trained model's best R² over its controls' that counts as a read
+
 LSA_WORDS = {
     "lsa1": "lsa1 (one linear self-attention layer on tokens [x_i, y_i], query token [x_q, 0])",
     "twolayer": "twolayer (softmax then linear attention on interleaved tokens x_i, ȳ_i, query token x_q)",
@@ -280,6 +282,27 @@ def lsa_probe_section(records: dict, losses: dict) -> list[str]:
             f"{_f(loss.get('gd_loss'), 4)}; w_OLS best ridge R² {_f(best['trained']['w_ols']['r2'])} "
             f"(layer {best['trained']['w_ols']['layer']}), best MLP "
             f"{_f(max(record['probes']['trained']['mlp'].get('w_ols', [float('nan')])))}; controls {controls}.",
+            "",
+        ]
+    above = {
+        model: r["best"]["trained"]["w_ols"]["r2"]
+        - max(v["w_ols"]["r2"] for k, v in r["best"].items() if k != "trained")
+        for model, r in records.items()
+    }
+    if all(gap <= LSA_ABOVE_CONTROLS for gap in above.values()):
+        lines += [
+            f"No ridge probe reads w_OLS from the query token of {' or '.join(above)} more than "
+            f"{LSA_ABOVE_CONTROLS} above its controls: as the construction says, these models solve the task "
+            "(their losses above) without writing ŵ into the token that predicts; a decodable ŵ is one way "
+            "to compute ŷ, not the only one.",
+            "",
+        ]
+    else:
+        lines += [
+            "Above its controls by more than "
+            f"{LSA_ABOVE_CONTROLS} (w_OLS, ridge): "
+            + ", ".join(f"{m} {_f(g)}" for m, g in above.items() if g > LSA_ABOVE_CONTROLS)
+            + ": the query token holds more than [x_q, −ŷ].",
             "",
         ]
     return lines
