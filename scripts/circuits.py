@@ -1,7 +1,7 @@
 """How the model does it: induction heads, residual-stream probes and algorithm selection on models
 trained here (`make circuits`).
 
-    python -m scripts.circuits            # 13 runs, ~30 min on 2 cores
+    python -m scripts.circuits            # 13 runs, ~18 min on 2 cores
     python -m scripts.circuits --quick    # 40 steps a run (a smoke test)
 
 The runs (seed 0):
