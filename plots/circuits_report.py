@@ -1,7 +1,6 @@
-"""The circuits study's report (scripts/circuits.py aggregates the runs and runs the analyses):
-report/CIRCUITS.md, circuits_results.json and figures/circuits/ (the induction heat maps and the
-probes' R² per layer, as the analyses drew them in the runs; the algorithm-selection errors),
-beside Olsson et al.'s, Akyürek et al.'s and Bai et al.'s claims."""
+"""The circuits study's report (scripts/circuits.py runs the analyses): report/CIRCUITS.md, its
+results and figures/circuits/ (induction heat maps, probes' R² per layer as the analyses drew them,
+algorithm-selection errors), beside Olsson et al.'s, Akyürek et al.'s and Bai et al.'s claims."""
 
 from __future__ import annotations
 
@@ -289,23 +288,17 @@ def lsa_probe_section(records: dict, losses: dict) -> list[str]:
         - max(v["w_ols"]["r2"] for k, v in r["best"].items() if k != "trained")
         for model, r in records.items()
     }
-    if all(gap <= LSA_ABOVE_CONTROLS for gap in above.values()):
-        lines += [
-            f"No ridge probe reads w_OLS from the query token of {' or '.join(above)} more than "
-            f"{LSA_ABOVE_CONTROLS} above its controls: as the construction says, these models solve the task "
-            "(their losses above) without writing ŵ into the token that predicts; a decodable ŵ is one way "
-            "to compute ŷ, not the only one.",
-            "",
-        ]
-    else:
-        lines += [
-            "Above its controls by more than "
-            f"{LSA_ABOVE_CONTROLS} (w_OLS, ridge): "
-            + ", ".join(f"{m} {_f(g)}" for m, g in above.items() if g > LSA_ABOVE_CONTROLS)
-            + ": the query token holds more than [x_q, −ŷ].",
-            "",
-        ]
-    return lines
+    read = ", ".join(f"{m} {_f(g)}" for m, g in above.items() if g > LSA_ABOVE_CONTROLS)
+    said = (
+        f"Above its controls by more than {LSA_ABOVE_CONTROLS} (w_OLS, ridge): {read}: the query token holds "
+        "more than [x_q, −ŷ]."
+        if read
+        else f"No ridge probe reads w_OLS from the query token of {' or '.join(above)} more than "
+        f"{LSA_ABOVE_CONTROLS} above its controls: as the construction says, these models solve the task "
+        "(their losses above) without writing ŵ into the token that predicts; a decodable ŵ is one way "
+        "to compute ŷ, not the only one."
+    )
+    return lines + [said, ""]
 
 
 def selection_section(cells: dict, check: dict | None) -> list[str]:
