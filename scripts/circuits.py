@@ -136,8 +136,8 @@ def study_cells(quick: bool) -> list[Cell]:
 
 def aggregate(run: StudyRun) -> dict:
     """{induction: {L1, L2}, probes: {...}, probes_y_mean: {...}, probes_lsa: {model: ...},
-    selection: {run: ...}}: the
-    analyses' records of the finished runs (each analysis run here, its files written into the run)."""
+    selection: {run: ...}}: the analyses' records of the finished runs (each analysis run here, its
+    files written into the run)."""
     from analysis import algorithm_selection, induction as induction_scores, probes
 
     by_name = {job.cell: job for job in run.jobs if job.run.exists(names.SUMMARY)}

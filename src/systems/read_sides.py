@@ -210,6 +210,15 @@ class LMTokens(PredictsTokens):
         return restore_lm(self.settings, run)
 
 
+def lsa_rows(settings, n_points: int, tasks: int) -> int:
+    """Prompts of n_points pairs the paper's model evaluates at once within the memory bound."""
+    m = settings.model
+    return block_rows(
+        forward_bytes(tokens=2 * n_points, width=token_width(settings), layers=m.num_layers, heads=m.num_heads),
+        tasks,
+    )
+
+
 @register_read_side("lsa")
 class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
     def restore(self, run) -> tuple:
@@ -238,18 +247,11 @@ class LSAQueries(ScoredAgainstGD, AnswersPairPrompts):
         """The paper's model reads the context and the query of any prompt (its width is d + 1 per
         token, whatever the number of pairs)."""
         model, params = restored
-        m = self.settings.model
 
         def at_query(prompt):
             return model.apply(params, make_tokens(prompt, model.config)).prediction
 
-        rows = block_rows(
-            forward_bytes(
-                tokens=2 * n_points, width=token_width(self.settings), layers=m.num_layers, heads=m.num_heads
-            ),
-            tasks or self.settings.train.eval_size,
-        )
-        return in_blocks(jax.jit(at_query), rows)
+        return in_blocks(jax.jit(at_query), lsa_rows(self.settings, n_points, tasks or self.settings.train.eval_size))
 
 
 @register_read_side("lsa")
@@ -284,22 +286,13 @@ class LSAHiddenStates(ExposesHiddenStates):
         if read not in self.reads:
             raise ValueError(f"read {read!r}: accepted {', '.join(self.reads)}")
         model, params = restored
-        m = self.settings.model
 
         def states(tasks):
             tokens = make_tokens(tasks, model.config)
             out = model.apply(params, tokens, return_layer_outputs=True)
             return jax.numpy.stack([tokens[:, -1]] + [h[:, -1] for h in out.layer_outputs], axis=1)
 
-        rows = block_rows(
-            forward_bytes(
-                tokens=int(prompt.xs.shape[1]) * 2,
-                width=token_width(self.settings),
-                layers=m.num_layers,
-                heads=m.num_heads,
-            ),
-            int(prompt.xs.shape[0]),
-        )
+        rows = lsa_rows(self.settings, int(prompt.xs.shape[1]), int(prompt.xs.shape[0]))
         return np.asarray(in_blocks(jax.jit(states), rows)(prompt), np.float64).swapaxes(0, 1)
 
 
