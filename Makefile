@@ -18,6 +18,7 @@
 #   make yarn_recency              dynamic YaRN's attention on the last 20 % of a long prompt, per layer and head (stronger models)
 #   make markov                    Edelman et al.'s in-context Markov chains on their attention-only transformer (k = 2, 3)
 #   make mad                       MAD's six token tasks on the zoo's 12 mixers ([mixer, SwiGLU] x 2, width 64)
+#   make mad_settling              make mad's grid (reused) and attention's 2,400-step selective-copying run
 #   make circuits                  induction heads, residual-stream probes and algorithm selection (report/CIRCUITS.md)
 #   make robustness                the robustness battery (every mechanism x every evaluation shift)
 #   make paper_scale STUDY=...     a study at its paper's own scale (configs/paper/; a GPU study), estimate first
@@ -53,7 +54,7 @@ OVERWRITE ?=
 overwrite_flag = $(if $(strip $(OVERWRITE)),--overwrite)
 
 # `make gpu`: add the CUDA wheels to an existing .venv
-.PHONY: help gpu venv test lint format test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick task_diversity_finite matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals originals_beside_ours mechanisms_sweep lengthgen_sweep yarn_recency markov mad circuits gpu_next gpu_wheels paper_scale_report paper_scale_all
+.PHONY: help gpu venv test lint format test_slow test_studies golden golden_record demo demo_copy demo_concat smoke_train figs eval_order eval_noise clean bench reproduce reproduce_quick dynamics dynamics_quick mechanisms mechanisms_quick lengthgen lengthgen_quick lengthgen_laptop mixers mixers_quick zoo zoo_quick task_diversity task_diversity_quick task_diversity_finite matrix matrix_quick robustness robustness_quick paper_scale linear_attention originals compare_originals originals_beside_ours mechanisms_sweep lengthgen_sweep yarn_recency markov mad mad_settling circuits gpu_next gpu_wheels paper_scale_report paper_scale_all
 
 # GPU=1: also the CUDA 12 jax wheels (requirements-gpu.txt); the code runs unchanged on a GPU.
 GPU ?=
@@ -208,6 +209,9 @@ markov: $(STAMP)  ## in-context Markov chains on the paper's attention-only mode
 # MAD's token tasks (Poli et al. 2024) on every mixer of the zoo: report/MAD.md
 mad: $(STAMP)  ## MAD's six token tasks on the zoo's 12 mixers: report/MAD.md
 	$(RUN) -m scripts.mad $(overwrite_flag)
+
+mad_settling: $(STAMP)  ## make mad's grid (its finished runs reused) and attention's longer selective-copying run
+	$(RUN) -m scripts.mad --settling $(overwrite_flag)
 
 # How the model does it (Olsson et al., Akyürek et al., Bai et al.): report/CIRCUITS.md
 circuits: $(STAMP)  ## induction heads, residual-stream probes and algorithm selection: report/CIRCUITS.md

@@ -276,7 +276,7 @@ def write_report(
         lines += ["", "## Longer runs", ""]
         lines += [
             "One mixer trained longer on a task at its baseline, the grid's other settings unchanged (configs/mad.yaml "
-            "`settling`): per-token accuracy on the same 512 test sequences at each log step.",
+            "`settling`, `make mad_settling`): per-token accuracy on the same 512 test sequences at each log step.",
             "",
             "| task | mixer | steps | sequences | accuracy per token at log steps (%) | final, per class (%) "
             "| train s |",

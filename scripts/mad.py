@@ -6,6 +6,7 @@ Scaling of Hybrid Architectures"; athms/mad-lab) at a CPU's scale: `make mad` ru
     python -m scripts.mad --config configs/paper/mad.yaml  # MAD's own protocol and difficulty grid (a GPU study)
     python -m scripts.mad --quick                          # width 16, 2 mixers, 30 steps a task (a smoke test)
     python -m scripts.mad --tasks compression,memorization # only these of the grid's tasks
+    python -m scripts.mad --settling                       # the grid and its settling runs (make mad_settling)
 
 Every model is MAD's block, [mixer, SwiGLU] x 2: two pre-norm blocks (layer norm) of the mixer and a
 SwiGLU state mixer, rotary positions inside attention and no position encoding elsewhere (MAD's
@@ -14,7 +15,8 @@ reads out through MAD's decoder (src/models/sequence.py `compress`). The tasks a
 are src/tasks/mad.py's (MAD's baseline settings); every batch is fresh. AdamW, warm-up then cosine
 decay; each cell reports the best of the grid's learning rates (and weight decays). The grid's
 `settling` runs train one mixer longer on a task (attention on selective copying: the budget its
-0.99 would take), beside the table, not in it.
+0.99 would take), beside the table, not in it; only with --settling (`make mad_settling`, which
+reuses the grid's finished runs), so that `make mad` fits 90 minutes on 2 cores.
 
 Each run is the recipe's settings (`python -m runners.recipe task:<task> model.seq_mixer:<mixer>
 model.state_mixer:swiglu ...`), made by the job engine (finished runs are reused). Report:
@@ -219,7 +221,7 @@ def study_cells(flags, runs_dir) -> list[Cell]:
                     if len(grid.weight_decays) > 1:
                         name += f"_wd{decay:g}"
                     cells.append(mad_cell(grid, name, mixer, task, variant, spec["steps"], decay))
-    for task, spec in grid.settling.items():
+    for task, spec in grid.settling.items() if getattr(flags, "settling", False) else ():
         mixer, steps = spec["mixer"], spec["steps"]
         if mixer in chosen:  # else --mixers left it out
             name = f"{task}_{run_label(mixer).replace('+', '-')}_settling{steps}"
@@ -231,6 +233,11 @@ def add_flags(parser) -> None:
     parser.add_argument("--mixers", default=None, help="comma list (default: the grid's, the zoo's 12)")
     parser.add_argument("--config", default=None, help=f"a YAML grid (MadGrid's keys; default {CONFIG})")
     parser.add_argument("--tasks", default=None, help="comma list: only these of the grid's tasks (default: all)")
+    parser.add_argument(
+        "--settling",
+        action="store_true",
+        help="also train the grid's settling runs (make mad_settling; the grid's finished runs are reused)",
+    )
 
 
 def _state_floats(job) -> int:
@@ -267,7 +274,9 @@ def report(run: StudyRun) -> list:
     from plots.mad_report import write_report
 
     tasks, settling = aggregate(run), settling_runs(run)
-    return write_report(run, LABELS, tasks, checks(tasks, settling), orderings(tasks), chance_levels(run), settling)
+    declared = grid_of(run.flags).settling if run.flags is not None else {}
+    found = checks(tasks, settling, declared)
+    return write_report(run, LABELS, tasks, found, orderings(tasks), chance_levels(run), settling)
 
 
 STUDY = Study(
