@@ -22,6 +22,7 @@ from plots.paper_rows_base import (
     INDUCTION,
     LENGTHGEN,
     MAD,
+    MAD_COPYING,
     MAD_MEMORIZATION,
     MARKOV,
     MECHANISMS,
@@ -149,7 +150,7 @@ def mad(data: dict, report_dir: Path) -> list[Row]:
         "attention reaches 0.99 on selective copying": (
             "mad.selective_copy_attention",
             "attention, selective copying",
-            MAD,
+            MAD_COPYING,
         ),
         "fuzzy recall: attention and DeltaNet": ("mad.fuzzy_order", "fuzzy recall, 12 mixers", MAD),
         "memorization: Hyena and Mamba": (

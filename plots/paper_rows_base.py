@@ -46,8 +46,9 @@ MATRIX = Budget(2500 * 64, "2 × 64, 4 heads, + MLP (d = 10)", "Adam 2e-3 warm-u
 TASK_DIVERSITY = Budget(5000 * 64, "3 × 64, 4 heads", "Adam 2e-3 warm-up + decay, one rate")
 LENGTHGEN = Budget(1500 * 64, "2 × 32 Llama, 2 heads", "AdamW 2e-3, one rate")
 YARN_RECENCY = Budget(6000 * 64, "2 × 64 Llama, 4 heads", "AdamW 1e-3 warm-up + decay, one rate")
-MAD = Budget(600 * 32, "2 × 64, [mixer, SwiGLU] × 2, 4 heads", "AdamW 3e-3, one rate")
-MAD_MEMORIZATION = Budget(1500 * 32, MAD.model, MAD.rates)  # memorization and compression train 1,500 steps
+MAD = Budget(600 * 32, "2 × 64, [mixer, SwiGLU] × 2, 4 heads", "AdamW 3e-3, one rate")  # the recall tasks
+MAD_COPYING = Budget(400 * 32, MAD.model, MAD.rates)  # selective copying trains 400 steps
+MAD_MEMORIZATION = Budget(1000 * 32, MAD.model, MAD.rates)  # memorization trains 1,000 steps
 MARKOV = Budget(6000 * 64, "2 × 16 attention-only, 1 head, relative positions", "AdamW 5e-4, one rate")
 INDUCTION = Budget(2000 * 64, "1-2 × 64 attention-only, 2 heads, rotary positions", "AdamW 1e-3, one rate")
 CIRCUITS_GPT2 = Budget(7000 * 64, "3 × 64, 4 heads (d = 5)", "Adam 2e-3 warm-up + decay, one rate")

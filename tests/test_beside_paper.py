@@ -223,8 +223,9 @@ def test_our_budgets_are_the_shipped_configs():
     assert {c["steps"] for c in zoo["cells"]} == {pr.ZOO.sequences // 64}
     lengthgen = _config("configs/lengthgen.yaml")["training"]
     assert pr.LENGTHGEN.sequences == lengthgen["train_steps"] * lengthgen["batch_size"]
-    mad = _config("configs/mad.yaml")  # the recall and copying tasks' budget
+    mad = _config("configs/mad.yaml")  # the recall tasks', selective copying's and memorization's budgets
     assert pr.MAD.sequences == mad["tasks"]["in_context_recall"]["steps"] * mad["batch_size"]
+    assert pr.MAD_COPYING.sequences == mad["tasks"]["selective_copying"]["steps"] * mad["batch_size"]
     assert float(pr.MAD.rates.split()[1].rstrip(",")) == mad["learning_rates"][0]
     assert pr.MAD_MEMORIZATION.sequences == mad["tasks"]["memorization"]["steps"] * mad["batch_size"]
 
