@@ -1,15 +1,19 @@
 """Residual-stream probes of the estimator (Akyürek et al., ICLR 2023, "What learning algorithm is
 in-context learning?"), for any run that exposes its hidden states at the query of a pair prompt
-(gpt2 and lm on pair tasks, both reads; von Oswald et al.'s lsa models, the query token only).
+(gpt2 and lm on pair tasks, every read; von Oswald et al.'s lsa models, the query token only).
 
     python -m analysis.probes --run runs/<exp> [--prompts 4000] [--control-run runs/<fixed-w run>]
-    python -m analysis.probes --run runs/<exp> --read y_mean      # the paper's read: pooled over y tokens
+    python -m analysis.probes --run runs/<exp> --read last_y      # the released code's read: the last y token
+    python -m analysis.probes --run runs/<exp> --read y_mean      # pooled over the y tokens
 
 Over fresh prompts of the run's task (N context pairs and a query, at its trained shape), the
 hidden state h_l [D] at the query's x token after the read-in (l = 0) and after each layer is
-read for every prompt (--read query), or its mean over the y tokens of the context pairs from
-the d-th on (--read y_mean: Akyürek et al.'s probe attends over every position and, past d
-examples, spreads uniformly over the y tokens; this reads that mean directly), and per layer a
+read for every prompt (--read query), or at the last context pair's y token (--read last_y: the
+last position of Akyürek et al.'s prompts x_1, y_1 .. x_n, y_n, where their released code,
+google-research incontext/probe_flax.py, fits a linear probe per layer), or its mean over the y
+tokens of the context pairs from the d-th on (--read y_mean: Akyürek et al.'s probe attends over
+every position and, past d examples, spreads uniformly over the y tokens; this reads that mean
+directly), and per layer a
 probe is fitted on the first 3/4 of the prompts to the targets of the context (X [N, d], y [N]):
   w_ols      the least-squares solution X⁺y (the minimum-norm one when N < d)
   xty        Xᵀy; the one-step-GD vector from zero, (η/N)·Xᵀy, is the same up to a constant, so
@@ -20,7 +24,8 @@ fifth of the train split, and a one-hidden-layer MLP (GELU, Adam, full batch). E
 the held-out quarter by R² = 1 − Σ‖t̂ − t‖² / Σ‖t − t̄‖² (pooled over the d coordinates). Controls,
 the same probes: the model at its initial parameters (untrained), and, with --control-run, a
 model trained on a task with one fixed w (gpt2's `train.num_tasks=1`), on the same prompts.
-Writes analysis/probes.json and analysis/probes.png (--read y_mean: probes_y_mean.json and .png).
+Writes analysis/probes.json and analysis/probes.png (--read last_y: probes_last_y.json and .png;
+--read y_mean: probes_y_mean.json and .png).
 
 Glossary: L layers, E prompts, N context pairs, d input dimensions, D width, K targets' width (d).
 """
@@ -173,7 +178,11 @@ def hidden_side(run_dir: RunDir):
     return settings, read_side(ExposesHiddenStates, settings)
 
 
-FILES = {"query": (names.PROBES_JSON, names.PROBES_PNG), "y_mean": (names.PROBES_Y_MEAN_JSON, names.PROBES_Y_MEAN_PNG)}
+FILES = {
+    "query": (names.PROBES_JSON, names.PROBES_PNG),
+    "last_y": (names.PROBES_LAST_Y_JSON, names.PROBES_LAST_Y_PNG),
+    "y_mean": (names.PROBES_Y_MEAN_JSON, names.PROBES_Y_MEAN_PNG),
+}
 
 
 def run(
@@ -234,7 +243,7 @@ register_analysis(
     "ridge and MLP probes of w_OLS, Xᵀy and w from the residual stream at the query, per layer (Akyürek et al.; "
     "on request)",
     on_request,
-    files=[names.PROBES_JSON, names.PROBES_PNG, names.PROBES_Y_MEAN_JSON, names.PROBES_Y_MEAN_PNG],
+    files=[path for pair in FILES.values() for path in pair],
 )
 
 LINES = {"trained": "-", "untrained": ":", "fixed_w": "--"}
@@ -274,7 +283,8 @@ def _flags(parser) -> None:
         "--read",
         choices=HIDDEN_READS,
         default="query",
-        help="where the states are read: the query's x token, or the mean over the y tokens from the d-th pair",
+        help="where the states are read: the query's x token, the last context pair's y token, or the mean over "
+        "the y tokens from the d-th pair",
     )
 
 

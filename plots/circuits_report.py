@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from plots.circuits_probes import CONTROL_AT_MOST, PROBE_HOLDS, probe_checks, probe_records, PROBE_READS
 from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
@@ -20,7 +21,6 @@ from src.read_side import HIDDEN_READ_WORDS
 REPORT, RESULTS, FIG_DIR = "CIRCUITS.md", "circuits_results.json", "figures/circuits"
 INDUCTION_HEAD = 0.4
 FAR_BELOW = 0.25  # "far below": the second copy's loss under a quarter of the first's
-PROBE_HOLDS, CONTROL_AT_MOST = 0.9, 0.2
 NEAR_BAYES, FIXED_LOSES = 0.10, 2.0
 ANCHOR_BAYES = {0.1: 0.133, 0.5: 0.658}  # shared/ANCHORS.md (Bai et al.'s protocol, Monte Carlo ± 1 %)
 ANCHOR_FIXED = {0.1: 0.281, 0.5: 1.578}
@@ -67,32 +67,6 @@ def induction_checks(cells: dict) -> dict:
         else:
             out[name]["holds"] = bool(prefix.max() <= INDUCTION_HEAD)
     return out
-
-
-def probe_check(record: dict) -> dict:
-    """One read's verdict: the trained model's best ridge R² for w_OLS against both controls'."""
-    best = record["best"]
-    trained = best["trained"]["w_ols"]["r2"]
-    controls = {k: best[k]["w_ols"]["r2"] for k in ("untrained", "fixed_w") if k in best}
-    mlp = record["probes"]["trained"]["mlp"].get("w_ols")
-    return {
-        "w_ols_ridge": trained,
-        "w_ols_layer": best["trained"]["w_ols"]["layer"],
-        "w_ols_mlp": max(mlp) if mlp else None,
-        "controls": controls,
-        "holds": bool(trained >= PROBE_HOLDS and controls and max(controls.values()) <= CONTROL_AT_MOST),
-    }
-
-
-def probe_checks(records: dict) -> dict | None:
-    """{read: check} for each read probed (the query's x token; the mean over the y tokens), and
-    at the top level the check of the read whose trained probe scored higher (`read` names it),
-    its controls read the same way."""
-    reads = {read: probe_check(record) for read, record in records.items() if record is not None}
-    if not reads:
-        return None
-    read = max(reads, key=lambda r: reads[r]["w_ols_ridge"])
-    return {**reads[read], "read": read, "reads": reads}
 
 
 def selection_checks(cells: dict) -> dict | None:
@@ -211,7 +185,9 @@ def probe_section(records: dict, check: dict | None) -> list[str]:
         f"{first['points']} points, {first['layers']} layers of width 64, 7,000 steps) and the same model "
         f"trained on one fixed w; `analysis.probes` on {first['prompts']} fresh prompts "
         f"({first['train_prompts']} to fit, the rest held out), the hidden state after the read-in (layer 0) "
-        "and after each layer, read two ways: at the query's x token (what the prediction is made from), and "
+        "and after each layer, read three ways: at the query's x token (what the prediction is made from), at "
+        "the last context pair's y token (`--read last_y`: the last position of Akyürek et al.'s prompts "
+        "x₁, y₁ … x_n, y_n, where their released code fits its linear probe), and "
         "as the mean over the y tokens of the context pairs from the d-th on (`--read y_mean`; Akyürek et al. "
         "fit a probe that attends over every position, and its attention spreads evenly over those y tokens, "
         "so the mean is that probe's read without its learned pooling). Held-out R²; ridge in closed form and "
@@ -233,7 +209,7 @@ def probe_section(records: dict, check: dict | None) -> list[str]:
         ]
     lines += [
         f"The issue's claim (w_OLS at ≥ {PROBE_HOLDS} against ≤ {CONTROL_AT_MOST} for both controls), on the "
-        f"better read ({HIDDEN_READ_WORDS[check['read']]}): {_yes(check['holds'])}.",
+        f"best read ({HIDDEN_READ_WORDS[check['read']]}): {_yes(check['holds'])}.",
     ]
     if not check["holds"]:
         lines += [
@@ -359,11 +335,6 @@ def selection_section(cells: dict, check: dict | None) -> list[str]:
     return lines
 
 
-def probe_records(data: dict) -> dict:
-    """{read: analysis.probes' record or None}: the query's read, then the mean over the y tokens."""
-    return {"query": data.get("probes"), "y_mean": data.get("probes_y_mean")}
-
-
 def write_report(run: StudyRun, data: dict) -> list[Path]:
     report_dir = run.report_dir
     figures = []
@@ -371,10 +342,7 @@ def write_report(run: StudyRun, data: dict) -> list[Path]:
     copied = [
         (f"induction_{n.removeprefix('induction_')}.png", sources[n] / names.INDUCTION_PNG) for n in data["induction"]
     ]
-    if data.get("probes") is not None:
-        copied.append(("probes.png", sources["probe_gpt2"] / names.PROBES_PNG))
-    if data.get("probes_y_mean") is not None:
-        copied.append(("probes_y_mean.png", sources["probe_gpt2"] / names.PROBES_Y_MEAN_PNG))
+    copied += [(f"{key}.png", sources["probe_gpt2"] / png) for key, png in PROBE_READS.values() if data.get(key)]
     copied += [(f"probes_{m}.png", sources[f"probe_{m}"] / names.PROBES_PNG) for m in data.get("probes_lsa") or {}]
     for name, path in copied:
         atomic_write_bytes(report_dir / FIG_DIR / name, path.read_bytes())

@@ -135,7 +135,7 @@ def study_cells(quick: bool) -> list[Cell]:
 
 
 def aggregate(run: StudyRun) -> dict:
-    """{induction: {L1, L2}, probes: {...}, probes_y_mean: {...}, probes_lsa: {model: ...},
+    """{induction: {L1, L2}, probes: {...}, probes_last_y: {...}, probes_y_mean: {...}, probes_lsa: {model: ...},
     selection: {run: ...}}: the analyses' records of the finished runs (each analysis run here, its
     files written into the run)."""
     from analysis import algorithm_selection, induction as induction_scores, probes
@@ -144,6 +144,7 @@ def aggregate(run: StudyRun) -> dict:
     out: dict = {
         "induction": {},
         "probes": None,
+        "probes_last_y": None,
         "probes_y_mean": None,
         "probes_lsa": {},
         "lsa_losses": {},
@@ -165,7 +166,7 @@ def aggregate(run: StudyRun) -> dict:
             out["lsa_losses"][name] = {key: summary.get(key) for key in ("eval_loss", "gd_loss")}
     if "probe_gpt2" in by_name:
         control = by_name.get("probe_gpt2_fixed_w")
-        for read, key in (("query", "probes"), ("y_mean", "probes_y_mean")):
+        for read, key in (("query", "probes"), ("last_y", "probes_last_y"), ("y_mean", "probes_y_mean")):
             out[key] = probes.run(by_name["probe_gpt2"].run, prompts, control.run if control else None, read=read)
     for model in LSA_MODELS:
         if f"probe_{model}" in by_name:

@@ -167,9 +167,14 @@ class ExposesAttention(Capability):
 
 
 # where a probe reads the residual stream of a pair prompt: at the query's x token (what predicts
-# the answer), or the mean over the y tokens of the context pairs from the d-th on, the read that
-# Akyürek et al.'s attention-pooled probe learns (it spreads uniformly over y_n, n >= d)
-HIDDEN_READ_WORDS = {"query": "at the query's x token", "y_mean": "mean over the y tokens from the d-th pair on"}
+# the answer); at the last context pair's y token, the last position of Akyürek et al.'s prompts
+# x_1, y_1 .. x_n, y_n, where their code (google-research incontext/probe_flax.py) fits its linear
+# probe; or the mean over the y tokens of the context pairs from the d-th on
+HIDDEN_READ_WORDS = {
+    "query": "at the query's x token",
+    "last_y": "at the last context pair's y token",
+    "y_mean": "mean over the y tokens from the d-th pair on",
+}
 HIDDEN_READS = tuple(HIDDEN_READ_WORDS)
 
 
@@ -196,7 +201,8 @@ class ExposesHiddenStates(Capability):
     def hidden_states(self, restored: tuple, prompt, read: str = "query") -> np.ndarray:
         """[L + 1, E, D] float64: the residual stream at the query (the last point's x token) after
         the read-in and position encoding (0), then after each of the L layers (before the final norm);
-        read "y_mean": its mean over the y tokens of the context pairs from the d-th on (HIDDEN_READS)."""
+        read "last_y": the same at the last context pair's y token; read "y_mean": its mean over the y
+        tokens of the context pairs from the d-th on (HIDDEN_READS)."""
         raise NotImplementedError
 
 

@@ -116,6 +116,22 @@ def test_the_y_mean_read_is_the_mean_of_the_stream_over_the_y_tokens_from_the_dt
     assert not np.allclose(pooled, side.hidden_states((model, params, state), prompt))  # not the query's
 
 
+def test_the_last_y_read_is_the_stream_at_the_last_context_pairs_y_token():
+    """read "last_y": the full residual stream at token 2(n − 1) − 1, the last context pair's y (the
+    last position of Akyürek et al.'s prompts); the query after it changes nothing there (causal)."""
+    settings = tiny_gpt2(3, 6, 2)
+    side = read_side(ExposesHiddenStates, settings)
+    model, params, state = side.untrained()
+    prompt = side.fresh_prompts(jax.random.key(3), 5)
+    last_y = side.hidden_states((model, params, state), prompt, "last_y")
+    stream = np.asarray(residual_stream(settings.model, params, state, prompt.xs, prompt.ys), np.float64)
+    assert last_y.shape == (3, 5, 16)
+    np.testing.assert_allclose(last_y, stream[:, :, 2 * 5 - 1], rtol=1e-5, atol=1e-6)
+    moved = prompt._replace(xs=prompt.xs.at[:, -1].add(1.0), ys=prompt.ys.at[:, -1].add(1.0))  # another query
+    np.testing.assert_allclose(side.hidden_states((model, params, state), moved, "last_y"), last_y, atol=1e-6)
+    assert not np.allclose(last_y, side.hidden_states((model, params, state), prompt))  # not the query's
+
+
 @pytest.mark.parametrize("name, num_layers", [("lsa1", None), ("lsa_rec", 3)])
 def test_von_oswalds_query_token_holds_x_q_and_minus_the_gd_prediction(name, num_layers):
     """The paper's construction (one LSA layer = one GD step) read at the query token: [x_q, 0]
@@ -207,8 +223,9 @@ def test_the_circuits_study_quick_form_writes_its_report(tmp_path):
     assert "| MQAR | L2 (2 layers) |" in text and "figures/circuits/induction_mqar_L2.png" in results["figures"]
     assert results["checks"]["probes"]["controls"].keys() == {"untrained", "fixed_w"}
     reads = results["checks"]["probes"]["reads"]
-    assert set(reads) == {"query", "y_mean"} and results["checks"]["probes"]["read"] in reads
-    assert results["probes_y_mean"]["read"] == "y_mean" and "figures/circuits/probes_y_mean.png" in results["figures"]
+    assert set(reads) == {"query", "last_y", "y_mean"} and results["checks"]["probes"]["read"] in reads
+    for read in ("last_y", "y_mean"):
+        assert results[f"probes_{read}"]["read"] == read and f"figures/circuits/probes_{read}.png" in results["figures"]
     assert "mean over the y tokens from the d-th pair on" in text
     assert set(results["checks"]["selection"]["model_over_bayes"]) == {"0.1", "0.5"}
     assert set(results["probes_lsa"]) == {"lsa1", "twolayer"} and "### von Oswald et al.'s two models" in text

@@ -56,16 +56,18 @@ class SequencePairs(PredictsPairs, AnswersPairPrompts, ExposesHiddenStates):
         return {"task": self.settings.task.name, "mixer": m.mixer_label(), "layers": m.n_layer}
 
     def hidden_states(self, restored, prompt, read: str = "query") -> np.ndarray:
-        """The residual stream at the last point's x token (2(n − 1)), or (read "y_mean") its mean
-        over the y tokens (2i + 1) of the context pairs i = d − 1 .. n − 2 (0-based; every pair when
-        fewer than d precede the query), in blocks of prompts."""
+        """The residual stream at the last point's x token (2(n − 1)), (read "last_y") at the last
+        context pair's y token (2(n − 1) − 1), or (read "y_mean") its mean over the y tokens (2i + 1)
+        of the context pairs i = d − 1 .. n − 2 (0-based; every pair when fewer than d precede the
+        query), in blocks of prompts."""
         _, params, state = restored
         n, d = prompt.xs.shape[1], prompt.xs.shape[2]
         model = self.settings.model
-        if read == "query":
+        if read in ("query", "last_y"):
+            token = 2 * (n - 1) - (read == "last_y")
 
             def states(xs, ys):
-                return residual_stream(model, params, state, xs, ys, at=2 * (n - 1))
+                return residual_stream(model, params, state, xs, ys, at=token)
         else:
             first = d - 1 if n - 1 >= d else 0
             y_tokens = 2 * np.arange(first, n - 1) + 1
