@@ -210,7 +210,7 @@ markov: $(STAMP)  ## in-context Markov chains on the paper's attention-only mode
 mad: $(STAMP)  ## MAD's six token tasks on the zoo's 12 mixers: report/MAD.md
 	$(RUN) -m scripts.mad $(overwrite_flag)
 
-mad_settling: $(STAMP)  ## make mad's grid (its finished runs reused) and attention's longer selective-copying run
+mad_settling: $(STAMP)  ## make mad's grid (reused) and attention's 2,400-step selective-copying run
 	$(RUN) -m scripts.mad --settling $(overwrite_flag)
 
 # How the model does it (Olsson et al., Akyürek et al., Bai et al.): report/CIRCUITS.md
