@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from plots.circuits_probes import PROBE_READS
 from src import rundir as names
 from src.formats.limits_of_icl import read_config
 from src.gd_paper.presets import preset
@@ -143,9 +144,7 @@ def aggregate(run: StudyRun) -> dict:
     by_name = {job.cell: job for job in run.jobs if job.run.exists(names.SUMMARY)}
     out: dict = {
         "induction": {},
-        "probes": None,
-        "probes_last_y": None,
-        "probes_y_mean": None,
+        **{key: None for key, _ in PROBE_READS.values()},
         "probes_lsa": {},
         "lsa_losses": {},
         "selection": {},
@@ -166,7 +165,7 @@ def aggregate(run: StudyRun) -> dict:
             out["lsa_losses"][name] = {key: summary.get(key) for key in ("eval_loss", "gd_loss")}
     if "probe_gpt2" in by_name:
         control = by_name.get("probe_gpt2_fixed_w")
-        for read, key in (("query", "probes"), ("last_y", "probes_last_y"), ("y_mean", "probes_y_mean")):
+        for read, (key, _) in PROBE_READS.items():
             out[key] = probes.run(by_name["probe_gpt2"].run, prompts, control.run if control else None, read=read)
     for model in LSA_MODELS:
         if f"probe_{model}" in by_name:
