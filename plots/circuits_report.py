@@ -4,19 +4,28 @@ algorithm-selection errors), beside Olsson et al.'s, Akyürek et al.'s and Bai e
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 
-from plots.circuits_probes import CONTROL_AT_MOST, PROBE_HOLDS, probe_checks, probe_records, PROBE_READS
+from plots.circuits_probes import (
+    MECHANISMS_GPT2,
+    PROBE_READS,
+    _f,
+    _yes,
+    gpt2_named,
+    gpt2_size,
+    lsa_probe_section,
+    probe_checks,
+    probe_records,
+    probe_section,
+)
 from plots.provenance import header, study_fields
 from plots.report_index import write_index
 from plots.style import new_figure, png_bytes
 from src import rundir as names
 from src.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from src.jobs.declared import StudyRun
-from src.read_side import HIDDEN_READ_WORDS
 
 REPORT, RESULTS, FIG_DIR = "CIRCUITS.md", "circuits_results.json", "figures/circuits"
 INDUCTION_HEAD = 0.4
@@ -114,15 +123,9 @@ def figure_selection(cells: dict):
     return fig
 
 
-def _f(value, digits: int = 3) -> str:
-    return "n/a" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.{digits}f}"
-
-
-def _yes(holds) -> str:
-    return "n/a" if holds is None else ("**holds**" if holds else "**does not hold**")
-
-
 def induction_section(checks: dict) -> list[str]:
+    if not checks:
+        return ["## Induction heads on repeated random tokens (Olsson et al. 2022)", "", "No run (`--parts`).", ""]
     lines = [
         "## Induction heads on repeated random tokens (Olsson et al. 2022)",
         "",
@@ -161,129 +164,14 @@ def induction_section(checks: dict) -> list[str]:
     return lines
 
 
-SOURCES = {"trained": "trained", "untrained": "untrained (control)", "fixed_w": "fixed w (control)"}
-
-
-def probe_table(record: dict) -> list[str]:
-    lines = ["| target | model | ridge R² by layer | MLP R² by layer | best ridge layer |", "|---|---|---|---|---|"]
-    for target in record["targets"]:
-        for source, fits in record["probes"].items():
-            ridge = ", ".join(_f(v) for v in fits["ridge"][target])
-            mlp = ", ".join(_f(v) for v in fits["mlp"].get(target, [])) or "—"
-            best = record["best"][source][target]
-            lines.append(f"| {target} | {SOURCES[source]} | {ridge} | {mlp} | {best['layer']} ({_f(best['r2'])}) |")
-    return lines
-
-
-def probe_section(records: dict, check: dict | None) -> list[str]:
-    lines = ["## Residual-stream probes of the estimator (Akyürek et al., ICLR 2023)", ""]
-    if check is None:
-        return lines + ["No probe run finished.", ""]
-    first = next(r for r in records.values() if r is not None)
-    lines += [
-        f"The mechanisms study's softmax GPT-2 (configs/mechanisms.yaml: d = {first['dims']}, "
-        f"{first['points']} points, {first['layers']} layers of width 64, 7,000 steps) and the same model "
-        f"trained on one fixed w; `analysis.probes` on {first['prompts']} fresh prompts "
-        f"({first['train_prompts']} to fit, the rest held out), the hidden state after the read-in (layer 0) "
-        "and after each layer, read three ways: at the query's x token (what the prediction is made from), at "
-        "the last context pair's y token (`--read last_y`: the last position of Akyürek et al.'s prompts "
-        "x₁, y₁ … x_n, y_n, where their released code fits its linear probe), and "
-        "as the mean over the y tokens of the context pairs from the d-th on (`--read y_mean`; Akyürek et al. "
-        "fit a probe that attends over every position, and its attention spreads evenly over those y tokens, "
-        "so the mean is that probe's read without its learned pooling). Held-out R²; ridge in closed form and "
-        f"a one-hidden-layer MLP ({first['mlp_hidden']} units). With noiseless y and N = {first['points'] - 1} "
-        f"> d context pairs, w_OLS is w; Xᵀy is the one-step-GD vector up to a constant, so it scores the same.",
-        "",
-    ]
-    for read, record in records.items():
-        if record is None:
-            continue
-        c = check["reads"][read]
-        controls = ", ".join(f"{SOURCES[k]} {_f(v)}" for k, v in c["controls"].items())
-        words = HIDDEN_READ_WORDS[read]
-        lines += [f"Read {words}:", "", *probe_table(record), ""]
-        lines += [
-            f"w_OLS {words}: best ridge R² {_f(c['w_ols_ridge'])} (layer {c['w_ols_layer']}), best MLP "
-            f"{_f(c['w_ols_mlp'])}; controls {controls}.",
-            "",
-        ]
-    lines += [
-        f"The issue's claim (w_OLS at ≥ {PROBE_HOLDS} against ≤ {CONTROL_AT_MOST} for both controls), on the "
-        f"best read ({HIDDEN_READ_WORDS[check['read']]}): {_yes(check['holds'])}.",
-    ]
-    if not check["holds"]:
-        lines += [
-            "",
-            "Why it may miss, as far as we can tell: the query token need only carry x_q·ŵ, a scalar, not ŵ, "
-            "and a 3-layer model of width 64 can keep ŵ spread over the context tokens in a form no single "
-            "linear read recovers; Akyürek et al. probe deeper models than this one. The controls "
-            "sit near 0 at both reads, so what is decodable is the trained model's own.",
-        ]
-    return lines + [""]
-
-
-LSA_ABOVE_CONTROLS = 0.05  # a trained model's best R² over its controls' that counts as a read
-
-LSA_WORDS = {
-    "lsa1": "lsa1 (one linear self-attention layer on tokens [x_i, y_i], query token [x_q, 0])",
-    "twolayer": "twolayer (softmax then linear attention on interleaved tokens x_i, ȳ_i, query token x_q)",
-}
-
-
-def lsa_probe_section(records: dict, losses: dict) -> list[str]:
-    """von Oswald et al.'s two models probed at the query token: tables and the best w_OLS R²."""
-    if not records:
-        return []
-    first = next(iter(records.values()))
-    lines = [
-        "### von Oswald et al.'s two models, at the query token",
-        "",
-        f"Their presets (d = {first['dims']}, N = {first['points'] - 1} context pairs, batch 2048, the paper's "
-        "steps), each beside the same model trained on one fixed w and the untrained model; "
-        f"`analysis.probes` on {first['prompts']} fresh prompts, read at the query token after the tokens "
-        "(layer 0) and after each layer. The last layer of these models updates the query token alone, so "
-        "no mean over the context is read. What the construction predicts: one GD step leaves [x_q, −ŷ] in "
-        "the query token (tests/test_probes.py checks this against GD in NumPy), a scalar beside x_q, from "
-        "which no linear read recovers the vector ŵ; with N = d, w_OLS is w.",
-        "",
-    ]
-    for model, record in records.items():
-        best = record["best"]
-        loss = losses.get(f"probe_{model}", {})
-        lines += [f"{LSA_WORDS.get(model, model)}:", "", *probe_table(record), ""]
-        controls = ", ".join(f"{SOURCES[k]} {_f(v['w_ols']['r2'])}" for k, v in best.items() if k != "trained")
-        lines += [
-            f"{model}: eval loss {_f(loss.get('eval_loss'), 4)} against one tuned GD step's "
-            f"{_f(loss.get('gd_loss'), 4)}; w_OLS best ridge R² {_f(best['trained']['w_ols']['r2'])} "
-            f"(layer {best['trained']['w_ols']['layer']}), best MLP "
-            f"{_f(max(record['probes']['trained']['mlp'].get('w_ols', [float('nan')])))}; controls {controls}.",
-            "",
-        ]
-    above = {
-        model: r["best"]["trained"]["w_ols"]["r2"]
-        - max(v["w_ols"]["r2"] for k, v in r["best"].items() if k != "trained")
-        for model, r in records.items()
-    }
-    read = ", ".join(f"{m} {_f(g)}" for m, g in above.items() if g > LSA_ABOVE_CONTROLS)
-    said = (
-        f"Above its controls by more than {LSA_ABOVE_CONTROLS} (w_OLS, ridge): {read}: the query token holds "
-        "more than [x_q, −ŷ]."
-        if read
-        else f"No ridge probe reads w_OLS from the query token of {' or '.join(above)} more than "
-        f"{LSA_ABOVE_CONTROLS} above its controls: as the construction says, these models solve the task "
-        "(their losses above) without writing ŵ into the token that predicts; a decodable ŵ is one way "
-        "to compute ŷ, not the only one."
-    )
-    return lines + [said, ""]
-
-
-def selection_section(cells: dict, check: dict | None) -> list[str]:
+def selection_section(cells: dict, check: dict | None, gpt2: dict | None = None) -> list[str]:
     lines = ["## Algorithm selection (Bai et al., NeurIPS 2023)", ""]
     if check is None:
-        return lines + ["The mixture model's run did not finish.", ""]
+        return lines + ["The mixture model's run did not finish (or `--parts` left it out).", ""]
     mixture = cells["selection_mixture"]
     lines += [
-        "The mechanisms study's GPT-2 (d = 5, 11 points, 7,000 steps) trained on `noise_mixture_regression` "
+        f"{gpt2_named(gpt2).replace(' softmax', '')} (d = 5, 11 points, {gpt2_size(gpt2)}) trained on "
+        "`noise_mixture_regression` "
         "(σ round-robin over {0.1, 0.5} by prompt, w ~ N(0, I/d)), and two single-noise models, each "
         f"evaluated by `analysis.algorithm_selection` at N = d = {mixture['context']} on {mixture['prompts']} "
         "fresh prompts per level: the squared error at the query (its noise included), beside ridge at the Bayes "
@@ -327,7 +215,8 @@ def selection_section(cells: dict, check: dict | None) -> list[str]:
         ]
         lines += [
             "Beside the single-noise models: " + "; ".join(parts) + ". A miss of the Bayes error that the model "
-            "trained on one level shares is this budget's (7,000 steps of a 3 × 64 GPT-2, at N = d where least "
+            f"trained on one level shares is this budget's ({(gpt2 or MECHANISMS_GPT2)['steps']:,} steps of a "
+            f"{(gpt2 or MECHANISMS_GPT2)['layers']} × {(gpt2 or MECHANISMS_GPT2)['width']} GPT-2, at N = d where least "
             "squares is worst conditioned), not a failure to select; what the mixture costs is its ratio to the "
             "single-noise model.",
             "",
@@ -358,9 +247,9 @@ def write_report(run: StudyRun, data: dict) -> list[Path]:
     atomic_write_json(report_dir / RESULTS, {**study_fields(run), **data, "checks": checks, "figures": figures})
     lines = header("How the model does it: induction heads, probes and algorithm selection", run)
     lines += induction_section(checks["induction"])
-    lines += probe_section(probe_records(data), checks["probes"])
+    lines += probe_section(probe_records(data), checks["probes"], data.get("gpt2"))
     lines += lsa_probe_section(data.get("probes_lsa") or {}, data.get("lsa_losses") or {})
-    lines += selection_section(data["selection"], checks["selection"])
+    lines += selection_section(data["selection"], checks["selection"], data.get("gpt2"))
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir, run.head)] + [

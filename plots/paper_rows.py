@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from plots.paper_rows_base import (
-    CIRCUITS_GPT2,
+    circuits_gpt2,
     DYNAMICS,
     INDUCTION,
     LENGTHGEN,
@@ -254,7 +254,7 @@ def dynamics(data: dict, report_dir: Path) -> list[Row]:
 def circuits(data: dict, report_dir: Path) -> list[Row]:
     """Olsson et al.'s, Akyürek et al.'s and Bai et al.'s claims from the circuits study's checks
     (scripts/circuits.py, plots/circuits_report.py: one seed)."""
-    checks, out = data.get("checks", {}), []
+    checks, out, gpt2 = data.get("checks", {}), [], circuits_gpt2(data.get("gpt2"))
     induction = checks.get("induction", {})
     if "induction_L2" in induction:
         c = induction["induction_L2"]
@@ -267,17 +267,13 @@ def circuits(data: dict, report_dir: Path) -> list[Row]:
     if checks.get("probes"):
         probe = checks["probes"]
         read = HIDDEN_READ_WORDS.get(probe.get("read", "query"))
-        out.append(
-            Row(
-                "akyurek.w_ols_probe", probe["w_ols_ridge"], f"softmax GPT-2, d = 5, read {read}, seed 0", CIRCUITS_GPT2
-            )
-        )
+        out.append(Row("akyurek.w_ols_probe", probe["w_ols_ridge"], f"softmax GPT-2, d = 5, read {read}, seed 0", gpt2))
     selection = checks.get("selection")
     if selection:
         worst = max(selection["model_over_bayes"].values())
         best_fixed = min(selection["fixed_ridge_worst_ratio"].values())
-        out.append(Row("bai.selection_near_bayes", worst, "GPT-2 on σ ∈ {0.1, 0.5}, seed 0", CIRCUITS_GPT2))
-        out.append(Row("bai.fixed_ridge_loses", best_fixed, "ridge at λ 0.05 and 1.25, these prompts", CIRCUITS_GPT2))
+        out.append(Row("bai.selection_near_bayes", worst, "GPT-2 on σ ∈ {0.1, 0.5}, seed 0", gpt2))
+        out.append(Row("bai.fixed_ridge_loses", best_fixed, "ridge at λ 0.05 and 1.25, these prompts", gpt2))
     return out
 
 

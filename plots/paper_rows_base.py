@@ -52,6 +52,21 @@ MAD_MEMORIZATION = Budget(1000 * 32, MAD.model, MAD.rates)  # memorization train
 MARKOV = Budget(6000 * 64, "2 × 16 attention-only, 1 head, relative positions", "AdamW 5e-4, one rate")
 INDUCTION = Budget(2000 * 64, "1-2 × 64 attention-only, 2 heads, rotary positions", "AdamW 1e-3, one rate")
 CIRCUITS_GPT2 = Budget(7000 * 64, "3 × 64, 4 heads (d = 5)", "Adam 2e-3 warm-up + decay, one rate")
+
+
+def circuits_gpt2(gpt2: dict | None) -> Budget:
+    """The circuits study's GPT-2 budget from its results' `gpt2` record (scripts/circuits.gpt2_words;
+    absent in results written before it: the mechanisms study's GPT-2, CIRCUITS_GPT2)."""
+    if not gpt2:
+        return CIRCUITS_GPT2
+    rate = f"{gpt2['learning_rate']:.0e}".replace("e-0", "e-")
+    return Budget(
+        gpt2["steps"] * gpt2["batch_size"],
+        f"{gpt2['layers']} × {gpt2['width']}, {gpt2['heads']} heads (d = 5)",
+        f"Adam {rate} warm-up + decay, one rate",
+    )
+
+
 DYNAMICS = Budget(6001 * 5000, "linear attention, D = 4 (their defaults)", "full-batch GD 1e-3")
 
 

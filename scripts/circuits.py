@@ -3,6 +3,8 @@ trained here (`make circuits`).
 
     python -m scripts.circuits            # 13 runs, ~18 min on 2 cores
     python -m scripts.circuits --quick    # 40 steps a run (a smoke test)
+    python -m scripts.circuits --parts probes --config configs/gpu/circuits_probes.yaml
+                                          # the GPT-2 probes alone, at another size (the GPU queue's job)
 
 The runs (seed 0):
   induction_L1, induction_L2   attention-only models (the `induction` preset at width 64, 2 heads,
@@ -23,9 +25,11 @@ The runs (seed 0):
   selection_mixture            the same GPT-2 on noise_mixture_regression (σ ∈ {0.1, 0.5}, w ~ N(0, I/d))
   selection_sigma0.1, _sigma0.5   the same on one noise level each (the single-noise models)
                                all three evaluated by analysis.algorithm_selection at N = d = 5
-The report is report/CIRCUITS.md, report/circuits_results.json and report/figures/circuits/*.png
-(quick: under report/quick), beside Olsson et al.'s, Akyürek et al.'s and Bai et al.'s claims
-(shared/ANCHORS.md).
+--parts (a comma list of heads, probes, probes_lsa, selection; default all) trains and reports only
+those parts; --config gives the GPT-2 of the probe and selection runs (limits_of_icl's config format;
+default configs/mechanisms.yaml). The report is report/CIRCUITS.md, report/circuits_results.json
+and report/figures/circuits/*.png (quick: under report/quick), beside Olsson et al.'s, Akyürek
+et al.'s and Bai et al.'s claims (shared/ANCHORS.md).
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ from plots.circuits_probes import PROBE_READS
 from src import rundir as names
 from src.formats.limits_of_icl import read_config
 from src.gd_paper.presets import preset
-from src.jobs.declared import Cell, Study, StudyRun, quick_cells
+from src.jobs.declared import Cell, Study, StudyRun
 from src.jobs.study import run_as_command, study_command
 from src.models.sequence_presets import induction
+from src.flags import UsageError
 from src.registry import choice
+from src.systems.gpt2 import GPT2Settings
 from src.systems.lm import LMSettings, LMTrain
 
 CONFIG = "configs/mechanisms.yaml"
@@ -53,6 +59,7 @@ NOISE_STDS = (0.1, 0.5)
 PROBE_PROMPTS, QUICK_PROMPTS = 4000, 400
 SELECTION_PROMPTS, QUICK_SELECTION_PROMPTS = 20_000, 400
 LSA_MODELS = ("lsa1", "twolayer")  # von Oswald et al.'s two models (src/gd_paper/presets.py)
+PARTS = ("heads", "probes", "probes_lsa", "selection")  # a cell's `part` tag; --parts chooses among them
 
 
 # the heads cells' tasks, by the prefix of their names: (vocabulary, tokens a sequence, the task,
@@ -86,8 +93,8 @@ def induction_cell(layers: int, quick: bool, prefix: str = "induction") -> Cell:
     return Cell(f"{prefix}_L{layers}", settings, tags, analyses=())
 
 
-def gpt2_cells(quick: bool) -> list[Cell]:
-    base, _ = read_config(CONFIG)
+def gpt2_cells(quick: bool, config: str = CONFIG) -> list[Cell]:
+    base, _ = read_config(config)
     train = base.train
     if quick:
         train = replace(train, steps=QUICK_STEPS, log_every=20, checkpoint_every=QUICK_STEPS, eval_size=200)
@@ -104,7 +111,7 @@ def gpt2_cells(quick: bool) -> list[Cell]:
     cells += [
         (f"selection_sigma{s:g}", task(noise_stds=(s,)), {"part": "selection", "noise_stds": [s]}) for s in NOISE_STDS
     ]
-    return [Cell(name, settings, tags, analyses=()) for name, settings, tags in cells]
+    return [Cell(name, settings, {**tags, "gpt2": True}, analyses=()) for name, settings, tags in cells]
 
 
 def lsa_cells(quick: bool) -> list[Cell]:
@@ -130,9 +137,46 @@ def lsa_cells(quick: bool) -> list[Cell]:
     return cells
 
 
-def study_cells(quick: bool) -> list[Cell]:
+def parts_of(flags) -> tuple[str, ...]:
+    """--parts as a tuple of PARTS (UsageError, one line, for an unknown part)."""
+    if getattr(flags, "parts", None) is None:
+        return PARTS
+    chosen = tuple(p.strip() for p in flags.parts.split(",") if p.strip())
+    unknown = [p for p in chosen if p not in PARTS]
+    if unknown or not chosen:
+        raise UsageError(f"--parts={flags.parts!r} is not accepted; accepted: a comma list of {', '.join(PARTS)}")
+    return chosen
+
+
+def study_cells(flags, runs_dir=None) -> list[Cell]:
+    """The cells of the parts --parts names, the GPT-2's from --config."""
+    quick, parts = flags.quick, parts_of(flags)
     heads = [induction_cell(layers, quick, prefix) for prefix in HEAD_TASKS for layers in (1, 2)]
-    return [*heads, *gpt2_cells(quick), *lsa_cells(quick)]
+    cells = [*heads, *gpt2_cells(quick, getattr(flags, "config", None) or CONFIG), *lsa_cells(quick)]
+    return [cell for cell in cells if cell.tags["part"] in parts]
+
+
+def add_flags(parser) -> None:
+    parser.add_argument("--parts", default=None, help=f"comma list of {', '.join(PARTS)} (default: all)")
+    parser.add_argument("--config", default=None, help=f"the GPT-2 of the probe and selection runs (default {CONFIG})")
+
+
+def gpt2_words(run: StudyRun) -> dict | None:
+    """The probed (else the selection) GPT-2's size and training, for the report and its budget row."""
+    for job in run.jobs:
+        if job.tags.get("gpt2") and not job.tags.get("control"):
+            settings = GPT2Settings.from_dict(job.expected)
+            model, train = settings.model, settings.train
+            return {
+                "config": getattr(run.flags, "config", None) or CONFIG,
+                "layers": model.n_layer,
+                "width": model.width,
+                "heads": model.n_head,
+                "steps": train.steps,
+                "batch_size": train.batch_size,
+                "learning_rate": train.learning_rate,
+            }
+    return None
 
 
 def aggregate(run: StudyRun) -> dict:
@@ -174,6 +218,7 @@ def aggregate(run: StudyRun) -> dict:
                 by_name[f"probe_{model}"].run, prompts, control.run if control else None, read="query"
             )
     out["runs"] = {name: str(job.run.path) for name, job in by_name.items()}
+    out["gpt2"], out["parts"] = gpt2_words(run), list(parts_of(run.flags) if run.flags is not None else PARTS)
     return out
 
 
@@ -187,9 +232,11 @@ STUDY = Study(
     "circuits",
     __doc__,
     f"{QUICK_STEPS} steps a run (a smoke test)",
-    cells=quick_cells(study_cells),
+    cells=study_cells,
     report=report,
     seeds=lambda flags: (0,),
+    flags=add_flags,
+    check=lambda flags: (parts_of(flags), read_config(flags.config) if flags.config else None),
 )
 main = study_command(STUDY)
 

@@ -14,6 +14,7 @@ MATRIX_10X = "configs/gpu/matrix_settling_10x.yaml"
 LSA_CAUSAL = "linear_attention:feature_map=identity:output_norm=none"  # one LSA layer's causal form
 BASE_CONV = "base_conv+base_conv:kernel_size=-1"  # Zoology's BaseConv: a short and the long convolution
 MAD_MODELS = "attention,hyena,mamba,gated_linear_attn,delta_net"  # the five models of MAD's table
+CIRCUITS_GPT2 = "configs/gpu/circuits_probes.yaml"  # the circuits study's GPT-2 at Garg et al.'s standard size
 
 
 def mad_study(config: str, tokens: int, tasks: str, rehearsal_mixer: str) -> Study:
@@ -63,6 +64,35 @@ JOBS = (
         "limits_of_icl's own step (float32, TF32) in the same call",
         "speed",
         carry=(WHEELS, ORIGINALS),
+    ),
+    Job(
+        "circuits_probes",
+        "the circuits study's probes at Garg et al.'s standard GPT-2 (12 x 256, 8 heads; d = 5, 11 points), "
+        "30,000 steps (1/17 of Akyürek et al.'s released defaults), beside its fixed-w control: is w_OLS "
+        "decodable at R² 0.9",
+        "study",
+        study=Study(
+            ("scripts.circuits", "--config", CIRCUITS_GPT2, "--parts", "probes", "--jobs", "2"),
+            ("scripts.circuits", "--quick", "--parts", "probes"),
+            2,
+            30000,
+            Shape(256, 12, 22, 64),
+            report_s=150.0,
+        ),
+    ),
+    Job(
+        "circuits_selection",
+        "Bai et al.'s algorithm selection on the same GPT-2: the mixture model (σ ∈ {0.1, 0.5}) and the two "
+        "single-noise models, 30,000 steps, at N = d = 5 against the Bayes ridge",
+        "study",
+        study=Study(
+            ("scripts.circuits", "--config", CIRCUITS_GPT2, "--parts", "selection", "--jobs", "3"),
+            ("scripts.circuits", "--quick", "--parts", "selection"),
+            3,
+            30000,
+            Shape(256, 12, 22, 64),
+            report_s=90.0,
+        ),
     ),
     Job(
         "zoo_T64_a",
