@@ -133,9 +133,17 @@ def probe_section(records: dict, check: dict | None, gpt2: dict | None = None) -
             "Why it may miss, as far as we can tell: the query token need only carry x_q·ŵ, a scalar, not ŵ, "
             f"and a model of {size['layers']} layers of width {size['width']} "
             "can keep ŵ spread over the context tokens in a form no single "
-            "linear read recovers; Akyürek et al. probe deeper models than this one. The controls "
-            "sit near 0 at both reads, so what is decodable is the trained model's own.",
+            "linear read recovers; Akyürek et al.'s released code probes a model of 12 layers of width 512 "
+            "trained on 32 M prompts (report/anchors.yaml). The controls sit near 0 at every read, so what is "
+            "decodable is the trained model's own.",
         ]
+        if size["config"] == MECHANISMS_CONFIG:
+            lines[-1] += (
+                " Beyond this study, measured once on the CPU (docs/icl_benchmark.md, "
+                "report/measurements/circuits_trends.json): a model of 6 layers of width 128 reads higher at "
+                "every read, and training this one 4× longer lowers its best read; the GPU queue's "
+                "`circuits_probes` job probes Garg et al.'s standard 12 × 256."
+            )
     return lines + [""]
 
 
