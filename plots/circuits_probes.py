@@ -73,31 +73,42 @@ def probe_table(record: dict) -> list[str]:
 
 
 MECHANISMS_CONFIG = "configs/mechanisms.yaml"
-MECHANISMS_GPT2 = {"config": MECHANISMS_CONFIG, "layers": 3, "width": 64, "heads": 4, "steps": 7000, "batch_size": 64}
+MECHANISMS_GPT2 = {
+    "config": MECHANISMS_CONFIG,
+    "layers": 3,
+    "width": 64,
+    "heads": 4,
+    "steps": 7000,
+    "batch_size": 64,
+    "learning_rate": 0.002,
+}
 
 
-def gpt2_size(gpt2: dict | None) -> str:
-    """'3 layers of width 64, 4 heads, 7,000 steps at batch 64': the study's GPT-2 as its results record it
-    (scripts/circuits.gpt2_words; results written before it was recorded: the mechanisms study's)."""
-    g = gpt2 or MECHANISMS_GPT2
-    size = f"{g['layers']} layers of width {g['width']}, {g['heads']} heads"
-    return f"{size}, {g['steps']:,} steps at batch {g['batch_size']}"
+def recorded_gpt2(data: dict) -> dict:
+    """The study's GPT-2 as its results record it (scripts/circuits.gpt2_words); results written before it
+    was recorded: the mechanisms study's (MECHANISMS_GPT2)."""
+    return data.get("gpt2") or MECHANISMS_GPT2
 
 
-def gpt2_named(gpt2: dict | None) -> str:
+def gpt2_size(gpt2: dict) -> str:
+    """'3 layers of width 64, 4 heads, 7,000 steps at batch 64': a recorded GPT-2 (recorded_gpt2)."""
+    size = f"{gpt2['layers']} layers of width {gpt2['width']}, {gpt2['heads']} heads"
+    return f"{size}, {gpt2['steps']:,} steps at batch {gpt2['batch_size']}"
+
+
+def gpt2_named(gpt2: dict) -> str:
     """Whose GPT-2: the mechanisms study's, or the config's the study was given (--config)."""
-    config = (gpt2 or MECHANISMS_GPT2)["config"]
+    config = gpt2["config"]
     return "The mechanisms study's softmax GPT-2" if config == MECHANISMS_CONFIG else f"The softmax GPT-2 of {config}"
 
 
-def probe_section(records: dict, check: dict | None, gpt2: dict | None = None) -> list[str]:
+def probe_section(records: dict, check: dict | None, gpt2: dict) -> list[str]:
     lines = ["## Residual-stream probes of the estimator (Akyürek et al., ICLR 2023)", ""]
     if check is None:
         return lines + ["No probe run finished (or `--parts` left the probes out).", ""]
     first = next(r for r in records.values() if r is not None)
-    config = (gpt2 or MECHANISMS_GPT2)["config"]
     lines += [
-        f"{gpt2_named(gpt2)} ({config}: d = {first['dims']}, {first['points']} points, {gpt2_size(gpt2)}) and "
+        f"{gpt2_named(gpt2)} ({gpt2['config']}: d = {first['dims']}, {first['points']} points, {gpt2_size(gpt2)}) and "
         f"the same model trained on one fixed w; `analysis.probes` on {first['prompts']} fresh prompts "
         f"({first['train_prompts']} to fit, the rest held out), the hidden state after the read-in (layer 0) "
         "and after each layer, read three ways: at the query's x token (what the prediction is made from), at "
@@ -127,17 +138,16 @@ def probe_section(records: dict, check: dict | None, gpt2: dict | None = None) -
         f"best read ({HIDDEN_READ_WORDS[check['read']]}): {_yes(check['holds'])}.",
     ]
     if not check["holds"]:
-        size = gpt2 or MECHANISMS_GPT2
         lines += [
             "",
             "Why it may miss, as far as we can tell: the query token need only carry x_q·ŵ, a scalar, not ŵ, "
-            f"and a model of {size['layers']} layers of width {size['width']} "
+            f"and a model of {gpt2['layers']} layers of width {gpt2['width']} "
             "can keep ŵ spread over the context tokens in a form no single "
             "linear read recovers; Akyürek et al.'s released code probes a model of 12 layers of width 512 "
             "trained on 32 M prompts (report/anchors.yaml). The controls sit near 0 at every read, so what is "
             "decodable is the trained model's own.",
         ]
-        if size["config"] == MECHANISMS_CONFIG:
+        if gpt2["config"] == MECHANISMS_CONFIG:
             lines[-1] += (
                 " Beyond this study, measured once on the CPU (docs/icl_benchmark.md, "
                 "report/measurements/circuits_trends.json): a model of 6 layers of width 128 reads higher at "

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from plots.circuits_probes import (
-    MECHANISMS_GPT2,
     PROBE_READS,
     _f,
     _yes,
@@ -19,6 +18,7 @@ from plots.circuits_probes import (
     probe_checks,
     probe_records,
     probe_section,
+    recorded_gpt2,
 )
 from plots.provenance import header, study_fields
 from plots.report_index import write_index
@@ -164,7 +164,7 @@ def induction_section(checks: dict) -> list[str]:
     return lines
 
 
-def selection_section(cells: dict, check: dict | None, gpt2: dict | None = None) -> list[str]:
+def selection_section(cells: dict, check: dict | None, gpt2: dict) -> list[str]:
     lines = ["## Algorithm selection (Bai et al., NeurIPS 2023)", ""]
     if check is None:
         return lines + ["The mixture model's run did not finish (or `--parts` left it out).", ""]
@@ -215,8 +215,8 @@ def selection_section(cells: dict, check: dict | None, gpt2: dict | None = None)
         ]
         lines += [
             "Beside the single-noise models: " + "; ".join(parts) + ". A miss of the Bayes error that the model "
-            f"trained on one level shares is this budget's ({(gpt2 or MECHANISMS_GPT2)['steps']:,} steps of a "
-            f"{(gpt2 or MECHANISMS_GPT2)['layers']} × {(gpt2 or MECHANISMS_GPT2)['width']} GPT-2, at N = d where least "
+            f"trained on one level shares is this budget's ({gpt2['steps']:,} steps of a "
+            f"{gpt2['layers']} × {gpt2['width']} GPT-2, at N = d where least "
             "squares is worst conditioned), not a failure to select; what the mixture costs is its ratio to the "
             "single-noise model.",
             "",
@@ -247,9 +247,9 @@ def write_report(run: StudyRun, data: dict) -> list[Path]:
     atomic_write_json(report_dir / RESULTS, {**study_fields(run), **data, "checks": checks, "figures": figures})
     lines = header("How the model does it: induction heads, probes and algorithm selection", run)
     lines += induction_section(checks["induction"])
-    lines += probe_section(probe_records(data), checks["probes"], data.get("gpt2"))
+    lines += probe_section(probe_records(data), checks["probes"], recorded_gpt2(data))
     lines += lsa_probe_section(data.get("probes_lsa") or {}, data.get("lsa_losses") or {})
-    lines += selection_section(data["selection"], checks["selection"], data.get("gpt2"))
+    lines += selection_section(data["selection"], checks["selection"], recorded_gpt2(data))
     lines += ["## Figures", ""] + [f"- `{f}`" for f in figures] + [""]
     atomic_write_text(report_dir / REPORT, "\n".join(lines))
     return [report_dir / REPORT, report_dir / RESULTS, write_index(report_dir, run.head)] + [

@@ -33,6 +33,7 @@ from plots.paper_rows_base import (
     _ratio_row,
     _stat_row,
 )
+from plots.circuits_probes import recorded_gpt2
 from plots.paper_rows_limits import linear_attention, mechanisms, robustness
 from plots.paper_rows_von_oswald import matrix, reproduction
 from plots.paper_rows_zoology import mixers, zoo
@@ -254,7 +255,7 @@ def dynamics(data: dict, report_dir: Path) -> list[Row]:
 def circuits(data: dict, report_dir: Path) -> list[Row]:
     """Olsson et al.'s, Akyürek et al.'s and Bai et al.'s claims from the circuits study's checks
     (scripts/circuits.py, plots/circuits_report.py: one seed)."""
-    checks, out, gpt2 = data.get("checks", {}), [], circuits_gpt2(data.get("gpt2"))
+    checks, out, gpt2 = data.get("checks", {}), [], circuits_gpt2(recorded_gpt2(data))
     induction = checks.get("induction", {})
     if "induction_L2" in induction:
         c = induction["induction_L2"]

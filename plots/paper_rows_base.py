@@ -51,14 +51,10 @@ MAD_COPYING = Budget(400 * 32, MAD.model, MAD.rates)  # selective copying trains
 MAD_MEMORIZATION = Budget(1000 * 32, MAD.model, MAD.rates)  # memorization trains 1,000 steps
 MARKOV = Budget(6000 * 64, "2 × 16 attention-only, 1 head, relative positions", "AdamW 5e-4, one rate")
 INDUCTION = Budget(2000 * 64, "1-2 × 64 attention-only, 2 heads, rotary positions", "AdamW 1e-3, one rate")
-CIRCUITS_GPT2 = Budget(7000 * 64, "3 × 64, 4 heads (d = 5)", "Adam 2e-3 warm-up + decay, one rate")
 
 
-def circuits_gpt2(gpt2: dict | None) -> Budget:
-    """The circuits study's GPT-2 budget from its results' `gpt2` record (scripts/circuits.gpt2_words;
-    absent in results written before it: the mechanisms study's GPT-2, CIRCUITS_GPT2)."""
-    if not gpt2:
-        return CIRCUITS_GPT2
+def circuits_gpt2(gpt2: dict) -> Budget:
+    """The circuits study's GPT-2 budget from its recorded GPT-2 (plots/circuits_probes.recorded_gpt2)."""
     rate = f"{gpt2['learning_rate']:.0e}".replace("e-0", "e-")
     return Budget(
         gpt2["steps"] * gpt2["batch_size"],

@@ -148,11 +148,16 @@ def parts_of(flags) -> tuple[str, ...]:
     return chosen
 
 
+def config_of(flags) -> str:
+    """--config, else CONFIG (the mechanisms study's GPT-2)."""
+    return getattr(flags, "config", None) or CONFIG
+
+
 def study_cells(flags, runs_dir=None) -> list[Cell]:
     """The cells of the parts --parts names, the GPT-2's from --config."""
     quick, parts = flags.quick, parts_of(flags)
     heads = [induction_cell(layers, quick, prefix) for prefix in HEAD_TASKS for layers in (1, 2)]
-    cells = [*heads, *gpt2_cells(quick, getattr(flags, "config", None) or CONFIG), *lsa_cells(quick)]
+    cells = [*heads, *gpt2_cells(quick, config_of(flags)), *lsa_cells(quick)]
     return [cell for cell in cells if cell.tags["part"] in parts]
 
 
@@ -168,7 +173,7 @@ def gpt2_words(run: StudyRun) -> dict | None:
             settings = GPT2Settings.from_dict(job.expected)
             model, train = settings.model, settings.train
             return {
-                "config": getattr(run.flags, "config", None) or CONFIG,
+                "config": config_of(run.flags),
                 "layers": model.n_layer,
                 "width": model.width,
                 "heads": model.n_head,
@@ -218,7 +223,7 @@ def aggregate(run: StudyRun) -> dict:
                 by_name[f"probe_{model}"].run, prompts, control.run if control else None, read="query"
             )
     out["runs"] = {name: str(job.run.path) for name, job in by_name.items()}
-    out["gpt2"], out["parts"] = gpt2_words(run), list(parts_of(run.flags) if run.flags is not None else PARTS)
+    out["gpt2"], out["parts"] = gpt2_words(run), list(parts_of(run.flags))
     return out
 
 

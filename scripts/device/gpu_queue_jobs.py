@@ -32,6 +32,19 @@ def mad_study(config: str, tokens: int, tasks: str, rehearsal_mixer: str) -> Stu
     )
 
 
+def circuits_study(part: str, runs: int, report_s: float) -> Study:
+    """A circuits job: one part of scripts.circuits (--parts) with its `runs` runs together, 30,000 steps of
+    the GPT-2 of CIRCUITS_GPT2; its rehearsal: the same part at the quick size of the default GPT-2."""
+    return Study(
+        ("scripts.circuits", "--config", CIRCUITS_GPT2, "--parts", part, "--jobs", str(runs)),
+        ("scripts.circuits", "--quick", "--parts", part),
+        runs,
+        30000,
+        Shape(256, 12, 22, 64),
+        report_s=report_s,
+    )
+
+
 LOCAL_GLOBAL = ("model.attention_kwargs.local_window_size=15", "model.attention_kwargs.global_attn_indices=[20,40]")
 JOBS = (
     Job(
@@ -71,28 +84,14 @@ JOBS = (
         "30,000 steps (1/17 of Akyürek et al.'s released defaults), beside its fixed-w control: is w_OLS "
         "decodable at R² 0.9",
         "study",
-        study=Study(
-            ("scripts.circuits", "--config", CIRCUITS_GPT2, "--parts", "probes", "--jobs", "2"),
-            ("scripts.circuits", "--quick", "--parts", "probes"),
-            2,
-            30000,
-            Shape(256, 12, 22, 64),
-            report_s=150.0,
-        ),
+        study=circuits_study("probes", 2, report_s=150.0),
     ),
     Job(
         "circuits_selection",
         "Bai et al.'s algorithm selection on the same GPT-2: the mixture model (σ ∈ {0.1, 0.5}) and the two "
         "single-noise models, 30,000 steps, at N = d = 5 against the Bayes ridge",
         "study",
-        study=Study(
-            ("scripts.circuits", "--config", CIRCUITS_GPT2, "--parts", "selection", "--jobs", "3"),
-            ("scripts.circuits", "--quick", "--parts", "selection"),
-            3,
-            30000,
-            Shape(256, 12, 22, 64),
-            report_s=90.0,
-        ),
+        study=circuits_study("selection", 3, report_s=90.0),
     ),
     Job(
         "zoo_T64_a",
